@@ -1,0 +1,32 @@
+# One task runner: `make` (= `make check`) runs lint and the tests; CI calls the same recipe.
+PY ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+
+.DEFAULT_GOAL := check
+.PHONY: install demo test lint check bench
+
+# The virtualenv is rebuilt whenever pyproject.toml changes.
+$(VENV)/.installed: pyproject.toml
+	$(PY) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -e '.[dev]'
+	touch $@
+
+install: $(VENV)/.installed
+
+demo: install
+	$(BIN)/flower --help
+
+test: install
+	$(BIN)/python -m pytest
+
+lint: install
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+
+check: lint test
+
+bench: install
+	$(BIN)/python -m bench

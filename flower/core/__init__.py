@@ -1,0 +1,1 @@
+"""The execution core: runtime, agents, guards, events, documents."""

@@ -1,0 +1,1 @@
+"""Session stores: SQLite persistence and the trim/prune views handed back on load."""

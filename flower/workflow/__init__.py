@@ -1,0 +1,1 @@
+"""Workflows: ordered steps, gates and what passes between them."""
