@@ -102,11 +102,13 @@ def _fsync_directory(directory: Path) -> None:
 
 
 def atomic_write_json(path: Path, data: Any) -> None:
-    """Replace `path` with `data` as JSON, atomically and durably.
+    """Replace `path` with `data` as JSON, atomically and durably (mode 0600, owner only).
 
-    Any failure, an fsync one included, raises and leaves the previous file intact; the
-    caller still holds `data` and may write it again. fsync errors are never retried here:
-    on Linux a second fsync can report success after the data was dropped.
+    Any failure up to the rename, an fsync one included, raises and leaves the previous file
+    intact; a failed fsync of the directory raises with the new file in place but its
+    durability unknown. Either way the caller still holds `data` and may write it again.
+    fsync errors are never retried here: on Linux a second fsync can report success after
+    the data was dropped.
     """
     text = json.dumps(data, ensure_ascii=False, indent=2) + "\n"  # before any file exists
     fd, tmp = tempfile.mkstemp(prefix=_temp_prefix(path), suffix=".tmp", dir=path.parent)
@@ -225,7 +227,8 @@ def update_json(
 
     The file is re-read inside the lock (missing means a copy of `default`), so concurrent
     updates are never lost; the result is written atomically and returned. Stale temps of
-    killed writers are swept first.
+    killed writers are swept first. `fn` runs while the lock is held: it must be quick and
+    must not wait on the network or an agent.
 
     Raises:
         CorruptStateError: the current file does not parse; nothing is written.
