@@ -1,1 +1,6 @@
 """Session stores: SQLite persistence and the trim/prune views handed back on load."""
+
+from flower.stores.errors import StoreError
+from flower.stores.sqlite import SqliteSessionStore
+
+__all__ = ["SqliteSessionStore", "StoreError"]
