@@ -104,6 +104,8 @@ class SqliteSessionStore(SessionStore):
         self.path = Path(path)
         self._lock = threading.Lock()
         self._last_mtime = 0
+        self.last_report: dict[str, int] = {}
+        """Counts per action of the layers during the latest :meth:`view` / ``load()``."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
         ensure_local(self.path)
         try:
@@ -229,8 +231,21 @@ class SqliteSessionStore(SessionStore):
         return _decode(rows) if rows else None
 
     def view(self, key: SessionKey) -> list[Entry] | None:
-        """What ``load()`` returns: here the raw entries; the layers override this."""
-        return self.read(key)
+        """What ``load()`` returns: the entries of ``key`` passed through :meth:`reshape`.
+
+        :attr:`last_report` is replaced by what this call's layers did. The rows in the
+        database are never changed.
+        """
+        entries = self.read(key)
+        report: dict[str, int] = {}
+        shaped = None if entries is None else self.reshape(entries, report)
+        self.last_report = report
+        return shaped
+
+    def reshape(self, entries: list[Entry], report: dict[str, int]) -> list[Entry]:
+        """The copy handed to the model. Here: unchanged. Each layer calls ``super()`` first,
+        then applies its own step and counts what it did in ``report``."""
+        return entries
 
     def _append(self, key: SessionKey, entries: list[SessionStoreEntry]) -> None:
         if not entries:

@@ -18,20 +18,21 @@ change and share the rest.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping, Sequence, Set
 from typing import Any
 
 __all__ = [
     "LINK_FIELDS",
     "Entry",
     "blocks",
+    "drop_blocks",
     "is_api_error",
     "is_denial",
     "is_protected",
+    "replace_blocks",
     "result_text",
     "tool_uses",
     "turn_ages",
-    "with_blocks",
 ]
 
 Entry = dict[str, Any]
@@ -153,13 +154,13 @@ def is_denial(entry: Mapping[str, Any], block: Mapping[str, Any], tool_name: str
     return text is not None and _DENIAL_TEXT.match(text) is not None
 
 
-def with_blocks(entry: Entry, changes: Mapping[int, dict[str, Any] | None]) -> Entry | None:
-    """A copy of ``entry`` whose block ``i`` is replaced by ``changes[i]`` (dropped if None).
-
-    Returns None when no block is left. ``entry`` itself is not modified.
-    """
-    kept = [changes.get(i, b) for i, b in enumerate(blocks(entry))]
-    content = [b for b in kept if b is not None]
-    if not content:
-        return None
+def replace_blocks(entry: Entry, changes: Mapping[int, dict[str, Any]]) -> Entry:
+    """A copy of ``entry`` whose block ``i`` is ``changes[i]``; ``entry`` is not modified."""
+    content = [changes.get(i, b) for i, b in enumerate(blocks(entry))]
     return {**entry, "message": {**entry["message"], "content": content}}
+
+
+def drop_blocks(entry: Entry, indices: Set[int]) -> Entry | None:
+    """A copy of ``entry`` without the blocks at ``indices``, or None if none is left."""
+    content = [b for i, b in enumerate(blocks(entry)) if i not in indices]
+    return {**entry, "message": {**entry["message"], "content": content}} if content else None

@@ -10,10 +10,12 @@ import pytest
 from claude_agent_sdk import SessionStore
 from claude_agent_sdk.testing import run_session_store_conformance
 
-from flower.stores import SqliteSessionStore
+from flower.stores import PruningSessionStore, SqliteSessionStore, TrimmingSessionStore
 
 LAYERS: dict[str, Callable[[Path, Path], SqliteSessionStore]] = {
     "sqlite": lambda db, ws: SqliteSessionStore(db),
+    "trimming": lambda db, ws: TrimmingSessionStore(db, ws),
+    "pruning": lambda db, ws: PruningSessionStore(db, ws),
 }
 
 

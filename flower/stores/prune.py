@@ -1,0 +1,245 @@
+"""Layer 3 of the session store: drop what is an error, not history; heal broken pairs.
+
+On ``load()``, after the trim layer (seeds, "PruningSessionStore + PrunePolicy"):
+
+* :func:`prune` removes the residue of failed API calls (assistant entries with
+  ``isApiErrorMessage: true`` and model ``<synthetic>``, and ``system`` entries of subtype
+  ``api_error``): resumed, the synthetic "API Error: ..." would be the model's last words.
+  It also removes every refused tool call but the newest ``keep_denials``: the tool_use
+  block and the tool_result block that carries the refusal, always together. A refusal is
+  recognised as the CLI writes it (:func:`flower.stores.transcript.is_denial`): the
+  entry's ``toolDenialKind`` (permission-rule, user-rejected, automode-blocked), else an
+  is_error result that starts with ``PreToolUse:<Tool> hook error:`` (a hook's deny, e.g.
+  flower's guards) or ``Permission to use ...`` / ``Permission for this ...`` (permission
+  rules). A call that was interrupted or cancelled is not a refusal: it may have run.
+* :func:`relink` drops entries and points their children at the nearest kept ancestor, so
+  the ``parentUuid`` chain the CLI walks back from the leaf stays whole.
+* :func:`heal_orphans` answers tool_use blocks that have no tool_result anywhere (a kill
+  between a call and its result), which the API would reject on every later resume: one
+  user entry with an is_error result for each orphan of an API response is inserted right
+  after that response's last entry, and the children of that entry now hang below it.
+  Nothing is deleted to heal. Its uuid is derived from the anchor's, so every load
+  produces the same entry and entries appended after a resume stay chained to it.
+  (A PreToolUse ``defer`` also leaves an unanswered call at the leaf; flower does not use
+  defer, and healing would stop a deferred call from running on resume.)
+
+Red lines: a tool_result whose tool_use stays is never removed; isCompactSummary / isMeta
+entries are never removed and their content never changes (relink may rewrite their
+``parentUuid``: a broken chain would lose every entry before it); a removed entry's
+children are relinked to its parent. The input list is never mutated.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Collection, MutableMapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from flower.stores.transcript import (
+    LINK_FIELDS,
+    Entry,
+    blocks,
+    drop_blocks,
+    is_api_error,
+    is_denial,
+    is_protected,
+)
+from flower.stores.trim import EphemeralPolicy, TrimmingSessionStore, TrimPolicy
+
+__all__ = ["PrunePolicy", "PruningSessionStore", "heal_orphans", "prune", "relink"]
+
+Report = MutableMapping[str, int]
+
+#: Namespace of the uuids of healing entries (uuid5 of the anchor's uuid).
+_HEAL_NAMESPACE = uuid.UUID("5b0f6f2e-2d55-4f55-9f0e-3c1c6a1b7d10")
+#: Fields a healing entry copies from the entry it answers, so it reads like the CLI's own.
+_SESSION_FIELDS = (
+    "isSidechain",
+    "agentId",
+    "userType",
+    "cwd",
+    "sessionId",
+    "version",
+    "gitBranch",
+    "timestamp",
+)
+
+
+def _bump(report: Report | None, key: str, count: int) -> None:
+    if report is not None:
+        report[key] = report.get(key, 0) + count
+
+
+@dataclass
+class PrunePolicy:
+    """What the prune layer removes and repairs.
+
+    ``keep_denials`` refused calls survive, the newest ones (default 1: the latest refusal
+    stops the model from retrying the same blocked command; older ones only mislead it).
+    """
+
+    keep_denials: int = 1
+    heal_orphans: bool = True
+    orphan_text: str = "[工具调用在返回结果前被中断,没有结果。需要请重新执行]"
+    enabled: bool = True
+
+    def __post_init__(self) -> None:
+        if self.keep_denials < 0:
+            raise ValueError(f"PrunePolicy.keep_denials must be >= 0, got {self.keep_denials}")
+
+
+def relink(
+    entries: Sequence[Entry], removed_uuids: Collection[str], *, report: Report | None = None
+) -> list[Entry]:
+    """``entries`` without those whose uuid is in ``removed_uuids``, children relinked.
+
+    ``entries`` must still hold the removed entries: their own parents are how a child
+    finds its nearest kept ancestor (possibly several removed entries up, or None).
+    """
+    parents = {e["uuid"]: e.get("parentUuid") for e in entries if e.get("uuid") in removed_uuids}
+
+    def kept(link: Any) -> Any:
+        seen: set[str] = set()
+        while link in parents and link not in seen:
+            seen.add(link)
+            link = parents[link]
+        return link
+
+    shaped: list[Entry] = []
+    relinked = 0
+    for entry in entries:
+        if entry.get("uuid") in parents:
+            continue
+        moved = {f: kept(entry[f]) for f in LINK_FIELDS if entry.get(f) in parents}
+        if moved:
+            entry = {**entry, **moved}
+            relinked += 1
+        shaped.append(entry)
+    _bump(report, "relinked", relinked)
+    return shaped
+
+
+def _denied_calls(entries: Sequence[Entry]) -> list[tuple[tuple[int, int], tuple[int, int]]]:
+    """(tool_use position, tool_result position) of each refused call, oldest first;
+    a position is (entry index, block index). Calls touching a protected entry are left out."""
+    uses: dict[str, tuple[int, int, str]] = {}
+    calls = []
+    for i, entry in enumerate(entries):
+        for j, block in enumerate(blocks(entry)):
+            kind = block.get("type")
+            if kind == "tool_use" and entry.get("type") == "assistant":
+                uses[block.get("id", "")] = (i, j, str(block.get("name", "")))
+            elif kind == "tool_result" and block.get("tool_use_id") in uses:
+                ui, uj, name = uses[block["tool_use_id"]]
+                if is_denial(entry, block, name) and not (
+                    is_protected(entry) or is_protected(entries[ui])
+                ):
+                    calls.append(((ui, uj), (i, j)))
+    return calls
+
+
+def prune(
+    entries: Sequence[Entry], policy: PrunePolicy, *, report: Report | None = None
+) -> list[Entry]:
+    """Remove API-error residue and all but the newest ``keep_denials`` refused calls."""
+    errors = {e["uuid"] for e in entries if is_api_error(e) and not is_protected(e) and "uuid" in e}
+    denied = _denied_calls(entries)
+    dropped = denied[: max(0, len(denied) - policy.keep_denials)]
+    drops: dict[int, set[int]] = {}
+    for position in (p for call in dropped for p in call):
+        drops.setdefault(position[0], set()).add(position[1])
+
+    shaped = list(entries)
+    emptied: set[str] = set()
+    for i, indices in drops.items():
+        kept = drop_blocks(shaped[i], indices)
+        if kept is None and "uuid" in shaped[i]:
+            emptied.add(shaped[i]["uuid"])  # stays in the list for relink to walk through
+        elif kept is not None:
+            shaped[i] = kept
+    _bump(report, "pruned_errors", len(errors))
+    _bump(report, "pruned_denials", len(dropped))
+    return relink(shaped, errors | emptied, report=report)
+
+
+def _orphans(entries: Sequence[Entry]) -> dict[int, list[str]]:
+    """Unanswered tool_use ids, keyed by the index of the last entry of their API response."""
+    answered = {
+        b.get("tool_use_id") for e in entries for b in blocks(e) if b.get("type") == "tool_result"
+    }
+    last_of: dict[Any, int] = {}
+    pending: dict[Any, list[str]] = {}
+    for i, entry in enumerate(entries):
+        if entry.get("type") != "assistant" or "uuid" not in entry:
+            continue
+        response = entry.get("message", {}).get("id") or entry["uuid"]
+        last_of[response] = i
+        for block in blocks(entry):
+            if block.get("type") == "tool_use" and block.get("id") not in answered:
+                pending.setdefault(response, []).append(block["id"])
+    return {last_of[response]: ids for response, ids in pending.items()}
+
+
+def _healing(anchor: Entry, tool_use_ids: list[str], text: str) -> Entry:
+    results = [
+        {"type": "tool_result", "tool_use_id": tid, "content": text, "is_error": True}
+        for tid in tool_use_ids
+    ]
+    return {
+        "type": "user",
+        "parentUuid": anchor["uuid"],
+        "uuid": str(uuid.uuid5(_HEAL_NAMESPACE, anchor["uuid"])),
+        **{f: anchor[f] for f in _SESSION_FIELDS if f in anchor},
+        "message": {"role": "user", "content": results},
+        "toolUseResult": f"Error: {text}",
+        "sourceToolAssistantUUID": anchor["uuid"],
+    }
+
+
+def heal_orphans(
+    entries: Sequence[Entry], *, text: str, report: Report | None = None
+) -> list[Entry]:
+    """Insert a result for every unanswered tool_use (see the module docstring)."""
+    orphans = _orphans(entries)
+    healings = {i: _healing(entries[i], ids, text) for i, ids in orphans.items()}
+    moved = {entries[i]["uuid"]: healing["uuid"] for i, healing in healings.items()}
+    healed: list[Entry] = []
+    for i, entry in enumerate(entries):
+        if entry.get("parentUuid") in moved:
+            entry = {**entry, "parentUuid": moved[entry["parentUuid"]]}
+        healed.append(entry)
+        if i in healings:
+            healed.append(healings[i])
+    _bump(report, "healed_orphans", sum(len(ids) for ids in orphans.values()))
+    return healed
+
+
+class PruningSessionStore(TrimmingSessionStore):
+    """The store Runtime uses: load() = raw -> expire -> trim -> prune -> heal_orphans.
+
+    Attributes as :class:`TrimmingSessionStore`, plus ``prune`` (the :class:`PrunePolicy`);
+    ``last_report`` adds ``pruned_errors``, ``pruned_denials``, ``relinked`` and
+    ``healed_orphans``.
+    """
+
+    def __init__(
+        self,
+        path: str | Path,
+        workspace: str | Path,
+        *,
+        policy: TrimPolicy | None = None,
+        prune: PrunePolicy | None = None,
+        ephemeral: EphemeralPolicy | None = None,
+    ) -> None:
+        super().__init__(path, workspace, policy=policy, ephemeral=ephemeral)
+        self.prune = prune if prune is not None else PrunePolicy()
+
+    def reshape(self, entries: list[Entry], report: dict[str, int]) -> list[Entry]:
+        entries = super().reshape(entries, report)
+        if self.prune.enabled:
+            entries = prune(entries, self.prune, report=report)
+            if self.prune.heal_orphans:
+                entries = heal_orphans(entries, text=self.prune.orphan_text, report=report)
+        return entries
