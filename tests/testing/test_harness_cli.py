@@ -30,7 +30,7 @@ from flower.testing import (
     text,
     tool,
 )
-from tests.testing.conftest import drive
+from tests.driver import drive
 
 pytestmark = pytest.mark.anyio
 

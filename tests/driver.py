@@ -6,7 +6,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import pytest
 from claude_agent_sdk import (
     AssistantMessage,
     ClaudeAgentOptions,
@@ -53,15 +52,3 @@ async def drive(prompt: str, *, cwd: Path, env: dict[str, str], **options: Any) 
     except ClaudeSDKError as exc:
         outcome.error = exc
     return outcome
-
-
-@pytest.fixture
-def workspace(tmp_path: Path) -> Path:
-    ws = tmp_path / "ws"
-    ws.mkdir()
-    return ws.resolve()
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
