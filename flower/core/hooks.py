@@ -1,0 +1,92 @@
+"""The hook adapter: the one place that turns a guard's decision into the SDK's hook format.
+
+A guard decides (see `flower.core.guard`); this module speaks. `as_matcher(pattern, guard)`
+wraps a decision function into the async callback and `HookMatcher` the SDK wants, and
+`hook_output(decision)` writes the output dict the CLI reads:
+
+    Deny(reason)       PreToolUse  permissionDecision "deny" + permissionDecisionReason
+    Rewrite(input)     PreToolUse  permissionDecision "allow" + updatedInput (the full input)
+    Replace(output)    PostToolUse updatedToolOutput
+    None               {}          no opinion
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, cast
+
+from claude_agent_sdk import HookContext, HookInput, HookJSONOutput, HookMatcher
+
+__all__ = ["Decision", "Deny", "Guard", "Replace", "Rewrite", "as_matcher", "hook_output"]
+
+
+@dataclass(frozen=True)
+class Deny:
+    """PreToolUse: the tool does not run; the model gets `reason` as an error result."""
+
+    reason: str
+
+
+@dataclass(frozen=True)
+class Rewrite:
+    """PreToolUse: allow the call with `tool_input` (the full input) in place of the model's."""
+
+    tool_input: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Replace:
+    """PostToolUse: the model sees `output` (same shape as the tool's own) instead."""
+
+    output: Any
+
+
+Decision = Deny | Rewrite | Replace
+Guard = Callable[[str, dict[str, Any], Mapping[str, Any]], Decision | None]
+"""A decision with its settings bound: ``(tool_name, tool_input, hook_input) -> ...``."""
+
+
+def hook_output(decision: Decision | None) -> HookJSONOutput:
+    """The SDK hook output for `decision`; {} means no opinion."""
+    match decision:
+        case Deny(reason):
+            return {
+                "hookSpecificOutput": {
+                    "hookEventName": "PreToolUse",
+                    "permissionDecision": "deny",
+                    "permissionDecisionReason": reason,
+                }
+            }
+        case Rewrite(tool_input):
+            return {
+                "hookSpecificOutput": {
+                    "hookEventName": "PreToolUse",
+                    "permissionDecision": "allow",
+                    "updatedInput": tool_input,
+                }
+            }
+        case Replace(output):
+            return {
+                "hookSpecificOutput": {"hookEventName": "PostToolUse", "updatedToolOutput": output}
+            }
+    return {}
+
+
+def as_matcher(pattern: str, guard: Guard) -> HookMatcher:
+    """A HookMatcher for the tools in `pattern` whose one callback asks `guard`."""
+
+    async def callback(
+        hook_input: HookInput, tool_use_id: str | None, context: HookContext
+    ) -> HookJSONOutput:
+        data = cast(Mapping[str, Any], hook_input)
+        tool_input = data.get("tool_input")
+        return hook_output(
+            guard(
+                str(data.get("tool_name", "")),
+                tool_input if isinstance(tool_input, dict) else {},
+                data,
+            )
+        )
+
+    return HookMatcher(matcher=pattern, hooks=[callback])
