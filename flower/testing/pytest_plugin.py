@@ -1,8 +1,12 @@
 """pytest fixtures for the scripted fake Messages API (loaded through the pytest11 entry point).
 
-    def test_writes(fake_api, claude_env, tmp_path):
+    def test_writes(fake_api, claude_env, tmp_path):     # the CLI driven directly
         fake_api.script = sequence(tool("Write", {...}), text("done"))
         ... ClaudeAgentOptions(cwd=tmp_path, env=claude_env) ...
+
+    def test_step(flower_env, workspace):               # flower's Runtime
+        flower_env.script = sequence(text("done"))
+        rt = Runtime(workspace=workspace, run_dir=workspace / "runs")
 
 `fake_api` fails the test at teardown if its script raised during a request (the CLI only saw
 a 400), so a broken script cannot pass silently.
@@ -47,3 +51,20 @@ def claude_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def claude_env(fake_api: FakeAPI, claude_home: Path) -> dict[str, str]:
     """The CLI's environment: the fake API, a placeholder key, a scratch HOME, no retries."""
     return fake_api.env(home=claude_home)
+
+
+@pytest.fixture
+def flower_env(
+    fake_api: FakeAPI, claude_home: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> FakeAPI:
+    """The process environment pointed at the fake API, for code that runs flower's Runtime.
+
+    Runtime reads its credentials from the environment (and .env files) like the real thing;
+    this sets them, gives HOME and XDG_CONFIG_HOME a scratch folder so no real ~/.config or
+    ~/.claude is read, and runs the test from tmp_path so no project .env is picked up.
+    """
+    for name, value in fake_api.env(home=claude_home).items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(claude_home / ".config"))
+    monkeypatch.chdir(tmp_path)
+    return fake_api

@@ -1,0 +1,204 @@
+"""Runtime.run end to end on the real CLI: results, events, resume, manifest, lineage, bad input."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from claude_agent_sdk import AgentDefinition
+
+from flower.core.agent import AgentSpec
+from flower.core.events import Event
+from flower.core.lineage import Lineage
+from flower.core.runtime import Runtime
+from flower.testing import Always, FakeAPI, When, http_error, rules, sequence, text, tool
+
+pytestmark = pytest.mark.anyio
+
+WRITER = AgentSpec("writer", "You write files.", permission_mode="acceptEdits")
+
+
+@pytest.fixture
+def runtime(flower_env: FakeAPI, workspace: Path) -> Iterator[Runtime]:
+    rt = Runtime(workspace=workspace, run_dir=workspace.parent / "runs")
+    try:
+        yield rt
+    finally:
+        rt.close()
+
+
+async def test_a_step_that_writes_a_file(
+    flower_env: FakeAPI, runtime: Runtime, workspace: Path
+) -> None:
+    target = workspace / "out.txt"
+    flower_env.script = sequence(
+        tool("Write", {"file_path": str(target), "content": "x"}), text("wrote out.txt")
+    )
+    result = await runtime.run(WRITER, "write out.txt")
+    assert target.read_text() == "x"
+    assert result.ok and result.error is None and result.errors == []
+    assert result.step == "writer" and result.text == "wrote out.txt"
+    assert result.session_id and result.num_turns == 2 and result.attempts == 1
+    assert result.cost_usd > 0 and result.context > 0
+    assert 0 < result.started_at <= result.ended_at
+    assert not result.resumed and result.retired == []
+    assert runtime.results == [result] and runtime.total_cost() == result.cost_usd
+
+
+async def test_events_arrive_in_order_with_subagent_lines_tagged(
+    flower_env: FakeAPI, runtime: Runtime
+) -> None:
+    helper = AgentDefinition(description="helps", prompt="You are the helper.", tools=["Bash"])
+    flower_env.script = rules(
+        (
+            When(kind="subagent"),
+            sequence(tool("Bash", {"command": "echo hi"}), text("sub says hi")),
+        ),
+        (
+            When(kind="main"),
+            sequence(
+                tool(
+                    "Agent",
+                    {
+                        "description": "help",
+                        "prompt": "help",
+                        "subagent_type": "helper",
+                        "run_in_background": False,
+                    },
+                ),
+                text("main is done"),
+            ),
+        ),
+    )
+    seen: list[Event] = []
+    spec = AgentSpec("boss", "", agents={"helper": helper}, allowed_tools=["Bash"])
+    result = await runtime.run(spec, "go", on_event=seen.append)
+    kinds = [e.kind for e in seen if e.kind not in ("status", "task")]
+    assert kinds[0] == "session" and kinds[-1] == "result"
+    assert kinds.index("tool_call") < kinds.index("tool_result")
+    sub = [e for e in seen if e.payload.get("subagent")]
+    assert sub and "sub says hi" not in result.text
+    assert result.text == "main is done" and result.ok
+
+
+async def test_background_subagent_wakes_the_session_and_the_step_waits_for_it(
+    flower_env: FakeAPI, runtime: Runtime
+) -> None:
+    helper = AgentDefinition(description="helps", prompt="You are the helper.", tools=["Bash"])
+    flower_env.script = rules(
+        (
+            When(kind="subagent"),
+            sequence(tool("Bash", {"command": "sleep 1"}), text("late report")),
+        ),
+        (When(kind="main", contains="<task-notification>"), Always(text("got the late report"))),
+        (
+            When(kind="main"),
+            sequence(
+                tool("Agent", {"description": "bg", "prompt": "work", "subagent_type": "helper"}),
+                text("launched it"),
+            ),
+        ),
+    )
+    spec = AgentSpec("boss", "", agents={"helper": helper}, allowed_tools=["Bash"])
+    result = await runtime.run(spec, "go")
+    assert result.ok and result.text == "got the late report"
+    assert result.num_turns == 3  # 2 in the first turn + the wake-up turn
+
+
+async def test_a_synthetic_error_is_kept_out_of_the_text(
+    flower_env: FakeAPI, runtime: Runtime
+) -> None:
+    flower_env.script = Always(text("never", fault=http_error(500)))
+    result = await runtime.run(AgentSpec("a", ""), "go")
+    assert not result.ok and result.text == ""
+    assert result.error and result.error.startswith("API Error: 500")
+    assert result.errors == [result.error]
+
+
+async def test_two_steps_resume_by_session_id_and_cost_is_per_step(
+    flower_env: FakeAPI, runtime: Runtime
+) -> None:
+    flower_env.script = rules(
+        (When(kind="main", contains="second prompt"), sequence(text("second answer"))),
+        (When(kind="main"), sequence(text("first answer"))),
+    )
+    first = await runtime.run(AgentSpec("a", ""), "first prompt", step_name="one")
+    second = await runtime.run(
+        AgentSpec("a", ""), "second prompt", step_name="two", resume=first.session_id
+    )
+    assert second.session_id == first.session_id
+    shown = flower_env.main_requests()[-1]
+    assert "first prompt" in shown.conversation_text and "first answer" in shown.assistant_texts
+    assert second.text == "second answer"
+    # Each step is charged only its own requests (one each, the second slightly larger),
+    # never the session's running total.
+    assert first.cost_usd <= second.cost_usd < 1.5 * first.cost_usd
+    assert runtime.total_cost() == pytest.approx(first.cost_usd + second.cost_usd)
+
+
+async def test_manifest_rows_and_lineage_round_trip(
+    flower_env: FakeAPI, runtime: Runtime, workspace: Path
+) -> None:
+    flower_env.script = Always(text("fine"))
+    first = await runtime.run(AgentSpec("a", ""), "go", step_name="one")
+    await runtime.run(AgentSpec("a", ""), "go", step_name="two")
+    rows = json.loads(runtime.manifest_path.read_text())
+    assert [r["step"] for r in rows] == ["one", "two"]
+    assert {r["run"] for r in rows} == {runtime.run_id}
+    assert rows[0]["session_id"] == first.session_id and rows[0]["ok"] is True
+    Lineage(runtime.run_dir, workspace).remember("one", str(first.session_id))
+    assert Lineage(runtime.run_dir, workspace).recall("one") == first.session_id
+
+
+async def test_two_runtimes_share_one_manifest(flower_env: FakeAPI, workspace: Path) -> None:
+    flower_env.script = Always(text("fine"))
+    runs = workspace.parent / "runs"
+    a, b = Runtime(workspace=workspace, run_dir=runs), Runtime(workspace=workspace, run_dir=runs)
+    try:
+        await a.run(AgentSpec("a", ""), "go", step_name="from-a")
+        await b.run(AgentSpec("a", ""), "go", step_name="from-b")
+    finally:
+        a.close()
+        b.close()
+    rows = json.loads((runs / "manifest.json").read_text())
+    assert sorted((r["run"], r["step"]) for r in rows) == sorted(
+        [(a.run_id, "from-a"), (b.run_id, "from-b")]
+    )
+
+
+# --- bad input: a clear error, nothing half-written ---------------------------------------
+
+
+def test_no_credentials_fails_at_construction_and_creates_nothing(
+    flower_env: FakeAPI, monkeypatch: pytest.MonkeyPatch, workspace: Path
+) -> None:
+    monkeypatch.delenv("ANTHROPIC_API_KEY")
+    runs = workspace.parent / "runs"
+    with pytest.raises(RuntimeError) as caught:
+        Runtime(workspace=workspace, run_dir=runs)
+    assert len(str(caught.value).splitlines()) == 4
+    assert not runs.exists()
+
+
+def test_an_empty_key_counts_as_no_key(
+    flower_env: FakeAPI, monkeypatch: pytest.MonkeyPatch, workspace: Path
+) -> None:
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "")
+    with pytest.raises(RuntimeError, match="ANTHROPIC_API_KEY"):
+        Runtime(workspace=workspace, run_dir=workspace.parent / "runs")
+
+
+def test_a_workspace_that_does_not_exist(flower_env: FakeAPI, tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="is not a folder"):
+        Runtime(workspace=tmp_path / "absent", run_dir=tmp_path / "runs")
+    assert not (tmp_path / "runs").exists()
+
+
+def test_a_run_dir_that_is_a_file(flower_env: FakeAPI, workspace: Path) -> None:
+    blocker = workspace.parent / "runs"
+    blocker.write_text("not a folder")
+    with pytest.raises(ValueError, match="is a file"):
+        Runtime(workspace=workspace, run_dir=blocker)
+    assert blocker.read_text() == "not a folder"
