@@ -5,6 +5,7 @@ from typing import Annotated
 import typer
 
 from flower import __version__
+from flower.cli.once import once
 
 app = typer.Typer(
     name="flower",
@@ -33,6 +34,9 @@ def root(
     ] = False,
 ) -> None:
     """flower runs Claude Code sessions as steps of a workflow."""
+
+
+app.command(no_args_is_help=True)(once)
 
 
 def main() -> None:

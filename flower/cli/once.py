@@ -1,0 +1,68 @@
+"""`flower once "prompt"`: one step with a plain agent, no interactivity."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+
+from flower.cli.exits import STDERR, Exit, exit_codes
+from flower.cli.render import Render
+
+ONCE_INSTRUCTIONS = "Do the task you are given, then reply with a short summary of what you did."
+
+
+def once(
+    prompt: Annotated[str, typer.Argument(help="What the agent should do.")],
+    workspace: Annotated[
+        Path, typer.Option("--workspace", "-w", help="Folder the agent works in.")
+    ] = Path("."),
+    run_dir: Annotated[
+        Path, typer.Option("--run-dir", help="Where sessions.db and manifest.json go.")
+    ] = Path("runs"),
+    model: Annotated[str | None, typer.Option(help="Model id or alias (sonnet, opus...).")] = None,
+    budget: Annotated[
+        float | None, typer.Option(help="Stop the step once it has cost this many USD.")
+    ] = None,
+    allow: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="Tools the agent may use without asking (repeatable).", show_default=False
+        ),
+    ] = None,
+    verbose: Annotated[
+        bool, typer.Option("--verbose", "-v", help="Say where each credential came from.")
+    ] = False,
+) -> None:
+    """Run one step and exit: 0 if it succeeded, 1 if it failed, 2 on bad input."""
+    from flower.core.agent import AgentSpec
+    from flower.core.env import describe, load_dotenv
+    from flower.core.runtime import Runtime
+
+    console = Console(highlight=False, soft_wrap=True)
+    with exit_codes():
+        if verbose:
+            load_dotenv()
+            console.print(describe(), style="dim")
+        runtime = Runtime(workspace=workspace, run_dir=run_dir)
+        spec = AgentSpec(
+            "once",
+            ONCE_INSTRUCTIONS,
+            allowed_tools=allow or ["Read", "Write", "Edit", "Bash"],
+            model=model,
+            max_budget_usd=budget,
+            permission_mode="acceptEdits",
+        )
+        try:
+            result = asyncio.run(
+                runtime.run(spec, prompt, on_event=Render(console, verbose=verbose))
+            )
+        finally:
+            runtime.close()
+    if not result.ok:
+        STDERR.print(f"[bold red]step failed:[/] {escape(str(result.error))}")
+    raise typer.Exit(Exit.OK if result.ok else Exit.FAILED)
