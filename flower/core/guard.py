@@ -131,10 +131,12 @@ def spill_output(response: Any, workbench: Workbench, threshold: int) -> Any | N
     Strings are replaced in place in dicts, nested dicts included (Read nests its text in
     ``file.content``), so the result keeps the tool's output shape. Lists are never entered:
     they may hold image blocks. A response that is itself a string is spilled the same way
-    (it is then its own shape).
+    (it is then its own shape). A string no longer than the preview is never spilled, whatever
+    the threshold: its pointer would be longer than the string.
     """
     if isinstance(response, str):
-        return _pointer(response, workbench) if len(response) > threshold else None
+        long = len(response) > max(threshold, SPILL_PREVIEW_CHARS)
+        return _pointer(response, workbench) if long else None
     if not isinstance(response, dict):
         return None
     changed = {key: spill_output(value, workbench, threshold) for key, value in response.items()}

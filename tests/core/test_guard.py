@@ -201,8 +201,13 @@ def test_long_string_field_becomes_pointer_plus_preview(wb: Workbench) -> None:
 
 
 def test_threshold_is_exclusive(wb: Workbench) -> None:
-    assert spill_output({"stdout": "x" * 50}, wb, 50) is None
-    assert spill_output({"stdout": "x" * 51}, wb, 50) is not None
+    assert spill_output({"stdout": "x" * 500}, wb, 500) is None
+    assert spill_output({"stdout": "x" * 501}, wb, 500) is not None
+
+
+def test_text_within_the_preview_is_never_spilled(wb: Workbench) -> None:
+    assert spill_output("x" * SPILL_PREVIEW_CHARS, wb, 10) is None
+    assert spill_output("x" * (SPILL_PREVIEW_CHARS + 1), wb, 10) is not None
 
 
 def test_lists_are_never_entered(wb: Workbench) -> None:
@@ -474,11 +479,11 @@ def test_workbench_hooks_add_isolation_only_for_marked_agents(wb: Workbench) -> 
 
 @pytest.mark.anyio
 async def test_workbench_hooks_pass_glance_and_threshold_through(wb: Workbench) -> None:
-    hooks = workbench_hooks(wb, allow_glance=True, spill_threshold=10)
+    hooks = workbench_hooks(wb, allow_glance=True, spill_threshold=500)
     delegate, spill = hooks["PreToolUse"][0], hooks["PostToolUse"][1]
     glance = {**MAIN, "tool_name": "Bash", "tool_input": {"command": "git status"}}
     assert await _call(delegate, glance) == {}
-    data = _post("Bash", {"command": "x"}, {"stdout": "s" * 11})
+    data = _post("Bash", {"command": "x"}, {"stdout": "s" * 501})
     out = await _call(spill, data)
     assert out["hookSpecificOutput"]["updatedToolOutput"]["stdout"].startswith("[输出过长")
 
