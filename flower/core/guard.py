@@ -49,6 +49,7 @@ __all__ = [
     "isolated",
     "merge_hooks",
     "refresh_index",
+    "role_hooks",
     "spill_guard",
     "spill_output",
     "wants_isolation",
@@ -292,6 +293,23 @@ def wants_isolation(agent: AgentDefinition | None) -> bool:
 # -- assembly ---------------------------------------------------------------------------
 
 
+def role_hooks(
+    *,
+    delegate_only: bool,
+    allow_glance: bool = False,
+    agents: Mapping[str, AgentDefinition] | None = None,
+    workbench: Workbench | None = None,
+) -> list[HookMatcher]:
+    """The PreToolUse guards that follow from the role itself, workbench or not:
+    delegate_guard if `delegate_only`, isolate_guard if any agent is marked `isolated()`."""
+    pre: list[HookMatcher] = []
+    if delegate_only:
+        pre.append(delegate_guard(allow_glance=allow_glance, workbench=workbench))
+    if agents and any(wants_isolation(agent) for agent in agents.values()):
+        pre.append(isolate_guard(agents))
+    return pre
+
+
 def workbench_hooks(
     workbench: Workbench,
     *,
@@ -305,11 +323,9 @@ def workbench_hooks(
     PreToolUse: delegate_guard if `delegate_only`, isolate_guard if any agent is marked.
     PostToolUse: index_guard, and spill_guard if `spill_threshold`. Empty events are left out.
     """
-    pre: list[HookMatcher] = []
-    if delegate_only:
-        pre.append(delegate_guard(allow_glance=allow_glance, workbench=workbench))
-    if agents and any(wants_isolation(agent) for agent in agents.values()):
-        pre.append(isolate_guard(agents))
+    pre = role_hooks(
+        delegate_only=delegate_only, allow_glance=allow_glance, agents=agents, workbench=workbench
+    )
     post = [index_guard(workbench)]
     if spill_threshold:
         post.append(spill_guard(workbench, threshold=spill_threshold))

@@ -8,7 +8,13 @@ and writes manifest.json with append semantics that are safe across processes.
 
 Errors tree:
     RuntimeError       no credentials (the four-line message of check_credentials)
-    ValueError         a workspace that is not a folder, a run_dir that is a file
+    ValueError         a workspace that is not a folder, a run_dir that is a file; at run(),
+                       an isolated worker in a workspace that is not a git repository
+
+Guards are mounted from the AgentSpec (docs/guards.md): whitelist_guard unless the spec is
+delegate_only; delegate_guard and isolate_guard as the role asks, with or without a
+workbench; index_guard and spill_guard (and the workbench index in the system prompt) only
+when this Runtime has a workbench and the spec wants one.
 """
 
 from __future__ import annotations
@@ -17,7 +23,7 @@ import asyncio
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +33,15 @@ from claude_agent_sdk._errors import ClaudeSDKError
 from flower.core.agent import AgentSpec, build_options
 from flower.core.env import check_credentials, load_dotenv
 from flower.core.events import Event, normalize
+from flower.core.guard import (
+    merge_hooks,
+    role_hooks,
+    wants_isolation,
+    whitelist_guard,
+    workbench_hooks,
+)
 from flower.core.manifest import record_rows
+from flower.core.workbench import Workbench
 from flower.stores import EphemeralPolicy, PrunePolicy, PruningSessionStore, TrimPolicy
 
 EventSink = Callable[[Event], None]
@@ -139,7 +153,7 @@ class Runtime:
         trim: TrimPolicy | bool = False,
         ephemeral: EphemeralPolicy | bool = True,
         keep_denials: int = 1,
-        workbench: Any = False,
+        workbench: Workbench | bool = False,
         spill_threshold: int | None = 4000,
         resilience: Any = True,
         handoff: Any = True,
@@ -162,8 +176,12 @@ class Runtime:
         self.spill_threshold = spill_threshold
         self.resilience = resilience
         self.handoff = handoff
-        self.workbench = workbench
         self.run_dir.mkdir(parents=True, exist_ok=True)
+        self.workbench: Workbench | None = (
+            Workbench(self.workspace, home=self.run_dir / "workbench")
+            if workbench is True
+            else workbench or None
+        )
         self.store = PruningSessionStore(
             self.run_dir / "sessions.db",
             workspace=self.workspace,
@@ -193,6 +211,7 @@ class Runtime:
         on_event: EventSink | None = None,
     ) -> StepResult:
         """Run one step to its end and account for it (manifest included)."""
+        self._require_git_for_isolation(spec)
         result = StepResult(step=step_name or spec.name, started_at=time.time())
         self._ctx, self._warned = 0, False
         attempt = await self._attempt(
@@ -221,14 +240,16 @@ class Runtime:
             # the increase over what the resumed transcript had recorded before it.
             usage = await asyncio.to_thread(self.store.usage, resume)
             attempt.baseline = (usage.cost_usd or 0.0) if usage else 0.0
+        hooks, prelude = self._guards(spec)
         options = build_options(
-            spec,
+            replace(spec, hooks=hooks),
             cwd=self.workspace,
             session_store=self.store,
             resume=resume,
             fork=fork,
             resume_at=resume_at,
             portable=self.portable,
+            prelude=prelude,
         )
         try:
             async with ClaudeSDKClient(options) as client:
@@ -243,6 +264,36 @@ class Runtime:
         except ClaudeSDKError as exc:
             attempt.error = f"{type(exc).__name__}: {exc}"
         return attempt
+
+    def _guards(self, spec: AgentSpec) -> tuple[dict[str, list[Any]], str]:
+        """The hooks mounted for `spec`, and the workbench block for its system prompt."""
+        workbench = self.workbench if spec.workbench else None
+        if workbench is not None:
+            mounted: dict[str, list[Any]] = workbench_hooks(
+                workbench,
+                delegate_only=spec.delegate_only,
+                spill_threshold=self.spill_threshold,
+                agents=spec.agents,
+                allow_glance=spec.glance,
+            )
+        else:
+            pre = role_hooks(
+                delegate_only=spec.delegate_only, allow_glance=spec.glance, agents=spec.agents
+            )
+            mounted = {"PreToolUse": pre} if pre else {}
+        wall = None if spec.delegate_only else whitelist_guard(spec.allowed_tools, role=spec.name)
+        hooks = merge_hooks(spec.hooks, mounted, {"PreToolUse": [wall]} if wall else None)
+        return hooks, workbench.prompt_block() if workbench else ""
+
+    def _require_git_for_isolation(self, spec: AgentSpec) -> None:
+        """Fail before any money is spent: the Agent tool would only say so mid-run."""
+        marked = [name for name, a in (spec.agents or {}).items() if wants_isolation(a)]
+        if marked and not in_git_repository(self.workspace):
+            raise ValueError(
+                f"worker {marked[0]!r} is isolated in a git worktree, but {self.workspace} is "
+                "not a git repository: run `git init` there, or drop the isolation "
+                "(worker(..., isolate=False) / --no-isolate)"
+            )
 
     def _observe(self, attempt: _Attempt, event: Event) -> None:
         known = attempt.session_id
@@ -274,6 +325,11 @@ class Runtime:
     def close(self) -> None:
         """Close the session store's connection."""
         self.store.close()
+
+
+def in_git_repository(path: Path) -> bool:
+    """True if `path` is inside a git work tree (`.git` is a folder, or a file in worktrees)."""
+    return any((folder / ".git").exists() for folder in (path, *path.parents))
 
 
 def manifest_row(result: StepResult, *, run: str) -> dict[str, Any]:

@@ -17,7 +17,9 @@ from flower.testing import Always, FakeAPI, When, http_error, rules, sequence, t
 
 pytestmark = pytest.mark.anyio
 
-WRITER = AgentSpec("writer", "You write files.", permission_mode="acceptEdits")
+WRITER = AgentSpec(
+    "writer", "You write files.", allowed_tools=["Read", "Write"], permission_mode="acceptEdits"
+)
 
 
 @pytest.fixture
