@@ -26,6 +26,7 @@ costs a delegation.
 
 from __future__ import annotations
 
+import functools
 import re
 import shlex
 from collections.abc import Callable, Sequence
@@ -303,6 +304,7 @@ def _allowed(words: Sequence[str]) -> bool:
     return check is not None and check(args)
 
 
+@functools.lru_cache(maxsize=4096)  # every load() asks again about the same few commands
 def is_ephemeral(cmd: str) -> bool:
     """True if ``cmd`` only reads state that may change (a "glance"), by the rules above."""
     if not cmd.strip():

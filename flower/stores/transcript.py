@@ -55,10 +55,10 @@ _DENIAL_TEXT = re.compile(
 
 def blocks(entry: Mapping[str, Any]) -> list[dict[str, Any]]:
     """The content blocks of a user or assistant entry ([] for a string prompt or none)."""
-    message = entry.get("message")
-    if not isinstance(message, dict):
+    try:  # the hot path of every layer: most entries have both keys
+        content = entry["message"]["content"]
+    except (KeyError, TypeError):
         return []
-    content = message.get("content")
     return content if isinstance(content, list) else []
 
 

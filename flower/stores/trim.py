@@ -119,7 +119,7 @@ def _replace_old_results(
     shaped: list[Entry] = []
     replaced = 0
     for entry, age in zip(entries, turn_ages(entries), strict=True):
-        if age > keep_recent and entry.get("type") == "user" and not is_protected(entry):
+        if entry.get("type") == "user" and age > keep_recent and not is_protected(entry):
             changes = {
                 i: {**block, "content": content}
                 for i, block in enumerate(blocks(entry))

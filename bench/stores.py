@@ -1,0 +1,275 @@
+"""Session-store benchmark: append throughput and load() latency, next to the SDK's
+InMemorySessionStore measured in the same run.
+
+Transcripts are shaped like the CLI's (a parentUuid chain, one assistant entry per content
+block, Bash/Read/Write tool calls with structured ``toolUseResult`` copies, some big Bash
+outputs, some ephemeral glances, refusals and synthetic API errors). Appends go in batches
+of 500, as the SDK's mirror flushes them. load() runs every layer (expire, trim, prune,
+heal); the first load writes the spill files, the steady figure is the median of the next.
+
+Targets: load() of 10k entries <= 150 ms; 100k <= 12 x 10k; append >= 20k entries/s.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+from claude_agent_sdk import InMemorySessionStore, SessionKey, SessionStore
+
+from flower.stores import PruningSessionStore, SqliteSessionStore
+
+SIZES = (1_000, 10_000, 100_000)
+BATCH = 500
+KEY: SessionKey = {"project_key": "-bench-ws", "session_id": "4f1c2d3e-0000-4000-8000-000000000001"}
+GLANCES = (
+    "git status",
+    "git diff --stat",
+    "ls -la src",
+    "git log --oneline -5",
+    "ps aux | grep py",
+)
+COMMANDS = ("pytest -q", "make build", "python scripts/gen.py", "npm run lint", "cargo test")
+
+
+class Transcript:
+    """A deterministic CLI-shaped transcript of ``size`` entries."""
+
+    def __init__(self, size: int, seed: int = 7) -> None:
+        self.rng = random.Random(seed)
+        self.entries: list[dict[str, Any]] = []
+        self.responses = 0
+        while len(self.entries) < size:
+            self._exchange()
+        del self.entries[size:]
+
+    def _add(self, entry: dict[str, Any]) -> None:
+        n = len(self.entries)
+        self.entries.append(
+            {
+                "parentUuid": self.entries[-1]["uuid"] if self.entries else None,
+                "isSidechain": False,
+                "userType": "external",
+                "cwd": "/home/dev/project",
+                "sessionId": KEY["session_id"],
+                "version": "2.1.332",
+                "gitBranch": "main",
+                "uuid": f"00000000-0000-4000-8000-{n:012d}",
+                "timestamp": f"2026-01-01T{n // 3600 % 24:02d}:{n // 60 % 60:02d}:{n % 60:02d}Z",
+                **entry,
+            }
+        )
+
+    def _response(self, *blocks: dict[str, Any]) -> None:
+        self.responses += 1
+        message_id = f"msg_{self.responses:08d}"
+        for block in blocks:
+            usage = {"input_tokens": 12, "cache_read_input_tokens": 40_000, "output_tokens": 300}
+            message = {
+                "id": message_id,
+                "type": "message",
+                "role": "assistant",
+                "model": "claude-opus-5-5",
+            }
+            message |= {"content": [block], "stop_reason": None, "usage": usage}
+            self._add(
+                {"type": "assistant", "message": message, "requestId": f"req_{self.responses}"}
+            )
+
+    def _result(
+        self, tool_id: str, content: str, *, is_error: bool = False, structured: Any = None
+    ) -> None:
+        block = {
+            "type": "tool_result",
+            "tool_use_id": tool_id,
+            "content": content,
+            "is_error": is_error,
+        }
+        self._add(
+            {
+                "type": "user",
+                "message": {"role": "user", "content": [block]},
+                "toolUseResult": structured if structured is not None else content,
+                "sourceToolAssistantUUID": self.entries[-1]["uuid"],
+            }
+        )
+
+    def _exchange(self) -> None:
+        rng = self.rng
+        roll = rng.random()
+        if not self.entries or roll < 0.01:
+            self._add(
+                {
+                    "type": "user",
+                    "message": {"role": "user", "content": "Continue with the next item. " * 5},
+                }
+            )
+        if roll < 0.005:
+            system = {"type": "system", "subtype": "api_error", "level": "error", "retryAttempt": 1}
+            self._add(
+                system | {"error": {"status": 529, "formatted": "Overloaded"}, "maxRetries": 2}
+            )
+            message = {"id": f"err{len(self.entries)}", "role": "assistant", "model": "<synthetic>"}
+            message |= {"content": [{"type": "text", "text": "API Error: 529 Overloaded"}]}
+            self._add(
+                {
+                    "type": "assistant",
+                    "isApiErrorMessage": True,
+                    "error": "server_error",
+                    "message": message,
+                }
+            )
+            return
+        tool_id = f"toolu_{len(self.entries):010d}"
+        thinking = {
+            "type": "thinking",
+            "thinking": "Let me look. " * rng.randint(5, 40),
+            "signature": "sig" * 20,
+        }
+        tool = rng.choices(("glance", "bash", "read", "write", "deny"), (25, 35, 20, 19, 1))[0]
+        if tool in ("glance", "bash", "deny"):
+            command = rng.choice(GLANCES if tool == "glance" else COMMANDS)
+            self._response(
+                thinking,
+                {"type": "tool_use", "id": tool_id, "name": "Bash", "input": {"command": command}},
+            )
+            if tool == "deny":
+                self._result(
+                    tool_id, "PreToolUse:Bash hook error: delegate this to a worker", is_error=True
+                )
+                return
+            big = tool == "bash" and rng.random() < 0.05
+            output = "test_module.py::test_case PASSED\n" * (
+                rng.randint(150, 900) if big else rng.randint(1, 40)
+            )
+            self._result(
+                tool_id,
+                output,
+                structured={"stdout": output, "stderr": "", "interrupted": False, "isImage": False},
+            )
+        elif tool == "read":
+            self._response(
+                thinking,
+                {
+                    "type": "tool_use",
+                    "id": tool_id,
+                    "name": "Read",
+                    "input": {"file_path": "/home/dev/project/src/app.py"},
+                },
+            )
+            text = "     1\tdef handler(event, context):\n" * rng.randint(10, 150)
+            self._result(
+                tool_id,
+                text,
+                structured={"type": "text", "file": {"filePath": "src/app.py", "content": text}},
+            )
+        else:
+            body = "x = compute(value)\n" * rng.randint(5, 60)
+            self._response(
+                thinking,
+                {
+                    "type": "tool_use",
+                    "id": tool_id,
+                    "name": "Write",
+                    "input": {"file_path": "/home/dev/project/out.py", "content": body},
+                },
+            )
+            self._result(tool_id, "File created successfully at: /home/dev/project/out.py")
+        if rng.random() < 0.3:
+            self._response(
+                {"type": "text", "text": "Done with this part; moving on. " * rng.randint(1, 8)}
+            )
+
+
+def _timed(run: Callable[[], Awaitable[Any]]) -> float:
+    start = time.perf_counter()
+    asyncio.run(run())  # type: ignore[arg-type]
+    return time.perf_counter() - start
+
+
+def _append_rate(store: SessionStore, entries: list[dict[str, Any]]) -> float:
+    async def run() -> None:
+        for start in range(0, len(entries), BATCH):
+            await store.append(KEY, entries[start : start + BATCH])  # type: ignore[arg-type]
+
+    return len(entries) / _timed(run)
+
+
+def _load_ms(store: SessionStore, repeats: int) -> list[float]:
+    async def run() -> None:
+        assert await store.load(KEY) is not None
+
+    return [_timed(run) * 1000 for _ in range(repeats)]
+
+
+def measure(size: int, workdir: Path) -> dict[str, float]:
+    entries = Transcript(size).entries
+    repeats = 3 if size >= 100_000 else 7
+    memory = InMemorySessionStore()
+    sqlite = PruningSessionStore(workdir / f"{size}.db", workdir / "ws")
+    raw = SqliteSessionStore(workdir / f"{size}.db")
+    try:
+        figures = {
+            "mb": sum(len(str(e)) for e in entries) / 1e6,
+            "append_sqlite": _append_rate(sqlite, entries),
+            "append_memory": _append_rate(memory, entries),
+        }
+        first, *steady = _load_ms(sqlite, repeats + 1)
+        figures |= {
+            "load_first": first,
+            "load_layers": statistics.median(steady),
+            "load_raw": statistics.median(_load_ms(raw, repeats)),
+            "load_memory": statistics.median(_load_ms(memory, repeats)),
+        }
+        report = sqlite.last_report
+        figures |= {f"report_{k}": v for k, v in report.items()}
+    finally:
+        sqlite.close()
+        raw.close()
+    return figures
+
+
+def main() -> int:
+    results: dict[int, dict[str, float]] = {}
+    with tempfile.TemporaryDirectory(prefix="flower-bench-") as tmp:
+        for size in SIZES:
+            results[size] = measure(size, Path(tmp))
+    print(
+        f"{'entries':>8} {'~MB':>6} | {'append/s sqlite':>15} {'memory':>10} {'ratio':>6} |"
+        f" {'load ms layers':>14} {'first':>7} {'raw':>7} {'memory':>7} {'layers/mem':>10}"
+    )
+    for size, r in results.items():
+        print(
+            f"{size:>8} {r['mb']:>6.1f} | {r['append_sqlite']:>15,.0f} {r['append_memory']:>10,.0f}"
+            f" {r['append_memory'] / r['append_sqlite']:>5.0f}x |"
+            f" {r['load_layers']:>14.1f} {r['load_first']:>7.1f} {r['load_raw']:>7.1f}"
+            f" {r['load_memory']:>7.2f} {r['load_layers'] / r['load_memory']:>9.0f}x"
+        )
+    ten, hundred = results[10_000], results[100_000]
+    print(
+        "what the layers did at 10k:",
+        {k[7:]: int(v) for k, v in ten.items() if k.startswith("report_")},
+    )
+    growth = hundred["load_layers"] / ten["load_layers"]
+    checks = {
+        "load() of 10k entries with every layer <= 150 ms": ten["load_layers"] <= 150,
+        f"load() grows linearly: 100k / 10k = {growth:.1f} <= 12": growth <= 12,
+        "append >= 20k entries/s (batches of 500)": min(
+            r["append_sqlite"] for r in results.values()
+        )
+        >= 20_000,
+    }
+    for name, ok in checks.items():
+        print(f"  [{'ok' if ok else 'MISSED'}] {name}")
+    return 0 if all(checks.values()) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
