@@ -46,6 +46,12 @@ from flower.stores import EphemeralPolicy, PrunePolicy, PruningSessionStore, Tri
 
 EventSink = Callable[[Event], None]
 
+# The CLI cuts Bash output at 30,000 chars before hooks see it, then persists it itself and
+# ignores the spill guard's replacement. Raised to the CLI's own cap (150,000) the hook gets
+# the whole output and its pointer is what the model sees; beyond that the CLI's
+# <persisted-output> stands. Verified in tests/core/test_guard_cli.py.
+SPILL_ENV = {"BASH_MAX_OUTPUT_LENGTH": "150000"}
+
 # Manifest rows are a ledger, not a transcript: the full text lives in sessions.db.
 MANIFEST_TEXT_LIMIT = 2000
 
@@ -241,8 +247,10 @@ class Runtime:
             usage = await asyncio.to_thread(self.store.usage, resume)
             attempt.baseline = (usage.cost_usd or 0.0) if usage else 0.0
         hooks, prelude = self._guards(spec)
+        spills = self.spill_threshold and spec.workbench and self.workbench is not None
+        env = {**SPILL_ENV, **spec.env} if spills else spec.env
         options = build_options(
-            replace(spec, hooks=hooks),
+            replace(spec, hooks=hooks, env=env),
             cwd=self.workspace,
             session_store=self.store,
             resume=resume,
