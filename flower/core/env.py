@@ -61,7 +61,7 @@ _PROCESS = "process environment"
 _loaded: dict[str, tuple[str, str]] = {}
 
 
-class DotenvError(Exception):
+class DotenvError(ValueError):
     """A .env file flower was told to read cannot be read; `path` names it."""
 
     def __init__(self, path: Path, reason: str) -> None:

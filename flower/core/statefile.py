@@ -55,7 +55,7 @@ _MAX_BACKOFF = 0.05
 _held = threading.local()
 
 
-class StateFileError(Exception):
+class StateFileError(ValueError):
     """Base of this module's errors; `path` names the file concerned."""
 
     def __init__(self, path: Path, message: str) -> None:

@@ -45,7 +45,7 @@ _CODING = re.compile(r"^#.*coding[:=]")
 _DOCSTRING = re.compile(r"^\s*[rRuU]?(?P<quote>\"\"\"|''')(?P<text>.*)$")
 
 
-class WorkbenchError(Exception):
+class WorkbenchError(ValueError):
     """The workbench cannot live at `path`; the message says why and what to do."""
 
     def __init__(self, path: Path, message: str) -> None:
