@@ -70,10 +70,12 @@ class Fault:
         "drop": start the stream, send `after_blocks` complete content blocks, then cut the
             connection without a message_stop.
         "stream_error": like drop, but send an SSE `error` event before closing.
+        "reset": close the connection before any response (a network blip: no status line).
+    A drop or reset of a non-streaming request closes it without a response.
     times: inject it this many times, then serve the reply normally; None = every time.
     """
 
-    kind: Literal["http", "drop", "stream_error"]
+    kind: Literal["http", "drop", "stream_error", "reset"]
     status: int = 500
     error_type: str = "api_error"
     message: str = "Internal server error"
@@ -171,6 +173,11 @@ def prompt_too_long(
 def drop(after_blocks: int = 0, *, times: int | None = None) -> Fault:
     """Cut the connection mid-stream after `after_blocks` complete blocks."""
     return Fault("drop", after_blocks=after_blocks, times=times)
+
+
+def reset(*, times: int | None = None) -> Fault:
+    """Reset the connection before answering at all (no status line, no body)."""
+    return Fault("reset", times=times)
 
 
 def stream_error(after_blocks: int = 0, *, times: int | None = None) -> Fault:

@@ -12,7 +12,8 @@
             tool_use: {name: Bash, input: {command: "ls"}}
             usage: {input_tokens: 150000}
           - text: "done"
-            fault: {http: 529, times: 2}  # or {drop: 0}, {stream_error: 1}, {prompt_too_long: true}
+            fault: {http: 529, times: 2}  # or drop: 0 / reset: true / stream_error: 1 /
+                                          # prompt_too_long: true
 
 A reply's keys: text, thinking, tool_use (one mapping or a list), usage, stop_reason, delay,
 fault. `{cwd}` in tool inputs becomes the working directory the CLI reports. Every error names
@@ -36,6 +37,7 @@ from flower.testing.replies import (
     drop,
     http_error,
     prompt_too_long,
+    reset,
     stream_error,
 )
 from flower.testing.script import Always, Rule, Rules, Script, ScriptFileError, Sequence, When
@@ -44,7 +46,7 @@ RULE_KEYS = {"name", "when", "replies", "reply"}
 REPLY_KEYS = {"text", "thinking", "tool_use", "usage", "stop_reason", "delay", "fault"}
 WHEN_KEYS = set(When.__dataclass_fields__)
 USAGE_KEYS = set(Usage.__dataclass_fields__)
-FAULT_KINDS = ("http", "drop", "stream_error", "prompt_too_long")
+FAULT_KINDS = ("http", "drop", "stream_error", "reset", "prompt_too_long")
 
 
 def load_script(path: str | Path) -> Rules:
@@ -192,6 +194,8 @@ def _fault(spec: Any, fail: Any, label: str) -> Fault:
             return drop(int(spec["drop"]), times=times)
         case "stream_error":
             return stream_error(int(spec["stream_error"]), times=times)
+        case "reset":
+            return reset(times=times)
         case _:
             return prompt_too_long(
                 int(spec.get("tokens", 1_050_000)), int(spec.get("maximum", 1_000_000)), times=times

@@ -278,6 +278,8 @@ class _Handler(BaseHTTPRequestHandler):
             headers = {"retry-after": str(fault.retry_after)} if fault.retry_after else {}
             self._json(fault.status, _error_body(fault.error_type, fault.message), headers)
             return f"http {fault.status}"
+        if fault is not None and (fault.kind == "reset" or not request.stream):
+            return self._cut(Fault("reset"))  # no SSE to cut on a non-streaming request
         message = _message(request, reply)
         if not request.stream:
             self._json(200, message)
@@ -305,10 +307,11 @@ class _Handler(BaseHTTPRequestHandler):
             self.wfile.flush()
             return f"stream error after {fault.after_blocks} blocks"
         # A reset, not a clean close: linger 0 makes the kernel send RST.
+        self.close_connection = True
         self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
         with contextlib.suppress(OSError):
             self.connection.shutdown(socket.SHUT_RDWR)
-        return f"dropped after {fault.after_blocks} blocks"
+        return "reset" if fault.kind == "reset" else f"dropped after {fault.after_blocks} blocks"
 
     def _json(
         self, status: int, payload: dict[str, Any], headers: dict[str, str] | None = None

@@ -24,6 +24,7 @@ from flower.testing import (
     drop,
     http_error,
     prompt_too_long,
+    reset,
     rules,
     sequence,
     stream_error,
@@ -268,3 +269,16 @@ async def test_cli_runs_against_the_process_mode_and_a_declarative_script(
     records = [json.loads(line) for line in log.read_text().splitlines()]
     assert [r["answered"] for r in records] == ["text+tool_use:Write", "text"]
     assert env["ANTHROPIC_API_KEY"] not in log.read_text()
+
+
+async def test_a_reset_before_any_answer_is_a_connection_error_or_a_cli_retry(
+    fake_api: FakeAPI, claude_home: Path, workspace: Path
+) -> None:
+    fake_api.script = Always(text("fine", fault=reset(times=1)))
+    out = await drive("hi", cwd=workspace, env=fake_api.env(home=claude_home, retries=0))
+    assert "Connection dropped (ECONNRESET)" in out.texts[-1] and isinstance(out.error, ResultError)
+    fake_api.reset()
+    fake_api.script = Always(text("fine", fault=reset(times=1)))
+    out = await drive("hi", cwd=workspace, env=fake_api.env(home=claude_home, retries=1))
+    assert out.error is None and out.result.result == "fine"
+    assert [r.answered for r in fake_api.requests] == ["reset", "text"]
