@@ -172,14 +172,23 @@ class Document:
     @classmethod
     def parse(cls, text: str) -> Self:
         """The document in `text`; any input gives a document (possibly incomplete)."""
-        bodies = cls.grammar.read(text)
+        return cls(**cls._values(cls.grammar.read(text), text))
+
+    @classmethod
+    def _values(cls, bodies: dict[str, str], text: str) -> dict[str, Any]:
+        """Constructor arguments from the bodies found in `text` (a subclass may derive more)."""
         values: dict[str, Any] = {
             s.field: split_items(bodies.get(s.field, "")) if s.listed else bodies.get(s.field, "")
             for s in cls.SECTIONS
         }
         if cls.SUBJECT is not None:
             values[cls.SUBJECT] = cls._subject(text)
-        return cls(**values)
+        return values
+
+    @classmethod
+    def skeleton(cls) -> str:
+        """The heading lines a prompt asks for, one `## <title>` each: exactly what parse reads."""
+        return "\n".join(f"## {s.title}" for s in cls.SECTIONS)
 
     @classmethod
     def _subject(cls, text: str) -> str:

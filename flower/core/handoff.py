@@ -99,12 +99,7 @@ HANDOFF_PROMPT = """\
 只输出下面这五个标题行和各自的内容，标题一字不改，每个单独成行；除此之外什么都不要写，\
 不要用代码块。
 
-## 正在做
-## 已定结论
-## 死路
-## 下一步
-## 现场
-"""
+""" + Handoff.skeleton()
 """Makes the full session write its own handoff; format it with `used` and `window` (tokens)."""
 
 
