@@ -106,7 +106,8 @@ class Sections:
             rf"^[ \t]*(?P<hash>\#{{1,6}}[ \t]*)?(?P<num1>{_NUMBER})?(?P<bold>\*\*)?[ \t]*"
             rf"(?P<num2>{_NUMBER})?(?P<name>{names})[ \t]*(?P<colon>[{_COLONS}])?[ \t]*"
             rf"(?(bold)\*\*)(?P<after>.*)$",
-            re.IGNORECASE,
+            # ASCII: Unicode case-insensitivity matches "İ" to "i", whose casefold is no key.
+            re.IGNORECASE | re.ASCII,
         )
 
     def heading(self, line: str) -> tuple[str, str] | None:
@@ -115,8 +116,10 @@ class Sections:
         if match is None:
             return None
         after = match["after"].strip()
+        if match["hash"] and not after.strip("#"):
+            after = ""  # `## 目标 ##`: closing hashes of an ATX heading
         colon = bool(match["colon"])
-        if not colon and after[:1] in tuple(_COLONS):
+        if not colon and after.startswith(tuple(_COLONS)):
             after, colon = after[1:].strip(), True
         if after and not colon and not match["bold"]:
             return None  # `## 目标管理` or `Next steps were...`: a word that merely starts so

@@ -92,7 +92,8 @@ def _word(word: str) -> str:
 
 # Longest first: at one position 未达成 must win over 达成 and 不通过 over 通过.
 _STATE_WORD = re.compile(
-    "|".join(_word(w) for w in sorted(_STATE_OF, key=len, reverse=True)), re.IGNORECASE
+    "|".join(_word(w) for w in sorted(_STATE_OF, key=len, reverse=True)),
+    re.IGNORECASE | re.ASCII,  # as the heading grammar: "İ" must not match "i"
 )
 _RENDERED = {ACHIEVED: "达成", NOT_YET: "未达成", UNREACHABLE: "无法达成"}
 _UNVERIFIABLE = re.compile(

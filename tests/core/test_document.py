@@ -45,6 +45,7 @@ DOCUMENTS = (Brief, Handoff, Goal, Verdict)
         "## 1. 目标\n做一个 X",
         "1. **目标**\n做一个 X",
         "  ## 目标  \n做一个 X",
+        "## 目标 ##\n做一个 X",
     ],
 )
 def test_heading_forms(text: str) -> None:
@@ -223,13 +224,19 @@ def test_split_items_reads_bullets_numbers_and_continuations() -> None:
     assert split_items(body) == ["一", "二 接着二", "三", "四", "五", "六", "七", "八"]
 
 
+def test_unicode_case_folding_does_not_make_a_heading() -> None:
+    # Under Unicode IGNORECASE "İ" matches "i" but folds to two characters.
+    assert Handoff.parse("## Doİng\nx\n## 正在做\ny").doing == "y"
+    assert Verdict.parse("## 结论\nİmpossible").state == ""
+
+
 @given(st.text())
 def test_no_text_makes_a_parser_raise(text: str) -> None:
     for document in DOCUMENTS:
         document.parse(text)
 
 
-@given(st.text(alphabet="#*:：.、) \n`~目标边界未知与假设结论1-aGoal", max_size=200))
+@given(st.text(alphabet="#*:：.、) \n`~目标边界未知与假设结论1-aGoalİıDonext", max_size=200))
 def test_no_heading_soup_makes_a_parser_raise(text: str) -> None:
     for document in DOCUMENTS:
         document.parse(text).to_markdown()
