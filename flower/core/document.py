@@ -97,7 +97,6 @@ class Sections:
     """The heading grammar of one document class, compiled once from its sections."""
 
     def __init__(self, sections: tuple[Section, ...]) -> None:
-        self.sections = sections
         owner = {name.casefold(): s.field for s in sections for name in s.names}
         self._owner = owner
         # Longest first: re tries alternatives in order, and 未知 must not win over 未知与假设.
