@@ -1,5 +1,13 @@
 """Runtime: one verb, run(spec, prompt) -> StepResult. Everything else happens inside it.
 
+run() loops over attempts (CLI sessions) and leaves the loop by one of four exits (seeds,
+"Runtime.run"): success; a human interrupt (resume the same session with the human's words
+and INTERRUPT_NOTE, not counted as an attempt); a full context (the session writes its own
+handoff, budget lifted and no UI events, and a brand-new session starts from it, capped at
+max_generations); a retryable failure (Event "retry", wait for the network, back off, resume
+the same session with resume_prompt). Errors go to StepResult.errors and the manifest, never
+into the context.
+
 Runtime owns the workspace, the session store (always the pruning layer over sessions.db),
 the workbench and the policies. It drives the CLI through ClaudeSDKClient (interrupt needs
 it, and query() cuts background work at 600 s), ends a step when the CLI reports itself idle
@@ -20,6 +28,7 @@ when this Runtime has a workbench and the spec wants one.
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -30,7 +39,8 @@ from typing import Any
 from claude_agent_sdk import ClaudeSDKClient
 from claude_agent_sdk._errors import ClaudeSDKError
 
-from flower.core.agent import AgentSpec, build_options
+from flower.core.agent import AgentSpec, HandoffPolicy, build_options
+from flower.core.attempt import Attempt
 from flower.core.env import check_credentials, load_dotenv
 from flower.core.events import Event, normalize
 from flower.core.guard import (
@@ -40,7 +50,9 @@ from flower.core.guard import (
     whitelist_guard,
     workbench_hooks,
 )
+from flower.core.handoff import HANDOFF_PROMPT, Handoff, degraded, is_overflow, write_handoff
 from flower.core.manifest import record_rows
+from flower.core.resilience import Resilience, classify
 from flower.core.workbench import Workbench
 from flower.stores import EphemeralPolicy, PrunePolicy, PruningSessionStore, TrimPolicy
 
@@ -76,69 +88,6 @@ class StepResult:
     context: int = 0
 
 
-class _Attempt:
-    """What one CLI session yielded, folded from its Events as they arrive."""
-
-    def __init__(self) -> None:
-        self.session_id: str | None = None
-        self.text = ""
-        self.error: str | None = None
-        self.last_total = 0.0
-        self.turns = 0
-        self.context = 0
-        self.results = 0
-        self.baseline = 0.0
-        self.idle = False
-        self.reports_state = False
-        self.tasks: set[str] = set()
-
-    def observe(self, event: Event) -> None:
-        payload = event.payload
-        match event.kind:
-            case "session":
-                self.session_id = payload.get("session_id") or self.session_id
-            case "text" | "thinking" | "tool_call" if not payload.get("subagent"):
-                self.context = payload.get("context", self.context) or self.context
-            case "error" if payload.get("synthetic") and not payload.get("subagent"):
-                self.error = event.text
-            case "task":
-                self._track_task(payload)
-            case "status" if "state" in payload:
-                self.reports_state = True
-                self.idle = payload["state"] == "idle"
-            case "result":
-                self.results += 1
-                self.session_id = payload.get("session_id") or self.session_id
-                self.last_total = float(payload.get("cost_usd") or 0.0)
-                self.turns += int(payload.get("num_turns") or 0)
-                if payload.get("is_error"):
-                    self.error = (
-                        self.error
-                        or "; ".join(payload.get("errors") or [])
-                        or (f"the CLI ended with {payload.get('terminal_reason') or 'an error'}")
-                    )
-                else:
-                    self.error = None
-                    self.text = event.text or self.text
-
-    def _track_task(self, payload: dict[str, Any]) -> None:
-        task_id = payload.get("task_id")
-        if not task_id:
-            return
-        if payload.get("status") == "started" and payload.get("task_type") == "local_agent":
-            self.tasks.add(task_id)
-        elif payload.get("status") in {"notification", "completed", "failed", "killed", "stopped"}:
-            self.tasks.discard(task_id)
-
-    @property
-    def done(self) -> bool:
-        """The step is over: the CLI said idle after a result (or, from a CLI that does not
-        report its state, a result arrived with no subagent task still in flight)."""
-        if not self.results:
-            return False
-        return self.idle if self.reports_state else not self.tasks
-
-
 class Runtime:
     """Holds the workspace, the store and the policies; runs steps."""
 
@@ -161,8 +110,8 @@ class Runtime:
         keep_denials: int = 1,
         workbench: Workbench | bool = False,
         spill_threshold: int | None = 4000,
-        resilience: Any = True,
-        handoff: Any = True,
+        resilience: Resilience | bool = True,
+        handoff: HandoffPolicy | bool = True,
     ) -> None:
         self.workspace = Path(workspace).expanduser().resolve()
         if not self.workspace.is_dir():
@@ -180,8 +129,8 @@ class Runtime:
             raise RuntimeError(problem)
         self.portable = portable
         self.spill_threshold = spill_threshold
-        self.resilience = resilience
-        self.handoff = handoff
+        self.resilience = _policy(resilience, Resilience)
+        self.handoff = _policy(handoff, HandoffPolicy)
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.workbench: Workbench | None = (
             Workbench(self.workspace, home=self.run_dir / "workbench")
@@ -200,6 +149,9 @@ class Runtime:
         self.on_session: Callable[[str], None] | None = None
         self._ctx = 0
         self._warned = False
+        self._lock = threading.Lock()
+        self._live: tuple[asyncio.AbstractEventLoop, ClaudeSDKClient] | None = None
+        self._said: str | None = None  # the human's words of a pending interrupt
 
     @property
     def manifest_path(self) -> Path:
@@ -218,63 +170,241 @@ class Runtime:
     ) -> StepResult:
         """Run one step to its end and account for it (manifest included)."""
         self._require_git_for_isolation(spec)
-        result = StepResult(step=step_name or spec.name, started_at=time.time())
+        name = step_name or spec.name
+        result = StepResult(step=name, started_at=time.time())
         self._ctx, self._warned = 0, False
-        attempt = await self._attempt(
-            spec, prompt, resume=resume, fork=fork, resume_at=resume_at, on_event=on_event
-        )
-        self._account(result, attempt)
+        emit = on_event or _ignore
+        number = 0
+        while True:
+            number += 1
+            result.attempts = number
+            attempt = await self._attempt(
+                spec, prompt, resume=resume, fork=fork, resume_at=resume_at, on_event=emit
+            )
+            self._account(result, attempt)
+            said = self._take_interrupt()
+            if said is not None:  # exit 2: the human interrupted
+                if attempt.session_id is None:
+                    break
+                number -= 1
+                resume, fork, resume_at = attempt.session_id, False, None
+                prompt = f"{said}\n\n{self.INTERRUPT_NOTE}" if said else self.INTERRUPT_NOTE
+                result.error = None
+                continue
+            if attempt.error is None:  # exit 1: success
+                break
+            overflow = is_overflow(attempt.error)
+            if attempt.error == self.HANDOFF_DUE or (
+                self.handoff.enabled and attempt.session_id and overflow
+            ):  # exit 3: the context is full
+                if len(result.retired) >= self.handoff.max_generations:
+                    result.error = (
+                        f"the context filled up {len(result.retired) + 1} times: gave up after "
+                        f"max_generations={self.handoff.max_generations} handoffs"
+                    )
+                    break
+                handoff = await self._hand_off(
+                    spec, result, attempt, prompt, emit, overflow=attempt.error if overflow else ""
+                )
+                result.retired.append(str(attempt.session_id))
+                resume, fork, resume_at = None, False, None
+                prompt = handoff.prompt_block()
+                self._ctx, self._warned = 0, False
+                number -= 1
+                continue
+            # exit 4: a failure, retried if it can be
+            result.errors.append(attempt.error)
+            if not await self._recover(number, attempt.error, emit):
+                break
+            if attempt.session_id:
+                resume, fork, resume_at = attempt.session_id, False, None
+                prompt = self.resilience.resume_prompt
+                result.resumed = True
+        result.ok = result.error is None
         result.ended_at = time.time()
         self.results.append(result)
         await asyncio.to_thread(self._write_manifest)
         return result
+
+    async def _recover(self, number: int, error: str, emit: EventSink) -> bool:
+        """Whether to try again after failed attempt `number`; waits as long as it takes."""
+        policy = self.resilience
+        kind = classify(error)
+        if not policy.enabled or number >= policy.max_attempts or kind == "fatal":
+            return False
+        delay = policy.delay_for(number)
+        emit(
+            Event(
+                "retry",
+                f"attempt {number} failed ({kind}); retrying in {delay:.1f}s",
+                payload={"attempt": number, "kind": kind, "delay_s": delay, "source": "flower"},
+            )
+        )
+        if kind == "retry":
+            notice = lambda line: emit(Event("retry", line, payload={"source": "probe"}))  # noqa: E731
+            if not await policy.wait_online(notice):
+                return False
+        await asyncio.sleep(delay)
+        return True
+
+    async def _hand_off(
+        self,
+        spec: AgentSpec,
+        result: StepResult,
+        attempt: Attempt,
+        prompt: str,
+        emit: EventSink,
+        *,
+        overflow: str,
+    ) -> Handoff:
+        """The full session writes its own handoff (budget lifted, no UI events); an
+        overflowed one cannot, so it gets a degraded handoff built from the task."""
+        used, window = self._ctx, self.handoff.window
+        about = {"step": result.step, "context": used, "window": window}
+        emit(
+            Event(
+                "handoff",
+                f"上下文 {used}/{window},正在写交接",
+                payload={"phase": "writing", **about},
+            )
+        )
+        handoff: Handoff | None = None
+        if not overflow:
+            writer = await self._attempt(
+                replace(spec, max_budget_usd=None),
+                HANDOFF_PROMPT.format(used=used, window=window),
+                resume=attempt.session_id,
+                on_event=None,
+                watch_context=False,
+            )
+            self._account(result, writer, final=False)
+            written = Handoff.parse(writer.text)
+            handoff = written if written.complete() else None
+        was_degraded = handoff is None
+        if handoff is None:
+            why = overflow or "上一代会话没有写出完整的交接(缺少「正在做」或「下一步」)"
+            handoff = degraded(result.step, prompt, why=why)
+        handoff.step = result.step
+        path = (
+            write_handoff(handoff, self.workbench.notes, result.step)
+            if self.workbench is not None
+            else None
+        )
+        sections = ("doing", "decided", "deadends", "next", "scene")
+        done = {
+            "phase": "done",
+            "degraded": was_degraded,
+            "path": str(path) if path else None,
+            "sections": [name for name in sections if getattr(handoff, name)],
+            **about,
+        }
+        emit(Event("handoff", f"交接完成,新会话接手{f':{path}' if path else ''}", payload=done))
+        return handoff
 
     async def _attempt(
         self,
         spec: AgentSpec,
         prompt: str,
         *,
-        resume: str | None,
-        fork: bool,
-        resume_at: str | None,
+        resume: str | None = None,
+        fork: bool = False,
+        resume_at: str | None = None,
         on_event: EventSink | None,
-    ) -> _Attempt:
+        watch_context: bool = True,
+    ) -> Attempt:
         """One CLI session, from connect to idle. SDK failures become attempt.error."""
-        attempt = _Attempt()
+        baseline = 0.0
         if resume:
-            # total_cost_usd is cumulative per session, across resumes: this step's cost is
+            # total_cost_usd is cumulative per session, across resumes: this attempt costs
             # the increase over what the resumed transcript had recorded before it.
             usage = await asyncio.to_thread(self.store.usage, resume)
-            attempt.baseline = (usage.cost_usd or 0.0) if usage else 0.0
-        hooks, prelude = self._guards(spec)
-        spills = self.spill_threshold and spec.workbench and self.workbench is not None
-        env = {**SPILL_ENV, **spec.env} if spills else spec.env
+            baseline = (usage.cost_usd or 0.0) if usage else 0.0
+        attempt = Attempt(baseline=baseline)
         options = build_options(
-            replace(spec, hooks=hooks, env=env),
+            self._session_spec(spec),
             cwd=self.workspace,
             session_store=self.store,
             resume=resume,
             fork=fork,
             resume_at=resume_at,
             portable=self.portable,
-            prelude=prelude,
+            prelude=self._prelude(spec),
         )
+        handoff_due = False
         try:
             async with ClaudeSDKClient(options) as client:
+                self._go_live(client)
                 await client.query(prompt)
                 async for message in client.receive_messages():
                     for event in normalize(message):
                         self._observe(attempt, event)
                         if on_event is not None:
                             on_event(event)
+                    if watch_context and not handoff_due:
+                        handoff_due = await self._watch_context(client, attempt, on_event)
                     if attempt.done:
                         break
         except ClaudeSDKError as exc:
             attempt.error = f"{type(exc).__name__}: {exc}"
+        finally:
+            with self._lock:
+                self._live = None
+        if handoff_due and attempt.aborted:
+            attempt.error = self.HANDOFF_DUE
         return attempt
 
-    def _guards(self, spec: AgentSpec) -> tuple[dict[str, list[Any]], str]:
-        """The hooks mounted for `spec`, and the workbench block for its system prompt."""
+    async def _watch_context(
+        self, client: ClaudeSDKClient, attempt: Attempt, on_event: EventSink | None
+    ) -> bool:
+        """Emit "near" once per generation at warn_at; stop the turn at `at`."""
+        policy = self.handoff
+        if not policy.enabled:
+            return False
+        about = {"context": self._ctx, "window": policy.window}
+        if self._ctx >= policy.warn_at and not self._warned:
+            self._warned = True
+            if on_event is not None:
+                text = f"上下文 {self._ctx}/{policy.window},接近交接线 {policy.at}"
+                on_event(Event("handoff", text, payload={"phase": "near", **about}))
+        if self._ctx < policy.at:
+            return False
+        await client.interrupt()
+        return True
+
+    def interrupt(self, text: str = "") -> None:
+        """Stop the running step at the next message boundary and resume the same session
+        with `text` (callable from any thread; the empty string just interrupts)."""
+        with self._lock:
+            self._said = text
+            live = self._live
+        if live is not None:
+            loop, client = live
+            asyncio.run_coroutine_threadsafe(client.interrupt(), loop)
+
+    def _go_live(self, client: ClaudeSDKClient) -> None:
+        with self._lock:
+            self._live = (asyncio.get_running_loop(), client)
+            pending = self._said is not None
+        if pending:
+            asyncio.get_running_loop().create_task(client.interrupt())
+
+    def _take_interrupt(self) -> str | None:
+        with self._lock:
+            said, self._said = self._said, None
+        return said
+
+    def _session_spec(self, spec: AgentSpec) -> AgentSpec:
+        """The spec as this Runtime runs it: its guards mounted, its env completed."""
+        spills = bool(self.spill_threshold and spec.workbench and self.workbench is not None)
+        env = {**self.resilience.env(), **(SPILL_ENV if spills else {}), **spec.env}
+        return replace(spec, hooks=self._guards(spec), env=env)
+
+    def _prelude(self, spec: AgentSpec) -> str:
+        """The workbench index and rules, for sessions that use the workbench."""
+        return self.workbench.prompt_block() if self.workbench and spec.workbench else ""
+
+    def _guards(self, spec: AgentSpec) -> dict[str, list[Any]]:
+        """The hooks mounted for `spec` (docs/guards.md)."""
         workbench = self.workbench if spec.workbench else None
         if workbench is not None:
             mounted: dict[str, list[Any]] = workbench_hooks(
@@ -290,8 +420,7 @@ class Runtime:
             )
             mounted = {"PreToolUse": pre} if pre else {}
         wall = None if spec.delegate_only else whitelist_guard(spec.allowed_tools, role=spec.name)
-        hooks = merge_hooks(spec.hooks, mounted, {"PreToolUse": [wall]} if wall else None)
-        return hooks, workbench.prompt_block() if workbench else ""
+        return merge_hooks(spec.hooks, mounted, {"PreToolUse": [wall]} if wall else None)
 
     def _require_git_for_isolation(self, spec: AgentSpec) -> None:
         """Fail before any money is spent: the Agent tool would only say so mid-run."""
@@ -303,24 +432,25 @@ class Runtime:
                 "(worker(..., isolate=False) / --no-isolate)"
             )
 
-    def _observe(self, attempt: _Attempt, event: Event) -> None:
+    def _observe(self, attempt: Attempt, event: Event) -> None:
         known = attempt.session_id
         attempt.observe(event)
         self._ctx = attempt.context
         if attempt.session_id and attempt.session_id != known and self.on_session is not None:
             self.on_session(attempt.session_id)
 
-    def _account(self, result: StepResult, attempt: _Attempt) -> None:
-        """Fold one attempt into the step's result."""
-        result.session_id = attempt.session_id or result.session_id
-        result.cost_usd += max(0.0, attempt.last_total - attempt.baseline)
+    def _account(self, result: StepResult, attempt: Attempt, *, final: bool = True) -> None:
+        """Fold an attempt's cost and turns into the step. A final attempt (not the handoff
+        writer) also sets where the step stands: session, context, error, text."""
+        result.cost_usd += attempt.cost
         result.num_turns += attempt.turns
+        if not final:
+            return
+        result.session_id = attempt.session_id or result.session_id
         result.context = attempt.context
-        result.text = attempt.text
         result.error = attempt.error
-        result.ok = attempt.error is None and attempt.results > 0
-        if attempt.error:
-            result.errors.append(attempt.error)
+        if attempt.error is None:
+            result.text = attempt.text
 
     def total_cost(self) -> float:
         """Cost of every step this Runtime ran."""
@@ -346,6 +476,10 @@ def manifest_row(result: StepResult, *, run: str) -> dict[str, Any]:
     row["run"] = run
     row["text"] = result.text[:MANIFEST_TEXT_LIMIT]
     return row
+
+
+def _ignore(event: Event) -> None:
+    """The event sink when the caller gave none."""
 
 
 def _policy(value: Any, kind: type[Any]) -> Any:

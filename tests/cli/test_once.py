@@ -45,7 +45,7 @@ def test_once_writes_and_exits_zero(fake_api: FakeAPI, claude_home: Path, worksp
 def test_once_exits_one_when_the_step_fails(
     fake_api: FakeAPI, claude_home: Path, workspace: Path
 ) -> None:
-    fake_api.script = Always(text("never", fault=http_error(500)))
+    fake_api.script = Always(text("never", fault=http_error(401)))  # fatal: no retries
     done = flower(
         "once",
         "hi",
@@ -55,8 +55,8 @@ def test_once_exits_one_when_the_step_fails(
         cwd=workspace.parent,
     )
     assert done.returncode == 1
-    assert "API Error: 500" in done.stdout  # the event stream
-    assert "step failed: API Error: 500" in done.stderr
+    assert "Invalid API key" in done.stdout  # the event stream
+    assert "step failed: Invalid API key" in done.stderr
 
 
 def test_once_without_credentials_exits_two_with_the_four_lines(

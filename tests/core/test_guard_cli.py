@@ -159,7 +159,8 @@ async def test_a_big_output_becomes_a_pointer_and_the_spill_file_reads_back_whol
 ) -> None:
     workbench = Workbench(workspace)
     flower_env.script = sequence(
-        tool("Bash", {"command": "seq 1 10000"}),  # 48,893 characters once the CLI strips the last \\n
+        # 48,893 characters once the CLI strips the last newline
+        tool("Bash", {"command": "seq 1 10000"}),
         text("spilled"),
     )
     spec = AgentSpec("a", "", allowed_tools=["Read", "Bash"])

@@ -110,10 +110,14 @@ async def test_background_subagent_wakes_the_session_and_the_step_waits_for_it(
 
 
 async def test_a_synthetic_error_is_kept_out_of_the_text(
-    flower_env: FakeAPI, runtime: Runtime
+    flower_env: FakeAPI, workspace: Path
 ) -> None:
     flower_env.script = Always(text("never", fault=http_error(500)))
-    result = await runtime.run(AgentSpec("a", ""), "go")
+    runtime = Runtime(workspace=workspace, run_dir=workspace.parent / "runs", resilience=False)
+    try:
+        result = await runtime.run(AgentSpec("a", ""), "go")
+    finally:
+        runtime.close()
     assert not result.ok and result.text == ""
     assert result.error and result.error.startswith("API Error: 500")
     assert result.errors == [result.error]

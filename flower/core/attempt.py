@@ -1,0 +1,91 @@
+"""Attempt: what one CLI session yielded, folded from its Events as they arrive.
+
+Runtime starts one Attempt per connection to the CLI (a first try, a resume after a fault or
+an interrupt, a new generation after a handoff) and reads from it whether the step is over,
+how it ended, what it cost and how full the context is.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from flower.core.events import Event
+
+ABORTED = frozenset({"aborted_streaming", "aborted_tools"})
+TASK_ENDS = frozenset({"notification", "completed", "failed", "killed", "stopped"})
+
+
+class Attempt:
+    """The running account of one CLI session (one `ClaudeSDKClient` connection)."""
+
+    def __init__(self, *, baseline: float = 0.0) -> None:
+        self.baseline = baseline  # the session's recorded cost before this attempt
+        self.session_id: str | None = None
+        self.text = ""
+        self.error: str | None = None
+        self.last_total = 0.0
+        self.turns = 0
+        self.context = 0
+        self.results = 0
+        self.aborted = False
+        self.idle = False
+        self.reports_state = False
+        self.tasks: set[str] = set()
+
+    @property
+    def cost(self) -> float:
+        """This attempt's cost: the session's running total minus what it had before."""
+        return max(0.0, self.last_total - self.baseline)
+
+    @property
+    def done(self) -> bool:
+        """The CLI said idle after a result (or, from a CLI that does not report its state,
+        a result arrived with no subagent task still in flight)."""
+        if not self.results:
+            return False
+        return self.idle if self.reports_state else not self.tasks
+
+    def observe(self, event: Event) -> None:
+        payload = event.payload
+        match event.kind:
+            case "session":
+                self.session_id = payload.get("session_id") or self.session_id
+            case "text" | "thinking" | "tool_call" if not payload.get("subagent"):
+                self.context = payload.get("context") or self.context
+            case "reset":
+                self.context = int(payload.get("post_tokens") or 0)
+            case "error" if payload.get("synthetic") and not payload.get("subagent"):
+                self.error = event.text
+            case "task":
+                self._track_task(payload)
+            case "status" if "state" in payload:
+                self.reports_state = True
+                self.idle = payload["state"] == "idle"
+            case "result":
+                self._result(event.text, payload)
+
+    def _result(self, text: str, payload: dict[str, Any]) -> None:
+        self.results += 1
+        self.session_id = payload.get("session_id") or self.session_id
+        self.last_total = float(payload.get("cost_usd") or 0.0)
+        self.turns += int(payload.get("num_turns") or 0)
+        self.aborted = payload.get("terminal_reason") in ABORTED
+        if payload.get("is_error"):
+            reason = payload.get("terminal_reason") or "an error"
+            self.error = (
+                self.error
+                or "; ".join(payload.get("errors") or [])
+                or f"the CLI ended with {reason}"
+            )
+        else:
+            self.error = None
+            self.text = text or self.text
+
+    def _track_task(self, payload: dict[str, Any]) -> None:
+        task_id = payload.get("task_id")
+        if not task_id:
+            return
+        if payload.get("status") == "started" and payload.get("task_type") == "local_agent":
+            self.tasks.add(task_id)
+        elif payload.get("status") in TASK_ENDS:
+            self.tasks.discard(task_id)
