@@ -64,6 +64,12 @@ EventSink = Callable[[Event], None]
 # <persisted-output> stands. Verified in tests/core/test_guard_cli.py.
 SPILL_ENV = {"BASH_MAX_OUTPUT_LENGTH": "150000"}
 
+# The CLI auto-compacts at its window minus ~33,000 tokens (measured: 167k of 200k, 367k of
+# 400k). Given the handoff window, and never less than this above flower's handoff line,
+# the CLI's compaction stays a safety net behind the handoff (DESIGN.md, Decisions).
+CLI_COMPACT_BELOW_WINDOW = 33_000
+HANDOFF_LEAD = 10_000
+
 # Manifest rows are a ledger, not a transcript: the full text lives in sessions.db.
 MANIFEST_TEXT_LIMIT = 2000
 
@@ -396,8 +402,21 @@ class Runtime:
     def _session_spec(self, spec: AgentSpec) -> AgentSpec:
         """The spec as this Runtime runs it: its guards mounted, its env completed."""
         spills = bool(self.spill_threshold and spec.workbench and self.workbench is not None)
-        env = {**self.resilience.env(), **(SPILL_ENV if spills else {}), **spec.env}
+        env = {
+            **self.resilience.env(),
+            **(SPILL_ENV if spills else {}),
+            **self._compaction_env(spec),
+            **spec.env,
+        }
         return replace(spec, hooks=self._guards(spec), env=env)
+
+    def _compaction_env(self, spec: AgentSpec) -> dict[str, str]:
+        """Put the CLI's auto-compact line above the handoff line (unless the spec set its
+        own CompactPolicy, or handoff is off and the CLI's default stands)."""
+        if spec.compact is not None or not self.handoff.enabled:
+            return {}
+        window = max(self.handoff.window, self.handoff.at + CLI_COMPACT_BELOW_WINDOW + HANDOFF_LEAD)
+        return {"CLAUDE_CODE_AUTO_COMPACT_WINDOW": str(window)}
 
     def _prelude(self, spec: AgentSpec) -> str:
         """The workbench index and rules, for sessions that use the workbench."""

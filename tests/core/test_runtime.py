@@ -208,3 +208,34 @@ def test_a_run_dir_that_is_a_file(flower_env: FakeAPI, workspace: Path) -> None:
     with pytest.raises(ValueError, match="is a file"):
         Runtime(workspace=workspace, run_dir=blocker)
     assert blocker.read_text() == "not a folder"
+
+
+def test_the_clis_compaction_line_sits_above_the_handoff_line(
+    flower_env: FakeAPI, workspace: Path
+) -> None:
+    from flower.core.agent import CompactPolicy, HandoffPolicy
+    from flower.core.runtime import CLI_COMPACT_BELOW_WINDOW
+
+    def cli_window(**kwargs: object) -> int | None:
+        runtime = Runtime(workspace=workspace, run_dir=workspace.parent / "runs", **kwargs)  # type: ignore[arg-type]
+        try:
+            value = runtime._session_spec(AgentSpec("a", "")).env.get(
+                "CLAUDE_CODE_AUTO_COMPACT_WINDOW"
+            )
+        finally:
+            runtime.close()
+        return int(value) if value else None
+
+    policy = HandoffPolicy(window=200_000)
+    window = cli_window(handoff=policy)
+    assert window == 200_000 and window - CLI_COMPACT_BELOW_WINDOW > policy.at
+    tight = HandoffPolicy(window=200_000, headroom=10_000)  # hands off at 190k
+    window = cli_window(handoff=tight)
+    assert window is not None and window - CLI_COMPACT_BELOW_WINDOW > tight.at
+    assert cli_window(handoff=False) is None
+    runtime = Runtime(workspace=workspace, run_dir=workspace.parent / "runs")
+    try:
+        own = AgentSpec("a", "", compact=CompactPolicy("off"))
+        assert "CLAUDE_CODE_AUTO_COMPACT_WINDOW" not in runtime._session_spec(own).env
+    finally:
+        runtime.close()
