@@ -193,6 +193,26 @@ class Request:
         return texts[-1] if texts else ""
 
     @property
+    def prompt(self) -> str:
+        """What the user said last: the last text block of the latest user message that has
+        one, leaving out the <system-reminder> blocks the CLI puts beside it."""
+        for message in reversed(self.messages):
+            if message.get("role") != "user":
+                continue
+            content = message.get("content")
+            if isinstance(content, str):
+                return content
+            said = [
+                str(b.get("text", ""))
+                for b in _blocks(message)
+                if b.get("type") == "text"
+                and not str(b.get("text", "")).lstrip().startswith("<system-reminder>")
+            ]
+            if said:
+                return said[-1]
+        return ""
+
+    @property
     def assistant_texts(self) -> list[str]:
         return [block_text(m.get("content")) for m in self.messages if m.get("role") == "assistant"]
 

@@ -227,3 +227,13 @@ def test_malformed_files_name_the_line_or_rule(
 def test_missing_file_is_a_clear_error(tmp_path: Path) -> None:
     with pytest.raises(ScriptFileError, match="cannot read the script file"):
         load_script(tmp_path / "absent.yaml")
+
+
+def test_prompt_is_what_the_user_said_without_the_reminders() -> None:
+    r = req(
+        user("<system-reminder>\nattribution rules\n</system-reminder>", "write the report"),
+        assistant("ok"),
+        user(result("t", "tool output")),
+    )
+    assert r.prompt == "write the report"
+    assert req(user("<system-reminder>only this</system-reminder>")).prompt == ""

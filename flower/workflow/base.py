@@ -1,0 +1,250 @@
+"""Workflow: steps in order, what passes between them (ctx), gates, early exit. No SDK here.
+
+A Step is a declaration; what runs is Runtime.run(step.spec, prompt, ...). Workflow.run walks
+the steps, wires sessions between them, retries them through their gate, and returns the
+final ctx. Private ctx keys start with "_" so they never collide with a step name:
+
+    _runtime    the Runtime (with_goal's gate runs the judge on it)
+    _on_event   the event sink given to run() (goal_step warns through it)
+    _channel    the HumanChannel, _workbench the Workbench (or None)
+    _results    step name -> the StepResult of its last attempt (passed or not)
+    _sessions   step name -> its latest session id (also remembered in lineage.json)
+    _woke       names of the steps that resumed a session of an earlier process
+    _skipped    names of the steps whose `when` said no
+    _aborted    the message of a StepAbort raised by a gate
+    _failed_at  the step that failed with on_fail="stop" (unset when the run got through)
+
+A passed step also leaves its output under its own name: reduce(result, ctx) if given, else
+result.text.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from flower.core.agent import AgentSpec
+from flower.core.events import Event
+from flower.core.lineage import Lineage
+from flower.core.runtime import EventSink, Runtime, StepResult
+
+Ctx = dict[str, Any]
+OnFail = Literal["stop", "continue", "raise"]
+ON_FAIL = ("stop", "continue", "raise")
+
+
+class StepAbort(Exception):
+    """Raised by a gate: stop retrying now ("trying again will not change anything"),
+    then handle the step as failed through its on_fail. Returning False from a gate means
+    "not this time, go another round"."""
+
+
+class StepFailed(Exception):
+    """A step with on_fail="raise" did not pass; `result` is its last StepResult."""
+
+    def __init__(self, step: str, result: StepResult) -> None:
+        super().__init__(f"step {step!r} failed: {result.error or 'its gate did not pass'}")
+        self.step = step
+        self.result = result
+
+
+@dataclass
+class Step:
+    """One step. The first three fields are positional: Step("取词", spec, "读 seed.txt …").
+
+    How it connects to earlier sessions of the same run:
+        resume_from=None            a fresh session
+        resume_from="<step>"        continue that step's session (its whole conversation)
+        resume_from=..., fork=True  a new session that starts from a copy of that history
+
+    retries: further attempts after the first one, each judged by `gate`.
+    on_reject: given, a rejected attempt's session is resumed with on_reject's return value
+        as the prompt (fork off); an empty string, or no session, means a fresh start.
+    on_fail: "stop" (the run ends here, ctx["_failed_at"]), "continue" (go on to the next
+        step), "raise" (StepFailed).
+    resume_prompt: sent instead of `prompt` when the step resumes its own session from an
+        earlier process (a woken run), so the full brief is not sent again.
+    """
+
+    name: str
+    spec: AgentSpec
+    prompt: str | Callable[[Ctx], str]
+
+    resume_from: str | None = None
+    fork: bool = False
+
+    retries: int = 0
+    gate: Callable[[StepResult, Ctx], Any] | None = None
+    on_fail: str = "stop"
+    when: Callable[[Ctx], bool] | None = None
+    on_reject: Callable[[StepResult, Ctx], str] | None = None
+    resume_prompt: str | Callable[[Ctx], str] | None = None
+    reduce: Callable[[StepResult, Ctx], str] | None = None
+
+    def __post_init__(self) -> None:
+        if self.on_fail not in ON_FAIL:
+            raise ValueError(
+                f"step {self.name!r}: on_fail must be one of {', '.join(ON_FAIL)}, "
+                f"not {self.on_fail!r}"
+            )
+
+
+@dataclass
+class Workflow:
+    """Steps run in order; returns the final ctx. `steps` is positional: Workflow([...]).
+
+    continuous: a step that already has a session in this run dir's lineage (an earlier
+    process ran it) resumes it instead of starting over.
+    """
+
+    steps: list[Step]
+    name: str = "workflow"
+    context: Ctx = field(default_factory=dict)
+    channel: Any = None
+    workbench: Any = None
+    continuous: bool = True
+
+    async def run(
+        self,
+        runtime: Runtime,
+        *,
+        on_event: EventSink | None = None,
+        on_step: Callable[[Step, StepResult], None] | None = None,
+    ) -> Ctx:
+        """Run every step (or until one stops the run) and return the ctx."""
+        ctx: Ctx = dict(self.context)
+        ctx.update(
+            _runtime=runtime,
+            _on_event=on_event,
+            _channel=self.channel,
+            _workbench=self.workbench,
+            _results={},
+            _sessions={},
+            _woke=[],
+            _skipped=[],
+        )
+        if self.channel is not None:
+            if on_event is not None and self.channel.on_event is None:
+                self.channel.on_event = on_event
+            self.channel.attach(runtime.run_dir)
+        lineage = Lineage(runtime.run_dir, runtime.workspace)
+        for index, step in enumerate(self.steps):
+            if step.when is not None and not step.when(ctx):
+                ctx["_skipped"].append(step.name)
+                continue
+            result, passed = await self._run_step(runtime, step, index, ctx, lineage, on_event)
+            if on_step is not None:
+                on_step(step, result)
+            if passed:
+                ctx[step.name] = step.reduce(result, ctx) if step.reduce else result.text
+                continue
+            if step.on_fail == "raise":
+                raise StepFailed(step.name, result)
+            if step.on_fail == "stop":
+                ctx["_failed_at"] = step.name
+                break
+        return ctx
+
+    async def _run_step(
+        self,
+        runtime: Runtime,
+        step: Step,
+        index: int,
+        ctx: Ctx,
+        lineage: Lineage,
+        on_event: EventSink | None,
+    ) -> tuple[StepResult, bool]:
+        """All attempts of one step; the last StepResult and whether the gate passed."""
+        first_prompt = _text(step.prompt, ctx)
+        first_resume = _session_of(step.resume_from, ctx, lineage)
+        prompt, resume, fork = first_prompt, first_resume, step.fork and first_resume is not None
+        woken = self._woken_session(runtime, step, lineage)
+        if woken is not None:
+            ctx["_woke"].append(step.name)
+            prompt = _text(step.resume_prompt, ctx) if step.resume_prompt else first_prompt
+            resume, fork = woken, False
+        if on_event is not None:
+            payload = {
+                "index": index,
+                "total": len(self.steps),
+                "resumed": resume is not None,
+                "woke": int(woken is not None),
+            }
+            on_event(Event("step", step.name, payload=payload))
+        result = StepResult(step=step.name)
+        passed = False
+        for attempt in range(step.retries + 1):
+            label = _label(step, attempt)
+
+            def remember(session_id: str, name: str = step.name) -> None:
+                ctx["_sessions"][name] = session_id
+                lineage.remember(name, session_id)  # a kill mid-step resumes this session
+
+            runtime.on_session = remember
+            try:
+                result = await runtime.run(
+                    step.spec, prompt, step_name=label, resume=resume, fork=fork, on_event=on_event
+                )
+            finally:
+                runtime.on_session = None  # the gate's own runs (a judge) are not this step's
+            ctx["_results"][step.name] = result
+            if result.session_id:
+                ctx["_sessions"][step.name] = result.session_id
+                lineage.remember(step.name, result.session_id)
+            try:
+                passed = result.ok and await _passes(step, result, ctx)
+            except StepAbort as exc:
+                ctx["_aborted"] = str(exc)
+                passed = False
+                break
+            if passed:
+                break
+            feedback = step.on_reject(result, ctx) if step.on_reject else ""
+            if feedback and result.session_id:
+                prompt, resume, fork = feedback, result.session_id, False
+            else:
+                prompt, resume = first_prompt, first_resume
+                fork = step.fork and first_resume is not None
+        return result, passed
+
+    def _woken_session(self, runtime: Runtime, step: Step, lineage: Lineage) -> str | None:
+        """The session this step had in an earlier process, if it is still in the store."""
+        if not self.continuous:
+            return None
+        session_id = lineage.recall(step.name)
+        if session_id is None or runtime.store.summary(session_id) is None:
+            return None
+        return session_id
+
+
+def _text(value: str | Callable[[Ctx], str] | None, ctx: Ctx) -> str:
+    if value is None:
+        return ""
+    return value(ctx) if callable(value) else value
+
+
+def _session_of(step_name: str | None, ctx: Ctx, lineage: Lineage) -> str | None:
+    if step_name is None:
+        return None
+    found = ctx["_sessions"].get(step_name)
+    return str(found) if found else lineage.recall(step_name)
+
+
+def _label(step: Step, attempt: int) -> str:
+    """The manifest name of an attempt: name, then name#round2... (on_reject: the same
+    session, judged again) or name#retry1... (a fresh start)."""
+    if attempt == 0:
+        return step.name
+    return f"{step.name}#round{attempt + 1}" if step.on_reject else f"{step.name}#retry{attempt}"
+
+
+async def _passes(step: Step, result: StepResult, ctx: Ctx) -> bool:
+    """The gate's verdict (a gate may be sync or async); no gate means a good result passes."""
+    if step.gate is None:
+        return True
+    verdict = step.gate(result, ctx)
+    if inspect.isawaitable(verdict):
+        verdict = await verdict
+    return bool(verdict)
