@@ -1,0 +1,183 @@
+"""The run directory's file mailbox: how another process answers a HumanChannel.
+
+A run that is attached to a run directory (`HumanChannel.attach(run_dir)`) keeps two things
+there (DESIGN.md, "Pending questions across processes"):
+
+    <run_dir>/asks.json          the asks waiting for a human: [{id, question, options,
+                                 asked_at}], rewritten atomically on every change, [] if none
+    <run_dir>/inbox/<name>.json  one answer or message per file, dropped by anyone:
+                                 {"answer": "q1", "text": "..."} or {"send": "..."}
+    <run_dir>/inbox/rejected/    files that could not be used (junk, an ask nobody waits
+                                 for), moved aside with a log line, never deleted
+
+`drop_answer`, `drop_message` and `pending_asks` are for the other side (the CLI, flowerbox on
+the host); they need nothing but the path. A dropped file is written to a dot-named temp and
+renamed into place, so the watcher never reads half a file. Names sort in drop order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from watchfiles import Change, awatch
+
+from flower.core.statefile import atomic_write_json, read_json
+
+__all__ = [
+    "ASKS_FILE",
+    "INBOX_DIR",
+    "REJECTED_DIR",
+    "Mailbox",
+    "drop_answer",
+    "drop_message",
+    "pending_asks",
+    "write_asks",
+]
+
+ASKS_FILE = "asks.json"
+INBOX_DIR = "inbox"
+REJECTED_DIR = "rejected"
+
+logger = logging.getLogger(__name__)
+
+
+def pending_asks(run_dir: str | Path) -> list[dict[str, Any]]:
+    """The asks of the run in `run_dir` still waiting for a human; [] if none or no file."""
+    asks: list[dict[str, Any]] = read_json(Path(run_dir) / ASKS_FILE, [])
+    return asks
+
+
+def write_asks(run_dir: Path, asks: list[dict[str, Any]]) -> None:
+    """Replace asks.json with `asks` (atomically: readers never see a torn file)."""
+    atomic_write_json(run_dir / ASKS_FILE, asks)
+
+
+def drop_answer(run_dir: str | Path, ask_id: str, text: str) -> Path:
+    """Answer ask `ask_id` of the run in `run_dir` from any process; returns the file dropped."""
+    return _drop(Path(run_dir), {"answer": ask_id, "text": text})
+
+
+def drop_message(run_dir: str | Path, text: str) -> Path:
+    """Tell the run in `run_dir` something unprompted (its HumanChannel.send); returns the file."""
+    return _drop(Path(run_dir), {"send": text})
+
+
+def _drop(run_dir: Path, data: dict[str, str]) -> Path:
+    inbox = run_dir / INBOX_DIR
+    inbox.mkdir(parents=True, exist_ok=True)
+    # Nanoseconds first so that a sorted listing is drop order; pid and a random tail keep
+    # two droppers in the same nanosecond apart.
+    name = f"{time.time_ns():020d}-{os.getpid()}-{uuid.uuid4().hex[:8]}.json"
+    fd, tmp = tempfile.mkstemp(prefix=".", suffix=".tmp", dir=inbox)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump(data, f, ensure_ascii=False)
+        os.replace(tmp, inbox / name)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+    return inbox / name
+
+
+class Mailbox:
+    """Watches `<run_dir>/inbox/` and hands each dropped file to the callbacks, then deletes it.
+
+    `on_answer(ask_id, text)` returns False when nobody waits for that ask: the file is then
+    rejected like junk. Callbacks run on the event loop that called `start()`. Files already
+    there at start are read first.
+    """
+
+    def __init__(
+        self,
+        run_dir: Path,
+        *,
+        on_answer: Callable[[str, str], bool],
+        on_message: Callable[[str], None],
+    ) -> None:
+        self.run_dir = run_dir
+        self.inbox = run_dir / INBOX_DIR
+        self._on_answer = on_answer
+        self._on_message = on_message
+        # A threading.Event: watchfiles polls is_set() from its worker thread, and stop() may
+        # be called from any thread.
+        self._stop = threading.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        """Start watching in a background task of the running loop."""
+        self.inbox.mkdir(parents=True, exist_ok=True)
+        self._task = asyncio.get_running_loop().create_task(self._watch(), name="flower-inbox")
+
+    def stop(self) -> None:
+        """Ask the watcher to stop; it ends within watchfiles' step (about 50 ms)."""
+        self._stop.set()
+
+    async def aclose(self) -> None:
+        """Stop the watcher and wait until it has ended."""
+        self.stop()
+        if self._task is not None:
+            await self._task
+
+    async def _watch(self) -> None:
+        self.drain()
+        try:
+            # Cancelling would wait out watchfiles' 5 s thread timeout; the stop event is
+            # checked every step instead.
+            async for _ in awatch(
+                self.inbox, stop_event=self._stop, recursive=False, watch_filter=_dropped
+            ):
+                self.drain()
+        except Exception:
+            logger.exception("the inbox watcher of %s stopped; answer in the terminal", self.inbox)
+
+    def drain(self) -> None:
+        """Process every file now in the inbox, oldest first."""
+        for path in sorted(self.inbox.glob("*.json")):
+            if not path.name.startswith("."):
+                self._take(path)
+
+    def _take(self, path: Path) -> None:
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            return  # another drain already took it
+        except (OSError, ValueError) as exc:
+            self._reject(path, f"unreadable ({exc})")
+            return
+        match data:
+            case {"answer": str(ask_id), "text": str(text)}:
+                if not self._on_answer(ask_id, text):
+                    self._reject(path, f"nobody waits for an answer to {ask_id!r}")
+                    return
+            case {"send": str(text)}:
+                self._on_message(text)
+            case _:
+                self._reject(path, 'expected {"answer": id, "text": ...} or {"send": ...}')
+                return
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()
+
+    def _reject(self, path: Path, why: str) -> None:
+        rejected = self.inbox / REJECTED_DIR
+        rejected.mkdir(exist_ok=True)
+        with contextlib.suppress(FileNotFoundError):
+            path.replace(rejected / path.name)
+        logger.warning("inbox file %s moved to %s/: %s", path.name, rejected, why)
+
+
+def _dropped(change: Change, path: str) -> bool:
+    """Only a file arriving under its final name matters (temps start with a dot)."""
+    name = os.path.basename(path)
+    return change != Change.deleted and name.endswith(".json") and not name.startswith(".")
