@@ -159,13 +159,12 @@ class HumanChannel:
         self._mails = 0
         self._fresh: asyncio.Queue[Ask] | None = None
         self._mailbox: Mailbox | None = None
-        self._server = create_sdk_mcp_server(
-            SERVER,
-            tools=[
-                SdkMcpTool("ask", ASK_DESCRIPTION, _ASK_SCHEMA, self._ask_tool),
-                SdkMcpTool("inbox", INBOX_DESCRIPTION, _INBOX_SCHEMA, self._inbox_tool),
-            ],
-        )
+        # The SDK tools the server serves: ask, inbox (their handlers are what the CLI calls).
+        self.tools: list[SdkMcpTool[Any]] = [
+            SdkMcpTool("ask", ASK_DESCRIPTION, _ASK_SCHEMA, self._ask_tool),
+            SdkMcpTool("inbox", INBOX_DESCRIPTION, _INBOX_SCHEMA, self._inbox_tool),
+        ]
+        self._server = create_sdk_mcp_server(SERVER, tools=self.tools)
 
     # --- what a role needs ------------------------------------------------------------------
 
