@@ -9,21 +9,17 @@ from claude_agent_sdk import AgentDefinition
 
 from flower.core.agent import AgentSpec, CompactPolicy
 from flower.core.guard import HANDS_ON, wants_isolation
+from flower.core.human import HumanChannel
 from flower.core.roles import (
     COORDINATOR_RULES,
     ORACLE_RULES,
     WORKER_RULES,
+    clarify,
     coordinator,
+    judge,
     oracle,
     worker,
 )
-
-
-class FakeChannel:
-    tool_name = "mcp__human__ask"
-
-    def mcp_servers(self) -> dict[str, Any]:
-        return {"human": {"type": "sdk", "name": "human"}}
 
 
 def test_worker_defaults() -> None:
@@ -103,9 +99,25 @@ def test_coordinator_merges_only_the_web_tools_workers_have() -> None:
 
 
 def test_coordinator_with_a_channel_allows_its_tool_and_server() -> None:
-    spec = coordinator("c", "", {}, channel=FakeChannel())
+    channel = HumanChannel()
+    spec = coordinator("c", "", {}, channel=channel)
     assert spec.allowed_tools == ["Agent", "Read", "mcp__human__ask", "mcp__human"]
-    assert spec.mcp_servers == {"human": {"type": "sdk", "name": "human"}}
+    assert spec.mcp_servers == channel.mcp_servers()
+    assert spec.env == {"ENABLE_TOOL_SEARCH": "false"}  # the tools are offered, not deferred
+
+
+def test_clarify_and_judge_may_ask_but_not_read_the_inbox() -> None:
+    channel = HumanChannel()
+    asking = clarify("c", channel), judge("j", channel), judge("j", channel, can_run=True)
+    for spec in asking:
+        assert spec.allowed_tools[0] == channel.tool_name
+        assert spec.disallowed_tools == [channel.inbox_tool_name]
+        assert spec.tools is not None and not {"Agent", "Write", "Edit"} & set(spec.tools)
+        assert spec.workbench is False and spec.env == channel.env()
+    assert asking[0].tools == ["Read", "Glob", "Grep", "WebFetch", "WebSearch"]
+    assert asking[1].tools == ["Read", "Glob", "Grep"]
+    assert asking[2].tools == ["Read", "Glob", "Grep", "Bash"]
+    assert clarify("c", channel, can_read=False).tools == []
 
 
 def test_coordinator_passes_the_session_settings_through() -> None:

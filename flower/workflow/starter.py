@@ -1,0 +1,394 @@
+"""The starter: clarify -> set the goal -> work under a goal guard. What `flower "ask"` runs.
+
+    clarify_step   a clarifier turns the ask into a four-section Brief, frozen on disk
+    goal_step      a judge turns the Brief into a Goal and a verdict checklist, frozen too
+    with_goal      wraps a work step: after each round a fresh judge rules against the goal;
+                   not yet -> the work goes back (same session, the judge's feedback);
+                   unreachable -> a human is asked; nobody answers -> StepAbort
+    starter_flow   the three assembled, waking a run that already has a complete brief
+    wake_state     a read-only look, before starting, at what a run in this folder would do
+
+The documents live in the workbench's notes/ (需求.md, 目标.md, 问答记录.md); with isolation
+the workbench sits outside the repository, at <parent>/.flower-<name>.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from flower.core.agent import AgentSpec
+from flower.core.brief import Brief
+from flower.core.events import Event
+from flower.core.goal import Goal, Verdict
+from flower.core.human import HumanChannel
+from flower.core.inbox import pending_asks
+from flower.core.lineage import Lineage
+from flower.core.roles import clarify, coordinator, judge, worker
+from flower.core.runtime import StepResult, in_git_repository
+from flower.core.workbench import Workbench
+from flower.workflow.base import Ctx, Step, StepAbort, Workflow
+
+BRIEF_KEY = "_brief"
+MISSING_KEY = "_missing"
+GOAL_KEY = "_goal"
+VERDICT_KEY = "_verdict"
+ROUND_KEY = "_round"
+
+CLARIFY_PROMPT = "这是人提出的诉求,先把它澄清成四节需求:\n\n{ask}"
+CLARIFY_RESUME = "继续澄清。问清楚之后,按规定的四节输出最终的需求。"
+GOAL_PROMPT = "根据下面冻结的需求,设定目标和验收清单:\n\n{brief}"
+VERIFY_PROMPT = (
+    "独立判定这一轮的工作是否达成了冻结的目标。自己去工作区核对,不要只信汇报。\n\n"
+    "{goal}\n\n<本轮汇报>\n{report}\n</本轮汇报>"
+)
+WORK_PROMPT = "按下面冻结的需求和目标完成工作。\n\n{brief}\n\n{goal}"
+WAKE_PROMPT = "人在唤醒这次运行时补充了:\n\n{said}\n\n需求和目标已按这句话更新,照新的标准继续工作。"
+AMBIGUOUS_REASON = "裁判没有给出可识别的结论,按未达成处理。"
+ACCEPT = "接受这个结果,就这样继续"
+AMEND = "修改目标"
+RETRY = "你判断错了,继续做"
+NO_ASK_ERROR = "要给一句诉求,例如 flower '帮我做一个 X'"
+
+__all__ = [
+    "clarify_step",
+    "goal_step",
+    "starter_flow",
+    "wake_state",
+    "with_goal",
+]
+
+
+def clarify_step(
+    channel: HumanChannel,
+    *,
+    brief_path: str | Path,
+    prompt: str | Any,
+    name: str = "确认需求",
+    spec: AgentSpec | None = None,
+    instructions: str = "",
+    always_ask: bool = False,
+    on_fail: str = "stop",
+    retries: int = 0,
+    **spec_kw: Any,
+) -> Step:
+    """Clarify the ask into a Brief; once its four sections are complete, freeze it on disk.
+
+    A complete brief already on disk skips the step (unless `always_ask`), but is still put
+    into ctx: the steps after it need it. The next step starts a fresh session that gets
+    only the brief, never the questionnaire.
+    """
+    path = Path(brief_path)
+
+    def when(ctx: Ctx) -> bool:
+        if always_ask:
+            return True
+        brief = Brief.load(path)
+        if brief is not None and brief.complete():
+            _put_brief(ctx, name, brief)
+            return False
+        return True
+
+    def gate(result: StepResult, ctx: Ctx) -> bool:
+        brief = Brief.parse(result.text)
+        if not brief.complete():
+            ctx[MISSING_KEY] = brief.missing()
+            return False
+        brief.write(path)
+        _put_brief(ctx, name, brief)
+        ctx.pop(MISSING_KEY, None)
+        return True
+
+    return Step(
+        name,
+        spec or clarify(name, channel, instructions=instructions, **spec_kw),
+        prompt,
+        retries=retries,
+        gate=gate,
+        on_fail=on_fail,
+        when=when,
+        resume_prompt=CLARIFY_RESUME,
+        reduce=lambda result, ctx: str(ctx[BRIEF_KEY].prompt_block()),
+    )
+
+
+def _put_brief(ctx: Ctx, name: str, brief: Brief) -> None:
+    ctx[BRIEF_KEY] = brief
+    ctx[name] = brief.prompt_block()
+
+
+def goal_step(
+    channel: HumanChannel,
+    *,
+    goal_path: str | Path,
+    brief_key: str = "确认需求",
+    name: str = "设定目标",
+    spec: AgentSpec | None = None,
+    instructions: str = "",
+    always_set: bool = False,
+    on_fail: str = "stop",
+    retries: int = 0,
+    **spec_kw: Any,
+) -> Step:
+    """The judge reads the brief and writes the goal and its verdict checklist, frozen on
+    disk. Checks it marks `[此环境无法验证:…]` are announced at once as an Event("task"):
+    their fate is sealed now, not after a whole round of work. (To let the judge run
+    commands here, pass can_run=True through spec_kw.)"""
+    path = Path(goal_path)
+
+    def when(ctx: Ctx) -> bool:
+        if always_set:
+            return True
+        goal = Goal.load(path)
+        if goal is not None and goal.complete():
+            ctx[GOAL_KEY], ctx[name] = goal, goal.prompt_block()
+            return False
+        return True
+
+    def gate(result: StepResult, ctx: Ctx) -> bool:
+        goal = Goal.parse(result.text)
+        if not goal.complete():
+            ctx[MISSING_KEY] = goal.missing()
+            return False
+        goal.write(path)
+        ctx[GOAL_KEY], ctx[name] = goal, goal.prompt_block()
+        ctx.pop(MISSING_KEY, None)
+        unverifiable = goal.unverifiable()
+        if unverifiable and ctx.get("_on_event") is not None:
+            payload = {"unverifiable": unverifiable, "total": len(goal.checks), "path": str(path)}
+            text = f"{len(unverifiable)}/{len(goal.checks)} 条验收在这个环境里无法验证"
+            ctx["_on_event"](Event("task", text, payload=payload))
+        return True
+
+    return Step(
+        name,
+        spec or judge(name, channel, instructions=instructions, **spec_kw),
+        lambda ctx: GOAL_PROMPT.format(brief=ctx.get(brief_key, "")),
+        retries=retries,
+        gate=gate,
+        on_fail=on_fail,
+        when=when,
+        reduce=lambda result, ctx: str(ctx[GOAL_KEY].prompt_block()),
+    )
+
+
+def with_goal(
+    step: Step,
+    channel: HumanChannel,
+    *,
+    goal_path: str | Path,
+    spec: AgentSpec | None = None,
+    rounds: int = 3,
+    instructions: str = "",
+    can_run: bool = False,
+    name: str | None = None,
+    **spec_kw: Any,
+) -> Step:
+    """Put a goal guard on `step`: after each round a fresh judge session rules against the
+    frozen goal; the step passes only on "achieved". Built with dataclasses.replace, so
+    every other field of `step` (resume_prompt included) is kept."""
+    path = Path(goal_path)
+    label = name or f"{step.name}·判定"
+    judger = spec or judge(label, channel, instructions=instructions, can_run=can_run, **spec_kw)
+
+    async def gate(result: StepResult, ctx: Ctx) -> bool:
+        runtime = ctx.get("_runtime")
+        if runtime is None:
+            raise StepAbort("拿不到 Runtime,无法判定目标")
+        ctx[ROUND_KEY] = ctx.get(ROUND_KEY, 0) + 1
+        goal = _current_goal(ctx, path)
+        ruling = await runtime.run(
+            judger,
+            VERIFY_PROMPT.format(goal=goal.prompt_block(), report=result.text),
+            step_name=f"{label}#{ctx[ROUND_KEY]}",
+            on_event=ctx.get("_on_event"),
+        )
+        verdict = Verdict.parse(ruling.text)
+        ctx[VERDICT_KEY] = verdict
+        if verdict.achieved:
+            return True
+        if not verdict.unreachable:
+            if not verdict.ok:
+                verdict.reason = verdict.reason or AMBIGUOUS_REASON  # ambiguity is "not yet"
+            return False
+        return await _ask_about_unreachable(channel, verdict, goal, path, ctx)
+
+    def on_reject(result: StepResult, ctx: Ctx) -> str:
+        verdict = ctx.get(VERDICT_KEY)
+        return verdict.feedback() if isinstance(verdict, Verdict) else ""
+
+    return replace(step, retries=max(0, rounds - 1), gate=gate, on_reject=on_reject)
+
+
+def _current_goal(ctx: Ctx, path: Path) -> Goal:
+    held = ctx.get(GOAL_KEY)
+    if isinstance(held, Goal) and held.complete():
+        return held
+    return Goal.load(path) or Goal()
+
+
+async def _ask_about_unreachable(
+    channel: HumanChannel, verdict: Verdict, goal: Goal, path: Path, ctx: Ctx
+) -> bool:
+    """The judge says the goal cannot be reached here: only a human can decide."""
+    question = f"裁判认为目标无法达成:{verdict.reason or '(没有给出理由)'}\n怎么办?"
+    ask = await channel.ask(question, options=[ACCEPT, AMEND, RETRY])
+    if ask.state != "answered":
+        raise StepAbort("目标被判为无法达成,也没有人回答")  # idling on is the dearest choice
+    if ask.answer.strip() == ACCEPT:
+        return True
+    if ask.answer.strip() == AMEND:
+        change = await channel.ask("新的目标是什么?(会记进目标文件,之后按它判定)")
+        if change.state != "answered":
+            raise StepAbort("要修改目标,但没有人给出新的目标")
+        amended = goal.amend(change.answer)
+        amended.write(path)
+        ctx[GOAL_KEY] = amended
+        return False
+    verdict.reason = f"{verdict.reason}\n人说:{ask.answer}".strip()  # "your verdict is wrong"
+    return False
+
+
+def _workbench_home(workspace: Path, isolate: bool) -> Path | None:
+    """Where the workbench lives: inside the repo, or beside it when agents are isolated
+    (an isolated agent cannot write the shared checkout; the workbench is shared)."""
+    return workspace.parent / f".flower-{workspace.name}" if isolate else None
+
+
+def starter_flow(
+    ask: str,
+    *,
+    workspace: str | Path = ".",
+    run_dir: str | Path = "runs",
+    new: bool = False,
+    isolate: bool = False,
+    clarify_only: bool = False,
+    goal: bool = True,
+    rounds: int = 3,
+    judge_can_run: bool = False,
+    max_asks: int | None = None,
+    timeout_s: float | None = 1800.0,
+    instructions: str = "",
+    worker_prompt: str = "你负责实现。每改一处就跑一次验证,别攒到最后。",
+    brief_name: str = "需求.md",
+    goal_name: str = "目标.md",
+    log_name: str = "问答记录.md",
+) -> Workflow:
+    """Clarify -> set the goal -> work under the goal guard, ready to run.
+
+    A complete brief on disk means a wake: the new ask lands in three places at once (the
+    brief, amended; the goal, set again from it; the coordinator, told directly), and a
+    missing one fails silently (it would work by the old criteria, or be judged by them).
+
+    Raises:
+        ValueError: isolation outside a git repository (before any money is spent), or no
+            ask when there is nothing to wake.
+    """
+    ws = Path(workspace).expanduser().resolve()
+    if isolate and not in_git_repository(ws):
+        raise ValueError(
+            f"{ws} is not a git repository, and isolated workers need git worktrees: "
+            "run `git init` there (and commit once), or pass --no-isolate"
+        )
+    workbench = Workbench(ws, home=_workbench_home(ws, isolate))
+    brief_path = workbench.notes / brief_name
+    goal_path = workbench.notes / goal_name
+    if new:
+        _archive_documents(workbench, brief_path, goal_path)
+    existing = Brief.load(brief_path)
+    woke = existing is not None and existing.complete()
+    said = ask.strip()
+    if not woke and not said:
+        raise ValueError(NO_ASK_ERROR)
+    channel = HumanChannel(
+        log_path=workbench.notes / log_name,
+        amend_path=brief_path,
+        max_asks=max_asks,
+        timeout_s=timeout_s,
+    )
+    if woke and said:
+        channel.amend(said, label="唤醒时追加")  # place 1: the brief
+    steps = [clarify_step(channel, brief_path=brief_path, prompt=CLARIFY_PROMPT.format(ask=said))]
+    if not clarify_only:
+        if goal:
+            # place 2: the goal is set again from the amended brief
+            steps.append(
+                goal_step(
+                    channel,
+                    goal_path=goal_path,
+                    always_set=woke and bool(said),
+                    can_run=judge_can_run,
+                )
+            )
+        coder = worker("实现者:按任务说明改代码并验证", worker_prompt, isolate=isolate)
+        boss = coordinator("协调者", instructions, {"coder": coder}, channel=channel)
+        work = Step(
+            "干活",
+            boss,
+            lambda ctx: WORK_PROMPT.format(
+                brief=ctx.get("确认需求", ""), goal=ctx.get("设定目标", "")
+            ),
+            # place 3: the coordinator, whose context holds the old goal, is told directly
+            resume_prompt=WAKE_PROMPT.format(said=said) if said else None,
+        )
+        if goal:
+            work = with_goal(
+                work, channel, goal_path=goal_path, rounds=rounds, can_run=judge_can_run
+            )
+        steps.append(work)
+    return Workflow(steps, name="starter", channel=channel, workbench=workbench, continuous=not new)
+
+
+def _archive_documents(workbench: Workbench, *paths: Path) -> None:
+    """--new: move the frozen documents aside so nothing wakes; they are kept, not deleted."""
+    present = [p for p in paths if p.exists()]
+    if not present:
+        return
+    folder = workbench.notes / "archive" / time.strftime("%Y%m%d-%H%M%S")
+    folder.mkdir(parents=True, exist_ok=True)
+    for path in present:
+        path.rename(folder / path.name)
+
+
+def wake_state(
+    workspace: str | Path = ".",
+    *,
+    run_dir: str | Path = "runs",
+    isolate: bool = False,
+    brief_name: str = "需求.md",
+    goal_name: str = "目标.md",
+) -> dict[str, Any]:
+    """A read-only probe before starting (not a byte is written): will a run here wake or
+    start fresh, and of what. The keys:
+
+        woke            a complete brief exists: the run resumes instead of clarifying
+        workspace       the workspace's realpath
+        workbench       where the workbench is (inside the repo, or beside it if isolate)
+        brief, goal     their paths, or None when the file does not exist
+        brief_complete, goal_complete
+        goal_statement  the frozen goal's statement ("" if none)
+        sessions        step name -> session id from lineage.json (what would be resumed)
+        handoffs        the handoff documents waiting in notes/ (交接-*.md)
+        pending_asks    questions still waiting for a human (asks.json)
+    """
+    ws = Path(workspace).expanduser().resolve()
+    root = _workbench_home(ws, isolate) or ws / ".flower"
+    notes = root / "notes"
+    brief = Brief.load(notes / brief_name)
+    goal = Goal.load(notes / goal_name)
+    runs = Path(run_dir).expanduser()
+    return {
+        "woke": brief is not None and brief.complete(),
+        "workspace": str(ws),
+        "workbench": str(root),
+        "brief": str(notes / brief_name) if brief is not None else None,
+        "brief_complete": brief is not None and brief.complete(),
+        "goal": str(notes / goal_name) if goal is not None else None,
+        "goal_complete": goal is not None and goal.complete(),
+        "goal_statement": goal.statement if goal is not None else "",
+        "sessions": Lineage(runs, ws).sessions() if (runs / Lineage.FILENAME).exists() else {},
+        "handoffs": sorted(str(p) for p in notes.glob("交接-*.md")) if notes.is_dir() else [],
+        "pending_asks": pending_asks(runs),
+    }
