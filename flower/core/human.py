@@ -191,7 +191,7 @@ class HumanChannel:
 
         Never raises for a bad question or an exhausted quota: the returned Ask says so.
         """
-        self._bind()
+        fresh = self._bind()
         ask = Ask(f"q{len(self.asks) + 1}", question.strip(), [str(o) for o in options or []])
         remaining = self.remaining
         self.asks.append(ask)
@@ -206,8 +206,7 @@ class HumanChannel:
             self._waiting[ask.id] = (ask, future)
         self._mirror()
         self._emit(ask.event(self.remaining))
-        assert self._fresh is not None
-        self._fresh.put_nowait(ask)
+        fresh.put_nowait(ask)
         try:
             async with asyncio.timeout(self.timeout_s):
                 state, text = await asyncio.shield(future)
@@ -225,13 +224,12 @@ class HumanChannel:
     # The seeds' signature; a pull loop would otherwise wrap every call in asyncio.timeout.
     async def next_ask(self, timeout: float | None = None) -> Ask | None:  # noqa: ASYNC109
         """The next ask that needs an answer (pull model); None if none came within `timeout`."""
-        self._bind()
-        assert self._fresh is not None
+        fresh = self._bind()
         try:
             async with asyncio.timeout(timeout):
                 while True:
-                    ask = await self._fresh.get()
-                    if ask.state == "asked" and ask in self.pending():
+                    ask = await fresh.get()
+                    if ask in self.pending():  # not answered before it was pulled
                         return ask
         except TimeoutError:
             return None
@@ -266,12 +264,13 @@ class HumanChannel:
         return self._resolve(ask_id, "declined", reason)
 
     def send(self, text: str) -> None:
-        """The human says something unprompted: to the model's inbox and to amend_path."""
+        """The human says something unprompted: to the model's inbox, and appended to
+        amend_path every time (amend() would skip words already in the file)."""
         with self._lock:
             self._mails += 1
             mail_id = f"m{self._mails}"
             self._unread.append((mail_id, text))
-        self.amend(text)
+        self._amend(text, "人补充")
         self._emit_soon(_mail_event(mail_id, text, "sent"))
 
     def amend(self, text: str, *, label: str = "人补充") -> bool:
@@ -280,17 +279,12 @@ class HumanChannel:
         Returns whether it wrote: not without amend_path, not for a blank text, not when the
         text is already in the file (a wake-up repeating the human's words).
         """
-        text = text.strip()
-        if self.amend_path is None or not text:
-            return False
-        existing = self.amend_path.read_text(encoding="utf-8") if self.amend_path.exists() else ""
-        # Quoted so that no line of it reads as a heading when the brief is parsed again.
-        quoted = "\n".join(f"> {line}".rstrip() for line in text.split("\n"))
-        if text in existing or quoted in existing:
-            return False
-        stamp = datetime.now().astimezone().strftime("%Y-%m-%d %H:%M")
-        _append(self.amend_path, f"\n\n{label}（{stamp}）：\n{quoted}\n")
-        return True
+        path = self.amend_path
+        if path is not None and path.exists():
+            existing = path.read_text(encoding="utf-8")
+            if text.strip() in existing or _quote(text) in existing:
+                return False
+        return self._amend(text, label)
 
     # --- cross-process ----------------------------------------------------------------------
 
@@ -323,16 +317,25 @@ class HumanChannel:
 
     # --- internals --------------------------------------------------------------------------
 
-    def _bind(self) -> None:
+    def _bind(self) -> asyncio.Queue[Ask]:
+        """Remember the running loop (answers are handed to it); the queue of fresh asks."""
         loop = asyncio.get_running_loop()
-        if self._loop is loop:
-            return
+        if self._loop is loop and self._fresh is not None:
+            return self._fresh
         if self._loop is not None and not self._loop.is_closed():
             raise RuntimeError(
                 "this HumanChannel is in use by another event loop: create one channel per loop"
             )
         self._loop = loop
         self._fresh = asyncio.Queue()
+        return self._fresh
+
+    def _amend(self, text: str, label: str) -> bool:
+        if self.amend_path is None or not text.strip():
+            return False
+        stamp = datetime.now().astimezone().strftime("%Y-%m-%d %H:%M")
+        _append(self.amend_path, f"\n\n{label}（{stamp}）：\n{_quote(text)}\n")
+        return True
 
     def _claim(self, ask_id: str) -> bool:
         """Take ask_id off the waiting list; True for the one caller that got it."""
@@ -431,6 +434,11 @@ def _mail_event(mail_id: str, text: str, state: str) -> Event:
 def _settle(future: asyncio.Future[tuple[AskState, str]], value: tuple[AskState, str]) -> None:
     if not future.done():  # the ask may have been cancelled meanwhile
         future.set_result(value)
+
+
+def _quote(text: str) -> str:
+    """`text` quoted with `> `, so no line of it reads as a heading when the brief is parsed."""
+    return "\n".join(f"> {line}".rstrip() for line in text.strip().split("\n"))
 
 
 def _text(text: str) -> dict[str, Any]:

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from flower.core.brief import Brief
 from flower.core.events import Event
 from flower.core.human import (
     DECLINED,
@@ -358,12 +359,28 @@ def test_amend_appends_under_a_label_and_skips_a_text_already_there(tmp_path: Pa
     assert HumanChannel().amend("no path") is False
 
 
+def test_send_always_appends_and_the_brief_still_parses(tmp_path: Path) -> None:
+    path = Brief(goal="做一个 X", accept="能跑", bounds="不联网", unknowns="无").write(
+        tmp_path / "需求.md"
+    )
+    ch = HumanChannel(amend_path=path)
+    ch.send("目标\n改成 Y")
+    ch.send("目标\n改成 Y")  # said twice, recorded twice (only amend() skips)
+    assert path.read_text(encoding="utf-8").count("> 目标\n> 改成 Y") == 2
+    brief = Brief.load(path)
+    assert brief is not None and brief.complete() and brief.goal == "做一个 X"
+    assert "改成 Y" in brief.unknowns
+
+
 async def test_asks_json_mirrors_the_pending_asks(attached: HumanChannel, tmp_path: Path) -> None:
     run = tmp_path / "run"
     assert pending_asks(run) == [] and (run / "asks.json").exists()
     seen: list[list[dict[str, Any]]] = []
 
     def look_then_answer(ask: Ask) -> None:
+        deadline = time.monotonic() + SOON  # another process sees the file a moment later
+        while not pending_asks(run) and time.monotonic() < deadline:
+            time.sleep(0.005)
         seen.append(pending_asks(run))
         attached.answer(ask.id, "done")
 
