@@ -1,5 +1,216 @@
-"""flower: long-horizon work with Claude Code through claude-agent-sdk."""
+"""flower: long-horizon work with Claude Code through claude-agent-sdk.
+
+    from flower import Runtime, Workflow, Step, coordinator, worker
+
+The 62 public names load on first use (PEP 562), so `import flower` (and the CLI's
+`--help`) does not pay for importing the SDK. docs/decisions.md lists how the seeds' lost
+list of names was settled.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
 
-__all__ = ["__version__"]
+_HOMES = {
+    "flower.core.agent": (
+        "PLUGIN_DIR",
+        "AgentSpec",
+        "CompactPolicy",
+        "HandoffPolicy",
+        "build_options",
+        "default_window",
+    ),
+    "flower.core.brief": ("Brief",),
+    "flower.core.env": ("check_credentials", "describe", "load_dotenv"),
+    "flower.core.events": ("Event", "EventKind", "normalize"),
+    "flower.core.goal": ("Goal", "Verdict"),
+    "flower.core.guard": (
+        "delegate_guard",
+        "index_guard",
+        "isolate_guard",
+        "isolated",
+        "merge_hooks",
+        "spill_guard",
+        "wants_isolation",
+        "whitelist_guard",
+        "workbench_hooks",
+    ),
+    "flower.core.handoff": ("Handoff",),
+    "flower.core.human": ("DECLINED", "OVER_BUDGET", "TIMEOUT", "Ask", "HumanChannel"),
+    "flower.core.lineage": ("Lineage",),
+    "flower.core.resilience": ("Resilience", "classify"),
+    "flower.core.roles": (
+        "CLARIFY_RULES",
+        "COORDINATOR_RULES",
+        "JUDGE_RULES",
+        "ORACLE_RULES",
+        "WORKER_RULES",
+        "clarify",
+        "coordinator",
+        "judge",
+        "oracle",
+        "worker",
+    ),
+    "flower.core.runtime": ("Runtime", "StepResult"),
+    "flower.core.workbench": ("Workbench",),
+    "flower.stores": (
+        "EphemeralPolicy",
+        "PrunePolicy",
+        "PruningSessionStore",
+        "SqliteSessionStore",
+        "TrimPolicy",
+        "TrimmingSessionStore",
+        "is_ephemeral",
+    ),
+    "flower.workflow.base": ("Step", "StepAbort", "Workflow"),
+    "flower.workflow.starter": (
+        "clarify_step",
+        "goal_step",
+        "starter_flow",
+        "wake_state",
+        "with_goal",
+    ),
+}
+_WHERE = {name: module for module, names in _HOMES.items() for name in names}
+
+__all__ = [
+    "AgentSpec",
+    "Ask",
+    "Brief",
+    "CLARIFY_RULES",
+    "COORDINATOR_RULES",
+    "CompactPolicy",
+    "DECLINED",
+    "EphemeralPolicy",
+    "Event",
+    "EventKind",
+    "Goal",
+    "Handoff",
+    "HandoffPolicy",
+    "HumanChannel",
+    "JUDGE_RULES",
+    "Lineage",
+    "ORACLE_RULES",
+    "OVER_BUDGET",
+    "PLUGIN_DIR",
+    "PrunePolicy",
+    "PruningSessionStore",
+    "Resilience",
+    "Runtime",
+    "SqliteSessionStore",
+    "Step",
+    "StepAbort",
+    "StepResult",
+    "TIMEOUT",
+    "TrimPolicy",
+    "TrimmingSessionStore",
+    "Verdict",
+    "WORKER_RULES",
+    "Workbench",
+    "Workflow",
+    "__version__",
+    "build_options",
+    "check_credentials",
+    "clarify",
+    "clarify_step",
+    "classify",
+    "coordinator",
+    "default_window",
+    "delegate_guard",
+    "describe",
+    "goal_step",
+    "index_guard",
+    "is_ephemeral",
+    "isolate_guard",
+    "isolated",
+    "judge",
+    "load_dotenv",
+    "merge_hooks",
+    "normalize",
+    "oracle",
+    "spill_guard",
+    "starter_flow",
+    "wake_state",
+    "wants_isolation",
+    "whitelist_guard",
+    "with_goal",
+    "workbench_hooks",
+    "worker",
+]
+
+
+def __getattr__(name: str) -> Any:
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module 'flower' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # later lookups skip __getattr__
+    return value
+
+
+def __dir__() -> list[str]:
+    return list(__all__)
+
+
+if TYPE_CHECKING:  # what type checkers and IDEs see
+    from flower.core.agent import (
+        PLUGIN_DIR,
+        AgentSpec,
+        CompactPolicy,
+        HandoffPolicy,
+        build_options,
+        default_window,
+    )
+    from flower.core.brief import Brief
+    from flower.core.env import check_credentials, describe, load_dotenv
+    from flower.core.events import Event, EventKind, normalize
+    from flower.core.goal import Goal, Verdict
+    from flower.core.guard import (
+        delegate_guard,
+        index_guard,
+        isolate_guard,
+        isolated,
+        merge_hooks,
+        spill_guard,
+        wants_isolation,
+        whitelist_guard,
+        workbench_hooks,
+    )
+    from flower.core.handoff import Handoff
+    from flower.core.human import DECLINED, OVER_BUDGET, TIMEOUT, Ask, HumanChannel
+    from flower.core.lineage import Lineage
+    from flower.core.resilience import Resilience, classify
+    from flower.core.roles import (
+        CLARIFY_RULES,
+        COORDINATOR_RULES,
+        JUDGE_RULES,
+        ORACLE_RULES,
+        WORKER_RULES,
+        clarify,
+        coordinator,
+        judge,
+        oracle,
+        worker,
+    )
+    from flower.core.runtime import Runtime, StepResult
+    from flower.core.workbench import Workbench
+    from flower.stores import (
+        EphemeralPolicy,
+        PrunePolicy,
+        PruningSessionStore,
+        SqliteSessionStore,
+        TrimmingSessionStore,
+        TrimPolicy,
+        is_ephemeral,
+    )
+    from flower.workflow.base import Step, StepAbort, Workflow
+    from flower.workflow.starter import (
+        clarify_step,
+        goal_step,
+        starter_flow,
+        wake_state,
+        with_goal,
+    )

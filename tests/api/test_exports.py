@@ -1,0 +1,51 @@
+"""The top-level API: the 62 names, each importable, and `import flower` stays light."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import flower
+
+
+def test_the_62_public_names_all_resolve() -> None:
+    assert len(flower.__all__) == 62
+    assert flower.__all__ == sorted(flower.__all__)
+    for name in flower.__all__:
+        assert getattr(flower, name) is not None, name
+
+
+def test_an_unknown_name_is_an_attribute_error() -> None:
+    try:
+        flower.Nope  # type: ignore[attr-defined]  # noqa: B018
+    except AttributeError as exc:
+        assert "Nope" in str(exc)
+    else:
+        raise AssertionError("flower.Nope resolved")
+
+
+def test_import_flower_does_not_import_the_sdk() -> None:
+    probe = "import sys, flower; print('claude_agent_sdk' in sys.modules)"
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "False"
+
+
+def test_all_the_lazy_map_and_the_typed_imports_agree() -> None:
+    """Three lists of the same names (one for readers, one for loading, one for type
+    checkers) cannot drift apart."""
+    from flower import _WHERE
+
+    tree = ast.parse(Path(str(flower.__file__)).read_text(encoding="utf-8"))
+    [block] = [
+        n for n in tree.body if isinstance(n, ast.If) and "TYPE_CHECKING" in ast.unparse(n.test)
+    ]
+    typed = {
+        (node.module, alias.name)
+        for node in block.body
+        if isinstance(node, ast.ImportFrom)
+        for alias in node.names
+    }
+    assert set(flower.__all__) == {*_WHERE, "__version__"}
+    assert typed == {(module, name) for name, module in _WHERE.items()}
