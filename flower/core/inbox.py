@@ -133,10 +133,15 @@ class Mailbox:
     async def _watch(self) -> None:
         self.drain()
         try:
-            # Cancelling would wait out watchfiles' 5 s thread timeout; the stop event is
-            # checked every step instead.
+            # stop() ends the watch within a step (50 ms). A cancelled task (a loop shutting
+            # down with the watcher still on) waits for the watch thread to time out: 0.5 s
+            # here instead of watchfiles' 5 s.
             async for _ in awatch(
-                self.inbox, stop_event=self._stop, recursive=False, watch_filter=_dropped
+                self.inbox,
+                stop_event=self._stop,
+                recursive=False,
+                watch_filter=_dropped,
+                rust_timeout=500,
             ):
                 self.drain()
         except Exception:
