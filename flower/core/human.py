@@ -219,6 +219,8 @@ class HumanChannel:
             self._claim(ask.id)  # the run stopped waiting (interrupt, stop): nobody answered
             self._close(ask, "timeout", "")
             raise
+        finally:
+            self._mirror()
         return self._close(ask, state, text)
 
     # The seeds' signature; a pull loop would otherwise wrap every call in asyncio.timeout.
@@ -357,7 +359,6 @@ class HumanChannel:
 
     def _close(self, ask: Ask, state: AskState, text: str) -> Ask:
         ask.state, ask.answer, ask.closed_at = state, text, time.time()
-        self._mirror()
         self._log(ask)
         self._emit(ask.event(self.remaining))
         return ask
@@ -377,7 +378,12 @@ class HumanChannel:
         lines = [f"## {ask.id} · {stamp} · {ask.state}", "", f"- 问题:{ask.question or '(空)'}"]
         if ask.options:
             lines.append(f"- 选项:{' / '.join(ask.options)}")
-        lines.append(f"- 回答:{ask.answer}" if ask.answer else f"- 结果:{_OUTCOMES[ask.state]}")
+        if ask.state == "answered":
+            lines.append(f"- 回答:{ask.answer or '(空)'}")
+        else:
+            lines.append(
+                f"- 结果:{_OUTCOMES[ask.state]}" + (f":{ask.answer}" if ask.answer else "")
+            )
         lines.append(f"- 等待:{ask.waited_s} s")
         head = "" if self.log_path.exists() else "# 问答记录\n"
         _append(self.log_path, f"{head}\n" + "\n".join(lines) + "\n")
@@ -417,9 +423,7 @@ class HumanChannel:
         return _text(f"人发来 {len(unread)} 条新消息(已标为已读):\n" + "\n".join(lines))
 
 
-_OUTCOMES: dict[AskState, str] = {
-    "asked": "(等待中)",
-    "answered": "(空回答)",
+_OUTCOMES: dict[AskState, str] = {  # what the log says of an ask that got no answer
     "timeout": "无人应答,按模型自己的判断继续",
     "declined": "人拒绝回答",
     "over_budget": "超出提问次数,没有发给人",

@@ -126,13 +126,17 @@ async def test_answered_from_another_thread(channel: HumanChannel, events: list[
     assert outcome.payload["answer"] == "blue" and outcome.raw is ask
 
 
-async def test_declined_with_a_reason(channel: HumanChannel, events: list[Event]) -> None:
+async def test_declined_with_a_reason(
+    channel: HumanChannel, events: list[Event], tmp_path: Path
+) -> None:
+    channel.log_path = tmp_path / "log.md"
     thread = on_ask(channel, lambda a: channel.decline(a.id, "skip it"))
     ask = await within(SOON, channel.ask("may I?"))
     thread.join()
     assert ask.state == "declined" and ask.answer == "skip it"
     assert channel.reply(ask) == f"{DECLINED}\n对方说:skip it"
     assert states(events) == [("q1", "asked"), ("q1", "declined")]
+    assert "- 结果:人拒绝回答:skip it" in channel.log_path.read_text(encoding="utf-8")
 
 
 async def test_declined_without_a_reason_gives_the_fixed_text(channel: HumanChannel) -> None:
