@@ -37,12 +37,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from flower.stores.survey import Position, Survey
 from flower.stores.transcript import (
     LINK_FIELDS,
     Entry,
     blocks,
     drop_blocks,
-    is_api_error,
     is_denial,
     is_protected,
 )
@@ -112,40 +112,50 @@ def relink(
     for entry in entries:
         if entry.get("uuid") in parents:
             continue
-        moved = {f: kept(entry[f]) for f in LINK_FIELDS if entry.get(f) in parents}
-        if moved:
-            entry = {**entry, **moved}
-            relinked += 1
+        for field in LINK_FIELDS:  # a plain loop, cheaper than a comprehension per entry
+            if entry.get(field) in parents:
+                entry = {
+                    **entry,
+                    **{f: kept(entry[f]) for f in LINK_FIELDS if entry.get(f) in parents},
+                }
+                relinked += 1
+                break
         shaped.append(entry)
     _bump(report, "relinked", relinked)
     return shaped
 
 
-def _denied_calls(entries: Sequence[Entry]) -> list[tuple[tuple[int, int], tuple[int, int]]]:
-    """(tool_use position, tool_result position) of each refused call, oldest first;
-    a position is (entry index, block index). Calls touching a protected entry are left out."""
-    uses: dict[str, tuple[int, int, str]] = {}
+def _denied_calls(entries: Sequence[Entry], survey: Survey) -> list[tuple[Position, Position]]:
+    """(tool_use position, tool_result position) of each refused call, oldest first.
+    Calls touching a protected entry are left out."""
     calls = []
-    for i, entry in enumerate(entries):
-        for j, block in enumerate(blocks(entry)):
-            kind = block.get("type")
-            if kind == "tool_use" and entry.get("type") == "assistant":
-                uses[block.get("id", "")] = (i, j, str(block.get("name", "")))
-            elif kind == "tool_result" and block.get("tool_use_id") in uses:
-                ui, uj, name = uses[block["tool_use_id"]]
-                if is_denial(entry, block, name) and not (
-                    is_protected(entry) or is_protected(entries[ui])
-                ):
-                    calls.append(((ui, uj), (i, j)))
+    for use, (i, j), name in survey.failed_calls:
+        entry = entries[i]
+        if is_denial(entry, blocks(entry)[j], name) and not (
+            is_protected(entry) or is_protected(entries[use[0]])
+        ):
+            calls.append((use, (i, j)))
     return calls
 
 
 def prune(
-    entries: Sequence[Entry], policy: PrunePolicy, *, report: Report | None = None
+    entries: Sequence[Entry],
+    policy: PrunePolicy,
+    *,
+    report: Report | None = None,
+    survey: Survey | None = None,
 ) -> list[Entry]:
-    """Remove API-error residue and all but the newest ``keep_denials`` refused calls."""
-    errors = {e["uuid"] for e in entries if is_api_error(e) and not is_protected(e) and "uuid" in e}
-    denied = _denied_calls(entries)
+    """Remove API-error residue and all but the newest ``keep_denials`` refused calls.
+
+    ``survey`` saves a walk over ``entries`` when the caller has their :class:`Survey`.
+    """
+    survey = survey if survey is not None else Survey(entries)
+    errors = {
+        entries[i]["uuid"]
+        for i in survey.api_errors
+        if not is_protected(entries[i]) and "uuid" in entries[i]
+    }
+    denied = _denied_calls(entries, survey)
     dropped = denied[: max(0, len(denied) - policy.keep_denials)]
     drops: dict[int, set[int]] = {}
     for position in (p for call in dropped for p in call):
@@ -166,20 +176,45 @@ def prune(
 
 def _orphans(entries: Sequence[Entry]) -> dict[int, list[str]]:
     """Unanswered tool_use ids, keyed by the index of the last entry of their API response."""
-    answered = {
-        b.get("tool_use_id") for e in entries for b in blocks(e) if b.get("type") == "tool_result"
-    }
+    answered: set[Any] = set()
     last_of: dict[Any, int] = {}
-    pending: dict[Any, list[str]] = {}
+    calls: dict[Any, list[dict[str, Any]]] = {}  # tool_use blocks by response
     for i, entry in enumerate(entries):
-        if entry.get("type") != "assistant" or "uuid" not in entry:
-            continue
-        response = entry.get("message", {}).get("id") or entry["uuid"]
-        last_of[response] = i
+        response = None
+        if entry.get("type") == "assistant" and "uuid" in entry:
+            response = entry.get("message", {}).get("id") or entry["uuid"]
+            last_of[response] = i
         for block in blocks(entry):
-            if block.get("type") == "tool_use" and block.get("id") not in answered:
-                pending.setdefault(response, []).append(block["id"])
-    return {last_of[response]: ids for response, ids in pending.items()}
+            kind = block.get("type")
+            if kind == "tool_result":
+                answered.add(block.get("tool_use_id"))
+            elif kind == "tool_use" and response is not None:
+                calls.setdefault(response, []).append(block)
+    orphans = {}
+    for response, uses in calls.items():
+        ids = [block["id"] for block in uses if block.get("id") not in answered]
+        if ids:
+            orphans[last_of[response]] = ids
+    return orphans
+
+
+def _nothing_to_heal(entries: Sequence[Entry], survey: Survey) -> bool:
+    """True if :func:`heal_orphans` can find nothing in what :func:`prune` leaves of
+    ``entries``, as their ``survey`` shows: every tool_use has a unique string id and a
+    tool_result somewhere, and no API-error entry holds a tool_result.
+
+    Then no call loses its answer to prune: a refusal goes with the one tool_use it
+    answers, and only API-error entries are removed with blocks that were not dropped.
+    """
+    return (
+        len(survey.tool_uses) == survey.tool_use_blocks
+        and survey.answered.issuperset(survey.tool_uses)
+        and not any(
+            block.get("type") == "tool_result"
+            for i in survey.api_errors
+            for block in blocks(entries[i])
+        )
+    )
 
 
 def _healing(anchor: Entry, tool_use_ids: list[str], text: str) -> Entry:
@@ -203,6 +238,9 @@ def heal_orphans(
 ) -> list[Entry]:
     """Insert a result for every unanswered tool_use (see the module docstring)."""
     orphans = _orphans(entries)
+    _bump(report, "healed_orphans", sum(len(ids) for ids in orphans.values()))
+    if not orphans:
+        return list(entries)
     healings = {i: _healing(entries[i], ids, text) for i, ids in orphans.items()}
     moved = {entries[i]["uuid"]: healing["uuid"] for i, healing in healings.items()}
     healed: list[Entry] = []
@@ -212,7 +250,6 @@ def heal_orphans(
         healed.append(entry)
         if i in healings:
             healed.append(healings[i])
-    _bump(report, "healed_orphans", sum(len(ids) for ids in orphans.values()))
     return healed
 
 
@@ -236,10 +273,18 @@ class PruningSessionStore(TrimmingSessionStore):
         super().__init__(path, workspace, policy=policy, ephemeral=ephemeral)
         self.prune = prune if prune is not None else PrunePolicy()
 
-    def reshape(self, entries: list[Entry], report: dict[str, int]) -> list[Entry]:
-        entries = super().reshape(entries, report)
+    def reshape(
+        self, entries: list[Entry], report: dict[str, int], *, survey: Survey | None = None
+    ) -> list[Entry]:
+        survey = survey if survey is not None else Survey(entries)
+        entries = super().reshape(entries, report, survey=survey)
         if self.prune.enabled:
-            entries = prune(entries, self.prune, report=report)
-            if self.prune.heal_orphans:
+            # Asked before prune, while the survey still describes the entries; a walk
+            # over the whole transcript is saved in the usual case.
+            healthy = self.prune.heal_orphans and _nothing_to_heal(entries, survey)
+            entries = prune(entries, self.prune, report=report, survey=survey)
+            if healthy:
+                _bump(report, "healed_orphans", 0)
+            elif self.prune.heal_orphans:
                 entries = heal_orphans(entries, text=self.prune.orphan_text, report=report)
         return entries

@@ -52,6 +52,7 @@ from flower.stores.errors import StoreError
 from flower.stores.mounts import ensure_local
 from flower.stores.records import SessionRecord, SessionTranscript, SessionUsage, usage_of
 from flower.stores.schema import prepare
+from flower.stores.survey import Survey
 from flower.stores.transcript import Entry
 
 __all__ = ["BUSY_TIMEOUT_MS", "SYNCHRONOUS", "SqliteSessionStore", "store_key"]
@@ -259,9 +260,18 @@ class SqliteSessionStore(SessionStore):
         self.last_report = report
         return shaped
 
-    def reshape(self, entries: list[Entry], report: dict[str, int]) -> list[Entry]:
+    def reshape(
+        self, entries: list[Entry], report: dict[str, int], *, survey: Survey | None = None
+    ) -> list[Entry]:
         """The copy handed to the model. Here: unchanged. Each layer calls ``super()`` first,
-        then applies its own step and counts what it did in ``report``."""
+        then applies its own step and counts what it did in ``report``.
+
+        ``survey``, if given, is the :class:`~flower.stores.survey.Survey` of ``entries``. A
+        layer that needs one makes it (unless given) and hands it down, so the chain walks
+        the transcript once. Reusing it after ``super()`` is sound only because every
+        layer below rewrites tool_result contents at most; a layer that moves entries
+        (prune) leaves it stale for any layer above.
+        """
         return entries
 
     def _append(self, key: SessionKey, entries: list[SessionStoreEntry]) -> None:

@@ -18,7 +18,7 @@ change and share the rest.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence, Set
+from collections.abc import Mapping, Set
 from typing import Any
 
 __all__ = [
@@ -31,8 +31,7 @@ __all__ = [
     "is_protected",
     "replace_blocks",
     "result_text",
-    "tool_uses",
-    "turn_ages",
+    "turn_of",
 ]
 
 Entry = dict[str, Any]
@@ -85,39 +84,14 @@ def is_api_error(entry: Mapping[str, Any]) -> bool:
     )
 
 
-def _turn_id(entry: Mapping[str, Any]) -> str | None:
+def turn_of(entry: Mapping[str, Any]) -> str | None:
+    """The API response an entry belongs to (its ``message.id``, else its uuid), or None
+    for anything but a real assistant entry: synthetic error messages are not responses."""
     if entry.get("type") != "assistant" or is_api_error(entry):
         return None
     message = entry.get("message")
     mid = message.get("id") if isinstance(message, dict) else None
     return mid if isinstance(mid, str) else entry.get("uuid")
-
-
-def turn_ages(entries: Sequence[Mapping[str, Any]]) -> list[int]:
-    """For each entry, how many API responses of the model come after it.
-
-    A tool result the model has not answered yet has age 0; one it has answered once, 1.
-    Synthetic error messages are not responses and do not count.
-    """
-    ages = [0] * len(entries)
-    seen: set[str] = set()
-    for i in range(len(entries) - 1, -1, -1):
-        ages[i] = len(seen)
-        turn = _turn_id(entries[i])
-        if turn is not None:
-            seen.add(turn)
-    return ages
-
-
-def tool_uses(entries: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
-    """Every tool_use block of the transcript by its id."""
-    found: dict[str, dict[str, Any]] = {}
-    for entry in entries:
-        if entry.get("type") == "assistant":
-            for block in blocks(entry):
-                if block.get("type") == "tool_use" and isinstance(block.get("id"), str):
-                    found[block["id"]] = block
-    return found
 
 
 def result_text(block: Mapping[str, Any]) -> str | None:
@@ -156,7 +130,9 @@ def is_denial(entry: Mapping[str, Any], block: Mapping[str, Any], tool_name: str
 
 def replace_blocks(entry: Entry, changes: Mapping[int, dict[str, Any]]) -> Entry:
     """A copy of ``entry`` whose block ``i`` is ``changes[i]``; ``entry`` is not modified."""
-    content = [changes.get(i, b) for i, b in enumerate(blocks(entry))]
+    content = list(blocks(entry))
+    for i, block in changes.items():
+        content[i] = block
     return {**entry, "message": {**entry["message"], "content": content}}
 
 

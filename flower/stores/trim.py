@@ -37,23 +37,15 @@ from __future__ import annotations
 import hashlib
 import os
 import tempfile
-from collections.abc import Callable, MutableMapping, Sequence
+from collections.abc import MutableMapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from flower.stores.ephemeral import is_ephemeral
 from flower.stores.sqlite import SqliteSessionStore
-from flower.stores.transcript import (
-    Entry,
-    blocks,
-    is_denial,
-    is_protected,
-    replace_blocks,
-    result_text,
-    tool_uses,
-    turn_ages,
-)
+from flower.stores.survey import Survey
+from flower.stores.transcript import Entry, blocks, is_denial, replace_blocks, result_text
 
 __all__ = [
     "SPILL_POINTER",
@@ -69,7 +61,6 @@ __all__ = [
 SPILL_POINTER = "[工具结果已归档:{chars} 字符。完整内容在 {path},需要时用 Read 读取]"
 
 Report = MutableMapping[str, int]
-Replace = Callable[[Entry, dict[str, Any], int], str | None]
 
 
 def _at_least(owner: object, name: str, floor: int) -> None:
@@ -111,69 +102,115 @@ class EphemeralPolicy:
         _at_least(self, "max_chars", 1)
 
 
-def _replace_old_results(
-    entries: Sequence[Entry], *, keep_recent: int, replace: Replace
-) -> tuple[list[Entry], int]:
-    """Offer every tool_result older than ``keep_recent`` turns to ``replace``, which returns
-    new content or None to keep it. Returns the new list and how many were replaced."""
-    shaped: list[Entry] = []
-    replaced = 0
-    for entry, age in zip(entries, turn_ages(entries), strict=True):
-        if entry.get("type") == "user" and age > keep_recent and not is_protected(entry):
-            changes = {
-                i: {**block, "content": content}
-                for i, block in enumerate(blocks(entry))
-                if block.get("type") == "tool_result"
-                and (content := replace(entry, block, age)) is not None
-            }
-            if changes:
-                entry = replace_blocks(entry, changes)
-                replaced += len(changes)
-        shaped.append(entry)
-    return shaped, replaced
+class _Rule(Protocol):
+    """One rewrite of old tool results (expire's, trim's): offered every tool_result older
+    than ``keep_recent`` turns, it returns new content or None to keep the result."""
+
+    keep_recent: int
+
+    def __call__(self, entry: Entry, block: dict[str, Any], age: int) -> str | None: ...
+
+    def count(self, report: Report | None, replaced: int) -> None:
+        """Add what this rule did to ``report``."""
 
 
-def _tool_names(entries: Sequence[Entry]) -> dict[str, str]:
-    return {tid: str(block.get("name", "")) for tid, block in tool_uses(entries).items()}
-
-
-def expire(
-    entries: Sequence[Entry], policy: EphemeralPolicy, *, report: Report | None = None
+def _rewrite_old_results(
+    entries: Sequence[Entry], survey: Survey, rules: Sequence[_Rule], report: Report | None
 ) -> list[Entry]:
-    """Replace old results of ephemeral Bash commands (see the module docstring)."""
-    commands = {
-        tid: block["input"]["command"]
-        for tid, block in tool_uses(entries).items()
-        if block.get("name") == "Bash"
-        and isinstance(block.get("input"), dict)
-        and isinstance(block["input"].get("command"), str)
-    }
+    """Apply ``rules`` in order to the old results of ``entries`` (of which ``survey`` is the
+    survey), in one walk over the results the survey lists.
 
-    def replace(entry: Entry, block: dict[str, Any], age: int) -> str | None:
-        cmd = commands.get(block.get("tool_use_id", ""))
-        if cmd is None or block.get("is_error") is True:
-            return None
-        text = result_text(block)
-        if text is None or len(text) > policy.max_chars or not is_ephemeral(cmd):
-            return None
-        return policy.text.format(cmd=cmd, age=age)
-
-    shaped, count = _replace_old_results(entries, keep_recent=policy.keep_recent, replace=replace)
-    if report is not None:
-        report["expired"] = report.get("expired", 0) + count
+    A rule gets the block as the rules before it left it, and the entry as loaded: the
+    rules look at the entry only for what they never change (its other blocks' kinds and
+    its toolDenialKind), so this equals applying each rule to the whole list in turn.
+    Entries without a rewritten result are shared with ``entries``.
+    """
+    if not rules:
+        return list(entries)
+    youngest = min(rule.keep_recent for rule in rules)
+    counts = [0] * len(rules)
+    changes: dict[int, dict[int, dict[str, Any]]] = {}
+    for i, j in survey.results:
+        age = survey.age(i)
+        if age <= youngest:
+            break  # results come in order and ages never grow: every later one is younger
+        entry = entries[i]
+        block = loaded = blocks(entry)[j]
+        for n, rule in enumerate(rules):
+            if age > rule.keep_recent and (content := rule(entry, block, age)) is not None:
+                block = {**block, "content": content}
+                counts[n] += 1
+        if block is not loaded:
+            changes.setdefault(i, {})[j] = block
+    shaped = list(entries)
+    for i, rewritten in changes.items():
+        shaped[i] = replace_blocks(entries[i], rewritten)
+    for rule, count in zip(rules, counts, strict=True):
+        rule.count(report, count)
     return shaped
 
 
-def _spill(directory: Path, text: str) -> Path:
+def _bump(report: Report | None, key: str, count: int) -> None:
+    if report is not None:
+        report[key] = report.get(key, 0) + count
+
+
+def _bash_command(use: dict[str, Any] | None) -> str | None:
+    """The command of a Bash tool_use block, or None for any other block (or none)."""
+    if use is None or use.get("name") != "Bash":
+        return None
+    tool_input = use.get("input")
+    command = tool_input.get("command") if isinstance(tool_input, dict) else None
+    return command if isinstance(command, str) else None
+
+
+class _Expiry:
+    """expire's rule: a glance-sized result of an ephemeral Bash command becomes a notice."""
+
+    def __init__(self, policy: EphemeralPolicy, survey: Survey) -> None:
+        self.keep_recent = policy.keep_recent
+        self._policy = policy
+        self._tool_uses = survey.tool_uses
+
+    def __call__(self, entry: Entry, block: dict[str, Any], age: int) -> str | None:
+        cmd = _bash_command(self._tool_uses.get(block.get("tool_use_id", "")))
+        if cmd is None or block.get("is_error") is True:
+            return None
+        text = result_text(block)
+        if text is None or len(text) > self._policy.max_chars or not is_ephemeral(cmd):
+            return None
+        return self._policy.text.format(cmd=cmd, age=age)
+
+    def count(self, report: Report | None, replaced: int) -> None:
+        _bump(report, "expired", replaced)
+
+
+def expire(
+    entries: Sequence[Entry],
+    policy: EphemeralPolicy,
+    *,
+    report: Report | None = None,
+    survey: Survey | None = None,
+) -> list[Entry]:
+    """Replace old results of ephemeral Bash commands (see the module docstring).
+
+    ``survey`` saves a walk over ``entries`` when the caller has their :class:`Survey`.
+    """
+    survey = survey if survey is not None else Survey(entries)
+    return _rewrite_old_results(entries, survey, [_Expiry(policy, survey)], report)
+
+
+def _spill(directory: str, text: str) -> str:
     """Write ``text`` to its content-addressed file (once) and return the path.
 
     The file is written to a temporary name and renamed, so a reader never sees half of
-    it. No fsync: if a crash loses it, the next load() writes it again.
+    it. No fsync: if a crash loses it, the next load() writes it again. Paths are plain
+    strings: this runs for every big old result on every load.
     """
     data = text.encode("utf-8", errors="replace")
-    path = directory / f"{hashlib.sha256(data).hexdigest()[:16]}.txt"
-    if not path.exists():
-        directory.mkdir(parents=True, exist_ok=True)
+    path = os.path.join(directory, f"{hashlib.sha256(data).hexdigest()[:16]}.txt")
+    if not os.path.exists(path):
+        os.makedirs(directory, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=directory, prefix=".spill-", suffix=".tmp")
         try:
             with os.fdopen(fd, "wb") as out:
@@ -185,41 +222,51 @@ def _spill(directory: Path, text: str) -> Path:
     return path
 
 
+class _Spilling:
+    """trim's rule: a big plain-text result goes to a spill file, a pointer takes its place.
+
+    A result whose file cannot be written (read-only workspace, full disk) is kept whole
+    and counted as ``spill_errors``: a pointer to a missing file would lose it.
+    """
+
+    def __init__(self, policy: TrimPolicy, workspace: str | Path, survey: Survey) -> None:
+        self.keep_recent = policy.keep_recent
+        self._min_chars = policy.min_chars
+        self._directory = str(Path(workspace).absolute() / policy.spill_dirname)
+        self._tool_uses = survey.tool_uses
+        self._errors = 0
+
+    def __call__(self, entry: Entry, block: dict[str, Any], age: int) -> str | None:
+        text = result_text(block)
+        if text is None or len(text) < self._min_chars:
+            return None
+        use = self._tool_uses.get(block.get("tool_use_id", ""))
+        if is_denial(entry, block, "" if use is None else str(use.get("name", ""))):
+            return None
+        try:
+            path = _spill(self._directory, text)
+        except OSError:
+            self._errors += 1
+            return None
+        return SPILL_POINTER.format(chars=len(text), path=path)
+
+    def count(self, report: Report | None, replaced: int) -> None:
+        _bump(report, "spilled", replaced)
+        _bump(report, "spill_errors", self._errors)
+
+
 def trim(
     entries: Sequence[Entry],
     policy: TrimPolicy,
     workspace: str | Path,
     *,
     report: Report | None = None,
+    survey: Survey | None = None,
 ) -> list[Entry]:
-    """Spill old plain-text results of ``min_chars`` or more and point to the file instead.
-
-    A result whose file cannot be written (read-only workspace, full disk) is kept whole
-    and counted as ``spill_errors``: a pointer to a missing file would lose it.
-    """
-    directory = Path(workspace).absolute() / policy.spill_dirname
-    names = _tool_names(entries)
-    errors = 0
-
-    def replace(entry: Entry, block: dict[str, Any], age: int) -> str | None:
-        nonlocal errors
-        text = result_text(block)
-        if text is None or len(text) < policy.min_chars:
-            return None
-        if is_denial(entry, block, names.get(block.get("tool_use_id", ""), "")):
-            return None
-        try:
-            path = _spill(directory, text)
-        except OSError:
-            errors += 1
-            return None
-        return SPILL_POINTER.format(chars=len(text), path=path)
-
-    shaped, count = _replace_old_results(entries, keep_recent=policy.keep_recent, replace=replace)
-    if report is not None:
-        report["spilled"] = report.get("spilled", 0) + count
-        report["spill_errors"] = report.get("spill_errors", 0) + errors
-    return shaped
+    """Spill old plain-text results of ``min_chars`` or more and point to the file instead
+    (see :class:`_Spilling`). ``survey`` as for :func:`expire`."""
+    survey = survey if survey is not None else Survey(entries)
+    return _rewrite_old_results(entries, survey, [_Spilling(policy, workspace, survey)], report)
 
 
 class TrimmingSessionStore(SqliteSessionStore):
@@ -243,10 +290,15 @@ class TrimmingSessionStore(SqliteSessionStore):
         self.policy = policy if policy is not None else TrimPolicy()
         self.ephemeral = ephemeral if ephemeral is not None else EphemeralPolicy()
 
-    def reshape(self, entries: list[Entry], report: dict[str, int]) -> list[Entry]:
-        entries = super().reshape(entries, report)
+    def reshape(
+        self, entries: list[Entry], report: dict[str, int], *, survey: Survey | None = None
+    ) -> list[Entry]:
+        survey = survey if survey is not None else Survey(entries)
+        entries = super().reshape(entries, report, survey=survey)
+        rules: list[_Rule] = []
         if self.ephemeral.enabled:
-            entries = expire(entries, self.ephemeral, report=report)
+            rules.append(_Expiry(self.ephemeral, survey))
         if self.policy.enabled:
-            entries = trim(entries, self.policy, self.workspace, report=report)
-        return entries
+            rules.append(_Spilling(self.policy, self.workspace, survey))
+        # One walk applies both, expire first (the seeds' order).
+        return _rewrite_old_results(entries, survey, rules, report)
