@@ -150,11 +150,6 @@ def _rewrite_old_results(
     return shaped
 
 
-def _bump(report: Report | None, key: str, count: int) -> None:
-    if report is not None:
-        report[key] = report.get(key, 0) + count
-
-
 def _bash_command(use: dict[str, Any] | None) -> str | None:
     """The command of a Bash tool_use block, or None for any other block (or none)."""
     if use is None or use.get("name") != "Bash":
@@ -182,7 +177,8 @@ class _Expiry:
         return self._policy.text.format(cmd=cmd, age=age)
 
     def count(self, report: Report | None, replaced: int) -> None:
-        _bump(report, "expired", replaced)
+        if report is not None:
+            report["expired"] = report.get("expired", 0) + replaced
 
 
 def expire(
@@ -251,8 +247,9 @@ class _Spilling:
         return SPILL_POINTER.format(chars=len(text), path=path)
 
     def count(self, report: Report | None, replaced: int) -> None:
-        _bump(report, "spilled", replaced)
-        _bump(report, "spill_errors", self._errors)
+        if report is not None:
+            report["spilled"] = report.get("spilled", 0) + replaced
+            report["spill_errors"] = report.get("spill_errors", 0) + self._errors
 
 
 def trim(
