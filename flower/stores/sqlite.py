@@ -86,8 +86,15 @@ def _is_busy(exc: sqlite3.OperationalError) -> bool:
 
 
 def _decode(rows: Sequence[tuple[str]]) -> list[Entry]:
-    # One json.loads over the joined payloads is about a third faster than one per row.
-    result: list[Entry] = json.loads("[" + ",".join(payload for (payload,) in rows) + "]")
+    # One json.loads over the joined payloads is about a third faster than one per row. The
+    # brackets go onto the first and last payloads, so the joined text (15 MB for 10k
+    # entries) is copied once rather than three times ("[" + text + "]").
+    parts = [payload for (payload,) in rows]
+    if not parts:
+        return []
+    parts[0] = "[" + parts[0]
+    parts[-1] += "]"
+    result: list[Entry] = json.loads(",".join(parts))
     return result
 
 
