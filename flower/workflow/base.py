@@ -129,6 +129,19 @@ class Workflow:
             if on_event is not None and self.channel.on_event is None:
                 self.channel.on_event = on_event
             self.channel.attach(runtime.run_dir)
+        try:
+            return await self._run_steps(runtime, ctx, on_event, on_step)
+        finally:
+            if self.channel is not None:
+                await self.channel.aclose()  # the inbox watcher lives as long as the run
+
+    async def _run_steps(
+        self,
+        runtime: Runtime,
+        ctx: Ctx,
+        on_event: EventSink | None,
+        on_step: Callable[[Step, StepResult], None] | None,
+    ) -> Ctx:
         lineage = Lineage(runtime.run_dir, runtime.workspace)
         for index, step in enumerate(self.steps):
             if step.when is not None and not step.when(ctx):

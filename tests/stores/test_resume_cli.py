@@ -20,8 +20,9 @@ from flower.core.runtime import Runtime
 from flower.stores import EphemeralPolicy, TrimPolicy
 
 workspace, runs, resume = sys.argv[1], sys.argv[2], sys.argv[3] or None
+# resilience off: the first process must let the 500 end its step (a synthetic error stays)
 rt = Runtime(workspace=workspace, run_dir=runs, trim=TrimPolicy(keep_recent=2),
-             ephemeral=EphemeralPolicy(keep_recent=1))
+             ephemeral=EphemeralPolicy(keep_recent=1), resilience=False)
 spec = AgentSpec("s", "", allowed_tools=["Bash"])
 result = asyncio.run(rt.run(spec, "carry on" if resume else "start", resume=resume))
 print(result.session_id, result.ok, result.text, flush=True)
