@@ -74,11 +74,13 @@ class Survey:
         uses: dict[Any, tuple[int, int, dict[str, Any]]] = {}
         for i, entry in enumerate(entries):
             kind = entry.get("type")
-            if kind == "assistant" or kind == "system":
-                if is_api_error(entry):
-                    api_errors.append(i)
-                elif (turn := turn_of(entry)) is not None:
+            if kind == "assistant":
+                if (turn := turn_of(entry)) is not None:
                     last_entry_of[turn] = i
+                elif is_api_error(entry):  # asked only here: turn_of has ruled it out above
+                    api_errors.append(i)
+            elif kind == "system" and is_api_error(entry):
+                api_errors.append(i)
             rewritable = kind == "user" and not is_protected(entry)
             for j, block in enumerate(blocks(entry)):
                 block_type = block.get("type")
