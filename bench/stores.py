@@ -5,9 +5,15 @@ Transcripts are shaped like the CLI's (a parentUuid chain, one assistant entry p
 block, Bash/Read/Write tool calls with structured ``toolUseResult`` copies, some big Bash
 outputs, some ephemeral glances, refusals and synthetic API errors). Appends go in batches
 of 500, as the SDK's mirror flushes them. load() runs every layer (expire, trim, prune,
-heal); the first load writes the spill files, the steady figure is the median of the next.
+heal). Three load figures: "first" writes the spill files; "cold" is a store opened afresh
+(nothing decoded yet: a new process resuming); "repeat" follows an append to a store that
+loaded the session before (a run resuming the same session again, which decodes only the
+new rows, flower/stores/recent.py).
 
-Targets: load() of 10k entries <= 150 ms; 100k <= 12 x 10k; append >= 20k entries/s.
+Targets are checked on the best of those loads (as timeit advises: slower repeats come from
+other processes, and this is a 2-core VM with neighbours); the median is printed beside it.
+Targets, on the cold figure: load() of 10k entries <= 150 ms; 100k <= 12 x 10k; and
+append >= 20k entries/s.
 """
 
 from __future__ import annotations
@@ -209,30 +215,54 @@ def _load_ms(store: SessionStore, repeats: int) -> list[float]:
     return [_timed(run) * 1000 for _ in range(repeats)]
 
 
+def _cold_ms(open_store: Callable[[], SqliteSessionStore], repeats: int) -> list[float]:
+    """Loads by stores opened afresh on the same file, as a new process would."""
+    times = []
+    for _ in range(repeats):
+        store = open_store()
+        try:
+            times += _load_ms(store, 1)
+        finally:
+            store.close()
+    return times
+
+
+def _repeat_ms(store: SessionStore, repeats: int) -> list[float]:
+    """Loads of a session this store loaded before, each after a small append."""
+    times = []
+    for n in range(repeats):
+        extra = [{"type": "progress", "n": n}]
+        asyncio.run(store.append(KEY, extra))
+        times += _load_ms(store, 1)
+    return times
+
+
 def measure(size: int, workdir: Path) -> dict[str, float]:
     entries = Transcript(size).entries
     repeats = 3 if size >= 100_000 else 7
     memory = InMemorySessionStore()
     sqlite = PruningSessionStore(workdir / f"{size}.db", workdir / "ws")
-    raw = SqliteSessionStore(workdir / f"{size}.db")
     try:
         figures = {
             "mb": sum(len(str(e)) for e in entries) / 1e6,
             "append_sqlite": _append_rate(sqlite, entries),
             "append_memory": _append_rate(memory, entries),
         }
-        first, *steady = _load_ms(sqlite, repeats + 1)
+        first = _load_ms(sqlite, 1)[0]
+        path = workdir / f"{size}.db"
+        cold = _cold_ms(lambda: PruningSessionStore(path, workdir / "ws"), repeats)
         figures |= {
             "load_first": first,
-            "load_layers": statistics.median(steady),
-            "load_raw": statistics.median(_load_ms(raw, repeats)),
-            "load_memory": statistics.median(_load_ms(memory, repeats)),
+            "load_layers": min(cold),
+            "load_layers_median": statistics.median(cold),
+            "load_repeat": min(_repeat_ms(sqlite, repeats)),
+            "load_raw": min(_cold_ms(lambda: SqliteSessionStore(path), repeats)),
+            "load_memory": min(_load_ms(memory, repeats)),
         }
         report = sqlite.last_report
         figures |= {f"report_{k}": v for k, v in report.items()}
     finally:
         sqlite.close()
-        raw.close()
     return figures
 
 
@@ -243,14 +273,16 @@ def main() -> int:
             results[size] = measure(size, Path(tmp))
     print(
         f"{'entries':>8} {'~MB':>6} | {'append/s sqlite':>15} {'memory':>10} {'ratio':>6} |"
-        f" {'load ms layers':>14} {'first':>7} {'raw':>7} {'memory':>7} {'layers/mem':>10}"
+        f" {'load ms cold':>12} {'median':>7} {'repeat':>7} {'first':>7} {'raw':>7}"
+        f" {'memory':>7} {'cold/mem':>9}"
     )
     for size, r in results.items():
         print(
             f"{size:>8} {r['mb']:>6.1f} | {r['append_sqlite']:>15,.0f} {r['append_memory']:>10,.0f}"
             f" {r['append_memory'] / r['append_sqlite']:>5.0f}x |"
-            f" {r['load_layers']:>14.1f} {r['load_first']:>7.1f} {r['load_raw']:>7.1f}"
-            f" {r['load_memory']:>7.2f} {r['load_layers'] / r['load_memory']:>9.0f}x"
+            f" {r['load_layers']:>12.1f} {r['load_layers_median']:>7.1f}"
+            f" {r['load_repeat']:>7.1f} {r['load_first']:>7.1f} {r['load_raw']:>7.1f}"
+            f" {r['load_memory']:>7.2f} {r['load_layers'] / r['load_memory']:>8.0f}x"
         )
     ten, hundred = results[10_000], results[100_000]
     print(

@@ -1,0 +1,82 @@
+"""RecentTranscript: the decoded entries of the transcript loaded last, kept for the next load.
+
+A run loads the same session again and again: each retry, each interrupt, each step that
+resumes the previous one, the handoff writer. Between two loads the CLI only appends, so the
+next load need decode only the rows added since; decoding is most of a load's cost (about
+60 % of a 10k-entry load, docs/stores.md).
+
+The cache is trusted only while the database agrees with it: the rows up to its last
+sequence number must still number the same, and the last one must still be the very text
+it decoded. A delete, or another process rewriting the session, fails that check and the
+transcript is read whole. One transcript is kept (bounded memory); the entries are shared
+with what load() hands out, which nothing in flower or the SDK mutates.
+"""
+
+from __future__ import annotations
+
+import msgspec
+import sqlite3
+from dataclasses import dataclass
+
+from flower.stores.transcript import Entry
+
+__all__ = ["RecentTranscript", "decode"]
+
+
+@dataclass
+class _Held:
+    skey: str
+    last_seq: int
+    last_payload: str
+    entries: list[Entry]
+
+
+class RecentTranscript:
+    """Reads a transcript, decoding only what was appended since the previous read of it.
+
+    Not thread-safe by itself: the store calls it under its connection lock.
+    """
+
+    def __init__(self) -> None:
+        self._held: _Held | None = None
+
+    def read(self, conn: sqlite3.Connection, skey: str) -> list[Entry] | None:
+        """The entries of `skey` in order (a new list), or None if it has none."""
+        held = self._held if self._held is not None and self._held.skey == skey else None
+        start = held.last_seq if held is not None and _still_valid(conn, held) else None
+        rows = conn.execute(
+            "SELECT seq, payload FROM entries WHERE store_key = ? AND seq > ? ORDER BY seq",
+            (skey, -1 if start is None else start),
+        ).fetchall()
+        old = held.entries if held is not None and start is not None else []
+        if not rows:
+            return list(old) or None
+        entries = [*old, *decode([payload for _, payload in rows])]
+        self._held = _Held(skey, rows[-1][0], rows[-1][1], entries)
+        return list(entries)
+
+    def forget(self) -> None:
+        """Drop the held transcript (after a delete through this store)."""
+        self._held = None
+
+
+def _still_valid(conn: sqlite3.Connection, held: _Held) -> bool:
+    count, last = conn.execute(
+        "SELECT count(*), (SELECT payload FROM entries WHERE store_key = ? AND seq = ?) "
+        "FROM entries WHERE store_key = ? AND seq <= ?",
+        (held.skey, held.last_seq, held.skey, held.last_seq),
+    ).fetchone()
+    return bool(count == len(held.entries) and last == held.last_payload)
+
+
+def decode(payloads: list[str]) -> list[Entry]:
+    """Stored payloads to entries. One json.loads over the joined payloads is about a third
+    faster than one per row; the brackets go onto the first and last payloads, so the
+    joined text (15 MB for 10k entries) is copied once rather than three times."""
+    if not payloads:
+        return []
+    parts = list(payloads)
+    parts[0] = "[" + parts[0]
+    parts[-1] += "]"
+    result: list[Entry] = msgspec.json.decode(",".join(parts))
+    return result
