@@ -95,10 +95,15 @@ class StepResult:
 
 
 class Runtime:
-    """Holds the workspace, the store and the policies; runs steps."""
+    """Holds the workspace, the store and the policies; runs steps.
+
+    Beyond the seeds' parameters, `budget_usd` caps the whole run: each attempt's CLI budget
+    is what is left of it, and a step starts no attempt once it is spent.
+    """
 
     INTERRUPTED = "interrupted-by-human"
     HANDOFF_DUE = "context-full-handoff"
+    STOPPED = "stopped-from-outside"
     INTERRUPT_NOTE = (
         "(The human interrupted you to say the above. If a tool call that was in flight came "
         "back as interrupted or cancelled, that is the normal side effect of the interruption, "
@@ -118,6 +123,7 @@ class Runtime:
         spill_threshold: int | None = 4000,
         resilience: Resilience | bool = True,
         handoff: HandoffPolicy | bool = True,
+        budget_usd: float | None = None,
     ) -> None:
         self.workspace = Path(workspace).expanduser().resolve()
         if not self.workspace.is_dir():
@@ -137,6 +143,7 @@ class Runtime:
         self.spill_threshold = spill_threshold
         self.resilience = _policy(resilience, Resilience)
         self.handoff = _policy(handoff, HandoffPolicy)
+        self.budget_usd = budget_usd
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.workbench: Workbench | None = (
             Workbench(self.workspace, home=self.run_dir / "workbench")
@@ -158,6 +165,7 @@ class Runtime:
         self._lock = threading.Lock()
         self._live: tuple[asyncio.AbstractEventLoop, ClaudeSDKClient] | None = None
         self._said: str | None = None  # the human's words of a pending interrupt
+        self._session: str | None = None  # the session of the attempt under way
 
     @property
     def manifest_path(self) -> Path:
@@ -174,18 +182,54 @@ class Runtime:
         resume_at: str | None = None,
         on_event: EventSink | None = None,
     ) -> StepResult:
-        """Run one step to its end and account for it (manifest included)."""
+        """Run one step to its end and account for it (manifest included). A step stopped
+        from outside (its task cancelled, e.g. on SIGTERM) is still recorded, as STOPPED."""
         self._require_git_for_isolation(spec)
-        name = step_name or spec.name
-        result = StepResult(step=name, started_at=time.time())
+        result = StepResult(step=step_name or spec.name, started_at=time.time())
         self._ctx, self._warned = 0, False
-        emit = on_event or _ignore
+        try:
+            await self._loop(spec, prompt, result, resume, fork, resume_at, on_event or _ignore)
+        except asyncio.CancelledError:
+            result.error = self.STOPPED
+            result.session_id = self._session or result.session_id
+            self._finish(result)
+            self._write_manifest()  # synchronously: this task is being cancelled
+            raise
+        self._finish(result)
+        await asyncio.to_thread(self._write_manifest)
+        return result
+
+    def _finish(self, result: StepResult) -> None:
+        result.ok = result.error is None
+        result.ended_at = time.time()
+        self.results.append(result)
+
+    async def _loop(
+        self,
+        spec: AgentSpec,
+        prompt: str,
+        result: StepResult,
+        resume: str | None,
+        fork: bool,
+        resume_at: str | None,
+        emit: EventSink,
+    ) -> None:
+        """The attempts of one step, until one of the four exits."""
         number = 0
         while True:
             number += 1
             result.attempts = number
+            budget = self._budget_left(result)
+            if budget is not None and budget <= 0:
+                result.error = f"the run's budget of ${self.budget_usd:.2f} is spent"
+                break
             attempt = await self._attempt(
-                spec, prompt, resume=resume, fork=fork, resume_at=resume_at, on_event=emit
+                replace(spec, max_budget_usd=_smaller(spec.max_budget_usd, budget)),
+                prompt,
+                resume=resume,
+                fork=fork,
+                resume_at=resume_at,
+                on_event=emit,
             )
             self._account(result, attempt)
             said = self._take_interrupt()
@@ -226,11 +270,12 @@ class Runtime:
                 resume, fork, resume_at = attempt.session_id, False, None
                 prompt = self.resilience.resume_prompt
                 result.resumed = True
-        result.ok = result.error is None
-        result.ended_at = time.time()
-        self.results.append(result)
-        await asyncio.to_thread(self._write_manifest)
-        return result
+
+    def _budget_left(self, result: StepResult) -> float | None:
+        """What the run may still spend (None: no run budget)."""
+        if self.budget_usd is None:
+            return None
+        return self.budget_usd - self.total_cost() - result.cost_usd
 
     async def _recover(self, number: int, error: str, emit: EventSink) -> bool:
         """Whether to try again after failed attempt `number`; waits as long as it takes."""
@@ -455,8 +500,10 @@ class Runtime:
         known = attempt.session_id
         attempt.observe(event)
         self._ctx = attempt.context
-        if attempt.session_id and attempt.session_id != known and self.on_session is not None:
-            self.on_session(attempt.session_id)
+        if attempt.session_id and attempt.session_id != known:
+            self._session = attempt.session_id
+            if self.on_session is not None:
+                self.on_session(attempt.session_id)
 
     def _account(self, result: StepResult, attempt: Attempt, *, final: bool = True) -> None:
         """Fold an attempt's cost and turns into the step. A final attempt (not the handoff
@@ -495,6 +542,10 @@ def manifest_row(result: StepResult, *, run: str) -> dict[str, Any]:
     row["run"] = run
     row["text"] = result.text[:MANIFEST_TEXT_LIMIT]
     return row
+
+
+def _smaller(a: float | None, b: float | None) -> float | None:
+    return b if a is None else a if b is None else min(a, b)
 
 
 def _ignore(event: Event) -> None:

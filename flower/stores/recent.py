@@ -14,9 +14,10 @@ with what load() hands out, which nothing in flower or the SDK mutates.
 
 from __future__ import annotations
 
-import msgspec
 import sqlite3
 from dataclasses import dataclass
+
+import msgspec
 
 from flower.stores.transcript import Entry
 

@@ -239,3 +239,40 @@ def test_the_clis_compaction_line_sits_above_the_handoff_line(
         assert "CLAUDE_CODE_AUTO_COMPACT_WINDOW" not in runtime._session_spec(own).env
     finally:
         runtime.close()
+
+
+async def test_a_run_budget_caps_every_step_after_it_is_spent(
+    flower_env: FakeAPI, workspace: Path
+) -> None:
+    flower_env.script = Always(text("fine"))
+    runtime = Runtime(workspace=workspace, run_dir=workspace.parent / "runs", budget_usd=0.001)
+    try:
+        first = await runtime.run(AgentSpec("a", ""), "go", step_name="one")
+        second = await runtime.run(AgentSpec("a", ""), "go", step_name="two")
+    finally:
+        runtime.close()
+    assert first.cost_usd > 0.001  # the CLI checks its budget after a request: it overshoots
+    assert not second.ok and second.error == "the run's budget of $0.00 is spent"
+    assert len(flower_env.requests) == 1  # the second step never reached the API
+
+
+async def test_a_cancelled_step_is_still_recorded(flower_env: FakeAPI, workspace: Path) -> None:
+    import asyncio
+
+    from flower.testing import tool
+
+    flower_env.script = Always(
+        tool("Bash", {"command": "python3 -c 'import time; time.sleep(30)'"})
+    )
+    runtime = Runtime(workspace=workspace, run_dir=workspace.parent / "runs")
+    try:
+        task = asyncio.create_task(runtime.run(AgentSpec("a", "", allowed_tools=["Bash"]), "go"))
+        await asyncio.to_thread(flower_env.wait_for, lambda requests: len(requests) >= 1)
+        await asyncio.sleep(0.5)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+    finally:
+        runtime.close()
+    [row] = json.loads(runtime.manifest_path.read_text())
+    assert row["error"] == Runtime.STOPPED and row["session_id"] and row["ok"] is False
