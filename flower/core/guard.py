@@ -105,15 +105,21 @@ def decide_delegate(
     tools: Collection[str],
     allow_glance: bool,
     artifacts: str,
-) -> Deny | None:
+) -> Deny | Rewrite | None:
     """Deny a hands-on `tool` on the main thread, telling it how to delegate instead.
 
+    A subagent's call passes, and explicitly (an allow, which also grants the permission):
+    subagents share the session's permission rules, the coordinator's allowed_tools carry
+    nothing hands-on, and in an unattended run nobody is there to approve a worker's Bash.
+    The worker's own AgentDefinition.tools still decide which tools it has.
     With `allow_glance`, a Bash command that `is_ephemeral` accepts passes: the set the
     coordinator may run itself is exactly the set whose results the store later expires.
     `artifacts` is the folder named in the text for the workers' long outputs.
     """
-    if tool not in tools or not is_main_thread(hook_input):
+    if tool not in tools:
         return None
+    if not is_main_thread(hook_input):
+        return Rewrite(dict(tool_input))
     if allow_glance and tool == "Bash" and is_ephemeral(str(tool_input.get("command", ""))):
         return None
     reason = (

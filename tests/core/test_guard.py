@@ -131,8 +131,10 @@ def test_delegate_denies_each_hands_on_tool_on_the_main_thread(tool: str) -> Non
 
 
 @pytest.mark.parametrize("tool", HANDS)
-def test_delegate_lets_subagents_through(tool: str) -> None:
-    assert _delegate(tool, {"command": "rm -rf x"}, SUB, glance=False) is None
+def test_delegate_lets_subagents_through_with_an_explicit_allow(tool: str) -> None:
+    """Unattended, nobody approves a worker's call: the allow grants it, input unchanged."""
+    decision = _delegate(tool, {"command": "make test"}, SUB, glance=False)
+    assert isinstance(decision, Rewrite) and decision.tool_input == {"command": "make test"}
 
 
 @pytest.mark.parametrize("tool", ["Read", "Agent", "Glob", "WebFetch"])

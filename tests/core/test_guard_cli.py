@@ -70,7 +70,10 @@ async def test_coordinator_is_refused_hands_on_work_while_its_worker_does_it(
     flower_env.script = rules(
         (
             When(kind="subagent"),
-            sequence(tool("Bash", {"command": "echo from-worker"}), text("ok")),
+            # A command that writes needs approval: unattended, only the guard's allow runs it.
+            sequence(
+                tool("Bash", {"command": "echo from-worker > w.txt && cat w.txt"}), text("ok")
+            ),
         ),
         (
             When(kind="main"),
@@ -93,6 +96,7 @@ async def test_coordinator_is_refused_hands_on_work_while_its_worker_does_it(
     assert not (workspace / "made-by-boss").exists() and not (workspace / "boss.txt").exists()
     worker_result = flower_env.subagent_requests()[-1].last_tool_results()[0]
     assert worker_result.text.strip() == "from-worker" and not worker_result.is_error
+    assert (workspace / "w.txt").read_text() == "from-worker\n"
 
 
 async def test_glance_lets_ephemeral_commands_through_and_nothing_else(
