@@ -1,0 +1,347 @@
+"""`flower analyze RUN_DIR`: the offline report a user reads after a long run.
+
+Per step (manifest.json) and per session (sessions.db, the raw entries as appended, one
+transcript decoded at a time): API calls, tokens, cost, tool calls by tool, denied calls,
+synthetic API errors, compactions, each subagent on its own line, and the biggest tool
+results. Nothing is written: the database is opened read-only (no trim, no spill, no
+migration), so a run may be going on at the same time.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import sys
+from collections import Counter
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich import box
+from rich.console import Console, Group, RenderableType
+from rich.markup import escape
+from rich.table import Table
+
+from flower.cli.exits import exit_codes
+from flower.cli.status import MANIFEST, SESSIONS_DB, lineage_steps, read_only, read_rows
+
+LARGEST = 5
+TARGET_CHARS = 60
+TARGET_FIELDS = ("command", "file_path", "path", "pattern", "url", "query", "description")
+"""The input field that says what a tool call was about, first present wins."""
+
+STEP_FIELDS = ("step", "run", "session_id", "ok", "attempts", "cost_usd", "num_turns", "error")
+
+Stats = dict[str, Any]
+
+
+def analyze(
+    run_dir: Annotated[Path, typer.Argument(help="The run directory to report on.")],
+    as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
+) -> None:
+    """Report tokens, cost, tool calls, denials, errors and compactions of a finished run."""
+    with exit_codes():
+        if not run_dir.is_dir():
+            raise ValueError(f"no run directory at {run_dir}: pass the run_dir of a flower run")
+        if not (run_dir / SESSIONS_DB).is_file() and not (run_dir / MANIFEST).is_file():
+            raise ValueError(f"{run_dir} holds neither sessions.db nor manifest.json: nothing ran")
+        data = report(run_dir)
+    if as_json:
+        sys.stdout.write(json.dumps(data, ensure_ascii=False, indent=2) + "\n")
+    else:
+        Console(highlight=False, soft_wrap=True).print(render(data))
+
+
+# -- the data ----------------------------------------------------------------------------
+
+
+def report(run_dir: Path) -> dict[str, Any]:
+    """The whole report as JSON-ready data (see docs/cli-notes.md for its keys).
+
+    Raises:
+        ValueError: a manifest or lineage file does not parse, or sessions.db cannot be read
+            (busy past the timeout, or not a sessions database).
+    """
+    problems: list[str] = []
+    steps = read_rows(run_dir / MANIFEST, problems)
+    named = lineage_steps(run_dir / "lineage.json", problems)
+    step_cost: dict[str, float] = {}
+    for row in steps:
+        if isinstance(row.get("session_id"), str):
+            named.setdefault(row["session_id"], [])
+            if row.get("step") not in named[row["session_id"]]:
+                named[row["session_id"]].append(str(row.get("step")))
+            cost = row.get("cost_usd")
+            if isinstance(cost, int | float):
+                step_cost[row["session_id"]] = step_cost.get(row["session_id"], 0.0) + cost
+    if problems:
+        raise ValueError("; ".join(problems))
+    sessions: list[Stats] = []
+    largest: list[Stats] = []
+    db = run_dir / SESSIONS_DB
+    if db.is_file():
+        try:
+            found = read_transcripts(db)
+        except sqlite3.Error as exc:
+            raise ValueError(
+                f"{db} cannot be read ({exc}): if a run holds it busy, retry in a moment"
+            ) from exc
+        for session in found:
+            sid = session["session_id"]
+            # The CLI's own cumulative cost when the transcript has it, else the manifest's.
+            if session["cost_usd"] is None and sid in step_cost:
+                session["cost_usd"] = round(step_cost[sid], 6)
+                session["cost_source"] = "manifest"
+            session["steps"] = named.get(sid, [])
+            largest += session.pop("results")
+            sessions.append(session)
+    largest.sort(key=lambda r: r["chars"], reverse=True)
+    return {
+        "run_dir": str(run_dir.resolve()),
+        "steps": [{k: row.get(k) for k in STEP_FIELDS} for row in steps],
+        "sessions": sessions,
+        "totals": _totals(steps, sessions),
+        "largest_results": largest[:LARGEST],
+    }
+
+
+def read_transcripts(db: Path) -> list[Stats]:
+    """The statistics of every session in `db`, oldest first; one transcript in memory at a
+    time (a 10-hour run's database can be far larger than what one report needs)."""
+    from flower.stores.recent import decode
+
+    sessions: list[Stats] = []
+    with read_only(db) as conn:
+        keys = [k for (k,) in conn.execute("SELECT store_key FROM meta ORDER BY mtime")]
+        mains = [k for k in keys if k.count("/") == 1]
+        for main in mains:
+            session: Stats | None = None
+            for key in [main, *sorted(k for k in keys if k.startswith(main + "/"))]:
+                rows = conn.execute(
+                    "SELECT payload FROM entries WHERE store_key = ? ORDER BY seq", (key,)
+                ).fetchall()
+                entries = decode([payload for (payload,) in rows])
+                project, sid, *sub = key.split("/", 2)
+                stats = transcript_stats(entries, session_id=sid)
+                if session is None:
+                    session = {"session_id": sid, "project_key": project, **stats}
+                    session["subagents"] = []
+                    continue
+                session["results"] += stats.pop("results")
+                session["subagents"].append({"subkey": sub[0], **_agent_of(entries), **stats})
+            if session is not None:
+                _add_subagents(session)
+                sessions.append(session)
+    return sessions
+
+
+def transcript_stats(entries: list[dict[str, Any]], *, session_id: str) -> Stats:
+    """Counts for one transcript (main or subagent), `results` holding every tool result's
+    size so the caller can pick the largest across the run."""
+    from flower.stores.records import SessionTranscript, usage_of
+    from flower.stores.transcript import blocks, is_api_error, is_denial, result_text
+
+    usage = usage_of(SessionTranscript("", session_id, main=entries))
+    calls: dict[str, tuple[str, dict[str, Any]]] = {}
+    tools: Counter[str] = Counter()
+    denied: Counter[str] = Counter()
+    results: list[Stats] = []
+    api_errors = compactions = 0
+    for entry in entries:
+        kind = entry.get("type")
+        if kind == "system" and entry.get("subtype") == "compact_boundary":
+            compactions += 1
+        if kind == "assistant" and is_api_error(entry):
+            api_errors += 1
+            continue
+        for block in blocks(entry):
+            if kind == "assistant" and block.get("type") == "tool_use":
+                name = str(block.get("name"))
+                tools[name] += 1
+                given = block.get("input")
+                calls[str(block.get("id"))] = (name, given if isinstance(given, dict) else {})
+            elif kind == "user" and block.get("type") == "tool_result":
+                name, given = calls.get(str(block.get("tool_use_id")), ("?", {}))
+                if is_denial(entry, block, name):
+                    denied[name] += 1
+                text = result_text(block)
+                size = len(text) if text is not None else len(json.dumps(block.get("content")))
+                results.append(
+                    {
+                        "session_id": session_id,
+                        "tool": name,
+                        "chars": size,
+                        "target": _target(given),
+                    }
+                )
+    return {
+        "api_calls": usage.api_calls,
+        "input_tokens": usage.input_tokens,
+        "output_tokens": usage.output_tokens,
+        "cache_read_input_tokens": usage.cache_read_input_tokens,
+        "cache_creation_input_tokens": usage.cache_creation_input_tokens,
+        "context_tokens": usage.context_tokens,
+        "model": usage.model,
+        "cost_usd": usage.cost_usd,
+        "cost_source": None if usage.cost_usd is None else "transcript",
+        "entries": len(entries),
+        "tools": dict(tools.most_common()),
+        "denied": dict(denied.most_common()),
+        "api_errors": api_errors,
+        "compactions": compactions,
+        "results": results,
+    }
+
+
+def _target(given: dict[str, Any]) -> str:
+    value = next((given[f] for f in TARGET_FIELDS if isinstance(given.get(f), str)), "")
+    line = " ".join(str(value).split())
+    return line if len(line) <= TARGET_CHARS else line[: TARGET_CHARS - 1] + "…"
+
+
+def _agent_of(entries: list[dict[str, Any]]) -> Stats:
+    """The subagent's type and task, from its agent_metadata entry if the CLI wrote one."""
+    meta = next((e for e in entries if e.get("type") == "agent_metadata"), {})
+    return {"agent_type": meta.get("agentType"), "description": meta.get("description")}
+
+
+_SUMMED = (
+    "api_calls",
+    "input_tokens",
+    "output_tokens",
+    "cache_read_input_tokens",
+    "cache_creation_input_tokens",
+    "api_errors",
+    "compactions",
+)
+
+
+def _add_subagents(session: Stats) -> None:
+    """Fold the subagents' counts into the session's `all` (the session alone stays as is)."""
+    everything: Stats = {k: session[k] for k in _SUMMED}
+    tools: Counter[str] = Counter(session["tools"])
+    denied: Counter[str] = Counter(session["denied"])
+    for sub in session["subagents"]:
+        for k in _SUMMED:
+            everything[k] += sub[k]
+        tools.update(sub["tools"])
+        denied.update(sub["denied"])
+    session["all"] = everything | {
+        "tools": dict(tools.most_common()),
+        "denied": dict(denied.most_common()),
+    }
+
+
+def _totals(steps: list[dict[str, Any]], sessions: list[Stats]) -> Stats:
+    totals: Stats = {k: sum(s["all"][k] for s in sessions) for k in _SUMMED}
+    tools: Counter[str] = Counter()
+    denied: Counter[str] = Counter()
+    for s in sessions:
+        tools.update(s["all"]["tools"])
+        denied.update(s["all"]["denied"])
+    cost = sum(r["cost_usd"] for r in steps if isinstance(r.get("cost_usd"), int | float))
+    return totals | {
+        "cost_usd": round(cost, 6),
+        "tools": dict(tools.most_common()),
+        "denied": dict(denied.most_common()),
+    }
+
+
+# -- the view ----------------------------------------------------------------------------
+
+
+def render(data: dict[str, Any]) -> RenderableType:
+    """The tables of `flower analyze`."""
+    parts: list[RenderableType] = [f"[bold]{escape(data['run_dir'])}[/]"]
+    if data["steps"]:
+        steps = Table(
+            "step",
+            "ok",
+            "attempts",
+            "turns",
+            "cost",
+            "session",
+            "error",
+            title="steps",
+            box=box.SIMPLE_HEAD,
+        )
+        for row in data["steps"]:
+            steps.add_row(
+                escape(str(row["step"])),
+                "[green]yes[/]" if row["ok"] else "[red]no[/]",
+                str(row["attempts"]),
+                str(row["num_turns"]),
+                _usd(row["cost_usd"]),
+                str(row["session_id"] or "")[:8],
+                escape(str(row["error"] or "")),
+            )
+        parts.append(steps)
+    sessions = Table(
+        "session",
+        "calls",
+        "in",
+        "out",
+        "cache",
+        "tools",
+        "deny",
+        "err",
+        "cmpct",
+        "cost",
+        title="sessions and their subagents",
+        box=box.SIMPLE_HEAD,
+    )
+    for s in data["sessions"]:
+        label = f"{s['session_id'][:8]} {escape(', '.join(s['steps']))}"
+        sessions.add_row(label, *_cells(s), _usd(s["cost_usd"]))
+        for sub in s["subagents"]:
+            name = sub["agent_type"] or sub["subkey"].rsplit("/", 1)[-1]
+            sessions.add_row(f"  └ {escape(str(name))}", *_cells(sub), "")
+    parts.append(sessions if data["sessions"] else "[dim]no session in sessions.db[/]")
+    totals = data["totals"]
+    parts.append(
+        f"total: {totals['api_calls']} API calls, {totals['input_tokens']:,} tokens in, "
+        f"{totals['output_tokens']:,} out, {totals['cache_read_input_tokens']:,} cache read, "
+        f"cost {_usd(totals['cost_usd'])}; {totals['api_errors']} API errors, "
+        f"{totals['compactions']} compactions"
+    )
+    if totals["tools"]:
+        tools = Table("tool", "calls", "denied", title="tool calls", box=box.SIMPLE_HEAD)
+        for name, count in totals["tools"].items():
+            tools.add_row(escape(name), str(count), str(totals["denied"].get(name, "")))
+        parts.append(tools)
+    if data["largest_results"]:
+        largest = Table(
+            "chars", "tool", "call", "session", title="largest tool results", box=box.SIMPLE_HEAD
+        )
+        for r in data["largest_results"]:
+            largest.add_row(
+                f"{r['chars']:,}", escape(r["tool"]), escape(r["target"]), r["session_id"][:8]
+            )
+        parts.append(largest)
+    return Group(*parts)
+
+
+def _cells(stats: Stats) -> list[str]:
+    return [
+        str(stats["api_calls"]),
+        _k(stats["input_tokens"]),
+        _k(stats["output_tokens"]),
+        _k(stats["cache_read_input_tokens"]),
+        str(sum(stats["tools"].values())),
+        str(sum(stats["denied"].values()) or ""),
+        str(stats["api_errors"] or ""),
+        str(stats["compactions"] or ""),
+    ]
+
+
+def _k(tokens: int) -> str:
+    """Tokens as a table shows them: 812, 45.6k, 1.2M."""
+    if tokens < 1000:
+        return str(tokens)
+    if tokens < 1_000_000:
+        return f"{tokens / 1000:.1f}k"
+    return f"{tokens / 1_000_000:.1f}M"
+
+
+def _usd(value: float | None) -> str:
+    return "" if value is None else f"${value:.4f}"
