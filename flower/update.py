@@ -123,13 +123,14 @@ def _spawn(command: list[str], log: Path) -> None:
     threading.Thread(target=process.wait, name="flower-update", daemon=True).start()
 
 
-def maybe_update(*, spawn: Spawn = _spawn) -> None:
+def maybe_update(*, spawn: Spawn = _spawn, source: Path | None = None) -> None:
     """Start a background upgrade of flowerbox if one is due; return at once either way.
 
-    `spawn(command, log_path)` starts the command (tests pass a recorder: they never run pip).
+    `spawn(command, log_path)` starts the command and `source` replaces `source_root()`
+    (tests pass a recorder and a tree without .git: they never run pip).
     """
     with contextlib.suppress(Exception):  # an update must never break start-up
-        command = update_command()
+        command = update_command(source=source)
         if command is None:
             return
         folder = cache_dir(os.environ, Path.home())
