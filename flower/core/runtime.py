@@ -130,11 +130,7 @@ class Runtime:
             raise ValueError(
                 f"workspace {self.workspace} is not a folder: create it or pass an existing one"
             )
-        self.run_dir = Path(run_dir).expanduser()
-        if not self.run_dir.is_absolute():
-            self.run_dir = (Path.cwd() / self.run_dir).resolve()
-        if self.run_dir.exists() and not self.run_dir.is_dir():
-            raise ValueError(f"run_dir {self.run_dir} is a file: pass a folder (or a new path)")
+        self.run_dir = usable_run_dir(run_dir)
         # Credentials before anything is created: a failed start leaves nothing behind.
         load_dotenv()
         if problem := check_credentials():
@@ -529,6 +525,15 @@ class Runtime:
     def close(self) -> None:
         """Close the session store's connection."""
         self.store.close()
+
+
+def usable_run_dir(run_dir: str | Path) -> Path:
+    """`run_dir` as an absolute path, or a ValueError if it cannot be one (it is a file)."""
+    path = Path(run_dir).expanduser()
+    path = path if path.is_absolute() else (Path.cwd() / path).resolve()
+    if path.exists() and not path.is_dir():
+        raise ValueError(f"run_dir {path} is a file: pass a folder (or a new path)")
+    return path
 
 
 def in_git_repository(path: Path) -> bool:

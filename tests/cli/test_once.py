@@ -2,25 +2,11 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 from flower.testing import Always, FakeAPI, http_error, sequence, text, tool
-
-FLOWER = [sys.executable, "-m", "flower.cli"]
-
-
-def flower(*args: str, env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [*FLOWER, *args], env=env, cwd=cwd, capture_output=True, text=True, timeout=120
-    )
-
-
-def offline_env(api: FakeAPI, home: Path) -> dict[str, str]:
-    base = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "CLAUDE_"))}
-    return {**base, **api.env(home=home), "XDG_CONFIG_HOME": str(home / ".config")}
+from tests.cli.conftest import FLOWER, flower, offline_env
 
 
 def test_once_writes_and_exits_zero(fake_api: FakeAPI, claude_home: Path, workspace: Path) -> None:

@@ -1,0 +1,206 @@
+"""`flower "ask"`: the go path. Clarify, set the goal, work under the goal guard.
+
+Exit codes (flower.cli.exits): 0 the goal was achieved (or, with --no-goal, the work step
+succeeded; with --clarify-only, the brief is complete); 1 not achieved or a step failed;
+2 bad input or missing credentials; 3 stopped waiting for a human (the judge says the goal
+is unreachable and nobody answered); 130 stopped (Ctrl+C twice, SIGTERM, SIGHUP), resumable.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+
+from flower.cli.exits import Exit, exit_codes
+from flower.cli.render import Render
+
+
+def go(
+    ask: Annotated[str, typer.Argument(help="What you want done, in one line.")] = "",
+    workspace: Annotated[
+        Path, typer.Option("--workspace", "-w", help="The folder the work happens in.")
+    ] = Path("."),
+    run_dir: Annotated[
+        Path, typer.Option("--run-dir", help="Where sessions, manifest and lineage are kept.")
+    ] = Path("runs"),
+    new: Annotated[
+        bool, typer.Option("--new", help="Start over: archive the brief and goal, wake nothing.")
+    ] = False,
+    isolate: Annotated[
+        bool,
+        typer.Option("--isolate/--no-isolate", help="Workers in their own git worktrees."),
+    ] = False,
+    clarify_only: Annotated[
+        bool, typer.Option("--clarify-only", help="Stop once the brief is frozen.")
+    ] = False,
+    no_goal: Annotated[
+        bool, typer.Option("--no-goal", help="No goal and no judge: just do the work.")
+    ] = False,
+    rounds: Annotated[int, typer.Option(help="Judged rounds of work at most.", min=1)] = 3,
+    judge_can_run: Annotated[
+        bool, typer.Option("--judge-can-run", help="Let the judge run commands (Bash).")
+    ] = False,
+    max_asks: Annotated[
+        int | None, typer.Option(help="Questions the agents may ask you (0 = none).", min=0)
+    ] = None,
+    timeout: Annotated[
+        float, typer.Option(help="Seconds to wait for an answer; 0 = fully unattended.")
+    ] = 1800.0,
+    no_trim: Annotated[
+        bool, typer.Option("--no-trim", help="Do not spill old big tool results on resume.")
+    ] = False,
+    model: Annotated[str | None, typer.Option(help="Model id or alias (sonnet, opus...).")] = None,
+    budget: Annotated[
+        float | None, typer.Option(help="Stop spending once the run has cost this many USD.")
+    ] = None,
+    verbose: Annotated[
+        bool, typer.Option("--verbose", "-v", help="Say where each credential came from.")
+    ] = False,
+    json_out: Annotated[
+        bool, typer.Option("--json", help="Print a machine-readable summary on stdout at the end.")
+    ] = False,
+) -> None:
+    """Clarify the ask, freeze a goal, and work on it until a judge says it is achieved."""
+    from flower.core.env import describe, load_dotenv
+    from flower.core.runtime import Runtime, usable_run_dir
+    from flower.workflow.starter import starter_flow, wake_state
+
+    console = Console(stderr=json_out, highlight=False, soft_wrap=True)
+    with exit_codes():
+        if model:
+            os.environ["ANTHROPIC_MODEL"] = model
+        load_dotenv()
+        if verbose:
+            console.print(describe(), style="dim")
+        ws = workspace.expanduser().resolve()
+        if not ws.is_dir():
+            raise ValueError(f"workspace {ws} is not a folder: create it or pass -w <folder>")
+        run_dir = usable_run_dir(run_dir)
+        state = wake_state(ws, run_dir=run_dir, isolate=isolate)
+        console.print(_describe_wake(state, new=new), style="bold")
+        flow = starter_flow(
+            ask,
+            workspace=ws,
+            run_dir=run_dir,
+            new=new,
+            isolate=isolate,
+            clarify_only=clarify_only,
+            goal=not no_goal,
+            rounds=rounds,
+            judge_can_run=judge_can_run,
+            max_asks=max_asks,
+            timeout_s=timeout,
+        )
+        runtime = Runtime(
+            workspace=ws,
+            run_dir=run_dir,
+            trim=not no_trim,
+            workbench=flow.workbench,
+            budget_usd=budget,
+        )
+        try:
+            ctx, stopped = asyncio.run(_drive(flow, runtime, console, unattended=timeout == 0))
+        finally:
+            runtime.close()
+    code, status = outcome(ctx, stopped=stopped, clarify_only=clarify_only, goal=not no_goal)
+    if json_out:
+        summary = {"status": status, "exit_code": int(code), **_summary(ctx, runtime)}
+        sys.stdout.write(json.dumps(summary, ensure_ascii=False, indent=2) + "\n")
+    else:
+        console.print(f"{status} · ${runtime.total_cost():.4f} · exit {int(code)}", style="bold")
+    raise typer.Exit(code)
+
+
+async def _drive(
+    flow: Any, runtime: Any, console: Console, *, unattended: bool
+) -> tuple[Any, bool]:
+    """Run the workflow with the terminal attached; (ctx, stopped)."""
+    from flower.cli.interact import Terminal
+
+    render = Render(console)
+    interactive = sys.stdin.isatty() and not unattended
+    terminal = Terminal(
+        runtime,
+        flow.channel,
+        say=lambda line: console.print(line, style="yellow"),
+        interactive=interactive,
+    )
+
+    def on_event(event: Any) -> None:
+        terminal.observe(event)
+        render(event)
+
+    heartbeat = asyncio.ensure_future(render.heartbeat())
+    try:
+        ctx = await terminal.run(flow.run(runtime, on_event=on_event))
+    except asyncio.CancelledError:
+        console.print(f"stopped ({terminal.stopped_by}); run again in this folder to resume")
+        return {}, True
+    finally:
+        heartbeat.cancel()
+    return ctx, False
+
+
+def outcome(
+    ctx: dict[str, Any], *, stopped: bool, clarify_only: bool, goal: bool
+) -> tuple[Exit, str]:
+    """The exit code and a one-word status for how the run ended."""
+    if stopped:
+        return Exit.INTERRUPTED, "stopped"
+    if ctx.get("_aborted"):
+        return Exit.NEEDS_HUMAN, "needs_human"
+    if ctx.get("_failed_at"):
+        return Exit.FAILED, "failed" if not goal or clarify_only else "not_achieved"
+    if clarify_only or not goal:
+        return Exit.OK, "done"
+    verdict = ctx.get("_verdict")
+    achieved = bool(verdict is not None and verdict.achieved)
+    return (Exit.OK, "achieved") if achieved else (Exit.FAILED, "not_achieved")
+
+
+def _summary(ctx: dict[str, Any], runtime: Any) -> dict[str, Any]:
+    verdict = ctx.get("_verdict")
+    return {
+        "workspace": str(runtime.workspace),
+        "run_dir": str(runtime.run_dir),
+        "run_id": runtime.run_id,
+        "cost_usd": round(runtime.total_cost(), 6),
+        "failed_at": ctx.get("_failed_at"),
+        "aborted": ctx.get("_aborted"),
+        "verdict": None
+        if verdict is None
+        else {"state": verdict.state, "reason": verdict.reason, "failed": verdict.failed},
+        "steps": [
+            {
+                "step": r.step,
+                "ok": r.ok,
+                "attempts": r.attempts,
+                "cost_usd": round(r.cost_usd, 6),
+                "session_id": r.session_id,
+                "error": r.error,
+            }
+            for r in runtime.results
+        ],
+    }
+
+
+def _describe_wake(state: dict[str, Any], *, new: bool) -> str:
+    if new or not state["woke"]:
+        return f"fresh run in {state['workspace']} (workbench {state['workbench']})"
+    parts = [f"waking the run in {state['workspace']}: the brief is complete"]
+    if state["goal_complete"]:
+        parts.append(f"goal: {state['goal_statement'].splitlines()[0][:80]}")
+    if state["sessions"]:
+        parts.append(f"resuming {', '.join(state['sessions'])}")
+    if state["handoffs"]:
+        parts.append(f"{len(state['handoffs'])} handoff(s) waiting")
+    if state["pending_asks"]:
+        parts.append(f"{len(state['pending_asks'])} question(s) still pending")
+    return "; ".join(parts)

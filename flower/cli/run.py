@@ -1,0 +1,72 @@
+"""`flower run FILE.py`: run your own Workflow, found as a module-level `workflow` or a
+`build()` function returning one."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+
+from flower.cli.exits import exit_codes
+
+
+def run(
+    file: Annotated[Path, typer.Argument(help="A Python file defining `workflow` or `build()`.")],
+    workspace: Annotated[
+        Path, typer.Option("--workspace", "-w", help="The folder the work happens in.")
+    ] = Path("."),
+    run_dir: Annotated[
+        Path, typer.Option("--run-dir", help="Where sessions, manifest and lineage are kept.")
+    ] = Path("runs"),
+    workbench: Annotated[
+        bool, typer.Option("-W", help="A workbench under the run dir, if the workflow has none.")
+    ] = False,
+    timeout: Annotated[
+        float, typer.Option(help="0 = unattended: no stdin thread, Ctrl+C stops.")
+    ] = 1800.0,
+) -> None:
+    """Run a user's Workflow: 0 if every step passed, 1 if one failed, 3 if it stopped
+    waiting for a human, 130 if stopped."""
+    from flower.cli.go import _drive, outcome
+    from flower.core.runtime import Runtime
+
+    console = Console(highlight=False, soft_wrap=True)
+    with exit_codes():
+        flow = load_workflow(file)
+        runtime = Runtime(
+            workspace=workspace, run_dir=run_dir, workbench=flow.workbench or workbench
+        )
+        try:
+            ctx, stopped = asyncio.run(_drive(flow, runtime, console, unattended=timeout == 0))
+        finally:
+            runtime.close()
+    code, status = outcome(ctx, stopped=stopped, clarify_only=False, goal=False)
+    console.print(f"{status} · ${runtime.total_cost():.4f} · exit {int(code)}", style="bold")
+    raise typer.Exit(code)
+
+
+def load_workflow(file: Path) -> Any:
+    """The Workflow a file defines, or a ValueError that says what the file must define."""
+    from flower.workflow import Workflow
+
+    path = file.expanduser().resolve()
+    if not path.is_file():
+        raise ValueError(f"{file} is not a file: pass the path of a Python file")
+    spec = importlib.util.spec_from_file_location(f"flower_user_{path.stem}", path)
+    if spec is None or spec.loader is None:
+        raise ValueError(f"{file} cannot be imported as Python")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    found = getattr(module, "workflow", None)
+    if found is None and callable(getattr(module, "build", None)):
+        found = module.build()
+    if not isinstance(found, Workflow):
+        raise ValueError(
+            f"{file} defines no Workflow: add `workflow = Workflow([...])` "
+            "or `def build() -> Workflow` at module level"
+        )
+    return found
