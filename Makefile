@@ -16,7 +16,7 @@ $(VENV)/.installed: pyproject.toml
 install: $(VENV)/.installed
 
 demo: install
-	$(BIN)/flower --help
+	$(BIN)/flower demo
 
 test: install
 	$(BIN)/python -m pytest
