@@ -1,0 +1,114 @@
+"""The terminal, driven through a pty: answer an ask, mail the inbox, ask the oracle,
+interrupt with Ctrl+C (the SIGINT a terminal sends) and see the same session resume."""
+
+from __future__ import annotations
+
+import json
+import os
+import pty
+import re
+import select
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+from flower.testing import FakeAPI, Reply, Request, When, rules, text, tool
+from flower.testing.demo import DEMO_ASK, starter_cast
+from tests.cli.conftest import FLOWER
+
+ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+
+
+class Screen:
+    """The process's terminal: what it printed so far, and a keyboard."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self.text = ""
+
+    def expect(self, needle: str, timeout: float = 90) -> None:
+        deadline = time.monotonic() + timeout
+        while needle not in self.text:
+            left = deadline - time.monotonic()
+            assert left > 0, f"never saw {needle!r}; screen:\n{self.text[-3000:]}"
+            if select.select([self.fd], [], [], min(left, 0.2))[0]:
+                try:
+                    self.text += ANSI.sub("", os.read(self.fd, 65536).decode(errors="replace"))
+                except OSError:  # the process closed the terminal
+                    break
+        assert needle in self.text, f"never saw {needle!r}; screen:\n{self.text[-3000:]}"
+
+    def type(self, line: str) -> None:
+        os.write(self.fd, (line + "\n").encode())
+
+
+def test_answer_mail_oracle_and_interrupt_in_one_run(
+    fake_api: FakeAPI, cli_env: dict[str, str], workspace: Path
+) -> None:
+    slept: list[str] = []
+
+    def worker(request: Request) -> Reply:
+        """The first worker runs a long command (time to talk to the run); later ones are quick."""
+        if not slept and not request.tool_results():
+            slept.append(str(request.agent_id))
+            return tool("Bash", {"command": "python3 -c 'import time; time.sleep(60)'"})
+        if not request.tool_results():
+            return tool(
+                "Write", {"file_path": f"{workspace}/hello.py", "content": 'print("hello")\n'}
+            )
+        return text("hello.py 写好了")
+
+    fake_api.script = rules(
+        (
+            When(kind="main", system_contains="你是旁路问答"),
+            lambda r: text("协调者在等 worker 跑完"),
+        ),
+        (When(kind="subagent"), worker),
+        (When(), starter_cast()),
+    )
+    main, follower = pty.openpty()
+    env = {**cli_env, "NO_COLOR": "1", "COLUMNS": "200"}
+    proc = subprocess.Popen(
+        [*FLOWER, DEMO_ASK, "--timeout", "120", "-w", str(workspace)],
+        stdin=follower,
+        stdout=follower,
+        stderr=follower,
+        env=env,
+        cwd=workspace.parent,
+        start_new_session=True,
+    )
+    os.close(follower)
+    screen = Screen(main)
+    try:
+        screen.expect("?? q1: 用哪个 Python 解释器?")
+        screen.type("python3")  # answers the pending ask
+        screen.expect("q1 answered: python3")
+        assert fake_api.wait_for(lambda reqs: bool(slept), 120)
+        time.sleep(1.0)  # the worker's long command is running
+        screen.type("另外也打印 world")  # nobody asks: it goes to the inbox
+        screen.expect("✉ you said: 另外也打印 world")
+        screen.type("?做到哪了")
+        screen.expect("旁路问答:协调者在等 worker 跑完")
+        proc.send_signal(signal.SIGINT)  # Ctrl+C
+        screen.expect("中断:输入要告诉代理的话")
+        screen.type("改用 pypy")
+        screen.expect("已打断")
+        screen.expect("achieved")
+        assert proc.wait(timeout=120) == 0
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+        os.close(main)
+    boss = [r for r in fake_api.main_requests() if "你是协调者" in r.system_text]
+    resumed = [r for r in boss if "改用 pypy" in r.conversation_text]
+    assert resumed, "the coordinator never heard the interrupt"
+    assert {r.headers.get("x-claude-code-session-id") for r in boss} == {
+        boss[0].headers.get("x-claude-code-session-id")
+    }  # one session throughout: interrupted and resumed, not restarted
+    brief = (workspace / ".flower" / "notes" / "需求.md").read_text()
+    assert "另外也打印 world" in brief  # the mail was also appended to the brief
+    runs = workspace.parent / "runs"
+    aside = [row["step"] for row in json.loads((runs / "aside" / "manifest.json").read_text())]
+    main_steps = [row["step"] for row in json.loads((runs / "manifest.json").read_text())]
+    assert aside == ["旁路问答"] and "旁路问答" not in main_steps  # kept out of the main run
