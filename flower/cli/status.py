@@ -235,11 +235,14 @@ def lineage_steps(path: Path, problems: list[str]) -> dict[str, list[str]]:
 def read_only(db: Path) -> Iterator[sqlite3.Connection]:
     """A read-only connection to `db` inside one read transaction (one consistent snapshot).
 
-    `mode=ro`: nothing is created, migrated or checkpointed, whatever the file holds.
+    Nothing is created, migrated or checkpointed. A database at rest (no `-wal` beside it:
+    its last writer closed it) is opened `immutable`, which creates no `-shm`/`-wal` either
+    and works on a read-only folder; a live one (`-wal` present) plainly read-only, through
+    the WAL, so the latest appends are seen and the writer is never waited for.
     """
-    conn = sqlite3.connect(
-        db.resolve().as_uri() + "?mode=ro", uri=True, timeout=2.0, isolation_level=None
-    )
+    live = db.with_name(db.name + "-wal").exists()
+    uri = db.resolve().as_uri() + ("?mode=ro" if live else "?mode=ro&immutable=1")
+    conn = sqlite3.connect(uri, uri=True, timeout=2.0, isolation_level=None)
     try:
         conn.execute("BEGIN")
         yield conn
