@@ -27,7 +27,16 @@ from flower.cli.status import MANIFEST, SESSIONS_DB, lineage_steps, read_only, r
 
 LARGEST = 5
 TARGET_CHARS = 60
-TARGET_FIELDS = ("command", "file_path", "path", "pattern", "url", "query", "description")
+TARGET_FIELDS = (
+    "command",
+    "file_path",
+    "notebook_path",
+    "path",
+    "pattern",
+    "url",
+    "query",
+    "description",
+)
 """The input field that says what a tool call was about, first present wins."""
 
 STEP_FIELDS = ("step", "run", "session_id", "ok", "attempts", "cost_usd", "num_turns", "error")
@@ -127,7 +136,7 @@ def read_transcripts(db: Path) -> list[Stats]:
                     session = {"session_id": sid, "project_key": project, **stats}
                     session["subagents"] = []
                     continue
-                session["results"] += stats.pop("results")
+                session["results"] += [r | {"subagent": sub[0]} for r in stats.pop("results")]
                 session["subagents"].append({"subkey": sub[0], **_agent_of(entries), **stats})
             if session is not None:
                 _add_subagents(session)
@@ -169,6 +178,7 @@ def transcript_stats(entries: list[dict[str, Any]], *, session_id: str) -> Stats
                 results.append(
                     {
                         "session_id": session_id,
+                        "subagent": None,
                         "tool": name,
                         "chars": size,
                         "target": _target(given),
