@@ -1,18 +1,48 @@
-"""The `flowerbox` command line: flower in a hardened container."""
+"""The `flowerbox` command line: flower in a hardened container.
+
+    flowerbox "ask" [flower options]     the go path, in the box (isolation on by default)
+    flowerbox once "prompt"              one step, in the box
+    flowerbox build                      build the image from this checkout's Dockerfile
+
+Exit codes are flower's (0 achieved, 1 not, 3 needs a human, 130 stopped); 2 also covers
+what only the box can get wrong: no engine, no image, no credentials, a bad workspace.
+"""
 
 from __future__ import annotations
 
+import os
+import signal
+import sys
+from pathlib import Path
+from types import FrameType
 from typing import Annotated
 
 import typer
+from rich.console import Console
 
 from flowerbox import __version__
+
+CHECKOUT = Path(__file__).resolve().parents[1]  # where the Dockerfile is, from a checkout
+STDERR = Console(stderr=True, highlight=False, soft_wrap=True)
+PASS_THROUGH = {"allow_extra_args": True, "ignore_unknown_options": True}
+ROOT_WARNING = (
+    "flowerbox runs as root, so the box runs as uid 0 (every other restriction still holds). "
+    "Run flowerbox as your own user (in the docker group) to avoid it."
+)
 
 app = typer.Typer(
     name="flowerbox",
     help='Run flower unattended in a hardened container: flowerbox "what you want done"',
     no_args_is_help=True,
 )
+
+Workspace = Annotated[
+    Path | None, typer.Option("--workspace", "-w", help="The project folder (default: here).")
+]
+Image = Annotated[str, typer.Option(help="The flowerbox image to run.")]
+BaseImage = Annotated[
+    str | None, typer.Option(help="Build the image on this base (e.g. a local one).")
+]
 
 
 def _print_version(value: bool) -> None:
@@ -33,6 +63,123 @@ def root(
     """flowerbox runs flower in a container whose only way out is its gateway."""
 
 
+@app.command(context_settings=PASS_THROUGH)
+def go(
+    ctx: typer.Context,
+    ask: Annotated[str, typer.Argument(help="What you want done, in one line.")] = "",
+    workspace: Workspace = None,
+    image: Image = "flowerbox:dev",
+    base_image: BaseImage = None,
+    no_isolate: Annotated[
+        bool, typer.Option("--no-isolate", help="No git worktrees for the workers.")
+    ] = False,
+    budget: Annotated[
+        float | None, typer.Option(help="The gateway refuses calls past this many USD.")
+    ] = None,
+) -> None:
+    """flower "ask" in the box; any other option goes to flower (--timeout 0, --json...)."""
+    raise typer.Exit(
+        _in_box(
+            ["go", ask, *ctx.args],
+            workspace=workspace,
+            image=image,
+            base_image=base_image,
+            isolate=not no_isolate,
+            budget=budget,
+        )
+    )
+
+
+@app.command(context_settings=PASS_THROUGH)
+def once(
+    ctx: typer.Context,
+    prompt: Annotated[str, typer.Argument(help="What the agent should do.")],
+    workspace: Workspace = None,
+    image: Image = "flowerbox:dev",
+    base_image: BaseImage = None,
+    budget: Annotated[
+        float | None, typer.Option(help="The gateway refuses calls past this many USD.")
+    ] = None,
+) -> None:
+    """flower once "prompt" in the box (one step, for CI jobs)."""
+    raise typer.Exit(
+        _in_box(
+            ["once", prompt, *ctx.args],
+            workspace=workspace,
+            image=image,
+            base_image=base_image,
+            isolate=False,
+            budget=budget,
+        )
+    )
+
+
+@app.command()
+def build(image: Image = "flowerbox:dev", base_image: BaseImage = None) -> None:
+    """Build the image from this checkout's Dockerfile."""
+    from flowerbox.box import BoxError, connect, ensure_image
+
+    try:
+        client = connect()
+        if base_image is None:
+            ensure_image(client, image, context=CHECKOUT)
+        else:
+            ensure_image(client, image, context=CHECKOUT, base_image=base_image)
+    except BoxError as exc:
+        STDERR.print(f"[bold red]error:[/] {exc}")
+        raise typer.Exit(2) from exc
+    STDERR.print(f"{image} is ready")
+
+
+def _in_box(
+    command: list[str],
+    *,
+    workspace: Path | None,
+    image: str,
+    base_image: str | None,
+    isolate: bool,
+    budget: float | None,
+) -> int:
+    """Prepare, start the gateway and the agent, stream, clean up; flower's exit code."""
+    from flowerbox.box import Box, BoxError, connect, ensure_image
+    from flowerbox.prepare import prepare
+
+    try:
+        prepared = prepare(
+            command, workspace=workspace, image=image, isolate=isolate, budget_usd=budget
+        )
+    except (ValueError, RuntimeError) as exc:
+        STDERR.print(f"[bold red]error:[/] {exc}")
+        return 2
+    try:
+        if os.getuid() == 0:
+            STDERR.print(ROOT_WARNING, style="yellow")
+        client = connect()
+        ensure_image(client, image, context=CHECKOUT, base_image=base_image)
+        box = Box(prepared.spec, client=client)
+
+        def stop(signum: int, frame: FrameType | None) -> None:
+            box.stop()
+
+        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+            signal.signal(sig, stop)
+        return box.run(write=_write)
+    except BoxError as exc:
+        STDERR.print(f"[bold red]error:[/] {exc}")
+        return 2
+    finally:
+        prepared.cleanup()
+
+
+def _write(chunk: bytes) -> None:
+    sys.stdout.buffer.write(chunk)
+    sys.stdout.buffer.flush()
+
+
 def main() -> None:
-    """Console-script entry point."""
+    """Console-script entry point: a first argument that is no command is the ask."""
+    args = sys.argv[1:]
+    commands = {command.name or "" for command in app.registered_commands}
+    if args and args[0] not in commands and not args[0].startswith("-"):
+        sys.argv.insert(1, "go")
     app()

@@ -1,0 +1,127 @@
+"""Box: a BoxSpec brought to life on a Docker engine. The one module that imports docker.
+
+    box = Box(spec, client=connect())
+    code = box.run(write=sys.stdout.buffer.write)   # gateway up, agent attached, both gone
+
+Errors tree:
+    BoxError           the engine, the image or a container failed; the message says what to do
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from docker import DockerClient
+from docker.errors import APIError, DockerException, ImageNotFound, NotFound
+
+from flowerbox.spec import LABEL, BoxSpec, agent_kwargs, gateway_kwargs
+
+SOCKET_WAIT_S = 30.0
+STOP_GRACE_S = 30
+
+
+class BoxError(RuntimeError):
+    """Something on the Docker side failed; the message names it and the fix."""
+
+
+def connect(client: DockerClient | None = None) -> DockerClient:
+    """A client that answers, or a BoxError saying how to get an engine."""
+    try:
+        client = client or DockerClient.from_env()
+        client.ping()
+    except DockerException as exc:
+        raise BoxError(
+            "cannot reach a Docker engine: start it (`systemctl start docker`, or `dockerd &`), "
+            f"or point DOCKER_HOST at one ({exc})"
+        ) from exc
+    return client
+
+
+def ensure_image(
+    client: DockerClient, tag: str, *, context: Path | None, base_image: str | None = None
+) -> None:
+    """Use `tag` if present; else build it from `context` (a checkout with the Dockerfile)."""
+    try:
+        client.images.get(tag)
+        return
+    except ImageNotFound:
+        pass
+    if context is None or not (context / "Dockerfile").is_file():
+        raise BoxError(
+            f"the image {tag} is not here and there is no Dockerfile to build it from: "
+            "run `flowerbox build` in a flowerbox checkout, or pass --image"
+        )
+    buildargs = {"BASE_IMAGE": base_image} if base_image else {}
+    try:
+        client.images.build(
+            path=str(context), tag=tag, buildargs=buildargs, network_mode="host", rm=True
+        )
+    except (APIError, DockerException) as exc:
+        raise BoxError(f"building {tag} from {context} failed: {exc}") from exc
+
+
+class Box:
+    """One run: the gateway sidecar, then the agent attached to this terminal."""
+
+    def __init__(self, spec: BoxSpec, *, client: DockerClient) -> None:
+        self.spec = spec
+        self.client = client
+        self._gateway: Any = None
+        self._agent: Any = None
+
+    def run(self, write: Callable[[bytes], Any]) -> int:
+        """Start both containers, stream the agent's output to `write`, return its exit
+        code; both containers are removed afterwards, whatever happened."""
+        try:
+            self._gateway = self._start(gateway_kwargs(self.spec))
+            self._wait_for_socket()
+            self._agent = self._start({**agent_kwargs(self.spec), "detach": True})
+            for chunk in self._agent.logs(stream=True, follow=True):
+                write(chunk)
+            status: dict[str, Any] = self._agent.wait()
+            return int(status.get("StatusCode", 1))
+        finally:
+            self.remove()
+
+    def stop(self) -> None:
+        """Ask the agent to stop (SIGTERM: flower records its step and exits)."""
+        if self._agent is not None:
+            with contextlib.suppress(APIError, NotFound):
+                self._agent.stop(timeout=STOP_GRACE_S)
+
+    def remove(self) -> None:
+        for container in (self._agent, self._gateway):
+            if container is None:
+                continue
+            with contextlib.suppress(APIError, NotFound):
+                container.remove(force=True)
+        self._agent = self._gateway = None
+
+    def _start(self, kwargs: dict[str, Any]) -> Any:
+        try:
+            return self.client.containers.run(**kwargs)
+        except ImageNotFound as exc:
+            raise BoxError(f"the image {self.spec.image} is gone: run `flowerbox build`") from exc
+        except (APIError, DockerException) as exc:
+            raise BoxError(f"starting {kwargs.get('name')} failed: {exc}") from exc
+
+    def _wait_for_socket(self) -> None:
+        deadline = time.monotonic() + SOCKET_WAIT_S
+        while time.monotonic() < deadline:
+            if self.spec.api_socket.exists():
+                return
+            self._gateway.reload()
+            if self._gateway.status in ("exited", "dead"):
+                logs = self._gateway.logs(tail=20).decode(errors="replace")
+                raise BoxError(f"the gateway died before it listened:\n{logs}")
+            time.sleep(0.1)
+        raise BoxError(f"the gateway did not open {self.spec.api_socket} in {SOCKET_WAIT_S:.0f}s")
+
+
+def owned(client: DockerClient) -> list[Any]:
+    """Every container flowerbox started (found by its label), running or not."""
+    return list(client.containers.list(all=True, filters={"label": LABEL}))

@@ -1,0 +1,68 @@
+"""Inside the agent's container: start the relay, then run the command, and exit with its
+code. `python -m flowerbox.inside --relay 127.0.0.1:8080=/run/flowerbox/api.sock -- flower ...`
+
+The container has no network; the relay turns the gateway's unix socket into the loopback
+port ANTHROPIC_BASE_URL names. SIGTERM and SIGINT are passed on to the command (flower stops
+at a message boundary and records its step), and the relay goes when the command is done.
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from types import FrameType
+
+READY_TIMEOUT_S = 20.0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m flowerbox.inside")
+    parser.add_argument("--relay", action="append", default=[], help="HOST:PORT=SOCKET")
+    parser.add_argument("command", nargs=argparse.REMAINDER, help="-- the command to run")
+    args = parser.parse_args(argv)
+    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    if not command:
+        parser.error("give the command to run after --")
+    for mapping in args.relay:
+        socket_path = Path(mapping.split("=", 1)[1])
+        if not _wait_for(socket_path):
+            print(f"flowerbox: the gateway's socket {socket_path} never appeared", file=sys.stderr)
+            return 2
+    relay_args = [arg for mapping in args.relay for arg in ("--listen", mapping)]
+    relay = subprocess.Popen(
+        [sys.executable, "-m", "flowerbox.relay", *relay_args], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert relay.stdout is not None
+        for _ in args.relay:  # one "relay ... -> ..." line per mapping when it listens
+            if not relay.stdout.readline():
+                print("flowerbox: the relay did not start", file=sys.stderr)
+                return 2
+        child = subprocess.Popen(command)
+
+        def forward(signum: int, frame: FrameType | None) -> None:
+            child.send_signal(signum)
+
+        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+            signal.signal(sig, forward)
+        return child.wait()
+    finally:
+        relay.terminate()
+        relay.wait(timeout=10)
+
+
+def _wait_for(path: Path) -> bool:
+    deadline = time.monotonic() + READY_TIMEOUT_S
+    while time.monotonic() < deadline:
+        if path.exists():
+            return True
+        time.sleep(0.05)
+    return path.exists()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,164 @@
+"""BoxSpec: what a box is, as data; and the docker kwargs it becomes. No docker import here.
+
+Two containers from one image: the *agent* (flower and the Claude Code CLI; no network of its
+own; the workspace, the run dir, the workbench and the CLI's HOME at their host paths) and the
+*gateway* sidecar (the only holder of the credentials; listens on a unix socket in a private
+folder both containers share; reaches the real API). Both are hardened the same way (DESIGN.md
+"Hardened by default"; security-checklist.md A.1): the host user's uid:gid, read-only root with
+a noexec tmpfs, every capability dropped, no-new-privileges, the default seccomp profile, pid,
+memory and CPU limits, an init, no Docker socket, labels so flowerbox finds what it owns.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+LABEL = "dev.flower.box"
+API_PORT = 8080
+PLACEHOLDER_KEY = "sk-flowerbox-placeholder"  # what the agent sees: worth nothing
+SOCKET_DIR_IN_BOX = "/run/flowerbox"
+SECRETS_IN_GATEWAY = "/run/flowerbox-secrets"
+# Mounted read-only inside the workspace so nothing planted there runs later on the host or
+# in the next build (DESIGN.md "Anti-persistence").
+PROTECTED = (".git/hooks", ".git/config", "Dockerfile", "compose.yaml", ".flowerbox")
+TMPFS = "rw,noexec,nosuid,nodev,size=256m"
+
+
+@dataclass(frozen=True)
+class Limits:
+    pids: int = 512
+    memory: str = "4g"
+    cpus: float = 2.0
+
+
+@dataclass(frozen=True)
+class BoxSpec:
+    """One run's box. Paths are host paths, realpaths, mounted at the same path inside."""
+
+    image: str
+    workspace: Path
+    run_dir: Path
+    home: Path
+    socket_dir: Path
+    secrets_dir: Path
+    uid: int
+    gid: int
+    command: tuple[str, ...]
+    run_id: str
+    workbench: Path | None = None
+    limits: Limits = field(default_factory=Limits)
+    upstream_on_loopback: bool = False
+    budget_usd: float | None = None
+
+    @property
+    def labels(self) -> dict[str, str]:
+        return {LABEL: "1", f"{LABEL}.run": self.run_id, f"{LABEL}.workspace": str(self.workspace)}
+
+    @property
+    def api_socket(self) -> Path:
+        return self.socket_dir / "api.sock"
+
+
+def _hardening(spec: BoxSpec) -> dict[str, Any]:
+    """What both containers share: who runs, what the root fs is, what the kernel allows."""
+    return {
+        "user": f"{spec.uid}:{spec.gid}",
+        "read_only": True,
+        "tmpfs": {"/tmp": TMPFS},
+        "cap_drop": ["ALL"],
+        "security_opt": ["no-new-privileges"],
+        "pids_limit": spec.limits.pids,
+        "mem_limit": spec.limits.memory,
+        "memswap_limit": spec.limits.memory,  # no swap beyond the memory limit
+        "nano_cpus": int(spec.limits.cpus * 1e9),
+        "init": True,
+        "labels": spec.labels,
+    }
+
+
+def _bind(path: Path, *, read_only: bool = False) -> dict[str, str]:
+    return {"bind": str(path), "mode": "ro" if read_only else "rw"}
+
+
+def agent_env(spec: BoxSpec) -> dict[str, str]:
+    """The agent's environment: nothing secret in it (the key is a placeholder)."""
+    api = f"http://127.0.0.1:{API_PORT}"
+    env = {
+        "HOME": str(spec.home),
+        "ANTHROPIC_BASE_URL": api,
+        "ANTHROPIC_API_KEY": PLACEHOLDER_KEY,
+        # The CLI sends even 127.0.0.1 traffic through a proxy unless excluded.
+        "NO_PROXY": "127.0.0.1,localhost",
+        "no_proxy": "127.0.0.1,localhost",
+        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+        # wait_online probes the gateway's view of the real upstream, not the relay.
+        "FLOWER_HEALTH_URL": f"{api}/health",
+        "FLOWER_NO_UPDATE": "1",
+    }
+    if spec.uid == 0:
+        env["IS_SANDBOX"] = "1"  # the CLI refuses unattended permissions as root otherwise
+    return env
+
+
+def agent_kwargs(spec: BoxSpec) -> dict[str, Any]:
+    """docker's containers.run() kwargs for the agent's container."""
+    volumes = {
+        str(spec.workspace): _bind(spec.workspace),
+        str(spec.run_dir): _bind(spec.run_dir),
+        str(spec.home): _bind(spec.home),
+        str(spec.socket_dir): _bind(Path(SOCKET_DIR_IN_BOX)),
+    }
+    if spec.workbench is not None:
+        volumes[str(spec.workbench)] = _bind(spec.workbench)
+    for name in PROTECTED:
+        path = spec.workspace / name
+        if path.exists():
+            volumes[str(path)] = _bind(path, read_only=True)
+    relay = f"127.0.0.1:{API_PORT}={SOCKET_DIR_IN_BOX}/api.sock"
+    return {
+        **_hardening(spec),
+        "image": spec.image,
+        "command": ["python", "-m", "flowerbox.inside", "--relay", relay, "--", *spec.command],
+        "working_dir": str(spec.workspace),
+        "environment": agent_env(spec),
+        "volumes": volumes,
+        "network_mode": "none",  # no route of its own: the relay to the gateway is the way out
+        "name": f"flowerbox-{spec.run_id}",
+        "labels": {**spec.labels, f"{LABEL}.role": "agent"},
+    }
+
+
+def gateway_kwargs(spec: BoxSpec) -> dict[str, Any]:
+    """docker's containers.run() kwargs for the gateway sidecar (detached)."""
+    command = [
+        "python",
+        "-m",
+        "flowerbox.gateway",
+        "--socket",
+        f"{SOCKET_DIR_IN_BOX}/api.sock",
+        "--credentials",
+        f"{SECRETS_IN_GATEWAY}/credentials.env",
+        "--usage",
+        str(spec.run_dir / "gateway-usage.json"),
+    ]
+    if spec.budget_usd is not None:
+        command += ["--budget", str(spec.budget_usd)]
+    return {
+        **_hardening(spec),
+        "image": spec.image,
+        "command": command,
+        "volumes": {
+            str(spec.socket_dir): _bind(Path(SOCKET_DIR_IN_BOX)),
+            str(spec.secrets_dir): _bind(Path(SECRETS_IN_GATEWAY), read_only=True),
+            str(spec.run_dir): _bind(spec.run_dir),
+        },
+        "environment": {"FLOWER_NO_UPDATE": "1"},
+        # A real API is reached over a network of its own; a loopback one (tests, a local
+        # gateway of the user's) only from the host's network.
+        "network_mode": "host" if spec.upstream_on_loopback else "bridge",
+        "name": f"flowerbox-gateway-{spec.run_id}",
+        "labels": {**spec.labels, f"{LABEL}.role": "gateway"},
+        "detach": True,
+    }

@@ -1,0 +1,159 @@
+"""BoxSpec -> docker kwargs, and the host-side preparation: plain data, no engine needed."""
+
+from __future__ import annotations
+
+import json
+import stat
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from flowerbox.prepare import prepare, workspace_of
+from flowerbox.spec import PLACEHOLDER_KEY, BoxSpec, agent_kwargs, gateway_kwargs
+
+SECRET = "sk-ant-real-secret-0123456789"
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    ws = tmp_path / "my project"  # a space in the path, on purpose
+    ws.mkdir()
+    subprocess.run(["git", "init", "-q"], cwd=ws, check=True)
+    return ws.resolve()
+
+
+@pytest.fixture
+def credentials(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    for name in ("ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL", "FLOWER_ENV"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("ANTHROPIC_API_KEY", SECRET)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "home" / ".config"))
+    monkeypatch.chdir(tmp_path)
+
+
+def test_both_containers_are_hardened_the_same_way(repo: Path, credentials: None) -> None:
+    prepared = prepare(["go", "do it"], workspace=repo)
+    try:
+        for kwargs in (agent_kwargs(prepared.spec), gateway_kwargs(prepared.spec)):
+            assert kwargs["user"] == f"{prepared.spec.uid}:{prepared.spec.gid}"
+            assert kwargs["read_only"] is True and kwargs["init"] is True
+            assert kwargs["cap_drop"] == ["ALL"]
+            assert kwargs["security_opt"] == ["no-new-privileges"]
+            assert kwargs["pids_limit"] > 0 and kwargs["nano_cpus"] > 0
+            assert kwargs["mem_limit"] == kwargs["memswap_limit"]
+            assert "noexec" in kwargs["tmpfs"]["/tmp"]
+            assert "privileged" not in kwargs and "cap_add" not in kwargs
+            assert not any("docker.sock" in host for host in kwargs["volumes"])
+    finally:
+        prepared.cleanup()
+
+
+def test_the_agent_has_no_network_and_paths_stay_where_they_are(
+    repo: Path, credentials: None
+) -> None:
+    (repo / ".git" / "hooks").mkdir(exist_ok=True)
+    prepared = prepare(["go", "do it", "--timeout", "0"], workspace=repo)
+    try:
+        spec, agent = prepared.spec, agent_kwargs(prepared.spec)
+        assert agent["network_mode"] == "none"
+        assert agent["working_dir"] == str(repo)
+        assert agent["volumes"][str(repo)] == {"bind": str(repo), "mode": "rw"}
+        assert agent["volumes"][str(spec.run_dir)]["bind"] == str(spec.run_dir)
+        assert agent["volumes"][str(repo / ".git" / "hooks")]["mode"] == "ro"
+        assert agent["volumes"][str(repo / ".git" / "config")]["mode"] == "ro"
+        assert spec.workbench == repo.parent / f".flower-{repo.name}"  # outside the repo
+        assert (
+            agent["command"][-9:]
+            == [
+                "flower",
+                "go",
+                "do it",
+                "--timeout",
+                "0",
+                "-w",
+                str(repo),
+                "--run-dir",
+                str(spec.run_dir),
+            ][-9:]
+        )
+        assert agent["command"][-1] == "--isolate"
+        assert agent["environment"]["ANTHROPIC_API_KEY"] == PLACEHOLDER_KEY
+        assert agent["environment"]["FLOWER_HEALTH_URL"].endswith("/health")
+    finally:
+        prepared.cleanup()
+
+
+def test_the_secret_is_only_in_the_gateways_0600_file(repo: Path, credentials: None) -> None:
+    prepared = prepare(["go", "do it"], workspace=repo)
+    try:
+        spec = prepared.spec
+        for kwargs in (agent_kwargs(spec), gateway_kwargs(spec)):
+            assert SECRET not in json.dumps(kwargs, default=str)
+        creds = spec.secrets_dir / "credentials.env"
+        assert creds.read_text() == f"ANTHROPIC_API_KEY={SECRET}\n"
+        assert stat.S_IMODE(creds.stat().st_mode) == 0o600
+        assert stat.S_IMODE(spec.secrets_dir.stat().st_mode) == 0o700
+        gateway_mounts = gateway_kwargs(spec)["volumes"]
+        assert gateway_mounts[str(spec.secrets_dir)]["mode"] == "ro"
+        assert str(spec.secrets_dir) not in agent_kwargs(spec)["volumes"]
+    finally:
+        prepared.cleanup()
+    assert not spec.secrets_dir.exists() and not spec.socket_dir.exists()
+
+
+def test_a_loopback_upstream_puts_the_gateway_on_the_host_network(
+    repo: Path, credentials: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", "http://127.0.0.1:9999")
+    prepared = prepare(["go", "x"], workspace=repo, budget_usd=2.5)
+    try:
+        gateway = gateway_kwargs(prepared.spec)
+        assert gateway["network_mode"] == "host"
+        assert gateway["command"][-2:] == ["--budget", "2.5"]
+    finally:
+        prepared.cleanup()
+
+
+@pytest.mark.parametrize("where", ["/", "HOME"])
+def test_root_and_home_are_refused(where: str) -> None:
+    path = Path.home() if where == "HOME" else Path("/")
+    with pytest.raises(ValueError, match="refusing to mount"):
+        workspace_of(path)
+
+
+def test_a_non_git_workspace_gets_both_ways_out(tmp_path: Path, credentials: None) -> None:
+    with pytest.raises(ValueError, match="git init.*--no-isolate"):
+        prepare(["go", "x"], workspace=tmp_path)
+    prepared = prepare(["go", "x"], workspace=tmp_path, isolate=False)
+    try:
+        assert prepared.spec.command[-1] == "--no-isolate"
+    finally:
+        prepared.cleanup()
+
+
+def test_no_credentials_is_flowers_four_line_message(
+    repo: Path, credentials: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("ANTHROPIC_API_KEY")
+    with pytest.raises(RuntimeError) as caught:
+        prepare(["go", "x"], workspace=repo)
+    assert len(str(caught.value).splitlines()) == 4
+
+
+def test_a_root_user_gets_is_sandbox_and_nothing_else_changes(repo: Path) -> None:
+    spec = BoxSpec(
+        image="i",
+        workspace=repo,
+        run_dir=repo / "runs",
+        home=repo / "runs" / "home",
+        socket_dir=Path("/tmp/s"),
+        secrets_dir=Path("/tmp/c"),
+        uid=0,
+        gid=0,
+        command=("flower",),
+        run_id="r",
+    )
+    agent = agent_kwargs(spec)
+    assert agent["environment"]["IS_SANDBOX"] == "1" and agent["cap_drop"] == ["ALL"]
