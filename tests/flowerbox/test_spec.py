@@ -64,21 +64,18 @@ def test_the_agent_has_no_network_and_paths_stay_where_they_are(
         assert agent["volumes"][str(repo / ".git" / "hooks")]["mode"] == "ro"
         assert agent["volumes"][str(repo / ".git" / "config")]["mode"] == "ro"
         assert spec.workbench == repo.parent / f".flower-{repo.name}"  # outside the repo
-        assert (
-            agent["command"][-9:]
-            == [
-                "flower",
-                "go",
-                "do it",
-                "--timeout",
-                "0",
-                "-w",
-                str(repo),
-                "--run-dir",
-                str(spec.run_dir),
-            ][-9:]
-        )
-        assert agent["command"][-1] == "--isolate"
+        command = agent["command"]
+        relay = "127.0.0.1:8080=/run/flowerbox/api.sock"
+        assert command[: command.index("--")] == [
+            "python",
+            "-m",
+            "flowerbox.inside",
+            "--relay",
+            relay,
+        ]
+        flower = ["flower", "go", "do it", "--timeout", "0", "-w", str(repo)]
+        flower += ["--run-dir", str(spec.run_dir), "--isolate"]
+        assert command[command.index("--") + 1 :] == flower
         assert agent["environment"]["ANTHROPIC_API_KEY"] == PLACEHOLDER_KEY
         assert agent["environment"]["FLOWER_HEALTH_URL"].endswith("/health")
     finally:
