@@ -11,10 +11,14 @@ from typer import _click  # typer >= 0.26 vendors click; its group speaks these 
 from typer.core import TyperGroup
 
 from flower import __version__
+from flower.cli.analyze import analyze
 from flower.cli.demo import demo
 from flower.cli.go import go
 from flower.cli.once import once
 from flower.cli.run import run
+from flower.cli.setup import setup
+from flower.cli.status import status
+from flower.update import maybe_update
 
 GO = "go"
 
@@ -58,12 +62,16 @@ def root(
     ] = False,
 ) -> None:
     """flower runs Claude Code sessions as steps of a workflow."""
+    maybe_update()  # at most daily, in the background, never from a checkout or the box
 
 
 app.command(name=GO)(go)
 app.command(no_args_is_help=True)(once)
 app.command(no_args_is_help=True)(run)
 app.command()(demo)
+app.command()(setup)
+app.command()(status)
+app.command(no_args_is_help=True)(analyze)
 
 
 def main() -> None:
