@@ -39,9 +39,10 @@ app = typer.Typer(
 Workspace = Annotated[
     Path | None, typer.Option("--workspace", "-w", help="The project folder (default: here).")
 ]
-Image = Annotated[str, typer.Option(help="The flowerbox image to run.")]
+Image = Annotated[str, typer.Option(envvar="FLOWERBOX_IMAGE", help="The flowerbox image to run.")]
 BaseImage = Annotated[
-    str | None, typer.Option(help="Build the image on this base (e.g. a local one).")
+    str | None,
+    typer.Option(envvar="FLOWERBOX_BASE_IMAGE", help="Build the image on this base image."),
 ]
 
 
