@@ -1,0 +1,55 @@
+"""compose.yaml carries the same hardening as the box flowerbox starts itself."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+COMPOSE = Path(__file__).resolve().parents[2] / "compose.yaml"
+
+
+def services() -> dict[str, Any]:
+    data: dict[str, Any] = yaml.safe_load(COMPOSE.read_text())
+    return dict(data["services"])
+
+
+@pytest.mark.parametrize("name", ["gateway", "flower"])
+def test_both_services_are_hardened(name: str) -> None:
+    service = services()[name]
+    assert service["read_only"] is True and service["init"] is True
+    assert service["cap_drop"] == ["ALL"] and service["security_opt"] == ["no-new-privileges"]
+    assert service["pids_limit"] > 0 and service["mem_limit"] == service["memswap_limit"]
+    assert "noexec" in service["tmpfs"][0]
+    assert service["user"].startswith("${UID")
+    assert "privileged" not in service and "cap_add" not in service
+    assert not any("docker.sock" in volume for volume in service.get("volumes", []))
+
+
+def test_only_the_gateway_sees_the_credentials_and_the_agent_has_no_network() -> None:
+    gateway, flower = services()["gateway"], services()["flower"]
+    assert gateway["secrets"] == ["flowerbox_credentials"] and "secrets" not in flower
+    assert flower["network_mode"] == "none"
+    assert flower["environment"]["ANTHROPIC_API_KEY"] == "sk-flowerbox-placeholder"
+    assert any(v.endswith(".git/hooks:ro") for v in flower["volumes"])
+
+
+def test_docker_compose_accepts_the_file(tmp_path: Path) -> None:
+    compose = shutil.which("docker-compose")
+    if compose is None:
+        pytest.skip("docker-compose is not installed (.ci/run installs it for this check)")
+    (tmp_path / ".flowerbox").mkdir()
+    (tmp_path / ".flowerbox" / "credentials.env").write_text("ANTHROPIC_API_KEY=x\n")
+    env = {"PATH": "/usr/bin:/bin", "PWD": str(tmp_path), "UID": "1000", "GID": "1000"}
+    done = subprocess.run(
+        [compose, "-f", str(COMPOSE), "--project-directory", str(tmp_path), "config", "-q"],
+        env=env,
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stderr
