@@ -19,17 +19,14 @@ import typer
 from rich.console import Console
 
 from flower.cli.exits import Exit, exit_codes
+from flower.cli.options import RunDir, Verbose, Workspace
 from flower.cli.render import Render
 
 
 def go(
     ask: Annotated[str, typer.Argument(help="What you want done, in one line.")] = "",
-    workspace: Annotated[
-        Path, typer.Option("--workspace", "-w", help="The folder the work happens in.")
-    ] = Path("."),
-    run_dir: Annotated[
-        Path, typer.Option("--run-dir", help="Where sessions, manifest and lineage are kept.")
-    ] = Path("runs"),
+    workspace: Workspace = Path("."),
+    run_dir: RunDir = Path("runs"),
     new: Annotated[
         bool, typer.Option("--new", help="Start over: archive the brief and goal, wake nothing.")
     ] = False,
@@ -60,9 +57,7 @@ def go(
     budget: Annotated[
         float | None, typer.Option(help="Stop spending once the run has cost this many USD.")
     ] = None,
-    verbose: Annotated[
-        bool, typer.Option("--verbose", "-v", help="Say where each credential came from.")
-    ] = False,
+    verbose: Verbose = False,
     json_out: Annotated[
         bool, typer.Option("--json", help="Print a machine-readable summary on stdout at the end.")
     ] = False,

@@ -11,6 +11,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from flower.cli.exits import STDERR, Exit, exit_codes
+from flower.cli.options import RunDir, Verbose, Workspace
 from flower.cli.render import Render
 
 ONCE_INSTRUCTIONS = "Do the task you are given, then reply with a short summary of what you did."
@@ -18,12 +19,8 @@ ONCE_INSTRUCTIONS = "Do the task you are given, then reply with a short summary 
 
 def once(
     prompt: Annotated[str, typer.Argument(help="What the agent should do.")],
-    workspace: Annotated[
-        Path, typer.Option("--workspace", "-w", help="Folder the agent works in.")
-    ] = Path("."),
-    run_dir: Annotated[
-        Path, typer.Option("--run-dir", help="Where sessions.db and manifest.json go.")
-    ] = Path("runs"),
+    workspace: Workspace = Path("."),
+    run_dir: RunDir = Path("runs"),
     model: Annotated[str | None, typer.Option(help="Model id or alias (sonnet, opus...).")] = None,
     budget: Annotated[
         float | None, typer.Option(help="Stop the step once it has cost this many USD.")
@@ -34,9 +31,7 @@ def once(
             help="Tools the agent may use without asking (repeatable).", show_default=False
         ),
     ] = None,
-    verbose: Annotated[
-        bool, typer.Option("--verbose", "-v", help="Say where each credential came from.")
-    ] = False,
+    verbose: Verbose = False,
 ) -> None:
     """Run one step and exit: 0 if it succeeded, 1 if it failed, 2 on bad input."""
     from flower.core.agent import AgentSpec

@@ -12,16 +12,13 @@ import typer
 from rich.console import Console
 
 from flower.cli.exits import exit_codes
+from flower.cli.options import RunDir, Workspace
 
 
 def run(
     file: Annotated[Path, typer.Argument(help="A Python file defining `workflow` or `build()`.")],
-    workspace: Annotated[
-        Path, typer.Option("--workspace", "-w", help="The folder the work happens in.")
-    ] = Path("."),
-    run_dir: Annotated[
-        Path, typer.Option("--run-dir", help="Where sessions, manifest and lineage are kept.")
-    ] = Path("runs"),
+    workspace: Workspace = Path("."),
+    run_dir: RunDir = Path("runs"),
     workbench: Annotated[
         bool, typer.Option("-W", help="A workbench under the run dir, if the workflow has none.")
     ] = False,

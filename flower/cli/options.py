@@ -1,0 +1,16 @@
+"""The options several commands share, declared once."""
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+Workspace = Annotated[
+    Path, typer.Option("--workspace", "-w", help="The folder the work happens in.")
+]
+RunDir = Annotated[
+    Path, typer.Option("--run-dir", help="Where sessions, manifest and lineage are kept.")
+]
+Verbose = Annotated[
+    bool, typer.Option("--verbose", "-v", help="Say where each credential came from.")
+]
