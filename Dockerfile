@@ -1,0 +1,90 @@
+# flowerbox: the flower CLI, the Claude Code CLI bundled in claude-agent-sdk, and the flowerbox
+# package (gateway and relay), in one image. docs/image.md says how it is built and tested.
+#
+#   docker build -t flowerbox:dev .                       # on debian:bookworm-slim
+#   DOCKER_BUILDKIT=0 docker build --network host \
+#     --build-arg BASE_IMAGE=flowerbox-base:bookworm -t flowerbox:dev .   # our test machines
+#
+# Written for the classic builder as well as BuildKit: no heredocs, no RUN --mount.
+# Apt versions are not pinned (hadolint DL3008): the packages come from the base image's own
+# Debian release, and the Python side, where the risk is, is hash-pinned in requirements.lock.
+
+ARG BASE_IMAGE=debian:bookworm-slim
+
+# ---------------------------------------------------------------------------------------------
+FROM ${BASE_IMAGE} AS builder
+
+SHELL ["/bin/bash", "-o", "pipefail", "-c"]
+ARG DEBIAN_FRONTEND=noninteractive
+# Install only what the base lacks: the test base image (docker/base-image.sh) has it all.
+RUN pkgs="python3 python3-venv"; \
+    if ! dpkg -s $pkgs >/dev/null 2>&1; then \
+        apt-get update \
+        && apt-get install -y --no-install-recommends $pkgs \
+        && rm -rf /var/lib/apt/lists/*; \
+    fi
+
+ENV PIP_NO_CACHE_DIR=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    PIP_NO_INPUT=1
+
+# Every third-party wheel is fetched against the lock's hashes (runtime set and the build
+# backend); everything after that installs from that verified folder with no index at all.
+COPY requirements.lock /src/requirements.lock
+RUN python3 -m venv /opt/build \
+    && /opt/build/bin/pip download --require-hashes --no-deps --only-binary=:all: \
+        --dest /wheels -r /src/requirements.lock \
+    && /opt/build/bin/pip install --no-index --find-links=/wheels hatchling
+
+COPY pyproject.toml README.md /src/
+COPY flower /src/flower
+COPY flowerbox /src/flowerbox
+# The runtime venv gets no pip of its own (nothing upgrades inside the box: FLOWER_NO_UPDATE)
+# and only what flowerbox's metadata requires, resolved from the verified wheels.
+RUN /opt/build/bin/pip wheel --no-index --no-deps --no-build-isolation --wheel-dir=/wheels /src \
+    && python3 -m venv --without-pip /opt/flowerbox \
+    && /opt/build/bin/pip --python /opt/flowerbox/bin/python install --no-index \
+        --find-links=/wheels flowerbox \
+    && /opt/flowerbox/bin/python -c 'import claude_agent_sdk, flower, flowerbox'
+
+# ---------------------------------------------------------------------------------------------
+FROM ${BASE_IMAGE}
+
+SHELL ["/bin/bash", "-o", "pipefail", "-c"]
+ARG DEBIAN_FRONTEND=noninteractive
+# python3 runs the venv; git and ripgrep are the agent's tools; tini is the init.
+RUN pkgs="python3 git ripgrep ca-certificates tini"; \
+    if ! dpkg -s $pkgs >/dev/null 2>&1; then \
+        apt-get update \
+        && apt-get install -y --no-install-recommends $pkgs \
+        && rm -rf /var/lib/apt/lists/*; \
+    fi \
+    && groupadd --gid 10001 flower \
+    && useradd --uid 10001 --gid 10001 --create-home --home-dir /home/flower \
+        --shell /bin/bash flower
+
+COPY --from=builder /opt/flowerbox /opt/flowerbox
+COPY docker/entrypoint.sh /usr/local/bin/flowerbox-entrypoint
+
+ARG FLOWERBOX_VERSION=0.1.0
+LABEL org.opencontainers.image.title="flowerbox" \
+      org.opencontainers.image.description="flower (long-horizon work with Claude Code) in a hardened container, with the flowerbox gateway and relay" \
+      org.opencontainers.image.version="${FLOWERBOX_VERSION}" \
+      org.opencontainers.image.source="https://github.com/flower/flowerbox" \
+      org.opencontainers.image.licenses="MIT"
+
+# FLOWER_NO_UPDATE: an image is replaced by building a new one, never upgraded in place.
+ENV PATH=/opt/flowerbox/bin:$PATH \
+    FLOWER_NO_UPDATE=1 \
+    PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1
+
+# flowerbox runs its containers as the host user's uid:gid; this user is the default for
+# anyone who runs the image by hand.
+USER 10001:10001
+WORKDIR /home/flower
+
+# tini reaps zombies and forwards signals. -s keeps it correct when `docker run --init` (which
+# flowerbox uses) already put another init at PID 1.
+ENTRYPOINT ["/usr/bin/tini", "-s", "--", "/usr/local/bin/flowerbox-entrypoint"]
+CMD ["flower", "--help"]
