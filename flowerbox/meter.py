@@ -1,0 +1,173 @@
+"""Token and cost accounting for the gateway: usage read off responses as they stream past,
+running totals per model, the budget, and the usage file.
+
+`UsageReader` is fed the response body chunk by chunk, exactly as it is forwarded, and never
+holds more than one unfinished line of an event stream (or a JSON body, which is small). `Meter`
+is shared by the gateway's threads; every change is written to the usage file at once:
+
+    {"requests": 3, "refused": 0, "budget_usd": 5.0, "total_cost_usd": 0.41,
+     "models": {"claude-opus-5-5": {"requests": 3, "input_tokens": ..., "output_tokens": ...,
+                "cache_read_input_tokens": ..., "cache_creation_input_tokens": ...,
+                "cost_usd": 0.41, "priced_as": "claude-opus-5-5"}},
+     "updated_at": "2026-...Z"}
+
+A model the price table does not know gets `"priced_as": "unknown model: priced as the most
+expensive entry"`.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from flower.core.statefile import atomic_write_json
+from flowerbox.pricing import PriceTable
+
+__all__ = ["TOKEN_FIELDS", "Meter", "UsageReader"]
+
+TOKEN_FIELDS = (
+    "input_tokens",
+    "output_tokens",
+    "cache_read_input_tokens",
+    "cache_creation_input_tokens",
+)
+_UNKNOWN_NOTE = "unknown model: priced as the most expensive entry"
+# Only these two events carry usage; every other data line is skipped without parsing.
+_USAGE_EVENTS = (b'"message_start"', b'"message_delta"')
+
+
+class UsageReader:
+    """Collects the model and usage of one response from its body, fed in arbitrary chunks.
+
+    For an event stream: message_start's `message.usage` and `message.model`, then each
+    message_delta's `usage`, whose counts are cumulative and so replace earlier ones. For a
+    JSON body: its top-level `model` and `usage`. A cut stream keeps what arrived before it.
+    """
+
+    def __init__(self, *, streaming: bool, model: str | None = None) -> None:
+        self.streaming = streaming
+        self.model = model
+        self.usage: dict[str, Any] = {}
+        self._pending = b""
+
+    def feed(self, chunk: bytes) -> None:
+        if not self.streaming:
+            self._pending += chunk
+            return
+        *lines, self._pending = (self._pending + chunk).split(b"\n")
+        for line in lines:
+            if line.startswith(b"data:") and any(e in line for e in _USAGE_EVENTS):
+                self._event(line[5:])
+
+    def finish(self) -> None:
+        """Read what is left: a JSON body, or a last data line without its newline."""
+        rest, self._pending = self._pending, b""
+        if not self.streaming:
+            data = _json(rest)
+            if isinstance(data.get("usage"), dict):
+                self.usage = data["usage"]
+                self.model = data.get("model") or self.model
+        elif rest.startswith(b"data:"):
+            self._event(rest[5:])
+
+    @property
+    def seen(self) -> bool:
+        """Whether any usage arrived (an error body or a refused stream carries none)."""
+        return bool(self.usage)
+
+    def _event(self, payload: bytes) -> None:
+        data = _json(payload)
+        if data.get("type") == "message_start":
+            message = data.get("message") or {}
+            self.model = message.get("model") or self.model
+            self.usage = dict(message.get("usage") or {})
+        elif data.get("type") == "message_delta" and isinstance(data.get("usage"), dict):
+            self.usage.update({k: v for k, v in data["usage"].items() if v is not None})
+
+
+def _json(raw: bytes) -> dict[str, Any]:
+    try:
+        data = json.loads(raw)
+    except ValueError:
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+class Meter:
+    """Running totals of one run, thread-safe, mirrored to `path` after every change."""
+
+    def __init__(self, path: Path, prices: PriceTable, *, budget: float | None = None) -> None:
+        self.path = path
+        self.prices = prices
+        self.budget = budget
+        self._lock = threading.Lock()
+        self._models: dict[str, dict[str, Any]] = {}
+        self._requests = 0
+        self._refused = 0
+        self._total = 0.0
+        self._write()
+
+    @property
+    def total(self) -> float:
+        with self._lock:
+            return self._total
+
+    def spent(self) -> bool:
+        """Whether the budget (if any) is used up: further model requests are refused."""
+        return self.budget is not None and self.total >= self.budget
+
+    def add(self, model: str, usage: dict[str, Any]) -> tuple[dict[str, int], float]:
+        """Count one response; returns its token counts and cost."""
+        price, known = self.prices.lookup(model)
+        cost = price.cost(usage)
+        tokens = {name: _count(usage.get(name)) for name in TOKEN_FIELDS}
+        with self._lock:
+            entry = self._models.setdefault(
+                model,
+                {"requests": 0, **dict.fromkeys(TOKEN_FIELDS, 0), "cost_usd": 0.0},
+            )
+            entry["requests"] += 1
+            for name, count in tokens.items():
+                entry[name] += count
+            entry["cost_usd"] += cost
+            entry["priced_as"] = model if known else _UNKNOWN_NOTE
+            self._requests += 1
+            self._total += cost
+            self._write()
+        return tokens, cost
+
+    def refuse(self) -> None:
+        """Count one request refused because the budget is spent."""
+        with self._lock:
+            self._refused += 1
+            self._write()
+
+    def count_unmetered(self) -> None:
+        """Count a forwarded request that reported no usage (an error, count_tokens)."""
+        with self._lock:
+            self._requests += 1
+            self._write()
+
+    def _write(self) -> None:
+        # Called with the lock held (or from __init__), so writes never interleave.
+        atomic_write_json(
+            self.path,
+            {
+                "requests": self._requests,
+                "refused": self._refused,
+                "budget_usd": self.budget,
+                "total_cost_usd": round(self._total, 6),
+                "models": {
+                    name: {**entry, "cost_usd": round(entry["cost_usd"], 6)}
+                    for name, entry in self._models.items()
+                },
+                "updated_at": datetime.now(UTC).isoformat(timespec="seconds"),
+            },
+        )
+
+
+def _count(value: Any) -> int:
+    return value if isinstance(value, int) and value > 0 else 0

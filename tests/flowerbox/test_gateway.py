@@ -1,0 +1,385 @@
+"""The gateway as a real process between a client on its unix socket and a FakeAPI upstream
+that accepts only the real key: credential swap, streaming, metering, budget, health, errors.
+Ends with the real Claude Code CLI going through relay -> gateway -> FakeAPI."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import threading
+from collections.abc import Callable, Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from flower.testing import FakeAPI, Usage, drop, sequence, text, tool
+from flowerbox.pricing import PriceError, PriceTable, load_prices
+from tests.driver import drive
+from tests.flowerbox.conftest import PLACEHOLDER, REAL_KEY, GatewayProcess
+
+Start = Callable[..., GatewayProcess]
+MESSAGES = "/v1/messages?beta=true"
+
+
+def ask(model: str = "claude-opus-5-5", *, stream: bool = False) -> dict[str, Any]:
+    return {
+        "model": model,
+        "max_tokens": 100,
+        "stream": stream,
+        "messages": [{"role": "user", "content": "hi"}],
+    }
+
+
+def events(body: bytes) -> list[str]:
+    return [
+        line.removeprefix("event: ")
+        for line in body.decode().splitlines()
+        if line.startswith("event: ")
+    ]
+
+
+# --- the price table ------------------------------------------------------------------------
+
+
+def test_prices_match_whole_ids_with_their_decorations() -> None:
+    table = PriceTable()
+    for name in (
+        "claude-opus-4-1-20250805",
+        "us.anthropic.claude-opus-4-1-v1:0",
+        "claude-opus-4-1@20250805",
+    ):
+        price, known = table.lookup(name)
+        assert known and price.input == 15, name
+    assert table.lookup("claude-opus-5-5[1m]")[0].output == 20
+    assert table.lookup("claude-sonnet-4-5-20250929")[0].input == 3
+    unknown, known = table.lookup("claude-opus-5-7")  # not a prefix match on claude-opus-5
+    assert not known and unknown.output == 75  # the most expensive entry
+
+
+def test_cost_counts_every_token_kind_and_the_long_prompt_tier() -> None:
+    opus = PriceTable().lookup("claude-opus-5-5")[0]
+    usage = {
+        "input_tokens": 1_000_000,
+        "output_tokens": 1_000_000,
+        "cache_read_input_tokens": 1_000_000,
+        "cache_creation_input_tokens": 2_000_000,
+        "cache_creation": {"ephemeral_1h_input_tokens": 1_000_000},
+    }
+    assert opus.cost(usage) == pytest.approx(4 + 20 + 0.2 + 5 + 8)
+    haiku = PriceTable().lookup("claude-haiku-5-5")[0]
+    assert haiku.cost({"input_tokens": 100_000}) == pytest.approx(0.01)
+    assert haiku.cost({"input_tokens": 100_001}) == pytest.approx(100_001 * 0.5 / 1e6)
+
+
+def test_a_prices_file_overrides_and_sets_the_unknown_price(tmp_path: Path) -> None:
+    path = tmp_path / "prices.json"
+    path.write_text(
+        json.dumps({"claude-opus-5-5": {"input": 1, "output": 2}, "*": {"input": 9, "output": 9}})
+    )
+    table = load_prices(path)
+    price, _ = table.lookup("claude-opus-5-5")
+    assert (price.input, price.output, price.cache_read, price.cache_write_5m) == (1, 2, 0.1, 1.25)
+    assert table.lookup("claude-sonnet-5")[0].input == 2  # shipped entries stay
+    assert table.lookup("mystery")[0].input == 9
+    path.write_text(json.dumps({"claude-x": {"input": "cheap"}}))
+    with pytest.raises(PriceError, match="'claude-x' needs 'input'"):
+        load_prices(path)
+
+
+# --- credentials ------------------------------------------------------------------------------
+
+
+def test_the_real_key_replaces_the_placeholder_and_is_never_shown(
+    upstream: FakeAPI, start_gateway: Start
+) -> None:
+    upstream.script = sequence(text("hello"))
+    gateway = start_gateway(upstream.url)
+    status, _, body = gateway.request("POST", MESSAGES, ask())
+    assert status == 200, body
+    assert json.loads(body)["content"][0]["text"] == "hello"
+    assert upstream.saw_key(REAL_KEY)
+    assert not upstream.saw_key(PLACEHOLDER)
+    gateway.settled(1)
+    pid = gateway.process.pid
+    exposed = [
+        gateway.log(),
+        gateway.usage_path.read_text(),
+        Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace"),
+        Path(f"/proc/{pid}/environ").read_bytes().decode(errors="replace"),
+    ]
+    assert not any(REAL_KEY in text for text in exposed)
+    assert "POST /v1/messages?beta=true 200 claude-opus-5-5" in gateway.log()
+
+
+def test_a_bearer_token_is_forwarded_as_authorization(
+    start_gateway: Start,
+) -> None:
+    with FakeAPI(sequence(text("ok")), api_key="tok-real-bearer") as api:
+        gateway = start_gateway(api.url, credentials="ANTHROPIC_AUTH_TOKEN=tok-real-bearer\n")
+        status, _, _ = gateway.request(
+            "POST", MESSAGES, ask(), authorization=f"Bearer {PLACEHOLDER}"
+        )
+        assert status == 200
+        assert api.saw_key("tok-real-bearer")
+        assert "x-api-key" not in api.requests[0].headers
+        assert "tok-real-bearer" not in gateway.settled(1).log()
+
+
+def test_a_file_without_credentials_stops_the_gateway(
+    upstream: FakeAPI, start_gateway: Start
+) -> None:
+    gateway = start_gateway(upstream.url, credentials="ANTHROPIC_MODEL=claude-opus-5-5\n")
+    assert gateway.process.wait(timeout=10) == 2
+    assert "neither ANTHROPIC_API_KEY nor ANTHROPIC_AUTH_TOKEN" in gateway.log()
+
+
+# --- streaming and metering -------------------------------------------------------------------
+
+
+def test_a_stream_passes_chunked_and_complete_and_is_metered(
+    upstream: FakeAPI, start_gateway: Start
+) -> None:
+    usage = Usage(
+        input_tokens=1000,
+        output_tokens=500,
+        cache_read_input_tokens=2000,
+        cache_creation_input_tokens=300,
+    )
+    upstream.script = sequence(text("streamed", usage=usage))
+    gateway = start_gateway(upstream.url)
+    status, headers, body = gateway.request("POST", MESSAGES, ask(stream=True))
+    assert status == 200
+    assert headers["transfer-encoding"] == "chunked"
+    assert headers["content-type"] == "text/event-stream"
+    assert events(body)[0] == "message_start" and events(body)[-1] == "message_stop"
+    entry = gateway.settled(1).usage()["models"]["claude-opus-5-5"]
+    assert entry["input_tokens"] == 1000 and entry["output_tokens"] == 500
+    assert entry["cache_read_input_tokens"] == 2000
+    assert entry["cache_creation_input_tokens"] == 300
+    expected = (1000 * 4 + 500 * 20 + 2000 * 0.2 + 300 * 5) / 1e6
+    assert entry["cost_usd"] == pytest.approx(expected)
+    assert gateway.usage()["total_cost_usd"] == pytest.approx(expected)
+
+
+def test_json_replies_are_metered_per_model_and_unknown_models_say_so(
+    upstream: FakeAPI, start_gateway: Start
+) -> None:
+    upstream.script = sequence(*(text("x", usage=Usage(1_000_000, 0)) for _ in range(3)))
+    gateway = start_gateway(upstream.url)
+    for model in ("claude-sonnet-4-5", "claude-sonnet-4-5", "claude-nova-9"):
+        assert gateway.request("POST", MESSAGES, ask(model))[0] == 200
+    usage = gateway.settled(3).usage()
+    assert usage["requests"] == 3
+    assert usage["models"]["claude-sonnet-4-5"]["requests"] == 2
+    assert usage["models"]["claude-sonnet-4-5"]["cost_usd"] == pytest.approx(6.0)
+    assert usage["models"]["claude-nova-9"]["priced_as"].startswith("unknown model")
+    assert usage["models"]["claude-nova-9"]["cost_usd"] == pytest.approx(15.0)
+    assert usage["total_cost_usd"] == pytest.approx(21.0)
+
+
+def test_one_connection_carries_several_requests(upstream: FakeAPI, start_gateway: Start) -> None:
+    upstream.script = sequence(text("one"), text("two"), text("three"))
+    gateway = start_gateway(upstream.url)
+    conn = gateway.connect()
+    try:
+        for stream in (True, False, True):
+            conn.request("POST", MESSAGES, body=json.dumps(ask(stream=stream)))
+            response = conn.getresponse()
+            assert response.status == 200
+            response.read()
+    finally:
+        conn.close()
+    assert len(upstream.requests) == 3
+
+
+def test_a_cut_upstream_stream_ends_where_the_upstream_ended(
+    upstream: FakeAPI, start_gateway: Start
+) -> None:
+    # FakeAPI's stream has no length and no chunks, so its cut is an EOF: the client gets
+    # the same events and no message_stop, which the CLI treats as a cut stream. (A chunked
+    # upstream that dies mid-body makes the gateway drop the client without a final chunk.)
+    upstream.script = sequence(text("unfinished", usage=Usage(10, 5), fault=drop(after_blocks=1)))
+    gateway = start_gateway(upstream.url)
+    status, _, body = gateway.request("POST", MESSAGES, ask(stream=True))
+    assert status == 200
+    assert events(body) == [
+        "message_start",
+        "content_block_start",
+        "content_block_delta",
+        "content_block_stop",
+    ]
+    # What arrived before the cut (message_start) is still counted.
+    entry = gateway.settled(1).usage()["models"]["claude-opus-5-5"]
+    assert (entry["input_tokens"], entry["output_tokens"]) == (10, 1)
+
+
+class _SlowStream(BaseHTTPRequestHandler):
+    """Sends message_start, then waits for the test's go before sending the rest."""
+
+    protocol_version = "HTTP/1.1"
+    go: threading.Event
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers["content-length"]))
+        self.send_response(200)
+        self.send_header("content-type", "text/event-stream")
+        self.send_header("connection", "close")
+        self.end_headers()
+        start = {
+            "type": "message_start",
+            "message": {"model": "claude-haiku-4-5", "usage": {"input_tokens": 7}},
+        }
+        self._event("message_start", start)
+        self.go.wait(timeout=5)
+        delta = {"type": "message_delta", "delta": {}, "usage": {"output_tokens": 3}}
+        self._event("message_delta", delta)
+        self._event("message_stop", {"type": "message_stop"})
+
+    def _event(self, name: str, data: dict[str, Any]) -> None:
+        self.wfile.write(f"event: {name}\ndata: {json.dumps(data)}\n\n".encode())
+        self.wfile.flush()
+
+
+@pytest.fixture
+def slow_upstream() -> Iterator[tuple[str, threading.Event]]:
+    go = threading.Event()
+    handler = type("Handler", (_SlowStream,), {"go": go})
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05})
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}", go
+    finally:
+        go.set()
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=5)
+
+
+def test_the_first_event_arrives_before_the_second_is_sent(
+    slow_upstream: tuple[str, threading.Event], start_gateway: Start
+) -> None:
+    url, go = slow_upstream
+    gateway = start_gateway(url)
+    conn = gateway.connect(timeout=4)
+    try:
+        conn.request("POST", MESSAGES, body=json.dumps(ask(stream=True)))
+        response = conn.getresponse()
+        first = response.read1(65536)
+        assert b"event: message_start" in first
+        assert not go.is_set()  # the upstream is still holding the second event back
+        go.set()
+        rest = response.read()
+    finally:
+        conn.close()
+    assert events(first + rest) == ["message_start", "message_delta", "message_stop"]
+    entry = gateway.settled(1).usage()["models"]["claude-haiku-4-5"]
+    assert (entry["input_tokens"], entry["output_tokens"]) == (7, 3)
+
+
+# --- budget -------------------------------------------------------------------------------
+
+
+def test_a_spent_budget_refuses_with_a_403_that_names_it(
+    upstream: FakeAPI, start_gateway: Start
+) -> None:
+    # 10k input tokens of claude-opus-5-5 cost $0.04, more than the whole budget.
+    upstream.script = sequence(text("first", usage=Usage(10_000, 0)), text("second"))
+    gateway = start_gateway(upstream.url, args=("--budget", "0.01"))
+    assert gateway.request("POST", MESSAGES, ask(stream=True))[0] == 200
+    gateway.settled(1)
+    status, _, body = gateway.request("POST", MESSAGES, ask(stream=True))
+    assert status == 403
+    error = json.loads(body)["error"]
+    assert error["type"] == "permission_error"
+    assert error["message"] == (
+        "flowerbox gateway: the run's budget of $0.01 is spent ($0.04 used); raise it with --budget"
+    )
+    assert len(upstream.messages_requests()) == 1
+    # count_tokens is free and still passes.
+    assert gateway.request("POST", "/v1/messages/count_tokens?beta=true", ask())[0] == 200
+    usage = gateway.settled(3).usage()
+    assert (usage["refused"], usage["budget_usd"], usage["requests"]) == (1, 0.01, 2)
+
+
+# --- health and upstream errors ---------------------------------------------------------------
+
+
+def test_health_reports_whether_the_upstream_is_reachable(
+    upstream: FakeAPI, start_gateway: Start
+) -> None:
+    gateway = start_gateway(upstream.url)
+    status, _, body = gateway.request("GET", "/health", x_api_key="")
+    assert (status, json.loads(body)) == (200, {"upstream": "reachable"})
+    upstream.stop()
+    status, _, body = gateway.request("GET", "/health")
+    assert status == 503 and json.loads(body)["upstream"] == "unreachable"
+    assert upstream.requests == []  # the probe is never forwarded
+
+
+def test_an_unreachable_upstream_is_a_502_that_names_it(
+    upstream: FakeAPI, start_gateway: Start
+) -> None:
+    gateway = start_gateway(upstream.url)
+    upstream.stop()
+    status, _, body = gateway.request("POST", MESSAGES, ask())
+    assert status == 502
+    error = json.loads(body)["error"]
+    assert error["type"] == "api_error"
+    assert f"cannot reach {upstream.url}" in error["message"]
+
+
+def test_paths_outside_v1_are_not_forwarded(upstream: FakeAPI, start_gateway: Start) -> None:
+    gateway = start_gateway(upstream.url)
+    assert gateway.request("GET", "/admin")[0] == 404
+    assert upstream.requests == []
+
+
+# --- the process ------------------------------------------------------------------------------
+
+
+def test_the_socket_is_private_and_sigterm_removes_it(
+    upstream: FakeAPI, start_gateway: Start
+) -> None:
+    gateway = start_gateway(upstream.url)
+    assert stat.S_IMODE(os.stat(gateway.socket).st_mode) == 0o600
+    assert gateway.stop() == 0
+    assert not gateway.socket.exists()
+
+
+# --- end to end: the real CLI through relay and gateway --------------------------------------
+
+
+@pytest.mark.anyio
+async def test_the_cli_runs_a_tool_through_relay_and_gateway(
+    upstream: FakeAPI,
+    start_gateway: Start,
+    start_relay: Callable[..., Any],
+    claude_home: Path,
+    workspace: Path,
+) -> None:
+    target = workspace / "boxed.txt"
+    upstream.script = sequence(
+        tool("Write", {"file_path": str(target), "content": "from the box\n"}), text("done")
+    )
+    gateway = start_gateway(upstream.url)
+    relay = start_relay(gateway.socket)
+    env = upstream.env(home=claude_home)
+    env |= {
+        "ANTHROPIC_BASE_URL": f"http://127.0.0.1:{relay.ports[0]}",
+        "ANTHROPIC_API_KEY": PLACEHOLDER,
+    }
+    out = await drive("write it", cwd=workspace, env=env, permission_mode="acceptEdits")
+    assert out.error is None, out.texts
+    assert target.read_text() == "from the box\n"
+    assert len(upstream.messages_requests()) == 2
+    assert upstream.saw_key(REAL_KEY) and not upstream.saw_key(PLACEHOLDER)
+    assert gateway.settled(2).usage()["requests"] == 2
+    assert REAL_KEY not in gateway.log()
