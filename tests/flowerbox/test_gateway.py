@@ -4,6 +4,7 @@ Ends with the real Claude Code CLI going through relay -> gateway -> FakeAPI."""
 
 from __future__ import annotations
 
+import http.client
 import json
 import os
 import stat
@@ -217,10 +218,12 @@ def test_a_cut_upstream_stream_ends_where_the_upstream_ended(
 
 
 class _SlowStream(BaseHTTPRequestHandler):
-    """Sends message_start, then waits for the test's go before sending the rest."""
+    """A chunked event stream: message_start, then (after the test's go) the rest; or, when
+    `cut`, the connection closed right after message_start without the final chunk."""
 
     protocol_version = "HTTP/1.1"
     go: threading.Event
+    cut: bool
 
     def log_message(self, format: str, *args: Any) -> None:
         pass
@@ -229,44 +232,57 @@ class _SlowStream(BaseHTTPRequestHandler):
         self.rfile.read(int(self.headers["content-length"]))
         self.send_response(200)
         self.send_header("content-type", "text/event-stream")
-        self.send_header("connection", "close")
+        self.send_header("transfer-encoding", "chunked")
         self.end_headers()
         start = {
             "type": "message_start",
             "message": {"model": "claude-haiku-4-5", "usage": {"input_tokens": 7}},
         }
         self._event("message_start", start)
+        if self.cut:
+            self.close_connection = True
+            return
         self.go.wait(timeout=5)
         delta = {"type": "message_delta", "delta": {}, "usage": {"output_tokens": 3}}
         self._event("message_delta", delta)
         self._event("message_stop", {"type": "message_stop"})
+        self.wfile.write(b"0\r\n\r\n")
 
     def _event(self, name: str, data: dict[str, Any]) -> None:
-        self.wfile.write(f"event: {name}\ndata: {json.dumps(data)}\n\n".encode())
+        event = f"event: {name}\ndata: {json.dumps(data)}\n\n".encode()
+        self.wfile.write(b"%x\r\n%s\r\n" % (len(event), event))
         self.wfile.flush()
 
 
 @pytest.fixture
-def slow_upstream() -> Iterator[tuple[str, threading.Event]]:
-    go = threading.Event()
-    handler = type("Handler", (_SlowStream,), {"go": go})
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05})
-    thread.start()
+def slow_upstream() -> Iterator[Callable[..., tuple[str, threading.Event]]]:
+    """Start a _SlowStream server; returns its URL and the go event."""
+    servers: list[tuple[ThreadingHTTPServer, threading.Thread, threading.Event]] = []
+
+    def start(*, cut: bool = False) -> tuple[str, threading.Event]:
+        go = threading.Event()
+        handler = type("Handler", (_SlowStream,), {"go": go, "cut": cut})
+        server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        server.daemon_threads = True
+        thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05})
+        thread.start()
+        servers.append((server, thread, go))
+        return f"http://127.0.0.1:{server.server_address[1]}", go
+
     try:
-        yield f"http://127.0.0.1:{server.server_address[1]}", go
+        yield start
     finally:
-        go.set()
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=5)
+        for server, thread, go in servers:
+            go.set()
+            server.shutdown()
+            server.server_close()
+            thread.join(timeout=5)
 
 
 def test_the_first_event_arrives_before_the_second_is_sent(
-    slow_upstream: tuple[str, threading.Event], start_gateway: Start
+    slow_upstream: Callable[..., tuple[str, threading.Event]], start_gateway: Start
 ) -> None:
-    url, go = slow_upstream
+    url, go = slow_upstream()
     gateway = start_gateway(url)
     conn = gateway.connect(timeout=4)
     try:
@@ -282,6 +298,22 @@ def test_the_first_event_arrives_before_the_second_is_sent(
     assert events(first + rest) == ["message_start", "message_delta", "message_stop"]
     entry = gateway.settled(1).usage()["models"]["claude-haiku-4-5"]
     assert (entry["input_tokens"], entry["output_tokens"]) == (7, 3)
+
+
+def test_a_chunked_upstream_cut_mid_body_cuts_the_client(
+    slow_upstream: Callable[..., tuple[str, threading.Event]], start_gateway: Start
+) -> None:
+    url, _ = slow_upstream(cut=True)
+    gateway = start_gateway(url)
+    conn = gateway.connect()
+    try:
+        conn.request("POST", MESSAGES, body=json.dumps(ask(stream=True)))
+        response = conn.getresponse()
+        with pytest.raises(http.client.IncompleteRead):
+            response.read()
+    finally:
+        conn.close()
+    assert gateway.settled(1).usage()["models"]["claude-haiku-4-5"]["input_tokens"] == 7
 
 
 # --- budget -------------------------------------------------------------------------------
