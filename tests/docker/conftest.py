@@ -1,0 +1,83 @@
+"""Fixtures for tests that need a real Docker engine and the flowerbox image.
+
+Without an engine every test here skips with the reason and the fix; CI starts one
+(.ci/run runs docker/engine.sh and docker/base-image.sh, then builds the image). No test
+container gets a network of its own: `--network none`, or the host's loopback at most.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from docker import DockerClient  # noqa: TID251 - these tests drive the engine itself
+from docker.errors import BuildError, DockerException, ImageNotFound  # noqa: TID251
+
+REPO = Path(__file__).resolve().parents[2]
+# The image under test and the base it is built on (docs/image.md). FLOWERBOX_TEST_IMAGE names
+# an image built elsewhere; then it is used as it is, never rebuilt.
+IMAGE = os.environ.get("FLOWERBOX_TEST_IMAGE", "flowerbox:dev")
+BASE_IMAGE = os.environ.get("FLOWERBOX_BASE_IMAGE", "flowerbox-base:bookworm")
+
+NO_ENGINE = "no Docker engine answers{why}: run `bash docker/engine.sh` (CI does)"
+
+
+@pytest.fixture(scope="session")
+def docker_client() -> Iterator[DockerClient]:
+    """A client of a live engine, or a skip that says how to get one."""
+    try:
+        client = DockerClient.from_env(timeout=120)
+        client.ping()
+    except DockerException as exc:
+        pytest.skip(NO_ENGINE.format(why=f" ({exc})"))
+    try:
+        yield client
+    finally:
+        client.close()
+
+
+@pytest.fixture(scope="session")
+def base_image(docker_client: DockerClient) -> str:
+    """The tag of the local test base image (docker/base-image.sh)."""
+    try:
+        docker_client.images.get(BASE_IMAGE)
+    except ImageNotFound:
+        pytest.skip(f"no base image {BASE_IMAGE}: run `bash docker/base-image.sh` (CI does)")
+    return BASE_IMAGE
+
+
+@pytest.fixture(scope="session")
+def flowerbox_image(docker_client: DockerClient) -> str:
+    """The tag of the flowerbox image built from this checkout.
+
+    It is (re)built through the engine's layer cache, so it always matches the tree: seconds
+    when nothing changed (CI built it just before), about a minute on a fresh engine. A build
+    that fails is a test failure, not a skip: the Dockerfile is under test here.
+    """
+    if "FLOWERBOX_TEST_IMAGE" in os.environ:
+        try:
+            docker_client.images.get(IMAGE)
+        except ImageNotFound:
+            pytest.skip(f"FLOWERBOX_TEST_IMAGE={IMAGE} names no image here")
+        return IMAGE
+    try:
+        docker_client.images.get(BASE_IMAGE)
+    except ImageNotFound:
+        pytest.skip(f"no base image {BASE_IMAGE}: run `bash docker/base-image.sh` (CI does)")
+    try:
+        docker_client.images.build(
+            path=str(REPO),
+            tag=IMAGE,
+            buildargs={"BASE_IMAGE": BASE_IMAGE},
+            # Only the lock's `pip download` step goes out, to PyPI, and only on a cold cache.
+            network_mode="host",
+            rm=True,
+            forcerm=True,
+            timeout=900,
+        )
+    except BuildError as exc:
+        tail = "".join(str(chunk.get("stream", chunk.get("error", ""))) for chunk in exc.build_log)
+        pytest.fail(f"building {IMAGE} failed: {exc}\n{tail[-4000:]}")
+    return IMAGE
