@@ -22,6 +22,7 @@ import signal
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 __all__ = ["Mapping", "main", "parse_mapping", "serve"]
 
@@ -80,6 +81,10 @@ async def _join(
 async def serve(mappings: list[Mapping], stop: asyncio.Event) -> None:
     """Run the listeners until `stop` is set; prints the ready lines once all are up."""
     servers = []
+    # The event loop keeps only weak references to tasks: without this set a connection's
+    # task can be collected mid-flight (seen under load as "Task was destroyed but it is
+    # pending"), which cut that connection.
+    connections: set[asyncio.Task[Any]] = set()
     try:
         for mapping in mappings:
             path = mapping.socket
@@ -87,7 +92,15 @@ async def serve(mappings: list[Mapping], stop: asyncio.Event) -> None:
             async def handle(
                 r: asyncio.StreamReader, w: asyncio.StreamWriter, path: Path = path
             ) -> None:
-                await _join(path, r, w)
+                task = asyncio.current_task()
+                assert task is not None
+                connections.add(task)
+                try:
+                    await _join(path, r, w)
+                except asyncio.CancelledError:
+                    pass  # only the shutdown below cancels; end quietly (3.11's streams log it)
+                finally:
+                    connections.discard(task)
 
             server = await asyncio.start_server(handle, mapping.host, mapping.port)
             servers.append((server, mapping))
@@ -98,6 +111,10 @@ async def serve(mappings: list[Mapping], stop: asyncio.Event) -> None:
     finally:
         for server, _ in servers:
             server.close()
+        for task in list(connections):
+            task.cancel()
+        await asyncio.gather(*connections, return_exceptions=True)
+        for server, _ in servers:
             await server.wait_closed()
 
 

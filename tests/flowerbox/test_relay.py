@@ -96,5 +96,8 @@ def test_several_mappings_and_sigterm(
     relay = start_relay(echo_socket, sockdir / "none.sock")
     assert len(set(relay.ports)) == 2
     assert talk(relay.ports[0], b"a") == b"Abye"
-    relay.process.send_signal(signal.SIGTERM)
-    assert relay.process.wait(timeout=10) == 0
+    with socket.create_connection(("127.0.0.1", relay.ports[0]), timeout=5) as open_conn:
+        open_conn.sendall(b"still here")
+        assert open_conn.recv(100) == b"STILL HERE"
+        relay.process.send_signal(signal.SIGTERM)  # with a connection in flight
+        assert relay.process.wait(timeout=10) == 0
