@@ -7,7 +7,9 @@ container gets a network of its own: `--network none`, or the host's loopback at
 
 from __future__ import annotations
 
+import gc
 import os
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -27,11 +29,19 @@ NO_ENGINE = "no Docker engine answers{why}: run `bash docker/engine.sh` (CI does
 @pytest.fixture(scope="session")
 def docker_client() -> Iterator[DockerClient]:
     """A client of a live engine, or a skip that says how to get one."""
+    why = None
     try:
         client = DockerClient.from_env(timeout=120)
         client.ping()
     except DockerException as exc:
-        pytest.skip(NO_ENGINE.format(why=f" ({exc})"))
+        why = str(exc)
+    if why is not None:
+        # docker-py leaves the failed connection's socket to the garbage collector; collect it
+        # here, quietly, rather than as a ResourceWarning in whichever test runs next.
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ResourceWarning)
+            gc.collect()
+        pytest.skip(NO_ENGINE.format(why=f" ({why})"))
     try:
         yield client
     finally:
