@@ -41,15 +41,24 @@ command -v docker >/dev/null 2>&1 || die "no docker client on PATH"
 
 [[ $(id -u) == 0 ]] || die "no engine answers and starting dockerd needs root (or start it yourself)"
 
-if [[ -S /var/run/docker.sock ]] && ! pgrep -x dockerd >/dev/null 2>&1; then
-    rm -f /var/run/docker.sock  # left by a daemon that died; dockerd refuses to start over it
-fi
-if ! pgrep -x dockerd >/dev/null 2>&1; then
+# A live dockerd (not a zombie left by a killed session: pgrep lists those too).
+dockerd_alive() {
+    local pid
+    for pid in $(pgrep -x dockerd 2>/dev/null); do
+        grep -qE '^State:[[:space:]]+[^Z]' "/proc/$pid/status" 2>/dev/null && return 0
+    done
+    return 1
+}
+
+if ! dockerd_alive; then
+    # A socket left by a daemon that died; dockerd refuses to start over it.
+    rm -f /var/run/docker.sock
     say "starting dockerd (log: $log)"
     nohup dockerd \
         --bridge=none --iptables=false --ip-masq=false --ip-forward=false \
         >>"$log" 2>&1 </dev/null &
-    disown || true
+else
+    say "dockerd is running but does not answer yet; waiting"
 fi
 
 for ((i = 0; i < wait_s * 2; i++)); do
@@ -57,11 +66,11 @@ for ((i = 0; i < wait_s * 2; i++)); do
         say "engine up: $(docker info --format '{{.ServerVersion}}, storage {{.Driver}}')"
         exit 0
     fi
-    if ! pgrep -x dockerd >/dev/null 2>&1; then
-        tail -n 20 "$log" >&2 || true
+    if ! dockerd_alive; then
+        tail -n 20 "$log" >&2 2>/dev/null || true
         die "dockerd exited while starting (log above, full log: $log)"
     fi
     sleep 0.5
 done
-tail -n 20 "$log" >&2 || true
+tail -n 20 "$log" >&2 2>/dev/null || true
 die "dockerd did not answer within ${wait_s}s (full log: $log)"
