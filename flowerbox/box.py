@@ -10,6 +10,7 @@ Errors tree:
 from __future__ import annotations
 
 import contextlib
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -73,16 +74,25 @@ class Box:
         self._gateway: Any = None
         self._agent: Any = None
 
-    def run(self, write: Callable[[bytes], Any]) -> int:
-        """Start both containers, stream the agent's output to `write`, return its exit
+    def run(self, write: Callable[[bytes], Any], write_err: Callable[[bytes], Any]) -> int:
+        """Start both containers, stream the agent's stdout to `write` and its stderr to
+        `write_err` (kept apart: flower's --json summary is alone on stdout), return its exit
         code; both containers are removed afterwards, whatever happened."""
         try:
             self._gateway = self._start(gateway_kwargs(self.spec))
             self._wait_for_socket()
-            self._agent = self._start({**agent_kwargs(self.spec), "detach": True})
-            for chunk in self._agent.logs(stream=True, follow=True):
+            self._agent = agent = self._start({**agent_kwargs(self.spec), "detach": True})
+
+            def pump_stderr() -> None:
+                for chunk in agent.logs(stream=True, follow=True, stdout=False, stderr=True):
+                    write_err(chunk)
+
+            errors = threading.Thread(target=pump_stderr, daemon=True)
+            errors.start()
+            for chunk in agent.logs(stream=True, follow=True, stdout=True, stderr=False):
                 write(chunk)
-            status: dict[str, Any] = self._agent.wait()
+            status: dict[str, Any] = agent.wait()
+            errors.join(timeout=5)
             return int(status.get("StatusCode", 1))
         finally:
             self.remove()

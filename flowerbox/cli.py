@@ -13,9 +13,10 @@ from __future__ import annotations
 import os
 import signal
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
-from typing import Annotated
+from typing import Annotated, TextIO
 
 import typer
 from rich.console import Console
@@ -164,7 +165,7 @@ def _in_box(
 
         for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
             signal.signal(sig, stop)
-        return box.run(write=_write)
+        return box.run(write=_write(sys.stdout), write_err=_write(sys.stderr))
     except BoxError as exc:
         STDERR.print(f"[bold red]error:[/] {exc}")
         return 2
@@ -172,15 +173,26 @@ def _in_box(
         prepared.cleanup()
 
 
-def _write(chunk: bytes) -> None:
-    sys.stdout.buffer.write(chunk)
-    sys.stdout.buffer.flush()
+def _write(stream: TextIO) -> Callable[[bytes], None]:
+    def write(chunk: bytes) -> None:
+        stream.buffer.write(chunk)
+        stream.buffer.flush()
+
+    return write
+
+
+def route(args: list[str]) -> list[str]:
+    """A first argument that names no command (the empty ask included) is the ask: go."""
+    commands = {
+        command.name or getattr(command.callback, "__name__", "")
+        for command in app.registered_commands
+    }
+    if args and args[0] not in commands and not args[0].startswith("-"):
+        return ["go", *args]
+    return args
 
 
 def main() -> None:
-    """Console-script entry point: a first argument that is no command is the ask."""
-    args = sys.argv[1:]
-    commands = {command.name or "" for command in app.registered_commands}
-    if args and args[0] not in commands and not args[0].startswith("-"):
-        sys.argv.insert(1, "go")
+    """Console-script entry point."""
+    sys.argv[1:] = route(sys.argv[1:])
     app()

@@ -196,7 +196,7 @@ def _label(number: int, name: str) -> str:
     return f"#{number} '{name}'" if name else f"#{number}"
 
 
-_CWD = re.compile(r"Primary working directory: (\S+)")
+_CWD = re.compile(r"Primary working directory: (.+?)\s*$", re.MULTILINE)  # paths have spaces
 
 
 def working_directory(request: Request) -> str:

@@ -154,3 +154,12 @@ def test_a_root_user_gets_is_sandbox_and_nothing_else_changes(repo: Path) -> Non
     )
     agent = agent_kwargs(spec)
     assert agent["environment"]["IS_SANDBOX"] == "1" and agent["cap_drop"] == ["ALL"]
+
+
+def test_the_ask_is_routed_to_go_even_when_empty() -> None:
+    from flowerbox.cli import route
+
+    assert route(["", "--timeout", "0"]) == ["go", "", "--timeout", "0"]
+    assert route(["fix the bug"]) == ["go", "fix the bug"]
+    assert route(["once", "x"]) == ["once", "x"] and route(["--version"]) == ["--version"]
+    assert route(["go", "x"]) == ["go", "x"] and route([]) == []

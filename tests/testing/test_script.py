@@ -237,3 +237,13 @@ def test_prompt_is_what_the_user_said_without_the_reminders() -> None:
     )
     assert r.prompt == "write the report"
     assert req(user("<system-reminder>only this</system-reminder>")).prompt == ""
+
+
+def test_the_working_directory_may_hold_spaces() -> None:
+    from flower.testing import working_directory
+
+    r = req(
+        user("go"),
+        {"role": "system", "content": " - Primary working directory: /w/my project\n - x"},
+    )
+    assert working_directory(r) == "/w/my project"

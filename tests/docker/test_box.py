@@ -1,0 +1,294 @@
+"""The appliance end to end on a real engine, run as an unprivileged host user created for it.
+
+The fake API listens on the host's loopback and requires the "real" key; only the gateway
+(on the host network) can reach it. From inside the box a Bash tool call probes what the
+agent really gets. Nothing here sends traffic anywhere but this machine.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pwd
+import signal
+import subprocess
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from docker import DockerClient  # noqa: TID251 - these tests inspect the engine's containers
+
+from flower.testing import FakeAPI, Reply, Request, When, rules, text, tool
+from flower.testing.demo import DEMO_ASK, starter_cast
+
+pytestmark = pytest.mark.docker
+
+USER = os.environ.get("FLOWERBOX_E2E_USER", "flowerbox-e2e")
+FLOWERBOX = os.environ.get("FLOWERBOX_E2E_VENV", "/opt/flowerbox-e2e") + "/bin/flowerbox"
+REAL = "sk-ant-real-" + "e2e-0123456789abcdef"  # built at runtime: never a literal in a probe
+PREPARE = "run `bash docker/e2e-user.sh` as root (CI does)"
+
+
+@pytest.fixture(scope="session")
+def host_user() -> tuple[str, int, int]:
+    """The unprivileged user in the docker group these tests run flowerbox as (users and CI
+    runners usually are not root), with an install of flowerbox it can execute."""
+    try:
+        entry = pwd.getpwnam(USER)
+    except KeyError:
+        pytest.skip(f"no user {USER}: {PREPARE}")
+    if not os.access(FLOWERBOX, os.X_OK):
+        pytest.skip(f"no flowerbox at {FLOWERBOX}: {PREPARE}")
+    if os.geteuid() != 0:
+        pytest.skip("running flowerbox as another user needs root (CI runs as root)")
+    return USER, entry.pw_uid, entry.pw_gid
+
+
+@pytest.fixture
+def user_workspace(host_user: tuple[str, int, int]) -> Iterator[Path]:
+    """A git workspace owned by the test user, with a space in its path."""
+    name, uid, gid = host_user
+    root = Path(tempfile.mkdtemp(prefix="fbx-e2e-", dir="/tmp"))
+    ws = root / "my project"
+    ws.mkdir()
+    for path in (root, ws):
+        os.chown(path, uid, gid)
+    as_user(host_user, ["git", "init", "-q"], cwd=ws)
+    as_user(
+        host_user,
+        [
+            "git",
+            "-c",
+            "user.name=e2e",
+            "-c",
+            "user.email=e2e@localhost",
+            "commit",
+            "-q",
+            "--allow-empty",
+            "-m",
+            "start",
+        ],
+        cwd=ws,
+    )
+    yield ws
+    subprocess.run(["rm", "-rf", str(root)], check=False)
+
+
+def as_user(
+    user: tuple[str, int, int], command: list[str], *, cwd: Path, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [
+            "runuser",
+            "-u",
+            user[0],
+            "--",
+            "env",
+            *(f"{k}={v}" for k, v in (env or {}).items()),
+            *command,
+        ],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+
+
+def box_env(api: FakeAPI, user: tuple[str, int, int]) -> dict[str, str]:
+    home = pwd.getpwnam(user[0]).pw_dir
+    return {
+        "PATH": "/usr/bin:/bin",
+        "HOME": home,
+        "ANTHROPIC_API_KEY": REAL,
+        "ANTHROPIC_BASE_URL": api.url,
+        "FLOWERBOX_IMAGE": os.environ.get("FLOWERBOX_TEST_IMAGE", "flowerbox:dev"),
+    }
+
+
+@pytest.fixture
+def real_api(fake_api: FakeAPI) -> FakeAPI:
+    """The fake API, requiring the real key: a request carrying anything else gets a 401."""
+    fake_api.api_key = REAL
+    return fake_api
+
+
+def test_an_unattended_run_leaves_the_users_files_and_state_on_the_host(
+    real_api: FakeAPI, host_user: tuple[str, int, int], user_workspace: Path, flowerbox_image: str
+) -> None:
+    real_api.script = starter_cast()
+    done = as_user(
+        host_user,
+        [FLOWERBOX, DEMO_ASK, "--timeout", "0", "--json", "-w", str(user_workspace)],
+        cwd=user_workspace,
+        env=box_env(real_api, host_user),
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert json.loads(done.stdout[done.stdout.index("{") :])["status"] == "achieved"
+    # Isolation is on: the worker wrote in its own git worktree, kept because it changed.
+    [hello] = (user_workspace / ".claude" / "worktrees").glob("agent-*/hello.py")
+    assert hello.read_text() == 'print("hello")\n'
+    assert (hello.stat().st_uid, hello.stat().st_gid) == host_user[1:]
+    runs = user_workspace / "runs"
+    assert (runs / "manifest.json").is_file() and (runs / "sessions.db").is_file()
+    assert (runs / "manifest.json").stat().st_uid == host_user[1]
+    workbench = user_workspace.parent / f".flower-{user_workspace.name}"
+    assert (workbench / "notes" / "需求.md").is_file()  # isolation on: the workbench outside
+    assert real_api.saw_key(REAL) and not real_api.saw_key("sk-flowerbox-placeholder")
+    usage = json.loads((runs / "gateway-usage.json").read_text())
+    assert usage["requests"] >= 5 and REAL not in (runs / "gateway-usage.json").read_text()
+
+
+PROBE = r"""
+id -u
+grep -E '^(CapEff|CapBnd|NoNewPrivs|Seccomp):' /proc/self/status
+(touch /probe 2>/dev/null && echo ROOT_WRITABLE) || echo ROOT_READONLY
+echo NET: $(ls /sys/class/net)
+python3 -c "import socket; socket.create_connection(('127.0.0.1', {port}), 2)" 2>/dev/null \
+  && echo DIRECT_OK || echo DIRECT_FAILED
+(test -S /var/run/docker.sock || test -S /run/docker.sock) \
+  && echo DOCKER_SOCK || echo NO_DOCKER_SOCK
+python3 - <<'PY'
+import glob, os, subprocess
+key = "sk-ant-real-" + "e2e-0123456789abcdef"
+found = key in "".join(f"{k}={v}" for k, v in os.environ.items())
+for path in glob.glob("/proc/[0-9]*/environ") + glob.glob("/run/**", recursive=True):
+    try:
+        found |= key.encode() in open(path, "rb").read()
+    except OSError:
+        pass
+print("KEY_FOUND" if found else "KEY_ABSENT")
+kids = []
+try:
+    for _ in range(1000):
+        kids.append(subprocess.Popen(["sleep", "30"]))
+    print("FORK_UNLIMITED")
+except OSError:
+    print("FORK_LIMITED", len(kids))
+for kid in kids:
+    kid.kill()
+PY
+sleep 8
+"""
+
+
+def test_inside_the_box_the_agent_has_nothing_to_steal_and_nowhere_to_go(
+    real_api: FakeAPI,
+    host_user: tuple[str, int, int],
+    user_workspace: Path,
+    flowerbox_image: str,
+    docker_client: DockerClient,
+) -> None:
+    def worker(request: Request) -> Reply:
+        if request.tool_results():
+            return text("probed")
+        return tool("Bash", {"command": PROBE.replace("{port}", str(real_api.port))})
+
+    real_api.script = rules((When(kind="subagent"), worker), (When(), starter_cast()))
+    seen: dict[str, Any] = {}
+
+    def inspect_while_running() -> None:
+        real_api.wait_for(lambda reqs: any(r.kind == "subagent" for r in reqs), 300)
+        time.sleep(3)
+        containers = docker_client.containers.list(filters={"label": "dev.flower.box"})
+        seen["inspect"] = json.dumps([c.attrs for c in containers])
+        seen["roles"] = sorted(c.labels.get("dev.flower.box.role", "") for c in containers)
+        seen["ps"] = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
+
+    watcher = threading.Thread(target=inspect_while_running)
+    watcher.start()
+    try:
+        done = as_user(
+            host_user,
+            [FLOWERBOX, DEMO_ASK, "--timeout", "0", "-w", str(user_workspace)],
+            cwd=user_workspace,
+            env=box_env(real_api, host_user),
+        )
+    finally:
+        watcher.join()
+    assert done.returncode == 0, done.stderr[-3000:]
+    [probe] = [r.text for req in real_api.subagent_requests() for r in req.tool_results()]
+    lines = probe.splitlines()
+    assert lines[0] == str(host_user[1]) != "0"
+    assert "CapEff:\t0000000000000000" in probe and "CapBnd:\t0000000000000000" in probe
+    assert "NoNewPrivs:\t1" in probe and "Seccomp:\t2" in probe
+    assert "ROOT_READONLY" in probe and "NET: lo" in probe
+    assert "DIRECT_FAILED" in probe and "NO_DOCKER_SOCK" in probe
+    assert "KEY_ABSENT" in probe and "FORK_LIMITED" in probe
+    assert seen["roles"] == ["agent", "gateway"]
+    assert REAL not in seen["inspect"] and REAL not in seen["ps"]
+
+
+def test_a_killed_box_resumes_the_same_session_on_the_next_ask(
+    real_api: FakeAPI,
+    host_user: tuple[str, int, int],
+    user_workspace: Path,
+    flowerbox_image: str,
+    docker_client: DockerClient,
+) -> None:
+    def slow_worker(request: Request) -> Reply:
+        if request.tool_results():
+            return text("slept")
+        return tool("Bash", {"command": "python3 -c 'import time; time.sleep(120)'"})
+
+    real_api.script = rules((When(kind="subagent"), slow_worker), (When(), starter_cast()))
+    env = box_env(real_api, host_user)
+    command = [FLOWERBOX, DEMO_ASK, "--timeout", "0", "-w", str(user_workspace)]
+    first = subprocess.Popen(
+        [
+            "runuser",
+            "-u",
+            host_user[0],
+            "--",
+            "env",
+            *(f"{k}={v}" for k, v in env.items()),
+            *command,
+        ],
+        cwd=user_workspace,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert real_api.wait_for(lambda reqs: any(r.kind == "subagent" for r in reqs), 300)
+        time.sleep(2)
+        [agent] = docker_client.containers.list(
+            filters={"label": ["dev.flower.box", "dev.flower.box.role=agent"]}
+        )
+        agent.kill()  # SIGKILL: nothing gets to say goodbye
+        first.communicate(timeout=120)
+    finally:
+        if first.poll() is None:
+            first.send_signal(signal.SIGKILL)
+    lineage = json.loads((user_workspace / "runs" / "lineage.json").read_text())
+    [entry] = lineage["workspaces"].values()
+    stopped = entry["steps"]["干活"]
+    real_api.script = starter_cast()
+    again = as_user(
+        host_user,
+        [FLOWERBOX, "", "--timeout", "0", "-w", str(user_workspace)],
+        cwd=user_workspace,
+        env=env,
+    )
+    assert again.returncode == 0, again.stderr[-3000:]
+    boss = [r for r in real_api.main_requests() if "你是协调者" in r.system_text]
+    assert boss[-1].headers.get("x-claude-code-session-id") == stopped
+
+
+def test_the_gateway_refuses_calls_past_the_budget(
+    real_api: FakeAPI, host_user: tuple[str, int, int], user_workspace: Path, flowerbox_image: str
+) -> None:
+    real_api.script = starter_cast()
+    done = as_user(
+        host_user,
+        [FLOWERBOX, DEMO_ASK, "--budget", "0.01", "--timeout", "0", "-w", str(user_workspace)],
+        cwd=user_workspace,
+        env=box_env(real_api, host_user),
+    )
+    assert done.returncode != 0
+    assert "budget of $0.01 is spent" in done.stdout + done.stderr
+    assert len(real_api.requests) == 1  # the first call spent it: nothing more reached the API
