@@ -117,6 +117,42 @@ def once(
 
 
 @app.command()
+def demo(image: Image = "flowerbox:dev", base_image: BaseImage = None) -> None:
+    """The whole appliance (box, gateway, isolation) on the built-in scripted model: no key."""
+    import subprocess
+    import tempfile
+
+    from flower.testing import FakeAPI
+    from flower.testing.demo import DEMO_ASK, starter_cast
+
+    root = Path(tempfile.mkdtemp(prefix="flowerbox-demo-"))
+    workspace = root / "workspace"
+    workspace.mkdir()
+    git = ["git", "-c", "user.name=demo", "-c", "user.email=demo@localhost"]
+    for command in (["git", "init", "-q"], [*git, "commit", "-q", "--allow-empty", "-m", "start"]):
+        subprocess.run(command, cwd=workspace, check=True, capture_output=True)
+    key = "sk-flowerbox-demo"  # the fake API requires it: the gateway must really inject it
+    STDERR.print(f"demo workspace: {workspace} (the model is scripted; no real key is used)")
+    with FakeAPI(starter_cast(), api_key=key) as api:
+        for name in ("ANTHROPIC_AUTH_TOKEN", "FLOWER_ENV"):
+            os.environ.pop(name, None)
+        os.environ.update(ANTHROPIC_API_KEY=key, ANTHROPIC_BASE_URL=api.url)
+        code = _in_box(
+            ["go", DEMO_ASK, "--timeout", "0"],
+            workspace=workspace,
+            image=image,
+            base_image=base_image,
+            isolate=True,
+            budget=None,
+        )
+    STDERR.print(
+        f"look around: {workspace} (runs/ holds the sessions; the workers' worktrees "
+        "are under .claude/worktrees)"
+    )
+    raise typer.Exit(code)
+
+
+@app.command()
 def build(image: Image = "flowerbox:dev", base_image: BaseImage = None) -> None:
     """Build the image from this checkout's Dockerfile."""
     from flowerbox.box import BoxError, connect, ensure_image

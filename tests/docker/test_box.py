@@ -292,3 +292,12 @@ def test_the_gateway_refuses_calls_past_the_budget(
     assert done.returncode != 0
     assert "budget of $0.01 is spent" in done.stdout + done.stderr
     assert len(real_api.requests) == 1  # the first call spent it: nothing more reached the API
+
+
+def test_flowerbox_demo_runs_the_whole_appliance_without_a_key(
+    host_user: tuple[str, int, int], flowerbox_image: str
+) -> None:
+    env = {"PATH": "/usr/bin:/bin", "HOME": pwd.getpwnam(host_user[0]).pw_dir}
+    done = as_user(host_user, [FLOWERBOX, "demo"], cwd=Path("/tmp"), env=env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "achieved" in done.stdout and "demo workspace:" in done.stderr
