@@ -97,6 +97,20 @@ class Box:
         finally:
             self.remove()
 
+    def run_attached(self, attach: Callable[[dict[str, Any]], int]) -> int:
+        """Start the gateway, then let `attach` run the agent from its kwargs (the docker CLI
+        with a terminal: `flowerbox shell`) and return its code; both containers are removed
+        afterwards (the agent found by its name), whatever happened."""
+        kwargs = agent_kwargs(self.spec)
+        try:
+            self._gateway = self._start(gateway_kwargs(self.spec))
+            self._wait_for_socket()
+            return attach(kwargs)
+        finally:
+            with contextlib.suppress(APIError, NotFound):
+                self.client.containers.get(kwargs["name"]).remove(force=True)
+            self.remove()
+
     def stop(self) -> None:
         """Ask the agent to stop (SIGTERM: flower records its step and exits)."""
         if self._agent is not None:

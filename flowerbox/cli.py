@@ -2,6 +2,8 @@
 
     flowerbox "ask" [flower options]     the go path, in the box (isolation on by default)
     flowerbox once "prompt"              one step, in the box
+    flowerbox run FILE.py                your own Workflow (a file in the workspace), in the box
+    flowerbox shell [-- COMMAND...]      a shell (or COMMAND) in the agent's container
     flowerbox build                      build the image from this checkout's Dockerfile
 
 Exit codes are flower's (0 achieved, 1 not, 3 needs a human, 130 stopped); 2 also covers
@@ -11,12 +13,14 @@ what only the box can get wrong: no engine, no image, no credentials, a bad work
 from __future__ import annotations
 
 import os
+import shutil
 import signal
+import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
-from typing import Annotated, TextIO
+from typing import Annotated, Any, TextIO
 
 import typer
 from rich.console import Console
@@ -116,6 +120,63 @@ def once(
     )
 
 
+@app.command(context_settings=PASS_THROUGH)
+def run(
+    ctx: typer.Context,
+    file: Annotated[Path, typer.Argument(help="A Python file in the workspace (`workflow`).")],
+    workspace: Workspace = None,
+    image: Image = "flowerbox:dev",
+    base_image: BaseImage = None,
+    budget: Annotated[
+        float | None, typer.Option(help="The gateway refuses calls past this many USD.")
+    ] = None,
+) -> None:
+    """flower run FILE.py in the box; any other option goes to flower (--timeout 0, -W...)."""
+    from flowerbox.prepare import workspace_of
+
+    try:
+        path = _inside_workspace(file, workspace_of(workspace))
+    except ValueError as exc:
+        STDERR.print(f"[bold red]error:[/] {exc}")
+        raise typer.Exit(2) from exc
+    raise typer.Exit(
+        _in_box(
+            ["run", str(path), *ctx.args],
+            workspace=workspace,
+            image=image,
+            base_image=base_image,
+            isolate=False,
+            budget=budget,
+        )
+    )
+
+
+@app.command(context_settings=PASS_THROUGH)
+def shell(
+    ctx: typer.Context,
+    workspace: Workspace = None,
+    image: Image = "flowerbox:dev",
+    base_image: BaseImage = None,
+) -> None:
+    """A shell in the agent's container: same hardening, mounts and gateway, no network.
+
+    `flowerbox shell -- COMMAND...` runs COMMAND instead. On a terminal the container gets it
+    (through the docker CLI: `docker run -it`); without one the command runs non-interactively
+    and its output is streamed, as with `once`.
+    """
+    raise typer.Exit(
+        _in_box(
+            ["shell"],
+            workspace=workspace,
+            image=image,
+            base_image=base_image,
+            isolate=False,
+            budget=None,
+            raw=list(ctx.args) or ["bash"],
+        )
+    )
+
+
 @app.command()
 def demo(image: Image = "flowerbox:dev", base_image: BaseImage = None) -> None:
     """The whole appliance (box, gateway, isolation) on the built-in scripted model: no key."""
@@ -177,8 +238,15 @@ def _in_box(
     base_image: str | None,
     isolate: bool,
     budget: float | None,
+    raw: list[str] | None = None,
 ) -> int:
-    """Prepare, start the gateway and the agent, stream, clean up; flower's exit code."""
+    """Prepare, start the gateway and the agent, stream, clean up; flower's exit code.
+
+    `raw` replaces the flower command inside the box (`flowerbox shell`); on a terminal it
+    runs attached to it through the docker CLI.
+    """
+    from dataclasses import replace
+
     from flowerbox.box import Box, BoxError, connect, ensure_image
     from flowerbox.prepare import prepare
 
@@ -194,7 +262,10 @@ def _in_box(
             STDERR.print(ROOT_WARNING, style="yellow")
         client = connect()
         ensure_image(client, image, context=CHECKOUT, base_image=base_image)
-        box = Box(prepared.spec, client=client)
+        spec = prepared.spec if raw is None else replace(prepared.spec, command=tuple(raw))
+        box = Box(spec, client=client)
+        if raw is not None and sys.stdin.isatty() and sys.stdout.isatty():
+            return box.run_attached(_docker_cli_attach)
 
         def stop(signum: int, frame: FrameType | None) -> None:
             box.stop()
@@ -207,6 +278,96 @@ def _in_box(
         return 2
     finally:
         prepared.cleanup()
+
+
+def _inside_workspace(file: Path, ws: Path) -> Path:
+    """The file's realpath, which must lie in the workspace: nothing else is mounted."""
+    path = file.expanduser().resolve()
+    if not path.is_file():
+        raise ValueError(f"{file} is not a file: pass the path of a Python file")
+    if not path.is_relative_to(ws):
+        raise ValueError(
+            f"{path} is outside the workspace {ws}, and only the workspace is mounted into "
+            "the box: move the file into it, or pass -w <a folder that holds it>"
+        )
+    return path
+
+
+def docker_run_args(kwargs: dict[str, Any]) -> list[str]:
+    """`docker run` flags for the containers.run() kwargs agent_kwargs() returns, so the docker
+    CLI starts the same container with a terminal (the SDK has no usable interactive attach).
+
+    Every key agent_kwargs() uses must be translated: an unknown one is a TypeError, never a
+    silently dropped restriction. Bind mounts use --mount with CSV quoting, so paths with
+    spaces, commas or colons stay whole.
+    """
+    flags: list[str] = []
+    for key, value in kwargs.items():
+        match key:
+            case "image" | "command" | "detach":
+                continue
+            case "user" | "name" | "pids_limit":
+                flags += [f"--{key.replace('_', '-')}", str(value)]
+            case "working_dir":
+                flags += ["--workdir", value]
+            case "network_mode":
+                flags += ["--network", value]
+            case "mem_limit":
+                flags += ["--memory", value]
+            case "memswap_limit":
+                flags += ["--memory-swap", value]
+            case "nano_cpus":
+                flags += ["--cpus", f"{value / 1e9:g}"]
+            case "read_only" | "init":
+                flags += [f"--{key.replace('_', '-')}"] if value else []
+            case "cap_drop":
+                flags += [arg for cap in value for arg in ("--cap-drop", cap)]
+            case "security_opt":
+                flags += [arg for opt in value for arg in ("--security-opt", opt)]
+            case "tmpfs":
+                flags += [
+                    arg for path, opts in value.items() for arg in ("--tmpfs", f"{path}:{opts}")
+                ]
+            case "labels":
+                flags += [arg for k, v in value.items() for arg in ("--label", f"{k}={v}")]
+            case "environment":
+                flags += [arg for k, v in value.items() for arg in ("--env", f"{k}={v}")]
+            case "volumes":
+                for host, bind in value.items():
+                    mount = ["type=bind", f"source={host}", f"target={bind['bind']}"]
+                    if bind["mode"] == "ro":
+                        mount.append("readonly")
+                    flags += ["--mount", ",".join(_csv_field(field) for field in mount)]
+            case _:
+                raise TypeError(f"docker_run_args cannot translate {key}={value!r}")
+    return [*flags, kwargs["image"], *kwargs["command"]]
+
+
+def _csv_field(field: str) -> str:
+    if any(char in field for char in ',"\n'):
+        return '"' + field.replace('"', '""') + '"'
+    return field
+
+
+def _docker_cli_attach(kwargs: dict[str, Any]) -> int:
+    """Run the agent's container with this terminal attached, through the docker CLI."""
+    docker = shutil.which("docker")
+    if docker is None:
+        from flowerbox.box import BoxError
+
+        raise BoxError(
+            "an interactive `flowerbox shell` needs the docker CLI on PATH: install it "
+            "(the docker-ce-cli or docker.io package), or pass a command that needs no "
+            "terminal: flowerbox shell -- COMMAND < /dev/null"
+        )
+
+    def hang_up(signum: int, frame: FrameType | None) -> None:
+        raise SystemExit(128 + signum)  # subprocess.run kills the client; Box removes the rest
+
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, hang_up)
+    argv = [docker, "run", "--rm", "--interactive", "--tty", *docker_run_args(kwargs)]
+    return subprocess.run(argv, check=False).returncode
 
 
 def _write(stream: TextIO) -> Callable[[bytes], None]:

@@ -1,0 +1,142 @@
+"""The flowerbox CLI where no engine is needed: refusals, exit codes, and the docker CLI flags
+`flowerbox shell` starts the agent's container with."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from flowerbox.cli import app, docker_run_args, route
+from flowerbox.prepare import prepare
+from flowerbox.spec import agent_kwargs
+
+SECRET = "sk-ant-real-secret-cli-0123456789"
+runner = CliRunner()
+
+
+@pytest.fixture
+def home(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
+    """A scratch HOME and cwd, with no credentials anywhere flower looks."""
+    for name in list(os.environ):
+        if name.startswith(("ANTHROPIC_", "FLOWER_", "CLAUDE_")):
+            monkeypatch.delenv(name)
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(home / ".config"))
+    monkeypatch.chdir(tmp_path)
+    return home
+
+
+@pytest.fixture
+def project(home: Path) -> Path:
+    ws = home.parent / "a, project: ü"  # a comma and a colon: --mount must keep it whole
+    ws.mkdir()
+    subprocess.run(["git", "init", "-q"], cwd=ws, check=True)
+    return ws.resolve()
+
+
+def test_shell_gets_the_agents_container_flag_for_flag(
+    project: Path, home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ANTHROPIC_API_KEY", SECRET)
+    prepared = prepare(["shell"], workspace=project, isolate=False)
+    try:
+        kwargs = agent_kwargs(prepared.spec)
+        args = docker_run_args(kwargs)
+    finally:
+        prepared.cleanup()
+    pairs = list(zip(args, args[1:], strict=False))
+    assert ("--network", "none") in pairs and ("--user", kwargs["user"]) in pairs
+    assert ("--cap-drop", "ALL") in pairs and ("--security-opt", "no-new-privileges") in pairs
+    assert {"--read-only", "--init"} <= set(args)
+    assert ("--pids-limit", str(kwargs["pids_limit"])) in pairs
+    assert ("--memory", kwargs["mem_limit"]) in pairs
+    assert ("--memory-swap", kwargs["memswap_limit"]) in pairs
+    assert ("--cpus", "2") in pairs and ("--tmpfs", f"/tmp:{kwargs['tmpfs']['/tmp']}") in pairs
+    assert ("--workdir", str(project)) in pairs and ("--name", kwargs["name"]) in pairs
+    for key, value in kwargs["environment"].items():
+        assert ("--env", f"{key}={value}") in pairs
+    for key, value in kwargs["labels"].items():
+        assert ("--label", f"{key}={value}") in pairs
+    mounts = [value for flag, value in pairs if flag == "--mount"]
+    assert len(mounts) == len(kwargs["volumes"])
+    quoted = f'"source={project}","target={project}"'
+    assert f"type=bind,{quoted}" in mounts
+    assert f'type=bind,"source={project}/.git/config","target={project}/.git/config",readonly' in (
+        mounts
+    )
+    assert args[-len(kwargs["command"]) - 1 :] == [kwargs["image"], *kwargs["command"]]
+    assert SECRET not in " ".join(args)
+
+
+def test_a_kwarg_the_translation_does_not_know_is_an_error_not_a_dropped_flag() -> None:
+    with pytest.raises(TypeError, match="privileged"):
+        docker_run_args({"image": "x", "command": [], "privileged": False})
+
+
+@pytest.mark.parametrize("command", [["once", "hi"], ["shell"], ["go", "hi"]])
+def test_the_root_and_home_folders_are_refused(
+    home: Path, monkeypatch: pytest.MonkeyPatch, command: list[str]
+) -> None:
+    monkeypatch.setenv("ANTHROPIC_API_KEY", SECRET)
+    for folder in ("/", str(home)):
+        result = runner.invoke(app, [*command, "-w", folder])
+        assert result.exit_code == 2, result.output
+        assert "refusing to mount" in result.stderr and "-w <project folder>" in result.stderr
+
+
+def test_no_credentials_is_flowers_four_line_message(project: Path) -> None:
+    result = runner.invoke(app, ["once", "hi", "-w", str(project)])
+    assert result.exit_code == 2
+    assert "No credentials" in result.stderr and "flower setup" in result.stderr
+    assert "FLOWER_ENV" in result.stderr
+
+
+def test_run_refuses_a_file_outside_the_workspace(
+    project: Path, home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ANTHROPIC_API_KEY", SECRET)
+    outside = home / "flow.py"
+    outside.write_text("")
+    result = runner.invoke(app, ["run", str(outside), "-w", str(project)])
+    assert result.exit_code == 2
+    assert "outside the workspace" in result.stderr and "only the workspace is mounted" in (
+        result.stderr
+    )
+    missing = runner.invoke(app, ["run", "nowhere.py", "-w", str(project)])
+    assert missing.exit_code == 2 and "is not a file" in missing.stderr
+
+
+def test_the_new_commands_are_commands_not_asks() -> None:
+    assert route(["run", "flow.py"]) == ["run", "flow.py"]
+    assert route(["shell", "--", "id"]) == ["shell", "--", "id"]
+    assert route(["run tests"]) == ["go", "run tests"]
+
+
+def test_no_engine_exits_2_saying_how_to_start_one_and_leaves_nothing(project: Path) -> None:
+    def ours() -> set[Path]:
+        return {p for p in Path("/tmp").glob("fbx-*") if not p.name.startswith("fbx-e2e-")}
+
+    before = ours()
+    env = {
+        **os.environ,
+        "DOCKER_HOST": "unix:///tmp/nonexistent.sock",
+        "ANTHROPIC_API_KEY": SECRET,
+    }
+    done = subprocess.run(
+        [sys.executable, "-m", "flowerbox", "once", "hi", "-w", str(project)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 2, done.stderr
+    assert "cannot reach a Docker engine" in done.stderr and "dockerd" in done.stderr
+    assert not ours() - before
