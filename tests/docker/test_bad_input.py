@@ -1,0 +1,100 @@
+"""Bad input on a real engine: no image and nothing to build it from, a workspace path in
+non-ASCII with a space, a gateway that dies. Clear messages, exit 2, nothing left running.
+(What needs no engine — no engine at all, `/` or $HOME, no credentials — is in
+tests/flowerbox/test_cli.py.)"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+from docker import DockerClient  # noqa: TID251 - these tests inspect the engine's containers
+
+import flowerbox.box
+from flower.testing import Always, FakeAPI, text
+from flowerbox.box import Box, BoxError, ensure_image, owned
+from flowerbox.prepare import prepare
+from flowerbox.spec import gateway_kwargs
+from tests.docker import test_box
+from tests.docker.test_box import FLOWERBOX, as_user, box_env
+
+pytestmark = pytest.mark.docker
+
+# test_box.py's fixtures, shared here (conftest.py is left to the engine and the image).
+host_user = test_box.host_user
+user_workspace = test_box.user_workspace
+real_api = test_box.real_api
+
+ABSENT = "flowerbox:absent"
+
+
+def test_no_image_and_no_dockerfile_says_how_to_get_one(docker_client: DockerClient) -> None:
+    with pytest.raises(BoxError, match="no Dockerfile to build it from: run `flowerbox build`"):
+        ensure_image(docker_client, ABSENT, context=None)
+
+
+def test_an_installed_flowerbox_without_the_image_exits_2(
+    real_api: FakeAPI, host_user: tuple[str, int, int], user_workspace: Path
+) -> None:
+    # The e2e user's flowerbox is installed from a wheel: no checkout, no Dockerfile beside it.
+    done = as_user(
+        host_user,
+        [FLOWERBOX, "once", "hi", "--image", ABSENT],
+        cwd=user_workspace,
+        env=box_env(real_api, host_user),
+    )
+    assert done.returncode == 2, done.stderr[-3000:]
+    assert f"the image {ABSENT} is not here" in done.stderr and "--image" in done.stderr
+    assert not real_api.requests
+
+
+def test_a_non_ascii_workspace_with_a_space_works_end_to_end(
+    real_api: FakeAPI,
+    host_user: tuple[str, int, int],
+    user_workspace: Path,
+    flowerbox_image: str,
+    docker_client: DockerClient,
+) -> None:
+    ws = user_workspace.parent / "工作区 ü"
+    ws.mkdir()
+    os.chown(ws, *host_user[1:])
+    real_api.script = Always(text("hi from the box"))
+    done = as_user(
+        host_user,
+        [FLOWERBOX, "once", "say hi"],
+        cwd=ws,
+        env={**box_env(real_api, host_user), "LANG": "C.UTF-8"},
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "hi from the box" in done.stdout
+    assert real_api.saw_key(test_box.REAL)
+    assert (ws / "runs" / "sessions.db").stat().st_uid == host_user[1]
+    assert not docker_client.containers.list(
+        all=True, filters={"label": f"dev.flower.box.workspace={ws}"}
+    )
+
+
+def test_a_gateway_that_dies_is_named_and_nothing_is_left_running(
+    docker_client: DockerClient,
+    flowerbox_image: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-never-used")
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    prepared = prepare(["once", "hi"], workspace=ws, image=flowerbox_image, isolate=False)
+
+    def dying(spec: Any) -> dict[str, Any]:
+        return {**gateway_kwargs(spec), "command": ["false"]}
+
+    monkeypatch.setattr(flowerbox.box, "gateway_kwargs", dying)
+    run_id = prepared.spec.run_id
+    try:
+        with pytest.raises(BoxError, match="the gateway died before it listened"):
+            Box(prepared.spec, client=docker_client).run(write=print, write_err=print)
+    finally:
+        prepared.cleanup()
+    assert not [c for c in owned(docker_client) if c.labels.get("dev.flower.box.run") == run_id]
