@@ -214,6 +214,18 @@ def demo(image: Image = "flowerbox:dev", base_image: BaseImage = None) -> None:
 
 
 @app.command()
+def version() -> None:
+    """Print the versions that matter for a run: flowerbox, the SDK and its Claude Code CLI."""
+    from importlib.metadata import version as installed
+
+    typer.echo(f"flowerbox {__version__}")
+    typer.echo(f"claude-agent-sdk {installed('claude-agent-sdk')}")
+    from claude_agent_sdk._cli_version import __cli_version__
+
+    typer.echo(f"claude code {__cli_version__}")
+
+
+@app.command()
 def build(image: Image = "flowerbox:dev", base_image: BaseImage = None) -> None:
     """Build the image from this checkout's Dockerfile."""
     from flowerbox.box import BoxError, connect, ensure_image

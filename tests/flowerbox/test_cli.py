@@ -140,3 +140,15 @@ def test_no_engine_exits_2_saying_how_to_start_one_and_leaves_nothing(project: P
     assert done.returncode == 2, done.stderr
     assert "cannot reach a Docker engine" in done.stderr and "dockerd" in done.stderr
     assert not ours() - before
+
+
+def test_version_names_the_pieces_that_matter() -> None:
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-m", "flowerbox", "version"], capture_output=True, text=True, check=True
+    )
+    lines = done.stdout.splitlines()
+    assert lines[0].startswith("flowerbox 0.1.0")
+    assert lines[1] == "claude-agent-sdk 0.2.189" and lines[2].startswith("claude code 2.1.")
