@@ -45,6 +45,7 @@ Workspace = Annotated[
     Path | None, typer.Option("--workspace", "-w", help="The project folder (default: here).")
 ]
 Image = Annotated[str, typer.Option(envvar="FLOWERBOX_IMAGE", help="The flowerbox image to run.")]
+Budget = Annotated[float | None, typer.Option(help="The gateway refuses calls past this many USD.")]
 BaseImage = Annotated[
     str | None,
     typer.Option(envvar="FLOWERBOX_BASE_IMAGE", help="Build the image on this base image."),
@@ -79,9 +80,7 @@ def go(
     no_isolate: Annotated[
         bool, typer.Option("--no-isolate", help="No git worktrees for the workers.")
     ] = False,
-    budget: Annotated[
-        float | None, typer.Option(help="The gateway refuses calls past this many USD.")
-    ] = None,
+    budget: Budget = None,
 ) -> None:
     """flower "ask" in the box; any other option goes to flower (--timeout 0, --json...)."""
     raise typer.Exit(
@@ -103,9 +102,7 @@ def once(
     workspace: Workspace = None,
     image: Image = "flowerbox:dev",
     base_image: BaseImage = None,
-    budget: Annotated[
-        float | None, typer.Option(help="The gateway refuses calls past this many USD.")
-    ] = None,
+    budget: Budget = None,
 ) -> None:
     """flower once "prompt" in the box (one step, for CI jobs)."""
     raise typer.Exit(
@@ -127,9 +124,7 @@ def run(
     workspace: Workspace = None,
     image: Image = "flowerbox:dev",
     base_image: BaseImage = None,
-    budget: Annotated[
-        float | None, typer.Option(help="The gateway refuses calls past this many USD.")
-    ] = None,
+    budget: Budget = None,
 ) -> None:
     """flower run FILE.py in the box; any other option goes to flower (--timeout 0, -W...)."""
     from flowerbox.prepare import workspace_of
