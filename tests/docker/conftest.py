@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import gc
 import os
+import pwd
+import subprocess
+import tempfile
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,6 +19,9 @@ from pathlib import Path
 import pytest
 from docker import DockerClient  # noqa: TID251 - these tests drive the engine itself
 from docker.errors import BuildError, DockerException, ImageNotFound  # noqa: TID251
+
+from flower.testing import FakeAPI
+from tests.docker.e2e import FLOWERBOX, PREPARE, REAL, USER, as_user
 
 REPO = Path(__file__).resolve().parents[2]
 # The image under test and the base it is built on (docs/image.md). FLOWERBOX_TEST_IMAGE names
@@ -91,3 +97,58 @@ def flowerbox_image(docker_client: DockerClient) -> str:
         tail = "".join(str(chunk.get("stream", chunk.get("error", ""))) for chunk in exc.build_log)
         pytest.fail(f"building {IMAGE} failed: {exc}\n{tail[-4000:]}")
     return IMAGE
+
+
+# --- the appliance's end-to-end user (docker/e2e-user.sh) --------------------------------
+
+
+@pytest.fixture(scope="session")
+def host_user() -> tuple[str, int, int]:
+    """The unprivileged user in the docker group these tests run flowerbox as (users and CI
+    runners usually are not root), with an install of flowerbox it can execute."""
+    try:
+        entry = pwd.getpwnam(USER)
+    except KeyError:
+        pytest.skip(f"no user {USER}: {PREPARE}")
+    if not os.access(FLOWERBOX, os.X_OK):
+        pytest.skip(f"no flowerbox at {FLOWERBOX}: {PREPARE}")
+    if os.geteuid() != 0:
+        pytest.skip("running flowerbox as another user needs root (CI runs as root)")
+    return USER, entry.pw_uid, entry.pw_gid
+
+
+@pytest.fixture
+def user_workspace(host_user: tuple[str, int, int]) -> Iterator[Path]:
+    """A git workspace owned by the test user, with a space in its path."""
+    name, uid, gid = host_user
+    root = Path(tempfile.mkdtemp(prefix="fbx-e2e-", dir="/tmp"))
+    ws = root / "my project"
+    ws.mkdir()
+    for path in (root, ws):
+        os.chown(path, uid, gid)
+    as_user(host_user, ["git", "init", "-q"], cwd=ws)
+    as_user(
+        host_user,
+        [
+            "git",
+            "-c",
+            "user.name=e2e",
+            "-c",
+            "user.email=e2e@localhost",
+            "commit",
+            "-q",
+            "--allow-empty",
+            "-m",
+            "start",
+        ],
+        cwd=ws,
+    )
+    yield ws
+    subprocess.run(["rm", "-rf", str(root)], check=False)
+
+
+@pytest.fixture
+def real_api(fake_api: FakeAPI) -> FakeAPI:
+    """The fake API, requiring the real key: a request carrying anything else gets a 401."""
+    fake_api.api_key = REAL
+    return fake_api

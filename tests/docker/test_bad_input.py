@@ -17,15 +17,9 @@ from flower.testing import Always, FakeAPI, text
 from flowerbox.box import Box, BoxError, ensure_image, owned
 from flowerbox.prepare import prepare
 from flowerbox.spec import gateway_kwargs
-from tests.docker import test_box
-from tests.docker.test_box import FLOWERBOX, as_user, box_env
+from tests.docker.e2e import FLOWERBOX, REAL, as_user, box_env
 
 pytestmark = pytest.mark.docker
-
-# test_box.py's fixtures, shared here (conftest.py is left to the engine and the image).
-host_user = test_box.host_user
-user_workspace = test_box.user_workspace
-real_api = test_box.real_api
 
 ABSENT = "flowerbox:absent"
 
@@ -69,7 +63,7 @@ def test_a_non_ascii_workspace_with_a_space_works_end_to_end(
     )
     assert done.returncode == 0, done.stderr[-3000:]
     assert "hi from the box" in done.stdout
-    assert real_api.saw_key(test_box.REAL)
+    assert real_api.saw_key(REAL)
     assert (ws / "runs" / "sessions.db").stat().st_uid == host_user[1]
     assert not docker_client.containers.list(
         all=True, filters={"label": f"dev.flower.box.workspace={ws}"}

@@ -8,14 +8,11 @@ agent really gets. Nothing here sends traffic anywhere but this machine.
 from __future__ import annotations
 
 import json
-import os
 import pwd
 import signal
 import subprocess
-import tempfile
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,97 +21,9 @@ from docker import DockerClient  # noqa: TID251 - these tests inspect the engine
 
 from flower.testing import FakeAPI, Reply, Request, When, rules, text, tool
 from flower.testing.demo import DEMO_ASK, starter_cast
+from tests.docker.e2e import FLOWERBOX, REAL, as_user, box_env
 
 pytestmark = pytest.mark.docker
-
-USER = os.environ.get("FLOWERBOX_E2E_USER", "flowerbox-e2e")
-FLOWERBOX = os.environ.get("FLOWERBOX_E2E_VENV", "/opt/flowerbox-e2e") + "/bin/flowerbox"
-REAL = "sk-ant-real-" + "e2e-0123456789abcdef"  # built at runtime: never a literal in a probe
-PREPARE = "run `bash docker/e2e-user.sh` as root (CI does)"
-
-
-@pytest.fixture(scope="session")
-def host_user() -> tuple[str, int, int]:
-    """The unprivileged user in the docker group these tests run flowerbox as (users and CI
-    runners usually are not root), with an install of flowerbox it can execute."""
-    try:
-        entry = pwd.getpwnam(USER)
-    except KeyError:
-        pytest.skip(f"no user {USER}: {PREPARE}")
-    if not os.access(FLOWERBOX, os.X_OK):
-        pytest.skip(f"no flowerbox at {FLOWERBOX}: {PREPARE}")
-    if os.geteuid() != 0:
-        pytest.skip("running flowerbox as another user needs root (CI runs as root)")
-    return USER, entry.pw_uid, entry.pw_gid
-
-
-@pytest.fixture
-def user_workspace(host_user: tuple[str, int, int]) -> Iterator[Path]:
-    """A git workspace owned by the test user, with a space in its path."""
-    name, uid, gid = host_user
-    root = Path(tempfile.mkdtemp(prefix="fbx-e2e-", dir="/tmp"))
-    ws = root / "my project"
-    ws.mkdir()
-    for path in (root, ws):
-        os.chown(path, uid, gid)
-    as_user(host_user, ["git", "init", "-q"], cwd=ws)
-    as_user(
-        host_user,
-        [
-            "git",
-            "-c",
-            "user.name=e2e",
-            "-c",
-            "user.email=e2e@localhost",
-            "commit",
-            "-q",
-            "--allow-empty",
-            "-m",
-            "start",
-        ],
-        cwd=ws,
-    )
-    yield ws
-    subprocess.run(["rm", "-rf", str(root)], check=False)
-
-
-def as_user(
-    user: tuple[str, int, int], command: list[str], *, cwd: Path, env: dict[str, str] | None = None
-) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [
-            "runuser",
-            "-u",
-            user[0],
-            "--",
-            "env",
-            *(f"{k}={v}" for k, v in (env or {}).items()),
-            *command,
-        ],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
-
-
-def box_env(api: FakeAPI, user: tuple[str, int, int]) -> dict[str, str]:
-    home = pwd.getpwnam(user[0]).pw_dir
-    return {
-        "PATH": "/usr/bin:/bin",
-        "HOME": home,
-        "ANTHROPIC_API_KEY": REAL,
-        "ANTHROPIC_BASE_URL": api.url,
-        "FLOWERBOX_IMAGE": os.environ.get("FLOWERBOX_TEST_IMAGE", "flowerbox:dev"),
-    }
-
-
-@pytest.fixture
-def real_api(fake_api: FakeAPI) -> FakeAPI:
-    """The fake API, requiring the real key: a request carrying anything else gets a 401."""
-    fake_api.api_key = REAL
-    return fake_api
 
 
 def test_an_unattended_run_leaves_the_users_files_and_state_on_the_host(

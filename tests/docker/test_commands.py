@@ -1,7 +1,7 @@
 """`flowerbox run` and `flowerbox shell` on a real engine, as the unprivileged e2e user.
 
-The fixtures and helpers are test_box.py's: the fake API on the host's loopback requiring the
-"real" key, a git workspace owned by the user, flowerbox installed where that user can run it.
+Fixtures from conftest.py, helpers from e2e.py: the fake API on the host's loopback requiring
+the "real" key, a git workspace owned by the user, flowerbox where that user can run it.
 """
 
 from __future__ import annotations
@@ -13,13 +13,7 @@ import pytest
 from docker import DockerClient  # noqa: TID251 - these tests inspect the engine's containers
 
 from flower.testing import Always, FakeAPI, text
-from tests.docker import test_box
-from tests.docker.test_box import FLOWERBOX, as_user, box_env
-
-# test_box.py's fixtures, shared here (conftest.py is left to the engine and the image).
-host_user = test_box.host_user
-user_workspace = test_box.user_workspace
-real_api = test_box.real_api
+from tests.docker.e2e import FLOWERBOX, as_user, box_env
 
 pytestmark = pytest.mark.docker
 

@@ -1,0 +1,49 @@
+"""What the appliance's end-to-end tests share: the unprivileged user they run flowerbox as,
+its install, the "real" key the fake API requires, and how to run a command as that user.
+(The fixtures built on these are in conftest.py.)"""
+
+from __future__ import annotations
+
+import os
+import pwd
+import subprocess
+from pathlib import Path
+
+from flower.testing import FakeAPI
+
+USER = os.environ.get("FLOWERBOX_E2E_USER", "flowerbox-e2e")
+FLOWERBOX = os.environ.get("FLOWERBOX_E2E_VENV", "/opt/flowerbox-e2e") + "/bin/flowerbox"
+REAL = "sk-ant-real-" + "e2e-0123456789abcdef"  # built at runtime: never a literal in a probe
+PREPARE = "run `bash docker/e2e-user.sh` as root (CI does)"
+
+
+def as_user(
+    user: tuple[str, int, int], command: list[str], *, cwd: Path, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [
+            "runuser",
+            "-u",
+            user[0],
+            "--",
+            "env",
+            *(f"{k}={v}" for k, v in (env or {}).items()),
+            *command,
+        ],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+
+
+def box_env(api: FakeAPI, user: tuple[str, int, int]) -> dict[str, str]:
+    home = pwd.getpwnam(user[0]).pw_dir
+    return {
+        "PATH": "/usr/bin:/bin",
+        "HOME": home,
+        "ANTHROPIC_API_KEY": REAL,
+        "ANTHROPIC_BASE_URL": api.url,
+        "FLOWERBOX_IMAGE": os.environ.get("FLOWERBOX_TEST_IMAGE", "flowerbox:dev"),
+    }

@@ -1,0 +1,73 @@
+"""compose.yaml run for real with docker-compose 1.29: the team-repository form of the box.
+
+Only the gateway needs a network. Here the "real" API is the fake one on the host's loopback,
+so a test override puts the gateway on the host network; with every service on a network of
+its own choosing, compose creates no bridge (no private-range address appears).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from docker import DockerClient
+
+from flower.testing import Always, FakeAPI, text
+from tests.docker.e2e import REAL
+
+pytestmark = pytest.mark.docker
+
+COMPOSE = Path(__file__).resolve().parents[2] / "compose.yaml"
+HOST_GATEWAY = "services:\n  gateway:\n    network_mode: host\n"
+
+
+def test_compose_runs_flower_once_through_its_gateway(
+    real_api: FakeAPI,
+    host_user: tuple[str, int, int],
+    user_workspace: Path,
+    flowerbox_image: str,
+    docker_client: DockerClient,
+    tmp_path: Path,
+) -> None:
+    compose = shutil.which("docker-compose")
+    if compose is None:
+        pytest.skip("docker-compose is not installed (.ci/run installs Debian's 1.29)")
+    _, uid, gid = host_user
+    real_api.script = Always(text("hi from compose"))
+    for folder in ("runs", "runs/sockets", "runs/home", ".flowerbox"):
+        (user_workspace / folder).mkdir(exist_ok=True)
+        os.chown(user_workspace / folder, uid, gid)
+    credentials = user_workspace / ".flowerbox" / "credentials.env"
+    credentials.write_text(f"ANTHROPIC_API_KEY={REAL}\nANTHROPIC_BASE_URL={real_api.url}\n")
+    credentials.chmod(0o600)
+    os.chown(credentials, uid, gid)
+    override = tmp_path / "host-gateway.yaml"
+    override.write_text(HOST_GATEWAY)
+    env = {"PATH": "/usr/bin:/bin", "PWD": str(user_workspace), "UID": str(uid), "GID": str(gid)}
+    env["FLOWERBOX_IMAGE"] = flowerbox_image
+    project = ["-p", f"fbx{os.getpid()}", "--project-directory", str(user_workspace)]
+    base = [compose, "-f", str(COMPOSE), "-f", str(override), *project]
+    networks_before = {n.name for n in docker_client.networks.list()}
+    try:
+        done = subprocess.run(
+            [*base, "run", "--rm", "flower", "once", "say hi"],
+            env=env,
+            cwd=user_workspace,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        networks_during = {n.name for n in docker_client.networks.list()}
+    finally:
+        subprocess.run(
+            [*base, "down"], env=env, cwd=user_workspace, capture_output=True, timeout=120
+        )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "hi from compose" in done.stdout
+    assert real_api.saw_key(REAL) and not real_api.saw_key("sk-flowerbox-placeholder")
+    assert networks_during == networks_before  # compose made no network (no bridge address)
+    assert (user_workspace / "runs" / "manifest.json").stat().st_uid == uid
+    assert REAL not in (user_workspace / "runs" / "gateway-usage.json").read_text()
