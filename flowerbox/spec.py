@@ -57,6 +57,11 @@ class BoxSpec:
         return {LABEL: "1", f"{LABEL}.run": self.run_id, f"{LABEL}.workspace": str(self.workspace)}
 
     @property
+    def box_dir(self) -> Path:
+        """This run's host folder for what flowerbox itself records (logs, metadata)."""
+        return self.run_dir / "flowerbox" / self.run_id
+
+    @property
     def api_socket(self) -> Path:
         return self.socket_dir / "api.sock"
 
