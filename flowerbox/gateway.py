@@ -54,6 +54,7 @@ from urllib.parse import urlsplit
 from flower.core.env import parse_dotenv
 from flowerbox.meter import Meter, UsageReader
 from flowerbox.pricing import PriceError, PriceTable, load_prices
+from flowerbox.spec import PLACEHOLDER_KEY
 
 __all__ = ["Credentials", "Gateway", "GatewayError", "Upstream", "load_credentials", "main"]
 
@@ -288,6 +289,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._json(404, _error("not_found_error", message))
             self._done(started, 404)
             return
+        gateway.meter.saw_client_credential(self._client_credential())
         body = self._body()
         request = _json_object(body) if body else {}
         model = request.get("model") if isinstance(request.get("model"), str) else None
@@ -376,6 +378,15 @@ class _Handler(BaseHTTPRequestHandler):
             return b"".join(parts)
         length = self.headers.get("content-length")
         return self.rfile.read(int(length)) if length else None
+
+    def _client_credential(self) -> str:
+        """What the client sent as its key: the box's placeholder, nothing, or something else
+        (never the value itself: it could be a real key that leaked into the agent's side)."""
+        bearer = (self.headers.get("authorization") or "").removeprefix("Bearer ").strip()
+        sent = {self.headers.get("x-api-key") or "", bearer} - {""}
+        if not sent:
+            return "none"
+        return "placeholder" if sent == {PLACEHOLDER_KEY} else "other"
 
     def _connection(self) -> set[str]:
         """Header names the client's Connection header marks as hop-by-hop."""

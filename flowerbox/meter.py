@@ -9,7 +9,11 @@ is shared by the gateway's threads; every change is written to the usage file at
      "models": {"claude-opus-5-5": {"requests": 3, "input_tokens": ..., "output_tokens": ...,
                 "cache_read_input_tokens": ..., "cache_creation_input_tokens": ...,
                 "cost_usd": 0.41, "priced_as": "claude-opus-5-5"}},
+     "client_credentials": {"placeholder": 3},
      "updated_at": "2026-...Z"}
+
+`client_credentials` counts what the requests that reached the gateway carried, by kind
+("placeholder", "none", "other"): the proof that the agent's side never held the real key.
 
 A model the price table does not know gets `"priced_as": "unknown model: priced as the most
 expensive entry"`.
@@ -108,6 +112,7 @@ class Meter:
         self._requests = 0
         self._refused = 0
         self._total = 0.0
+        self._client_credentials: dict[str, int] = {}
         self._write()
 
     @property
@@ -145,6 +150,12 @@ class Meter:
             self._refused += 1
             self._write()
 
+    def saw_client_credential(self, kind: str) -> None:
+        """Count one incoming request by the kind of credential it carried."""
+        with self._lock:
+            self._client_credentials[kind] = self._client_credentials.get(kind, 0) + 1
+            self._write()
+
     def count_unmetered(self) -> None:
         """Count a forwarded request that reported no usage (an error, count_tokens)."""
         with self._lock:
@@ -164,6 +175,7 @@ class Meter:
                     name: {**entry, "cost_usd": round(entry["cost_usd"], 6)}
                     for name, entry in self._models.items()
                 },
+                "client_credentials": dict(sorted(self._client_credentials.items())),
                 "updated_at": datetime.now(UTC).isoformat(timespec="seconds"),
             },
         )

@@ -10,7 +10,8 @@ It answers `POST /v1/messages` streaming (the SSE sequence the CLI expects: ever
 both an `event:` and a `data:` line) and non-streaming (the CLI's fallback after a stream dies
 before any content), and `POST /v1/messages/count_tokens`. Every request is recorded; a script
 failure is answered with a visible 400 (the CLI does not retry it) and kept in `errors`, so a
-broken script never hangs a test.
+broken script never hangs a test. `tls=` (a server-side ssl.SSLContext) serves https, for
+testing clients of a real, TLS-only upstream (the flowerbox gateway).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import json
 import socket
+import ssl
 import struct
 import threading
 import time
@@ -58,8 +60,10 @@ class FakeAPI:
         port: int = 0,
         api_key: str | None = None,
         log_path: str | Path | None = None,
+        tls: ssl.SSLContext | None = None,
     ) -> None:
         self.script: Script = script or _no_script
+        self.tls = tls
         self.host = host
         self.port = port
         self.api_key = api_key
@@ -79,6 +83,8 @@ class FakeAPI:
             return self
         server = ThreadingHTTPServer((self.host, self.port), _handler_for(self))
         server.daemon_threads = True
+        if self.tls is not None:
+            server.socket = self.tls.wrap_socket(server.socket, server_side=True)
         self.port = server.server_address[1]
         self._server = server
         self._thread = threading.Thread(
@@ -105,7 +111,8 @@ class FakeAPI:
 
     @property
     def url(self) -> str:
-        return f"http://{self.host}:{self.port}"
+        scheme = "https" if self.tls is not None else "http"
+        return f"{scheme}://{self.host}:{self.port}"
 
     def env(self, home: str | Path | None = None, *, retries: int | None = 0) -> dict[str, str]:
         """Environment for the CLI: this server as the API, a placeholder key, no other traffic.

@@ -20,10 +20,11 @@ from typing import Any
 
 import pytest
 
-from flower.testing import PLACEHOLDER_KEY, FakeAPI
+from flower.testing import FakeAPI
+from flowerbox.spec import PLACEHOLDER_KEY
 
 REAL_KEY = "sk-real-test-key"
-PLACEHOLDER = PLACEHOLDER_KEY
+PLACEHOLDER = PLACEHOLDER_KEY  # what the agent's side of a box sends
 
 
 class UnixHTTPConnection(http.client.HTTPConnection):

@@ -7,6 +7,7 @@ from __future__ import annotations
 import http.client
 import json
 import os
+import ssl
 import stat
 import threading
 from collections.abc import Callable, Iterator
@@ -15,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import trustme
 
 from flower.testing import FakeAPI, Usage, drop, sequence, text, tool
 from flowerbox.pricing import PriceError, PriceTable, load_prices
@@ -22,7 +24,19 @@ from tests.driver import drive
 from tests.flowerbox.conftest import PLACEHOLDER, REAL_KEY, GatewayProcess
 
 Start = Callable[..., GatewayProcess]
+TLSUpstream = tuple[ssl.SSLContext, Path]
 MESSAGES = "/v1/messages?beta=true"
+
+
+@pytest.fixture
+def tls_upstream(tmp_path: Path) -> TLSUpstream:
+    """A server context for 127.0.0.1 signed by a throwaway CA, and that CA's bundle file."""
+    authority = trustme.CA()
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    authority.issue_cert("127.0.0.1", "localhost").configure_cert(context)
+    bundle = tmp_path / "test-ca.pem"
+    authority.cert_pem.write_to_path(str(bundle))
+    return context, bundle
 
 
 def ask(model: str = "claude-opus-5-5", *, stream: bool = False) -> dict[str, Any]:
@@ -113,6 +127,48 @@ def test_the_real_key_replaces_the_placeholder_and_is_never_shown(
     ]
     assert not any(REAL_KEY in text for text in exposed)
     assert "POST /v1/messages?beta=true 200 claude-opus-5-5" in gateway.log()
+
+
+def test_the_usage_file_counts_the_kind_of_key_each_request_carried(
+    upstream: FakeAPI, start_gateway: Start
+) -> None:
+    upstream.script = sequence(text("one"), text("two"), text("three"))
+    gateway = start_gateway(upstream.url)
+    leaked = "sk-ant-leaked-into-the-box"
+    for key in (PLACEHOLDER, leaked, ""):
+        status, _, body = gateway.request("POST", MESSAGES, ask(), **{"x-api-key": key})
+        assert status == 200, body
+    gateway.settled(3)
+    assert gateway.usage()["client_credentials"] == {"none": 1, "other": 1, "placeholder": 1}
+    assert leaked not in gateway.usage_path.read_text() + gateway.log()
+
+
+def test_a_tls_upstream_is_verified_and_gets_the_real_key(
+    start_gateway: Start, tls_upstream: TLSUpstream, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    context, bundle = tls_upstream
+    monkeypatch.setenv("SSL_CERT_FILE", str(bundle))  # the gateway trusts the test's CA
+    with FakeAPI(sequence(text("over tls")), api_key=REAL_KEY, tls=context) as api:
+        assert api.url.startswith("https://127.0.0.1:")
+        gateway = start_gateway(api.url)
+        status, _, body = gateway.request("POST", MESSAGES, ask())
+        assert status == 200, body
+        assert json.loads(body)["content"][0]["text"] == "over tls"
+        assert api.saw_key(REAL_KEY) and not api.saw_key(PLACEHOLDER)
+        assert gateway.request("GET", "/health")[0] == 200
+
+
+def test_an_untrusted_tls_upstream_is_a_502_and_never_sees_the_request(
+    start_gateway: Start, tls_upstream: TLSUpstream, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    context, _ = tls_upstream
+    monkeypatch.delenv("SSL_CERT_FILE", raising=False)  # the system CAs do not know this one
+    with FakeAPI(sequence(text("never")), api_key=REAL_KEY, tls=context) as api:
+        gateway = start_gateway(api.url)
+        status, _, body = gateway.request("POST", MESSAGES, ask())
+        assert status == 502
+        assert "CERTIFICATE_VERIFY_FAILED" in json.loads(body)["error"]["message"]
+        assert api.requests == []
 
 
 def test_a_bearer_token_is_forwarded_as_authorization(
