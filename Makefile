@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 
 .DEFAULT_GOAL := check
-.PHONY: install demo test lint check bench
+.PHONY: install demo demo-host test lint check bench
 
 # The virtualenv is rebuilt whenever pyproject.toml changes.
 $(VENV)/.installed: pyproject.toml
@@ -15,7 +15,14 @@ $(VENV)/.installed: pyproject.toml
 
 install: $(VENV)/.installed
 
+# The appliance on the built-in scripted model: engine, base image and image are made by
+# docker/prepare.sh (it installs Docker when missing, so it needs root the first time).
 demo: install
+	bash docker/prepare.sh
+	$(BIN)/flowerbox demo
+
+# The same cycle without Docker: flower on this machine.
+demo-host: install
 	$(BIN)/flower demo
 
 test: install

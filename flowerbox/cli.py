@@ -5,6 +5,7 @@
     flowerbox run FILE.py                your own Workflow (a file in the workspace), in the box
     flowerbox shell [-- COMMAND...]      a shell (or COMMAND) in the agent's container
     flowerbox build                      build the image from this checkout's Dockerfile
+    flowerbox setup                      save and check your key (as `flower setup`)
 
 Exit codes are flower's (0 achieved, 1 not, 3 needs a human, 130 stopped); 2 also covers
 what only the box can get wrong: no engine, no image, no credentials, a bad workspace.
@@ -25,6 +26,7 @@ from typing import Annotated, Any, TextIO
 import typer
 from rich.console import Console
 
+from flower.cli.setup import setup
 from flowerbox import __version__
 
 CHECKOUT = Path(__file__).resolve().parents[1]  # where the Dockerfile is, from a checkout
@@ -206,6 +208,14 @@ def demo(image: Image = "flowerbox:dev", base_image: BaseImage = None) -> None:
         "are under .claude/worktrees)"
     )
     raise typer.Exit(code)
+
+
+# The same command as `flower setup`: flowerbox finds credentials by flower's own lookup, so
+# the file it writes is where a box's gateway gets its key from.
+app.command(
+    help="Save your key to the global .env (0600) that flower and flowerbox read, and check "
+    "it: 0 if it works, 2 if not. Inside a box only the gateway ever holds it."
+)(setup)
 
 
 @app.command()

@@ -50,6 +50,8 @@ def test_an_unattended_run_leaves_the_users_files_and_state_on_the_host(
     assert real_api.saw_key(REAL) and not real_api.saw_key("sk-flowerbox-placeholder")
     usage = json.loads((runs / "gateway-usage.json").read_text())
     assert usage["requests"] >= 5 and REAL not in (runs / "gateway-usage.json").read_text()
+    # Every request the agent's side sent carried the placeholder, and nothing else.
+    assert usage["client_credentials"] == {"placeholder": usage["requests"]}
 
 
 PROBE = r"""

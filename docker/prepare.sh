@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Everything the appliance needs on this machine, made by the project's own files: a Docker
+# engine (docker/engine.sh), the local base image (docker/base-image.sh: no registry is
+# reachable) and flowerbox:dev built from this checkout. Used by `make demo` and by CI.
+# Each step is a no-op or a cache hit when already done; a failure exits non-zero with its
+# reason (the build's log tail included).
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+base=${FLOWERBOX_BASE_IMAGE:-flowerbox-base:bookworm}
+image=${FLOWERBOX_IMAGE:-flowerbox:dev}
+
+bash docker/engine.sh
+bash docker/base-image.sh
+build_log=$(mktemp /tmp/flowerbox-build.XXXXXX.log)
+echo "prepare.sh: building $image on $base (log: $build_log)" >&2
+if ! DOCKER_BUILDKIT=0 docker build --network host \
+    --build-arg BASE_IMAGE="$base" -t "$image" . >"$build_log" 2>&1; then
+    tail -n 40 "$build_log" >&2
+    echo "prepare.sh: error: building $image failed (log above)" >&2
+    exit 1
+fi
+# The classic builder leaves its intermediate images behind (~0.9 GB a build).
+docker image prune -f >/dev/null
+echo "prepare.sh: $image is ready" >&2
