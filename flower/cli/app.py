@@ -12,6 +12,7 @@ from typer.core import TyperGroup
 
 from flower import __version__
 from flower.cli.analyze import analyze
+from flower.cli.answer import answer, send
 from flower.cli.demo import demo
 from flower.cli.go import go
 from flower.cli.once import once
@@ -72,6 +73,8 @@ app.command()(demo)
 app.command()(setup)
 app.command()(status)
 app.command(no_args_is_help=True)(analyze)
+app.command(no_args_is_help=True)(answer)
+app.command(no_args_is_help=True)(send)
 
 
 def main() -> None:

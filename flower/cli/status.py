@@ -16,6 +16,7 @@ import sqlite3
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from shlex import quote
 from typing import Annotated, Any
 
 import typer
@@ -364,8 +365,8 @@ def render(data: dict[str, Any]) -> RenderableType:
             )
         parts += [
             asks,
-            '[dim]to answer, drop {"answer": "<id>", "text": "..."} as a .json file in '
-            f"{escape(data['run_dir'])}/inbox/[/]",
+            "[dim]to answer: flower answer <id> "
+            f'"..." --run-dir {escape(quote(data["run_dir"]))}[/]',
         ]
     if data["workbench"]:
         bench = data["workbench"]

@@ -1,0 +1,53 @@
+"""`flower answer ID "text"` and `flower send "text"`: a human's words for a run, from any
+terminal. Each drops one file in the run directory's inbox (flower.core.inbox), which the
+run's HumanChannel watches; nothing else is touched. An answer must name a question the run
+is waiting on (asks.json), so a typo is caught here rather than moved aside later.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+
+from flower.cli.exits import exit_codes
+from flower.cli.options import RunDir
+from flower.core.inbox import drop_answer, drop_message, pending_asks
+
+OUT = Console(highlight=False, soft_wrap=True)
+
+
+def answer(
+    ask_id: Annotated[str, typer.Argument(help="The question's id, as `flower status` shows.")],
+    text: Annotated[str, typer.Argument(help="Your answer.")],
+    run_dir: RunDir = Path("runs"),
+) -> None:
+    """Answer a question a run is waiting on."""
+    with exit_codes():
+        waiting = [str(ask.get("id")) for ask in pending_asks(run_dir)]
+        if ask_id not in waiting:
+            known = f"the waiting ones: {', '.join(waiting)}" if waiting else "none is waiting"
+            raise ValueError(
+                f"no question {ask_id} is waiting in {run_dir} ({known}); "
+                "`flower status` lists them, --run-dir picks another run"
+            )
+        path = drop_answer(run_dir, ask_id, text)
+    OUT.print(f"answered {escape(ask_id)} ({escape(str(path))})")
+
+
+def send(
+    text: Annotated[str, typer.Argument(help="What to tell the agents.")],
+    run_dir: RunDir = Path("runs"),
+) -> None:
+    """Tell a run something it did not ask for; it reaches the agent at its next turn."""
+    with exit_codes():
+        if not (run_dir / "manifest.json").is_file() and not (run_dir / "asks.json").is_file():
+            raise ValueError(
+                f"{run_dir} holds no run (no manifest.json or asks.json): "
+                "pass --run-dir <the run's folder>"
+            )
+        path = drop_message(run_dir, text)
+    OUT.print(f"sent ({escape(str(path))})")
