@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from flower.core.statefile import atomic_write_json
-from flowerbox.pricing import PriceTable
+from flowerbox.pricing import PriceTable, token_count
 
 __all__ = ["TOKEN_FIELDS", "Meter", "UsageReader"]
 
@@ -128,7 +128,7 @@ class Meter:
         """Count one response; returns its token counts and cost."""
         price, known = self.prices.lookup(model)
         cost = price.cost(usage)
-        tokens = {name: _count(usage.get(name)) for name in TOKEN_FIELDS}
+        tokens = {name: token_count(usage.get(name)) for name in TOKEN_FIELDS}
         with self._lock:
             entry = self._models.setdefault(
                 model,
@@ -179,7 +179,3 @@ class Meter:
                 "updated_at": datetime.now(UTC).isoformat(timespec="seconds"),
             },
         )
-
-
-def _count(value: Any) -> int:
-    return value if isinstance(value, int) and value > 0 else 0

@@ -25,7 +25,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-__all__ = ["UNKNOWN", "Price", "PriceError", "PriceTable", "load_prices"]
+__all__ = ["UNKNOWN", "Price", "PriceError", "PriceTable", "load_prices", "token_count"]
 
 UNKNOWN = "*"
 """The table key whose price applies to models no other entry matches."""
@@ -49,18 +49,18 @@ class Price:
 
     def cost(self, usage: Mapping[str, Any]) -> float:
         """The USD cost of one response's `usage` block (the Messages API's field names)."""
-        read = _int(usage.get("cache_read_input_tokens"))
-        written = _int(usage.get("cache_creation_input_tokens"))
-        prompt = _int(usage.get("input_tokens")) + read + written
+        read = token_count(usage.get("cache_read_input_tokens"))
+        written = token_count(usage.get("cache_creation_input_tokens"))
+        prompt = token_count(usage.get("input_tokens")) + read + written
         price = self
         if self.long_prompt is not None and prompt > (self.above_prompt_tokens or 0):
             price = self.long_prompt
         detail = usage.get("cache_creation")
-        one_hour = _int(detail.get("ephemeral_1h_input_tokens")) if isinstance(detail, dict) else 0
-        one_hour = min(one_hour, written)
+        detail = detail if isinstance(detail, dict) else {}
+        one_hour = min(token_count(detail.get("ephemeral_1h_input_tokens")), written)
         total = (
-            _int(usage.get("input_tokens")) * price.input
-            + _int(usage.get("output_tokens")) * price.output
+            token_count(usage.get("input_tokens")) * price.input
+            + token_count(usage.get("output_tokens")) * price.output
             + read * price.cache_read
             + (written - one_hour) * price.cache_write_5m
             + one_hour * price.cache_write_1h
@@ -68,7 +68,8 @@ class Price:
         return total / 1_000_000
 
 
-def _int(value: Any) -> int:
+def token_count(value: Any) -> int:
+    """A usage field as a count: anything but a positive int (absent, null, junk) is 0."""
     return value if isinstance(value, int) and value > 0 else 0
 
 
