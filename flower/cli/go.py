@@ -19,7 +19,7 @@ import typer
 from rich.console import Console
 
 from flower.cli.exits import Exit, exit_codes
-from flower.cli.options import RunDir, Verbose, Workspace
+from flower.cli.options import Events, RunDir, Verbose, Workspace
 from flower.cli.render import Render
 
 
@@ -58,6 +58,7 @@ def go(
         float | None, typer.Option(help="Stop spending once the run has cost this many USD.")
     ] = None,
     verbose: Verbose = False,
+    events: Events = None,
     json_out: Annotated[
         bool, typer.Option("--json", help="Print a machine-readable summary on stdout at the end.")
     ] = False,
@@ -101,7 +102,9 @@ def go(
             budget_usd=budget,
         )
         try:
-            ctx, stopped = asyncio.run(_drive(flow, runtime, console, unattended=timeout == 0))
+            ctx, stopped = asyncio.run(
+                _drive(flow, runtime, console, unattended=timeout == 0, events=events)
+            )
         finally:
             runtime.close()
     code, status = outcome(ctx, stopped=stopped, clarify_only=clarify_only, goal=not no_goal)
@@ -114,9 +117,11 @@ def go(
 
 
 async def _drive(
-    flow: Any, runtime: Any, console: Console, *, unattended: bool
+    flow: Any, runtime: Any, console: Console, *, unattended: bool, events: Path | None = None
 ) -> tuple[Any, bool]:
-    """Run the workflow with the terminal attached; (ctx, stopped)."""
+    """Run the workflow with the terminal attached; (ctx, stopped). `events`: also write
+    every event there as a JSON line (flower.cli.eventlog)."""
+    from flower.cli.eventlog import EventLog
     from flower.cli.interact import Terminal
 
     render = Render(console)
@@ -128,9 +133,13 @@ async def _drive(
         interactive=interactive,
     )
 
+    log = EventLog(events) if events is not None else None
+
     def on_event(event: Any) -> None:
         terminal.observe(event)
         render(event)
+        if log is not None:
+            log(event)
 
     heartbeat = asyncio.ensure_future(render.heartbeat())
     try:
@@ -140,6 +149,8 @@ async def _drive(
         return {}, True
     finally:
         heartbeat.cancel()
+        if log is not None:
+            log.close()
     return ctx, False
 
 

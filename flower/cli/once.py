@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from flower.cli.exits import STDERR, Exit, exit_codes
-from flower.cli.options import RunDir, Verbose, Workspace
+from flower.cli.options import Events, RunDir, Verbose, Workspace
 from flower.cli.render import Render
 
 ONCE_INSTRUCTIONS = "Do the task you are given, then reply with a short summary of what you did."
@@ -32,8 +32,10 @@ def once(
         ),
     ] = None,
     verbose: Verbose = False,
+    events: Events = None,
 ) -> None:
     """Run one step and exit: 0 if it succeeded, 1 if it failed, 2 on bad input."""
+    from flower.cli.eventlog import EventLog, tee
     from flower.core.agent import AgentSpec
     from flower.core.env import describe, load_dotenv
     from flower.core.runtime import Runtime
@@ -52,12 +54,14 @@ def once(
             max_budget_usd=budget,
             permission_mode="acceptEdits",
         )
+        log = EventLog(events) if events is not None else None
+        on_event = tee(Render(console, verbose=verbose), log)
         try:
-            result = asyncio.run(
-                runtime.run(spec, prompt, on_event=Render(console, verbose=verbose))
-            )
+            result = asyncio.run(runtime.run(spec, prompt, on_event=on_event))
         finally:
             runtime.close()
+            if log is not None:
+                log.close()
     if not result.ok:
         STDERR.print(f"[bold red]step failed:[/] {escape(str(result.error))}")
     raise typer.Exit(Exit.OK if result.ok else Exit.FAILED)

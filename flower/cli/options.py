@@ -11,6 +11,14 @@ Workspace = Annotated[
 RunDir = Annotated[
     Path, typer.Option("--run-dir", help="Where sessions, manifest and lineage are kept.")
 ]
+Events = Annotated[
+    Path | None,
+    typer.Option(
+        "--events",
+        help="Also write every event as a JSON line to this file (flowerbox logs reads it).",
+        show_default=False,
+    ),
+]
 Verbose = Annotated[
     bool, typer.Option("--verbose", "-v", help="Say where each credential came from.")
 ]

@@ -12,7 +12,7 @@ import typer
 from rich.console import Console
 
 from flower.cli.exits import exit_codes
-from flower.cli.options import RunDir, Workspace
+from flower.cli.options import Events, RunDir, Workspace
 
 
 def run(
@@ -25,6 +25,7 @@ def run(
     timeout: Annotated[
         float, typer.Option(help="0 = unattended: no stdin thread, Ctrl+C stops.")
     ] = 1800.0,
+    events: Events = None,
 ) -> None:
     """Run a user's Workflow: 0 if every step passed, 1 if one failed, 3 if it stopped
     waiting for a human, 130 if stopped."""
@@ -38,7 +39,9 @@ def run(
             workspace=workspace, run_dir=run_dir, workbench=flow.workbench or workbench
         )
         try:
-            ctx, stopped = asyncio.run(_drive(flow, runtime, console, unattended=timeout == 0))
+            ctx, stopped = asyncio.run(
+                _drive(flow, runtime, console, unattended=timeout == 0, events=events)
+            )
         finally:
             runtime.close()
     code, status = outcome(ctx, stopped=stopped, clarify_only=False, goal=False)

@@ -1,0 +1,70 @@
+"""`--events PATH`: a run's Events as JSON lines, for a reader in another process.
+
+flowerbox passes it to the flower inside a box so that `flowerbox logs` and `attach` can render
+a detached run from the host. One object per line, flushed as it is written, so a follower
+never waits for a buffer and reads at most one unfinished line:
+
+    {"t": 1764470000.12, "kind": "tool_call", "text": "...", "tool": "Bash", "payload": {...}}
+
+`raw` (the SDK object) is never written; a payload value JSON cannot hold becomes its str().
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import IO, Any
+
+from flower.core.events import Event
+
+EventSink = Callable[[Event], Any]
+
+
+class EventLog:
+    """Appends each Event it is called with to `path` as one JSON line."""
+
+    def __init__(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.path = path
+        self._file: IO[str] = path.open("a", encoding="utf-8")
+
+    def __call__(self, event: Event) -> None:
+        self._file.write(json.dumps(to_json(event), ensure_ascii=False, default=str) + "\n")
+        self._file.flush()
+
+    def close(self) -> None:
+        self._file.close()
+
+
+def to_json(event: Event) -> dict[str, Any]:
+    return {
+        "t": round(time.time(), 3),
+        "kind": event.kind,
+        "text": event.text,
+        "tool": event.tool,
+        "payload": event.payload,
+    }
+
+
+def from_json(data: dict[str, Any]) -> Event:
+    """An Event back from one line's object (no `raw`: it never left the process)."""
+    payload = data.get("payload")
+    return Event(
+        data.get("kind", "status"),
+        str(data.get("text", "")),
+        str(data.get("tool", "")),
+        payload if isinstance(payload, dict) else {},
+    )
+
+
+def tee(*sinks: EventSink | None) -> EventSink:
+    """One sink that hands each Event to every given sink (None ones skipped)."""
+    live = [sink for sink in sinks if sink is not None]
+
+    def each(event: Event) -> None:
+        for sink in live:
+            sink(event)
+
+    return each
