@@ -68,9 +68,18 @@ def ensure_image(
 class Box:
     """One run: the gateway sidecar, then the agent attached to this terminal."""
 
-    def __init__(self, spec: BoxSpec, *, client: DockerClient) -> None:
+    def __init__(
+        self,
+        spec: BoxSpec,
+        *,
+        client: DockerClient,
+        shape: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
+    ) -> None:
+        """`shape` rewrites the agent's container kwargs before it starts: only the escape
+        self-test's negative control uses it (a deliberately weak container)."""
         self.spec = spec
         self.client = client
+        self._shape = shape or (lambda kwargs: kwargs)
         self._gateway: Any = None
         self._agent: Any = None
 
@@ -79,9 +88,7 @@ class Box:
         `write_err` (kept apart: flower's --json summary is alone on stdout), return its exit
         code; both containers are removed afterwards, whatever happened."""
         try:
-            self._gateway = self._start(gateway_kwargs(self.spec))
-            self._wait_for_socket()
-            self._agent = agent = self._start({**agent_kwargs(self.spec), "detach": True})
+            agent = self.start()
 
             def pump_stderr() -> None:
                 for chunk in agent.logs(stream=True, follow=True, stdout=False, stderr=True):
@@ -96,6 +103,49 @@ class Box:
             return int(status.get("StatusCode", 1))
         finally:
             self.remove()
+
+    def start(self) -> Any:
+        """The gateway, its socket, then the agent, detached; returns the agent's container.
+        Nothing is removed here: `run`, or whoever keeps a detached run, does that."""
+        self._gateway = self._start(gateway_kwargs(self.spec))
+        self._wait_for_socket()
+        self._agent = self._start({**self._shape(agent_kwargs(self.spec)), "detach": True})
+        return self._agent
+
+    @classmethod
+    def existing(cls, spec: BoxSpec, *, client: DockerClient) -> Box:
+        """The Box of a run started earlier (by another process), found by container names;
+        a container already gone stays None."""
+        box = cls(spec, client=client)
+        for attr, kwargs in (("_agent", agent_kwargs(spec)), ("_gateway", gateway_kwargs(spec))):
+            with contextlib.suppress(NotFound):
+                setattr(box, attr, client.containers.get(kwargs["name"]))
+        return box
+
+    @property
+    def agent_running(self) -> bool:
+        if self._agent is None:
+            return False
+        with contextlib.suppress(NotFound):
+            self._agent.reload()
+            return bool(self._agent.status in ("created", "running", "restarting"))
+        return False
+
+    def wait(self, write: Callable[[bytes], Any]) -> int | None:
+        """Follow the agent's output (stdout and stderr) into `write` until it exits; its
+        exit code, or None when the container is gone (removed by someone else)."""
+        if self._agent is None:
+            return None
+        with contextlib.suppress(Exception):  # the copy is best effort; the exit code is not
+            for chunk in self._agent.logs(stream=True, follow=True, stdout=True, stderr=True):
+                write(chunk)
+        try:
+            status: dict[str, Any] = self._agent.wait()
+        except NotFound:
+            return None
+        except (APIError, DockerException, OSError) as exc:
+            raise BoxError(f"lost track of {self._agent.name}: {exc}") from exc
+        return int(status.get("StatusCode", 1))
 
     def run_attached(self, attach: Callable[[dict[str, Any]], int]) -> int:
         """Start the gateway, then let `attach` run the agent from its kwargs (the docker CLI
@@ -149,3 +199,18 @@ class Box:
 def owned(client: DockerClient) -> list[Any]:
     """Every container flowerbox started (found by its label), running or not."""
     return list(client.containers.list(all=True, filters={"label": LABEL}))
+
+
+def labelled(client: DockerClient, label: str) -> list[Any]:
+    """Every container carrying `label` (`key` or `key=value`), running or not."""
+    return list(client.containers.list(all=True, filters={"label": label}))
+
+
+def image_id(client: DockerClient, tag: str) -> str:
+    """The image's id (`sha256:...`), or a BoxError that says how to get the image."""
+    try:
+        return str(client.images.get(tag).id)
+    except ImageNotFound as exc:
+        raise BoxError(f"the image {tag} is not here: run `flowerbox build`") from exc
+    except (APIError, DockerException) as exc:
+        raise BoxError(f"cannot look up the image {tag}: {exc}") from exc

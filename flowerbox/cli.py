@@ -5,6 +5,8 @@
     flowerbox run FILE.py                your own Workflow (a file in the workspace), in the box
     flowerbox shell [-- COMMAND...]      a shell (or COMMAND) in the agent's container
     flowerbox build                      build the image from this checkout's Dockerfile
+    flowerbox ... --detach               go/once/run in the background: prints the run id
+    flowerbox ps | logs | attach | stop | resume | answer | send    (flowerbox.control)
     flowerbox setup                      save and check your key (as `flower setup`)
 
 Exit codes are flower's (0 achieved, 1 not, 3 needs a human, 130 stopped); 2 also covers
@@ -21,13 +23,17 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
-from typing import Annotated, Any, TextIO
+from typing import TYPE_CHECKING, Annotated, Any, TextIO
 
 import typer
 from rich.console import Console
 
 from flower.cli.setup import setup
 from flowerbox import __version__
+from flowerbox.control import answer, attach, logs, ps, resume, send, stop
+
+if TYPE_CHECKING:
+    from flowerbox.spec import BoxSpec
 
 CHECKOUT = Path(__file__).resolve().parents[1]  # where the Dockerfile is, from a checkout
 STDERR = Console(stderr=True, highlight=False, soft_wrap=True)
@@ -51,6 +57,12 @@ Budget = Annotated[float | None, typer.Option(help="The gateway refuses calls pa
 BaseImage = Annotated[
     str | None,
     typer.Option(envvar="FLOWERBOX_BASE_IMAGE", help="Build the image on this base image."),
+]
+Detach = Annotated[
+    bool,
+    typer.Option(
+        "--detach", "-d", help="Run in the background: print the run id and return (see ps)."
+    ),
 ]
 
 
@@ -83,6 +95,7 @@ def go(
         bool, typer.Option("--no-isolate", help="No git worktrees for the workers.")
     ] = False,
     budget: Budget = None,
+    detach: Detach = False,
 ) -> None:
     """flower "ask" in the box; any other option goes to flower (--timeout 0, --json...)."""
     raise typer.Exit(
@@ -93,6 +106,7 @@ def go(
             base_image=base_image,
             isolate=not no_isolate,
             budget=budget,
+            detach=detach,
         )
     )
 
@@ -105,6 +119,7 @@ def once(
     image: Image = "flowerbox:dev",
     base_image: BaseImage = None,
     budget: Budget = None,
+    detach: Detach = False,
 ) -> None:
     """flower once "prompt" in the box (one step, for CI jobs)."""
     raise typer.Exit(
@@ -115,6 +130,7 @@ def once(
             base_image=base_image,
             isolate=False,
             budget=budget,
+            detach=detach,
         )
     )
 
@@ -127,6 +143,7 @@ def run(
     image: Image = "flowerbox:dev",
     base_image: BaseImage = None,
     budget: Budget = None,
+    detach: Detach = False,
 ) -> None:
     """flower run FILE.py in the box; any other option goes to flower (--timeout 0, -W...)."""
     from flowerbox.prepare import workspace_of
@@ -144,6 +161,7 @@ def run(
             base_image=base_image,
             isolate=False,
             budget=budget,
+            detach=detach,
         )
     )
 
@@ -247,6 +265,39 @@ def build(image: Image = "flowerbox:dev", base_image: BaseImage = None) -> None:
     STDERR.print(f"{image} is ready")
 
 
+@app.command()
+def selftest(
+    workspace: Workspace = None,
+    image: Image = "flowerbox:dev",
+    base_image: BaseImage = None,
+    negative_control: Annotated[
+        bool,
+        typer.Option(
+            "--negative-control",
+            help="The same probes in a deliberately weak container: every line should FAIL.",
+        ),
+    ] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="One JSON object per probe.")] = False,
+) -> None:
+    """Probe the box a run here would get for every way out; exit 1 on any FAIL."""
+    from flowerbox.selftest import main as run_selftest
+
+    raise typer.Exit(
+        run_selftest(
+            workspace=workspace,
+            image=image,
+            base_image=base_image,
+            negative=negative_control,
+            as_json=as_json,
+        )
+    )
+
+
+# The commands around a run that is already going (flowerbox.control).
+for _command in (ps, logs, attach, stop, resume, answer, send):
+    app.command()(_command)
+
+
 def _in_box(
     command: list[str],
     *,
@@ -256,16 +307,23 @@ def _in_box(
     isolate: bool,
     budget: float | None,
     raw: list[str] | None = None,
+    detach: bool = False,
+    resume_of: BoxSpec | None = None,
 ) -> int:
     """Prepare, start the gateway and the agent, stream, clean up; flower's exit code.
 
     `raw` replaces the flower command inside the box (`flowerbox shell`); on a terminal it
-    runs attached to it through the docker CLI.
+    runs attached to it through the docker CLI. `detach`: start the run, print its id, and
+    leave it to its supervisor (flowerbox.detach). `resume_of`: the spec of the run this one
+    continues, whose settings it keeps. Every run is recorded in its box_dir (flowerbox.runs).
     """
     from dataclasses import replace
 
     from flowerbox.box import Box, BoxError, connect, ensure_image
+    from flowerbox.detach import carried, start_detached
     from flowerbox.prepare import prepare
+    from flowerbox.runs import record_start
+    from flowerbox.supervise import after_run
 
     try:
         prepared = prepare(
@@ -274,27 +332,44 @@ def _in_box(
     except (ValueError, RuntimeError) as exc:
         STDERR.print(f"[bold red]error:[/] {exc}")
         return 2
+    handed_over = False
     try:
         if os.getuid() == 0:
             STDERR.print(ROOT_WARNING, style="yellow")
         client = connect()
         ensure_image(client, image, context=CHECKOUT, base_image=base_image)
         spec = prepared.spec if raw is None else replace(prepared.spec, command=tuple(raw))
+        spec = spec if resume_of is None else carried(spec, resume_of)
+        resumed_from = None if resume_of is None else resume_of.run_id
+        if detach:
+            run_id = start_detached(spec, client=client, command=command, resumed_from=resumed_from)
+            handed_over = True  # the supervisor cleans up when the run ends
+            typer.echo(run_id)
+            STDERR.print(f"{run_id} runs in the background: flowerbox ps | logs -f | attach | stop")
+            return 0
         box = Box(spec, client=client)
-        if raw is not None and sys.stdin.isatty() and sys.stdout.isatty():
-            return box.run_attached(_docker_cli_attach)
+        record_start(spec, command=command, detached=False, resumed_from=resumed_from)
+        code = 2
+        try:
+            if raw is not None and sys.stdin.isatty() and sys.stdout.isatty():
+                code = box.run_attached(_docker_cli_attach)
+                return code
 
-        def stop(signum: int, frame: FrameType | None) -> None:
-            box.stop()
+            def stop(signum: int, frame: FrameType | None) -> None:
+                box.stop()
 
-        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-            signal.signal(sig, stop)
-        return box.run(write=_write(sys.stdout), write_err=_write(sys.stderr))
+            for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+                signal.signal(sig, stop)
+            code = box.run(write=_write(sys.stdout), write_err=_write(sys.stderr))
+            return code
+        finally:
+            after_run(spec, code)
     except BoxError as exc:
         STDERR.print(f"[bold red]error:[/] {exc}")
         return 2
     finally:
-        prepared.cleanup()
+        if not handed_over:
+            prepared.cleanup()
 
 
 def _inside_workspace(file: Path, ws: Path) -> Path:

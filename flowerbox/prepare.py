@@ -8,6 +8,7 @@ gateway only: never argv, never a container's environment, never the agent's fil
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import shutil
 import tempfile
@@ -18,7 +19,8 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from flower import check_credentials, load_dotenv
-from flowerbox.spec import BoxSpec
+from flowerbox.runs import EVENTS
+from flowerbox.spec import BoxSpec, protected_paths
 
 CREDENTIAL_KEYS = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL")
 LOOPBACK = {"127.0.0.1", "localhost", "::1"}
@@ -107,7 +109,11 @@ def prepare(
         workbench=workbench,
         upstream_on_loopback=urlsplit(base_url).hostname in LOOPBACK,
         budget_usd=budget_usd,
+        protected=protected_paths(ws),
     )
+    if command[:1] in (["go"], ["once"], ["run"]):  # flower's events, for `flowerbox logs`
+        events = spec.box_dir / EVENTS
+        spec = dataclasses.replace(spec, command=(*spec.command, "--events", str(events)))
     return Prepared(spec)
 
 

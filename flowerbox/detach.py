@@ -1,0 +1,91 @@
+"""Starting a run that outlives the command that started it, and resuming a run.
+
+    run_id = start_detached(spec, client=client, command=["go", "ask"])
+
+starts the gateway and the agent, hands them to a supervisor (`python -m flowerbox.supervise`,
+in a session of its own, its output in the run's supervisor.log) and returns. If anything
+fails before the supervisor has them, both containers are removed here and the error raised.
+
+A resumed run is a new box (a new run id) for the same workspace, with the old run's settings:
+flower itself resumes (lineage.json points each step at its session), so `flower go` is given
+an empty ask, which wakes the run instead of amending its brief.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import subprocess
+import sys
+from typing import TYPE_CHECKING
+
+from flowerbox import runs
+from flowerbox.box import Box, BoxError
+from flowerbox.prepare import CREDENTIAL_KEYS
+from flowerbox.spec import BoxSpec
+
+if TYPE_CHECKING:
+    from docker import DockerClient
+
+# What each box gets afresh; every other field of a resumed run's spec is carried over.
+FRESH_FIELDS = frozenset(
+    {"run_id", "socket_dir", "secrets_dir", "command", "uid", "gid", "upstream_on_loopback"}
+)
+
+
+def start_detached(
+    spec: BoxSpec,
+    *,
+    client: DockerClient,
+    command: list[str],
+    resumed_from: str | None = None,
+) -> str:
+    """Start the run in the background; its id. Raises BoxError (nothing left running)."""
+    runs.record_start(spec, command=command, detached=True, resumed_from=resumed_from)
+    box = Box(spec, client=client)
+    try:
+        box.start()
+        keeper = _spawn_supervisor(spec)
+    except BaseException:
+        box.remove()
+        runs.record_end(spec, 2)
+        raise
+    runs.mark_running(spec.box_dir, keeper_pid=keeper)
+    return spec.run_id
+
+
+def _spawn_supervisor(spec: BoxSpec) -> int:
+    # The supervisor needs no credentials: the gateway already has its file.
+    env = {k: v for k, v in os.environ.items() if k not in CREDENTIAL_KEYS}
+    log = spec.box_dir / runs.SUPERVISOR_LOG
+    try:
+        with log.open("ab") as out:
+            process = subprocess.Popen(
+                [sys.executable, "-m", "flowerbox.supervise", str(spec.box_dir)],
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                close_fds=True,
+                env=env,
+            )
+    except OSError as exc:
+        raise BoxError(f"cannot start the run's supervisor ({exc}): see {log}") from exc
+    return process.pid
+
+
+def resume_command(command: list[str]) -> list[str]:
+    """The flowerbox command that continues a run: `go` with an empty ask wakes it."""
+    if command[:1] == ["go"] and len(command) > 1:
+        return ["go", "", *command[2:]]
+    return list(command)
+
+
+def carried(fresh: BoxSpec, old: BoxSpec) -> BoxSpec:
+    """`fresh` (just prepared) with every setting of `old` except what each box gets anew."""
+    keep = {
+        f.name: getattr(old, f.name)
+        for f in dataclasses.fields(BoxSpec)
+        if f.name not in FRESH_FIELDS
+    }
+    return dataclasses.replace(fresh, **keep)

@@ -1,0 +1,307 @@
+"""The host's record of box runs: what ran, where, in which state. No docker here.
+
+Every box run (attached or detached) has a folder, BoxSpec.box_dir:
+
+    <workspace>/runs/flowerbox/<run_id>/meta.json       run id, command, workspace, containers,
+                                                        status, started/ended, exit code, cost,
+                                                        the BoxSpec; atomic JSON (statefile)
+    <workspace>/runs/flowerbox/<run_id>/events.jsonl    flower's Events, one JSON line each
+                                                        (written inside the box: `--events`)
+    <workspace>/runs/flowerbox/<run_id>/output.log      the agent's stdout and stderr (detached)
+    <workspace>/runs/flowerbox/<run_id>/supervisor.log  the detached supervisor's own lines
+
+and a line in a per-user index, `$XDG_STATE_HOME/flowerbox/runs/<run_id>` (the box_dir's path),
+so that `flowerbox ps --all` and a run id given anywhere find every workspace's runs.
+
+A meta file says `running` while its *keeper* (the attached flowerbox process, or the detached
+supervisor) lives; a running run whose keeper is gone reads as `lost`.
+
+Errors:
+    RunError (ValueError)   no runs, an unknown or ambiguous id, a run in the wrong state;
+                            the message says what to do
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import socket
+import time
+import types
+import typing
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from flower.core.statefile import read_json, update_json
+from flowerbox.spec import BoxSpec, agent_kwargs, gateway_kwargs
+
+META = "meta.json"
+EVENTS = "events.jsonl"
+OUTPUT = "output.log"
+SUPERVISOR_LOG = "supervisor.log"
+USAGE = "gateway-usage.json"  # written by the gateway into the workspace's run dir
+
+STARTING, RUNNING, LOST = "starting", "running", "lost"
+LIVE = (STARTING, RUNNING)
+# The word ps shows for an ended run, by exit code (flower's codes, and docker's kill).
+ENDED_AS = {0: "done", 1: "failed", 2: "error", 3: "needs_human", 130: "stopped", 137: "killed"}
+
+
+class RunError(ValueError):
+    """No such run, or not in a state for what was asked; the message says what to do."""
+
+
+@dataclass(frozen=True)
+class Run:
+    """One run's folder and its meta as last written."""
+
+    box_dir: Path
+    meta: dict[str, Any]
+
+    @property
+    def run_id(self) -> str:
+        return str(self.meta["run_id"])
+
+    @property
+    def run_dir(self) -> Path:
+        """flower's run dir (the workspace's runs/): sessions, asks.json, inbox/."""
+        return Path(self.meta["run_dir"])
+
+    @property
+    def status(self) -> str:
+        status = str(self.meta.get("status", LOST))
+        if status in LIVE and not _alive(self.meta.get("keeper_pid"), self.meta.get("host")):
+            return LOST
+        return status
+
+    @property
+    def running(self) -> bool:
+        return self.status in LIVE
+
+    @property
+    def exit_code(self) -> int | None:
+        code = self.meta.get("exit_code")
+        return None if code is None else int(code)
+
+    def spec(self) -> BoxSpec:
+        return spec_from_json(self.meta["spec"])
+
+    def cost_usd(self) -> float | None:
+        """What the gateway metered: recorded at the end, read live while running."""
+        if "cost_usd" in self.meta:
+            return _float(self.meta["cost_usd"])
+        if self.running:
+            return _float(read_json(self.run_dir / USAGE, {}).get("total_cost_usd"))
+        return None
+
+    def pending_asks(self) -> list[dict[str, Any]]:
+        """The questions this run waits on (asks.json); none once it has ended."""
+        from flower.core.inbox import pending_asks  # watchfiles and asyncio: only when needed
+
+        return pending_asks(self.run_dir) if self.running else []
+
+
+# --- writing ------------------------------------------------------------------------------
+
+
+def record_start(
+    spec: BoxSpec,
+    *,
+    command: list[str],
+    detached: bool,
+    resumed_from: str | None = None,
+) -> Run:
+    """Create the run's folder and meta (status `starting`, kept by this process)."""
+    spec.box_dir.mkdir(parents=True, exist_ok=True)
+    meta = {
+        "run_id": spec.run_id,
+        "command": command,
+        "workspace": str(spec.workspace),
+        "run_dir": str(spec.run_dir),
+        "detached": detached,
+        "resumed_from": resumed_from,
+        "containers": {
+            "agent": agent_kwargs(spec)["name"],
+            "gateway": gateway_kwargs(spec)["name"],
+        },
+        "status": STARTING,
+        "keeper_pid": os.getpid(),
+        "host": socket.gethostname(),
+        "started": _now(),
+        "ended": None,
+        "exit_code": None,
+        "spec": spec_to_json(spec),
+    }
+    update_json(spec.box_dir / META, lambda _: meta, default={})
+    _register(spec.run_id, spec.box_dir)
+    return Run(spec.box_dir, meta)
+
+
+def mark_running(box_dir: Path, *, keeper_pid: int) -> None:
+    """`running`, kept by `keeper_pid`; unless the run already ended (a fast keeper)."""
+
+    def change(meta: dict[str, Any]) -> dict[str, Any]:
+        if meta.get("status") in LIVE:
+            meta.update(status=RUNNING, keeper_pid=keeper_pid)
+        return meta
+
+    update_json(box_dir / META, change, default={})
+
+
+def record_end(spec: BoxSpec, code: int | None) -> None:
+    """The final status, exit code, end time and the gateway's metered cost."""
+    usage = read_json(spec.run_dir / USAGE, {})
+
+    def change(meta: dict[str, Any]) -> dict[str, Any]:
+        meta.update(
+            status=LOST if code is None else ENDED_AS.get(code, f"exit {code}"),
+            exit_code=code,
+            ended=_now(),
+        )
+        if (cost := _float(usage.get("total_cost_usd"))) is not None:
+            meta["cost_usd"] = cost
+        return meta
+
+    update_json(spec.box_dir / META, change, default={})
+
+
+# --- reading ------------------------------------------------------------------------------
+
+
+def load(box_dir: Path) -> Run | None:
+    meta = read_json(box_dir / META, None)
+    return Run(box_dir, meta) if isinstance(meta, dict) and "run_id" in meta else None
+
+
+def runs_of(workspace: Path) -> list[Run]:
+    """This workspace's runs, oldest first."""
+    folders = sorted((workspace / "runs" / "flowerbox").glob("*/"))
+    return _sorted(load(folder) for folder in folders)
+
+
+def all_runs() -> list[Run]:
+    """Every run in the index whose folder still exists, oldest first."""
+    index = _index()
+    entries = sorted(index.iterdir()) if index.is_dir() else []
+    return _sorted(load(Path(entry.read_text(encoding="utf-8").strip())) for entry in entries)
+
+
+def find(workspace: Path, run_id: str | None) -> Run:
+    """The run `run_id` (a unique prefix will do) of this workspace, or of any in the index;
+    without an id, the workspace's newest run."""
+    mine = runs_of(workspace)
+    if run_id is None:
+        if not mine:
+            raise RunError(
+                f"no flowerbox runs in {workspace}: start one with "
+                '`flowerbox "ask" --detach`, or pass -w <workspace> or a run id'
+            )
+        return mine[-1]
+    for pool in (mine, all_runs()):
+        matches = {run.run_id: run for run in pool if run.run_id.startswith(run_id)}
+        if len(matches) == 1:
+            return next(iter(matches.values()))
+        if len(matches) > 1:
+            raise RunError(f"{run_id!r} names {len(matches)} runs: give more of the id")
+    raise RunError(f"no run {run_id!r} here or in the index: `flowerbox ps --all` lists them")
+
+
+# --- the BoxSpec as JSON ------------------------------------------------------------------
+
+
+def spec_to_json(spec: BoxSpec) -> dict[str, Any]:
+    plain: dict[str, Any] = _plain(dataclasses.asdict(spec))
+    return plain
+
+
+def spec_from_json(data: dict[str, Any]) -> BoxSpec:
+    """The BoxSpec back, field by field through its type hints (Paths, tuples, nested
+    dataclasses), so fields added to BoxSpec later round-trip without a change here."""
+    return typing.cast(BoxSpec, _build(BoxSpec, data))
+
+
+def _build(cls: type[Any], data: dict[str, Any]) -> Any:
+    hints = typing.get_type_hints(cls)
+    names = {f.name for f in dataclasses.fields(cls)}
+    return cls(**{k: _value(hints[k], v) for k, v in data.items() if k in names})
+
+
+def _value(hint: Any, value: Any) -> Any:
+    if value is None:
+        return None
+    if isinstance(hint, types.UnionType) or typing.get_origin(hint) is typing.Union:
+        options = [h for h in typing.get_args(hint) if h is not type(None)]
+        return _value(options[0], value) if len(options) == 1 else value
+    origin = typing.get_origin(hint) or hint
+    if origin is tuple:
+        return tuple(value)
+    if origin is frozenset:
+        return frozenset(value)
+    if isinstance(origin, type) and issubclass(origin, Path):
+        return Path(value)
+    if dataclasses.is_dataclass(origin) and isinstance(value, dict):
+        return _build(typing.cast(type[Any], origin), value)
+    return value
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple, frozenset, set)):
+        return [_plain(v) for v in value]
+    if isinstance(value, Path):
+        return str(value)
+    return value
+
+
+# --- helpers ------------------------------------------------------------------------------
+
+
+def age(run: Run, now: float | None = None) -> str:
+    """How long ago the run started: 12s, 5m, 3h, 2d."""
+    started = datetime.fromisoformat(str(run.meta["started"])).timestamp()
+    seconds = max(0, int((now or time.time()) - started))
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{seconds // size}{unit}"
+    return f"{seconds}s"
+
+
+def _index() -> Path:
+    state = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return Path(state) / "flowerbox" / "runs"
+
+
+def _register(run_id: str, box_dir: Path) -> None:
+    index = _index()
+    index.mkdir(parents=True, exist_ok=True)
+    (index / run_id).write_text(f"{box_dir}\n", encoding="utf-8")
+
+
+def _sorted(runs: typing.Iterable[Run | None]) -> list[Run]:
+    return sorted((run for run in runs if run is not None), key=lambda r: str(r.meta["started"]))
+
+
+def _alive(pid: Any, host: Any) -> bool:
+    """Whether the keeper process lives; a run kept on another host is taken at its word."""
+    if host != socket.gethostname():
+        return True
+    if not isinstance(pid, int):
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # someone else's process: alive
+    return True
+
+
+def _float(value: Any) -> float | None:
+    return float(value) if isinstance(value, int | float) else None
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="milliseconds")

@@ -1,0 +1,271 @@
+"""The record of box runs and the commands around them, where no engine is needed: meta files,
+run lookup, ps, logs, answer/send into a real HumanChannel's mailbox, and the refusals."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from flower.cli.eventlog import EventLog
+from flower.core.events import Event
+from flower.core.human import HumanChannel
+from flowerbox import control, runs
+from flowerbox.cli import app
+from flowerbox.detach import carried, resume_command
+from flowerbox.prepare import prepare
+from flowerbox.runs import RunError
+from flowerbox.spec import BoxSpec, Limits
+
+runner = CliRunner()
+SECRET = "sk-ant-real-secret-runs-0123456789"
+
+
+@pytest.fixture
+def state(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
+    """A private run index (XDG_STATE_HOME) and no credentials in the environment."""
+    for name in list(os.environ):
+        if name.startswith(("ANTHROPIC_", "FLOWER_", "CLAUDE_")):
+            monkeypatch.delenv(name)
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    return tmp_path / "state"
+
+
+def make_spec(ws: Path, run_id: str, **changes: object) -> BoxSpec:
+    spec = BoxSpec(
+        image="flowerbox:dev",
+        workspace=ws,
+        run_dir=ws / "runs",
+        home=ws / "runs" / "home",
+        socket_dir=Path("/tmp/fbx-none"),
+        secrets_dir=Path("/tmp/fbx-secrets-none"),
+        uid=1000,
+        gid=1000,
+        command=("flower", "go", "hi"),
+        run_id=run_id,
+        workbench=ws.parent / f".flower-{ws.name}",
+        limits=Limits(pids=64, memory="1g", cpus=0.5),
+        budget_usd=2.5,
+    )
+    return replace(spec, **changes)  # type: ignore[arg-type]
+
+
+def started(ws: Path, run_id: str, *, command: list[str] | None = None) -> BoxSpec:
+    """A run recorded as running, kept by this (living) test process."""
+    spec = make_spec(ws, run_id)
+    runs.record_start(spec, command=command or ["go", "hi"], detached=True)
+    runs.mark_running(spec.box_dir, keeper_pid=os.getpid())
+    return spec
+
+
+def test_a_spec_survives_the_meta_file_field_for_field(tmp_path: Path) -> None:
+    spec = make_spec(tmp_path / "ws", "20260101-000000-abcdef")
+    back = runs.spec_from_json(json.loads(json.dumps(runs.spec_to_json(spec))))
+    assert back == spec and isinstance(back.workspace, Path) and isinstance(back.limits, Limits)
+    none = make_spec(tmp_path / "ws", "r", workbench=None, budget_usd=None)
+    assert runs.spec_from_json(runs.spec_to_json(none)) == none
+
+
+def test_the_meta_file_follows_a_run_from_start_to_its_exit_code(
+    state: Path, tmp_path: Path
+) -> None:
+    spec = make_spec(tmp_path / "ws", "20260101-000000-aaaaaa")
+    run = runs.record_start(spec, command=["go", "hi"], detached=True)
+    assert run.meta["status"] == "starting" and run.running
+    assert run.meta["containers"] == {
+        "agent": "flowerbox-20260101-000000-aaaaaa",
+        "gateway": "flowerbox-gateway-20260101-000000-aaaaaa",
+    }
+    assert (state / "flowerbox" / "runs" / spec.run_id).read_text().strip() == str(spec.box_dir)
+    runs.mark_running(spec.box_dir, keeper_pid=os.getpid())
+    assert (loaded := runs.load(spec.box_dir)) is not None and loaded.status == "running"
+    spec.run_dir.mkdir(parents=True, exist_ok=True)
+    (spec.run_dir / runs.USAGE).write_text(json.dumps({"total_cost_usd": 0.125}))
+    assert loaded.cost_usd() == 0.125  # live, from the gateway's usage file
+    runs.record_end(spec, 130)
+    ended = runs.load(spec.box_dir)
+    assert ended is not None and (ended.status, ended.exit_code) == ("stopped", 130)
+    assert ended.meta["ended"] and ended.meta["cost_usd"] == 0.125 and not ended.running
+    # A keeper that ends the run before the starter marks it running keeps the end.
+    runs.mark_running(spec.box_dir, keeper_pid=os.getpid())
+    assert runs.load(spec.box_dir).status == "stopped"  # type: ignore[union-attr]
+
+
+def test_a_running_run_whose_keeper_died_reads_as_lost(state: Path, tmp_path: Path) -> None:
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    spec = make_spec(tmp_path / "ws", "20260101-000000-bbbbbb")
+    runs.record_start(spec, command=["go", "hi"], detached=True)
+    runs.mark_running(spec.box_dir, keeper_pid=dead.pid)
+    assert runs.load(spec.box_dir).status == "lost"  # type: ignore[union-attr]
+
+
+def test_runs_are_found_by_prefix_newest_first_and_across_workspaces(
+    state: Path, tmp_path: Path
+) -> None:
+    ws, other = tmp_path / "ws", tmp_path / "other"
+    with pytest.raises(RunError, match="no flowerbox runs in"):
+        runs.find(ws, None)
+    started(ws, "20260101-000000-111111")
+    time.sleep(0.01)
+    started(ws, "20260101-000001-222222")
+    started(other, "20260102-000000-333333")
+    assert runs.find(ws, None).run_id == "20260101-000001-222222"
+    assert runs.find(ws, "20260101-000000").run_id == "20260101-000000-111111"
+    assert runs.find(ws, "20260102").run_id == "20260102-000000-333333"  # from the index
+    with pytest.raises(RunError, match="names 2 runs"):
+        runs.find(ws, "20260101")
+    with pytest.raises(RunError, match="ps --all"):
+        runs.find(ws, "nope")
+    assert [r.run_id for r in runs.all_runs()][-1] == "20260102-000000-333333"
+
+
+@pytest.fixture
+def channel(tmp_path: Path) -> Iterator[tuple[HumanChannel, asyncio.AbstractEventLoop]]:
+    """A real HumanChannel on its own loop in a thread, attached to <ws>/runs."""
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    human = HumanChannel(timeout_s=60)
+
+    async def attach() -> None:
+        human.attach(tmp_path / "ws" / "runs")
+
+    asyncio.run_coroutine_threadsafe(attach(), loop).result(10)
+    try:
+        yield human, loop
+    finally:
+        asyncio.run_coroutine_threadsafe(human.aclose(), loop).result(10)
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(10)
+        loop.close()
+
+
+def test_ps_shows_the_pending_question_and_answer_reaches_the_channel(
+    state: Path, tmp_path: Path, channel: tuple[HumanChannel, asyncio.AbstractEventLoop]
+) -> None:
+    human, loop = channel
+    ws = tmp_path / "ws"
+    spec = started(ws, "20260101-000000-cccccc", command=["go", "写 hello"])
+    asked = asyncio.run_coroutine_threadsafe(human.ask("用哪个解释器?", ["python3", "pypy"]), loop)
+    deadline = time.monotonic() + 10
+    while not (spec.run_dir / "asks.json").read_text().count("q1") and time.monotonic() < deadline:
+        time.sleep(0.02)
+    listed = runner.invoke(app, ["ps", "--json", "-w", str(ws)])
+    assert listed.exit_code == 0, listed.output
+    [row] = json.loads(listed.stdout)
+    assert row["run_id"] == spec.run_id and row["status"] == "running"
+    assert row["pending_asks"] == [
+        {"id": "q1", "question": "用哪个解释器?", "options": ["python3", "pypy"]}
+    ]
+    table = runner.invoke(app, ["ps", "-w", str(ws)])
+    assert "q1: 用哪个解释器?" in table.stdout and "flowerbox answer q1" in table.stdout
+    wrong = runner.invoke(app, ["answer", "q7", "x", "-w", str(ws)])
+    assert wrong.exit_code == 2 and "no answer to 'q7' (pending: q1)" in wrong.stderr
+    done = runner.invoke(app, ["answer", "q1", "python3", "-w", str(ws)])
+    assert done.exit_code == 0, done.output
+    assert "q1: delivered" in done.stderr
+    ask = asked.result(10)
+    assert (ask.state, ask.answer) == ("answered", "python3")
+    assert not list((spec.run_dir / "inbox").glob("*.json"))  # taken, not left behind
+    sent = runner.invoke(app, ["send", "也写个测试", "-w", str(ws)])
+    assert sent.exit_code == 0 and "delivered" in sent.stderr
+    assert human._unread[-1][1] == "也写个测试"
+
+
+def test_what_cannot_be_done_to_an_ended_run_exits_2_saying_what_can(
+    state: Path, tmp_path: Path
+) -> None:
+    ws = tmp_path / "ws"
+    assert runner.invoke(app, ["logs", "-w", str(ws)]).exit_code == 2
+    nothing = runner.invoke(app, ["stop", "-w", str(ws)])
+    assert nothing.exit_code == 2 and "no flowerbox runs in" in nothing.stderr
+    spec = started(ws, "20260101-000000-dddddd")
+    runs.record_end(spec, 0)
+    for command in (["stop"], ["attach"], ["answer", "q1", "x"], ["send", "x"]):
+        result = runner.invoke(app, [*command, "-w", str(ws)])
+        assert result.exit_code == 2, (command, result.output)
+        assert "has already ended (done, exit 0)" in result.stderr
+        assert f"flowerbox resume {spec.run_id}" in result.stderr
+    unknown = runner.invoke(app, ["stop", "zzz", "-w", str(ws)])
+    assert unknown.exit_code == 2 and "no run 'zzz'" in unknown.stderr
+    live = started(ws, "20260101-000001-eeeeee")
+    still = runner.invoke(app, ["resume", "-w", str(ws)])
+    assert still.exit_code == 2 and f"flowerbox attach {live.run_id}" in still.stderr
+    queued = replace(live, run_id="20260101-000002-ffffff")
+    runs.record_start(queued, command=["go", "hi"], detached=True)
+    runs.record_end(queued, 130)
+    later = runner.invoke(app, ["send", "继续时先看这个", "-w", str(ws)])
+    assert later.exit_code == 0 and "reads this when you `flowerbox resume`" in later.stderr
+    [dropped] = (queued.run_dir / "inbox").glob("*.json")
+    assert json.loads(dropped.read_text()) == {"send": "继续时先看这个"}
+
+
+def test_logs_renders_the_event_stream_and_follows_it_to_the_end(
+    state: Path, tmp_path: Path
+) -> None:
+    spec = started(tmp_path / "ws", "20260101-000000-abcabc")
+    log = EventLog(spec.box_dir / runs.EVENTS)
+    log(Event("step", "干活", payload={"index": 0, "total": 1}))
+    log(Event("tool_call", "python3 hello.py", tool="Bash"))
+    log(Event("ask", "哪个?", payload={"kind": "question", "id": "q1", "state": "asked"}))
+
+    def finish() -> None:
+        time.sleep(0.5)
+        log(Event("text", "都做完了"))
+        log.close()
+        runs.record_end(spec, 0)
+
+    seen: list[Event] = []
+    writer = threading.Thread(target=finish)
+    writer.start()
+    run = runs.find(spec.workspace, None)
+    final = control.follow_events(run, seen.append, follow=True)
+    writer.join()
+    assert [e.kind for e in seen] == ["step", "tool_call", "ask", "text"]
+    assert seen[1].tool == "Bash" and seen[2].payload["id"] == "q1" and final.exit_code == 0
+    shown = runner.invoke(app, ["logs", spec.run_id, "-w", str(spec.workspace)])
+    assert shown.exit_code == 0
+    assert "[Bash] python3 hello.py" in shown.stdout and "?? q1: 哪个?" in shown.stdout
+    assert f"{spec.run_id}: done, exit 0" in shown.stderr
+
+
+def test_resume_wakes_the_run_with_the_old_settings(tmp_path: Path) -> None:
+    assert resume_command(["go", "写 hello", "--timeout", "0"]) == ["go", "", "--timeout", "0"]
+    assert resume_command(["run", "/w/flow.py"]) == ["run", "/w/flow.py"]
+    old = make_spec(tmp_path / "ws", "old", socket_dir=Path("/tmp/fbx-old"))
+    fresh = make_spec(
+        tmp_path / "ws", "new", socket_dir=Path("/tmp/fbx-new"), budget_usd=None, limits=Limits()
+    )
+    both = carried(fresh, old)
+    assert (both.run_id, both.socket_dir) == ("new", Path("/tmp/fbx-new"))
+    assert (both.budget_usd, both.limits) == (2.5, old.limits)
+
+
+def test_prepare_asks_flower_for_its_events_in_the_runs_folder(
+    state: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    subprocess.run(["git", "init", "-q"], cwd=ws, check=True)
+    monkeypatch.setenv("ANTHROPIC_API_KEY", SECRET)
+    for command in (["go", "hi"], ["once", "hi"], ["shell"]):
+        prepared = prepare(command, workspace=ws, isolate=command[0] == "go")
+        try:
+            spec = prepared.spec
+            events = str(spec.box_dir / runs.EVENTS)
+            has = list(spec.command[-2:]) == ["--events", events]
+            assert has == (command[0] != "shell"), spec.command
+            assert spec.box_dir == ws.resolve() / "runs" / "flowerbox" / spec.run_id
+        finally:
+            prepared.cleanup()
