@@ -19,10 +19,11 @@ Errors tree:
     ValueError         a workspace that is not a folder, a run_dir that is a file; at run(),
                        an isolated worker in a workspace that is not a git repository
 
-Guards are mounted from the AgentSpec (docs/guards.md): whitelist_guard unless the spec is
-delegate_only; delegate_guard and isolate_guard as the role asks, with or without a
-workbench; index_guard and spill_guard (and the workbench index in the system prompt) only
-when this Runtime has a workbench and the spec wants one.
+Guards are mounted from the AgentSpec (flower.core.mounting; docs/guards.md): whitelist_guard
+unless the spec is delegate_only; delegate_guard and isolate_guard as the role asks, with or
+without a workbench; index_guard and spill_guard (and the workbench index in the system
+prompt) only when this Runtime has a workbench and the spec wants one. The context-full exit's
+handoff is flower.core.takeover.
 """
 
 from __future__ import annotations
@@ -43,32 +44,16 @@ from flower.core.agent import AgentSpec, HandoffPolicy, build_options
 from flower.core.attempt import Attempt
 from flower.core.env import check_credentials, load_dotenv
 from flower.core.events import Event, normalize
-from flower.core.guard import (
-    merge_hooks,
-    role_hooks,
-    wants_isolation,
-    whitelist_guard,
-    workbench_hooks,
-)
-from flower.core.handoff import HANDOFF_PROMPT, Handoff, degraded, is_overflow, write_handoff
+from flower.core.guard import wants_isolation
+from flower.core.handoff import Handoff, is_overflow
 from flower.core.manifest import record_rows
+from flower.core.mounting import session_spec
 from flower.core.resilience import Resilience, classify
+from flower.core.takeover import take_over
 from flower.core.workbench import Workbench
 from flower.stores import EphemeralPolicy, PrunePolicy, PruningSessionStore, TrimPolicy
 
 EventSink = Callable[[Event], None]
-
-# The CLI cuts Bash output at 30,000 chars before hooks see it, then persists it itself and
-# ignores the spill guard's replacement. Raised to the CLI's own cap (150,000) the hook gets
-# the whole output and its pointer is what the model sees; beyond that the CLI's
-# <persisted-output> stands. Verified in tests/core/test_guard_cli.py.
-SPILL_ENV = {"BASH_MAX_OUTPUT_LENGTH": "150000"}
-
-# The CLI auto-compacts at its window minus ~33,000 tokens (measured: 167k of 200k, 367k of
-# 400k). Given the handoff window, and never less than this above flower's handoff line,
-# the CLI's compaction stays a safety net behind the handoff (DESIGN.md, Decisions).
-CLI_COMPACT_BELOW_WINDOW = 33_000
-HANDOFF_LEAD = 10_000
 
 # Manifest rows are a ledger, not a transcript: the full text lives in sessions.db.
 MANIFEST_TEXT_LIMIT = 2000
@@ -304,49 +289,30 @@ class Runtime:
         *,
         overflow: str,
     ) -> Handoff:
-        """The full session writes its own handoff (budget lifted, no UI events); an
-        overflowed one cannot, so it gets a degraded handoff built from the task."""
-        used, window = self._ctx, self.handoff.window
-        about = {"step": result.step, "context": used, "window": window}
-        emit(
-            Event(
-                "handoff",
-                f"上下文 {used}/{window},正在写交接",
-                payload={"phase": "writing", **about},
-            )
-        )
-        handoff: Handoff | None = None
-        if not overflow:
+        """The full session writes its handoff (budget lifted, no UI events; its cost is the
+        step's); flower.core.takeover does the rest."""
+
+        async def write(handoff_prompt: str) -> str:
             writer = await self._attempt(
                 replace(spec, max_budget_usd=None),
-                HANDOFF_PROMPT.format(used=used, window=window),
+                handoff_prompt,
                 resume=attempt.session_id,
                 on_event=None,
                 watch_context=False,
             )
             self._account(result, writer, final=False)
-            written = Handoff.parse(writer.text)
-            handoff = written if written.complete() else None
-        was_degraded = handoff is None
-        if handoff is None:
-            why = overflow or "上一代会话没有写出完整的交接(缺少「正在做」或「下一步」)"
-            handoff = degraded(result.step, prompt, why=why)
-        handoff.step = result.step
-        path = (
-            write_handoff(handoff, self.workbench.notes, result.step)
-            if self.workbench is not None
-            else None
+            return writer.text
+
+        return await take_over(
+            step=result.step,
+            prompt=prompt,
+            used=self._ctx,
+            window=self.handoff.window,
+            overflow=overflow,
+            write=write,
+            notes=self.workbench.notes if self.workbench is not None else None,
+            emit=emit,
         )
-        sections = ("doing", "decided", "deadends", "next", "scene")
-        done = {
-            "phase": "done",
-            "degraded": was_degraded,
-            "path": str(path) if path else None,
-            "sections": [name for name in sections if getattr(handoff, name)],
-            **about,
-        }
-        emit(Event("handoff", f"交接完成,新会话接手{f':{path}' if path else ''}", payload=done))
-        return handoff
 
     async def _attempt(
         self,
@@ -441,46 +407,17 @@ class Runtime:
         return said
 
     def _session_spec(self, spec: AgentSpec) -> AgentSpec:
-        """The spec as this Runtime runs it: its guards mounted, its env completed."""
-        spills = bool(self.spill_threshold and spec.workbench and self.workbench is not None)
-        env = {
-            **self.resilience.env(),
-            **(SPILL_ENV if spills else {}),
-            **self._compaction_env(spec),
-            **spec.env,
-        }
-        return replace(spec, hooks=self._guards(spec), env=env)
-
-    def _compaction_env(self, spec: AgentSpec) -> dict[str, str]:
-        """Put the CLI's auto-compact line above the handoff line (unless the spec set its
-        own CompactPolicy, or handoff is off and the CLI's default stands)."""
-        if spec.compact is not None or not self.handoff.enabled:
-            return {}
-        window = max(self.handoff.window, self.handoff.at + CLI_COMPACT_BELOW_WINDOW + HANDOFF_LEAD)
-        return {"CLAUDE_CODE_AUTO_COMPACT_WINDOW": str(window)}
+        return session_spec(
+            spec,
+            workbench=self.workbench,
+            spill_threshold=self.spill_threshold,
+            resilience=self.resilience,
+            handoff=self.handoff,
+        )
 
     def _prelude(self, spec: AgentSpec) -> str:
         """The workbench index and rules, for sessions that use the workbench."""
         return self.workbench.prompt_block() if self.workbench and spec.workbench else ""
-
-    def _guards(self, spec: AgentSpec) -> dict[str, list[Any]]:
-        """The hooks mounted for `spec` (docs/guards.md)."""
-        workbench = self.workbench if spec.workbench else None
-        if workbench is not None:
-            mounted: dict[str, list[Any]] = workbench_hooks(
-                workbench,
-                delegate_only=spec.delegate_only,
-                spill_threshold=self.spill_threshold,
-                agents=spec.agents,
-                allow_glance=spec.glance,
-            )
-        else:
-            pre = role_hooks(
-                delegate_only=spec.delegate_only, allow_glance=spec.glance, agents=spec.agents
-            )
-            mounted = {"PreToolUse": pre} if pre else {}
-        wall = None if spec.delegate_only else whitelist_guard(spec.allowed_tools, role=spec.name)
-        return merge_hooks(spec.hooks, mounted, {"PreToolUse": [wall]} if wall else None)
 
     def _require_git_for_isolation(self, spec: AgentSpec) -> None:
         """Fail before any money is spent: the Agent tool would only say so mid-run."""

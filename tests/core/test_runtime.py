@@ -214,7 +214,7 @@ def test_the_clis_compaction_line_sits_above_the_handoff_line(
     flower_env: FakeAPI, workspace: Path
 ) -> None:
     from flower.core.agent import CompactPolicy, HandoffPolicy
-    from flower.core.runtime import CLI_COMPACT_BELOW_WINDOW
+    from flower.core.mounting import CLI_COMPACT_BELOW_WINDOW
 
     def cli_window(**kwargs: object) -> int | None:
         runtime = Runtime(workspace=workspace, run_dir=workspace.parent / "runs", **kwargs)  # type: ignore[arg-type]
