@@ -95,6 +95,10 @@ def prepare(
     flower = ["flower", *command, "-w", str(ws), "--run-dir", str(run_dir)]
     if command and command[0] == "go":
         flower.append("--isolate" if isolate else "--no-isolate")
+    if budget_usd is not None and command[:1] in (["go"], ["once"]):
+        # flower stops at a step boundary once it is spent; the gateway's refusal is the wall
+        # behind that, for what flower cannot see (a step already under way).
+        flower += ["--budget", str(budget_usd)]
     spec = BoxSpec(
         image=image,
         workspace=ws,

@@ -113,6 +113,22 @@ def test_a_loopback_upstream_puts_the_gateway_on_the_host_network(
         prepared.cleanup()
 
 
+@pytest.mark.parametrize(
+    ("command", "flower_stops"), [("go", True), ("once", True), ("run", False)]
+)
+def test_a_budget_also_stops_flower_where_flower_has_one(
+    repo: Path, credentials: None, command: str, flower_stops: bool
+) -> None:
+    prepared = prepare([command, "x"], workspace=repo, isolate=False, budget_usd=2.5)
+    try:
+        inside = list(prepared.spec.command)
+        assert ("--budget" in inside) is flower_stops
+        if flower_stops:
+            assert inside[inside.index("--budget") + 1] == "2.5"
+    finally:
+        prepared.cleanup()
+
+
 @pytest.mark.parametrize("where", ["/", "HOME"])
 def test_root_and_home_are_refused(where: str) -> None:
     path = Path.home() if where == "HOME" else Path("/")
