@@ -40,6 +40,8 @@ RUN python3 -m venv /opt/build \
 COPY pyproject.toml README.md /src/
 COPY flower /src/flower
 COPY flowerbox /src/flowerbox
+# The Claude Code plugin: the wheel carries it as flower/plugin (pyproject's force-include).
+COPY plugin /src/plugin
 # The runtime venv gets no pip of its own (nothing upgrades inside the box: FLOWER_NO_UPDATE)
 # and only what flowerbox's metadata requires, resolved from the verified wheels.
 RUN /opt/build/bin/pip wheel --no-index --no-deps --no-build-isolation --wheel-dir=/wheels /src \

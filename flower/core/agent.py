@@ -15,10 +15,12 @@ from typing import Any, Literal
 from claude_agent_sdk import ClaudeAgentOptions, SessionStore
 
 # plugin/ at the root of a source checkout (three levels above this file); a pip install
-# ships the same plugin inside the package. Whichever exists wins; is_dir() guards both.
+# ships the same plugin inside the package as flower/plugin (pyproject's force-include).
+# Whichever exists wins; is_dir() guards both. The packaged one is asked first: after an
+# install, "three levels above" is site-packages, where a `plugin` folder would be foreign.
 _SOURCE_PLUGIN = Path(__file__).resolve().parents[2] / "plugin"
 _PACKAGED_PLUGIN = Path(__file__).resolve().parents[1] / "plugin"
-PLUGIN_DIR = _SOURCE_PLUGIN if _SOURCE_PLUGIN.is_dir() else _PACKAGED_PLUGIN
+PLUGIN_DIR = _PACKAGED_PLUGIN if _PACKAGED_PLUGIN.is_dir() else _SOURCE_PLUGIN
 
 # The CLI reports its session state ("running" / "idle") only when asked; Runtime ends a step
 # on "idle", which is the one signal that also covers background subagents waking the session.
