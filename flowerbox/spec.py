@@ -11,6 +11,7 @@ memory and CPU limits, an init, no Docker socket, labels so flowerbox finds what
 
 from __future__ import annotations
 
+import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -21,8 +22,9 @@ PLACEHOLDER_KEY = "sk-flowerbox-placeholder"  # what the agent sees: worth nothi
 SOCKET_DIR_IN_BOX = "/run/flowerbox"
 SECRETS_IN_GATEWAY = "/run/flowerbox-secrets"
 # Mounted read-only inside the workspace so nothing planted there runs later on the host or
-# in the next build (DESIGN.md "Anti-persistence").
+# in the next build (DESIGN.md "Anti-persistence"). A workspace adds its own in CONFIG.
 PROTECTED = (".git/hooks", ".git/config", "Dockerfile", "compose.yaml", ".flowerbox")
+CONFIG = ".flowerbox/config.toml"  # inside a protected folder: the agent cannot change it
 TMPFS = "rw,noexec,nosuid,nodev,size=256m"
 
 
@@ -51,6 +53,7 @@ class BoxSpec:
     limits: Limits = field(default_factory=Limits)
     upstream_on_loopback: bool = False
     budget_usd: float | None = None
+    protected: tuple[str, ...] = PROTECTED  # workspace-relative, mounted read-only if present
 
     @property
     def labels(self) -> dict[str, str]:
@@ -64,6 +67,35 @@ class BoxSpec:
     @property
     def api_socket(self) -> Path:
         return self.socket_dir / "api.sock"
+
+
+def protected_paths(workspace: Path) -> tuple[str, ...]:
+    """PROTECTED plus the workspace's own `protect = [...]` list in CONFIG, if any.
+
+    Raises:
+        ValueError: an unreadable CONFIG, or an entry that is not a relative path inside the
+            workspace; the message names the file and the entry.
+    """
+    path = workspace / CONFIG
+    if not path.is_file():
+        return PROTECTED
+    try:
+        extra = tomllib.loads(path.read_text(encoding="utf-8")).get("protect", [])
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise ValueError(f"cannot read {path}: {exc}; fix it or remove it") from exc
+    if not isinstance(extra, list) or not all(isinstance(entry, str) for entry in extra):
+        raise ValueError(f'{path}: `protect` must be a list of paths, e.g. protect = ["deploy/"]')
+    names = list(PROTECTED)
+    for entry in extra:
+        name = entry.strip().rstrip("/")
+        if not name or Path(name).is_absolute() or ".." in Path(name).parts:
+            raise ValueError(
+                f"{path}: protect entry {entry!r} must be a path relative to the workspace, "
+                "inside it (no leading / and no ..)"
+            )
+        if name not in names:
+            names.append(name)
+    return tuple(names)
 
 
 def _hardening(spec: BoxSpec) -> dict[str, Any]:
@@ -117,7 +149,7 @@ def agent_kwargs(spec: BoxSpec) -> dict[str, Any]:
     }
     if spec.workbench is not None:
         volumes[str(spec.workbench)] = _bind(spec.workbench)
-    for name in PROTECTED:
+    for name in spec.protected:
         path = spec.workspace / name
         if path.exists():
             volumes[str(path)] = _bind(path, read_only=True)
