@@ -1,0 +1,264 @@
+"""The self-test's host side without an engine: the judges, the weak container's kwargs, the
+probe server, the protected-paths config, and the probes module run here on the host."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from flowerbox.probes import PROBES
+from flowerbox.selftest import ZERO_CAPS, ProbeServer, Seen, judge, weaken
+from flowerbox.spec import PROTECTED, BoxSpec, agent_kwargs, protected_paths
+
+TOKEN = "t0k3n"
+DENIED = f"flowerbox-selftest-{TOKEN}.invalid"
+REFUSED = {"status": 403, "body": "flowerbox egress: denied x:443: not on the allowlist"}
+TARGETS = ["127.0.0.1:4000", "localhost:4000", "169.254.169.254:80", "10.0.0.1:443"]
+
+# What a hardened box reports (the shape flowerbox.probes prints).
+GOOD: dict[str, dict[str, Any]] = {
+    "identity": {"uid": 1000, "euid": 1000, "gid": 1000},
+    "capabilities": {"CapEff": ZERO_CAPS, "CapBnd": ZERO_CAPS},
+    "no_new_privs": {"NoNewPrivs": 1},
+    "seccomp": {"Seccomp": 2},
+    "read_only_root": {"root_writable": False, "tmp_exec": False},
+    "docker_socket": {"sockets": []},
+    "interfaces": {"interfaces": ["lo"]},
+    "direct_tcp": {"connected": False, "error": "refused", "route_v4": "ENETUNREACH"},
+    "udp": {"sent": True, "error": ""},
+    "raw_socket": {"opened": [], "errors": {}},
+    "ipv6_route": {"route_error": "ENETUNREACH"},
+    "proxy_denied_name": {
+        "proxy": "127.0.0.1:3128",
+        "name": DENIED,
+        "connect": REFUSED,
+        "plain": REFUSED,
+    },
+    "proxy_internal_targets": {
+        "proxy": "127.0.0.1:3128",
+        "targets": dict.fromkeys(TARGETS, REFUSED),
+    },
+    "protected_paths": {
+        "writable": [],
+        "refused": {".git/hooks": "EROFS", ".git/config": "EROFS"},
+        "missing": [],
+    },
+    "setuid": {"euid": 1000, "su": {"euid": 1000, "CapEff": ZERO_CAPS}, "sudo": None},
+    "survivor": {"process": "started", "container": "no docker socket"},
+    "pids_limit": {"tried": 576, "started": 505, "error": "can't start new thread"},
+}
+# One change per probe that a weak container would show, and the words its FAIL must say.
+BAD: dict[str, tuple[dict[str, Any], str]] = {
+    "identity": ({"uid": 0, "euid": 0}, "expected your uid 1000"),
+    "capabilities": ({"CapEff": "00000000a80425fb"}, "a80425fb"),
+    "no_new_privs": ({"NoNewPrivs": 0}, "NoNewPrivs 0"),
+    "seccomp": ({"Seccomp": 0}, "no seccomp"),
+    "read_only_root": ({"tmp_exec": True}, "/tmp runs"),
+    "docker_socket": ({"sockets": ["/var/run/docker.sock"]}, "socket"),
+    "interfaces": ({"interfaces": ["eth0", "lo"]}, "eth0"),
+    "direct_tcp": ({"route_v4": ""}, "IPv4 route"),
+    "udp": ({}, "reached the host"),  # the host's probe server got the datagram
+    "raw_socket": ({"opened": ["AF_INET/SOCK_RAW/ICMP"]}, "ICMP"),
+    "ipv6_route": ({"route_error": ""}, "IPv6 route"),
+    "proxy_denied_name": ({"plain": {"status": 502, "body": "bad gateway"}}, "plain: 502"),
+    "proxy_internal_targets": (
+        {"targets": {**dict.fromkeys(TARGETS, REFUSED), "127.0.0.1:4000": {"status": 200}}},
+        "127.0.0.1:4000",
+    ),
+    "protected_paths": ({"writable": [".git/hooks"]}, ".git/hooks"),
+    "setuid": ({"su": {"euid": 0, "CapEff": ZERO_CAPS}}, "euid 0"),
+    "survivor": ({}, "left behind"),  # the host found a survivor
+    "pids_limit": ({"started": 576}, "no limit"),
+}
+
+
+def seen(**overrides: Any) -> Seen:
+    egress = [
+        {"host": DENIED, "port": 443, "decision": "deny"},
+        {"host": DENIED, "port": 80, "decision": "deny"},
+        *({"host": t.rpartition(":")[0], "decision": "deny"} for t in TARGETS),
+    ]
+    return Seen(**{"uid": 1000, "pids_limit": 512, "token": TOKEN, "egress": egress, **overrides})
+
+
+def output(observations: dict[str, dict[str, Any]]) -> str:
+    lines = [json.dumps({"probe": name, **o}) for name, o in observations.items()]
+    return "\n".join(["some noise from the relay", *lines])
+
+
+def test_a_hardened_box_passes_every_probe() -> None:
+    verdicts = judge(output(GOOD), seen())
+    assert [v.probe for v in verdicts] == list(PROBES)
+    assert [v for v in verdicts if not v.ok] == []
+
+
+@pytest.mark.parametrize("probe", PROBES)
+def test_each_probe_fails_on_what_a_weak_container_shows(probe: str) -> None:
+    change, words = BAD[probe]
+    observations = {**GOOD, probe: {**GOOD[probe], **change}}
+    host = seen(
+        received=[f"udp {TOKEN}"] if probe == "udp" else [],
+        survivors=["container flowerbox-survivor-x"] if probe == "survivor" else [],
+    )
+    [verdict] = [v for v in judge(output(observations), host) if v.probe == probe]
+    assert not verdict.ok and words in verdict.why, verdict
+    others = [v for v in judge(output(observations), host) if v.probe != probe]
+    assert all(v.ok for v in others)  # one weakness fails one probe, not its neighbours
+
+
+def test_silence_and_a_broken_probe_fail() -> None:
+    observations = {k: v for k, v in GOOD.items() if k != "seccomp"}
+    observations["udp"] = {"broken": "OSError: boom"}
+    failed = {v.probe: v.why for v in judge(output(observations), seen()) if not v.ok}
+    assert failed == {
+        "seccomp": "no observation: the probe did not report",
+        "udp": "the probe broke: OSError: boom",
+    }
+
+
+def test_the_host_side_catches_what_the_box_cannot_see() -> None:
+    failed = {
+        v.probe
+        for v in judge(
+            output(GOOD),
+            seen(
+                received=[f"direct_tcp {TOKEN}", f"proxied {TOKEN}"],
+                changed=[".git/config"],
+                egress=[],  # the proxy refused but logged nothing
+            ),
+        )
+        if not v.ok
+    }
+    assert failed == {
+        "direct_tcp",
+        "proxy_internal_targets",
+        "protected_paths",
+        "proxy_denied_name",
+    }
+
+
+def test_root_is_said_plainly_when_flowerbox_itself_runs_as_root() -> None:
+    observations = {
+        **GOOD,
+        "identity": {"uid": 0, "euid": 0, "gid": 0},
+        "setuid": {"euid": 0, "su": {"euid": 0, "CapEff": ZERO_CAPS}, "sudo": None},
+    }
+    verdicts = {v.probe: v for v in judge(output(observations), seen(uid=0))}
+    assert verdicts["identity"].ok and "flowerbox runs as root" in verdicts["identity"].why
+    assert verdicts["setuid"].ok  # uid 0 already, and su gained no capability
+
+
+def spec(tmp_path: Path) -> BoxSpec:
+    ws = tmp_path / "ws"
+    (ws / ".git" / "hooks").mkdir(parents=True)
+    (ws / ".git" / "config").write_text("[core]\n")
+    return BoxSpec(
+        image="flowerbox:dev",
+        workspace=ws,
+        run_dir=ws / "runs",
+        home=ws / "runs" / "home",
+        socket_dir=tmp_path / "s",
+        secrets_dir=tmp_path / "k",
+        uid=1000,
+        gid=1000,
+        command=("python", "-m", "flowerbox.probes"),
+        run_id="r1",
+    )
+
+
+def test_the_negative_control_loosens_every_restriction_and_moves_the_relay(
+    tmp_path: Path,
+) -> None:
+    box = spec(tmp_path)
+    strong = agent_kwargs(box)
+    protected = (box.workspace / ".git/hooks", box.workspace / ".git/config")
+    assert all(str(path) in strong["volumes"] for path in protected)
+    weak = weaken(strong, protected=protected, docker_socket="/var/run/docker.sock")
+    assert weak["user"] == "0:0" and weak["network_mode"] == "host"
+    assert weak["security_opt"] == ["seccomp=unconfined"] and not weak["read_only"]
+    assert not {"cap_drop", "tmpfs", "pids_limit"} & set(weak)
+    assert not any(str(path) in weak["volumes"] for path in protected)
+    assert weak["volumes"]["/var/run/docker.sock"]["bind"] == "/var/run/docker.sock"
+    [relay] = [arg for arg in weak["command"] if arg.endswith("/api.sock")]
+    port = relay.split("=")[0].rpartition(":")[2]
+    assert port != "8080" and weak["environment"]["ANTHROPIC_BASE_URL"].endswith(f":{port}")
+    assert strong["user"] == "1000:1000"  # the box's own kwargs are left alone
+
+
+def test_the_probe_server_records_tcp_lines_and_datagrams() -> None:
+    with ProbeServer() as server:
+        with socket.create_connection(("127.0.0.1", server.port), timeout=5) as sock:
+            sock.sendall(b"direct_tcp abc\n")
+            assert sock.recv(64).startswith(b"flowerbox-probe-server")
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+            sock.sendto(b"udp abc", ("127.0.0.1", server.udp_port))
+        for _ in range(100):
+            if len(server.received) == 2:
+                break
+            time.sleep(0.02)
+    assert sorted(server.received) == ["direct_tcp abc", "udp abc"]
+
+
+def test_the_probes_module_prints_one_json_line_per_probe_asked() -> None:
+    with ProbeServer() as server:
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "flowerbox.probes",
+                "--server",
+                f"127.0.0.1:{server.port}",
+                "--udp",
+                f"127.0.0.1:{server.udp_port}",
+                "--token",
+                TOKEN,
+                "--marker",
+                "m",
+                "--denied-name",
+                DENIED,
+                *("--only", "identity", "--only", "direct_tcp", "--only", "interfaces"),
+            ],
+            env={"PATH": "/usr/bin:/bin", "HTTPS_PROXY": "http://127.0.0.1:9"},
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    lines = [json.loads(line) for line in done.stdout.splitlines()]
+    assert [line["probe"] for line in lines] == ["identity", "direct_tcp", "interfaces"]
+    assert lines[0]["uid"] == os.getuid()
+    # Here on the host the loopback server IS reachable: the probe sees it and says so.
+    assert lines[1]["connected"] and lines[1]["reply"] == "flowerbox-probe-server"
+    assert f"direct_tcp {TOKEN}" in server.received
+
+
+def test_a_workspace_adds_protected_paths_in_its_config(tmp_path: Path) -> None:
+    assert protected_paths(tmp_path) == PROTECTED
+    config = tmp_path / ".flowerbox" / "config.toml"
+    config.parent.mkdir()
+    config.write_text('protect = ["deploy/", "Makefile", ".git/hooks"]\n')
+    assert protected_paths(tmp_path) == (*PROTECTED, "deploy", "Makefile")
+
+
+@pytest.mark.parametrize(
+    ("text", "words"),
+    [
+        ('protect = ["/etc/passwd"]', "relative to the workspace"),
+        ('protect = ["../elsewhere"]', "no leading / and no .."),
+        ('protect = "Makefile"', "must be a list of paths"),
+        ("protect = [", "cannot read"),
+    ],
+)
+def test_a_bad_protect_entry_is_refused_with_the_fix(tmp_path: Path, text: str, words: str) -> None:
+    config = tmp_path / ".flowerbox" / "config.toml"
+    config.parent.mkdir()
+    config.write_text(text)
+    with pytest.raises(ValueError, match=words.replace(".", r"\.").replace("/", "/")):
+        protected_paths(tmp_path)
