@@ -1,7 +1,8 @@
 """The credential-injecting gateway: the only process of a box that holds the real API key.
 
     python -m flowerbox.gateway --socket DIR/api.sock --credentials creds.env \\
-        --usage usage.json [--budget USD] [--prices prices.json]
+        --usage usage.json [--budget USD] [--prices prices.json] \\
+        [--proxy-socket DIR/proxy.sock --egress-log egress.jsonl --allow DOMAIN ...]
 
 It listens on a unix socket (mode 0600) that the agent's container reaches through
 `flowerbox.relay`, and forwards every `/v1/...` request to the real upstream (the credentials
@@ -22,6 +23,10 @@ Answers of its own, all with the Messages API's error shape:
 - 502 `api_error` naming the upstream when it cannot be reached (refused, reset, TLS failure).
 - 404 for paths outside `/v1/`.
 
+With `--proxy-socket` the same process also serves the egress proxy (`flowerbox.proxy`) on a
+second unix socket, allowing what `--allow`/`--allow-preset` list and logging each decision
+to `--egress-log` (docs/egress.md).
+
 The credentials file is read once at start and its values are never logged, printed or
 passed on in argv or an environment. One line per request goes to stderr: method, path,
 status, model, tokens, cost, milliseconds. SIGTERM (or SIGINT) closes the socket, removes
@@ -33,13 +38,10 @@ Errors: `GatewayError` (unusable credentials file; the message names the file, n
 from __future__ import annotations
 
 import argparse
-import contextlib
 import http.client
 import json
-import os
 import signal
 import socket
-import socketserver
 import ssl
 import sys
 import threading
@@ -52,8 +54,10 @@ from typing import Any, TextIO
 from urllib.parse import urlsplit
 
 from flower.core.env import parse_dotenv
+from flowerbox.egress import EgressError, Policy
 from flowerbox.meter import Meter, UsageReader
 from flowerbox.pricing import PriceError, PriceTable, load_prices
+from flowerbox.proxy import EgressLog, EgressProxy, PrivateUnixServer
 from flowerbox.spec import PLACEHOLDER_KEY
 
 __all__ = ["Credentials", "Gateway", "GatewayError", "Upstream", "load_credentials", "main"]
@@ -212,11 +216,8 @@ class Upstream:
         return conn.getresponse()
 
 
-class Gateway(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
+class Gateway(PrivateUnixServer):
     """The HTTP server on the unix socket; one thread per client connection."""
-
-    daemon_threads = True
-    block_on_close = False
 
     def __init__(
         self,
@@ -226,29 +227,16 @@ class Gateway(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
         meter: Meter,
         log: TextIO = sys.stderr,
     ) -> None:
-        self.socket_path = socket_path
         self.credentials = credentials
         self.upstream = Upstream(credentials.base_url)
         self.meter = meter
         self.log = log
         self._log_lock = threading.Lock()
-        super().__init__(str(socket_path), _Handler)
-
-    def server_bind(self) -> None:
-        # The umask makes the socket 0600 from its first moment, not after a chmod.
-        with contextlib.suppress(FileNotFoundError):
-            self.socket_path.unlink()
-        old = os.umask(0o177)
-        try:
-            super().server_bind()
-        finally:
-            os.umask(old)
+        super().__init__(socket_path, _Handler)
 
     def server_close(self) -> None:
         super().server_close()
         self.upstream.close()
-        with contextlib.suppress(FileNotFoundError):
-            self.socket_path.unlink()
 
     def line(self, text: str) -> None:
         with self._log_lock:
@@ -450,17 +438,31 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--usage", type=Path, required=True, help="usage JSON, rewritten live")
     parser.add_argument("--budget", type=float, help="USD; model requests are refused after it")
     parser.add_argument("--prices", type=Path, help="JSON prices laid over the shipped table")
+    egress = parser.add_argument_group("egress proxy (docs/egress.md)")
+    egress.add_argument("--proxy-socket", type=Path, help="serve the egress proxy here too")
+    egress.add_argument("--egress-log", type=Path, help="JSON lines, one per proxy decision")
+    egress.add_argument(
+        "--allow", action="append", default=[], metavar="DOMAIN", help="repeatable, or a,b"
+    )
+    egress.add_argument("--allow-preset", action="append", default=[], metavar="NAME")
     args = parser.parse_args(argv)
     if args.budget is not None and args.budget <= 0:
         parser.error(f"--budget must be a positive number of dollars, got {args.budget}")
     try:
         credentials = load_credentials(args.credentials)
         prices = load_prices(args.prices) if args.prices else PriceTable()
-    except (GatewayError, PriceError) as exc:
+        policy = Policy.parse(args.allow, args.allow_preset)
+        egress_log = _egress_log(args.egress_log) if args.proxy_socket else None
+    except (GatewayError, PriceError, EgressError) as exc:
         print(f"flowerbox-gateway: {exc}", file=sys.stderr)
         return 2
     meter = Meter(args.usage, prices, budget=args.budget)
+    servers: list[PrivateUnixServer] = []
+    if args.proxy_socket and egress_log is not None:
+        # Bound before the API socket: whoever waits for api.sock finds the proxy up too.
+        servers.append(EgressProxy(args.proxy_socket, policy=policy, log=egress_log))
     gateway = Gateway(args.socket, credentials=credentials, meter=meter)
+    servers.append(gateway)
 
     def stop(signum: int, frame: object) -> None:
         # shutdown() waits for serve_forever to return, so it cannot run on this thread.
@@ -469,12 +471,35 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
     gateway.line(f"listening on {args.socket} -> {gateway.upstream.name}")
+    if args.proxy_socket:
+        allowed = ", ".join(policy.entries) or "nothing (no network)"
+        gateway.line(f"egress proxy on {args.proxy_socket}, allowing {allowed}")
+    threads = [threading.Thread(target=s.serve_forever, args=(0.2,)) for s in servers[:-1]]
+    for thread in threads:
+        thread.start()
     try:
         gateway.serve_forever(poll_interval=0.2)
     finally:
-        gateway.server_close()
+        for server in servers[:-1]:
+            server.shutdown()
+        for thread in threads:
+            thread.join()
+        for server in servers:
+            server.server_close()
+        if egress_log is not None:
+            egress_log.close()
     gateway.line("stopped")
     return 0
+
+
+def _egress_log(path: Path | None) -> EgressLog:
+    if path is None:
+        raise GatewayError("--proxy-socket needs --egress-log: every decision is logged")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return EgressLog(path)
+    except OSError as exc:
+        raise GatewayError(f"cannot open the egress log {path}: {exc}") from exc
 
 
 if __name__ == "__main__":
