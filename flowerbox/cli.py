@@ -43,6 +43,11 @@ ROOT_WARNING = (
     "Run flowerbox as your own user (in the docker group) to avoid it."
 )
 
+NET_OPEN_WARNING = (
+    "--net open: the agent's container has a network of its own; its traffic is neither "
+    "filtered nor logged (the API still goes through the gateway)."
+)
+
 app = typer.Typer(
     name="flowerbox",
     help='Run flower unattended in a hardened container: flowerbox "what you want done"',
@@ -62,6 +67,28 @@ Detach = Annotated[
     bool,
     typer.Option(
         "--detach", "-d", help="Run in the background: print the run id and return (see ps)."
+    ),
+]
+Allow = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--allow",
+        metavar="DOMAIN",
+        help="Let the agent reach DOMAIN (exact; *.x.y for its subdomains). Repeatable. "
+        "Nothing else is reachable (docs/egress.md).",
+    ),
+]
+AllowPreset = Annotated[
+    list[str] | None,
+    typer.Option("--allow-preset", metavar="pypi|npm|github", help="Allow a preset's domains."),
+]
+Net = Annotated[
+    str,
+    typer.Option(
+        "--net",
+        metavar="allowlist|open",
+        help="allowlist: only what --allow lists, through the proxy. open: the agent's "
+        "container gets a network of its own (nothing filtered or logged).",
     ),
 ]
 
@@ -96,6 +123,9 @@ def go(
     ] = False,
     budget: Budget = None,
     detach: Detach = False,
+    allow: Allow = None,
+    allow_preset: AllowPreset = None,
+    net: Net = "allowlist",
 ) -> None:
     """flower "ask" in the box; any other option goes to flower (--timeout 0, --json...)."""
     raise typer.Exit(
@@ -107,6 +137,9 @@ def go(
             isolate=not no_isolate,
             budget=budget,
             detach=detach,
+            net=net,
+            allow=allow,
+            allow_presets=allow_preset,
         )
     )
 
@@ -120,6 +153,9 @@ def once(
     base_image: BaseImage = None,
     budget: Budget = None,
     detach: Detach = False,
+    allow: Allow = None,
+    allow_preset: AllowPreset = None,
+    net: Net = "allowlist",
 ) -> None:
     """flower once "prompt" in the box (one step, for CI jobs)."""
     raise typer.Exit(
@@ -131,6 +167,9 @@ def once(
             isolate=False,
             budget=budget,
             detach=detach,
+            net=net,
+            allow=allow,
+            allow_presets=allow_preset,
         )
     )
 
@@ -144,6 +183,9 @@ def run(
     base_image: BaseImage = None,
     budget: Budget = None,
     detach: Detach = False,
+    allow: Allow = None,
+    allow_preset: AllowPreset = None,
+    net: Net = "allowlist",
 ) -> None:
     """flower run FILE.py in the box; any other option goes to flower (--timeout 0, -W...)."""
     from flowerbox.prepare import workspace_of
@@ -162,6 +204,9 @@ def run(
             isolate=False,
             budget=budget,
             detach=detach,
+            net=net,
+            allow=allow,
+            allow_presets=allow_preset,
         )
     )
 
@@ -172,6 +217,9 @@ def shell(
     workspace: Workspace = None,
     image: Image = "flowerbox:dev",
     base_image: BaseImage = None,
+    allow: Allow = None,
+    allow_preset: AllowPreset = None,
+    net: Net = "allowlist",
 ) -> None:
     """A shell in the agent's container: same hardening, mounts and gateway, no network.
 
@@ -188,6 +236,9 @@ def shell(
             isolate=False,
             budget=None,
             raw=list(ctx.args) or ["bash"],
+            net=net,
+            allow=allow,
+            allow_presets=allow_preset,
         )
     )
 
@@ -309,6 +360,9 @@ def _in_box(
     raw: list[str] | None = None,
     detach: bool = False,
     resume_of: BoxSpec | None = None,
+    net: str = "allowlist",
+    allow: list[str] | None = None,
+    allow_presets: list[str] | None = None,
 ) -> int:
     """Prepare, start the gateway and the agent, stream, clean up; flower's exit code.
 
@@ -319,15 +373,23 @@ def _in_box(
     """
     from dataclasses import replace
 
-    from flowerbox.box import Box, BoxError, connect, ensure_image
+    from flowerbox.box import Box, BoxError, connect, ensure_image, image_id
     from flowerbox.detach import carried, start_detached
     from flowerbox.prepare import prepare
+    from flowerbox.provenance import snapshot
     from flowerbox.runs import record_start
     from flowerbox.supervise import after_run
 
     try:
         prepared = prepare(
-            command, workspace=workspace, image=image, isolate=isolate, budget_usd=budget
+            command,
+            workspace=workspace,
+            image=image,
+            isolate=isolate,
+            budget_usd=budget,
+            net=net,
+            allow=allow or (),
+            allow_presets=allow_presets or (),
         )
     except (ValueError, RuntimeError) as exc:
         STDERR.print(f"[bold red]error:[/] {exc}")
@@ -336,11 +398,14 @@ def _in_box(
     try:
         if os.getuid() == 0:
             STDERR.print(ROOT_WARNING, style="yellow")
+        if net == "open":
+            STDERR.print(NET_OPEN_WARNING, style="yellow")
         client = connect()
         ensure_image(client, image, context=CHECKOUT, base_image=base_image)
         spec = prepared.spec if raw is None else replace(prepared.spec, command=tuple(raw))
         spec = spec if resume_of is None else carried(spec, resume_of)
         resumed_from = None if resume_of is None else resume_of.run_id
+        snapshot(spec, image_id=image_id(client, image))  # provenance: the repo before the run
         if detach:
             run_id = start_detached(spec, client=client, command=command, resumed_from=resumed_from)
             handed_over = True  # the supervisor cleans up when the run ends

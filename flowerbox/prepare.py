@@ -9,22 +9,28 @@ gateway only: never argv, never a container's environment, never the agent's fil
 from __future__ import annotations
 
 import dataclasses
+import ipaddress
 import os
 import shutil
 import tempfile
 import time
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
 from flower import check_credentials, load_dotenv
+from flowerbox.egress import Policy, parse_host
 from flowerbox.runs import EVENTS
-from flowerbox.spec import BoxSpec, protected_paths
+from flowerbox.spec import NETS, BoxSpec, protected_paths
 
 CREDENTIAL_KEYS = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL")
 LOOPBACK = {"127.0.0.1", "localhost", "::1"}
 DEFAULT_IMAGE = "flowerbox:dev"
+# Extra name=address lines for the gateway's /etc/hosts, so the proxy can reach a name the
+# DNS does not know (the tests map *.test names to the host's loopback this way).
+EGRESS_HOSTS_VAR = "FLOWERBOX_EGRESS_HOSTS"
 
 
 @dataclass
@@ -62,13 +68,19 @@ def prepare(
     image: str = DEFAULT_IMAGE,
     isolate: bool = True,
     budget_usd: float | None = None,
+    net: str = "allowlist",
+    allow: Sequence[str] = (),
+    allow_presets: Sequence[str] = (),
 ) -> Prepared:
     """Check everything that can be checked on the host, then lay out the folders.
 
     Raises:
-        ValueError: a workspace that is /, $HOME, not a folder, or not in git with isolation.
+        ValueError: a workspace that is /, $HOME, not a folder, or not in git with isolation;
+            an unusable --net, --allow or --allow-preset, or FLOWERBOX_EGRESS_HOSTS entry.
         RuntimeError: no credentials (flower's four-line message says where to put them).
     """
+    allowed = egress_allowlist(net, allow, allow_presets)
+    egress_hosts = _egress_hosts(os.environ.get(EGRESS_HOSTS_VAR, ""))
     ws = workspace_of(workspace)
     if isolate and not in_git(ws):
         raise ValueError(
@@ -114,11 +126,49 @@ def prepare(
         upstream_on_loopback=urlsplit(base_url).hostname in LOOPBACK,
         budget_usd=budget_usd,
         protected=protected_paths(ws),
+        net=net,
+        allow=allowed,
+        egress_hosts=egress_hosts,
     )
+    spec.box_dir.mkdir(parents=True, exist_ok=True)  # the egress log's folder, the user's
     if command[:1] in (["go"], ["once"], ["run"]):  # flower's events, for `flowerbox logs`
         events = spec.box_dir / EVENTS
         spec = dataclasses.replace(spec, command=(*spec.command, "--events", str(events)))
     return Prepared(spec)
+
+
+def egress_allowlist(net: str, allow: Sequence[str], presets: Sequence[str]) -> tuple[str, ...]:
+    """The allowlist the gateway gets (presets expanded), checked before anything is made.
+
+    Raises:
+        ValueError: an unknown --net, an unusable entry or preset, or a list with --net open.
+    """
+    if net not in NETS:
+        raise ValueError(f"--net {net!r}: use one of {', '.join(NETS)}")
+    if net == "open" and (any(allow) or any(presets)):
+        raise ValueError(
+            "--allow and --allow-preset filter the egress proxy, which --net open does not "
+            "use: drop them, or drop --net open"
+        )
+    return Policy.parse(allow, presets).entries
+
+
+def _egress_hosts(text: str) -> tuple[tuple[str, str], ...]:
+    """FLOWERBOX_EGRESS_HOSTS: `name=address,...` added to the gateway's /etc/hosts."""
+    pairs = []
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        name, _, address = item.partition("=")
+        try:
+            host, ip = parse_host(name.strip()), ipaddress.ip_address(address.strip())
+        except ValueError as exc:
+            raise ValueError(
+                f"{EGRESS_HOSTS_VAR}: {item!r} is not name=address "
+                f"(e.g. mirror.internal=10.1.2.3) ({exc})"
+            ) from exc
+        if not isinstance(host, str):
+            raise ValueError(f"{EGRESS_HOSTS_VAR}: {item!r} maps an address, not a name")
+        pairs.append((host, str(ip)))
+    return tuple(pairs)
 
 
 def _write_credentials(path: Path) -> None:

@@ -18,6 +18,8 @@ from typing import Any
 
 LABEL = "dev.flower.box"
 API_PORT = 8080
+PROXY_PORT = 3128  # the egress proxy inside the agent's container (docs/egress.md)
+NETS = ("allowlist", "open")  # --net: the proxy's allowlist, or a network of the agent's own
 PLACEHOLDER_KEY = "sk-flowerbox-placeholder"  # what the agent sees: worth nothing
 SOCKET_DIR_IN_BOX = "/run/flowerbox"
 SECRETS_IN_GATEWAY = "/run/flowerbox-secrets"
@@ -54,6 +56,9 @@ class BoxSpec:
     upstream_on_loopback: bool = False
     budget_usd: float | None = None
     protected: tuple[str, ...] = PROTECTED  # workspace-relative, mounted read-only if present
+    net: str = "allowlist"  # one of NETS
+    allow: tuple[str, ...] = ()  # the egress allowlist, presets expanded (flowerbox.egress)
+    egress_hosts: tuple[tuple[str, str], ...] = ()  # (name, address) for the gateway's hosts
 
     @property
     def labels(self) -> dict[str, str]:
@@ -67,6 +72,11 @@ class BoxSpec:
     @property
     def api_socket(self) -> Path:
         return self.socket_dir / "api.sock"
+
+    @property
+    def egress_log(self) -> Path:
+        """One JSON line per decision of the egress proxy (host side)."""
+        return self.box_dir / "egress.jsonl"
 
 
 def protected_paths(workspace: Path) -> tuple[str, ...]:
@@ -134,6 +144,9 @@ def agent_env(spec: BoxSpec) -> dict[str, str]:
         "FLOWER_HEALTH_URL": f"{api}/health",
         "FLOWER_NO_UPDATE": "1",
     }
+    if spec.net == "allowlist":  # everything else leaves through the egress proxy
+        proxy = f"http://127.0.0.1:{PROXY_PORT}"
+        env |= dict.fromkeys(("HTTPS_PROXY", "HTTP_PROXY", "https_proxy", "http_proxy"), proxy)
     if spec.uid == 0:
         env["IS_SANDBOX"] = "1"  # the CLI refuses unattended permissions as root otherwise
     return env
@@ -153,15 +166,20 @@ def agent_kwargs(spec: BoxSpec) -> dict[str, Any]:
         path = spec.workspace / name
         if path.exists():
             volumes[str(path)] = _bind(path, read_only=True)
-    relay = f"127.0.0.1:{API_PORT}={SOCKET_DIR_IN_BOX}/api.sock"
+    relays = [f"127.0.0.1:{API_PORT}={SOCKET_DIR_IN_BOX}/api.sock"]
+    if spec.net == "allowlist":
+        relays.append(f"127.0.0.1:{PROXY_PORT}={SOCKET_DIR_IN_BOX}/proxy.sock")
+    inside = ["python", "-m", "flowerbox.inside", *(a for r in relays for a in ("--relay", r))]
     return {
         **_hardening(spec),
         "image": spec.image,
-        "command": ["python", "-m", "flowerbox.inside", "--relay", relay, "--", *spec.command],
+        "command": [*inside, "--", *spec.command],
         "working_dir": str(spec.workspace),
         "environment": agent_env(spec),
         "volumes": volumes,
-        "network_mode": "none",  # no route of its own: the relay to the gateway is the way out
+        # No route of its own: the relay to the gateway is the way out. `--net open` is the
+        # explicit escape hatch: a normal network (the API still goes through the gateway).
+        "network_mode": "none" if spec.net == "allowlist" else "bridge",
         "name": f"flowerbox-{spec.run_id}",
         "labels": {**spec.labels, f"{LABEL}.role": "agent"},
     }
@@ -182,6 +200,11 @@ def gateway_kwargs(spec: BoxSpec) -> dict[str, Any]:
     ]
     if spec.budget_usd is not None:
         command += ["--budget", str(spec.budget_usd)]
+    if spec.net == "allowlist":
+        command += ["--proxy-socket", f"{SOCKET_DIR_IN_BOX}/proxy.sock"]
+        command += ["--egress-log", str(spec.egress_log)]
+        command += [arg for entry in spec.allow for arg in ("--allow", entry)]
+    extra = {"extra_hosts": dict(spec.egress_hosts)} if spec.egress_hosts else {}
     return {
         **_hardening(spec),
         "image": spec.image,
@@ -198,4 +221,5 @@ def gateway_kwargs(spec: BoxSpec) -> dict[str, Any]:
         "name": f"flowerbox-gateway-{spec.run_id}",
         "labels": {**spec.labels, f"{LABEL}.role": "gateway"},
         "detach": True,
+        **extra,
     }

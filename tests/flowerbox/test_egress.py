@@ -4,10 +4,18 @@ it resolves to. No sockets, no DNS."""
 from __future__ import annotations
 
 import ipaddress
+import os
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
+from typer.testing import CliRunner
 
+from flowerbox.cli import app
 from flowerbox.egress import PRESETS, EgressError, Policy, address_kind, parse_host
+from flowerbox.prepare import Prepared, prepare
+from flowerbox.spec import agent_kwargs, gateway_kwargs
 
 ALLOW = [
     "pypi.org",
@@ -181,3 +189,107 @@ def test_address_kinds() -> None:
 def test_hosts_that_are_neither_names_nor_addresses_are_refused(text: str) -> None:
     with pytest.raises(ValueError, match="is not a"):
         parse_host(text)
+
+
+# --- the box's network settings (BoxSpec -> docker kwargs; no engine) -----------------------
+
+PROXY = "http://127.0.0.1:3128"
+PROXY_VARS = ("HTTPS_PROXY", "HTTP_PROXY", "https_proxy", "http_proxy")
+
+
+@pytest.fixture
+def repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    for name in list(os.environ):
+        if name.startswith(("ANTHROPIC_", "FLOWER_", "CLAUDE_")):
+            monkeypatch.delenv(name)
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test-egress")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.chdir(tmp_path)
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    subprocess.run(["git", "init", "-q"], cwd=ws, check=True)
+    return ws.resolve()
+
+
+@pytest.fixture
+def prepared(repo: Path) -> Iterator[list[Prepared]]:
+    made: list[Prepared] = []
+    yield made
+    for box in made:
+        box.cleanup()
+
+
+def test_by_default_the_agent_leaves_only_through_the_proxy(
+    repo: Path, prepared: list[Prepared]
+) -> None:
+    prepared.append(
+        prepare(["go", "x"], workspace=repo, allow=["B.test,*.c.test"], allow_presets=["npm"])
+    )
+    spec = prepared[0].spec
+    agent, gateway = agent_kwargs(spec), gateway_kwargs(spec)
+    assert agent["network_mode"] == "none"
+    assert {agent["environment"][name] for name in PROXY_VARS} == {PROXY}
+    assert agent["environment"]["NO_PROXY"] == "127.0.0.1,localhost"
+    assert "127.0.0.1:3128=/run/flowerbox/proxy.sock" in agent["command"]
+    command = gateway["command"]
+    assert command[command.index("--proxy-socket") + 1] == "/run/flowerbox/proxy.sock"
+    assert command[command.index("--egress-log") + 1] == str(spec.box_dir / "egress.jsonl")
+    allowed = [command[i + 1] for i, arg in enumerate(command) if arg == "--allow"]
+    assert allowed == ["*.c.test", "b.test", "registry.npmjs.org"]
+    assert spec.box_dir.is_dir() and "extra_hosts" not in gateway
+
+
+def test_an_empty_allowlist_still_serves_the_proxy_that_denies_everything(
+    repo: Path, prepared: list[Prepared]
+) -> None:
+    prepared.append(prepare(["once", "x"], workspace=repo, isolate=False))
+    command = gateway_kwargs(prepared[0].spec)["command"]
+    assert "--proxy-socket" in command and "--allow" not in command
+
+
+def test_net_open_gives_the_agent_a_network_and_no_proxy(
+    repo: Path, prepared: list[Prepared]
+) -> None:
+    prepared.append(prepare(["go", "x"], workspace=repo, net="open"))
+    agent, gateway = agent_kwargs(prepared[0].spec), gateway_kwargs(prepared[0].spec)
+    assert agent["network_mode"] == "bridge"
+    assert not set(PROXY_VARS) & set(agent["environment"])
+    assert not any("proxy.sock" in arg for arg in agent["command"])
+    assert "--proxy-socket" not in gateway["command"]
+    assert "127.0.0.1:8080=/run/flowerbox/api.sock" in agent["command"]  # the API: gateway
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"net": "open", "allow": ["pypi.org"]}, "drop them, or drop --net open"),
+        ({"net": "closed"}, "--net 'closed': use one of allowlist, open"),
+        ({"allow": ["https://pypi.org"]}, "pass a bare host name"),
+        ({"allow_presets": ["pip"]}, "unknown --allow-preset 'pip'"),
+    ],
+)
+def test_bad_network_settings_are_refused_before_anything_is_made(
+    repo: Path, kwargs: dict[str, object], message: str
+) -> None:
+    with pytest.raises(ValueError) as caught:
+        prepare(["go", "x"], workspace=repo, **kwargs)  # type: ignore[arg-type]
+    assert message in str(caught.value)
+    assert not (repo / "runs").exists()
+
+
+def test_egress_hosts_go_to_the_gateways_hosts_file(
+    repo: Path, prepared: list[Prepared], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FLOWERBOX_EGRESS_HOSTS", "Mirror.test=127.0.0.1, v6.test=::1")
+    prepared.append(prepare(["go", "x"], workspace=repo))
+    gateway = gateway_kwargs(prepared[0].spec)
+    assert gateway["extra_hosts"] == {"mirror.test": "127.0.0.1", "v6.test": "::1"}
+    monkeypatch.setenv("FLOWERBOX_EGRESS_HOSTS", "mirror.test:127.0.0.1")
+    with pytest.raises(ValueError, match="is not name=address"):
+        prepare(["go", "x"], workspace=repo)
+
+
+def test_the_cli_refuses_a_bad_allow_with_exit_2(repo: Path) -> None:
+    result = CliRunner().invoke(app, ["go", "x", "-w", str(repo), "--allow", "*"])
+    assert result.exit_code == 2
+    assert "--allow '*' would allow everything: pass --net open" in result.output
