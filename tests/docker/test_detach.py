@@ -1,0 +1,148 @@
+"""Detached runs on a real engine, as the unprivileged e2e user: a question answered from the
+host, a run stopped mid-step and resumed in the same session, and nothing left behind.
+
+The fake API listens on the host's loopback; only the gateway reaches it. The answers travel
+as files dropped into <workspace>/runs/inbox on the host and are picked up by the flower
+process inside the box (watchfiles on the bind mount).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from docker import DockerClient  # noqa: TID251 - these tests inspect the engine's containers
+
+from flower.core.lineage import Lineage
+from flower.testing import FakeAPI, Reply, Request, When, rules, text, tool
+from flower.testing.demo import DEMO_ASK, starter_cast
+from tests.docker.e2e import FLOWERBOX, as_user, box_env
+
+pytestmark = pytest.mark.docker
+
+RUN_ID = re.compile(r"\d{8}-\d{6}-[0-9a-f]{6}")
+QUESTION = {"id": "q1", "question": "用哪个 Python 解释器?", "options": ["python3", "pypy"]}
+
+
+def meta_of(ws: Path, run_id: str) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads((ws / "runs" / "flowerbox" / run_id / "meta.json").read_text())
+    return data
+
+
+def wait_until_ended(ws: Path, run_id: str, timeout: float = 300) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        meta = meta_of(ws, run_id)
+        if meta["status"] not in ("starting", "running"):
+            return meta
+        time.sleep(0.5)
+    raise AssertionError(f"{run_id} still {meta['status']} after {timeout:.0f}s")
+
+
+def left_behind(client: DockerClient, meta: dict[str, Any]) -> list[str]:
+    """Containers and private /tmp folders of the run that still exist."""
+    run = f"dev.flower.box.run={meta['run_id']}"
+    found = [c.name for c in client.containers.list(all=True, filters={"label": run})]
+    folders = (meta["spec"]["socket_dir"], meta["spec"]["secrets_dir"])
+    return found + [folder for folder in folders if Path(folder).exists()]
+
+
+def detach(
+    user: tuple[str, int, int], ws: Path, api: FakeAPI, *args: str
+) -> tuple[str, dict[str, str]]:
+    env = box_env(api, user)
+    started = as_user(user, [FLOWERBOX, *args, "--detach", "-w", str(ws)], cwd=ws, env=env)
+    assert started.returncode == 0, started.stderr[-3000:]
+    assert RUN_ID.fullmatch(started.stdout.strip()), started.stdout  # the id, alone on stdout
+    return started.stdout.strip(), env
+
+
+def test_a_detached_run_waits_for_a_question_answered_from_the_host(
+    real_api: FakeAPI,
+    host_user: tuple[str, int, int],
+    user_workspace: Path,
+    flowerbox_image: str,
+    docker_client: DockerClient,
+) -> None:
+    ws = user_workspace
+    real_api.script = starter_cast()  # the clarifier asks QUESTION first
+    run_id, env = detach(host_user, ws, real_api, DEMO_ASK, "--timeout", "600")
+    deadline, rows = time.monotonic() + 180, []
+    while time.monotonic() < deadline:
+        ps = as_user(host_user, [FLOWERBOX, "ps", "--json"], cwd=ws, env=env)
+        assert ps.returncode == 0, ps.stderr
+        rows = json.loads(ps.stdout)
+        if rows and rows[-1]["pending_asks"]:
+            break
+        time.sleep(0.5)
+    [row] = rows
+    assert (row["run_id"], row["status"], row["pending_asks"]) == (run_id, "running", [QUESTION])
+    gateway = docker_client.containers.get(f"flowerbox-gateway-{run_id}")
+    assert gateway.status == "running"  # the run waits, its gateway with it
+    table = as_user(host_user, [FLOWERBOX, "ps"], cwd=ws, env=env)
+    assert f"{run_id} q1: 用哪个 Python 解释器?" in table.stdout
+    nobody = as_user(host_user, [FLOWERBOX, "answer", "q2", "x"], cwd=ws, env=env)
+    assert nobody.returncode == 2 and "(pending: q1)" in nobody.stderr
+
+    answered = as_user(host_user, [FLOWERBOX, "answer", "q1", "python3"], cwd=ws, env=env)
+    assert answered.returncode == 0, answered.stderr
+    assert f"{run_id} q1: delivered" in answered.stderr  # taken by the flower inside the box
+    meta = wait_until_ended(ws, run_id)
+    assert (meta["status"], meta["exit_code"], meta["detached"]) == ("done", 0, True)
+    assert meta["cost_usd"] > 0 and meta["ended"] >= meta["started"]
+    shown = [r.result_for("toolu_demo_question") for r in real_api.requests]
+    assert [r.text for r in shown if r is not None][0] == "python3"  # the model got the answer
+    assert left_behind(docker_client, meta) == []  # gateway, agent, /tmp/fbx-* all gone
+    logs = as_user(host_user, [FLOWERBOX, "logs", run_id], cwd=ws, env=env)
+    assert "?? q1: 用哪个 Python 解释器?" in logs.stdout and "q1 answered: python3" in logs.stdout
+    assert "[Agent]" in logs.stdout and f"{run_id}: done, exit 0" in logs.stderr
+    late = as_user(host_user, [FLOWERBOX, "answer", "q1", "pypy"], cwd=ws, env=env)
+    assert late.returncode == 2 and "has already ended (done, exit 0)" in late.stderr
+
+
+def test_stop_mid_step_then_resume_continues_the_same_session(
+    real_api: FakeAPI,
+    host_user: tuple[str, int, int],
+    user_workspace: Path,
+    flowerbox_image: str,
+    docker_client: DockerClient,
+) -> None:
+    ws = user_workspace
+
+    def slow_worker(request: Request) -> Reply:
+        if request.tool_results():
+            return text("slept")
+        return tool("Bash", {"command": "sleep 120"})
+
+    real_api.script = rules((When(kind="subagent"), slow_worker), (When(), starter_cast()))
+    run_id, env = detach(host_user, ws, real_api, DEMO_ASK, "--timeout", "0")
+    assert real_api.wait_for(lambda reqs: any(r.kind == "subagent" for r in reqs), 300)
+    time.sleep(1.0)  # the worker's slow Bash call is running
+    stopped = as_user(host_user, [FLOWERBOX, "stop"], cwd=ws, env=env)
+    assert stopped.returncode == 0, stopped.stderr
+    assert f"{run_id}: stopped, exit 130" in stopped.stderr
+    first = meta_of(ws, run_id)
+    assert (first["status"], first["exit_code"]) == ("stopped", 130)
+    assert left_behind(docker_client, first) == []
+    session = Lineage(ws / "runs", ws).recall("干活")
+    assert session, "the stopped step's session is in lineage"
+    again = as_user(host_user, [FLOWERBOX, "stop", run_id], cwd=ws, env=env)
+    assert again.returncode == 2 and "has already ended (stopped, exit 130)" in again.stderr
+
+    real_api.script = starter_cast()
+    resumed = as_user(host_user, [FLOWERBOX, "resume"], cwd=ws, env=env)
+    assert resumed.returncode == 0, resumed.stderr
+    new_id = resumed.stdout.strip()  # detached, as the run it continues was
+    assert RUN_ID.fullmatch(new_id) and new_id != run_id
+    second = wait_until_ended(ws, new_id)
+    assert (second["status"], second["exit_code"]) == ("done", 0)
+    assert second["resumed_from"] == run_id and second["spec"]["image"] == first["spec"]["image"]
+    boss = [r for r in real_api.main_requests() if "你是协调者" in r.system_text]
+    assert boss[-1].headers.get("x-claude-code-session-id") == session  # the same session
+    assert left_behind(docker_client, second) == []
+    ps = json.loads(as_user(host_user, [FLOWERBOX, "ps", "--json"], cwd=ws, env=env).stdout)
+    assert [(r["run_id"], r["status"]) for r in ps] == [(run_id, "stopped"), (new_id, "done")]
