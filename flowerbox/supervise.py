@@ -18,7 +18,7 @@ import traceback
 from pathlib import Path
 from types import FrameType
 
-from flowerbox import runs
+from flowerbox import provenance, runs
 from flowerbox.prepare import Prepared
 from flowerbox.spec import BoxSpec
 
@@ -28,6 +28,7 @@ def after_run(spec: BoxSpec, code: int | None) -> None:
     detached: the meta file gets the final status, exit code and cost. `code` is the agent's
     exit code (None: its container vanished). Later steps (provenance) go here."""
     runs.record_end(spec, code)
+    provenance.record(spec, code)  # git notes on the commits the run made
 
 
 def supervise(box_dir: Path) -> int:

@@ -1,0 +1,202 @@
+"""Provenance: a git note on every commit a run made, written on the host after the run.
+
+    snapshot(spec, image_id="sha256:...")     # before the box starts: every ref's commit
+    notes = attach_notes(spec, code)          # after it ended: notes on what is new
+
+"What the run made" is every commit reachable from any ref or worktree HEAD now and from none
+of them before the run (all branches, all worktrees: flower's workers commit in worktrees of
+their own). Each gets a note under its own ref, `refs/notes/flowerbox` (`git log
+--notes=flowerbox`), saying which run, image, flower and Claude Code versions, model(s),
+network policy and cost made it. Nothing here runs in the box: the agent cannot forge a note
+(it cannot write .git/config or hooks either; spec.PROTECTED).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+from typing import Any
+
+from flowerbox import __version__
+from flowerbox.spec import BoxSpec
+
+NOTES_REF = "refs/notes/flowerbox"
+SNAPSHOT = "provenance-start.json"
+USAGE = "gateway-usage.json"
+FALLBACK_IDENTITY = ("-c", "user.name=flowerbox", "-c", "user.email=flowerbox@localhost")
+
+
+class ProvenanceError(RuntimeError):
+    """git refused to write a note; the message has git's words."""
+
+
+def _git(workspace: Path, *args: str, stdin: str | None = None) -> str:
+    done = subprocess.run(
+        ["git", "-C", str(workspace), *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if done.returncode != 0:
+        raise ProvenanceError(f"git {' '.join(args[:3])} failed: {done.stderr.strip()}")
+    return done.stdout
+
+
+def is_repository(workspace: Path) -> bool:
+    done = subprocess.run(
+        ["git", "-C", str(workspace), "rev-parse", "--git-dir"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    return done.returncode == 0
+
+
+def tips(workspace: Path) -> set[str]:
+    """The commit of every ref (branches, tags, remotes; not notes) and of every worktree's
+    HEAD, detached ones included."""
+    refs = _git(workspace, "for-each-ref", "--format=%(objectname) %(objecttype) %(refname)")
+    found = {
+        sha
+        for sha, kind, name in (line.split(" ", 2) for line in refs.splitlines())
+        if kind == "commit" and not name.startswith("refs/notes/")
+    }
+    for line in _git(workspace, "worktree", "list", "--porcelain").splitlines():
+        if line.startswith("HEAD "):
+            found.add(line.split()[1])
+    return found
+
+
+def snapshot(spec: BoxSpec, *, image_id: str) -> None:
+    """Record, in the run's box_dir, what the repository held before the run (and the image
+    it runs, resolved now: the tag may move before the run ends)."""
+    before = sorted(tips(spec.workspace)) if is_repository(spec.workspace) else None
+    spec.box_dir.mkdir(parents=True, exist_ok=True)
+    data = {"tips": before, "image": spec.image, "image_id": image_id}
+    (spec.box_dir / SNAPSHOT).write_text(json.dumps(data, indent=2) + "\n")
+
+
+def new_commits(workspace: Path, before: list[str]) -> list[str]:
+    """Commits reachable from a tip now and from none before, oldest first."""
+    now = sorted(tips(workspace))
+    if not now:
+        return []
+    args = ["rev-list", "--reverse", "--stdin"]
+    stdin = "\n".join([*now, *(f"^{sha}" for sha in before if _exists(workspace, sha))]) + "\n"
+    return _git(workspace, *args, stdin=stdin).split()
+
+
+def _exists(workspace: Path, sha: str) -> bool:
+    done = subprocess.run(
+        ["git", "-C", str(workspace), "cat-file", "-e", f"{sha}^{{commit}}"],
+        capture_output=True,
+        check=False,
+    )
+    return done.returncode == 0
+
+
+def note_text(spec: BoxSpec, *, image: str, image_id: str, code: int | None) -> str:
+    """The note: one `key: value` line each, the same for every commit of the run."""
+    usage = _usage(spec.run_dir / USAGE)
+    models = ", ".join(sorted(usage.get("models", {}))) or "none recorded"
+    cost = usage.get("total_cost_usd")
+    spent = f"${cost:.6f} ({usage.get('requests', 0)} requests)" if cost is not None else "unknown"
+    lines = {
+        "flowerbox-run": spec.run_id,
+        "image": f"{image} {image_id}",
+        "flower": __version__,
+        "claude-code": _claude_code_version(),
+        "model": models,
+        "network": network_policy(spec),
+        "cost": spent,
+        "exit": "unknown" if code is None else str(code),
+    }
+    return "".join(f"{key}: {value}\n" for key, value in lines.items())
+
+
+def network_policy(spec: BoxSpec) -> str:
+    """The run's network as the user set it (--net, --allow)."""
+    if spec.net == "open":
+        return "open (--net open: a network of its own, unfiltered)"
+    return f"allowlist: {', '.join(spec.allow)}" if spec.allow else "allowlist: empty (no network)"
+
+
+def _usage(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _claude_code_version() -> str:
+    try:
+        from claude_agent_sdk._cli_version import __cli_version__
+    except ImportError:
+        return "unknown"
+    return str(__cli_version__)
+
+
+def attach_notes(spec: BoxSpec, code: int | None) -> list[str]:
+    """Note every commit the run made; returns their shas (none: not a repository, or no
+    snapshot was taken). A commit that already has a flowerbox note gets this run's appended."""
+    path = spec.box_dir / SNAPSHOT
+    if not path.is_file() or not is_repository(spec.workspace):
+        return []
+    start = json.loads(path.read_text())
+    if start.get("tips") is None:
+        return []
+    commits = new_commits(spec.workspace, list(start["tips"]))
+    if not commits:
+        return []
+    text = note_text(spec, image=start["image"], image_id=start["image_id"], code=code)
+    identity = () if _git_identity(spec.workspace) else FALLBACK_IDENTITY
+    for sha in commits:
+        _git(
+            spec.workspace,
+            *identity,
+            "notes",
+            "--ref",
+            NOTES_REF,
+            "append",
+            "-F",
+            "-",
+            sha,
+            stdin=text,
+        )
+    return commits
+
+
+def _git_identity(workspace: Path) -> bool:
+    """Does git have a committer identity here (a notes ref is a commit history)?"""
+    done = subprocess.run(
+        ["git", "-C", str(workspace), "var", "GIT_COMMITTER_IDENT"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    return done.returncode == 0
+
+
+def read_note(workspace: Path, sha: str) -> str:
+    return _git(workspace, "notes", "--ref", NOTES_REF, "show", sha)
+
+
+def record(spec: BoxSpec, code: int | None) -> None:
+    """attach_notes for the post-run hook: says what it did on stderr, never raises (a run's
+    result must not depend on its notes)."""
+    import sys
+
+    try:
+        commits = attach_notes(spec, code)
+    except (ProvenanceError, OSError, ValueError) as exc:
+        print(f"flowerbox: no provenance notes for {spec.run_id}: {exc}", file=sys.stderr)
+        return
+    if commits:
+        print(
+            f"flowerbox: noted {len(commits)} commit(s) of {spec.run_id} in {NOTES_REF} "
+            "(git log --notes=flowerbox)",
+            file=sys.stderr,
+        )
