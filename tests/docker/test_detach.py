@@ -29,7 +29,8 @@ QUESTION = {"id": "q1", "question": "用哪个 Python 解释器?", "options": ["
 
 
 def meta_of(ws: Path, run_id: str) -> dict[str, Any]:
-    data: dict[str, Any] = json.loads((ws / "runs" / "flowerbox" / run_id / "meta.json").read_text())
+    path = ws / "runs" / "flowerbox" / run_id / "meta.json"
+    data: dict[str, Any] = json.loads(path.read_text())
     return data
 
 
