@@ -47,7 +47,7 @@ def wait_until_ended(ws: Path, run_id: str, timeout: float = 300) -> dict[str, A
 def left_behind(client: DockerClient, meta: dict[str, Any]) -> list[str]:
     """Containers and private /tmp folders of the run that still exist."""
     run = f"dev.flower.box.run={meta['run_id']}"
-    found = [c.name for c in client.containers.list(all=True, filters={"label": run})]
+    found = [str(c.name) for c in client.containers.list(all=True, filters={"label": run})]
     folders = (meta["spec"]["socket_dir"], meta["spec"]["secrets_dir"])
     return found + [folder for folder in folders if Path(folder).exists()]
 
