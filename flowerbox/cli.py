@@ -329,6 +329,9 @@ def selftest(
         ),
     ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="One JSON object per probe.")] = False,
+    allow: Allow = None,
+    allow_preset: AllowPreset = None,
+    net: Net = "allowlist",
 ) -> None:
     """Probe the box a run here would get for every way out; exit 1 on any FAIL."""
     from flowerbox.selftest import main as run_selftest
@@ -340,6 +343,7 @@ def selftest(
             base_image=base_image,
             negative=negative_control,
             as_json=as_json,
+            network={"net": net, "allow": allow or (), "allow_presets": allow_preset or ()},
         )
     )
 
@@ -377,7 +381,7 @@ def _in_box(
     from flowerbox.detach import carried, start_detached
     from flowerbox.prepare import prepare
     from flowerbox.provenance import snapshot
-    from flowerbox.runs import record_start
+    from flowerbox.runs import RunError, ensure_idle, record_start
     from flowerbox.supervise import after_run
 
     try:
@@ -400,6 +404,8 @@ def _in_box(
             STDERR.print(ROOT_WARNING, style="yellow")
         if net == "open":
             STDERR.print(NET_OPEN_WARNING, style="yellow")
+        if raw is None:
+            ensure_idle(prepared.spec.workspace)  # one flower run at a time in its runs/
         client = connect()
         ensure_image(client, image, context=CHECKOUT, base_image=base_image)
         spec = prepared.spec if raw is None else replace(prepared.spec, command=tuple(raw))
@@ -429,7 +435,7 @@ def _in_box(
             return code
         finally:
             after_run(spec, code)
-    except BoxError as exc:
+    except (BoxError, RunError) as exc:
         STDERR.print(f"[bold red]error:[/] {exc}")
         return 2
     finally:

@@ -102,14 +102,18 @@ def ps(
         return
     console = Console(highlight=False, soft_wrap=True)
     table = Table(box=None, pad_edge=False)
-    for column in ("RUN", "STATUS", "AGE", "COST", "QUESTIONS", "COMMAND"):
-        table.add_column(column)
+    columns = ["RUN", "STATUS", "AGE", "COST", "QUESTIONS", "COMMAND"]
+    for column in columns:  # never cut a run id: it is what the other commands take
+        table.add_column(column, no_wrap=column != "COMMAND")
+    if all_runs:
+        table.add_column("WORKSPACE", overflow="fold")
     for row in rows:
         cost = "" if row["cost_usd"] is None else f"${row['cost_usd']:.4f}"
         asks = " ".join(ask["id"] for ask in row["pending_asks"])
-        table.add_row(
-            row["run_id"], row["status"], row["age"], cost, asks, escape(_short(row["command"]))
-        )
+        cells = [row["run_id"], row["status"], row["age"], cost, asks, _short(row["command"])]
+        if all_runs:
+            cells.append(str(row["workspace"]))
+        table.add_row(*(escape(cell) for cell in cells))
     console.print(table)
     for row in rows:
         for ask in row["pending_asks"]:

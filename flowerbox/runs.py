@@ -208,6 +208,16 @@ def find(workspace: Path, run_id: str | None) -> Run:
     raise RunError(f"no run {run_id!r} here or in the index: `flowerbox ps --all` lists them")
 
 
+def ensure_idle(workspace: Path) -> None:
+    """Refuse a second flower run in a workspace whose runs/ a live run is using."""
+    for run in runs_of(workspace):
+        if run.running:
+            raise RunError(
+                f"run {run.run_id} is still running in {workspace}: `flowerbox attach "
+                f"{run.run_id}` follows it, `flowerbox stop {run.run_id}` stops it"
+            )
+
+
 # --- the BoxSpec as JSON ------------------------------------------------------------------
 
 

@@ -269,3 +269,38 @@ def test_prepare_asks_flower_for_its_events_in_the_runs_folder(
             assert spec.box_dir == ws.resolve() / "runs" / "flowerbox" / spec.run_id
         finally:
             prepared.cleanup()
+
+
+def test_a_second_flower_run_in_a_busy_workspace_is_refused_before_any_container(
+    state: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ws = (tmp_path / "ws").resolve()
+    ws.mkdir()
+    subprocess.run(["git", "init", "-q"], cwd=ws, check=True)
+    live = started(ws, "20260101-000000-999999")
+    monkeypatch.setenv("ANTHROPIC_API_KEY", SECRET)
+    monkeypatch.setenv("DOCKER_HOST", "unix:///tmp/nonexistent.sock")  # never reached
+    before = set(Path("/tmp").glob("fbx-*"))
+    for command in (["go", "hi", "--detach"], ["once", "hi"]):
+        result = runner.invoke(app, [*command, "-w", str(ws)])
+        assert result.exit_code == 2, result.output
+        assert f"run {live.run_id} is still running in {ws}" in result.stderr
+        assert f"flowerbox stop {live.run_id}" in result.stderr
+    assert not set(Path("/tmp").glob("fbx-*")) - before  # the private folders went too
+    assert [r.run_id for r in runs.runs_of(ws)] == [live.run_id]  # nothing recorded
+
+
+def test_ps_all_lists_every_workspace_with_its_folder(state: Path, tmp_path: Path) -> None:
+    first = started(tmp_path / "one", "20260101-000000-010101")
+    second = started(tmp_path / "two", "20260101-000001-020202")
+    runs.record_end(second, 1)
+    here = runner.invoke(app, ["ps", "-w", str(tmp_path / "one")])
+    assert first.run_id in here.stdout and second.run_id not in here.stdout
+    listed = runner.invoke(app, ["ps", "--all", "--json"])
+    rows = {row["run_id"]: row for row in json.loads(listed.stdout)}
+    assert rows[first.run_id]["status"] == "running" and rows[first.run_id]["exit_code"] is None
+    assert (rows[second.run_id]["status"], rows[second.run_id]["exit_code"]) == ("failed", 1)
+    assert rows[second.run_id]["workspace"] == str(tmp_path / "two")
+    table = runner.invoke(app, ["ps", "--all"])  # 80 columns: the ids stay whole
+    assert "WORKSPACE" in table.stdout
+    assert first.run_id in table.stdout and second.run_id in table.stdout
