@@ -80,6 +80,15 @@ def test_flowerbox_package_imports(docker_client: DockerClient, flowerbox_image:
     assert out.strip() == "ok"
 
 
+def test_the_plugin_ships_inside_the_package(
+    docker_client: DockerClient, flowerbox_image: str
+) -> None:
+    """The box has no checkout: every session's plugin is the packaged copy."""
+    code = "from flower.core.agent import PLUGIN_DIR as p; print(p, p.is_dir())"
+    out = run(docker_client, flowerbox_image, ["python", "-c", code]).split()
+    assert out[0].endswith("/site-packages/flower/plugin") and out[1] == "True"
+
+
 @pytest.mark.parametrize("module", ["flowerbox.relay", "flowerbox.gateway"])
 def test_sidecar_modules_run(
     docker_client: DockerClient, flowerbox_image: str, module: str
