@@ -98,7 +98,8 @@ def relink(
     ``entries`` must still hold the removed entries: their own parents are how a child
     finds its nearest kept ancestor (possibly several removed entries up, or None).
     """
-    parents = {e["uuid"]: e.get("parentUuid") for e in entries if e.get("uuid") in removed_uuids}
+    removed = [i for i, e in enumerate(entries) if e.get("uuid") in removed_uuids]
+    parents = {entries[i]["uuid"]: entries[i].get("parentUuid") for i in removed}
 
     def kept(link: Any) -> Any:
         seen: set[str] = set()
@@ -108,19 +109,21 @@ def relink(
         return link
 
     shaped: list[Entry] = []
+    start = 0
+    for i in removed:  # the kept runs between removed entries, copied whole
+        shaped += entries[start:i]
+        start = i + 1
+    shaped += entries[start:]
     relinked = 0
-    for entry in entries:
-        if entry.get("uuid") in parents:
-            continue
-        for field in LINK_FIELDS:  # a plain loop, cheaper than a comprehension per entry
-            if entry.get(field) in parents:
-                entry = {
+    parent, logical_parent = LINK_FIELDS
+    if parents:
+        for n, entry in enumerate(shaped):
+            if entry.get(parent) in parents or entry.get(logical_parent) in parents:
+                shaped[n] = {
                     **entry,
                     **{f: kept(entry[f]) for f in LINK_FIELDS if entry.get(f) in parents},
                 }
                 relinked += 1
-                break
-        shaped.append(entry)
     _bump(report, "relinked", relinked)
     return shaped
 

@@ -18,7 +18,7 @@ from bisect import bisect_right
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
-from flower.stores.transcript import Entry, blocks, is_api_error, is_protected, turn_of
+from flower.stores.transcript import Entry, is_protected
 
 __all__ = ["Call", "Position", "Survey"]
 
@@ -63,35 +63,54 @@ class Survey:
     )
 
     def __init__(self, entries: Sequence[Entry]) -> None:
-        # Locals, not attributes, inside the loop: it runs once per block of the transcript.
+        # One loop over the whole transcript: the rules of transcript.py (turn_of,
+        # is_api_error, is_protected, blocks) are inlined and asked only of the entries
+        # they can concern. Locals, not attributes, for the same reason.
         tool_uses: dict[str, dict[str, Any]] = {}
         results: list[Position] = []
         failed_calls: list[Call] = []
         api_errors: list[int] = []
         answered: set[Any] = set()
         tool_use_blocks = 0
-        last_entry_of: dict[str, int] = {}
+        last_entry_of: dict[Any, int] = {}
         uses: dict[Any, tuple[int, int, dict[str, Any]]] = {}
         for i, entry in enumerate(entries):
             kind = entry.get("type")
-            if kind == "assistant":
-                if (turn := turn_of(entry)) is not None:
+            message = entry.get("message")
+            if not isinstance(message, dict):  # no blocks; an assistant's turn is its uuid
+                if kind == "assistant" and (turn := entry.get("uuid")) is not None:
                     last_entry_of[turn] = i
-                elif is_api_error(entry):  # asked only here: turn_of has ruled it out above
+                elif kind == "system" and entry.get("subtype") == "api_error":
                     api_errors.append(i)
-            elif kind == "system" and is_api_error(entry):
+                continue
+            if kind == "assistant":
+                if entry.get("isApiErrorMessage") is True and message.get("model") == "<synthetic>":
+                    api_errors.append(i)
+                else:
+                    turn = message.get("id")
+                    if not isinstance(turn, str):
+                        turn = entry.get("uuid")
+                    if turn is not None:
+                        last_entry_of[turn] = i
+            elif kind == "system" and entry.get("subtype") == "api_error":
                 api_errors.append(i)
-            rewritable = kind == "user" and not is_protected(entry)
-            for j, block in enumerate(blocks(entry)):
+            content = message.get("content")
+            if not isinstance(content, list):
+                continue
+            rewritable: bool | None = None  # asked at the first tool_result, if any
+            for j, block in enumerate(content):
                 block_type = block.get("type")
-                if block_type == "tool_use" and kind == "assistant":
-                    tool_id = block.get("id", "")
-                    if isinstance(tool_id, str):
-                        tool_uses[tool_id] = block
-                    uses[tool_id] = (i, j, block)
-                    tool_use_blocks += 1
+                if block_type == "tool_use":
+                    if kind == "assistant":
+                        tool_id = block.get("id", "")
+                        if isinstance(tool_id, str):
+                            tool_uses[tool_id] = block
+                        uses[tool_id] = (i, j, block)
+                        tool_use_blocks += 1
                 elif block_type == "tool_result":
                     answered.add(tool_use_id := block.get("tool_use_id"))
+                    if rewritable is None:
+                        rewritable = kind == "user" and not is_protected(entry)
                     if rewritable:
                         results.append((i, j))
                     if block.get("is_error") is True and tool_use_id in uses:
@@ -113,3 +132,12 @@ class Survey:
         the transcript.
         """
         return len(self._ends) - bisect_right(self._ends, index)
+
+    def older_than(self, keep_recent: int) -> int:
+        """The index before which every entry is more than ``keep_recent`` turns old.
+
+        ``age(i) > keep_recent`` exactly when ``i < older_than(keep_recent)``: ages never
+        grow along the transcript, so one bound replaces an age look-up per entry.
+        """
+        count = len(self._ends) - keep_recent
+        return self._ends[count - 1] if count > 0 else 0

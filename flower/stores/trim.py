@@ -45,7 +45,7 @@ from typing import Any, Protocol
 from flower.stores.ephemeral import is_ephemeral
 from flower.stores.sqlite import SqliteSessionStore
 from flower.stores.survey import Survey
-from flower.stores.transcript import Entry, blocks, is_denial, replace_blocks, result_text
+from flower.stores.transcript import Entry, is_denial, replace_blocks, result_text
 
 __all__ = [
     "SPILL_POINTER",
@@ -104,11 +104,12 @@ class EphemeralPolicy:
 
 class _Rule(Protocol):
     """One rewrite of old tool results (expire's, trim's): offered every tool_result older
-    than ``keep_recent`` turns, it returns new content or None to keep the result."""
+    than ``keep_recent`` turns (the block and the index of its entry), it returns new
+    content or None to keep the result."""
 
     keep_recent: int
 
-    def __call__(self, entry: Entry, block: dict[str, Any], age: int) -> str | None: ...
+    def __call__(self, entry: Entry, block: dict[str, Any], index: int) -> str | None: ...
 
     def count(self, report: Report | None, replaced: int) -> None:
         """Add what this rule did to ``report``."""
@@ -127,17 +128,19 @@ def _rewrite_old_results(
     """
     if not rules:
         return list(entries)
-    youngest = min(rule.keep_recent for rule in rules)
+    # Entry i is older than rule n's keep_recent exactly when i < bounds[n].
+    bounds = [survey.older_than(rule.keep_recent) for rule in rules]
+    end = max(bounds)
+    offered = list(zip(range(len(rules)), rules, bounds, strict=True))
     counts = [0] * len(rules)
     changes: dict[int, dict[int, dict[str, Any]]] = {}
     for i, j in survey.results:
-        age = survey.age(i)
-        if age <= youngest:
+        if i >= end:
             break  # results come in order and ages never grow: every later one is younger
         entry = entries[i]
-        block = loaded = blocks(entry)[j]
-        for n, rule in enumerate(rules):
-            if age > rule.keep_recent and (content := rule(entry, block, age)) is not None:
+        block = loaded = entry["message"]["content"][j]  # the survey found it there
+        for n, rule, bound in offered:
+            if i < bound and (content := rule(entry, block, i)) is not None:
                 block = {**block, "content": content}
                 counts[n] += 1
         if block is not loaded:
@@ -165,16 +168,19 @@ class _Expiry:
     def __init__(self, policy: EphemeralPolicy, survey: Survey) -> None:
         self.keep_recent = policy.keep_recent
         self._policy = policy
+        self._survey = survey
         self._tool_uses = survey.tool_uses
 
-    def __call__(self, entry: Entry, block: dict[str, Any], age: int) -> str | None:
+    def __call__(self, entry: Entry, block: dict[str, Any], index: int) -> str | None:
+        if block.get("is_error") is True:
+            return None
         cmd = _bash_command(self._tool_uses.get(block.get("tool_use_id", "")))
-        if cmd is None or block.get("is_error") is True:
+        if cmd is None:
             return None
         text = result_text(block)
         if text is None or len(text) > self._policy.max_chars or not is_ephemeral(cmd):
             return None
-        return self._policy.text.format(cmd=cmd, age=age)
+        return self._policy.text.format(cmd=cmd, age=self._survey.age(index))
 
     def count(self, report: Report | None, replaced: int) -> None:
         if report is not None:
@@ -232,7 +238,7 @@ class _Spilling:
         self._tool_uses = survey.tool_uses
         self._errors = 0
 
-    def __call__(self, entry: Entry, block: dict[str, Any], age: int) -> str | None:
+    def __call__(self, entry: Entry, block: dict[str, Any], index: int) -> str | None:
         text = result_text(block)
         if text is None or len(text) < self._min_chars:
             return None

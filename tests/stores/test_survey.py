@@ -39,6 +39,18 @@ def test_ages_count_later_responses_not_entries() -> None:
     assert [survey.age(i) for i in range(len(chat.entries))] == [2, 2, 1, 1, 1, 0]
 
 
+@settings(max_examples=200, deadline=None)
+@given(steps=st.lists(STEPS, max_size=40), keep=st.integers(0, 5))
+def test_older_than_bounds_exactly_the_entries_older_than_keep_recent(
+    steps: list[str], keep: int
+) -> None:
+    # The rewrite walk tests `index < older_than(keep)` instead of asking each age.
+    survey = Survey(build(steps))
+    bound = survey.older_than(keep)
+    indices = range(len(build(steps)))
+    assert [i < bound for i in indices] == [survey.age(i) > keep for i in indices]
+
+
 def test_what_the_survey_finds() -> None:
     chat = Chat()
     use, result = chat.bash("ls", "a")
