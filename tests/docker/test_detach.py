@@ -9,7 +9,10 @@ process inside the box (watchfiles on the bind mount).
 from __future__ import annotations
 
 import json
+import os
 import re
+import signal
+import subprocess
 import time
 from pathlib import Path
 from typing import Any
@@ -62,6 +65,20 @@ def detach(
     return started.stdout.strip(), env
 
 
+def attach(user: tuple[str, int, int], ws: Path, env: dict[str, str]) -> subprocess.Popen[str]:
+    """`flowerbox attach` as the user, in a process group of its own (for Ctrl+C)."""
+    return subprocess.Popen(
+        ["runuser", "-u", user[0], "--", "env", *(f"{k}={v}" for k, v in env.items())]
+        + [FLOWERBOX, "attach"],
+        cwd=ws,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+
+
 def test_a_detached_run_waits_for_a_question_answered_from_the_host(
     real_api: FakeAPI,
     host_user: tuple[str, int, int],
@@ -88,6 +105,7 @@ def test_a_detached_run_waits_for_a_question_answered_from_the_host(
     assert f"{run_id} q1: 用哪个 Python 解释器?" in table.stdout
     nobody = as_user(host_user, [FLOWERBOX, "answer", "q2", "x"], cwd=ws, env=env)
     assert nobody.returncode == 2 and "(pending: q1)" in nobody.stderr
+    follower = attach(host_user, ws, env)
 
     answered = as_user(host_user, [FLOWERBOX, "answer", "q1", "python3"], cwd=ws, env=env)
     assert answered.returncode == 0, answered.stderr
@@ -103,6 +121,40 @@ def test_a_detached_run_waits_for_a_question_answered_from_the_host(
     assert "[Agent]" in logs.stdout and f"{run_id}: done, exit 0" in logs.stderr
     late = as_user(host_user, [FLOWERBOX, "answer", "q1", "pypy"], cwd=ws, env=env)
     assert late.returncode == 2 and "has already ended (done, exit 0)" in late.stderr
+    out, err = follower.communicate(timeout=60)  # attach ends with the run, with its code
+    assert follower.returncode == 0, err
+    assert "?? q1: 用哪个 Python 解释器?" in out and "q1 answered: python3" in out
+
+
+def test_ctrl_c_in_attach_stops_the_run_resumably(
+    real_api: FakeAPI,
+    host_user: tuple[str, int, int],
+    user_workspace: Path,
+    flowerbox_image: str,
+    docker_client: DockerClient,
+) -> None:
+    ws = user_workspace
+
+    def slow_worker(request: Request) -> Reply:
+        return text("slept") if request.tool_results() else tool("Bash", {"command": "sleep 120"})
+
+    real_api.script = rules((When(kind="subagent"), slow_worker), (When(), starter_cast()))
+    run_id, env = detach(host_user, ws, real_api, DEMO_ASK, "--timeout", "0")
+    follower = attach(host_user, ws, env)
+    try:
+        assert real_api.wait_for(lambda reqs: any(r.kind == "subagent" for r in reqs), 300)
+        time.sleep(1.0)
+        os.killpg(follower.pid, signal.SIGINT)
+        out, err = follower.communicate(timeout=90)
+    finally:
+        if follower.poll() is None:
+            os.killpg(follower.pid, signal.SIGKILL)
+    assert follower.returncode == 130, err  # the run's own code: stopped, resumable
+    assert f"stopping {run_id}" in err and f"{run_id}: stopped, exit 130" in err
+    assert "[Agent]" in out  # it was following the run's events
+    meta = meta_of(ws, run_id)
+    assert (meta["status"], meta["exit_code"]) == ("stopped", 130)
+    assert left_behind(docker_client, meta) == []
 
 
 def test_stop_mid_step_then_resume_continues_the_same_session(
