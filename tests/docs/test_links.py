@@ -1,5 +1,5 @@
-"""Every relative link in the README and docs/ points at a file that exists, and every
-#anchor at a heading of that page (GitHub's anchor rules), so no page sends a reader nowhere."""
+"""Every relative link in the READMEs, docs/ and examples/ points at a file that exists, and
+every #anchor at a heading of that page (GitHub's rules), so no page sends a reader nowhere."""
 
 from __future__ import annotations
 
@@ -16,7 +16,11 @@ HEADING = re.compile(r"^#{1,6}\s+(.+?)\s*#*\s*$", re.MULTILINE)
 
 
 def pages() -> list[Path]:
-    return [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+    return [
+        ROOT / "README.md",
+        *sorted((ROOT / "docs").rglob("*.md")),
+        *sorted((ROOT / "examples").rglob("*.md")),
+    ]
 
 
 def slug(heading: str) -> str:
