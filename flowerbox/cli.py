@@ -317,6 +317,21 @@ def build(image: Image = "flowerbox:dev", base_image: BaseImage = None) -> None:
 
 
 @app.command()
+def doctor(
+    workspace: Workspace = None,
+    image: Image = "flowerbox:dev",
+    allow: Allow = None,
+    allow_preset: AllowPreset = None,
+    net: Net = "allowlist",
+) -> None:
+    """Check engine, image, credentials, workspace, gateway and proxy; a fix for each miss."""
+    from flowerbox.doctor import main as run_doctor
+
+    network = {"net": net, "allow": allow or (), "allow_presets": allow_preset or ()}
+    raise typer.Exit(run_doctor(workspace=workspace, image=image, network=network))
+
+
+@app.command()
 def selftest(
     workspace: Workspace = None,
     image: Image = "flowerbox:dev",

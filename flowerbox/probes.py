@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import http.client
 import json
 import os
 import socket
@@ -49,6 +50,8 @@ PROBES: tuple[str, ...] = (
     "survivor",
     "pids_limit",
 )
+# Not escape probes: what `flowerbox doctor` asks a real box (--only gateway_health).
+EXTRA: tuple[str, ...] = ("gateway_health",)
 # Route lookups only (RFC 5737 / RFC 3849 documentation ranges): no packet is sent.
 ROUTE_V4 = ("198.51.100.1", 9)
 ROUTE_V6 = ("2001:db8::1", 9)
@@ -152,11 +155,9 @@ def _route(family: int, target: tuple[str, int]) -> str:
 
 
 def direct_tcp(args: argparse.Namespace) -> Observation:
-    """Without the proxy variables: a TCP connection to the host-loopback probe server, and
+    """As if the proxy variables were unset: a TCP connection to the host-loopback probe server, and
     whether the kernel has any IPv4 route out."""
-    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy"):
-        os.environ.pop(name, None)
-    host, port = args.server
+    host, port = args.server  # a plain socket: no proxy variable applies to it
     try:
         with socket.create_connection((host, port), timeout=TIMEOUT) as sock:
             sock.sendall(f"direct_tcp {args.token}\n".encode())
@@ -248,12 +249,13 @@ def proxy_denied_name(args: argparse.Namespace) -> Observation:
     proxy = _proxy()
     if proxy is None:
         return {"proxy": None}
-    name = args.denied_name
-    plain = f"GET http://{name}/ HTTP/1.1\r\nHost: {name}\r\nConnection: close\r\n\r\n"
+    name, port = args.denied_name, args.server[1]  # the probe server's port: if let through,
+    target = f"{name}:{port}"  # a name mapped to the host's loopback reaches it
+    plain = f"GET http://{target}/ HTTP/1.1\r\nHost: {target}\r\nConnection: close\r\n\r\n"
     return {
         "proxy": f"{proxy[0]}:{proxy[1]}",
         "name": name,
-        "connect": _through_proxy(proxy, _connect_line(f"{name}:443"), args.token),
+        "connect": _through_proxy(proxy, _connect_line(target), args.token),
         "plain": _through_proxy(proxy, plain, args.token),
     }
 
@@ -297,7 +299,12 @@ def setuid(args: argparse.Namespace) -> Observation:
     """Start a setuid-root binary (su: blocked at its password prompt, or, for root, running
     sleep) and read the uid and capabilities the kernel gave it; and ask sudo for root
     without a password, if sudo exists."""
-    observation: Observation = {"euid": os.geteuid(), "su": None, "sudo": None}
+    observation: Observation = {
+        "euid": os.geteuid(),
+        "CapBnd": _status()["CapBnd"],
+        "su": None,
+        "sudo": None,
+    }
     su = next((p for p in ("/usr/bin/su", "/bin/su") if Path(p).exists()), None)
     if su is not None:
         mode = Path(su).stat()
@@ -328,7 +335,7 @@ def _credentials_of(command: list[str]) -> dict[str, Any] | None:
             if Path(argv0.decode()).name == Path(command[0]).name:  # exec done: creds final
                 status = {k: v.split() for k, _, v in (line.partition(":") for line in lines)}
                 return {"euid": int(status["Uid"][1]), "CapEff": status["CapEff"][0]}
-            time.sleep(0.01)
+            time.sleep(0.001)
         return None
     finally:
         process.kill()
@@ -394,6 +401,24 @@ def pids_limit(args: argparse.Namespace) -> Observation:
     return {"tried": args.pids, "started": started, "error": error}
 
 
+def gateway_health(args: argparse.Namespace) -> Observation:
+    """The gateway's own health answer (FLOWER_HEALTH_URL, through the relay): up, and is
+    the real upstream reachable from it?"""
+    url = urlsplit(os.environ.get("FLOWER_HEALTH_URL", ""))
+    if not url.hostname:
+        return {"status": 0, "error": "FLOWER_HEALTH_URL is not set"}
+    try:
+        conn = http.client.HTTPConnection(url.hostname, url.port or 80, timeout=TIMEOUT * 3)
+        try:
+            conn.request("GET", url.path or "/health")
+            response = conn.getresponse()
+            return {"status": response.status, "body": response.read(300).decode(errors="replace")}
+        finally:
+            conn.close()
+    except OSError as exc:
+        return {"status": 0, "error": _err(exc)}
+
+
 def _address(text: str) -> tuple[str, int]:
     host, _, port = text.rpartition(":")
     return host, int(port)
@@ -417,7 +442,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
     table: dict[str, Callable[[argparse.Namespace], Observation]] = {
-        name: globals()[name] for name in PROBES
+        name: globals()[name] for name in (*PROBES, *EXTRA)
     }
     for name in args.only or PROBES:
         try:

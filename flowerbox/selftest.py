@@ -274,6 +274,10 @@ def _setuid(o: dict[str, Any], seen: Seen) -> Verdict:
     if sudo is not None and sudo["code"] == 0:
         return Verdict("setuid", False, f"sudo -n gave uid {sudo['stdout']}")
     su = o.get("su")
+    if su is None and o["euid"] == 0 and o["CapBnd"] == ZERO_CAPS:
+        return Verdict(
+            "setuid", True, "uid 0 already (flowerbox runs as root); CapBnd 0: nothing to gain"
+        )
     if su is None:
         if o.get("su_setuid_root"):
             return Verdict("setuid", False, "could not observe su's credentials")
@@ -328,9 +332,16 @@ JUDGES: dict[str, Callable[[dict[str, Any], Seen], Verdict]] = {
 assert tuple(JUDGES) == PROBES, "every probe has exactly one judge, in the same order"
 
 
-def judge(output: str, seen: Seen) -> list[Verdict]:
-    """One verdict per probe, in PROBES order, from the box's JSON lines and the host's view.
-    A probe that did not report, or reported an error, FAILs: silence proves nothing."""
+def _gateway_health(o: dict[str, Any], seen: Seen) -> Verdict:
+    if o["status"] == 200:
+        return Verdict("gateway_health", True, "the gateway started; its upstream is reachable")
+    why = o.get("error") or f"{o['status']} {o.get('body', '')[:120]}"
+    return Verdict("gateway_health", False, f"health: {why}")
+
+
+def judge(output: str, seen: Seen, probes: tuple[str, ...] = PROBES) -> list[Verdict]:
+    """One verdict per probe, in `probes` order, from the box's JSON lines and the host's
+    view. A probe that did not report, or reported an error, FAILs: silence proves nothing."""
     observations: dict[str, dict[str, Any]] = {}
     for line in output.splitlines():
         with contextlib.suppress(ValueError):
@@ -338,7 +349,8 @@ def judge(output: str, seen: Seen) -> list[Verdict]:
             if isinstance(data, dict) and data.get("probe") in JUDGES:
                 observations[data["probe"]] = data
     verdicts = []
-    for name, decide in JUDGES.items():
+    for name in probes:
+        decide = {**JUDGES, "gateway_health": _gateway_health}[name]
         o = observations.get(name)
         if o is None:
             verdicts.append(Verdict(name, False, "no observation: the probe did not report"))
@@ -400,6 +412,21 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def permissive(spec: BoxSpec, name: str) -> BoxSpec:
+    """The negative control's proxy: it lets the probes' loopback targets and denied name
+    through (the name mapped to the host's loopback in the gateway's hosts file, so nothing
+    is looked up), so the proxy probes show they see a proxy that does not refuse."""
+    return replace(
+        spec,
+        allow=(*spec.allow, "127.0.0.1", "localhost", name),
+        egress_hosts=(*spec.egress_hosts, (name, "127.0.0.1")),
+    )
+
+
+def denied_name(token: str) -> str:
+    return f"flowerbox-selftest-{token}.invalid"
+
+
 # --- running it -----------------------------------------------------------------------------
 
 
@@ -425,7 +452,14 @@ def placeholder_credentials(upstream: str) -> Iterator[None]:
                 os.environ[key] = value
 
 
-def probe_command(spec: BoxSpec, server: ProbeServer, *, token: str, marker: str) -> list[str]:
+def probe_command(
+    spec: BoxSpec,
+    server: ProbeServer,
+    *,
+    token: str,
+    marker: str,
+    probes: tuple[str, ...] = PROBES,
+) -> list[str]:
     command = [
         "python",
         "-m",
@@ -441,7 +475,7 @@ def probe_command(spec: BoxSpec, server: ProbeServer, *, token: str, marker: str
         "--pids",
         str(spec.limits.pids + PIDS_HEADROOM),
         "--denied-name",
-        f"flowerbox-selftest-{token}.invalid",
+        denied_name(token),
         "--workspace",
         str(spec.workspace),
         "--image",
@@ -449,6 +483,8 @@ def probe_command(spec: BoxSpec, server: ProbeServer, *, token: str, marker: str
     ]
     for name in spec.protected:
         command += ["--protect", name]
+    if probes != PROBES:
+        command += [arg for name in probes for arg in ("--only", name)]
     return command
 
 
@@ -477,7 +513,7 @@ def _processes_with(marker: str) -> list[str]:
 
 
 def _egress_log(spec: BoxSpec) -> list[dict[str, Any]]:
-    path = spec.box_dir / "egress.jsonl"
+    path = spec.egress_log
     entries = []
     with contextlib.suppress(OSError):
         for line in path.read_text().splitlines():
@@ -495,6 +531,8 @@ def selftest(
     base_image: str | None = None,
     negative: bool = False,
     prepare_options: dict[str, Any] | None = None,
+    probes: tuple[str, ...] = PROBES,
+    real_credentials: bool = False,
 ) -> Report:
     """Run the probes in a box prepared as a real run's (or, negative, a weak one); judge.
 
@@ -508,7 +546,10 @@ def selftest(
 
     token, marker = secrets.token_hex(6), f"fbx-survivor-{secrets.token_hex(6)}"
     with ProbeServer() as server:
-        with placeholder_credentials(server.url):
+        credentials = (
+            contextlib.nullcontext() if real_credentials else placeholder_credentials(server.url)
+        )
+        with credentials:
             prepared = prepare(
                 ["selftest"],
                 workspace=workspace,
@@ -516,8 +557,14 @@ def selftest(
                 isolate=False,
                 **(prepare_options or {}),
             )
-        spec = prepared.spec
-        spec = replace(spec, command=tuple(probe_command(spec, server, token=token, marker=marker)))
+        spec = replace(
+            prepared.spec,
+            command=tuple(
+                probe_command(prepared.spec, server, token=token, marker=marker, probes=probes)
+            ),
+        )
+        if negative:
+            spec = permissive(spec, denied_name(token))
         names = spec.protected
         before = _digests(spec.workspace, names)
         out, err = bytearray(), bytearray()
@@ -549,7 +596,8 @@ def selftest(
             survivors=left + _processes_with(marker),
             git=in_git(spec.workspace),
         )
-    return Report(judge(out.decode(errors="replace"), seen), negative, err.decode(errors="replace"))
+    verdicts = judge(out.decode(errors="replace"), seen, probes)
+    return Report(verdicts, negative, err.decode(errors="replace"))
 
 
 def _docker_socket_path() -> str:
@@ -567,6 +615,7 @@ def main(
     base_image: str | None,
     negative: bool,
     as_json: bool,
+    network: dict[str, Any] | None = None,
 ) -> int:
     """`flowerbox selftest`: print one line per probe; 0 all PASS, 1 any FAIL, 2 no box."""
     from rich.console import Console
@@ -581,7 +630,11 @@ def main(
         )
     try:
         report = selftest(
-            workspace=workspace, image=image, base_image=base_image, negative=negative
+            workspace=workspace,
+            image=image,
+            base_image=base_image,
+            negative=negative,
+            prepare_options=network,
         )
     except (ValueError, RuntimeError, BoxError) as exc:
         stderr.print(f"[bold red]error:[/] {exc}")

@@ -51,7 +51,12 @@ GOOD: dict[str, dict[str, Any]] = {
         "refused": {".git/hooks": "EROFS", ".git/config": "EROFS"},
         "missing": [],
     },
-    "setuid": {"euid": 1000, "su": {"euid": 1000, "CapEff": ZERO_CAPS}, "sudo": None},
+    "setuid": {
+        "euid": 1000,
+        "CapBnd": ZERO_CAPS,
+        "su": {"euid": 1000, "CapEff": ZERO_CAPS},
+        "sudo": None,
+    },
     "survivor": {"process": "started", "container": "no docker socket"},
     "pids_limit": {"tried": 576, "started": 505, "error": "can't start new thread"},
 }
@@ -149,7 +154,7 @@ def test_root_is_said_plainly_when_flowerbox_itself_runs_as_root() -> None:
     observations = {
         **GOOD,
         "identity": {"uid": 0, "euid": 0, "gid": 0},
-        "setuid": {"euid": 0, "su": {"euid": 0, "CapEff": ZERO_CAPS}, "sudo": None},
+        "setuid": {"euid": 0, "CapBnd": ZERO_CAPS, "su": None, "sudo": None},
     }
     verdicts = {v.probe: v for v in judge(output(observations), seen(uid=0))}
     assert verdicts["identity"].ok and "flowerbox runs as root" in verdicts["identity"].why

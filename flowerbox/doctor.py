@@ -1,0 +1,198 @@
+"""`flowerbox doctor`: is everything a run needs here? One line per check, a fix for each miss.
+
+    OK    engine       a Docker engine answers at the default socket
+    FAIL  image        flowerbox:dev is not here  ->  run `flowerbox build`
+
+Checks, in order (a check that needs an earlier one says so instead of failing on its own):
+engine (a Docker engine answers), image (the tag is present), credentials (found, and where:
+the process environment or which .env/settings file; never a value), workspace (a folder, not
+/ or $HOME, a git repository, a readable protect config), user (uid 0 is said plainly), and
+in one real box, prepared as a run's: gateway (it starts and reports its upstream reachable)
+and proxy (it refuses a name off the allowlist, with a 403, and logs the deny).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from flower.core.env import CREDENTIALS
+
+ROOT_NOTE = (
+    "you are root, so the box runs as uid 0 (every other restriction holds); run flowerbox "
+    "as your own user, in the docker group, to avoid it"
+)
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    ok: bool
+    detail: str
+    fix: str = ""
+
+    def line(self) -> str:
+        head = f"{'OK' if self.ok else 'FAIL':<5} {self.name:<12} {self.detail}"
+        return head if self.ok or not self.fix else f"{head}\n{'':<19}fix: {self.fix}"
+
+
+def check_engine() -> tuple[Check, Any]:
+    """The engine check and, when it answers, the client (for the checks after it)."""
+    from flowerbox.box import BoxError, connect
+
+    where = os.environ.get("DOCKER_HOST") or "the default socket"
+    try:
+        client = connect()
+    except BoxError:
+        return (
+            Check(
+                "engine",
+                False,
+                f"no Docker engine answers at {where}",
+                "start it (`systemctl start docker`, or `bash docker/engine.sh` in a checkout), "
+                "or point DOCKER_HOST at one; you must be allowed to use it (the docker group)",
+            ),
+            None,
+        )
+    return Check("engine", True, f"a Docker engine answers at {where}"), client
+
+
+def check_image(client: Any, image: str) -> Check:
+    from flowerbox.box import BoxError, image_id
+
+    if client is None:
+        return Check("image", False, f"{image}: cannot look without an engine", "see engine")
+    try:
+        found = image_id(client, image)
+    except BoxError:
+        return Check(
+            "image",
+            False,
+            f"{image} is not here",
+            "run `flowerbox build` (or pass --image / set FLOWERBOX_IMAGE to one you have)",
+        )
+    return Check("image", True, f"{image} ({found[:19]})")
+
+
+def check_credentials() -> Check:
+    """Which credential is set and where it came from; never its value."""
+    from flower import load_dotenv
+
+    try:
+        origins = load_dotenv()
+    except (OSError, ValueError) as exc:
+        return Check("credentials", False, f"a .env file cannot be read: {exc}", "fix or remove it")
+    found = [key for key in CREDENTIALS if os.environ.get(key)]
+    if not found:
+        return Check(
+            "credentials",
+            False,
+            "no ANTHROPIC_API_KEY or ANTHROPIC_AUTH_TOKEN found",
+            "run `flowerbox setup` (saves your key to the global .env, 0600), or export "
+            "ANTHROPIC_API_KEY, or put it in ./.env",
+        )
+    where = ", ".join(f"{key} from {origins.get(key, 'the process environment')}" for key in found)
+    return Check("credentials", True, where)
+
+
+def check_workspace(workspace: Path | None) -> tuple[Check, Path | None]:
+    from flowerbox.prepare import in_git, workspace_of
+    from flowerbox.spec import protected_paths
+
+    try:
+        ws = workspace_of(workspace)
+        protected = protected_paths(ws)
+    except ValueError as exc:
+        return Check("workspace", False, str(exc).split(":")[0], _after_colon(str(exc))), None
+    if not in_git(ws):
+        return (
+            Check(
+                "workspace",
+                False,
+                f"{ws} is not a git repository (flowerbox isolates workers in git worktrees)",
+                "run `git init && git commit --allow-empty -m start` there, or run with "
+                "--no-isolate",
+            ),
+            ws,
+        )
+    return Check("workspace", True, f"{ws} (git; {len(protected)} protected paths)"), ws
+
+
+def _after_colon(message: str) -> str:
+    return message.split(":", 1)[1].strip() if ":" in message else message
+
+
+def check_user() -> Check:
+    uid = os.getuid()
+    return Check("user", True, ROOT_NOTE if uid == 0 else f"uid {uid}: the box runs as you")
+
+
+def check_box(
+    workspace: Path | None, image: str, *, ready: bool, network: dict[str, Any]
+) -> list[Check]:
+    """gateway and proxy, from one real box prepared as a run's (real credentials)."""
+    from flowerbox.box import BoxError
+    from flowerbox.selftest import selftest
+
+    if not ready:
+        why = "needs the engine, the image, credentials and a workspace (above)"
+        return [Check(name, False, why, "fix the misses above") for name in ("gateway", "proxy")]
+    try:
+        report = selftest(
+            workspace=workspace,
+            image=image,
+            probes=("gateway_health", "proxy_denied_name"),
+            real_credentials=True,
+            prepare_options=network,
+        )
+    except (BoxError, ValueError, RuntimeError) as exc:
+        return [Check("gateway", False, f"the box did not start: {exc}", "see the message")]
+    health, proxy = report.verdicts
+    return [
+        Check(
+            "gateway",
+            health.ok,
+            health.why,
+            "check your network and ANTHROPIC_BASE_URL; `flowerbox shell` shows the box",
+        ),
+        Check(
+            "proxy",
+            proxy.ok,
+            proxy.why,
+            "rebuild the image (`flowerbox build`) so the gateway serves the egress proxy; "
+            "with --net open there is none by choice",
+        ),
+    ]
+
+
+def doctor(
+    *, workspace: Path | None, image: str, network: dict[str, Any] | None = None
+) -> list[Check]:
+    engine, client = check_engine()
+    checks = [engine, check_image(client, image), check_credentials()]
+    ws_check, ws = check_workspace(workspace)
+    checks += [ws_check, check_user()]
+    ready = all(check.ok for check in checks)
+    checks += check_box(ws, image, ready=ready, network=network or {})
+    if client is not None:
+        client.close()
+    return checks
+
+
+def main(
+    *,
+    workspace: Path | None,
+    image: str,
+    network: dict[str, Any] | None = None,
+    write: Callable[[str], Any] = print,
+) -> int:
+    """Print each check; 0 when all are OK, 1 on any miss."""
+    checks = doctor(workspace=workspace, image=image, network=network)
+    for check in checks:
+        write(check.line())
+    misses = sum(not check.ok for check in checks)
+    write(f"{len(checks)} checks: {misses} to fix" if misses else f"{len(checks)} checks: all OK")
+    return 1 if misses else 0
