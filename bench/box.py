@@ -8,16 +8,26 @@ request the FakeAPI receives. The box adds the gateway's and the agent's contain
 relay and the hop through the gateway. The gateway's per-request streaming overhead is
 bench/gateway.py's. Run as it is, with the host's environment (as root here, the box runs as
 uid 0). Targets: <= 1.5 s added to the first request; <= 520 MB of layers over the base image.
+
+Also, with no engine needed: the egress proxy's added latency per CONNECT. The gateway
+process (serving the proxy, allowing 127.0.0.1) and the relay run as in a box; each round
+opens a tunnel through relay + proxy to a loopback echo server and gets one byte back,
+against a direct connection to the same server for the same byte, interleaved in the same
+run. Target: <= 5 ms added (median).
 """
 
 from __future__ import annotations
 
 import os
+import signal
+import socket
 import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from docker import DockerClient  # noqa: TID251 - the benchmark weighs the images itself
@@ -32,6 +42,118 @@ KEY = "sk-bench-real-key"
 IMAGE = os.environ.get("FLOWERBOX_IMAGE", "flowerbox:dev")
 BASE_IMAGE = os.environ.get("FLOWERBOX_BASE_IMAGE", "flowerbox-base:bookworm")
 PROMPT = "say hi"
+CONNECTS = 300
+TARGET_CONNECT_MS = 5.0
+
+
+def echo_server() -> socket.socket:
+    """A loopback server that sends each connection's first byte back, then waits for EOF."""
+    listener = socket.create_server(("127.0.0.1", 0), backlog=64)
+
+    def serve() -> None:
+        while True:
+            try:
+                conn, _ = listener.accept()
+            except OSError:
+                return
+            with conn:
+                conn.sendall(conn.recv(1))
+                conn.recv(1)
+
+    threading.Thread(target=serve, daemon=True).start()
+    return listener
+
+
+def direct_byte(port: int) -> float:
+    started = time.perf_counter()
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+        sock.sendall(b"x")
+        assert sock.recv(1) == b"x"
+    return time.perf_counter() - started
+
+
+def tunnelled_byte(proxy: int | Path, port: int) -> float:
+    """Through the relay's TCP port, or straight to the proxy's unix socket."""
+    started = time.perf_counter()
+    if isinstance(proxy, Path):
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.connect(str(proxy))
+    else:
+        sock = socket.create_connection(("127.0.0.1", proxy), timeout=10)
+    with sock:
+        sock.sendall(b"CONNECT 127.0.0.1:%d HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n" % port)
+        head = b""
+        while not head.endswith(b"\r\n\r\n"):
+            head += sock.recv(1)
+        assert head.startswith(b"HTTP/1.1 200"), head
+        sock.sendall(b"x")
+        assert sock.recv(1) == b"x"
+    return time.perf_counter() - started
+
+
+def connect_overhead() -> tuple[float, float, float]:
+    """Median seconds per one-byte round trip: direct, through the proxy's socket, and
+    through relay + proxy (the agent's path)."""
+    with tempfile.TemporaryDirectory(dir="/tmp") as tmp:
+        root = Path(tmp)
+        creds = root / "creds.env"
+        creds.touch(mode=0o600)  # the API side is never called here
+        creds.write_text(f"ANTHROPIC_API_KEY={KEY}\nANTHROPIC_BASE_URL=http://127.0.0.1:9\n")
+        api_sock, proxy_sock = root / "api.sock", root / "proxy.sock"
+        env = {k: v for k, v in os.environ.items() if not k.startswith("ANTHROPIC_")}
+        gateway = subprocess.Popen(
+            [sys.executable, "-m", "flowerbox.gateway", "--socket", str(api_sock)]
+            + ["--credentials", str(creds), "--usage", str(root / "usage.json")]
+            + ["--proxy-socket", str(proxy_sock), "--egress-log", str(root / "egress.jsonl")]
+            + ["--allow", "127.0.0.1"],
+            stderr=subprocess.DEVNULL,
+            env=env,
+        )
+        while not api_sock.exists():
+            time.sleep(0.01)
+        relay = subprocess.Popen(
+            [sys.executable, "-m", "flowerbox.relay", "--listen", f"127.0.0.1:0={proxy_sock}"],
+            stdout=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
+        listener = echo_server()
+        try:
+            assert relay.stdout is not None
+            relay_port = int(relay.stdout.readline().split()[1].rpartition(":")[2])
+            port = listener.getsockname()[1]
+            paths: list[Callable[[], float]] = [
+                lambda: direct_byte(port),
+                lambda: tunnelled_byte(proxy_sock, port),
+                lambda: tunnelled_byte(relay_port, port),
+            ]
+            for _ in range(20):  # warm up both (imports, first connections)
+                for path in paths:
+                    path()
+            times: list[list[float]] = [[], [], []]
+            for _ in range(CONNECTS):
+                for path, found in zip(paths, times, strict=True):
+                    found.append(path())
+        finally:
+            listener.close()
+            for process in (relay, gateway):
+                process.send_signal(signal.SIGTERM)
+                process.wait(timeout=10)
+            if relay.stdout is not None:
+                relay.stdout.close()
+    direct, proxied, relayed = (statistics.median(found) for found in times)
+    return direct, proxied, relayed
+
+
+def report_connect() -> bool:
+    direct, proxied, tunnelled = connect_overhead()
+    added_ms = (tunnelled - direct) * 1000
+    print(f"{CONNECTS} CONNECTs to a loopback echo server, one byte back, median (ms):")
+    print(f"  direct                     {direct * 1000:6.2f}")
+    print(f"  proxy socket alone         {proxied * 1000:6.2f}  ({proxied / direct:.1f}x)")
+    print(f"  through relay + proxy      {tunnelled * 1000:6.2f}  ({tunnelled / direct:.1f}x)")
+    print(f"  added per CONNECT {added_ms:.2f} ms (target <= {TARGET_CONNECT_MS} ms)")
+    return added_ms <= TARGET_CONNECT_MS
 
 
 def first_request(api: FakeAPI, command: list[str], env: dict[str, str], cwd: Path) -> float:
@@ -57,11 +179,12 @@ def image_mb() -> tuple[float, float]:
 
 
 def main() -> int:
+    connect_ok = report_connect()
     try:
         image, base = image_mb()
     except (DockerException, ImageNotFound) as exc:
         print(f"skipped: no engine or no {IMAGE}/{BASE_IMAGE} ({exc}): bash docker/engine.sh")
-        return 0
+        return 0 if connect_ok else 1
     host_env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "FLOWER_"))}
     boxed, direct = [], []
     with tempfile.TemporaryDirectory(dir="/tmp") as tmp, FakeAPI(api_key=KEY) as api:
@@ -89,7 +212,7 @@ def main() -> int:
     print("  streaming overhead per request through the gateway: see bench.gateway")
     print(f"image {IMAGE} {image:.0f} MB over {BASE_IMAGE} {base:.0f} MB:")
     print(f"  layers added {layers:.0f} MB (target <= {TARGET_IMAGE_MB} MB)")
-    return 0 if added <= TARGET_ADDED_S and layers <= TARGET_IMAGE_MB else 1
+    return 0 if connect_ok and added <= TARGET_ADDED_S and layers <= TARGET_IMAGE_MB else 1
 
 
 if __name__ == "__main__":
