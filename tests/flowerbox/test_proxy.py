@@ -11,7 +11,7 @@ import json
 import socket
 import stat
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -21,6 +21,7 @@ import pytest
 
 from flowerbox.egress import IPAddress, Policy
 from flowerbox.proxy import EgressLog, EgressProxy
+from tests.flowerbox.conftest import GatewayProcess
 
 NAMES = {
     "web.test": "127.0.0.1",
@@ -441,3 +442,43 @@ def test_malformed_requests_get_400_and_a_log_line(proxy: Proxy, raw: bytes, why
 
 def test_the_socket_is_private(proxy: Proxy) -> None:
     assert stat.S_IMODE(proxy.path.stat().st_mode) == 0o600
+
+
+# --- inside the gateway process ---------------------------------------------------------
+
+
+def test_the_gateway_process_serves_the_proxy_and_removes_its_socket_on_sigterm(
+    start_gateway: Callable[..., GatewayProcess], sockdir: Path, tmp_path: Path, web: Web
+) -> None:
+    proxy_sock, log_path = sockdir / "proxy.sock", tmp_path / "box" / "egress.jsonl"
+    args = ("--proxy-socket", str(proxy_sock), "--egress-log", str(log_path))
+    gateway = start_gateway("http://127.0.0.1:9", args=(*args, "--allow", "127.0.0.1,x.test"))
+    assert proxy_sock.exists() and stat.S_IMODE(proxy_sock.stat().st_mode) == 0o600
+    proxy = Proxy(proxy_sock, log_path, Recorder({}))
+    port = web.server_address[1]
+    allowed = proxy.send(b"GET http://127.0.0.1:%d/in HTTP/1.1\r\n\r\n" % port)
+    denied = proxy.send(b"CONNECT denied.test:443 HTTP/1.1\r\n\r\n")
+    assert allowed.startswith(b"HTTP/1.1 200") and allowed.endswith(b"hello GET /in 0")
+    assert head_and_body(denied)[1].startswith(b"flowerbox egress: denied denied.test:443")
+    assert [line["decision"] for line in proxy.log()] == ["allow", "deny"]
+    assert "egress proxy on" in gateway.log() and "allowing 127.0.0.1, x.test" in gateway.log()
+    assert gateway.stop() == 0
+    assert not proxy_sock.exists() and not gateway.socket.exists()
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("--egress-log", "{dir}/egress.jsonl", "--allow", "https://x.test"), "a bare host"),
+        (("--egress-log", "{dir}/egress.jsonl", "--allow-preset", "pip"), "unknown --allow-pre"),
+        ((), "--proxy-socket needs --egress-log"),
+    ],
+)
+def test_the_gateway_refuses_unusable_egress_settings(
+    start_gateway: Callable[..., GatewayProcess], sockdir: Path, args: tuple[str, ...], message: str
+) -> None:
+    proxy_sock = sockdir / "proxy.sock"
+    filled = tuple(arg.format(dir=sockdir) for arg in args)
+    gateway = start_gateway("http://127.0.0.1:9", args=("--proxy-socket", str(proxy_sock), *filled))
+    assert gateway.process.wait(timeout=10) == 2
+    assert message in gateway.log() and not proxy_sock.exists()
