@@ -14,8 +14,10 @@ with what load() hands out, which nothing in flower or the SDK mutates.
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from dataclasses import dataclass
+from typing import Any
 
 import msgspec
 
@@ -45,15 +47,16 @@ class RecentTranscript:
         """The entries of `skey` in order (a new list), or None if it has none."""
         held = self._held if self._held is not None and self._held.skey == skey else None
         start = held.last_seq if held is not None and _still_valid(conn, held) else None
-        rows = conn.execute(
-            "SELECT seq, payload FROM entries WHERE store_key = ? AND seq > ? ORDER BY seq",
-            (skey, -1 if start is None else start),
-        )
+        query = "SELECT seq, payload FROM entries WHERE store_key = ? AND seq > ? ORDER BY seq"
+        params = (skey, -1 if start is None else start)
         # Each row is decoded as it comes and its text dropped at once: no list of every
         # row's text, no joined copy of them (15 MB per 10k entries, 160 MB per 100k), so
         # the memory a load touches stays about that of the entries it returns.
         last: tuple[int, str] | None = None
-        fresh = [_decode_one((last := row)[1]) for row in rows]
+        try:
+            fresh = [_strict((last := row)[1]) for row in conn.execute(query, params)]
+        except msgspec.DecodeError:  # rare: read again, row by row (see decode())
+            fresh = [_lenient((last := row)[1]) for row in conn.execute(query, params)]
         old = held.entries if held is not None and start is not None else []
         if last is None:
             return list(old) or None
@@ -75,10 +78,25 @@ def _still_valid(conn: sqlite3.Connection, held: _Held) -> bool:
     return bool(count == len(held.entries) and last == held.last_payload)
 
 
-_decode_one = msgspec.json.Decoder().decode
+_strict = msgspec.json.Decoder().decode
+
+
+def _lenient(payload: str) -> Any:
+    try:
+        return _strict(payload)
+    except msgspec.DecodeError:
+        return json.loads(payload)
 
 
 def decode(payloads: list[str]) -> list[Entry]:
     """Stored payloads to entries. One msgspec call per payload: as fast as one call over
-    the joined payloads for 10k entries, faster for 100k (no joined copy to build)."""
-    return [_decode_one(payload) for payload in payloads]
+    the joined payloads for 10k entries, faster for 100k (no joined copy to build).
+
+    msgspec reads strict JSON only; a payload it refuses is read by ``json.loads``: an
+    escaped lone surrogate (``"\\ud800"``: the CLI's JavaScript strings can hold one, and
+    ``json.dumps`` writes it so) or a ``NaN`` that an older flower's ``json.dumps`` wrote.
+    """
+    try:
+        return [_strict(payload) for payload in payloads]
+    except msgspec.DecodeError:
+        return [_lenient(payload) for payload in payloads]

@@ -38,6 +38,7 @@ from types import TracebackType
 from typing import Any, TypeVar
 
 import anyio.to_thread
+import msgspec
 from claude_agent_sdk import (
     SessionKey,
     SessionListSubkeysKey,
@@ -289,8 +290,7 @@ class SqliteSessionStore(SessionStore):
         if not entries:
             return
         skey = store_key(key)
-        # Serialize before taking the lock; ensure_ascii keeps lone surrogates storable.
-        rows = [(_uid(entry), json.dumps(entry, separators=(",", ":"))) for entry in entries]
+        rows = [(_uid(entry), _payload(entry)) for entry in entries]  # before the lock
 
         def work(conn: sqlite3.Connection) -> None:
             meta = conn.execute(
@@ -458,6 +458,21 @@ class SqliteSessionStore(SessionStore):
             )
 
         return self._read(work)
+
+
+_encode = msgspec.json.Encoder().encode
+
+
+def _payload(entry: SessionStoreEntry) -> str:
+    """The stored text of an entry: compact JSON, written by msgspec (five times faster than
+    ``json.dumps``; non-ASCII text stays UTF-8; a non-finite float, which JSON lacks, becomes
+    ``null`` as in the CLI's own JavaScript). What msgspec cannot write (a lone surrogate, a
+    key that is neither a string nor a number) goes through ``json.dumps``, whose ASCII
+    escapes store it; recent.decode() reads both."""
+    try:
+        return _encode(entry).decode()
+    except (TypeError, ValueError):
+        return json.dumps(entry, separators=(",", ":"))
 
 
 def _uid(entry: SessionStoreEntry) -> str | None:

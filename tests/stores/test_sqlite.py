@@ -51,6 +51,32 @@ def test_entries_without_uuid_are_appended_every_time(store: SqliteSessionStore)
     assert store.read(KEY) == [{"type": "mode", "mode": "x"}] * 2
 
 
+def test_text_json_alone_can_write_or_read_round_trips(db: Path, opened: Opened) -> None:
+    # A lone surrogate (a JavaScript string cut mid-pair), non-ASCII text, a non-string key:
+    # written by the fallback or as UTF-8, and read back equal, warm and cold.
+    odd = [
+        {"type": "user", "uuid": "u1", "text": "cut \ud83d here"},
+        {"type": "user", "uuid": "u2", "text": "é 中 \U0001f600"},
+        {"type": "user", "uuid": "u3", "counts": {None: 1}},
+    ]
+    store = opened(SqliteSessionStore(db))
+    append(store, KEY, odd)
+    expected = [odd[0], odd[1], {**odd[2], "counts": {"null": 1}}]  # as json.dumps wrote it
+    assert store.read(KEY) == expected and store.view(KEY) == expected
+    assert opened(SqliteSessionStore(db)).view(KEY) == expected
+
+
+def test_a_nan_an_older_flower_stored_still_loads(db: Path, opened: Opened) -> None:
+    store = opened(SqliteSessionStore(db))
+    append(store, KEY, [{"type": "user", "uuid": "u1", "cost": 1.5}])
+    conn = sqlite3.connect(db)  # json.dumps wrote NaN before payloads were strict JSON
+    with conn:
+        conn.execute("UPDATE entries SET payload = replace(payload, '1.5', 'NaN')")
+    conn.close()
+    (entry,) = opened(SqliteSessionStore(db)).view(KEY) or []
+    assert entry["uuid"] == "u1" and entry["cost"] != entry["cost"]  # NaN
+
+
 def test_mtimes_are_strictly_monotonic_and_shared_with_summaries(
     store: SqliteSessionStore,
 ) -> None:
