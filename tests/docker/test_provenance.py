@@ -1,0 +1,72 @@
+"""Provenance on a real engine, as the e2e user: the scripted model commits from inside the
+box, and after the run the host has put a note in refs/notes/flowerbox on that commit (and on
+no older one) naming the run, the image, the versions, the model, the network and the cost."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from docker import DockerClient  # noqa: TID251 - the image id the note must name
+
+from flower.testing import FakeAPI, Reply, Request, When, rules, text, tool
+from tests.docker.e2e import FLOWERBOX, as_user, box_env
+
+pytestmark = pytest.mark.docker
+
+COMMIT = (
+    "git -c user.name=agent -c user.email=agent@localhost commit -q --allow-empty "
+    "-m 'work of the agent' && git rev-parse HEAD"
+)
+
+
+def test_a_commit_made_in_the_box_gets_a_note_on_the_host(
+    real_api: FakeAPI,
+    host_user: tuple[str, int, int],
+    user_workspace: Path,
+    flowerbox_image: str,
+    docker_client: DockerClient,
+) -> None:
+    def model(request: Request) -> Reply:
+        if request.tool_results():
+            return text("committed")
+        return tool("Bash", {"command": COMMIT})
+
+    real_api.script = rules((When(), model))
+    git = ["git", "-C", str(user_workspace)]
+    start = as_user(host_user, [*git, "rev-parse", "HEAD"], cwd=user_workspace).stdout.strip()
+
+    done = as_user(
+        host_user,
+        [FLOWERBOX, "once", "commit your work"],
+        cwd=user_workspace,
+        env=box_env(real_api, host_user),
+    )
+
+    assert done.returncode == 0, done.stderr[-3000:]
+    [result] = [r.text for req in real_api.requests for r in req.tool_results()]
+    made = result.strip().splitlines()[-1]
+    assert made != start
+    assert "noted 1 commit(s)" in done.stderr
+    note = as_user(
+        host_user,
+        [*git, "notes", "--ref", "refs/notes/flowerbox", "show", made],
+        cwd=user_workspace,
+    )
+    assert note.returncode == 0, note.stderr
+    fields = dict(line.split(": ", 1) for line in note.stdout.splitlines())
+    [box_dir] = (user_workspace / "runs" / "flowerbox").iterdir()
+    assert fields["flowerbox-run"] == box_dir.name
+    assert fields["image"] == f"flowerbox:dev {docker_client.images.get('flowerbox:dev').id}"
+    usage = json.loads((user_workspace / "runs" / "gateway-usage.json").read_text())
+    assert fields["model"] == ", ".join(sorted(usage["models"])) != "none recorded"
+    assert fields["cost"] == f"${usage['total_cost_usd']:.6f} ({usage['requests']} requests)"
+    assert fields["network"] == "allowlist: empty (no network)" and fields["exit"] == "0"
+    assert fields["claude-code"] and fields["flower"]
+    older = as_user(
+        host_user,
+        [*git, "notes", "--ref", "refs/notes/flowerbox", "show", start],
+        cwd=user_workspace,
+    )
+    assert older.returncode != 0  # the commit from before the run has no note
