@@ -346,11 +346,11 @@ def judge(output: str, seen: Seen, probes: tuple[str, ...] = PROBES) -> list[Ver
     for line in output.splitlines():
         with contextlib.suppress(ValueError):
             data = json.loads(line)
-            if isinstance(data, dict) and data.get("probe") in JUDGES:
+            if isinstance(data, dict) and data.get("probe") in probes:
                 observations[data["probe"]] = data
     verdicts = []
     for name in probes:
-        decide = {**JUDGES, "gateway_health": _gateway_health}[name]
+        decide = {**JUDGES, "gateway_health": _gateway_health}[name]  # doctor's extra
         o = observations.get(name)
         if o is None:
             verdicts.append(Verdict(name, False, "no observation: the probe did not report"))

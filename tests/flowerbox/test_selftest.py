@@ -267,3 +267,11 @@ def test_a_bad_protect_entry_is_refused_with_the_fix(tmp_path: Path, text: str, 
     config.write_text(text)
     with pytest.raises(ValueError, match=words.replace(".", r"\.").replace("/", "/")):
         protected_paths(tmp_path)
+
+
+def test_doctor_asks_for_the_gateways_health_alone() -> None:
+    up = {"gateway_health": {"status": 200, "body": '{"upstream": "reachable"}'}}
+    down = {"gateway_health": {"status": 503, "body": '{"upstream": "unreachable"}'}}
+    [ok] = judge(output({**GOOD, **up}), seen(), ("gateway_health",))
+    [bad] = judge(output(down), seen(), ("gateway_health",))
+    assert ok.ok and not bad.ok and "503" in bad.why and "unreachable" in bad.why

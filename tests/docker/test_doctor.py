@@ -1,0 +1,42 @@
+"""`flowerbox doctor` on a real engine, as the e2e user: all OK where a run would work (the
+gateway's health reaches the fake API on the host's loopback, the proxy refuses a name), and a
+missing image tag is a miss with its fix. (The misses without an engine: tests/flowerbox.)"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from flower.testing import FakeAPI
+from tests.docker.e2e import FLOWERBOX, REAL, as_user, box_env
+
+pytestmark = pytest.mark.docker
+
+
+def test_doctor_is_all_ok_where_a_run_would_work(
+    real_api: FakeAPI, host_user: tuple[str, int, int], user_workspace: Path, flowerbox_image: str
+) -> None:
+    done = as_user(
+        host_user, [FLOWERBOX, "doctor"], cwd=user_workspace, env=box_env(real_api, host_user)
+    )
+    assert done.returncode == 0, done.stdout + done.stderr[-2000:]
+    names = [line.split()[1] for line in done.stdout.splitlines() if line.startswith("OK")]
+    assert names == ["engine", "image", "credentials", "workspace", "user", "gateway", "proxy"]
+    assert "ANTHROPIC_API_KEY from the process environment" in done.stdout
+    assert "upstream is reachable" in done.stdout and "logged deny" in done.stdout
+    assert REAL not in done.stdout + done.stderr
+    assert real_api.requests == []  # health is a TCP check: no model call, no key spent
+
+
+def test_a_missing_image_is_a_miss_with_its_fix(
+    real_api: FakeAPI, host_user: tuple[str, int, int], user_workspace: Path, flowerbox_image: str
+) -> None:
+    env = {**box_env(real_api, host_user), "FLOWERBOX_IMAGE": "flowerbox:no-such-tag"}
+    done = as_user(host_user, [FLOWERBOX, "doctor"], cwd=user_workspace, env=env)
+    assert done.returncode == 1
+    lines = done.stdout.splitlines()
+    [image] = [i for i, line in enumerate(lines) if line.split()[1:2] == ["image"]]
+    assert lines[image].startswith("FAIL") and "flowerbox:no-such-tag is not here" in lines[image]
+    assert "fix: run `flowerbox build`" in lines[image + 1]
+    assert lines[0].startswith("OK    engine")
