@@ -44,14 +44,13 @@ def _git(workspace: Path, *args: str, stdin: str | None = None) -> str:
     return done.stdout
 
 
-def is_repository(workspace: Path) -> bool:
-    done = subprocess.run(
-        ["git", "-C", str(workspace), "rev-parse", "--git-dir"],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+def _succeeds(workspace: Path, *args: str) -> bool:
+    done = subprocess.run(["git", "-C", str(workspace), *args], capture_output=True, check=False)
     return done.returncode == 0
+
+
+def is_repository(workspace: Path) -> bool:
+    return _succeeds(workspace, "rev-parse", "--git-dir")
 
 
 def tips(workspace: Path) -> set[str]:
@@ -89,12 +88,7 @@ def new_commits(workspace: Path, before: list[str]) -> list[str]:
 
 
 def _exists(workspace: Path, sha: str) -> bool:
-    done = subprocess.run(
-        ["git", "-C", str(workspace), "cat-file", "-e", f"{sha}^{{commit}}"],
-        capture_output=True,
-        check=False,
-    )
-    return done.returncode == 0
+    return _succeeds(workspace, "cat-file", "-e", f"{sha}^{{commit}}")
 
 
 def note_text(spec: BoxSpec, *, image: str, image_id: str, code: int | None) -> str:
@@ -171,13 +165,7 @@ def attach_notes(spec: BoxSpec, code: int | None) -> list[str]:
 
 def _git_identity(workspace: Path) -> bool:
     """Does git have a committer identity here (a notes ref is a commit history)?"""
-    done = subprocess.run(
-        ["git", "-C", str(workspace), "var", "GIT_COMMITTER_IDENT"],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    return done.returncode == 0
+    return _succeeds(workspace, "var", "GIT_COMMITTER_IDENT")
 
 
 def read_note(workspace: Path, sha: str) -> str:

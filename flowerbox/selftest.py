@@ -103,7 +103,6 @@ class ProbeServer:
                 with lock:
                     received.append(self.request[0].decode(errors="replace").strip())
 
-        socketserver.ThreadingTCPServer.allow_reuse_address = True
         self._tcp = socketserver.ThreadingTCPServer(("127.0.0.1", 0), Tcp)
         self._udp = socketserver.ThreadingUDPServer(("127.0.0.1", 0), Udp)
         self._tcp.daemon_threads = self._udp.daemon_threads = True
