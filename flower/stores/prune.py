@@ -32,10 +32,8 @@ children are relinked to its parent. The input list is never mutated.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Collection, Container, MutableMapping, Sequence
+from collections.abc import Collection, MutableMapping, Sequence
 from dataclasses import dataclass
-from itertools import compress
-from operator import methodcaller
 from pathlib import Path
 from typing import Any
 
@@ -100,7 +98,7 @@ def relink(
     ``entries`` must still hold the removed entries: their own parents are how a child
     finds its nearest kept ancestor (possibly several removed entries up, or None).
     """
-    removed = _where(entries, "uuid", removed_uuids)
+    removed = [i for i, e in enumerate(entries) if e.get("uuid") in removed_uuids]
     parents = {entries[i]["uuid"]: entries[i].get("parentUuid") for i in removed}
 
     def kept(link: Any) -> Any:
@@ -116,19 +114,18 @@ def relink(
         shaped += entries[start:i]
         start = i + 1
     shaped += entries[start:]
-    children = {n for field in LINK_FIELDS for n in _where(shaped, field, parents)}
-    for n in children:
-        entry = shaped[n]
-        shaped[n] = {**entry, **{f: kept(entry[f]) for f in LINK_FIELDS if entry.get(f) in parents}}
-    _bump(report, "relinked", len(children))
+    relinked = 0
+    parent, logical_parent = LINK_FIELDS
+    if parents:
+        for n, entry in enumerate(shaped):
+            if entry.get(parent) in parents or entry.get(logical_parent) in parents:
+                shaped[n] = {
+                    **entry,
+                    **{f: kept(entry[f]) for f in LINK_FIELDS if entry.get(f) in parents},
+                }
+                relinked += 1
+    _bump(report, "relinked", relinked)
     return shaped
-
-
-def _where(entries: Sequence[Entry], field: str, values: Container[Any]) -> list[int]:
-    """Indices of the entries whose ``field`` is in ``values``. The scan runs in C (map,
-    compress): relink makes three over every entry of every load."""
-    found = map(values.__contains__, map(methodcaller("get", field), entries))
-    return list(compress(range(len(entries)), found))
 
 
 def _denied_calls(entries: Sequence[Entry], survey: Survey) -> list[tuple[Position, Position]]:
