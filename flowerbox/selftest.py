@@ -264,7 +264,12 @@ def _protected_paths(o: dict[str, Any], seen: Seen) -> Verdict:
     if seen.git and absent:
         return Verdict("protected_paths", False, f"not in the workspace: {', '.join(absent)}")
     if not o["refused"]:
-        return Verdict("protected_paths", False, "nothing to protect was found to try")
+        return Verdict(
+            "protected_paths",
+            False,
+            "nothing protected exists here to try (no .git, Dockerfile...): run selftest in a "
+            "git repository",
+        )
     return Verdict("protected_paths", True, f"read-only: {', '.join(o['refused'])}")
 
 
