@@ -75,9 +75,10 @@ def _spawn_supervisor(spec: BoxSpec) -> int:
 
 
 def resume_command(command: list[str]) -> list[str]:
-    """The flowerbox command that continues a run: `go` with an empty ask wakes it."""
+    """The flowerbox command that continues a run: `go` with an empty ask wakes it (and
+    without `--new`, which would archive what it is to continue)."""
     if command[:1] == ["go"] and len(command) > 1:
-        return ["go", "", *command[2:]]
+        return ["go", "", *(arg for arg in command[2:] if arg != "--new")]
     return list(command)
 
 

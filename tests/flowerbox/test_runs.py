@@ -242,6 +242,7 @@ def test_logs_renders_the_event_stream_and_follows_it_to_the_end(
 
 def test_resume_wakes_the_run_with_the_old_settings(tmp_path: Path) -> None:
     assert resume_command(["go", "写 hello", "--timeout", "0"]) == ["go", "", "--timeout", "0"]
+    assert resume_command(["go", "写 hello", "--new", "--json"]) == ["go", "", "--json"]
     assert resume_command(["run", "/w/flow.py"]) == ["run", "/w/flow.py"]
     old = make_spec(tmp_path / "ws", "old", socket_dir=Path("/tmp/fbx-old"))
     fresh = make_spec(
