@@ -41,6 +41,7 @@ DENY_PREFIX = "flowerbox egress: denied"
 GIT_PROTECTED = (".git/hooks", ".git/config")
 PIDS_HEADROOM = 64  # the probe tries this many threads past the limit
 DOCKER_SOCKET = "/var/run/docker.sock"
+SILENT = "no observation"
 
 
 @dataclass(frozen=True)
@@ -357,7 +358,7 @@ def judge(output: str, seen: Seen, probes: tuple[str, ...] = PROBES) -> list[Ver
         decide = {**JUDGES, "gateway_health": _gateway_health}[name]  # doctor's extra
         o = observations.get(name)
         if o is None:
-            verdicts.append(Verdict(name, False, "no observation: the probe did not report"))
+            verdicts.append(Verdict(name, False, f"{SILENT}: the probe did not report"))
         elif "broken" in o:
             verdicts.append(Verdict(name, False, f"the probe broke: {o['broken']}"))
         else:
@@ -649,6 +650,12 @@ def main(
         else:
             print(verdict.line())
     failed = sum(not verdict.ok for verdict in report.verdicts)
+    if any(verdict.why.startswith(SILENT) for verdict in report.verdicts):
+        stderr.print(
+            "some probes never reported: an image older than this flowerbox? run "
+            f"`flowerbox build`. The box's stderr ended with:\n{report.stderr[-1500:]}",
+            markup=False,
+        )
     stderr.print(
         f"{len(report.verdicts)} probes: {len(report.verdicts) - failed} PASS, {failed} FAIL"
     )
