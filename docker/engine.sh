@@ -54,7 +54,9 @@ if ! dockerd_alive; then
     # A socket left by a daemon that died; dockerd refuses to start over it.
     rm -f /var/run/docker.sock
     say "starting dockerd (log: $log)"
-    nohup dockerd \
+    # Its own session: a daemon must not die with the shell or job that started it (a
+    # killed process group took the engine down with it, mid-session, with no log line).
+    setsid nohup dockerd \
         --bridge=none --iptables=false --ip-masq=false --ip-forward=false \
         >>"$log" 2>&1 </dev/null &
 else
