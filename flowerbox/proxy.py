@@ -112,29 +112,39 @@ _APPEND = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC
 
 
 class PrivateUnixServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
-    """A threaded server on a unix socket that is 0600 from its first moment and removed
-    when the server closes: the socket's permissions are the access control."""
+    """A threaded server on a unix socket that is 0600 from its first moment, appears under
+    its name only once it accepts connections, and is removed when the server closes: the
+    socket's permissions are the access control, and whoever waits for the file to exist
+    (flowerbox.inside, the tests) can connect at once, never into a refusal."""
 
     daemon_threads = True
     block_on_close = False
 
     def __init__(self, socket_path: Path, handler: type[socketserver.BaseRequestHandler]) -> None:
         self.socket_path = socket_path
+        self._binding = socket_path.with_name(f".{socket_path.name}.new")
         super().__init__(str(socket_path), handler)
 
     def server_bind(self) -> None:
-        with contextlib.suppress(FileNotFoundError):
-            self.socket_path.unlink()
+        for stale in (self.socket_path, self._binding):
+            with contextlib.suppress(FileNotFoundError):
+                stale.unlink()
+        self.server_address = str(self._binding)
         old = os.umask(0o177)  # not chmod afterwards: no moment with a looser mode
         try:
             super().server_bind()
         finally:
             os.umask(old)
 
+    def server_activate(self) -> None:
+        super().server_activate()
+        os.replace(self._binding, self.socket_path)  # listening now: the name may appear
+
     def server_close(self) -> None:
         super().server_close()
-        with contextlib.suppress(FileNotFoundError):
-            self.socket_path.unlink()
+        for path in (self.socket_path, self._binding):
+            with contextlib.suppress(FileNotFoundError):
+                path.unlink()
 
 
 class EgressProxy(PrivateUnixServer):

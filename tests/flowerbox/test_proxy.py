@@ -9,6 +9,7 @@ import http.client
 import ipaddress
 import json
 import socket
+import socketserver
 import stat
 import threading
 from collections.abc import Callable, Iterator
@@ -20,7 +21,7 @@ from typing import Any
 import pytest
 
 from flowerbox.egress import IPAddress, Policy
-from flowerbox.proxy import EgressLog, EgressProxy
+from flowerbox.proxy import EgressLog, EgressProxy, PrivateUnixServer
 from tests.flowerbox.conftest import GatewayProcess
 
 NAMES = {
@@ -482,3 +483,24 @@ def test_the_gateway_refuses_unusable_egress_settings(
     gateway = start_gateway("http://127.0.0.1:9", args=("--proxy-socket", str(proxy_sock), *filled))
     assert gateway.process.wait(timeout=10) == 2
     assert message in gateway.log() and not proxy_sock.exists()
+
+
+def test_a_private_socket_gets_its_name_only_once_it_listens(sockdir: Path) -> None:
+    """Whoever waits for the file (the relay, the tests) must never connect into a refusal."""
+    path = sockdir / "s.sock"
+    seen_before_listen: list[bool] = []
+
+    class Watched(PrivateUnixServer):
+        def server_activate(self) -> None:
+            seen_before_listen.append(path.exists())
+            super().server_activate()
+
+    server = Watched(path, socketserver.BaseRequestHandler)
+    try:
+        assert seen_before_listen == [False]
+        assert stat.S_IMODE(path.stat().st_mode) == 0o600
+        with socket.socket(socket.AF_UNIX) as client:
+            client.connect(str(path))  # accepted, not refused
+    finally:
+        server.server_close()
+    assert not path.exists() and list(sockdir.iterdir()) == []
