@@ -341,7 +341,7 @@ def resume(
     box gets a new run id, and its meta names the run it resumed.
     """
     from flowerbox.cli import _in_box
-    from flowerbox.detach import resume_command
+    from flowerbox.detach import resume_command, wakes
 
     with _errors():
         found = _find(workspace, run)
@@ -356,7 +356,7 @@ def resume(
         STDERR.print("[bold red]error:[/] a shell is not resumed: run `flowerbox shell` again")
         raise typer.Exit(2)
     code = _in_box(
-        resume_command(command),
+        resume_command(command, woke=command[:1] == ["go"] and wakes(spec)),
         workspace=spec.workspace,
         image=spec.image,
         base_image=None,

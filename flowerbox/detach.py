@@ -7,8 +7,9 @@ in a session of its own, its output in the run's supervisor.log) and returns. If
 fails before the supervisor has them, both containers are removed here and the error raised.
 
 A resumed run is a new box (a new run id) for the same workspace, with the old run's settings:
-flower itself resumes (lineage.json points each step at its session), so `flower go` is given
-an empty ask, which wakes the run instead of amending its brief.
+flower itself resumes (lineage.json points each step at its session). `flower go` is given an
+empty ask when its brief is complete, which wakes the run instead of amending the brief, and
+its ask again when it was stopped before that.
 """
 
 from __future__ import annotations
@@ -74,12 +75,22 @@ def _spawn_supervisor(spec: BoxSpec) -> int:
     return process.pid
 
 
-def resume_command(command: list[str]) -> list[str]:
-    """The flowerbox command that continues a run: `go` with an empty ask wakes it (and
-    without `--new`, which would archive what it is to continue)."""
-    if command[:1] == ["go"] and len(command) > 1:
-        return ["go", "", *(arg for arg in command[2:] if arg != "--new")]
-    return list(command)
+def resume_command(command: list[str], *, woke: bool) -> list[str]:
+    """The flowerbox command that continues a run, never with `--new` (which would archive
+    what it is to continue). `woke`: the workspace has a complete brief, so `go` gets an
+    empty ask, which wakes the run as it was (an ask would amend the brief and set the goal
+    again); a run stopped before its brief was complete is given its ask again."""
+    if command[:1] != ["go"] or len(command) < 2:
+        return list(command)
+    return ["go", "" if woke else command[1], *(arg for arg in command[2:] if arg != "--new")]
+
+
+def wakes(spec: BoxSpec) -> bool:
+    """Whether a `go` run in this spec's workspace would wake (flower's own probe)."""
+    from flower import wake_state
+
+    state = wake_state(spec.workspace, run_dir=spec.run_dir, isolate=spec.workbench is not None)
+    return bool(state["woke"])
 
 
 def carried(fresh: BoxSpec, old: BoxSpec) -> BoxSpec:

@@ -19,9 +19,10 @@ from typer.testing import CliRunner
 from flower.cli.eventlog import EventLog
 from flower.core.events import Event
 from flower.core.human import HumanChannel
+from flower.testing.demo import BRIEF
 from flowerbox import control, runs
 from flowerbox.cli import app
-from flowerbox.detach import carried, resume_command
+from flowerbox.detach import carried, resume_command, wakes
 from flowerbox.prepare import prepare
 from flowerbox.runs import RunError
 from flowerbox.spec import BoxSpec, Limits
@@ -241,9 +242,20 @@ def test_logs_renders_the_event_stream_and_follows_it_to_the_end(
 
 
 def test_resume_wakes_the_run_with_the_old_settings(tmp_path: Path) -> None:
-    assert resume_command(["go", "写 hello", "--timeout", "0"]) == ["go", "", "--timeout", "0"]
-    assert resume_command(["go", "写 hello", "--new", "--json"]) == ["go", "", "--json"]
-    assert resume_command(["run", "/w/flow.py"]) == ["run", "/w/flow.py"]
+    woke = resume_command(["go", "写 hello", "--timeout", "0"], woke=True)
+    assert woke == ["go", "", "--timeout", "0"]
+    assert resume_command(["go", "写 hello", "--new", "--json"], woke=True) == ["go", "", "--json"]
+    early = resume_command(["go", "写 hello", "--new"], woke=False)  # stopped while clarifying
+    assert early == ["go", "写 hello"]
+    assert resume_command(["run", "/w/flow.py"], woke=False) == ["run", "/w/flow.py"]
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    spec = make_spec(ws, "r")  # isolated: the workbench is beside the workspace
+    assert not wakes(spec)
+    notes = ws.parent / ".flower-ws" / "notes"
+    notes.mkdir(parents=True)
+    (notes / "需求.md").write_text(BRIEF, encoding="utf-8")
+    assert wakes(spec)
     old = make_spec(tmp_path / "ws", "old", socket_dir=Path("/tmp/fbx-old"))
     fresh = make_spec(
         tmp_path / "ws", "new", socket_dir=Path("/tmp/fbx-new"), budget_usd=None, limits=Limits()
