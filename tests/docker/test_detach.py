@@ -28,6 +28,7 @@ from tests.docker.e2e import FLOWERBOX, as_user, box_env
 pytestmark = pytest.mark.docker
 
 RUN_ID = re.compile(r"\d{8}-\d{6}-[0-9a-f]{6}")
+SLOW = "python3 -c 'import time; time.sleep(120)'"  # a bare `sleep` the CLI refuses
 QUESTION = {"id": "q1", "question": "用哪个 Python 解释器?", "options": ["python3", "pypy"]}
 
 
@@ -136,7 +137,7 @@ def test_ctrl_c_in_attach_stops_the_run_resumably(
     ws = user_workspace
 
     def slow_worker(request: Request) -> Reply:
-        return text("slept") if request.tool_results() else tool("Bash", {"command": "sleep 120"})
+        return text("slept") if request.tool_results() else tool("Bash", {"command": SLOW})
 
     real_api.script = rules((When(kind="subagent"), slow_worker), (When(), starter_cast()))
     run_id, env = detach(host_user, ws, real_api, DEMO_ASK, "--timeout", "0")
@@ -169,7 +170,7 @@ def test_stop_mid_step_then_resume_continues_the_same_session(
     def slow_worker(request: Request) -> Reply:
         if request.tool_results():
             return text("slept")
-        return tool("Bash", {"command": "sleep 120"})
+        return tool("Bash", {"command": SLOW})
 
     real_api.script = rules((When(kind="subagent"), slow_worker), (When(), starter_cast()))
     run_id, env = detach(host_user, ws, real_api, DEMO_ASK, "--timeout", "0")
