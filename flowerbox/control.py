@@ -285,10 +285,14 @@ def stop(run: RunArg = None, workspace: Workspace = None) -> None:
     """Stop a run: SIGTERM to flower, which records its step and exits 130 (resumable)."""
     with _errors():
         found = _find(workspace, run)
-        if not found.running:
+        if found.unkept:
+            STDERR.print(f"{found.run_id} lost its keeper: stopping it and cleaning up")
+            final = reap(found)
+        elif not found.running:
             raise _ended(found, "stop")
-        STDERR.print(f"stopping {found.run_id} (flower records its step; up to 30 s)")
-        final = stop_run(found)
+        else:
+            STDERR.print(f"stopping {found.run_id} (flower records its step; up to 30 s)")
+            final = stop_run(found)
     if final.running:
         STDERR.print(f"{found.run_id}: the agent stopped, its keeper has not recorded it yet")
         return
@@ -311,6 +315,17 @@ def stop_run(run: Run) -> Run:
             break
         time.sleep(0.2)
     return latest
+
+
+def reap(run: Run) -> Run:
+    """Do what a run's lost keeper would have: stop the agent if it still runs, then wait,
+    remove both containers and the private folders, and record the end (after_run)."""
+    from flowerbox.box import Box, connect
+    from flowerbox.supervise import supervise
+
+    Box.existing(run.spec(), client=connect()).stop()
+    supervise(run.box_dir)
+    return runs.load(run.box_dir) or run
 
 
 def _stop_quietly(run: Run) -> None:
@@ -350,6 +365,8 @@ def resume(
                 f"run {found.run_id} is still running: `flowerbox attach {found.run_id}` "
                 f"follows it, `flowerbox stop {found.run_id}` stops it"
             )
+        if found.unkept:
+            found = reap(found)
         spec = found.spec()
     command = list(found.meta.get("command") or [])
     if command[:1] == ["shell"]:

@@ -81,6 +81,12 @@ class Run:
         return self.status in LIVE
 
     @property
+    def unkept(self) -> bool:
+        """Recorded as live, but its keeper is gone: its containers may still run, and
+        nobody will clean up or record the end until `flowerbox stop` does (control.reap)."""
+        return self.meta.get("status") in LIVE and not self.running
+
+    @property
     def exit_code(self) -> int | None:
         code = self.meta.get("exit_code")
         return None if code is None else int(code)
@@ -209,12 +215,17 @@ def find(workspace: Path, run_id: str | None) -> Run:
 
 
 def ensure_idle(workspace: Path) -> None:
-    """Refuse a second flower run in a workspace whose runs/ a live run is using."""
+    """Refuse a second flower run in a workspace whose runs/ a live (or unkept) run uses."""
     for run in runs_of(workspace):
         if run.running:
             raise RunError(
                 f"run {run.run_id} is still running in {workspace}: `flowerbox attach "
                 f"{run.run_id}` follows it, `flowerbox stop {run.run_id}` stops it"
+            )
+        if run.unkept:
+            raise RunError(
+                f"run {run.run_id} in {workspace} lost the process that kept it (its "
+                f"containers may still run): `flowerbox stop {run.run_id}` cleans it up"
             )
 
 
@@ -305,8 +316,18 @@ def _alive(pid: Any, host: Any) -> bool:
     except ProcessLookupError:
         return False
     except PermissionError:
-        return True  # someone else's process: alive
-    return True
+        pass  # someone else's process: alive, unless it is a zombie
+    return not _zombie(pid)
+
+
+def _zombie(pid: int) -> bool:
+    """A killed keeper stays a zombie until its parent (often init) reaps it, and some
+    container inits never do; os.kill still finds it."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False  # no /proc here: trust os.kill
+    return stat.rpartition(")")[2].split()[:1] == ["Z"]
 
 
 def _float(value: Any) -> float | None:

@@ -200,3 +200,33 @@ def test_stop_mid_step_then_resume_continues_the_same_session(
     assert left_behind(docker_client, second) == []
     ps = json.loads(as_user(host_user, [FLOWERBOX, "ps", "--json"], cwd=ws, env=env).stdout)
     assert [(r["run_id"], r["status"]) for r in ps] == [(run_id, "stopped"), (new_id, "done")]
+
+
+def test_a_run_whose_supervisor_was_killed_is_lost_until_stop_cleans_it_up(
+    real_api: FakeAPI,
+    host_user: tuple[str, int, int],
+    user_workspace: Path,
+    flowerbox_image: str,
+    docker_client: DockerClient,
+) -> None:
+    ws = user_workspace
+
+    def slow_worker(request: Request) -> Reply:
+        return text("slept") if request.tool_results() else tool("Bash", {"command": SLOW})
+
+    real_api.script = rules((When(kind="subagent"), slow_worker), (When(), starter_cast()))
+    run_id, env = detach(host_user, ws, real_api, DEMO_ASK, "--timeout", "0")
+    assert real_api.wait_for(lambda reqs: any(r.kind == "subagent" for r in reqs), 300)
+    os.kill(meta_of(ws, run_id)["keeper_pid"], signal.SIGKILL)
+    time.sleep(0.5)
+    [row] = json.loads(as_user(host_user, [FLOWERBOX, "ps", "--json"], cwd=ws, env=env).stdout)
+    assert (row["run_id"], row["status"]) == (run_id, "lost")
+    assert docker_client.containers.get(f"flowerbox-{run_id}").status == "running"
+    refused = as_user(host_user, [FLOWERBOX, "again", "-d"], cwd=ws, env=env)
+    assert refused.returncode == 2 and f"`flowerbox stop {run_id}` cleans it up" in refused.stderr
+    reaped = as_user(host_user, [FLOWERBOX, "stop"], cwd=ws, env=env)
+    assert reaped.returncode == 0, reaped.stderr
+    assert f"{run_id}: stopped, exit 130" in reaped.stderr
+    meta = meta_of(ws, run_id)
+    assert (meta["status"], meta["exit_code"]) == ("stopped", 130)
+    assert left_behind(docker_client, meta) == []

@@ -103,12 +103,28 @@ def test_the_meta_file_follows_a_run_from_start_to_its_exit_code(
 
 
 def test_a_running_run_whose_keeper_died_reads_as_lost(state: Path, tmp_path: Path) -> None:
-    dead = subprocess.Popen(["true"])
-    dead.wait()
-    spec = make_spec(tmp_path / "ws", "20260101-000000-bbbbbb")
+    zombie = subprocess.Popen(["true"])  # dead but not reaped yet, as under a lazy init
+    deadline = time.monotonic() + 10
+    while Path(f"/proc/{zombie.pid}/stat").read_text().rpartition(")")[2].split()[0] != "Z":
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    spec = make_spec(tmp_path / "zws", "20260101-000000-zzzzzz")
+    runs.record_start(spec, command=["go", "hi"], detached=True)
+    runs.mark_running(spec.box_dir, keeper_pid=zombie.pid)
+    assert runs.load(spec.box_dir).status == "lost"  # type: ignore[union-attr]
+    zombie.wait()
+    dead = zombie
+    spec = make_spec(tmp_path / "ws", "20260101-000001-bbbbbb")
     runs.record_start(spec, command=["go", "hi"], detached=True)
     runs.mark_running(spec.box_dir, keeper_pid=dead.pid)
-    assert runs.load(spec.box_dir).status == "lost"  # type: ignore[union-attr]
+    lost = runs.load(spec.box_dir)
+    assert lost is not None and lost.status == "lost" and lost.unkept and not lost.running
+    with pytest.raises(RunError, match=f"`flowerbox stop {spec.run_id}` cleans it up"):
+        runs.ensure_idle(spec.workspace)  # its containers may still use the workspace
+    runs.record_end(spec, None)  # what reaping a run whose agent vanished records
+    reaped = runs.load(spec.box_dir)
+    assert reaped is not None and (reaped.status, reaped.unkept) == ("lost", False)
+    runs.ensure_idle(spec.workspace)
 
 
 def test_runs_are_found_by_prefix_newest_first_and_across_workspaces(
