@@ -66,6 +66,22 @@ def detach(
     return started.stdout.strip(), env
 
 
+def slow_run(api: FakeAPI, user: tuple[str, int, int], ws: Path) -> tuple[str, dict[str, str]]:
+    """A detached unattended run whose worker's one Bash call takes two minutes."""
+
+    def slow_worker(request: Request) -> Reply:
+        return text("slept") if request.tool_results() else tool("Bash", {"command": SLOW})
+
+    api.script = rules((When(kind="subagent"), slow_worker), (When(), starter_cast()))
+    return detach(user, ws, api, DEMO_ASK, "--timeout", "0")
+
+
+def worker_busy(api: FakeAPI) -> None:
+    """Wait until the worker's slow call is running: the run is mid-step."""
+    assert api.wait_for(lambda reqs: any(r.kind == "subagent" for r in reqs), 300)
+    time.sleep(1.0)
+
+
 def attach(user: tuple[str, int, int], ws: Path, env: dict[str, str]) -> subprocess.Popen[str]:
     """`flowerbox attach` as the user, in a process group of its own (for Ctrl+C)."""
     return subprocess.Popen(
@@ -135,16 +151,10 @@ def test_ctrl_c_in_attach_stops_the_run_resumably(
     docker_client: DockerClient,
 ) -> None:
     ws = user_workspace
-
-    def slow_worker(request: Request) -> Reply:
-        return text("slept") if request.tool_results() else tool("Bash", {"command": SLOW})
-
-    real_api.script = rules((When(kind="subagent"), slow_worker), (When(), starter_cast()))
-    run_id, env = detach(host_user, ws, real_api, DEMO_ASK, "--timeout", "0")
+    run_id, env = slow_run(real_api, host_user, ws)
     follower = attach(host_user, ws, env)
     try:
-        assert real_api.wait_for(lambda reqs: any(r.kind == "subagent" for r in reqs), 300)
-        time.sleep(1.0)
+        worker_busy(real_api)
         os.killpg(follower.pid, signal.SIGINT)
         out, err = follower.communicate(timeout=90)
     finally:
@@ -166,16 +176,8 @@ def test_stop_mid_step_then_resume_continues_the_same_session(
     docker_client: DockerClient,
 ) -> None:
     ws = user_workspace
-
-    def slow_worker(request: Request) -> Reply:
-        if request.tool_results():
-            return text("slept")
-        return tool("Bash", {"command": SLOW})
-
-    real_api.script = rules((When(kind="subagent"), slow_worker), (When(), starter_cast()))
-    run_id, env = detach(host_user, ws, real_api, DEMO_ASK, "--timeout", "0")
-    assert real_api.wait_for(lambda reqs: any(r.kind == "subagent" for r in reqs), 300)
-    time.sleep(1.0)  # the worker's slow Bash call is running
+    run_id, env = slow_run(real_api, host_user, ws)
+    worker_busy(real_api)
     stopped = as_user(host_user, [FLOWERBOX, "stop"], cwd=ws, env=env)
     assert stopped.returncode == 0, stopped.stderr
     assert f"{run_id}: stopped, exit 130" in stopped.stderr
@@ -210,13 +212,8 @@ def test_a_run_whose_supervisor_was_killed_is_lost_until_stop_cleans_it_up(
     docker_client: DockerClient,
 ) -> None:
     ws = user_workspace
-
-    def slow_worker(request: Request) -> Reply:
-        return text("slept") if request.tool_results() else tool("Bash", {"command": SLOW})
-
-    real_api.script = rules((When(kind="subagent"), slow_worker), (When(), starter_cast()))
-    run_id, env = detach(host_user, ws, real_api, DEMO_ASK, "--timeout", "0")
-    assert real_api.wait_for(lambda reqs: any(r.kind == "subagent" for r in reqs), 300)
+    run_id, env = slow_run(real_api, host_user, ws)
+    worker_busy(real_api)
     os.kill(meta_of(ws, run_id)["keeper_pid"], signal.SIGKILL)
     time.sleep(0.5)
     [row] = json.loads(as_user(host_user, [FLOWERBOX, "ps", "--json"], cwd=ws, env=env).stdout)
