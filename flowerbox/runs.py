@@ -196,15 +196,16 @@ def all_runs() -> list[Run]:
 
 def find(workspace: Path, run_id: str | None) -> Run:
     """The run `run_id` (a unique prefix will do) of this workspace, or of any in the index;
-    without an id, the workspace's newest run."""
+    without an id, the workspace's newest flower run (a `flowerbox shell` only by its id)."""
     mine = runs_of(workspace)
     if run_id is None:
-        if not mine:
+        flower_runs = [run for run in mine if run.meta.get("command", [])[:1] != ["shell"]]
+        if not flower_runs:
             raise RunError(
                 f"no flowerbox runs in {workspace}: start one with "
                 '`flowerbox "ask" --detach`, or pass -w <workspace> or a run id'
             )
-        return mine[-1]
+        return flower_runs[-1]
     for pool in (mine, all_runs()):
         matches = {run.run_id: run for run in pool if run.run_id.startswith(run_id)}
         if len(matches) == 1:

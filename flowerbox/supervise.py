@@ -25,8 +25,9 @@ from flowerbox.spec import BoxSpec
 
 def after_run(spec: BoxSpec, code: int | None) -> None:
     """Everything that happens once a run has ended and its containers are gone, attached or
-    detached: the meta file gets the final status, exit code and cost. `code` is the agent's
-    exit code (None: its container vanished). Later steps (provenance) go here."""
+    detached: the meta file gets the final status, exit code and cost, then the commits the
+    run made get their provenance notes. `code` is the agent's exit code (None: its container
+    vanished). What else must follow every run goes here too."""
     runs.record_end(spec, code)
     provenance.record(spec, code)  # git notes on the commits the run made
 

@@ -138,13 +138,16 @@ def test_runs_are_found_by_prefix_newest_first_and_across_workspaces(
     started(ws, "20260101-000001-222222")
     started(other, "20260102-000000-333333")
     assert runs.find(ws, None).run_id == "20260101-000001-222222"
+    shell = started(ws, "20260101-000002-444444", command=["shell"])
+    assert runs.find(ws, None).run_id == "20260101-000001-222222"  # a shell only by its id
+    assert runs.find(ws, "20260101-000002").run_id == shell.run_id
     assert runs.find(ws, "20260101-000000").run_id == "20260101-000000-111111"
     assert runs.find(ws, "20260102").run_id == "20260102-000000-333333"  # from the index
-    with pytest.raises(RunError, match="names 2 runs"):
+    with pytest.raises(RunError, match="names 3 runs"):
         runs.find(ws, "20260101")
     with pytest.raises(RunError, match="ps --all"):
         runs.find(ws, "nope")
-    assert [r.run_id for r in runs.all_runs()][-1] == "20260102-000000-333333"
+    assert [r.run_id[-6:] for r in runs.all_runs()] == ["111111", "222222", "333333", "444444"]
 
 
 @pytest.fixture
