@@ -336,3 +336,44 @@ def test_ps_all_lists_every_workspace_with_its_folder(state: Path, tmp_path: Pat
     table = runner.invoke(app, ["ps", "--all"])  # 80 columns: the ids stay whole
     assert "WORKSPACE" in table.stdout
     assert first.run_id in table.stdout and second.run_id in table.stdout
+
+
+def test_a_line_typed_in_attach_answers_the_question_or_becomes_a_message(
+    state: Path,
+    tmp_path: Path,
+    channel: tuple[HumanChannel, asyncio.AbstractEventLoop],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    human, loop = channel
+    spec = started(tmp_path / "ws", "20260101-000000-a77ac4")
+    asked = asyncio.run_coroutine_threadsafe(human.ask("哪个解释器?"), loop)
+    deadline = time.monotonic() + 10
+    while not human.pending() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    read_fd, write_fd = os.pipe()
+    with os.fdopen(read_fd) as typed, os.fdopen(write_fd, "w") as keyboard:
+        monkeypatch.setattr("sys.stdin", typed)
+        done = threading.Event()
+        reader = threading.Thread(
+            target=control._read_answers, args=(runs.find(spec.workspace, None), done)
+        )
+        reader.start()
+        keyboard.write("python3\n")
+        keyboard.flush()
+        ask = asked.result(10)
+        assert (ask.state, ask.answer) == ("answered", "python3")
+        keyboard.write("顺便加个测试\n")
+        keyboard.flush()
+        while not human._unread and time.monotonic() < deadline:
+            time.sleep(0.02)
+        done.set()
+        reader.join(5)
+    assert human._unread[-1][1] == "顺便加个测试" and not reader.is_alive()
+
+
+def test_the_run_commands_are_commands_not_asks() -> None:
+    from flowerbox.cli import route
+
+    for command in ("ps", "logs", "attach", "stop", "resume", "answer", "send"):
+        assert route([command, "x"]) == [command, "x"]
+    assert route(["stop the server"]) == ["go", "stop the server"]
