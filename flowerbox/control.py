@@ -163,7 +163,11 @@ def logs(
 
     with _errors():
         found = _find(workspace, run)
-    final = follow_events(found, Render(Console(highlight=False, soft_wrap=True)), follow=follow)
+    render = Render(Console(highlight=False, soft_wrap=True))
+    try:
+        final = follow_events(found, render, follow=follow)
+    except KeyboardInterrupt:
+        raise typer.Exit(0) from None  # only the following ends; the run goes on
     _report_end(final)
 
 
@@ -225,9 +229,11 @@ def follow_events(run: Run, sink: Callable[[Any], Any], *, follow: bool) -> Run:
         offset += complete
         for line in data[:complete].splitlines():
             try:
-                sink(from_json(json.loads(line)))
+                row = json.loads(line)
             except ValueError:
                 continue  # not a line flower wrote: skip it, never stop following
+            if isinstance(row, dict):
+                sink(from_json(row))
 
     drain()
     latest = runs.load(run.box_dir) or run

@@ -239,6 +239,8 @@ def test_logs_renders_the_event_stream_and_follows_it_to_the_end(
     log(Event("step", "干活", payload={"index": 0, "total": 1}))
     log(Event("tool_call", "python3 hello.py", tool="Bash"))
     log(Event("ask", "哪个?", payload={"kind": "question", "id": "q1", "state": "asked"}))
+    with (spec.box_dir / runs.EVENTS).open("a") as junk:
+        junk.write('not json\n42\n["a list"]\n')  # skipped, never the end of following
 
     def finish() -> None:
         time.sleep(0.5)
