@@ -37,16 +37,21 @@ def test_compose_runs_flower_once_through_its_gateway(
         pytest.skip("docker-compose is not installed (.ci/run installs Debian's 1.29)")
     _, uid, gid = host_user
     real_api.script = Always(text("hi from compose"))
-    for folder in ("runs", "runs/sockets", "runs/home", ".flowerbox"):
+    for folder in ("runs", "runs/sockets", "runs/home"):
         (user_workspace / folder).mkdir(exist_ok=True)
         os.chown(user_workspace / folder, uid, gid)
-    credentials = user_workspace / ".flowerbox" / "credentials.env"
+    # compose's default: the file `flower setup` writes, in the home of whoever runs compose
+    # (outside the workspace, which the agent's container mounts whole).
+    home = tmp_path / "home"
+    credentials = home / ".config" / "flower" / ".env"
+    credentials.parent.mkdir(parents=True)
     credentials.write_text(f"ANTHROPIC_API_KEY={REAL}\nANTHROPIC_BASE_URL={real_api.url}\n")
     credentials.chmod(0o600)
     os.chown(credentials, uid, gid)
     override = tmp_path / "host-gateway.yaml"
     override.write_text(HOST_GATEWAY)
     env = {"PATH": "/usr/bin:/bin", "PWD": str(user_workspace), "UID": str(uid), "GID": str(gid)}
+    env["HOME"] = str(home)
     env["FLOWERBOX_IMAGE"] = flowerbox_image
     project = ["-p", f"fbx{os.getpid()}", "--project-directory", str(user_workspace)]
     base = [compose, "-f", str(COMPOSE), "-f", str(override), *project]

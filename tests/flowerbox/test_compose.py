@@ -42,14 +42,20 @@ def test_docker_compose_accepts_the_file(tmp_path: Path) -> None:
     compose = shutil.which("docker-compose")
     if compose is None:
         pytest.skip("docker-compose is not installed (.ci/run installs it for this check)")
-    (tmp_path / ".flowerbox").mkdir()
-    (tmp_path / ".flowerbox" / "credentials.env").write_text("ANTHROPIC_API_KEY=x\n")
-    env = {"PATH": "/usr/bin:/bin", "PWD": str(tmp_path), "UID": "1000", "GID": "1000"}
+    home, ws = tmp_path / "home", tmp_path / "ws"
+    (home / ".config" / "flower").mkdir(parents=True)
+    (home / ".config" / "flower" / ".env").write_text("ANTHROPIC_API_KEY=x\n")
+    ws.mkdir()
+    env = {"PATH": "/usr/bin:/bin", "PWD": str(ws), "UID": "1000", "GID": "1000"}
+    env["HOME"] = str(home)
     done = subprocess.run(
-        [compose, "-f", str(COMPOSE), "--project-directory", str(tmp_path), "config", "-q"],
+        [compose, "-f", str(COMPOSE), "--project-directory", str(ws), "config"],
         env=env,
         capture_output=True,
         text=True,
-        cwd=tmp_path,
+        cwd=ws,
     )
     assert done.returncode == 0, done.stderr
+    # The credentials default to what `flower setup` writes, outside the mounted workspace.
+    secret = yaml.safe_load(done.stdout)["secrets"]["flowerbox_credentials"]["file"]
+    assert secret == str(home / ".config" / "flower" / ".env")
