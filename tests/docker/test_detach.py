@@ -11,9 +11,11 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +32,20 @@ pytestmark = pytest.mark.docker
 RUN_ID = re.compile(r"\d{8}-\d{6}-[0-9a-f]{6}")
 SLOW = "python3 -c 'import time; time.sleep(120)'"  # a bare `sleep` the CLI refuses
 QUESTION = {"id": "q1", "question": "用哪个 Python 解释器?", "options": ["python3", "pypy"]}
+
+
+@pytest.fixture(autouse=True)
+def nothing_left(user_workspace: Path, docker_client: DockerClient) -> Iterator[None]:
+    """Whatever a failed test leaves running (a detached run outlives its test): its
+    containers, found by the workspace label, and the private folders its metas name."""
+    yield
+    label = f"dev.flower.box.workspace={user_workspace}"
+    for container in docker_client.containers.list(all=True, filters={"label": label}):
+        container.remove(force=True)
+    for meta in (user_workspace / "runs" / "flowerbox").glob("*/meta.json"):
+        spec = json.loads(meta.read_text())["spec"]
+        for folder in (spec["socket_dir"], spec["secrets_dir"]):
+            shutil.rmtree(folder, ignore_errors=True)
 
 
 def meta_of(ws: Path, run_id: str) -> dict[str, Any]:
