@@ -355,14 +355,20 @@ def resume(
             show_default=False,
         ),
     ] = None,
+    budget: Annotated[
+        float | None,
+        typer.Option(help="USD for the rest of the run (default: what is left of its budget)."),
+    ] = None,
 ) -> None:
     """Continue a run that ended: a new box, the same settings, the same sessions.
 
     flower resumes each step's session from the workspace's runs/ (lineage.json); the new
     box gets a new run id, and its meta names the run it resumed.
     """
+    from dataclasses import replace
+
     from flowerbox.cli import _in_box
-    from flowerbox.detach import resume_command, wakes
+    from flowerbox.detach import remaining_budget, resume_command, wakes
 
     with _errors():
         found = _find(workspace, run)
@@ -374,6 +380,7 @@ def resume(
         if found.unkept:
             found = reap(found)
         spec = found.spec()
+        spec = replace(spec, budget_usd=remaining_budget(found, budget))
     command = list(found.meta.get("command") or [])
     if command[:1] == ["shell"]:
         STDERR.print("[bold red]error:[/] a shell is not resumed: run `flowerbox shell` again")

@@ -85,6 +85,27 @@ def resume_command(command: list[str], *, woke: bool) -> list[str]:
     return ["go", "" if woke else command[1], *(arg for arg in command[2:] if arg != "--new")]
 
 
+def remaining_budget(run: runs.Run, override: float | None) -> float | None:
+    """The budget a resumed run gets: `override` if given, else what the run had left (its
+    gateway's meter starts at zero in each box, so a resume must not start it afresh).
+
+    Raises:
+        RunError: the budget is spent, saying how to give the run more.
+    """
+    if override is not None:
+        return override
+    budget = run.spec().budget_usd
+    if budget is None:
+        return None
+    left = round(budget - (run.cost_usd() or 0.0), 6)
+    if left <= 0:
+        raise runs.RunError(
+            f"run {run.run_id} has spent its budget of ${budget:g}: "
+            f"`flowerbox resume {run.run_id} --budget USD` continues it with more"
+        )
+    return left
+
+
 def wakes(spec: BoxSpec) -> bool:
     """Whether a `go` run in this spec's workspace would wake (flower's own probe)."""
     from flower import wake_state

@@ -22,7 +22,7 @@ from flower.core.human import HumanChannel
 from flower.testing.demo import BRIEF
 from flowerbox import control, runs
 from flowerbox.cli import app
-from flowerbox.detach import carried, resume_command, wakes
+from flowerbox.detach import carried, remaining_budget, resume_command, wakes
 from flowerbox.prepare import prepare
 from flowerbox.runs import RunError
 from flowerbox.spec import BoxSpec, Limits
@@ -379,3 +379,28 @@ def test_the_run_commands_are_commands_not_asks() -> None:
     for command in ("ps", "logs", "attach", "stop", "resume", "answer", "send"):
         assert route([command, "x"]) == [command, "x"]
     assert route(["stop the server"]) == ["go", "stop the server"]
+
+
+def test_a_resumed_run_gets_what_is_left_of_its_budget_not_a_fresh_one(
+    state: Path, tmp_path: Path
+) -> None:
+    ws = tmp_path / "ws"
+    spec = started(ws, "20260101-000000-b0d6e7")  # a budget of $2.50
+    spec.run_dir.mkdir(parents=True, exist_ok=True)
+    usage = spec.run_dir / runs.USAGE
+    usage.write_text(json.dumps({"total_cost_usd": 1.0}))
+    runs.record_end(spec, 130)
+    stopped = runs.find(ws, None)
+    assert remaining_budget(stopped, None) == 1.5
+    assert remaining_budget(stopped, 7.0) == 7.0
+    usage.write_text(json.dumps({"total_cost_usd": 2.5}))
+    spent = replace(spec, run_id="20260101-000001-b0d6e8")
+    runs.record_start(spent, command=["go", "hi"], detached=True)
+    runs.record_end(spent, 1)
+    refused = runner.invoke(app, ["resume", "-w", str(ws)])
+    assert refused.exit_code == 2
+    assert "has spent its budget of $2.5" in refused.stderr and "--budget USD" in refused.stderr
+    unlimited = replace(spec, run_id="20260101-000002-b0d6e9", budget_usd=None)
+    runs.record_start(unlimited, command=["go", "hi"], detached=True)
+    runs.record_end(unlimited, 130)
+    assert remaining_budget(runs.find(ws, None), None) is None
