@@ -23,7 +23,7 @@ import pytest
 from docker import DockerClient  # noqa: TID251 - these tests inspect the engine's containers
 
 from flower.core.lineage import Lineage
-from flower.testing import FakeAPI, Reply, Request, When, rules, text, tool
+from flower.testing import FakeAPI, Reply, Request, When, rules, sequence, text, tool
 from flower.testing.demo import DEMO_ASK, starter_cast
 from tests.docker.e2e import FLOWERBOX, as_user, box_env
 
@@ -243,3 +243,19 @@ def test_a_run_whose_supervisor_was_killed_is_lost_until_stop_cleans_it_up(
     meta = meta_of(ws, run_id)
     assert (meta["status"], meta["exit_code"]) == ("stopped", 130)
     assert left_behind(docker_client, meta) == []
+
+
+def test_once_detached_is_followed_by_logs_to_its_end(
+    real_api: FakeAPI, host_user: tuple[str, int, int], user_workspace: Path, flowerbox_image: str
+) -> None:
+    ws = user_workspace
+    note = ws / "note.md"
+    real_api.script = sequence(
+        tool("Write", {"file_path": str(note), "content": "# note\n"}), text("wrote note.md")
+    )
+    run_id, env = detach(host_user, ws, real_api, "once", "write a note")
+    followed = as_user(host_user, [FLOWERBOX, "logs", "-f", run_id], cwd=ws, env=env)
+    assert followed.returncode == 0, followed.stderr
+    assert f"[Write] {note}" in followed.stdout and "wrote note.md" in followed.stdout
+    assert f"{run_id}: done, exit 0" in followed.stderr  # -f returned because the run ended
+    assert note.read_text() == "# note\n" and meta_of(ws, run_id)["command"][:1] == ["once"]
