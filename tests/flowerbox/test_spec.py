@@ -77,6 +77,7 @@ def test_the_agent_has_no_network_and_paths_stay_where_they_are(
         ]
         flower = ["flower", "go", "do it", "--timeout", "0", "-w", str(repo)]
         flower += ["--run-dir", str(spec.run_dir), "--isolate"]
+        flower += ["--events", str(spec.box_dir / "events.jsonl")]  # for `flowerbox logs`
         assert command[command.index("--") + 1 :] == flower
         assert agent["environment"]["ANTHROPIC_API_KEY"] == PLACEHOLDER_KEY
         assert agent["environment"]["FLOWER_HEALTH_URL"].endswith("/health")
@@ -144,7 +145,8 @@ def test_a_non_git_workspace_gets_both_ways_out(tmp_path: Path, credentials: Non
         prepare(["go", "x"], workspace=tmp_path)
     prepared = prepare(["go", "x"], workspace=tmp_path, isolate=False)
     try:
-        assert prepared.spec.command[-1] == "--no-isolate"
+        assert "--no-isolate" in prepared.spec.command
+        assert "--isolate" not in prepared.spec.command
     finally:
         prepared.cleanup()
 
