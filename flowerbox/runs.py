@@ -119,7 +119,9 @@ def record_start(
     detached: bool,
     resumed_from: str | None = None,
 ) -> Run:
-    """Create the run's folder and meta (status `starting`, kept by this process)."""
+    """Create the run's folder and meta, kept by this process: `running` for an attached run
+    (this process keeps it to the end), `starting` for a detached one until its supervisor
+    holds it (mark_running)."""
     spec.box_dir.mkdir(parents=True, exist_ok=True)
     meta = {
         "run_id": spec.run_id,
@@ -132,7 +134,7 @@ def record_start(
             "agent": agent_kwargs(spec)["name"],
             "gateway": gateway_kwargs(spec)["name"],
         },
-        "status": STARTING,
+        "status": STARTING if detached else RUNNING,
         "keeper_pid": os.getpid(),
         "host": socket.gethostname(),
         "started": _now(),
@@ -157,8 +159,11 @@ def mark_running(box_dir: Path, *, keeper_pid: int) -> None:
 
 
 def record_end(spec: BoxSpec, code: int | None) -> None:
-    """The final status, exit code, end time and the gateway's metered cost."""
-    usage = read_json(spec.run_dir / USAGE, {})
+    """The final status, exit code, end time and the gateway's metered cost (the usage file
+    is the workspace's: taken only if this run's gateway wrote it, i.e. after the start)."""
+    usage_file = spec.run_dir / USAGE
+    usage = read_json(usage_file, {})
+    written = usage_file.stat().st_mtime if usage else 0.0
 
     def change(meta: dict[str, Any]) -> dict[str, Any]:
         meta.update(
@@ -166,7 +171,9 @@ def record_end(spec: BoxSpec, code: int | None) -> None:
             exit_code=code,
             ended=_now(),
         )
-        if (cost := _float(usage.get("total_cost_usd"))) is not None:
+        started = meta.get("started")
+        fresh = started is not None and written >= datetime.fromisoformat(started).timestamp()
+        if (cost := _float(usage.get("total_cost_usd"))) is not None and fresh:
             meta["cost_usd"] = cost
         return meta
 

@@ -102,6 +102,21 @@ def test_the_meta_file_follows_a_run_from_start_to_its_exit_code(
     assert runs.load(spec.box_dir).status == "stopped"  # type: ignore[union-attr]
 
 
+def test_an_attached_run_is_running_at_once_and_never_takes_an_older_runs_cost(
+    state: Path, tmp_path: Path
+) -> None:
+    spec = make_spec(tmp_path / "ws", "20260101-000000-a77a00")
+    spec.run_dir.mkdir(parents=True)
+    usage = spec.run_dir / runs.USAGE
+    usage.write_text(json.dumps({"total_cost_usd": 9.0}))  # the previous run's gateway
+    os.utime(usage, (time.time() - 60, time.time() - 60))
+    run = runs.record_start(spec, command=["go", "hi"], detached=False)
+    assert run.status == "running" and run.meta["keeper_pid"] == os.getpid()
+    runs.record_end(spec, 2)  # e.g. the gateway never started
+    ended = runs.load(spec.box_dir)
+    assert ended is not None and ended.status == "error" and "cost_usd" not in ended.meta
+
+
 def test_a_running_run_whose_keeper_died_reads_as_lost(state: Path, tmp_path: Path) -> None:
     zombie = subprocess.Popen(["true"])  # dead but not reaped yet, as under a lazy init
     deadline = time.monotonic() + 10
