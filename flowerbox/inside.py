@@ -32,16 +32,11 @@ def main(argv: list[str] | None = None) -> int:
         if not _wait_for(socket_path):
             print(f"flowerbox: the gateway's socket {socket_path} never appeared", file=sys.stderr)
             return 2
-    relay_args = [arg for mapping in args.relay for arg in ("--listen", mapping)]
-    relay = subprocess.Popen(
-        [sys.executable, "-m", "flowerbox.relay", *relay_args], stdout=subprocess.PIPE, text=True
-    )
+    relay = _start_relay(args.relay) if args.relay else None
+    if args.relay and relay is None:
+        print("flowerbox: the relay did not start", file=sys.stderr)
+        return 2
     try:
-        assert relay.stdout is not None
-        for _ in args.relay:  # one "relay ... -> ..." line per mapping when it listens
-            if not relay.stdout.readline():
-                print("flowerbox: the relay did not start", file=sys.stderr)
-                return 2
         child = subprocess.Popen(command)
 
         def forward(signum: int, frame: FrameType | None) -> None:
@@ -49,10 +44,28 @@ def main(argv: list[str] | None = None) -> int:
 
         for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
             signal.signal(sig, forward)
-        return child.wait()
+        code = child.wait()
+        # Killed by a signal: the shell's 128+N, as docker reports it (a negative return
+        # code would leave the container as 256-N: 241 for SIGTERM).
+        return 128 - code if code < 0 else code
     finally:
-        relay.terminate()
-        relay.wait(timeout=10)
+        if relay is not None:
+            relay.terminate()
+            relay.wait(timeout=10)
+
+
+def _start_relay(mappings: list[str]) -> subprocess.Popen[str] | None:
+    """The relay, once it listens on every mapping; None if it died first."""
+    relay_args = [arg for mapping in mappings for arg in ("--listen", mapping)]
+    relay = subprocess.Popen(
+        [sys.executable, "-m", "flowerbox.relay", *relay_args], stdout=subprocess.PIPE, text=True
+    )
+    assert relay.stdout is not None
+    for _ in mappings:  # one "relay ... -> ..." line per mapping when it listens
+        if not relay.stdout.readline():
+            relay.wait(timeout=10)
+            return None
+    return relay
 
 
 def _wait_for(path: Path) -> bool:

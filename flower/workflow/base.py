@@ -153,6 +153,9 @@ class Workflow:
             if passed:
                 ctx[step.name] = step.reduce(result, ctx) if step.reduce else result.text
                 continue
+            if result.error and on_event is not None:  # say why, not only that it ended
+                payload = {"step": step.name, "source": "flower"}
+                on_event(Event("error", f"{step.name}: {result.error}", payload=payload))
             if step.on_fail == "raise":
                 raise StepFailed(step.name, result)
             if step.on_fail == "stop":

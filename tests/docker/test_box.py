@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from docker import DockerClient  # noqa: TID251 - these tests inspect the engine's containers
 
-from flower.testing import FakeAPI, Reply, Request, When, rules, text, tool
+from flower.testing import Always, FakeAPI, Reply, Request, Usage, When, rules, text, tool
 from flower.testing.demo import DEMO_ASK, starter_cast
 from tests.docker.e2e import FLOWERBOX, REAL, as_user, box_env
 
@@ -190,7 +190,7 @@ def test_a_killed_box_resumes_the_same_session_on_the_next_ask(
     assert boss[-1].headers.get("x-claude-code-session-id") == stopped
 
 
-def test_the_gateway_refuses_calls_past_the_budget(
+def test_a_budget_stops_flower_and_says_why(
     real_api: FakeAPI, host_user: tuple[str, int, int], user_workspace: Path, flowerbox_image: str
 ) -> None:
     real_api.script = starter_cast()
@@ -200,9 +200,38 @@ def test_the_gateway_refuses_calls_past_the_budget(
         cwd=user_workspace,
         env=box_env(real_api, host_user),
     )
+    assert done.returncode == 1
+    assert "Reached maximum budget ($0.01)" in done.stdout  # flower's own stop, at the step
+    assert len(real_api.requests) == 1  # the first call spent it: nothing more reached the API
+
+
+TWO_STEPS = """
+from flower.core.agent import AgentSpec
+from flower.workflow import Step, Workflow
+
+greeter = AgentSpec("greeter", "Greet.")
+workflow = Workflow([Step("one", greeter, "say hi"), Step("two", greeter, "say it again")])
+"""
+
+
+def test_the_gateway_refuses_model_calls_past_the_budget(
+    real_api: FakeAPI, host_user: tuple[str, int, int], user_workspace: Path, flowerbox_image: str
+) -> None:
+    """flower run has no budget of its own: the gateway is the only wall, and it holds."""
+    real_api.script = Always(text("hi", usage=Usage(input_tokens=20_000, output_tokens=100)))
+    flow = user_workspace / "two.py"
+    flow.write_text(TWO_STEPS)
+    done = as_user(
+        host_user,
+        [FLOWERBOX, "run", str(flow), "--budget", "0.01", "--timeout", "0"],
+        cwd=user_workspace,
+        env=box_env(real_api, host_user),
+    )
     assert done.returncode != 0
     assert "budget of $0.01 is spent" in done.stdout + done.stderr
-    assert len(real_api.requests) == 1  # the first call spent it: nothing more reached the API
+    assert len(real_api.requests) == 1  # step two's call was refused before the API
+    usage = json.loads((user_workspace / "runs" / "gateway-usage.json").read_text())
+    assert usage["refused"] >= 1 and usage["requests"] == 1
 
 
 def test_flowerbox_demo_runs_the_whole_appliance_without_a_key(

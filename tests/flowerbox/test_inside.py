@@ -1,0 +1,77 @@
+"""flowerbox.inside, the agent container's entry: the relay first, then the command, whose
+exit status becomes the container's (docker's 128+N for a signal, as a shell would)."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+PY = sys.executable
+
+
+def inside(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [PY, "-m", "flowerbox.inside", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def test_the_commands_exit_code_is_the_containers() -> None:
+    assert inside("--", PY, "-c", "raise SystemExit(3)").returncode == 3
+
+
+def test_a_command_killed_by_a_signal_exits_128_plus_its_number() -> None:
+    kill_self = "import os, signal; os.kill(os.getpid(), signal.SIGTERM)"
+    assert inside("--", PY, "-c", kill_self).returncode == 143
+
+
+def test_the_command_reaches_the_socket_through_the_relay(sockdir: Path) -> None:
+    path = sockdir / "echo.sock"
+    with socket.socket(socket.AF_UNIX) as server:
+        server.bind(str(path))
+        server.listen()
+
+        def echo_once() -> None:
+            conn, _ = server.accept()
+            with conn:
+                conn.sendall(conn.recv(64).upper())
+
+        threading.Thread(target=echo_once, daemon=True).start()
+        port = free_port()
+        probe = (
+            f"import socket; c = socket.create_connection(('127.0.0.1', {port}), 5); "
+            "c.sendall(b'ping'); print(c.recv(64).decode())"
+        )
+        done = inside("--relay", f"127.0.0.1:{port}={path}", "--", PY, "-c", probe)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "PING"
+
+
+def test_a_socket_that_never_appears_is_exit_2_naming_it(sockdir: Path) -> None:
+    missing = sockdir / "never.sock"
+    done = subprocess.run(
+        [
+            PY,
+            "-c",
+            "import flowerbox.inside as i; i.READY_TIMEOUT_S = 0.5; "
+            f"raise SystemExit(i.main(['--relay', '127.0.0.1:28182={missing}', '--', 'true']))",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 2
+    assert f"the gateway's socket {missing} never appeared" in done.stderr
