@@ -57,7 +57,7 @@ from flower.core.env import parse_dotenv
 from flowerbox.egress import EgressError, Policy
 from flowerbox.meter import Meter, UsageReader
 from flowerbox.pricing import PriceError, PriceTable, load_prices
-from flowerbox.proxy import EgressLog, EgressProxy, PrivateUnixServer
+from flowerbox.proxy import HOP_BY_HOP, EgressLog, EgressProxy, PrivateUnixServer
 from flowerbox.spec import PLACEHOLDER_KEY
 
 __all__ = ["Credentials", "Gateway", "GatewayError", "Upstream", "load_credentials", "main"]
@@ -67,20 +67,8 @@ HEALTH_TIMEOUT = 3.0
 # The CLI's own request timeout (X-Stainless-Timeout) is 600 s; a stream idle longer is dead.
 UPSTREAM_TIMEOUT = 600.0
 CHUNK = 64 * 1024
-# RFC 9110 7.6.1 hop-by-hop headers, plus what the gateway sets itself on each side.
-_HOP_BY_HOP = {
-    "connection",
-    "keep-alive",
-    "proxy-authenticate",
-    "proxy-authorization",
-    "proxy-connection",
-    "te",
-    "trailer",
-    "transfer-encoding",
-    "upgrade",
-    "host",
-    "content-length",
-}
+# The hop-by-hop headers, and the framing the gateway sets itself on each side.
+_HOP_BY_HOP = HOP_BY_HOP | {"transfer-encoding", "content-length"}
 # Dropped from requests: the client's placeholder credentials, and compression the meter
 # would have to undo (the gateway asks for identity; the CLI accepts an uncompressed reply).
 _REQUEST_DROPPED = _HOP_BY_HOP | {"x-api-key", "authorization", "accept-encoding"}

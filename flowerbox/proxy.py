@@ -62,20 +62,24 @@ CHUNK = 64 * 1024
 HEAD_TIMEOUT = 30.0  # for the request head; a tunnel has no idle limit
 CONNECT_TIMEOUT = 10.0
 LINGER = 1.0
-# RFC 9110 7.6.1 hop-by-hop headers and the proxy's own; framing headers stay (the body is
-# forwarded with its own framing).
-_DROPPED = {
-    "connection",
-    "keep-alive",
-    "proxy-authenticate",
-    "proxy-authorization",
-    "proxy-connection",
-    "te",
-    "trailer",
-    "upgrade",
-    "host",
-    "expect",
-}
+# RFC 9110 7.6.1 hop-by-hop headers (the gateway drops these too), and `host`, which each
+# side sets for its own connection.
+HOP_BY_HOP = frozenset(
+    {
+        "connection",
+        "keep-alive",
+        "proxy-authenticate",
+        "proxy-authorization",
+        "proxy-connection",
+        "te",
+        "trailer",
+        "upgrade",
+        "host",
+    }
+)
+# The proxy's own: framing headers stay (the body is forwarded with its own framing), and
+# `expect` is answered here, not passed on.
+_DROPPED = HOP_BY_HOP | {"expect"}
 
 
 def system_resolver(host: str, port: int) -> list[IPAddress]:
