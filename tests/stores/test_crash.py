@@ -20,9 +20,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from stores_crash_worker import BATCH, append_batches, append_until_killed
 
 from flower.stores import SqliteSessionStore
+from tests.stores.stores_crash_worker import BATCH, append_batches, append_until_killed
 
 ROUNDS = 20
 

@@ -9,10 +9,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from stores_chat import Chat
 
 from flower.stores import PrunePolicy, PruningSessionStore
 from flower.stores.prune import heal_orphans, prune, relink
+from tests.stores.stores_chat import Chat
 
 TEXT = "[interrupted]"
 

@@ -19,12 +19,12 @@ from typing import Any
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from stores_chat import Chat
 
 from flower.stores import EphemeralPolicy, PrunePolicy, PruningSessionStore, TrimPolicy
 from flower.stores.prune import heal_orphans, prune
 from flower.stores.transcript import LINK_FIELDS, blocks
 from flower.stores.trim import expire, trim
+from tests.stores.stores_chat import Chat
 
 BIG = "x" * 2500
 

@@ -16,14 +16,14 @@ from typing import Any
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from stores_chat import Chat
-from test_redlines import STEPS, build
 
 from flower.stores import EphemeralPolicy, PrunePolicy, PruningSessionStore, TrimPolicy
 from flower.stores.prune import heal_orphans, prune
 from flower.stores.survey import Call, Survey
 from flower.stores.transcript import blocks
 from flower.stores.trim import expire, trim
+from tests.stores.stores_chat import Chat
+from tests.stores.test_redlines import STEPS, build
 
 Entries = list[dict[str, Any]]
 

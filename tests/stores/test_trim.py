@@ -10,10 +10,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from stores_chat import Chat
 
 from flower.stores import EphemeralPolicy, TrimmingSessionStore, TrimPolicy
 from flower.stores.trim import expire, trim
+from tests.stores.stores_chat import Chat
 
 BIG = "line of build output\n" * 200  # 4200 chars
 
