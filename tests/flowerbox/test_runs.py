@@ -408,9 +408,9 @@ def test_a_resumed_run_gets_what_is_left_of_its_budget_not_a_fresh_one(
     stopped = runs.find(ws, None)
     assert remaining_budget(stopped, None) == 1.5
     assert remaining_budget(stopped, 7.0) == 7.0
-    usage.write_text(json.dumps({"total_cost_usd": 2.5}))
     spent = replace(spec, run_id="20260101-000001-b0d6e8")
     runs.record_start(spent, command=["go", "hi"], detached=True)
+    usage.write_text(json.dumps({"total_cost_usd": 2.5}))  # its gateway, during the run
     runs.record_end(spent, 1)
     refused = runner.invoke(app, ["resume", "-w", str(ws)])
     assert refused.exit_code == 2
