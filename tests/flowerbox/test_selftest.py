@@ -15,8 +15,9 @@ from typing import Any
 import pytest
 
 from flowerbox.probes import PROBES
-from flowerbox.selftest import ZERO_CAPS, ProbeServer, Seen, judge, weaken
+from flowerbox.selftest import ProbeServer, weaken
 from flowerbox.spec import PROTECTED, BoxSpec, agent_kwargs, protected_paths
+from flowerbox.verdicts import ZERO_CAPS, Seen, judge
 
 TOKEN = "t0k3n"
 DENIED = f"flowerbox-selftest-{TOKEN}.invalid"
