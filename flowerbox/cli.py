@@ -16,14 +16,13 @@ what only the box can get wrong: no engine, no image, no credentials, a bad work
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
-from typing import TYPE_CHECKING, Annotated, Any, TextIO
+from typing import TYPE_CHECKING, Annotated, TextIO
 
 import typer
 from rich.console import Console
@@ -246,7 +245,6 @@ def shell(
 @app.command()
 def demo(image: Image = "flowerbox:dev", base_image: BaseImage = None) -> None:
     """The whole appliance (box, gateway, isolation) on the built-in scripted model: no key."""
-    import subprocess
     import tempfile
 
     from flower.testing import FakeAPI
@@ -398,6 +396,7 @@ def _in_box(
     from flowerbox.provenance import snapshot
     from flowerbox.runs import RunError, ensure_idle, record_start
     from flowerbox.supervise import after_run
+    from flowerbox.terminal import docker_cli_attach
 
     try:
         prepared = prepare(
@@ -438,7 +437,7 @@ def _in_box(
         code = 2
         try:
             if raw is not None and sys.stdin.isatty() and sys.stdout.isatty():
-                code = box.run_attached(_docker_cli_attach)
+                code = box.run_attached(docker_cli_attach)
                 return code
 
             def stop(signum: int, frame: FrameType | None) -> None:
@@ -469,83 +468,6 @@ def _inside_workspace(file: Path, ws: Path) -> Path:
             "the box: move the file into it, or pass -w <a folder that holds it>"
         )
     return path
-
-
-def docker_run_args(kwargs: dict[str, Any]) -> list[str]:
-    """`docker run` flags for the containers.run() kwargs agent_kwargs() returns, so the docker
-    CLI starts the same container with a terminal (the SDK has no usable interactive attach).
-
-    Every key agent_kwargs() uses must be translated: an unknown one is a TypeError, never a
-    silently dropped restriction. Bind mounts use --mount with CSV quoting, so paths with
-    spaces, commas or colons stay whole.
-    """
-    flags: list[str] = []
-    for key, value in kwargs.items():
-        match key:
-            case "image" | "command" | "detach":
-                continue
-            case "user" | "name" | "pids_limit":
-                flags += [f"--{key.replace('_', '-')}", str(value)]
-            case "working_dir":
-                flags += ["--workdir", value]
-            case "network_mode":
-                flags += ["--network", value]
-            case "mem_limit":
-                flags += ["--memory", value]
-            case "memswap_limit":
-                flags += ["--memory-swap", value]
-            case "nano_cpus":
-                flags += ["--cpus", f"{value / 1e9:g}"]
-            case "read_only" | "init":
-                flags += [f"--{key.replace('_', '-')}"] if value else []
-            case "cap_drop":
-                flags += [arg for cap in value for arg in ("--cap-drop", cap)]
-            case "security_opt":
-                flags += [arg for opt in value for arg in ("--security-opt", opt)]
-            case "tmpfs":
-                flags += [
-                    arg for path, opts in value.items() for arg in ("--tmpfs", f"{path}:{opts}")
-                ]
-            case "labels":
-                flags += [arg for k, v in value.items() for arg in ("--label", f"{k}={v}")]
-            case "environment":
-                flags += [arg for k, v in value.items() for arg in ("--env", f"{k}={v}")]
-            case "volumes":
-                for host, bind in value.items():
-                    mount = ["type=bind", f"source={host}", f"target={bind['bind']}"]
-                    if bind["mode"] == "ro":
-                        mount.append("readonly")
-                    flags += ["--mount", ",".join(_csv_field(field) for field in mount)]
-            case _:
-                raise TypeError(f"docker_run_args cannot translate {key}={value!r}")
-    return [*flags, kwargs["image"], *kwargs["command"]]
-
-
-def _csv_field(field: str) -> str:
-    if any(char in field for char in ',"\n'):
-        return '"' + field.replace('"', '""') + '"'
-    return field
-
-
-def _docker_cli_attach(kwargs: dict[str, Any]) -> int:
-    """Run the agent's container with this terminal attached, through the docker CLI."""
-    docker = shutil.which("docker")
-    if docker is None:
-        from flowerbox.box import BoxError
-
-        raise BoxError(
-            "an interactive `flowerbox shell` needs the docker CLI on PATH: install it "
-            "(the docker-ce-cli or docker.io package), or pass a command that needs no "
-            "terminal: flowerbox shell -- COMMAND < /dev/null"
-        )
-
-    def hang_up(signum: int, frame: FrameType | None) -> None:
-        raise SystemExit(128 + signum)  # subprocess.run kills the client; Box removes the rest
-
-    for sig in (signal.SIGTERM, signal.SIGHUP):
-        signal.signal(sig, hang_up)
-    argv = [docker, "run", "--rm", "--interactive", "--tty", *docker_run_args(kwargs)]
-    return subprocess.run(argv, check=False).returncode
 
 
 def _write(stream: TextIO) -> Callable[[bytes], None]:

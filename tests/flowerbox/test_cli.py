@@ -11,9 +11,10 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from flowerbox.cli import app, docker_run_args, route
+from flowerbox.cli import app, route
 from flowerbox.prepare import prepare
 from flowerbox.spec import agent_kwargs
+from flowerbox.terminal import docker_run_args
 
 SECRET = "sk-ant-real-secret-cli-0123456789"
 runner = CliRunner()
