@@ -1,10 +1,13 @@
 """Provenance on a real engine, as the e2e user: the scripted model commits from inside the
 box, and after the run the host has put a note in refs/notes/flowerbox on that commit (and on
-no older one) naming the run, the image, the versions, the model, the network and the cost."""
+no older one) naming the run, the image, the versions, the model, the network and the cost.
+Attached (the CLI writes it) and detached (the run's supervisor writes it)."""
 
 from __future__ import annotations
 
 import json
+import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -21,7 +24,14 @@ COMMIT = (
 )
 
 
+def note_on(user: tuple[str, int, int], ws: Path, commit: str) -> subprocess.CompletedProcess[str]:
+    show = ["git", "-C", str(ws), "notes", "--ref", "refs/notes/flowerbox", "show", commit]
+    return as_user(user, show, cwd=ws)
+
+
+@pytest.mark.parametrize("detached", [False, True], ids=["attached", "detached"])
 def test_a_commit_made_in_the_box_gets_a_note_on_the_host(
+    detached: bool,
     real_api: FakeAPI,
     host_user: tuple[str, int, int],
     user_workspace: Path,
@@ -37,23 +47,24 @@ def test_a_commit_made_in_the_box_gets_a_note_on_the_host(
     git = ["git", "-C", str(user_workspace)]
     start = as_user(host_user, [*git, "rev-parse", "HEAD"], cwd=user_workspace).stdout.strip()
 
-    done = as_user(
-        host_user,
-        [FLOWERBOX, "once", "commit your work"],
-        cwd=user_workspace,
-        env=box_env(real_api, host_user),
-    )
-
+    once = [FLOWERBOX, "once", "commit your work", *(["--detach"] if detached else [])]
+    done = as_user(host_user, once, cwd=user_workspace, env=box_env(real_api, host_user))
     assert done.returncode == 0, done.stderr[-3000:]
+    if detached:  # the supervisor notes the commits after the run: wait for the note
+        deadline = time.monotonic() + 240
+        while not real_api.requests or not real_api.requests[-1].tool_results():
+            assert time.monotonic() < deadline, "the detached run never reached its commit"
+            time.sleep(0.5)
     [result] = [r.text for req in real_api.requests for r in req.tool_results()]
     made = result.strip().splitlines()[-1]
     assert made != start
-    assert "noted 1 commit(s)" in done.stderr
-    note = as_user(
-        host_user,
-        [*git, "notes", "--ref", "refs/notes/flowerbox", "show", made],
-        cwd=user_workspace,
-    )
+    note = note_on(host_user, user_workspace, made)
+    deadline = time.monotonic() + 60
+    while detached and note.returncode != 0 and time.monotonic() < deadline:
+        time.sleep(0.5)
+        note = note_on(host_user, user_workspace, made)
+    if not detached:
+        assert "noted 1 commit(s)" in done.stderr
     assert note.returncode == 0, note.stderr
     fields = dict(line.split(": ", 1) for line in note.stdout.splitlines())
     [box_dir] = (user_workspace / "runs" / "flowerbox").iterdir()
@@ -64,9 +75,6 @@ def test_a_commit_made_in_the_box_gets_a_note_on_the_host(
     assert fields["cost"] == f"${usage['total_cost_usd']:.6f} ({usage['requests']} requests)"
     assert fields["network"] == "allowlist: empty (no network)" and fields["exit"] == "0"
     assert fields["claude-code"] and fields["flower"]
-    older = as_user(
-        host_user,
-        [*git, "notes", "--ref", "refs/notes/flowerbox", "show", start],
-        cwd=user_workspace,
-    )
-    assert older.returncode != 0  # the commit from before the run has no note
+    assert (
+        note_on(host_user, user_workspace, start).returncode != 0
+    )  # the commit from before the run has no note
