@@ -127,20 +127,7 @@ def go(
     net: Net = "allowlist",
 ) -> None:
     """flower "ask" in the box; any other option goes to flower (--timeout 0, --json...)."""
-    raise typer.Exit(
-        _in_box(
-            ["go", ask, *ctx.args],
-            workspace=workspace,
-            image=image,
-            base_image=base_image,
-            isolate=not no_isolate,
-            budget=budget,
-            detach=detach,
-            net=net,
-            allow=allow,
-            allow_presets=allow_preset,
-        )
-    )
+    raise typer.Exit(_as_given(ctx, ["go", ask, *ctx.args], isolate=not no_isolate))
 
 
 @app.command(context_settings=PASS_THROUGH)
@@ -157,20 +144,7 @@ def once(
     net: Net = "allowlist",
 ) -> None:
     """flower once "prompt" in the box (one step, for CI jobs)."""
-    raise typer.Exit(
-        _in_box(
-            ["once", prompt, *ctx.args],
-            workspace=workspace,
-            image=image,
-            base_image=base_image,
-            isolate=False,
-            budget=budget,
-            detach=detach,
-            net=net,
-            allow=allow,
-            allow_presets=allow_preset,
-        )
-    )
+    raise typer.Exit(_as_given(ctx, ["once", prompt, *ctx.args], isolate=False))
 
 
 @app.command(context_settings=PASS_THROUGH)
@@ -194,20 +168,7 @@ def run(
     except ValueError as exc:
         STDERR.print(f"[bold red]error:[/] {exc}")
         raise typer.Exit(2) from exc
-    raise typer.Exit(
-        _in_box(
-            ["run", str(path), *ctx.args],
-            workspace=workspace,
-            image=image,
-            base_image=base_image,
-            isolate=False,
-            budget=budget,
-            detach=detach,
-            net=net,
-            allow=allow,
-            allow_presets=allow_preset,
-        )
-    )
+    raise typer.Exit(_as_given(ctx, ["run", str(path), *ctx.args], isolate=False))
 
 
 @app.command(context_settings=PASS_THROUGH)
@@ -226,20 +187,7 @@ def shell(
     (through the docker CLI: `docker run -it`); without one the command runs non-interactively
     and its output is streamed, as with `once`.
     """
-    raise typer.Exit(
-        _in_box(
-            ["shell"],
-            workspace=workspace,
-            image=image,
-            base_image=base_image,
-            isolate=False,
-            budget=None,
-            raw=list(ctx.args) or ["bash"],
-            net=net,
-            allow=allow,
-            allow_presets=allow_preset,
-        )
-    )
+    raise typer.Exit(_as_given(ctx, ["shell"], isolate=False, raw=list(ctx.args) or ["bash"]))
 
 
 @app.command()
@@ -364,6 +312,27 @@ def selftest(
 # The commands around a run that is already going (flowerbox.control).
 for _command in (ps, logs, attach, stop, resume, answer, send):
     app.command()(_command)
+
+
+def _as_given(
+    ctx: typer.Context, command: list[str], *, isolate: bool, raw: list[str] | None = None
+) -> int:
+    """_in_box with the box options the command was given (its declared parameters, which
+    typer has parsed into ctx.params); a command without --budget or --detach has neither."""
+    given = ctx.params
+    return _in_box(
+        command,
+        workspace=given["workspace"],
+        image=given["image"],
+        base_image=given["base_image"],
+        isolate=isolate,
+        budget=given.get("budget"),
+        detach=bool(given.get("detach")),
+        net=given["net"],
+        allow=given["allow"],
+        allow_presets=given["allow_preset"],
+        raw=raw,
+    )
 
 
 def _in_box(

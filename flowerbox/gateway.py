@@ -55,7 +55,7 @@ from urllib.parse import urlsplit
 
 from flower.core.env import parse_dotenv
 from flowerbox.egress import EgressError, Policy
-from flowerbox.meter import Meter, UsageReader
+from flowerbox.meter import Meter, UsageReader, json_object
 from flowerbox.pricing import PriceError, PriceTable, load_prices
 from flowerbox.proxy import HOP_BY_HOP, EgressLog, EgressProxy, PrivateUnixServer
 from flowerbox.spec import PLACEHOLDER_KEY
@@ -267,7 +267,7 @@ class _Handler(BaseHTTPRequestHandler):
             return
         gateway.meter.saw_client_credential(self._client_credential())
         body = self._body()
-        request = _json_object(body) if body else {}
+        request = json_object(body) if body else {}
         model = request.get("model") if isinstance(request.get("model"), str) else None
         if route == "/v1/messages" and gateway.meter.spent():
             gateway.meter.refuse()
@@ -389,14 +389,6 @@ def _chunks(response: http.client.HTTPResponse) -> Iterator[bytes]:
     for a full buffer, so an event is passed on the moment it comes in."""
     while chunk := response.read1(CHUNK):
         yield chunk
-
-
-def _json_object(raw: bytes) -> dict[str, Any]:
-    try:
-        data = json.loads(raw)
-    except ValueError:
-        return {}
-    return data if isinstance(data, dict) else {}
 
 
 def _error(kind: str, message: str) -> dict[str, Any]:

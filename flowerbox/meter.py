@@ -30,7 +30,7 @@ from typing import Any
 from flower.core.statefile import atomic_write_json
 from flowerbox.pricing import PriceTable, token_count
 
-__all__ = ["TOKEN_FIELDS", "Meter", "UsageReader"]
+__all__ = ["TOKEN_FIELDS", "Meter", "UsageReader", "json_object"]
 
 TOKEN_FIELDS = (
     "input_tokens",
@@ -70,7 +70,7 @@ class UsageReader:
         """Read what is left: a JSON body, or a last data line without its newline."""
         rest, self._pending = self._pending, b""
         if not self.streaming:
-            data = _json(rest)
+            data = json_object(rest)
             if isinstance(data.get("usage"), dict):
                 self.usage = data["usage"]
                 self.model = data.get("model") or self.model
@@ -83,7 +83,7 @@ class UsageReader:
         return bool(self.usage)
 
     def _event(self, payload: bytes) -> None:
-        data = _json(payload)
+        data = json_object(payload)
         if data.get("type") == "message_start":
             message = data.get("message") or {}
             self.model = message.get("model") or self.model
@@ -92,7 +92,8 @@ class UsageReader:
             self.usage.update({k: v for k, v in data["usage"].items() if v is not None})
 
 
-def _json(raw: bytes) -> dict[str, Any]:
+def json_object(raw: bytes) -> dict[str, Any]:
+    """`raw` as a JSON object, or {} for anything else (junk, a list, a cut body)."""
     try:
         data = json.loads(raw)
     except ValueError:
