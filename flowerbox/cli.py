@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Annotated, TextIO
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from flower.cli.setup import setup
 from flowerbox import __version__
@@ -355,16 +356,17 @@ def _in_box(
     `raw` replaces the flower command inside the box (`flowerbox shell`); on a terminal it
     runs attached to it through the docker CLI. `detach`: start the run, print its id, and
     leave it to its supervisor (flowerbox.detach). `resume_of`: the spec of the run this one
-    continues, whose settings it keeps. Every run is recorded in its box_dir (flowerbox.runs).
+    continues, whose settings it keeps. Every run is recorded in its host-only state_dir
+    (flowerbox.runs).
     """
     from dataclasses import replace
 
+    from flowerbox.boundary import after_run, before_run, report
     from flowerbox.box import Box, BoxError, connect, ensure_image, image_id
     from flowerbox.detach import carried, start_detached
-    from flowerbox.prepare import prepare
-    from flowerbox.provenance import snapshot
+    from flowerbox.gitshadow import GitShadowError
+    from flowerbox.prepare import Prepared, prepare
     from flowerbox.runs import RunError, ensure_idle, record_start
-    from flowerbox.supervise import after_run
     from flowerbox.terminal import docker_cli_attach
 
     try:
@@ -379,7 +381,7 @@ def _in_box(
             allow_presets=allow_presets or (),
         )
     except (ValueError, RuntimeError) as exc:
-        STDERR.print(f"[bold red]error:[/] {exc}")
+        STDERR.print(f"[bold red]error:[/] {escape(str(exc))}")
         return 2
     handed_over = False
     try:
@@ -394,7 +396,10 @@ def _in_box(
         spec = prepared.spec if raw is None else replace(prepared.spec, command=tuple(raw))
         spec = spec if resume_of is None else carried(spec, resume_of)
         resumed_from = None if resume_of is None else resume_of.run_id
-        snapshot(spec, image_id=image_id(client, image))  # provenance: the repo before the run
+        _tell_masked_env(spec.workspace)
+        spec = before_run(spec, image_id=image_id(client, image))
+        prepared = Prepared(spec)
+        prepared.write_secrets()  # last: every check has passed
         if detach:
             run_id = start_detached(spec, client=client, command=command, resumed_from=resumed_from)
             handed_over = True  # the supervisor cleans up when the run ends
@@ -417,13 +422,30 @@ def _in_box(
             code = box.run(write=_write(sys.stdout), write_err=_write(sys.stderr))
             return code
         finally:
-            after_run(spec, code)
-    except (BoxError, RunError) as exc:
-        STDERR.print(f"[bold red]error:[/] {exc}")
+            report(after_run(spec, code))
+    except (BoxError, RunError, GitShadowError) as exc:
+        STDERR.print(f"[bold red]error:[/] {escape(str(exc))}")
         return 2
     finally:
         if not handed_over:
             prepared.cleanup()
+
+
+def _tell_masked_env(workspace: Path) -> None:
+    """Once per workspace: its .env is hidden from the box (and never read by flowerbox)."""
+    from flowerbox.state import tell_once
+    from flowerbox.untrusted import regular_file
+
+    if regular_file(workspace, ".env"):
+        tell_once(
+            f"masked-env {workspace}",
+            lambda: STDERR.print(
+                f"{workspace / '.env'} is hidden from the box (it shows an empty file there): "
+                "credentials reach only the gateway, from your environment or "
+                "~/.config/flower/.env",
+                style="yellow",
+            ),
+        )
 
 
 def _inside_workspace(file: Path, ws: Path) -> Path:

@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from flowerbox.probes import PROBES, SURVIVOR_LABEL
-from flowerbox.spec import SOCKET_DIR_IN_BOX, BoxSpec
+from flowerbox.spec import SOCKET_DIR_IN_BOX, BoxSpec, protected_sources
 from flowerbox.verdicts import PIDS_HEADROOM, SILENT, Seen, Verdict, judge
 
 DOCKER_SOCKET = "/var/run/docker.sock"
@@ -274,9 +274,10 @@ def selftest(
         ValueError: a bad workspace (the same refusals as a run).
         flowerbox.box.BoxError: no engine, no image, a container that would not start.
     """
-    from flowerbox.box import Box, connect, ensure_image, labelled
+    from flowerbox.boundary import before_run
+    from flowerbox.box import Box, connect, ensure_image, image_id, labelled
     from flowerbox.cli import CHECKOUT
-    from flowerbox.prepare import in_git, prepare
+    from flowerbox.prepare import Prepared, in_git, prepare
 
     token, marker = secrets.token_hex(6), f"fbx-survivor-{secrets.token_hex(6)}"
     with ProbeServer() as server:
@@ -305,9 +306,12 @@ def selftest(
         try:
             client = connect()
             ensure_image(client, image, context=CHECKOUT, base_image=base_image)
+            spec = before_run(spec, image_id=image_id(client, image))  # a run's own git too
+            prepared = Prepared(spec)
+            prepared.write_secrets()
             shape = None
             if negative:
-                paths = tuple(spec.workspace / name for name in names)
+                paths = protected_sources(spec)
                 shape = partial(weaken, protected=paths, docker_socket=_docker_socket_path())
             Box(spec, client=client, shape=shape).run(write=out.extend, write_err=err.extend)
             survivors = labelled(client, f"{SURVIVOR_LABEL}={marker}")

@@ -28,9 +28,10 @@ import re
 import stat
 import uuid
 from collections.abc import Iterator
-from pathlib import Path, PurePosixPath
+from pathlib import Path, PurePath, PurePosixPath
 from typing import Any
 
+Relative = str | PurePath  # a path below the root, without `..`
 MiB = 1024 * 1024
 DEFAULT_LIMIT = MiB
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -71,7 +72,7 @@ def clean_data(value: Any) -> Any:
     return value
 
 
-def _parts(relative: str | PurePosixPath) -> list[str]:
+def _parts(relative: Relative) -> list[str]:
     parts = [part for part in PurePosixPath(relative).parts if part not in ("", ".")]
     if PurePosixPath(relative).is_absolute() or ".." in parts:
         raise ValueError(f"{relative!r} must be a path relative to its root, without ..")
@@ -79,9 +80,7 @@ def _parts(relative: str | PurePosixPath) -> list[str]:
 
 
 @contextlib.contextmanager
-def open_dir(
-    root: Path, relative: str | PurePosixPath = "", *, create: bool = False
-) -> Iterator[int]:
+def open_dir(root: Path, relative: Relative = "", *, create: bool = False) -> Iterator[int]:
     """A descriptor of `root/relative`, every component below `root` a real folder (no link).
     `create`: make missing folders (0700... the umask applies) on the way.
 
@@ -111,7 +110,7 @@ def open_dir(
 
 
 @contextlib.contextmanager
-def open_file(root: Path, relative: str | PurePosixPath) -> Iterator[int | None]:
+def open_file(root: Path, relative: Relative) -> Iterator[int | None]:
     """A read descriptor of the regular file `root/relative`, or None when it is missing.
 
     Raises:
@@ -143,7 +142,7 @@ def open_file(root: Path, relative: str | PurePosixPath) -> Iterator[int | None]
 
 
 def read_bytes(
-    root: Path, relative: str | PurePosixPath, *, limit: int = DEFAULT_LIMIT, offset: int = 0
+    root: Path, relative: Relative, *, limit: int = DEFAULT_LIMIT, offset: int = 0
 ) -> bytes | None:
     """The file's bytes from `offset` (None: missing), at most `limit` of them.
 
@@ -159,7 +158,14 @@ def read_bytes(
     return data
 
 
-def read_tail(root: Path, relative: str | PurePosixPath, *, limit: int) -> bytes | None:
+def read_from(root: Path, relative: Relative, *, offset: int, limit: int) -> bytes | None:
+    """At most `limit` bytes of the file from `offset` on (None: missing): for following a
+    file that grows."""
+    with open_file(root, relative) as fd:
+        return None if fd is None else os.pread(fd, limit, offset)
+
+
+def read_tail(root: Path, relative: Relative, *, limit: int) -> bytes | None:
     """At most the last `limit` bytes of the file (None: missing)."""
     with open_file(root, relative) as fd:
         if fd is None:
@@ -168,9 +174,7 @@ def read_tail(root: Path, relative: str | PurePosixPath, *, limit: int) -> bytes
         return os.pread(fd, limit, max(0, size - limit))
 
 
-def read_json(
-    root: Path, relative: str | PurePosixPath, default: Any, *, limit: int = DEFAULT_LIMIT
-) -> Any:
+def read_json(root: Path, relative: Relative, default: Any, *, limit: int = DEFAULT_LIMIT) -> Any:
     """The parsed file, or `default` when it is missing, unreadable, too big, a link, not
     JSON, or not of `default`'s type (a box-written file is never a reason to fail)."""
     try:
@@ -181,7 +185,7 @@ def read_json(
     return value if isinstance(value, type(default)) else default
 
 
-def drop(root: Path, folder: str | PurePosixPath, name: str, data: bytes) -> Path:
+def drop(root: Path, folder: Relative, name: str, data: bytes) -> Path:
     """Write `data` as `root/folder/name` (folders made as needed): a dot-named temp created
     O_EXCL|O_NOFOLLOW in the folder's descriptor, then renamed within it, so neither a link
     planted in the path nor one at the name can redirect the write.
@@ -206,7 +210,7 @@ def drop(root: Path, folder: str | PurePosixPath, name: str, data: bytes) -> Pat
     return root.joinpath(*_parts(folder), leaf)
 
 
-def exists(root: Path, relative: str | PurePosixPath) -> bool:
+def exists(root: Path, relative: Relative) -> bool:
     """Whether `root/relative` is there (as anything) with no link on the way to it."""
     *folders, name = _parts(relative)
     try:
@@ -217,7 +221,7 @@ def exists(root: Path, relative: str | PurePosixPath) -> bool:
     return True
 
 
-def real_folder(root: Path, relative: str | PurePosixPath) -> bool:
+def real_folder(root: Path, relative: Relative) -> bool:
     """Whether `root/relative` is a folder reached through folders only (no link anywhere):
     the only kind of path flowerbox hands Docker as a mount source (Docker follows links)."""
     try:
@@ -227,7 +231,7 @@ def real_folder(root: Path, relative: str | PurePosixPath) -> bool:
         return False
 
 
-def regular_file(root: Path, relative: str | PurePosixPath) -> bool:
+def regular_file(root: Path, relative: Relative) -> bool:
     """Whether `root/relative` is a regular file reached with no link on the way."""
     try:
         with open_file(root, relative) as fd:

@@ -16,7 +16,7 @@ import pytest
 
 from flowerbox.probes import PROBES
 from flowerbox.selftest import ProbeServer, weaken
-from flowerbox.spec import PROTECTED, BoxSpec, agent_kwargs, protected_paths
+from flowerbox.spec import PROTECTED, BoxSpec, agent_kwargs, protected_paths, protected_sources
 from flowerbox.verdicts import ZERO_CAPS, Seen, judge
 
 TOKEN = "t0k3n"
@@ -164,8 +164,10 @@ def test_root_is_said_plainly_when_flowerbox_itself_runs_as_root() -> None:
 
 def spec(tmp_path: Path) -> BoxSpec:
     ws = tmp_path / "ws"
-    (ws / ".git" / "hooks").mkdir(parents=True)
-    (ws / ".git" / "config").write_text("[core]\n")
+    (ws / ".git" / "objects").mkdir(parents=True)
+    shadow = tmp_path / "shadow-git"  # the box's own .git (flowerbox.gitshadow)
+    (shadow / "hooks").mkdir(parents=True)
+    (shadow / "config").write_text("[core]\n")
     return BoxSpec(
         image="flowerbox:dev",
         workspace=ws,
@@ -173,10 +175,14 @@ def spec(tmp_path: Path) -> BoxSpec:
         home=ws / "runs" / "home",
         socket_dir=tmp_path / "s",
         secrets_dir=tmp_path / "k",
+        state_dir=tmp_path / "state",
         uid=1000,
         gid=1000,
         command=("python", "-m", "flowerbox.probes"),
         run_id="r1",
+        git="dir",
+        shadow_git=shadow,
+        git_objects=ws / ".git" / "objects",
     )
 
 
@@ -185,8 +191,9 @@ def test_the_negative_control_loosens_every_restriction_and_moves_the_relay(
 ) -> None:
     box = spec(tmp_path)
     strong = agent_kwargs(box)
-    protected = (box.workspace / ".git/hooks", box.workspace / ".git/config")
-    assert all(str(path) in strong["volumes"] for path in protected)
+    protected = protected_sources(box)
+    assert protected == (box.shadow_git / "hooks", box.shadow_git / "config")  # type: ignore[operator]
+    assert all(strong["volumes"][str(path)]["mode"] == "ro" for path in protected)
     weak = weaken(strong, protected=protected, docker_socket="/var/run/docker.sock")
     assert weak["user"] == "0:0" and weak["network_mode"] == "host"
     assert weak["security_opt"] == ["seccomp=unconfined"] and not weak["read_only"]
