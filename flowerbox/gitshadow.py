@@ -290,7 +290,7 @@ def _check_plain(workspace: Path, git_dir: Path) -> None:
     found = _git("-C", str(workspace), "rev-parse", "--absolute-git-dir", "--is-bare-repository")
     if found.returncode != 0:
         raise GitShadowError(f"git cannot read {git_dir}: {found.stderr.strip()}", path=git_dir)
-    gitdir, bare = found.stdout.split()
+    gitdir, bare = found.stdout.splitlines()
     if bare == "true" or Path(gitdir).resolve() != git_dir.resolve():
         raise GitShadowError(
             f"{workspace} is a bare repository or its gitdir is elsewhere ({gitdir}): flowerbox "
