@@ -165,7 +165,8 @@ class BroughtBack:
 
 @dataclass(frozen=True)
 class Quarantined:
-    """What quarantine renamed aside; `complete` is False when the walk hit its cap."""
+    """What quarantine renamed aside; `complete` is False when a folder could not be read or
+    renamed in, or the walk hit its cap."""
 
     moved: tuple[Path, ...]
     complete: bool = True
@@ -176,8 +177,8 @@ class Quarantined:
         ]
         if not self.complete:
             out.append(
-                f"the workspace has more than {MAX_ENTRIES} entries: not all were checked for "
-                "git metadata the run made; check for new .git entries before using git there"
+                "not every folder could be checked for git metadata the run made (too many "
+                "entries, or one unreadable): look for new .git entries before using git there"
             )
         return [clean(line) for line in out]
 
@@ -536,12 +537,14 @@ def _check_prefix(workspace: Path, run_id: str) -> None:
 
 
 def _wanted(shadow: Shadow, found: _BoxRefs, skipped: list[Skipped]) -> dict[str, str]:
-    """New or moved branches whose names git accepts, and a moved detached HEAD."""
+    """New or moved branches whose names git accepts, and a detached HEAD on a commit that
+    is on none of them and new to the user's repository."""
     wanted = {n: s for n, s in found.branches.items() if shadow.branches.get(n) != s}
-    head = found.head
-    detached = head is not None and not head.startswith("refs/")
-    if detached and head and head != shadow.head_sha and head not in found.branches.values():
-        wanted["HEAD"] = head
+    head = found.head or "refs/"
+    if not head.startswith("refs/") and head != shadow.head_sha:
+        known = ("-C", str(shadow.workspace), "cat-file", "-e", f"{head}^{{commit}}")
+        if head not in found.branches.values() and _git(*known).returncode != 0:
+            wanted["HEAD"] = head
     for name in [n for n in wanted if n != "HEAD"]:
         if _git("check-ref-format", f"refs/heads/{PREFIX}/x/{name}").returncode != 0:
             skipped.append(Skipped(name, "git check-ref-format refuses the name"))
@@ -721,7 +724,14 @@ def _remove(path: Path) -> None:
 # -- quarantine -------------------------------------------------------------------------------
 
 
-def quarantine(workspace: Path, *, since: float, run_id: str, start_layout: Layout) -> Quarantined:
+def quarantine(
+    workspace: Path,
+    *,
+    since: float,
+    run_id: str,
+    start_layout: Layout,
+    max_entries: int = MAX_ENTRIES,
+) -> Quarantined:
     """Rename aside (to `<name>.flowerbox-<run_id>`, in its own folder) the git metadata the
     box made or changed in the workspace, so no later git on the host uses it: every `.git`
     (dir, file or link) below the top whose sensitive parts (config, HEAD, hooks, commondir,
@@ -733,27 +743,35 @@ def quarantine(workspace: Path, *, since: float, run_id: str, start_layout: Layo
         raise GitShadowError(f"run id {run_id!r} is not a plain name ([A-Za-z0-9._-])")
     since -= CTIME_SLACK
     moved: list[Path] = []
-    queue, seen = [workspace], 0
-    while queue:
+    queue, seen, complete = [workspace], 0, True
+    while queue and seen <= max_entries:
         folder = queue.pop()
         try:
             entries = _scan(folder)
+            for target in _suspects(folder, entries, workspace, since, start_layout):
+                moved.append(_aside(workspace, target, run_id))
         except OSError:
+            complete = False
             continue
         seen += len(entries)
-        if seen > MAX_ENTRIES:
-            return Quarantined(tuple(moved), complete=False)
-        for target in _suspects(folder, entries, workspace, since, start_layout):
-            moved.append(_aside(workspace, target, run_id))
         queue.extend(
             Path(e.path) for e in entries if e.name != ".git" and e.is_dir(follow_symlinks=False)
         )
-    return Quarantined(tuple(moved))
+    return Quarantined(tuple(moved), complete=complete and not queue)
 
 
 def _scan(folder: Path) -> list[os.DirEntry[str]]:
-    with os.scandir(folder) as entries:
-        return list(entries)
+    """A folder's entries; one the box made unreadable (its own, so the user's) is given
+    back u+rwx first: a `.git` hidden in it would still be found by git from below."""
+    try:
+        with os.scandir(folder) as entries:
+            return list(entries)
+    except PermissionError:
+        if not stat.S_ISDIR(os.lstat(folder).st_mode):
+            raise
+        os.chmod(folder, stat.S_IMODE(os.lstat(folder).st_mode) | 0o700)
+        with os.scandir(folder) as entries:
+            return list(entries)
 
 
 def _suspects(

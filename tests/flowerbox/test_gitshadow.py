@@ -676,3 +676,58 @@ def test_a_planted_name_is_not_overwritten(box: Box, since: float) -> None:
     (nested / ".git").write_text("gitdir: /nowhere\n")
     assert quarantine(box, since) == (nested / f".git.flowerbox-{RUN}-1",)
     assert (nested / f".git.flowerbox-{RUN}").read_text() == "planted\n"
+
+
+def test_a_sha256_repository(tmp_path: Path, make_box: Callable[..., Box]) -> None:
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    git(ws, "init", "-q", "-b", "main", "--object-format=sha256")
+    git(ws, "commit", "-q", "--allow-empty", "-m", "one")
+    box = make_box(ws)
+    sha = box.commit("b.txt")
+    assert len(sha) == 64
+    assert box.back().branches == {"main": sha}
+    assert git(ws, "status", "--porcelain") == ""
+
+
+def test_a_detached_head_on_an_old_commit_is_not_news(box: Box) -> None:
+    box.git("commit", "-q", "--allow-empty", "-m", "box")
+    box.git("checkout", "-q", "--detach", "HEAD~1")
+    assert set(box.back().branches) == {"main"}
+
+
+def test_what_is_shown_has_no_terminal_controls(box: Box, since: float) -> None:
+    nested = box.ws / "x\x1b]0;title\x07"
+    nested.mkdir()
+    (nested / ".git").write_text("gitdir: /nowhere\n")
+    found = gitshadow.quarantine(box.ws, since=since, run_id=RUN, start_layout="dir")
+    assert len(found.moved) == 1
+    assert all("\x1b" not in line and "\x07" not in line for line in found.lines())
+
+
+def test_an_objects_folder_that_is_a_link_is_not_read(box: Box, tmp_path: Path) -> None:
+    sha = box.commit("b.txt")
+    folder = loose(box, sha).parent
+    folder.rename(tmp_path / "moved")
+    folder.symlink_to(tmp_path / "moved", target_is_directory=True)
+    result = box.back()
+    assert result.branches == {}
+    assert [s.what for s in result.skipped] == ["main"]  # its commit was not read
+    assert (tmp_path / "moved" / sha[2:]).is_file()
+    box.user_is_safe()
+
+
+def test_a_git_hidden_in_an_unreadable_folder_is_found(box: Box, since: float) -> None:
+    hidden = box.ws / "locked"
+    hidden.mkdir()
+    (hidden / ".git").write_text("gitdir: /nowhere\n")
+    hidden.chmod(0o100)  # cd-able, not listable: git from a folder below still finds .git
+    assert quarantine(box, since) == (hidden / f".git.flowerbox-{RUN}",)
+
+
+def test_a_capped_walk_says_so(box: Box, since: float) -> None:
+    (box.ws / "d").mkdir()
+    (box.ws / "d" / "e").mkdir()
+    found = gitshadow.quarantine(box.ws, since=since, run_id=RUN, start_layout="dir", max_entries=2)
+    assert not found.complete
+    assert "not every folder" in found.lines()[-1]
