@@ -308,14 +308,13 @@ def test_a_branch_of_the_users_in_the_way_refuses_before_touching_anything(box: 
 # -- bring_back: what the box may have planted in S -------------------------------------------
 
 
-def config_attacks(marker: Path, outside: Path) -> dict[str, str]:
-    """S/config sections that would run the marker if git on the host ever used S's config."""
+def config_attacks(marker: Path, included: Path) -> dict[str, str]:
+    """S/config sections that would run the marker if git on the host ever used S's config
+    (`included` is a config file with an fsmonitor, for include.path)."""
     cmd = evil(marker)
-    included = outside.parent / "included.cfg"
-    included.write_text(f"[core]\n\tfsmonitor = {cmd}\n")
     return {
         "fsmonitor": f"[core]\n\tfsmonitor = {cmd}\n",
-        "hooksPath": f"[core]\n\thooksPath = {outside}\n",
+        "hooksPath": f"[core]\n\thooksPath = {included.parent}\n",
         "include": f"[include]\n\tpath = {included}\n",
         "packObjectsHook": f"[uploadpack]\n\tpackObjectsHook = {cmd}\n",
         "alternateRefsCommand": f"[core]\n\talternateRefsCommand = {cmd}\n",
@@ -325,14 +324,18 @@ def config_attacks(marker: Path, outside: Path) -> dict[str, str]:
     }
 
 
-@pytest.mark.parametrize("attack", list(config_attacks(Path("m"), Path("o"))))
-def test_the_boxs_git_config_never_runs(box: Box, attack: str) -> None:
+@pytest.mark.parametrize("attack", list(config_attacks(Path("m"), Path("i"))))
+def test_the_boxs_git_config_never_runs(box: Box, attack: str, tmp_path: Path) -> None:
     sha = box.commit("b.txt")
     (box.ws / ".gitattributes").write_text("* filter=x\n")
-    hook = box.outside.parent / "hooks-reference-transaction"
-    hook.write_text(f"#!/bin/sh\n{evil(box.marker)}\n")
+    planted = tmp_path / "planted"  # the agent's own folder: an include and hooks
+    planted.mkdir()
+    (planted / "included.cfg").write_text(f"[core]\n\tfsmonitor = {evil(box.marker)}\n")
+    for name in HOOKS:
+        (planted / name).write_text(f"#!/bin/sh\n{evil(box.marker)}\n")
+        (planted / name).chmod(0o755)
     with (box.s / "config").open("a") as config:
-        config.write(config_attacks(box.marker, box.outside)[attack])
+        config.write(config_attacks(box.marker, planted / "included.cfg")[attack])
     assert box.back().branches == {"main": sha}
     box.user_is_safe()
 
@@ -731,3 +734,14 @@ def test_a_capped_walk_says_so(box: Box, since: float) -> None:
     found = gitshadow.quarantine(box.ws, since=since, run_id=RUN, start_layout="dir", max_entries=2)
     assert not found.complete
     assert "not every folder" in found.lines()[-1]
+
+
+def test_a_workspace_path_with_spaces(tmp_path: Path, make_box: Callable[..., Box]) -> None:
+    ws = tmp_path / "my work space"
+    ws.mkdir()
+    git(ws, "init", "-q", "-b", "main")
+    git(ws, "commit", "-q", "--allow-empty", "-m", "one")
+    box = make_box(ws)
+    sha = box.commit("b.txt")
+    assert box.back().fast_forwarded == "main"
+    assert git(ws, "rev-parse", "main").strip() == sha
