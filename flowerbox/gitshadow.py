@@ -68,6 +68,7 @@ PREFIX = "flowerbox"  # the user gets refs/heads/flowerbox/<run id>/<box branch>
 MAX_REF_BYTES = 4096  # a loose ref or HEAD: a hash and a newline
 MAX_PACKED_REFS = 64 << 20
 MAX_REFS = 10_000  # branches read from S; more are skipped and reported
+MAX_BROUGHT = 500  # new or moved branches brought back (each costs a few git processes)
 MAX_OBJECT_BYTES = 4 << 30  # what bring_back copies out of S/objects, in total
 MAX_ENTRIES = 1_000_000  # what quarantine looks at in the workspace
 CTIME_SLACK = 0.1  # the kernel's file clock is coarser than time.time()
@@ -539,7 +540,11 @@ def _check_prefix(workspace: Path, run_id: str) -> None:
 def _wanted(shadow: Shadow, found: _BoxRefs, skipped: list[Skipped]) -> dict[str, str]:
     """New or moved branches whose names git accepts, and a detached HEAD on a commit that
     is on none of them and new to the user's repository."""
-    wanted = {n: s for n, s in found.branches.items() if shadow.branches.get(n) != s}
+    moved = sorted(n for n, s in found.branches.items() if shadow.branches.get(n) != s)
+    if len(moved) > MAX_BROUGHT:
+        why = f"only the first {MAX_BROUGHT} of {len(moved)} new branches come back"
+        skipped.append(Skipped(f"{len(moved) - MAX_BROUGHT} branches", why))
+    wanted = {n: found.branches[n] for n in moved[:MAX_BROUGHT]}
     head = found.head or "refs/"
     if not head.startswith("refs/") and head != shadow.head_sha:
         known = ("-C", str(shadow.workspace), "cat-file", "-e", f"{head}^{{commit}}")
@@ -664,8 +669,8 @@ def _fetch_specs(workspace: Path, bare: Path, specs: list[str]) -> str | None:
         "-c", "fetch.fsckObjects=true",
         "-c", "transfer.fsckObjects=true",
         "-c", "protocol.file.allow=always",
-        "fetch", "--quiet", "--no-tags", "--no-write-fetch-head", "--no-recurse-submodules",
-        "--no-auto-maintenance", "--end-of-options", str(bare), *specs,
+        "fetch", "--quiet", "--no-tags", "--no-prune", "--no-write-fetch-head",
+        "--no-recurse-submodules", "--no-auto-maintenance", "--end-of-options", str(bare), *specs,
     )  # fmt: skip
     return None if done.returncode == 0 else _said(done)
 

@@ -745,3 +745,14 @@ def test_a_workspace_path_with_spaces(tmp_path: Path, make_box: Callable[..., Bo
     sha = box.commit("b.txt")
     assert box.back().fast_forwarded == "main"
     assert git(ws, "rev-parse", "main").strip() == sha
+
+
+def test_a_flood_of_branches_is_capped(box: Box) -> None:
+    sha = box.commit("b.txt")
+    (box.s / "packed-refs").write_text(
+        "".join(f"{sha} refs/heads/flood-{n:05}\n" for n in range(gitshadow.MAX_BROUGHT + 5))
+    )
+    (box.s / "refs" / "heads" / "main").unlink()  # main too lives in packed-refs now
+    result = box.back()
+    assert len(result.branches) == gitshadow.MAX_BROUGHT
+    assert result.skipped[0].what == "5 branches"
