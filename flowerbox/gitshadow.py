@@ -244,8 +244,8 @@ def layout(workspace: Path) -> Layout:
 
 
 def make(workspace: Path, dest: Path, *, objects_in_box: str) -> Shadow:
-    """Build the shadow gitdir in `dest` (an empty host folder outside the workspace, mounted
-    read-write at `<workspace>/.git`). Raises GitShadowError, before writing anything, when
+    """Build the shadow gitdir in `dest` (an empty or new host folder outside the workspace,
+    mounted read-write at `<workspace>/.git`). Raises GitShadowError, before writing anything, when
     the workspace's git is not a plain repository at its top; on a later failure the caller
     removes `dest`."""
     git_dir = workspace / ".git"
@@ -256,6 +256,7 @@ def make(workspace: Path, dest: Path, *, objects_in_box: str) -> Shadow:
         raise GitShadowError(
             f"objects_in_box must be a normalized absolute path: {objects_in_box!r}"
         )
+    dest.mkdir(parents=True, exist_ok=True)
     if any(dest.iterdir()):
         raise GitShadowError(f"{dest} is not empty: give make an empty folder", path=dest)
     object_format = _git("-C", str(workspace), "rev-parse", "--show-object-format").stdout.strip()

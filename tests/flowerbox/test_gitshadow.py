@@ -107,8 +107,7 @@ def make_box(tmp_path: Path) -> Callable[[Path], Box]:
         outside = tmp_path / "outside"
         outside.mkdir(exist_ok=True)
         (outside / "secret").write_text(SECRET)
-        dest = tmp_path / "S"
-        dest.mkdir()
+        dest = tmp_path / "S"  # made by make
         objects = str(ws / ".git" / "objects")  # the box's path for them, here the host's
         shadow = gitshadow.make(ws, dest, objects_in_box=objects)
         return Box(ws, shadow, tmp_path / "MARKER", outside)
