@@ -1,11 +1,15 @@
 """The box's git directory: a shadow of the user's, brought back as data (issue 15, C1/H3).
 
-    kind = layout(workspace)                        # "dir": shadow it; "file"/"none": see below
-    shadow = make(workspace, dest, objects_in_box="/run/flowerbox-objects")
-    volumes |= mounts(shadow)                       # S at <ws>/.git rw, the user's objects ro
-    ... the box runs ...
-    result = bring_back(shadow, run_id=run_id)      # branches -> flowerbox/<run id>/<name>
-    moved = quarantine(workspace, since=t0, run_id=run_id, start_layout=kind)
+    kind = layout(workspace)            # "dir": shadowed; "file": mounted read-only; "none"
+    shadow = make(workspace, dest, objects_in_box="/run/flowerbox-objects")   # if "dir"
+    volumes |= mounts(shadow)           # S at <ws>/.git rw, the user's objects ro
+    t0 = time.time()                    # then the box runs, and stops
+    moved = quarantine(workspace, since=t0, run_id=run_id, start_layout=kind)  # first
+    result = bring_back(shadow, run_id=run_id)     # branches -> flowerbox/<run id>/<name>
+    print(*moved.lines(), *result.lines(), sep="\n")
+
+`quarantine` comes before any other git the host runs in the workspace after a run (in a
+workspace that had no `.git`, the box may have made one at the top).
 
 The box never sees the user's git directory. It works on a *shadow gitdir* S (copies of HEAD,
 config, index, refs, hooks; an empty objects/ whose alternates name the user's objects,

@@ -755,3 +755,22 @@ def test_a_flood_of_branches_is_capped(box: Box) -> None:
     result = box.back()
     assert len(result.branches) == gitshadow.MAX_BROUGHT
     assert result.skipped[0].what == "5 branches"
+
+
+def test_a_shallow_clone_brings_back(tmp_path: Path, make_box: Callable[..., Box]) -> None:
+    origin = tmp_path / "origin"
+    git(tmp_path, "init", "-q", "-b", "main", str(origin))
+    for n in range(3):
+        git(origin, "commit", "-q", "--allow-empty", "-m", f"c{n}")
+    ws = tmp_path / "ws"
+    git(tmp_path, "clone", "-q", "--depth", "1", f"file://{origin}", str(ws))
+    box = make_box(ws)
+    box.git("checkout", "-q", "-b", "side", "HEAD")
+    side = box.commit("s.txt")
+    box.git("checkout", "-q", "main")
+    sha = box.commit("b.txt")
+    result = box.back()
+    assert result.branches == {"main": sha, "side": side}
+    assert result.fast_forwarded == "main"
+    git(ws, "fsck", "--no-dangling")
+    assert git(ws, "log", "--oneline", "main").count("\n") == 2
