@@ -41,12 +41,15 @@ Nothing the box wrote ever raises: a bad ref, object or name is skipped and repo
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import re
 import shutil
 import stat
+import struct
 import subprocess
 import tempfile
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -74,6 +77,8 @@ MAX_PACKED_REFS = 64 << 20
 MAX_REFS = 10_000  # branches read from S; more are skipped and reported
 MAX_BROUGHT = 500  # new or moved branches brought back (each costs a few git processes)
 MAX_OBJECT_BYTES = 4 << 30  # what bring_back copies out of S/objects, in total
+MAX_LOOSE_OBJECT = 512 << 20  # git packs bigger files at once (core.bigFileThreshold)
+PACK_TYPES = {b"commit": 1, b"tree": 2, b"blob": 3, b"tag": 4}
 MAX_ENTRIES = 1_000_000  # what quarantine looks at in the workspace
 CTIME_SLACK = 0.1  # the kernel's file clock is coarser than time.time()
 GIT_TIMEOUT = 900.0
@@ -576,26 +581,90 @@ def _make_bare(bare: Path, shadow: Shadow) -> None:
 def _copy_objects(
     gitdir: Path, bare: Path, budget: int, hexlen: int, skipped: list[Skipped]
 ) -> None:
-    """S's loose objects and packs into T, read as untrusted files, at most `budget` bytes in
-    all. A pack's index is rebuilt by `git index-pack` (which checks every object in it),
-    never taken from S; everything else in S/objects (its alternates too) is ignored."""
+    """S's objects into T, read as untrusted files, at most `budget` bytes in all: the packs
+    as they are, the loose objects (checked to be git objects) into one pack of T's own,
+    so T gets a few files rather than one per object. `git index-pack` then hashes every
+    object and writes each index (S's indexes are never read); everything else in
+    S/objects, its alternates too, is ignored."""
+    packs = bare / "objects" / "pack"
+    loose = _LoosePack(packs / "loose.pack", hexlen)
     for relative in _object_files(gitdir, hexlen, skipped):
         try:
             data = _read(gitdir, relative, budget)
+            if data is None:
+                continue
+            if relative.startswith("objects/pack/"):
+                _write_new(bare / relative, data)
+            else:
+                data = loose.add(data, min(budget, MAX_LOOSE_OBJECT))
         except _TooBig:
             skipped.append(Skipped("objects", f"past {budget} bytes: the rest was not copied"))
             break
-        except OSError as exc:
+        except (OSError, ValueError) as exc:
             skipped.append(Skipped(relative, str(exc)))
             continue
-        if data is not None:
-            budget -= len(data)
-            _write_new(bare / relative, data)
-    for pack in sorted((bare / "objects" / "pack").glob("pack-*.pack")):
+        budget -= len(data)
+    loose.close()
+    for pack in sorted(packs.glob("*.pack")):
         done = _git("-C", str(bare), "index-pack", str(pack))
         if done.returncode != 0:
             pack.unlink()
             skipped.append(Skipped(pack.name, f"git index-pack refused it: {_said(done)}"))
+
+
+class _LoosePack:
+    """A pack file of plain (undeltified) entries, one per loose object added."""
+
+    def __init__(self, path: Path, hexlen: int) -> None:
+        self.path, self.count = path, 0
+        self.digest = "sha256" if hexlen == 64 else "sha1"
+        self.out = path.open("wb")
+        self.out.write(b"PACK" + struct.pack(">II", 2, 0))  # the count is set at close
+
+    def add(self, data: bytes, limit: int) -> bytes:
+        """Add a loose object (zlib of `<type> <size>\\0<content>`); returns its content.
+        ValueError: not a git object, or more than `limit` bytes inflated."""
+        inflater = zlib.decompressobj()
+        try:
+            raw = inflater.decompress(data, limit + 64)
+        except zlib.error as exc:
+            raise ValueError(f"not a zlib stream ({exc})") from exc
+        if inflater.unconsumed_tail:
+            raise ValueError(f"more than {limit} bytes inflated")
+        header, _, content = raw.partition(b"\0")
+        kind, _, size = header.partition(b" ")
+        if kind not in PACK_TYPES or not size.isdigit() or int(size) != len(content):
+            raise ValueError("not a git object")
+        self.out.write(_entry_header(PACK_TYPES[kind], len(content)))
+        self.out.write(zlib.compress(content, 1))
+        self.count += 1
+        return content
+
+    def close(self) -> None:
+        """Set the count and append the checksum; an empty pack is removed."""
+        self.out.seek(8)
+        self.out.write(struct.pack(">I", self.count))
+        self.out.close()
+        if not self.count:
+            self.path.unlink()
+            return
+        digest = hashlib.new(self.digest)
+        with self.path.open("rb") as pack:
+            while chunk := pack.read(1 << 20):
+                digest.update(chunk)
+        with self.path.open("ab") as pack:
+            pack.write(digest.digest())
+
+
+def _entry_header(kind: int, size: int) -> bytes:
+    """A pack entry's type and size: 4 bits of size, then 7 per byte, low bits first."""
+    out = bytearray()
+    byte, size = (kind << 4) | (size & 0x0F), size >> 4
+    while size:
+        out.append(byte | 0x80)
+        byte, size = size & 0x7F, size >> 7
+    out.append(byte)
+    return bytes(out)
 
 
 def _object_files(gitdir: Path, hexlen: int, skipped: list[Skipped]) -> list[str]:

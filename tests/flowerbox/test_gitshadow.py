@@ -499,11 +499,11 @@ def test_an_object_that_does_not_match_its_name_is_refused(box: Box) -> None:
     bad = box.commit("c.txt")
     path = loose(box, bad)
     path.chmod(0o644)
-    path.write_bytes(zlib.compress(b"commit 11\0not a commit"))
+    path.write_bytes(zlib.compress(b"commit 12\0not a commit"))
     result = box.back()
     assert result.branches == {"main": good}
     assert [s.what for s in result.skipped] == ["other"]
-    assert "hash mismatch" in result.skipped[0].why
+    assert "nonexistent object" in result.skipped[0].why
     assert git(box.ws, "cat-file", "-e", bad, check=False) == ""
     box.user_is_safe()
 
@@ -526,6 +526,27 @@ def test_an_object_fsck_refuses_stays_out_and_the_other_branches_come_back(box: 
     assert git(box.ws, "cat-file", "-e", bad, check=False) == ""
     git(box.ws, "fsck", "--no-dangling")
     box.user_is_safe()
+
+
+@pytest.mark.parametrize(
+    ("data", "why"),
+    [
+        (b"junk", "not a zlib stream"),
+        (zlib.compress(b"commit 99\0short"), "not a git object"),
+        (zlib.compress(b"exec 5\0touch"), "not a git object"),
+        (zlib.compress(b"blob 999999\0" + b"0" * 999_999), "inflated"),
+    ],
+)
+def test_a_loose_object_that_is_not_a_git_object_is_reported(
+    box: Box, data: bytes, why: str
+) -> None:
+    sha = box.commit("b.txt")
+    (box.s / "objects" / "ab").mkdir(exist_ok=True)
+    (box.s / "objects" / "ab" / ("c" * 38)).write_bytes(data)
+    result = gitshadow.bring_back(box.shadow, run_id=RUN, max_bytes=500_000)
+    assert result.branches == {"main": sha}
+    assert [s.what for s in result.skipped] == [f"objects/ab/{'c' * 38}"]
+    assert why in result.skipped[0].why
 
 
 def test_a_garbage_pack_is_refused(box: Box) -> None:
