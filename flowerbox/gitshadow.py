@@ -590,20 +590,15 @@ def _copy_objects(
     loose = _LoosePack(packs / "loose.pack", hexlen)
     for relative in _object_files(gitdir, hexlen, skipped):
         try:
-            data = _read(gitdir, relative, budget)
-            if data is None:
-                continue
             if relative.startswith("objects/pack/"):
-                _write_new(bare / relative, data)
-            else:
-                data = loose.add(data, min(budget, MAX_LOOSE_OBJECT))
+                budget -= _copy(gitdir, relative, bare / relative, budget)
+            elif (data := _read(gitdir, relative, budget)) is not None:
+                budget -= len(loose.add(data, min(budget, MAX_LOOSE_OBJECT)))
         except _TooBig:
             skipped.append(Skipped("objects", f"past {budget} bytes: the rest was not copied"))
             break
         except (OSError, ValueError) as exc:
             skipped.append(Skipped(relative, str(exc)))
-            continue
-        budget -= len(data)
     loose.close()
     for pack in sorted(packs.glob("*.pack")):
         done = _git("-C", str(bare), "index-pack", str(pack))
@@ -690,11 +685,24 @@ def _object_files(gitdir: Path, hexlen: int, skipped: list[Skipped]) -> list[str
     return found
 
 
-def _write_new(path: Path, data: bytes) -> None:
-    path.parent.mkdir(exist_ok=True)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o444)
-    with os.fdopen(fd, "wb") as out:
-        out.write(data)
+def _copy(root: Path, relative: str, dest: Path, limit: int) -> int:
+    """Copy a file the box wrote (read as `_read` does, in chunks: a pack may be large) to a
+    new file of the host's; returns its size."""
+    with open_file(root, relative) as fd:
+        if fd is None:
+            return 0
+        size = os.fstat(fd).st_size
+        if size > limit:
+            raise _TooBig(root / relative, f"{size} bytes, more than {limit}")
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+        with os.fdopen(os.open(dest, flags, 0o444), "wb") as out:
+            copied = 0
+            while chunk := os.read(fd, min(1 << 20, size + 1 - copied)):
+                copied += len(chunk)
+                if copied > size:
+                    raise UntrustedFileError(root / relative, "grew while read")
+                out.write(chunk)
+    return copied
 
 
 def _stage_refs(bare: Path, wanted: dict[str, str], skipped: list[Skipped]) -> dict[str, str]:

@@ -795,3 +795,17 @@ def test_a_shallow_clone_brings_back(tmp_path: Path, make_box: Callable[..., Box
     assert result.fast_forwarded == "main"
     git(ws, "fsck", "--no-dangling")
     assert git(ws, "log", "--oneline", "main").count("\n") == 2
+
+
+@pytest.mark.parametrize("kind", ["symlink", "fifo"])
+def test_a_pack_that_is_not_a_file_is_not_read(box: Box, kind: str) -> None:
+    sha = box.commit("b.txt")
+    pack = box.s / "objects" / "pack" / f"pack-{'2' * 40}.pack"
+    if kind == "symlink":
+        pack.symlink_to(box.outside / "secret")
+    else:
+        os.mkfifo(pack)
+    result = box.back()
+    assert result.branches == {"main": sha}
+    assert [s.what for s in result.skipped] == [f"objects/pack/{pack.name}"]
+    box.user_is_safe()
