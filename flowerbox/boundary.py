@@ -72,7 +72,10 @@ def after_run(spec: BoxSpec, code: int | None) -> list[str]:
     the lines that tell the user what came back and what the box changed. Never raises:
     a run's result must not depend on its aftermath (each failure becomes a line)."""
     runs.record_end(spec, code)
-    lines: list[str] = []
+    ended = runs.load(spec.state_dir)
+    lines: list[str] = (
+        [ended.meta["stop_reason"]] if ended and ended.meta.get("stop_reason") else []
+    )
     for step in (_quarantine, _bring_back, _notes, _watched_report):
         try:
             lines += step(spec, code)

@@ -64,10 +64,11 @@ Workspace = Annotated[
 def _errors() -> Iterator[None]:
     """What the user can get wrong, as a message on stderr and exit 2."""
     from flowerbox.box import BoxError
+    from flowerbox.state import StateError
 
     try:
         yield
-    except (RunError, BoxError) as exc:
+    except (RunError, BoxError, StateError) as exc:
         STDERR.print(f"[bold red]error:[/] {escape(str(exc))}")
         raise typer.Exit(2) from exc
 
@@ -99,8 +100,9 @@ def ps(
 ) -> None:
     """List the runs (newest last) and the questions they wait on."""
     where = (workspace or Path.cwd()).expanduser().resolve()
-    found = runs.all_runs() if all_runs else runs.runs_of(where)
-    rows = [summary(run) for run in found]
+    with _errors():
+        found = runs.all_runs() if all_runs else runs.runs_of(where)
+        rows = [summary(run) for run in found]
     if as_json:
         typer.echo(json.dumps(rows, ensure_ascii=False, indent=2))
         return

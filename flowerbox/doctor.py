@@ -124,6 +124,19 @@ def check_user() -> Check:
     return Check("user", True, ROOT_NOTE if uid == 0 else f"uid {uid}: the box runs as you")
 
 
+def check_leftovers() -> Check:
+    """Credentials a killed CLI left in flowerbox's state: removed here (and by any run)."""
+    from flowerbox.state import StateError, sweep_secrets
+
+    try:
+        swept = sweep_secrets()
+    except StateError as exc:
+        return Check("state", False, str(exc).split(":")[0], _after_colon(str(exc)))
+    if swept:
+        return Check("state", True, f"removed {len(swept)} credentials file(s) left by killed runs")
+    return Check("state", True, "no credentials left on disk")
+
+
 def check_box(
     workspace: Path | None, image: str, *, ready: bool, network: dict[str, Any]
 ) -> list[Check]:
@@ -168,7 +181,7 @@ def doctor(
     engine, client = check_engine()
     checks = [engine, check_image(client, image), check_credentials()]
     ws_check, ws = check_workspace(workspace)
-    checks += [ws_check, check_user()]
+    checks += [ws_check, check_user(), check_leftovers()]
     ready = all(check.ok for check in checks)
     checks += check_box(ws, image, ready=ready, network=network or {})
     if client is not None:

@@ -146,6 +146,7 @@ def prepare(
     net: str = "allowlist",
     allow: Sequence[str] = (),
     allow_presets: Sequence[str] = (),
+    disk_budget_gb: float | None = None,
 ) -> Prepared:
     """Check everything that can be checked on the host, then lay out the folders (the
     credentials are written later, by Prepared.write_secrets).
@@ -175,7 +176,7 @@ def prepare(
         if not real_folder(ws.parent, workbench.name):
             raise ValueError(f"{workbench} is not a folder (a link?): remove it and retry")
     run_id = f"{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
-    state.sweep_secrets(live=set())  # leftovers of killed CLIs: the gateways read theirs
+    state.sweep_secrets()  # leftovers of killed CLIs (a live gateway read its own long ago)
     # Short paths under /tmp: a unix socket path must fit in 108 bytes.
     socket_dir = Path(tempfile.mkdtemp(prefix="fbx-", dir="/tmp"))
     socket_dir.chmod(0o700)
@@ -208,6 +209,7 @@ def prepare(
         allow=allowed,
         egress_hosts=egress_hosts,
         git=git,
+        disk_budget_gb=disk_budget_gb or None,
     )
     spec.gateway_dir.mkdir(mode=0o700, exist_ok=True)
     if command[:1] in (["go"], ["once"], ["run"]):  # flower's events, for `flowerbox logs`

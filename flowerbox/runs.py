@@ -261,6 +261,16 @@ def ensure_idle(workspace: Path) -> None:
             )
 
 
+def record_reason(spec: BoxSpec, reason: str) -> None:
+    """Why the host stopped the run (a budget), shown with its end."""
+
+    def change(meta: dict[str, Any]) -> dict[str, Any]:
+        meta["stop_reason"] = reason
+        return meta
+
+    update_json(spec.state_dir / META, change, default={})
+
+
 def record_notices(spec: BoxSpec, lines: list[str]) -> None:
     """What the end of the run told (or would have told) the user: where its branches are,
     what the box changed; `flowerbox logs` and `attach` show them for a detached run."""

@@ -80,6 +80,7 @@ class BoxSpec:
     shadow_git: Path | None = None  # the box's own gitdir, mounted at <workspace>/.git ("dir")
     git_objects: Path | None = None  # the user's objects folder, mounted read-only ("dir")
     git_alternates: tuple[Path, ...] = ()  # the user's own alternates, read-only where they are
+    disk_budget_gb: float | None = None  # the run stops once its folders grew past it
 
     @property
     def labels(self) -> dict[str, str]:

@@ -25,6 +25,7 @@ import hashlib
 import os
 import re
 import shutil
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -36,11 +37,25 @@ def base() -> Path:
     return Path(os.environ.get("XDG_STATE_HOME") or Path.home() / ".local" / "state")
 
 
+class StateError(OSError):
+    """flowerbox's state folder cannot be made or used; the message says what to do."""
+
+
 def _private(path: Path) -> Path:
-    """`path` made (with its missing parents) and left 0700, whatever the umask."""
-    path.mkdir(mode=0o700, parents=True, exist_ok=True)
-    if path.stat().st_mode & 0o077:
-        path.chmod(0o700)
+    """`path` made (with its missing parents) and left 0700, whatever the umask.
+
+    Raises:
+        StateError: it cannot be (not ours, read-only, a file in the way).
+    """
+    try:
+        path.mkdir(mode=0o700, parents=True, exist_ok=True)
+        if path.stat().st_mode & 0o077:
+            path.chmod(0o700)
+    except OSError as exc:
+        raise StateError(
+            f"cannot use {path} for flowerbox's records ({exc.strerror or exc}): set "
+            "XDG_STATE_HOME to a folder of your own"
+        ) from exc
     return path
 
 
@@ -77,13 +92,21 @@ def box_folder(run_id: str) -> Path:
     return _private(base() / "flowerbox-box") / check_run_id(run_id)
 
 
-def sweep_secrets(live: set[str]) -> list[str]:
-    """Remove every run's leftover credentials but those of the `live` runs (a CLI killed
-    before its gateway read them leaves a file behind); the run ids swept."""
+SECRETS_TTL_S = 120.0  # a gateway reads its file within seconds of it being written
+
+
+def sweep_secrets(*, older_than_s: float = SECRETS_TTL_S) -> list[str]:
+    """Remove every run's credentials file left older than `older_than_s` (a CLI killed
+    before its gateway read it leaves one behind; a starting run's is younger); the run ids
+    swept."""
     folder = home() / "secrets"
     swept = []
     for entry in sorted(folder.iterdir()) if folder.is_dir() else []:
-        if entry.name not in live:
+        try:
+            stale = time.time() - entry.lstat().st_mtime > older_than_s
+        except OSError:
+            continue
+        if stale:
             shutil.rmtree(entry, ignore_errors=True)
             swept.append(entry.name)
     return swept

@@ -26,6 +26,7 @@ def supervise(state_dir: Path) -> int:
     """Keep the run recorded in `state_dir` until its agent ends; returns the agent's exit
     code (or 2)."""
     from flowerbox.box import Box, BoxError, connect
+    from flowerbox.diskwatch import watch_disk
 
     run = runs.load(state_dir)
     if run is None:
@@ -48,7 +49,8 @@ def supervise(state_dir: Path) -> int:
                 output.write(chunk)
                 output.flush()
 
-            code = box.wait(write)
+            with watch_disk(spec, box.stop):
+                code = box.wait(write)
     except BoxError:
         traceback.print_exc()
     finally:

@@ -20,6 +20,7 @@ Errors:
 
 from __future__ import annotations
 
+import codecs
 import contextlib
 import errno
 import json
@@ -59,6 +60,33 @@ class UntrustedFileError(OSError):
 def clean(text: str) -> str:
     """`text` without terminal control sequences: safe to print on the user's terminal."""
     return _CONTROL.sub("", text)
+
+
+class StreamCleaner:
+    """`clean` for a byte stream cut anywhere (a container's output): a control sequence or a
+    UTF-8 character split across two chunks is held back until its end arrives."""
+
+    HOLD = 256  # a sequence still open after this many characters is junk: let it go
+
+    def __init__(self) -> None:
+        self._decode = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        self._held = ""
+
+    def feed(self, chunk: bytes) -> bytes:
+        text = self._held + self._decode.decode(chunk)
+        cut = text.rfind("\x1b")
+        tail = text[cut:] if cut != -1 else ""
+        if tail and len(tail) < self.HOLD and not any(end in tail for end in "\x07\n"):
+            text, self._held = text[:cut], tail
+        else:
+            self._held = ""
+        return clean(text).encode()
+
+    def flush(self) -> bytes:
+        """What is left at the end of the stream, cleaned (a sequence never finished is
+        dropped whole)."""
+        self._held = ""
+        return clean(self._decode.decode(b"", final=True)).encode()
 
 
 def clean_data(value: Any) -> Any:

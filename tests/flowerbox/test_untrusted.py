@@ -147,3 +147,17 @@ def test_clean_keeps_text_and_cleans_nested_data() -> None:
     assert clean("ok\tdone\nnext — ünïcode") == "ok\tdone\nnext — ünïcode"
     assert clean("\x1b[31mred\x1b[0m") == "red"
     assert clean_data({"a\x1b[2J": ["x\x1b]0;t\x07y", 3, None]}) == {"a": ["xy", 3, None]}
+
+
+def test_a_stream_cut_inside_a_sequence_or_a_character_is_still_cleaned() -> None:
+    from flowerbox.untrusted import StreamCleaner
+
+    raw = "héllo \x1b]0;pwned title\x07world \x1b[2Jdone\n".encode()
+    for size in (1, 2, 3, 7):
+        cleaner = StreamCleaner()
+        out = b"".join(cleaner.feed(raw[i : i + size]) for i in range(0, len(raw), size))
+        out += cleaner.flush()
+        assert out.decode() == "héllo world done\n", size
+    held = StreamCleaner()
+    assert held.feed(b"text \x1b[3") == b"text "  # waits for the sequence's end
+    assert held.flush() == b""  # an unfinished sequence at the end is dropped
