@@ -60,6 +60,15 @@ SYSTEM_TREES = (
 )
 # Never a workspace themselves (a project folder may lie below them: /var/lib/ci/x, /tmp/x).
 SYSTEM_FOLDERS = ("/", "/var", "/tmp", "/opt", "/srv", "/home", "/mnt", "/media")
+SYSTEM_FOLDER = (
+    "refusing to mount {ws} into the box, a system folder: run flowerbox from a project "
+    "folder (or pass -w <project folder>)"
+)
+SENSITIVE_FOLDER = (
+    "refusing to mount {ws} into the box, as it is, holds or lies in {folder} ({what}), "
+    "which the agent must never see: run flowerbox from a project folder (or pass -w "
+    "<project folder>)"
+)
 # Characters Docker's bind syntax (`source:target:mode`) or a terminal cannot carry in a path.
 UNMOUNTABLE = frozenset(":\n\r\t\x1b")
 
@@ -112,20 +121,15 @@ def workspace_of(path: Path | None) -> Path:
     ws = (path or Path.cwd()).expanduser().resolve()
     if not ws.is_dir():
         raise ValueError(f"workspace {ws} is not a folder: pass -w <project folder>")
-    refuse = f"refusing to mount {ws} into the box"
-    fix = "run flowerbox from a project folder (or pass -w <project folder>)"
     if str(ws) in SYSTEM_FOLDERS or any(ws.is_relative_to(tree) for tree in SYSTEM_TREES):
-        raise ValueError(f"{refuse}, a system folder: {fix}")
+        raise ValueError(SYSTEM_FOLDER.format(ws=ws))
     for folder, what, inside_ok in sensitive_folders():
         if (
             ws == folder
             or folder.is_relative_to(ws)
             or (ws.is_relative_to(folder) and not inside_ok)
         ):
-            raise ValueError(
-                f"{refuse}, as it is, holds or lies in {folder} ({what}), which the agent "
-                f"must never see: {fix}"
-            )
+            raise ValueError(SENSITIVE_FOLDER.format(ws=ws, folder=folder, what=what))
     if bad := sorted(UNMOUNTABLE & set(str(ws))):
         shown = ", ".join(repr(c) for c in bad)
         raise ValueError(f"Docker cannot mount a path holding {shown}, as {ws} does: rename it")
