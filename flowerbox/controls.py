@@ -33,6 +33,7 @@ DOCKER_SOCKET = "/var/run/docker.sock"
 ODD_SOCKET = "/srv/engine.sock"  # where nobody looks for an engine
 ALLOW_ALL_SECCOMP = json.dumps({"defaultAction": "SCMP_ACT_ALLOW"})
 SPARE_GID = 4242  # an extra group when the engine's socket has none to borrow
+SPARE_LOOPBACK = "127.0.0.2"
 
 Kwargs = dict[str, Any]
 
@@ -221,7 +222,11 @@ def _host_net(kwargs: Kwargs, where: Where) -> Kwargs:
 
 
 def _allow_name(spec: BoxSpec, where: Where) -> BoxSpec:
-    return _allowing(spec, where.denied_name, mapped=where.denied_name)
+    """The name on the allowlist, resolving (hosts file) to 127.0.0.2: a loopback address
+    nothing listens on and the loopback probe does not ask for, listed so the proxy connects
+    (a listed name resolving to an unlisted loopback address is still refused)."""
+    spec = _allowing(spec, where.denied_name, SPARE_LOOPBACK)
+    return replace(spec, egress_hosts=(*spec.egress_hosts, (where.denied_name, SPARE_LOOPBACK)))
 
 
 def _allow_loopback(spec: BoxSpec, where: Where) -> BoxSpec:
@@ -232,12 +237,19 @@ def _variant(name: str, breaks: str, *fails: str, **how: Any) -> Control:
     return Control(name, breaks, frozenset(fails), **how)
 
 
-NO_EXEC_TMPFS = {"/tmp": TMPFS.replace("noexec,", "")}
+EXEC_TMPFS = {"/tmp": TMPFS.replace("noexec", "exec")}  # noexec is docker's default
 
 VARIANTS: dict[str, Control] = {
     control.name: control
     for control in (
-        _variant("root_user", "runs as uid 0", "identity", agent=_set(user="0:0")),
+        _variant(
+            "root_user",
+            # uid 0 without capabilities cannot even open the user's 0700 socket folder
+            "runs as uid 0, with CapAdd DAC_OVERRIDE (which root needs to reach the gateway)",
+            "identity",
+            "capabilities",
+            agent=_set(user="0:0", cap_add=["DAC_OVERRIDE"]),
+        ),
         _variant("extra_group", "the engine's group added", "identity", agent=_extra_group),
         _variant("cap_add", "CapAdd CHOWN", "capabilities", agent=_set(cap_add=["CHOWN"])),
         _variant(
@@ -261,9 +273,7 @@ VARIANTS: dict[str, Control] = {
             agent=_allow_all_seccomp,
         ),
         _variant("writable_root", "a writable root", "read_only_root", agent=_set(read_only=False)),
-        _variant(
-            "tmp_exec", "an executable /tmp", "read_only_root", agent=_set(tmpfs=NO_EXEC_TMPFS)
-        ),
+        _variant("tmp_exec", "an executable /tmp", "read_only_root", agent=_set(tmpfs=EXEC_TMPFS)),
         _variant(
             "engine_socket",
             f"the engine's socket at {ODD_SOCKET}",

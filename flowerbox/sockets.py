@@ -6,7 +6,8 @@
 A Docker engine can be handed to a box at any path (`-v /var/run/docker.sock:/srv/x.sock`), so
 the docker_socket probe does not look at fixed names: it walks every filesystem mounted in the
 box (pseudo filesystems such as /proc and /sys aside; each directory once, symlinks not
-followed), adds the listening stream sockets of the box's network namespace from
+followed; each mount point looked at itself, since readdir reports a socket mounted onto a
+file as that file), adds the listening stream sockets of the box's network namespace from
 /proc/net/unix (the abstract ones, `@name`, exist nowhere in the filesystem), and sends each an
 HTTP `GET /_ping`: an engine answers 200 "OK". The walk is bounded (entries and seconds); a walk
 cut short says so, and the judge does not count it as a clean one.
@@ -56,15 +57,20 @@ class Walk:
     truncated: str = ""  # why the walk stopped early, if it did
 
 
-def pseudo_mounts(mountinfo: str) -> set[str]:
-    """The mount points of pseudo filesystems, from /proc/self/mountinfo's text."""
-    points = set()
+def mount_points(mountinfo: str) -> dict[str, bool]:
+    """Every mount point in /proc/self/mountinfo's text -> whether it is a pseudo filesystem."""
+    points = {}
     for line in mountinfo.splitlines():
         fields, _, rest = line.partition(" - ")
         parts = fields.split()
-        if len(parts) > 4 and rest.split()[:1] and rest.split()[0] in PSEUDO:
-            points.add(unescape(parts[4]))
+        if len(parts) > 4:
+            points[unescape(parts[4])] = rest.split()[:1] != [] and rest.split()[0] in PSEUDO
     return points
+
+
+def pseudo_mounts(mountinfo: str) -> set[str]:
+    """The mount points of pseudo filesystems, from /proc/self/mountinfo's text."""
+    return {point for point, pseudo in mount_points(mountinfo).items() if pseudo}
 
 
 def unescape(path: str) -> str:
@@ -124,8 +130,15 @@ def walk(root: str = "/", *, skip: set[str], max_entries: int = MAX_ENTRIES) -> 
 
 def reachable() -> Walk:
     """The filesystem's sockets and the network namespace's listening ones, deduplicated."""
-    mountinfo = Path("/proc/self/mountinfo").read_text()
-    found = walk("/", skip=pseudo_mounts(mountinfo))
+    points = mount_points(Path("/proc/self/mountinfo").read_text())
+    found = walk("/", skip={point for point, pseudo in points.items() if pseudo})
+    # A socket bind-mounted onto a file (`-v /var/run/docker.sock:/srv/x.sock`) is listed by
+    # readdir as the file it covers: each mount point is looked at itself.
+    for point in points:
+        with contextlib.suppress(OSError):
+            mode = os.stat(point, follow_symlinks=False).st_mode
+            if stat.S_ISSOCK(mode) and point not in found.sockets:
+                found.sockets.append(point)
     with contextlib.suppress(OSError):
         for name in listening(Path("/proc/net/unix").read_text()):
             if name not in found.sockets:
