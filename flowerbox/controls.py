@@ -248,15 +248,17 @@ VARIANTS: dict[str, Control] = {
             "runs as uid 0, with CapAdd DAC_OVERRIDE (which root needs to reach the gateway)",
             "identity",
             "capabilities",
+            "setuid",  # su, as root, runs with that capability
             agent=_set(user="0:0", cap_add=["DAC_OVERRIDE"]),
         ),
         _variant("extra_group", "the engine's group added", "identity", agent=_extra_group),
         _variant("cap_add", "CapAdd CHOWN", "capabilities", agent=_set(cap_add=["CHOWN"])),
         _variant(
+            # In the bounding set only: a non-root process cannot use it (no ambient
+            # capabilities, no-new-privileges), so raw_socket rightly still PASSes.
             "cap_net_raw",
             "CapAdd NET_RAW",
             "capabilities",
-            "raw_socket",
             agent=_set(cap_add=["NET_RAW"]),
         ),
         _variant(

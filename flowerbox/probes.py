@@ -443,7 +443,6 @@ def setuid(args: argparse.Namespace) -> Observation:
     without a password, if sudo exists."""
     observation: Observation = {
         "euid": os.geteuid(),
-        "CapEff": _status()["CapEff"],
         "CapBnd": _status()["CapBnd"],
         "su": None,
         "sudo": None,

@@ -289,8 +289,7 @@ def _setuid(o: dict[str, Any], seen: Seen) -> Verdict:
         if o.get("su_setuid_root"):
             return Verdict("setuid", False, "could not observe su's credentials")
         return Verdict("setuid", True, f"no setuid-root su; sudo {'refused' if sudo else 'absent'}")
-    gained = int(su["CapEff"], 16) & ~int(o.get("CapEff", ZERO_CAPS), 16)  # beyond the caller's
-    if gained or (su["euid"] == 0 != o["euid"]):
+    if su["CapEff"] != ZERO_CAPS or (su["euid"] == 0 != o["euid"]):
         return Verdict(
             "setuid", False, f"su (setuid root) ran as euid {su['euid']}, CapEff {su['CapEff']}"
         )
