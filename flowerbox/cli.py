@@ -305,6 +305,7 @@ def selftest(
     no_isolate: Annotated[
         bool, typer.Option("--no-isolate", help="The box of a run without worktrees.")
     ] = False,
+    budget: Budget = None,
 ) -> None:
     """Probe the box a run here would get for every way out; exit 1 on any FAIL."""
     from flowerbox.selftest import main as run_selftest
@@ -316,6 +317,8 @@ def selftest(
     }
     if no_isolate:
         network["isolate"] = False
+    if budget is not None:
+        network["budget_usd"] = budget
     raise typer.Exit(
         run_selftest(
             workspace=workspace,

@@ -35,6 +35,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from flowerbox.controls import ALL_WEAK, DOCKER_SOCKET, VARIANTS, Control, Where
+from flowerbox.prepare import Prepared
 from flowerbox.probes import PROBES, SURVIVOR_LABEL
 from flowerbox.spec import BoxSpec
 from flowerbox.verdicts import PIDS_HEADROOM, SILENT, Seen, Verdict, judge
@@ -230,6 +231,39 @@ def _repo_changes(workspace: Path, before: dict[str, Any]) -> list[str]:
     return changes
 
 
+def run_box(
+    workspace: Path | None,
+    image: str,
+    *,
+    options: dict[str, Any],
+    placeholder_upstream: str | None,
+) -> Prepared:
+    """The box a `flowerbox "ask"` run in `workspace` would get, from the same prepare(): its
+    protected paths, isolation (and so the workbench mount) when the workspace is in git
+    unless `options` say otherwise, the user's egress `options`, and the gateway on the
+    network a run's would take (the host's only for a loopback ANTHROPIC_BASE_URL, as the
+    user's own settings say). With `placeholder_upstream`, the gateway gets a placeholder key
+    aimed there instead of the user's credentials.
+    """
+    from flower import load_dotenv
+    from flowerbox.prepare import LOOPBACK, in_git, prepare, workspace_of
+
+    options = {"isolate": in_git(workspace_of(workspace)), **options}
+    load_dotenv()  # as prepare() does: the user's own settings decide the gateway's network
+    upstream = os.environ.get("ANTHROPIC_BASE_URL") or "https://api.anthropic.com"
+    credentials = (
+        contextlib.nullcontext()
+        if placeholder_upstream is None
+        else placeholder_credentials(placeholder_upstream)
+    )
+    with credentials:
+        prepared = prepare(["selftest"], workspace=workspace, image=image, **options)
+    prepared.spec = replace(
+        prepared.spec, upstream_on_loopback=urlsplit(upstream).hostname in LOOPBACK
+    )
+    return prepared
+
+
 def selftest(
     *,
     workspace: Path | None,
@@ -240,40 +274,31 @@ def selftest(
     probes: tuple[str, ...] = PROBES,
     real_credentials: bool = False,
 ) -> Report:
-    """Run the probes in a box prepared as a real run's (or in a negative control); judge.
-
-    The box is a `flowerbox "ask"` run's: the same prepare() with this workspace, its protected
-    paths, isolation (and so the workbench mount) when the workspace is in git, the user's
-    egress options, and the gateway on the network a run's would use (the host's only for a
-    loopback ANTHROPIC_BASE_URL). Only the credentials are a placeholder, aimed at the probe
-    server, and the command is the probe module.
+    """Run the probes in a box prepared as a real run's (run_box; or in a negative control)
+    and judge. Only the credentials are a placeholder, aimed at the probe server, and the
+    command is the probe module.
 
     Raises:
         ValueError: a bad workspace (the same refusals as a run).
         flowerbox.box.BoxError: no engine, no image, a container that would not start.
     """
-    from flower import load_dotenv
     from flowerbox.box import Box, connect, ensure_image, labelled
     from flowerbox.cli import CHECKOUT
-    from flowerbox.prepare import LOOPBACK, in_git, prepare, workspace_of
+    from flowerbox.prepare import in_git
 
     token, marker = secrets.token_hex(6), f"fbx-survivor-{secrets.token_hex(6)}"
-    options = dict(prepare_options or {})
-    options.setdefault("isolate", in_git(workspace_of(workspace)))
-    load_dotenv()  # as prepare() does: the user's own settings decide the gateway's network
-    upstream = os.environ.get("ANTHROPIC_BASE_URL") or "https://api.anthropic.com"
     with ProbeServer() as server:
-        credentials = (
-            contextlib.nullcontext() if real_credentials else placeholder_credentials(server.url)
+        prepared = run_box(
+            workspace,
+            image,
+            options=prepare_options or {},
+            placeholder_upstream=None if real_credentials else server.url,
         )
-        with credentials:
-            prepared = prepare(["selftest"], workspace=workspace, image=image, **options)
         spec = replace(
             prepared.spec,
             command=tuple(
                 probe_command(prepared.spec, server, token=token, marker=marker, probes=probes)
             ),
-            upstream_on_loopback=urlsplit(upstream).hostname in LOOPBACK,
         )
         names = spec.protected
         where = Where(

@@ -261,14 +261,13 @@ def _protected_parents(o: dict[str, Any], seen: Seen) -> Verdict:
 def _git_redirects(o: dict[str, Any], seen: Seen) -> Verdict:
     if o["git"] != "folder":
         return Verdict("git_redirects", True, f"the workspace's .git: {o['git']}")
+    problems = []
     if seen.repo_changed:
-        return Verdict(
-            "git_redirects",
-            False,
-            f"reached your repository: {', '.join(seen.repo_changed)}",
-        )
+        problems.append(f"reached your repository: {', '.join(seen.repo_changed)}")
     if o["moved"]:
-        return Verdict("git_redirects", False, f".git moved away inside, {o['replace']}")
+        problems.append(f".git moved away inside, {o['replace']}")
+    if problems:
+        return Verdict("git_redirects", False, "; ".join(problems))
     return Verdict(
         "git_redirects",
         True,

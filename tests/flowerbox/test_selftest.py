@@ -16,9 +16,9 @@ import pytest
 
 from flowerbox.controls import ALL_WEAK, VARIANTS, Where, weaken
 from flowerbox.probes import PROBES, _parents
-from flowerbox.selftest import ProbeServer
+from flowerbox.selftest import ProbeServer, run_box
 from flowerbox.sockets import listening, pseudo_mounts, walk
-from flowerbox.spec import PROTECTED, BoxSpec, agent_kwargs, protected_paths
+from flowerbox.spec import PROTECTED, BoxSpec, agent_kwargs, gateway_kwargs, protected_paths
 from flowerbox.syscalls import ARGUMENTS
 from flowerbox.verdicts import ZERO_CAPS, Seen, judge
 
@@ -454,3 +454,50 @@ def test_su_holding_any_capability_fails_even_when_the_caller_holds_it_too() -> 
     setuid = {"euid": 0, "CapEff": own, "CapBnd": own, "su": {"euid": 0, "CapEff": own}}
     verdicts = judge(output({**GOOD, "setuid": setuid}), seen())
     assert [v.ok for v in verdicts if v.probe == "setuid"] == [False], verdicts
+
+
+@pytest.mark.parametrize(
+    ("base_url", "git", "on_loopback"),
+    [
+        (None, True, False),  # the real API: the gateway takes a network of its own
+        ("http://127.0.0.1:4000", True, True),  # a local upstream: the host's network
+        (None, False, False),
+    ],
+)
+def test_the_selftest_box_is_the_box_a_run_gets(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    base_url: str | None,
+    git: bool,
+    on_loopback: bool,
+) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(home / ".config"))
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-the-users-real-key")
+    monkeypatch.delenv("ANTHROPIC_AUTH_TOKEN", raising=False)
+    if base_url is None:
+        monkeypatch.delenv("ANTHROPIC_BASE_URL", raising=False)
+    else:
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", base_url)
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    if git:
+        subprocess.run(["git", "init", "-q"], cwd=ws, check=True)
+    prepared = run_box(ws, "img", options={}, placeholder_upstream="http://127.0.0.1:9")
+    try:
+        spec = prepared.spec
+        assert spec.upstream_on_loopback is on_loopback
+        gateway = gateway_kwargs(spec)
+        assert gateway["network_mode"] == ("host" if on_loopback else "bridge")
+        # an isolated run's workbench, mounted as a run's is (only a run in git is isolated)
+        workbench = ws.parent / ".flower-ws"
+        assert (spec.workbench == workbench) is git
+        assert (str(workbench) in agent_kwargs(spec)["volumes"]) is git
+        credentials = (spec.secrets_dir / "credentials.env").read_text()
+        assert "sk-the-users-real-key" not in credentials and "sk-flowerbox-selftest" in credentials
+    finally:
+        prepared.cleanup()
+    assert os.environ["ANTHROPIC_API_KEY"] == "sk-the-users-real-key"  # restored
