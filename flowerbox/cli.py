@@ -294,8 +294,8 @@ def selftest(
         typer.Option(
             "--weaken",
             metavar="VARIANT",
-            help="Break exactly one property (docs/selftest.md lists the variants): exactly "
-            "its probes should FAIL.",
+            help="Break exactly one property (docs/selftest.md lists the variants, and "
+            "joined_network:CONTAINER): exactly its probes should FAIL.",
         ),
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="One JSON object per probe.")] = False,

@@ -14,7 +14,8 @@ network of the box's own is seen by its interfaces, TCP, UDP and routes): those 
 each of them.
 
 Every variant stays on this machine: a network way out is the host's network (its loopback is
-where the probe server listens), never a bridge (whose addresses are private-range).
+where the probe server listens) or a namespace the caller made (`joined_network:CONTAINER`),
+never a bridge (whose addresses are private-range).
 """
 
 from __future__ import annotations
@@ -328,3 +329,35 @@ VARIANTS: dict[str, Control] = {
     )
 }
 CONTROLS: dict[str, Control] = {ALL_WEAK.name: ALL_WEAK, **VARIANTS}
+JOINED = "joined_network"
+
+
+def _joined(container: str) -> Callable[[Kwargs, Where], Kwargs]:
+    def change(kwargs: Kwargs, where: Where) -> Kwargs:
+        return {**kwargs, "network_mode": f"container:{container}"}
+
+    return change
+
+
+def control_named(text: str) -> Control:
+    """A variant by its name, or `joined_network:CONTAINER`: the box joins the network
+    namespace of CONTAINER, which the caller made with a way out to another namespace (a
+    bridge's shape without its private-range addresses; tests/docker/test_selftest.py builds
+    one from a veth pair and loopback-range addresses).
+
+    Raises:
+        ValueError: an unknown name; the message lists the known ones.
+    """
+    name, _, argument = text.partition(":")
+    if name == JOINED and argument:
+        return _variant(
+            JOINED,
+            f"the network namespace of {argument}: a route out to another namespace",
+            "interfaces",
+            "direct_tcp",
+            "udp",
+            agent=_joined(argument),
+        )
+    if name in VARIANTS and not argument:
+        return VARIANTS[name]
+    raise ValueError(f"--weaken {text!r}: use one of {', '.join(VARIANTS)}, or {JOINED}:CONTAINER")

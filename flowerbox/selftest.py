@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from flowerbox.controls import ALL_WEAK, DOCKER_SOCKET, VARIANTS, Control, Where
+from flowerbox.controls import ALL_WEAK, DOCKER_SOCKET, Control, Where, control_named
 from flowerbox.prepare import Prepared
 from flowerbox.probes import PROBES, SURVIVOR_LABEL
 from flowerbox.spec import BoxSpec
@@ -376,13 +376,13 @@ def main(
     stderr = Console(stderr=True, highlight=False, soft_wrap=True)
     control = ALL_WEAK if negative else None
     if weaken is not None:
-        if negative or weaken not in VARIANTS:
-            stderr.print(
-                f"[bold red]error:[/] --weaken takes one of {', '.join(VARIANTS)}, "
-                "without --negative-control"
-            )
+        try:
+            if negative:
+                raise ValueError("--weaken and --negative-control: pass one of them")
+            control = control_named(weaken)
+        except ValueError as exc:
+            stderr.print(f"[bold red]error:[/] {exc}")
             return 2
-        control = VARIANTS[weaken]
         stderr.print(
             f"negative control {control.name}: {control.breaks}; expected to FAIL: "
             f"{', '.join(sorted(control.fails))}, every other probe to PASS"

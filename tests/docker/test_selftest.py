@@ -3,8 +3,9 @@ the box a run gets; every probe FAILs in the all-weak negative control; and in e
 flowerbox.controls, which breaks one property, exactly that property's probes FAIL while all
 the others still PASS. So no probe is a check that cannot fail, and none fails for a
 neighbour's weakness. Every target is on this machine (the probe server on the host's
-loopback, `.invalid` names, route lookups that send nothing); the one network way out a
-variant opens is the host's network, to that loopback."""
+loopback, `.invalid` names, route lookups that send nothing); the network ways out the
+variants open are the host's network, to that loopback, and a namespace this test makes
+itself on loopback-range addresses (never a bridge: its addresses are private-range)."""
 
 from __future__ import annotations
 
@@ -12,14 +13,17 @@ import json
 import os
 import pwd
 import re
+import secrets
 import socket
 import subprocess
+import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from docker import DockerClient  # noqa: TID251 - these tests inspect the engine's containers
 
-from flowerbox.controls import VARIANTS
+from flowerbox.controls import JOINED, VARIANTS, control_named
 from flowerbox.probes import PROBES, ROUTE_V6, SURVIVOR_LABEL
 from tests.docker.e2e import FLOWERBOX, as_user
 
@@ -144,19 +148,81 @@ def test_every_probe_fails_in_the_negative_controls_weak_container(
     assert leftovers(docker_client, workspace, verdicts) == []
 
 
-@pytest.mark.parametrize("variant", sorted(VARIANTS))
+def _run(*command: str) -> str:
+    return subprocess.run(command, check=True, capture_output=True, text=True).stdout
+
+
+@pytest.fixture
+def outside_namespace(docker_client: DockerClient, flowerbox_image: str) -> Iterator[str]:
+    """A bridge's shape without its private-range addresses: a container's network namespace
+    (the box joins it) with a veth pair to a second namespace this test makes, both ends on
+    loopback-range addresses (127.77.0.2 and .1, `route_localnet` on) and a default route
+    through it. Before it is handed over, a datagram is sent across it, so the way out is real.
+    Yields the container's name; removes both namespaces afterwards."""
+    tag = secrets.token_hex(3)
+    name, netns, inner, outer = f"fbx-st-ns-{tag}", f"fbxst{tag}", f"fbxa{tag}", f"fbxb{tag}"
+    helper = docker_client.containers.run(
+        flowerbox_image, ["sleep", "600"], network_mode="none", detach=True, name=name
+    )
+    try:
+        helper.reload()
+        pid = str(helper.attrs["State"]["Pid"])
+        _run("ip", "netns", "add", netns)
+        _run("ip", "link", "add", inner, "type", "veth", "peer", "name", outer)
+        _run("ip", "link", "set", inner, "netns", pid)
+        _run("ip", "link", "set", outer, "netns", netns)
+        for enter, device, address in (
+            (["nsenter", "-t", pid, "-n"], inner, "127.77.0.2/30"),
+            (["ip", "netns", "exec", netns], outer, "127.77.0.1/30"),
+        ):
+            for key in ("all", device):
+                _run(*enter, "sysctl", "-qw", f"net.ipv4.conf.{key}.route_localnet=1")
+            _run(*enter, "ip", "addr", "add", address, "dev", device)
+            _run(*enter, "ip", "link", "set", device, "up")
+        _run("nsenter", "-t", pid, "-n", "ip", "route", "add", "default", "dev", inner)
+        receive = (
+            "import socket; s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); "
+            "s.bind(('127.77.0.1', 9999)); s.settimeout(10); print(s.recv(64).decode())"
+        )
+        receiver = subprocess.Popen(
+            ["ip", "netns", "exec", netns, sys.executable, "-c", receive],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        send = (
+            "import socket, time\n"
+            "for _ in range(40):\n"
+            "    socket.socket(socket.AF_INET, socket.SOCK_DGRAM)"
+            f".sendto(b'{tag}', ('127.77.0.1', 9999)); time.sleep(0.05)"
+        )
+        _run("nsenter", "-t", pid, "-n", sys.executable, "-c", send)
+        out, _ = receiver.communicate(timeout=15)
+        assert out.strip() == tag, "the test's namespace is not reachable: no way out to test"
+        yield name
+    finally:
+        helper.remove(force=True)
+        subprocess.run(["ip", "netns", "del", netns], check=False, capture_output=True)
+
+
+@pytest.mark.parametrize("variant", [*sorted(VARIANTS), JOINED])
 def test_each_broken_property_fails_exactly_its_probes(
     variant: str,
     host_user: tuple[str, int, int],
     workspace: Path,
     flowerbox_image: str,
     docker_client: DockerClient,
+    request: pytest.FixtureRequest,
 ) -> None:
-    control = VARIANTS[variant]
+    weaken = variant
+    if variant == JOINED:  # a namespace of the test's own to join
+        weaken = f"{JOINED}:{request.getfixturevalue('outside_namespace')}"
+    control = control_named(weaken)
     expected = set(control.fails) | AWAITING_SHADOW_GITDIR
     if not host_has_ipv6_route():
         expected.discard("ipv6_route")  # a host network without IPv6 has no IPv6 route out
-    done, verdicts = selftest(host_user, workspace, flowerbox_image, "--weaken", variant)
+    done, verdicts = selftest(host_user, workspace, flowerbox_image, "--weaken", weaken)
     assert list(verdicts) == list(PROBES), done.stderr[-2000:]
     assert set(failed(verdicts)) == expected, (failed(verdicts), done.stderr[-2000:])
+    if variant == JOINED:  # seen by the route lookup: the box's 127.0.0.1 is its own there
+        assert "would route a datagram out" in failed(verdicts)["udp"]
     assert leftovers(docker_client, workspace, verdicts) == []

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from flowerbox.controls import ALL_WEAK, VARIANTS, Where, weaken
+from flowerbox.controls import ALL_WEAK, VARIANTS, Where, control_named, weaken
 from flowerbox.probes import PROBES, _parents
 from flowerbox.selftest import ProbeServer, run_box
 from flowerbox.sockets import listening, pseudo_mounts, walk
@@ -501,3 +501,18 @@ def test_the_selftest_box_is_the_box_a_run_gets(
     finally:
         prepared.cleanup()
     assert os.environ["ANTHROPIC_API_KEY"] == "sk-the-users-real-key"  # restored
+
+
+def test_a_variant_is_named_and_joined_network_names_its_container() -> None:
+    assert control_named("seccomp_allow_all") is VARIANTS["seccomp_allow_all"]
+    joined = control_named("joined_network:fbx-ns")
+    assert joined.fails == {"interfaces", "direct_tcp", "udp"}
+    kwargs = joined.agent({"network_mode": "none"}, where_nothing())
+    assert kwargs == {"network_mode": "container:fbx-ns"}
+    for bad in ("joined_network", "nope", "cap_add:x"):
+        with pytest.raises(ValueError, match="use one of root_user, extra_group"):
+            control_named(bad)
+
+
+def where_nothing() -> Where:
+    return Where(workspace=Path("/ws"), protected=(), docker_socket="", denied_name=DENIED)
