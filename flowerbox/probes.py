@@ -403,10 +403,22 @@ def git_redirects(args: argparse.Namespace) -> Observation:
     """Git's ways of pointing the user's repository elsewhere, tried from inside:
     `.git/commondir` (planted with ".", which leaves git working, and left for the host to look
     for in the user's real `.git`), and a replacement `.git`: moved away, then a directory and
-    a `gitdir:` file (as a worktree has) put in its place. Every move is undone at once."""
+    a `gitdir:` file (as a worktree has) put in its place. Every move is undone at once.
+    A workspace that is a linked worktree has a `.git` *file* naming its gitdir: it is tried
+    for a write (open-for-append, writing nothing) and a rename."""
     git = Path(args.workspace) / ".git"
-    if not git.is_dir() or git.is_symlink():
-        return {"git": "absent" if not git.exists() else "not a folder"}
+    if git.is_symlink() or (git.exists() and not git.is_dir() and not git.is_file()):
+        return {"git": "neither a folder nor a file"}
+    if not git.exists():
+        return {"git": "absent"}
+    if git.is_file():
+        try:
+            os.close(os.open(git, os.O_WRONLY | os.O_APPEND))
+            writable = ""
+        except OSError as exc:
+            writable = _err(exc)
+        renamed = _rename_back(git, args.token)
+        return {"git": "file", "file_refused": writable, "file_rename_refused": renamed}
     observation: Observation = {"git": "folder"}
     commondir = git / "commondir"
     if commondir.exists() or commondir.is_symlink():

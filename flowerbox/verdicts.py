@@ -259,6 +259,15 @@ def _protected_parents(o: dict[str, Any], seen: Seen) -> Verdict:
 
 
 def _git_redirects(o: dict[str, Any], seen: Seen) -> Verdict:
+    if o["git"] == "file":  # a linked worktree: its .git file names the gitdir git uses
+        if not o["file_refused"] or not o["file_rename_refused"]:
+            return Verdict(
+                "git_redirects",
+                False,
+                "the workspace's .git file (a linked worktree) can be rewritten or moved "
+                "inside: a `gitdir:` of the box's own would take your git there",
+            )
+        return Verdict("git_redirects", True, ".git is a file (a linked worktree): read-only")
     if o["git"] != "folder":
         return Verdict("git_redirects", True, f"the workspace's .git: {o['git']}")
     problems = []

@@ -426,6 +426,12 @@ MORE_BAD = [
     ("protected_paths", {"renamed": [".git/config"]}, {}, "renamed inside: .git/config"),
     ("git_redirects", {}, {"repo_changed": [".git/commondir appeared"]}, "reached your repo"),
     ("setuid", {"su": {"euid": 1000, "CapEff": "0000000000000002"}}, {}, "CapEff 0000000000000002"),
+    (
+        "git_redirects",
+        {"git": "file", "file_refused": "", "file_rename_refused": "EBUSY"},
+        {},
+        "linked worktree) can be rewritten",
+    ),
 ]
 
 
