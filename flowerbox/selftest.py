@@ -225,10 +225,24 @@ def _repo_changes(workspace: Path, before: dict[str, Any]) -> list[str]:
     if after["commondir"] and not before["commondir"]:
         changes.append(".git/commondir appeared")
         plant = workspace / ".git" / "commondir"
-        with contextlib.suppress(OSError):
-            if plant.is_file() and not plant.is_symlink() and plant.read_bytes() == b".\n":
+        with contextlib.suppress(OSError):  # only in the same .git, only our own plant
+            ours = after["git"] == before["git"] and plant.is_file() and not plant.is_symlink()
+            if ours and plant.read_bytes() == b".\n":
                 plant.unlink()
     return changes
+
+
+def _credentials(placeholder_upstream: str | None) -> contextlib.AbstractContextManager[None]:
+    if placeholder_upstream is None:
+        return contextlib.nullcontext()
+    return placeholder_credentials(placeholder_upstream)
+
+
+def hand_over(prepared: Prepared, *, placeholder_upstream: str | None) -> None:
+    """Write the gateway's credentials file, just before the box starts: the placeholder
+    aimed at `placeholder_upstream`, never the user's own (None: the user's, for doctor)."""
+    with _credentials(placeholder_upstream):
+        prepared.write_secrets()
 
 
 def run_box(
@@ -239,25 +253,24 @@ def run_box(
     placeholder_upstream: str | None,
 ) -> Prepared:
     """The box a `flowerbox "ask"` run in `workspace` would get, from the same prepare(): its
-    protected paths, isolation (and so the workbench mount) when the workspace is in git
-    unless `options` say otherwise, the user's egress `options`, and the gateway on the
-    network a run's would take (the host's only for a loopback ANTHROPIC_BASE_URL, as the
-    user's own settings say). With `placeholder_upstream`, the gateway gets a placeholder key
-    aimed there instead of the user's credentials.
+    protected paths, isolation (and so the workbench mount) when the workspace is a
+    repository's top folder unless `options` say otherwise, the user's egress `options`, and
+    the gateway on the network a run's would take (the host's only for a loopback
+    ANTHROPIC_BASE_URL, as the user's own settings say). With `placeholder_upstream`, the
+    gateway will get a placeholder key aimed there (hand_over writes it).
     """
     from flower import load_dotenv
-    from flowerbox.prepare import LOOPBACK, in_git, prepare, workspace_of
+    from flower.core.env import Lookup
+    from flowerbox.gitshadow import layout
+    from flowerbox.prepare import LOOPBACK, prepare, workspace_of
 
-    options = {"isolate": in_git(workspace_of(workspace)), **options}
-    load_dotenv()  # as prepare() does: the user's own settings decide the gateway's network
-    upstream = os.environ.get("ANTHROPIC_BASE_URL") or "https://api.anthropic.com"
-    credentials = (
-        contextlib.nullcontext()
-        if placeholder_upstream is None
-        else placeholder_credentials(placeholder_upstream)
-    )
-    with credentials:
+    options = {"isolate": layout(workspace_of(workspace)) == "dir", **options}
+    with _credentials(placeholder_upstream):
         prepared = prepare(["selftest"], workspace=workspace, image=image, **options)
+    # The user's own settings (never a workspace .env: as a run looks, after prepare() checked
+    # $FLOWER_ENV) decide the gateway's network, as they would a run's.
+    load_dotenv(lookup=Lookup.from_process(project=False))
+    upstream = os.environ.get("ANTHROPIC_BASE_URL") or "https://api.anthropic.com"
     prepared.spec = replace(
         prepared.spec, upstream_on_loopback=urlsplit(upstream).hostname in LOOPBACK
     )
@@ -274,25 +287,25 @@ def selftest(
     probes: tuple[str, ...] = PROBES,
     real_credentials: bool = False,
 ) -> Report:
-    """Run the probes in a box prepared as a real run's (run_box; or in a negative control)
-    and judge. Only the credentials are a placeholder, aimed at the probe server, and the
-    command is the probe module.
+    """Run the probes in a box prepared as a real run's (run_box, then the boundary's
+    before_run: the box's own gitdir) or in a negative control, and judge. Only the
+    credentials are a placeholder, aimed at the probe server, and the command is the probe
+    module.
 
     Raises:
         ValueError: a bad workspace (the same refusals as a run).
         flowerbox.box.BoxError: no engine, no image, a container that would not start.
     """
-    from flowerbox.box import Box, connect, ensure_image, labelled
+    from flowerbox.boundary import before_run
+    from flowerbox.box import Box, connect, ensure_image, image_id, labelled
     from flowerbox.cli import CHECKOUT
     from flowerbox.prepare import in_git
 
     token, marker = secrets.token_hex(6), f"fbx-survivor-{secrets.token_hex(6)}"
     with ProbeServer() as server:
+        placeholder = None if real_credentials else server.url
         prepared = run_box(
-            workspace,
-            image,
-            options=prepare_options or {},
-            placeholder_upstream=None if real_credentials else server.url,
+            workspace, image, options=prepare_options or {}, placeholder_upstream=placeholder
         )
         spec = replace(
             prepared.spec,
@@ -316,6 +329,9 @@ def selftest(
         try:
             client = connect()
             ensure_image(client, image, context=CHECKOUT, base_image=base_image)
+            spec = before_run(spec, image_id=image_id(client, image))  # a run's own git too
+            prepared = Prepared(spec)
+            hand_over(prepared, placeholder_upstream=placeholder)
             Box(spec, client=client, shape=shape).run(write=out.extend, write_err=err.extend)
             survivors = labelled(client, f"{SURVIVOR_LABEL}={marker}")
             left = [f"container {c.name}" for c in survivors]

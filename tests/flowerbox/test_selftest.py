@@ -16,7 +16,7 @@ import pytest
 
 from flowerbox.controls import ALL_WEAK, VARIANTS, Where, control_named, weaken
 from flowerbox.probes import PROBES, _parents
-from flowerbox.selftest import ProbeServer, run_box
+from flowerbox.selftest import ProbeServer, hand_over, run_box
 from flowerbox.sockets import listening, pseudo_mounts, walk
 from flowerbox.spec import PROTECTED, BoxSpec, agent_kwargs, gateway_kwargs, protected_paths
 from flowerbox.syscalls import ARGUMENTS
@@ -199,8 +199,10 @@ def test_root_is_said_plainly_when_flowerbox_itself_runs_as_root() -> None:
 
 def spec(tmp_path: Path) -> BoxSpec:
     ws = tmp_path / "ws"
-    (ws / ".git" / "hooks").mkdir(parents=True)
-    (ws / ".git" / "config").write_text("[core]\n")
+    (ws / ".git" / "objects").mkdir(parents=True)
+    shadow = tmp_path / "shadow-git"  # the box's own .git (flowerbox.gitshadow)
+    (shadow / "hooks").mkdir(parents=True)
+    (shadow / "config").write_text("[core]\n")
     return BoxSpec(
         image="flowerbox:dev",
         workspace=ws,
@@ -208,10 +210,14 @@ def spec(tmp_path: Path) -> BoxSpec:
         home=ws / "runs" / "home",
         socket_dir=tmp_path / "s",
         secrets_dir=tmp_path / "k",
+        state_dir=tmp_path / "state",
         uid=1000,
         gid=1000,
         command=("python", "-m", "flowerbox.probes"),
         run_id="r1",
+        git="dir",
+        shadow_git=shadow,
+        git_objects=ws / ".git" / "objects",
     )
 
 
@@ -229,13 +235,17 @@ def test_the_negative_control_loosens_every_restriction_and_moves_the_relay(
 ) -> None:
     box = spec(tmp_path)
     strong = agent_kwargs(box)
-    protected = where(box).protected
-    assert all(str(path) in strong["volumes"] for path in protected)
+    protected = where(box).protected  # where the box sees them (the shadow's copies, ro)
+    binds = {b["bind"]: b["mode"] for b in strong["volumes"].values()}
+    assert all(binds[str(path)] == "ro" for path in protected)
+    assert str(box.workspace / ".git") in binds  # the box's own gitdir
     weak = weaken(strong, where(box))
     assert weak["user"] == "0:0" and weak["network_mode"] == "host"
     assert weak["security_opt"] == ["seccomp=unconfined"] and not weak["read_only"]
     assert not {"cap_drop", "tmpfs", "pids_limit"} & set(weak)
-    assert not any(str(path) in weak["volumes"] for path in protected)
+    weak_binds = {b["bind"] for b in weak["volumes"].values()}
+    assert not {str(path) for path in protected} & weak_binds
+    assert str(box.workspace / ".git") not in weak_binds  # the user's .git, unprotected
     assert weak["volumes"]["/var/run/docker.sock"]["bind"] == "/var/run/docker.sock"
     [relay] = [arg for arg in weak["command"] if arg.endswith("/api.sock")]
     port = relay.split("=")[0].rpartition(":")[2]
@@ -494,6 +504,7 @@ def test_the_selftest_box_is_the_box_a_run_gets(
         subprocess.run(["git", "init", "-q"], cwd=ws, check=True)
     prepared = run_box(ws, "img", options={}, placeholder_upstream="http://127.0.0.1:9")
     try:
+        hand_over(prepared, placeholder_upstream="http://127.0.0.1:9")
         spec = prepared.spec
         assert spec.upstream_on_loopback is on_loopback
         gateway = gateway_kwargs(spec)
