@@ -218,6 +218,11 @@ def _parents_writable(kwargs: Kwargs, where: Where) -> Kwargs:
     return _without_binds(kwargs, set(where.parents) - {where.workspace / ".git"})
 
 
+def _users_gitdir(kwargs: Kwargs, where: Where) -> Kwargs:
+    """The box's own gitdir taken away: `.git` is the user's, seen through the workspace."""
+    return _without_binds(kwargs, {where.workspace / ".git"})
+
+
 def _host_net(kwargs: Kwargs, where: Where) -> Kwargs:
     return _host_network(kwargs)
 
@@ -312,6 +317,13 @@ VARIANTS: dict[str, Control] = {
             "the folders above protected paths renamable (.git aside)",
             "protected_parents",
             agent=_parents_writable,
+        ),
+        _variant(
+            "users_gitdir",
+            "the user's own .git in the box instead of a shadow of it (a plain folder there)",
+            "git_redirects",
+            "protected_parents",  # .git, above .git/hooks, is then a folder like any other
+            agent=_users_gitdir,
         ),
         _variant("no_pids_limit", "no pids limit", "pids_limit", agent=_without("pids_limit")),
         _variant(

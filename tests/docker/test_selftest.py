@@ -25,16 +25,9 @@ from docker import DockerClient  # noqa: TID251 - these tests inspect the engine
 
 from flowerbox.controls import JOINED, VARIANTS, control_named
 from flowerbox.probes import PROBES, ROUTE_V6, SURVIVOR_LABEL
-from tests.docker.e2e import FLOWERBOX, as_user
+from tests.docker.e2e import FLOWERBOX, as_user, state_of
 
 pytestmark = pytest.mark.docker
-
-# The probes today's box fails, until the lead's change lands: the box's own (shadow) gitdir
-# mounted at <workspace>/.git and the folders above protected paths bound onto themselves.
-# Today `.git` and `deploy` can be renamed inside and a planted `.git/commondir` reaches the
-# user's repository. Strict both ways: once the change lands these PASS, and the tests below
-# fail until this set is emptied.
-AWAITING_SHADOW_GITDIR = frozenset({"protected_parents", "git_redirects"})
 
 
 def selftest(
@@ -104,14 +97,11 @@ def test_every_probe_passes_in_the_box_a_run_gets(
     hooks_before = sorted(p.name for p in (workspace / ".git" / "hooks").iterdir())
     done, verdicts = selftest(host_user, workspace, flowerbox_image)
     assert list(verdicts) == list(PROBES), done.stderr[-2000:]
-    assert set(failed(verdicts)) == AWAITING_SHADOW_GITDIR, (failed(verdicts), done.stderr[-2000:])
-    assert done.returncode == (1 if AWAITING_SHADOW_GITDIR else 0)
-    if AWAITING_SHADOW_GITDIR:  # failing today for the reasons named above, and no other
-        assert failed(verdicts)["protected_parents"].endswith("its name is free): .git, deploy")
-        assert failed(verdicts)["git_redirects"] == (
-            "reached your repository: .git/commondir appeared; .git moved away inside, "
-            "replaced by a folder and a gitdir: file"
-        )
+    assert failed(verdicts) == {} and done.returncode == 0, done.stderr[-2000:]
+    # The folders above protected paths and .git (the box's own) cannot be moved; what the box
+    # planted in its .git stayed there.
+    assert verdicts["protected_parents"]["why"] == "not renamed: .git, deploy"
+    assert "not in your repository" in str(verdicts["git_redirects"]["why"])
     assert f"uid {host_user[1]}, gid {host_user[2]}, no other group" in str(
         verdicts["identity"]["why"]
     )
@@ -120,7 +110,9 @@ def test_every_probe_passes_in_the_box_a_run_gets(
     assert "403 for CONNECT and plain HTTP, logged deny" in str(
         verdicts["proxy_denied_name"]["why"]
     )
-    [egress] = (workspace / "runs" / "flowerbox").glob("*/egress.jsonl")
+    name = str(verdicts["proxy_denied_name"]["why"]).split(":")[0]  # this run's own
+    logs = (state_of(host_user) / "runs").glob("*/gateway/egress.jsonl")
+    [egress] = [path for path in logs if name in path.read_text()]
     decisions = [json.loads(line) for line in egress.read_text().splitlines()]
     assert decisions and {entry["decision"] for entry in decisions} == {"deny"}
     assert sorted(p.name for p in (workspace / ".git" / "hooks").iterdir()) == hooks_before
@@ -217,7 +209,7 @@ def test_each_broken_property_fails_exactly_its_probes(
     if variant == JOINED:  # a namespace of the test's own to join
         weaken = f"{JOINED}:{request.getfixturevalue('outside_namespace')}"
     control = control_named(weaken)
-    expected = set(control.fails) | AWAITING_SHADOW_GITDIR
+    expected = set(control.fails)
     if not host_has_ipv6_route():
         expected.discard("ipv6_route")  # a host network without IPv6 has no IPv6 route out
     done, verdicts = selftest(host_user, workspace, flowerbox_image, "--weaken", weaken)
@@ -225,4 +217,9 @@ def test_each_broken_property_fails_exactly_its_probes(
     assert set(failed(verdicts)) == expected, (failed(verdicts), done.stderr[-2000:])
     if variant == JOINED:  # seen by the route lookup: the box's 127.0.0.1 is its own there
         assert "would route a datagram out" in failed(verdicts)["udp"]
+    if variant == "users_gitdir":  # and the host removed what reached the user's .git
+        assert (
+            "reached your repository: .git/commondir appeared" in failed(verdicts)["git_redirects"]
+        )
+        assert not (workspace / ".git" / "commondir").exists()
     assert leftovers(docker_client, workspace, verdicts) == []

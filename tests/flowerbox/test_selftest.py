@@ -280,17 +280,17 @@ def test_each_variant_changes_one_thing_of_the_agents_container(tmp_path: Path) 
         "engine_reachable": {"volumes", "group_add", "security_opt"},
         "host_network": {"network_mode", "command", "environment"},
         "protected_writable": {"volumes"},
-        "parents_writable": set(),  # today's box mounts no parent folder: nothing to drop
+        "parents_writable": set(),  # this box protects nothing below a folder but .git
+        "users_gitdir": {"volumes"},
         "no_pids_limit": {"pids_limit"},
         "proxy_allows_name": {"allow"},
         "proxy_allows_loopback": {"allow"},
     }
-    # Every probe has a variant that fails it, but two (the all-weak control shows them
-    # failing): git_redirects, since breaking only that needs a `.git` of the box's own to take
-    # away, which today's box does not have yet; and raw_socket, since a usable raw socket needs
-    # CAP_NET_RAW in effect, which only root gets (and root already fails identity).
+    # Every probe has a variant that fails it but raw_socket (the all-weak control shows it
+    # failing): a usable raw socket needs CAP_NET_RAW in effect, which only root gets (and root
+    # already fails identity).
     uncovered = set(PROBES) - set().union(*(c.fails for c in VARIANTS.values()))
-    assert uncovered == {"git_redirects", "raw_socket"}
+    assert uncovered == {"raw_socket"}
 
 
 def test_the_probe_tries_every_folder_above_a_protected_path_once() -> None:
