@@ -100,7 +100,8 @@ def _bring_back(spec: BoxSpec, code: int | None) -> list[str]:
     if spec.git != "dir" or not path.is_file():
         return []
     shadow = runs.from_plain(gitshadow.Shadow, json.loads(path.read_text(encoding="utf-8")))
-    return gitshadow.bring_back(shadow, run_id=spec.run_id).lines()
+    brought = gitshadow.bring_back(shadow, run_id=spec.run_id)
+    return brought.lines() if brought.branches or brought.skipped else []  # quiet when idle
 
 
 def _notes(spec: BoxSpec, code: int | None) -> list[str]:

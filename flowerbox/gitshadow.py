@@ -2,7 +2,7 @@
 
     kind = layout(workspace)            # "dir": shadowed; "file": mounted read-only; "none"
     shadow = make(workspace, dest, objects_in_box="/run/flowerbox-objects")   # if "dir"
-    volumes |= mounts(shadow)           # S at <ws>/.git rw, the user's objects ro
+    # flowerbox.spec mounts S at <ws>/.git rw and the user's objects read-only
     t0 = time.time()                    # then the box runs, and stops
     moved = quarantine(workspace, since=t0, run_id=run_id, start_layout=kind)  # first
     result = bring_back(shadow, run_id=run_id)     # branches -> flowerbox/<run id>/<name>
@@ -66,7 +66,6 @@ __all__ = [
     "bring_back",
     "layout",
     "make",
-    "mounts",
     "quarantine",
 ]
 
@@ -365,18 +364,6 @@ def _index_clean(workspace: Path, head_sha: str | None) -> bool:
         return _git("-C", str(workspace), "ls-files", "--stage").stdout == ""
     check = ("-C", str(workspace), "diff-index", "--cached", "--quiet", head_sha, "--")
     return _git(*check).returncode == 0
-
-
-def mounts(shadow: Shadow) -> dict[str, dict[str, str]]:
-    """docker-py `volumes`: S over `.git` read-write; the user's objects read-only at
-    `objects_in_box`; each of the user's own alternates read-only at its own path."""
-    volumes = {
-        str(shadow.gitdir): {"bind": str(shadow.workspace / ".git"), "mode": "rw"},
-        str(shadow.objects): {"bind": shadow.objects_in_box, "mode": "ro"},
-    }
-    for alternate in shadow.alternates:
-        volumes[str(alternate)] = {"bind": str(alternate), "mode": "ro"}
-    return volumes
 
 
 # -- reading what the box wrote ---------------------------------------------------------------

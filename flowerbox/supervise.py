@@ -4,7 +4,8 @@
 its own (no terminal, so no hang-up reaches it) and returns. It waits on the agent's container,
 copying its output to output.log, and when the agent ends it does what the attached path does
 in `flowerbox.cli._in_box`: remove both containers (so the gateway lives exactly as long as its
-run), remove the private /tmp/fbx-* socket and secrets folders, and call `after_run`.
+run), call `flowerbox.boundary.after_run`, and remove the run's private folders (sockets,
+credentials, the box's own area).
 
 SIGTERM to this process stops the agent gracefully first (as `flowerbox stop` does).
 """
@@ -57,8 +58,8 @@ def supervise(state_dir: Path) -> int:
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         if box is not None:
             box.remove()
+        boundary.report(boundary.after_run(spec, code))  # before cleanup: it reads the shadow
         Prepared(spec).cleanup()
-        boundary.report(boundary.after_run(spec, code))
     print(f"flowerbox.supervise: {spec.run_id} ended with {code}", file=sys.stderr)
     return 2 if code is None else code
 

@@ -19,21 +19,28 @@ REAL = "sk-ant-real-" + "e2e-0123456789abcdef"  # built at runtime: never a lite
 PREPARE = "run `bash docker/e2e-user.sh` as root (CI does)"
 
 
+def user_argv(
+    user: tuple[str, int, int], command: list[str], env: dict[str, str] | None = None
+) -> list[str]:
+    """`command` as `user`, with `env` added to the environment."""
+    return [
+        "runuser",
+        "-u",
+        user[0],
+        "--",
+        "env",
+        "-u",
+        "XDG_STATE_HOME",  # the test process's private one is root's: the user has its own
+        *(f"{k}={v}" for k, v in (env or {}).items()),
+        *command,
+    ]
+
+
 def as_user(
     user: tuple[str, int, int], command: list[str], *, cwd: Path, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [
-            "runuser",
-            "-u",
-            user[0],
-            "--",
-            "env",
-            "-u",
-            "XDG_STATE_HOME",  # the test process's private one is root's: the user has its own
-            *(f"{k}={v}" for k, v in (env or {}).items()),
-            *command,
-        ],
+        user_argv(user, command, env),
         cwd=cwd,
         capture_output=True,
         text=True,

@@ -21,7 +21,7 @@ from docker import DockerClient  # noqa: TID251 - these tests inspect the engine
 
 from flower.testing import Always, FakeAPI, Reply, Request, Usage, When, rules, text, tool
 from flower.testing.demo import DEMO_ASK, starter_cast
-from tests.docker.e2e import FLOWERBOX, REAL, as_user, box_env, ledger, usage_of
+from tests.docker.e2e import FLOWERBOX, REAL, as_user, box_env, ledger, usage_of, user_argv
 
 pytestmark = pytest.mark.docker
 
@@ -150,15 +150,7 @@ def test_a_killed_box_resumes_the_same_session_on_the_next_ask(
     env = box_env(real_api, host_user)
     command = [FLOWERBOX, DEMO_ASK, "--timeout", "0", "-w", str(user_workspace)]
     first = subprocess.Popen(
-        [
-            "runuser",
-            "-u",
-            host_user[0],
-            "--",
-            "env",
-            *(f"{k}={v}" for k, v in env.items()),
-            *command,
-        ],
+        user_argv(host_user, command, env),
         cwd=user_workspace,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

@@ -25,7 +25,7 @@ from docker import DockerClient  # noqa: TID251 - these tests inspect the engine
 from flower.core.lineage import Lineage
 from flower.testing import FakeAPI, Reply, Request, When, rules, sequence, text, tool
 from flower.testing.demo import DEMO_ASK, starter_cast
-from tests.docker.e2e import FLOWERBOX, USER, as_user, box_env, metas, state_of
+from tests.docker.e2e import FLOWERBOX, USER, as_user, box_env, metas, state_of, user_argv
 
 pytestmark = pytest.mark.docker
 
@@ -102,8 +102,7 @@ def worker_busy(api: FakeAPI) -> None:
 def attach(user: tuple[str, int, int], ws: Path, env: dict[str, str]) -> subprocess.Popen[str]:
     """`flowerbox attach` as the user, in a process group of its own (for Ctrl+C)."""
     return subprocess.Popen(
-        ["runuser", "-u", user[0], "--", "env", *(f"{k}={v}" for k, v in env.items())]
-        + [FLOWERBOX, "attach"],
+        user_argv(user, [FLOWERBOX, "attach"], env),
         cwd=ws,
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,

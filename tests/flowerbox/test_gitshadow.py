@@ -171,16 +171,6 @@ def test_the_shadow_shows_the_users_repository(
     assert git(ws, "cat-file", "-t", sha, check=False) == ""
 
 
-def test_mounts(box: Box) -> None:
-    assert gitshadow.mounts(box.shadow) == {
-        str(box.s): {"bind": str(box.ws / ".git"), "mode": "rw"},
-        str(box.ws / ".git" / "objects"): {"bind": str(box.ws / ".git" / "objects"), "mode": "ro"},
-    }
-    assert (box.s / "objects" / "info" / "alternates").read_text() == (
-        f"{box.ws / '.git' / 'objects'}\n"
-    )
-
-
 def test_make_refuses_what_it_cannot_shadow(tmp_path: Path, repo: Path) -> None:
     dest = tmp_path / "dest"
     dest.mkdir()
