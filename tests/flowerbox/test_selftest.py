@@ -15,11 +15,12 @@ from typing import Any
 import pytest
 
 from flowerbox.controls import ALL_WEAK, VARIANTS, Where, control_named, weaken
-from flowerbox.probes import PROBES, _parents
+from flowerbox.probes import PROBES
 from flowerbox.selftest import ProbeServer, hand_over, run_box
 from flowerbox.sockets import listening, pseudo_mounts, walk
 from flowerbox.spec import PROTECTED, BoxSpec, agent_kwargs, gateway_kwargs, protected_paths
 from flowerbox.syscalls import ARGUMENTS
+from flowerbox.tampering import _parents
 from flowerbox.verdicts import ZERO_CAPS, Seen, judge
 
 TOKEN = "t0k3n"
