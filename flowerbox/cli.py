@@ -22,7 +22,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
-from typing import TYPE_CHECKING, Annotated, TextIO
+from typing import TYPE_CHECKING, Annotated, Any, TextIO
 
 import typer
 from rich.console import Console
@@ -304,22 +304,45 @@ def selftest(
             help="The same probes in a deliberately weak container: every line should FAIL.",
         ),
     ] = False,
+    weaken: Annotated[
+        str | None,
+        typer.Option(
+            "--weaken",
+            metavar="VARIANT",
+            help="Break exactly one property (docs/selftest.md lists the variants, and "
+            "joined_network:CONTAINER): exactly its probes should FAIL.",
+        ),
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="One JSON object per probe.")] = False,
     allow: Allow = None,
     allow_preset: AllowPreset = None,
     net: Net = "allowlist",
+    no_isolate: Annotated[
+        bool, typer.Option("--no-isolate", help="The box of a run without worktrees.")
+    ] = False,
+    budget: Budget = None,
 ) -> None:
     """Probe the box a run here would get for every way out; exit 1 on any FAIL."""
     from flowerbox.selftest import main as run_selftest
 
+    network: dict[str, Any] = {
+        "net": net,
+        "allow": allow or (),
+        "allow_presets": allow_preset or (),
+    }
+    if no_isolate:
+        network["isolate"] = False
+    if budget is not None:
+        network["budget_usd"] = budget
     raise typer.Exit(
         run_selftest(
             workspace=workspace,
             image=image,
             base_image=base_image,
             negative=negative_control,
+            weaken=weaken,
             as_json=as_json,
-            network={"net": net, "allow": allow or (), "allow_presets": allow_preset or ()},
+            network=network,
         )
     )
 
