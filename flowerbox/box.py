@@ -20,6 +20,7 @@ from typing import Any
 from docker import DockerClient
 from docker.errors import APIError, DockerException, ImageNotFound, NotFound
 
+from flowerbox.facts import box_facts
 from flowerbox.spec import LABEL, BoxSpec, agent_kwargs, gateway_kwargs
 
 SOCKET_WAIT_S = 30.0
@@ -75,12 +76,15 @@ class Box:
         *,
         client: DockerClient,
         shape: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
+        on_started: Callable[[dict[str, Any]], object] | None = None,
     ) -> None:
         """`shape` rewrites the agent's container kwargs before it starts: only the escape
-        self-test's negative control uses it (a deliberately weak container)."""
+        self-test's negative control uses it (a deliberately weak container). `on_started`
+        gets the agent's isolation as the engine recorded it (flowerbox.facts), once it runs."""
         self.spec = spec
         self.client = client
         self._shape = shape or (lambda kwargs: kwargs)
+        self._on_started = on_started
         self._gateway: Any = None
         self._agent: Any = None
 
@@ -110,6 +114,10 @@ class Box:
         Nothing is removed here: `run`, or whoever keeps a detached run, does that."""
         self._start_gateway()
         self._agent = self._start({**self._shape(agent_kwargs(self.spec)), "detach": True})
+        if self._on_started is not None:
+            with contextlib.suppress(APIError, NotFound):  # a record, never a reason to fail
+                self._agent.reload()
+                self._on_started(box_facts(self._agent.attrs))
         return self._agent
 
     @classmethod

@@ -145,6 +145,7 @@ def summary(run: Run) -> dict[str, Any]:
         "command": run.meta.get("command", []),
         "detached": run.meta.get("detached"),
         "resumed_from": run.meta.get("resumed_from"),
+        "box": run.meta.get("box"),  # the isolation it had, as the engine recorded it
         "pending_asks": [
             {"id": a.get("id"), "question": a.get("question", ""), "options": a.get("options", [])}
             for a in run.pending_asks()

@@ -20,6 +20,7 @@ import subprocess
 from pathlib import Path
 
 from flowerbox import __version__, runs
+from flowerbox.facts import summary
 from flowerbox.spec import BoxSpec
 
 NOTES_REF = "refs/notes/flowerbox"
@@ -93,6 +94,7 @@ def _exists(workspace: Path, sha: str) -> bool:
 def note_text(spec: BoxSpec, *, image: str, image_id: str, code: int | None) -> str:
     """The note: one `key: value` line each, the same for every commit of the run."""
     usage = runs.usage(spec)
+    recorded = runs.load(spec.state_dir)
     models = ", ".join(sorted(usage.get("models", {}))) or "none recorded"
     cost = usage.get("total_cost_usd")
     spent = f"${cost:.6f} ({usage.get('requests', 0)} requests)" if cost is not None else "unknown"
@@ -103,6 +105,7 @@ def note_text(spec: BoxSpec, *, image: str, image_id: str, code: int | None) -> 
         "claude-code": _claude_code_version(),
         "model": models,
         "network": network_policy(spec),
+        "box": summary(recorded.meta.get("box") if recorded else None),
         "cost": spent,
         "exit": "unknown" if code is None else str(code),
     }

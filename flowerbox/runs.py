@@ -261,6 +261,16 @@ def ensure_idle(workspace: Path) -> None:
             )
 
 
+def record_box(spec: BoxSpec, facts: dict[str, Any]) -> None:
+    """The isolation the run's box had, as the engine recorded it (flowerbox.facts)."""
+
+    def change(meta: dict[str, Any]) -> dict[str, Any]:
+        meta["box"] = facts
+        return meta
+
+    update_json(spec.state_dir / META, change, default={})
+
+
 def record_reason(spec: BoxSpec, reason: str) -> None:
     """Why the host stopped the run (a budget), shown with its end."""
 

@@ -73,6 +73,13 @@ def test_a_commit_made_in_the_box_gets_a_note_on_the_host(
     assert fields["model"] == ", ".join(sorted(usage["models"])) != "none recorded"
     assert fields["cost"] == f"${usage['total_cost_usd']:.6f} ({usage['requests']} requests)"
     assert fields["network"] == "allowlist: empty (no network)" and fields["exit"] == "0"
+    # The isolation the engine recorded for this run's box, in the note and in ps --json.
+    hardened = f"uid {host_user[1]}:{host_user[2]}, groups none, caps none, seccomp default, "
+    hardened += "no-new-privileges, network none, read-only root"
+    assert fields["box"].startswith(hardened), fields["box"]
+    listed = as_user(host_user, [FLOWERBOX, "ps", "--json"], cwd=user_workspace)
+    [row] = json.loads(listed.stdout)
+    assert row["box"]["cap_drop"] == ["ALL"] and row["box"]["read_only_root"] is True
     assert fields["claude-code"] and fields["flower"]
     assert (
         note_on(host_user, user_workspace, start).returncode != 0

@@ -103,6 +103,7 @@ def test_every_commit_the_run_made_gets_a_note_and_nothing_older(ws: Path) -> No
         f"claude-code: {__cli_version__}",
         "model: claude-haiku-5, claude-opus-5-5",
         "network: allowlist: empty (no network)",
+        "box: unknown",  # no run recorded here: the engine's facts come with a real run
         "cost: $0.293992 (9 requests)",
         "exit: 0",
     ]
