@@ -5,6 +5,7 @@ Attached (the CLI writes it) and detached (the run's supervisor writes it)."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import time
 from pathlib import Path
