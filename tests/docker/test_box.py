@@ -105,7 +105,8 @@ def test_inside_the_box_the_agent_has_nothing_to_steal_and_nowhere_to_go(
     def inspect_while_running() -> None:
         real_api.wait_for(lambda reqs: any(r.kind == "subagent" for r in reqs), 300)
         time.sleep(3)
-        containers = docker_client.containers.list(filters={"label": "dev.flower.box"})
+        mine = f"dev.flower.box.workspace={user_workspace}"  # other boxes may share the engine
+        containers = docker_client.containers.list(filters={"label": mine})
         seen["inspect"] = json.dumps([c.attrs for c in containers])
         seen["roles"] = sorted(c.labels.get("dev.flower.box.role", "") for c in containers)
         seen["ps"] = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
@@ -160,7 +161,9 @@ def test_a_killed_box_resumes_the_same_session_on_the_next_ask(
         assert real_api.wait_for(lambda reqs: any(r.kind == "subagent" for r in reqs), 300)
         time.sleep(2)
         [agent] = docker_client.containers.list(
-            filters={"label": ["dev.flower.box", "dev.flower.box.role=agent"]}
+            filters={
+                "label": [f"dev.flower.box.workspace={user_workspace}", "dev.flower.box.role=agent"]
+            }
         )
         agent.kill()  # SIGKILL: nothing gets to say goodbye
         first.communicate(timeout=120)
