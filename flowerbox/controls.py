@@ -71,7 +71,7 @@ def _same_spec(spec: BoxSpec, where: Where) -> BoxSpec:
 class Control:
     name: str
     breaks: str  # the property, in words
-    fails: frozenset[str]  # the probes that must FAIL (every probe, for ALL_WEAK)
+    fails: frozenset[str]  # the probes and host-boundary checks that must FAIL (ALL_WEAK: below)
     agent: Callable[[Kwargs, Where], Kwargs] = field(default=_same)
     spec: Callable[[BoxSpec, Where], BoxSpec] = field(default=_same_spec)
 
@@ -168,6 +168,10 @@ def permissive(spec: BoxSpec, where: Where) -> BoxSpec:
     return _allowing(spec, "127.0.0.1", "localhost", where.denied_name, mapped=where.denied_name)
 
 
+# The host-boundary checks a box can fail: the one whose plant lands in the user's `.git`
+# when the box has it. The others judge the host's own code, which no box setting changes
+# (tests/flowerbox/test_hostboundary.py feeds them a host that trusts the workspace instead).
+ALL_WEAK_HOST_FAILS = frozenset({"git_hook_redirect"})
 ALL_WEAK = Control(
     "all_weak",
     "everything at once",
@@ -323,6 +327,7 @@ VARIANTS: dict[str, Control] = {
             "the user's own .git in the box instead of a shadow of it (a plain folder there)",
             "git_redirects",
             "protected_parents",  # .git, above .git/hooks, is then a folder like any other
+            "git_hook_redirect",  # the commondir plant reaches it: your git status runs a hook
             agent=_users_gitdir,
         ),
         _variant("no_pids_limit", "no pids limit", "pids_limit", agent=_without("pids_limit")),

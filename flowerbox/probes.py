@@ -34,6 +34,7 @@ from urllib.parse import urlsplit
 from flowerbox import sockets, syscalls
 from flowerbox.tampering import (  # noqa: F401 - main() looks every probe up by name
     git_redirects,
+    host_plants,
     protected_parents,
     protected_paths,
 )
@@ -61,6 +62,9 @@ PROBES: tuple[str, ...] = (
 )
 # Not escape probes: what `flowerbox doctor` asks a real box (--only gateway_health).
 EXTRA: tuple[str, ...] = ("gateway_health",)
+# Run after the probes, judged by none of them: the attacks the host side is then run
+# against (flowerbox.hostboundary), left in place for it.
+PLANTS: tuple[str, ...] = ("host_plants",)
 # Route lookups only (RFC 5737 / RFC 3849 documentation ranges): no packet is sent.
 ROUTE_V4 = ("198.51.100.1", 9)
 ROUTE_V6 = ("2001:db8::1", 9)
@@ -473,15 +477,20 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--protect", action="append", default=[], help="a protected path")
     parser.add_argument("--image", default="flowerbox:dev", help="a survivor container's image")
     parser.add_argument("--only", action="append", default=[], help="run just these probes")
+    parser.add_argument(
+        "--host-marker", default="/tmp/fbx-selftest-unset", help="what planted code would touch"
+    )
+    parser.add_argument("--outside", default="/nonexistent", help="a host folder to link to")
+    parser.add_argument("--run-id", default="selftest", help="names the planted events file")
     return parser.parse_args(argv)
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
     table: dict[str, Callable[[argparse.Namespace], Observation]] = {
-        name: globals()[name] for name in (*PROBES, *EXTRA)
+        name: globals()[name] for name in (*PROBES, *EXTRA, *PLANTS)
     }
-    for name in args.only or PROBES:
+    for name in args.only or (*PROBES, *PLANTS):
         try:
             observation = {"probe": name, **table[name](args)}
         except Exception as exc:  # noqa: BLE001 - one broken probe must not hide the others

@@ -11,6 +11,11 @@ what only the host can see: what the probe server received, the egress log, the 
 files' contents, and anything (a process, a container) that outlived the box. The
 judging itself is flowerbox.verdicts.
 
+Then the host boundary: the last thing the box does is plant the trust-boundary attacks in
+the workspace (flowerbox.tampering.host_plants); once it is gone, flowerbox's own host code
+is run against them (flowerbox.hostboundary), judged as a section of its own, and every plant
+is removed again.
+
 The gateway gets a placeholder key and the probe server as its upstream: a self-test never
 hands real credentials to anything. `negative=True` runs the same probes in a deliberately
 weak container (root, default capabilities, no seccomp, no no-new-privileges, a writable
@@ -28,28 +33,35 @@ import secrets
 import socketserver
 import threading
 from collections.abc import Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from flowerbox import hostboundary
 from flowerbox.controls import ALL_WEAK, DOCKER_SOCKET, Control, Where, control_named
+from flowerbox.hostboundary import Area
 from flowerbox.prepare import Prepared
 from flowerbox.probes import PROBES, SURVIVOR_LABEL
 from flowerbox.spec import BoxSpec
-from flowerbox.verdicts import PIDS_HEADROOM, SILENT, Seen, Verdict, judge
+from flowerbox.tampering import HOOKS_PLANT, Plants
+from flowerbox.verdicts import PIDS_HEADROOM, SILENT, Seen, Verdict, judge, judge_host
+
+HOST_SECTION = "host boundary"
 
 
 @dataclass(frozen=True)
 class Report:
-    verdicts: list[Verdict]
+    verdicts: list[Verdict]  # the in-box probes
     control: str  # "" for the real box, else the negative control's name
     stderr: str = ""
+    host: list[Verdict] = field(default_factory=list)  # the host-boundary checks
+    left: list[str] = field(default_factory=list)  # plants the host side could not remove
 
     @property
     def ok(self) -> bool:
-        return all(verdict.ok for verdict in self.verdicts)
+        return all(verdict.ok for verdict in (*self.verdicts, *self.host))
 
 
 # --- the probe server: what reaches it is a way out ----------------------------------------
@@ -134,6 +146,7 @@ def probe_command(
     token: str,
     marker: str,
     probes: tuple[str, ...] = PROBES,
+    area: Area | None = None,
 ) -> list[str]:
     command = [
         "python",
@@ -160,6 +173,9 @@ def probe_command(
         command += ["--protect", name]
     if probes != PROBES:
         command += [arg for name in probes for arg in ("--only", name)]
+    if area is not None:
+        command += ["--host-marker", area.marker, "--outside", str(area.outside)]
+        command += ["--run-id", spec.run_id]
     return command
 
 
@@ -216,20 +232,28 @@ def _repo_state(workspace: Path) -> dict[str, Any]:
 
 
 def _repo_changes(workspace: Path, before: dict[str, Any]) -> list[str]:
-    """The redirects that reached the user's repository; the probe's own commondir plant
-    (a regular file holding "." and nothing else) is removed again."""
+    """The redirects that reached the user's repository."""
     after = _repo_state(workspace)
     changes = []
     if after["git"] != before["git"]:
         changes.append(".git was replaced")
     if after["commondir"] and not before["commondir"]:
         changes.append(".git/commondir appeared")
-        plant = workspace / ".git" / "commondir"
-        with contextlib.suppress(OSError):  # only in the same .git, only our own plant
-            ours = after["git"] == before["git"] and plant.is_file() and not plant.is_symlink()
-            if ours and plant.read_bytes() == b".\n":
-                plant.unlink()
     return changes
+
+
+def _remove_git_plant(workspace: Path, before: dict[str, Any], token: str) -> None:
+    """The probe's commondir plant (a regular file naming its hooks folder, nothing else)
+    and that folder, where they reached the user's own `.git` (a box given the user's
+    gitdir); only in the same `.git`, only our own."""
+    if _repo_state(workspace)["git"] != before["git"] or before["commondir"]:
+        return
+    plant = workspace / ".git" / "commondir"
+    with contextlib.suppress(OSError):
+        ours = f"{HOOKS_PLANT}{token}\n".encode()
+        if plant.is_file() and not plant.is_symlink() and plant.read_bytes() == ours:
+            plant.unlink()
+    hostboundary.remove_git_plant(workspace, token)
 
 
 def _credentials(placeholder_upstream: str | None) -> contextlib.AbstractContextManager[None]:
@@ -288,9 +312,10 @@ def selftest(
     real_credentials: bool = False,
 ) -> Report:
     """Run the probes in a box prepared as a real run's (run_box, then the boundary's
-    before_run: the box's own gitdir) or in a negative control, and judge. Only the
-    credentials are a placeholder, aimed at the probe server, and the command is the probe
-    module.
+    before_run: the box's own gitdir) or in a negative control, and judge; with every probe,
+    then run the host side against what the box planted and judge that too (Report.host).
+    Only the credentials are a placeholder, aimed at the probe server, and the command is the
+    probe module.
 
     Raises:
         ValueError: a bad workspace (the same refusals as a run).
@@ -307,12 +332,11 @@ def selftest(
         prepared = run_box(
             workspace, image, options=prepare_options or {}, placeholder_upstream=placeholder
         )
-        spec = replace(
-            prepared.spec,
-            command=tuple(
-                probe_command(prepared.spec, server, token=token, marker=marker, probes=probes)
-            ),
+        area = Area.make(prepared.spec.workspace, token) if probes == PROBES else None
+        command = probe_command(
+            prepared.spec, server, token=token, marker=marker, probes=probes, area=area
         )
+        spec = replace(prepared.spec, command=tuple(command))
         names = spec.protected
         where = Where(
             workspace=spec.workspace,
@@ -326,23 +350,37 @@ def selftest(
             shape = partial(_shaped, control=control, where=where)
         before, repo = _digests(spec.workspace, names), _repo_state(spec.workspace)
         out, err = bytearray(), bytearray()
+        host: list[Verdict] = []
+        left_over: list[str] = []
         try:
-            client = connect()
-            ensure_image(client, image, context=CHECKOUT, base_image=base_image)
-            spec = before_run(spec, image_id=image_id(client, image))  # a run's own git too
-            prepared = Prepared(spec)
-            hand_over(prepared, placeholder_upstream=placeholder)
-            Box(spec, client=client, shape=shape).run(write=out.extend, write_err=err.extend)
-            survivors = labelled(client, f"{SURVIVOR_LABEL}={marker}")
-            left = [f"container {c.name}" for c in survivors]
-            left += [
-                f"container {c.name}" for c in labelled(client, f"dev.flower.box.run={spec.run_id}")
-            ]
-            for container in survivors:
-                with contextlib.suppress(Exception):
-                    container.remove(force=True)
+            try:
+                client = connect()
+                ensure_image(client, image, context=CHECKOUT, base_image=base_image)
+                spec = before_run(spec, image_id=image_id(client, image))  # a run's own git too
+                prepared = Prepared(spec)
+                hand_over(prepared, placeholder_upstream=placeholder)
+                Box(spec, client=client, shape=shape).run(write=out.extend, write_err=err.extend)
+                survivors = labelled(client, f"{SURVIVOR_LABEL}={marker}")
+                left = [f"container {c.name}" for c in survivors]
+                left += [
+                    f"container {c.name}"
+                    for c in labelled(client, f"dev.flower.box.run={spec.run_id}")
+                ]
+                for container in survivors:
+                    with contextlib.suppress(Exception):
+                        container.remove(force=True)
+            finally:
+                prepared.cleanup()
+            repo_changed = _repo_changes(spec.workspace, repo)
+            if area is not None:
+                host = _host_boundary(
+                    spec, out.decode(errors="replace"), area, server, repo_changed, token
+                )
         finally:
-            prepared.cleanup()
+            _remove_git_plant(spec.workspace, repo, token)
+            if area is not None:
+                plants = Plants(token)
+                left_over = hostboundary.remove(spec.workspace, plants, area, run_id=spec.run_id)
         seen = Seen(
             uid=os.getuid(),
             gid=os.getgid(),
@@ -353,10 +391,36 @@ def selftest(
             changed=[n for n, d in _digests(spec.workspace, names).items() if before[n] != d],
             survivors=left + _processes_with(marker),
             git=in_git(spec.workspace),
-            repo_changed=_repo_changes(spec.workspace, repo),
+            repo_changed=repo_changed,
         )
     verdicts = judge(out.decode(errors="replace"), seen, probes)
-    return Report(verdicts, "" if control is None else control.name, err.decode(errors="replace"))
+    name = "" if control is None else control.name
+    return Report(verdicts, name, err.decode(errors="replace"), host, left_over)
+
+
+def _host_boundary(
+    spec: BoxSpec,
+    output: str,
+    area: Area,
+    server: ProbeServer,
+    repo_changed: list[str],
+    token: str,
+) -> list[Verdict]:
+    """flowerbox's host code run against what the box planted, judged."""
+    from flowerbox.prepare import in_git
+
+    plants = Plants(token)
+    observed = hostboundary.observe(
+        spec.workspace,
+        plants,
+        run=hostboundary.check_run(spec, plants),
+        area=area,
+        port=server.port,
+        received=list(server.received),
+        repo_changed=repo_changed,
+        git=in_git(spec.workspace),
+    )
+    return judge_host(output, observed, forged=plants.forged_id)
 
 
 def _shaped(kwargs: dict[str, Any], *, control: Control, where: Where) -> dict[str, Any]:
@@ -406,7 +470,9 @@ def main(
     elif negative:
         stderr.print(
             "negative control: a deliberately weak container (root, default capabilities, "
-            "no seccomp, host network, the Docker socket): every probe should FAIL here"
+            "no seccomp, host network, the Docker socket): every probe should FAIL here, and "
+            "of the host-boundary checks git_hook_redirect (the others judge the host's own "
+            "code, which no box changes)"
         )
     try:
         report = selftest(
@@ -419,19 +485,28 @@ def main(
     except (ValueError, RuntimeError, BoxError) as exc:
         stderr.print(f"[bold red]error:[/] {exc}")
         return 2
-    for verdict in report.verdicts:
-        if as_json:
-            print(json.dumps({"probe": verdict.probe, "ok": verdict.ok, "why": verdict.why}))
-        else:
-            print(verdict.line())
-    failed = sum(not verdict.ok for verdict in report.verdicts)
+    sections = (("box", report.verdicts), (HOST_SECTION, report.host))
+    for section, verdicts in sections:
+        if verdicts and section == HOST_SECTION and not as_json:
+            print(f"{HOST_SECTION}: flowerbox's host code against what the box planted")
+        for verdict in verdicts:
+            if as_json:
+                line = {"section": section, "probe": verdict.probe, "ok": verdict.ok}
+                print(json.dumps({**line, "why": verdict.why}))
+            else:
+                print(verdict.line())
+    for what in report.left:
+        stderr.print(f"could not remove what the self-test planted: {what}", markup=False)
+    every = [*report.verdicts, *report.host]
+    failed = sum(not verdict.ok for verdict in every)
     if any(verdict.why.startswith(SILENT) for verdict in report.verdicts):
         stderr.print(
             "some probes never reported: an image older than this flowerbox? run "
             f"`flowerbox build`. The box's stderr ended with:\n{report.stderr[-1500:]}",
             markup=False,
         )
-    stderr.print(
-        f"{len(report.verdicts)} probes: {len(report.verdicts) - failed} PASS, {failed} FAIL"
-    )
+    counted = f"{len(report.verdicts)} probes"
+    if report.host:
+        counted += f", {len(report.host)} host-boundary checks"
+    stderr.print(f"{counted}: {len(every) - failed} PASS, {failed} FAIL")
     return 1 if failed else 0

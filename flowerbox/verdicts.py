@@ -1,6 +1,8 @@
 """The self-test's judges: one verdict per escape probe, from what the box reported (the
-JSON lines of `python -m flowerbox.probes`) and what only the host can see (Seen). A probe
-that did not report, or broke, FAILs: silence proves nothing. Pure: no engine, no I/O.
+JSON lines of `python -m flowerbox.probes`) and what only the host can see (Seen); and one per
+host-boundary check (`judge_host`), from what the box planted and what flowerbox's own host
+code did with it (flowerbox.hostboundary observes). A probe that did not report, or broke, and
+an attack that was not planted, FAIL: silence proves nothing. Pure: no engine, no I/O.
 """
 
 from __future__ import annotations
@@ -13,7 +15,16 @@ from typing import Any
 
 from flowerbox.probes import PROBES
 
-__all__ = ["PIDS_HEADROOM", "SILENT", "ZERO_CAPS", "Seen", "Verdict", "judge"]
+__all__ = [
+    "HOST_CHECKS",
+    "PIDS_HEADROOM",
+    "SILENT",
+    "ZERO_CAPS",
+    "Seen",
+    "Verdict",
+    "judge",
+    "judge_host",
+]
 
 ZERO_CAPS = "0000000000000000"
 DENY_PREFIX = "flowerbox egress: denied"
@@ -379,3 +390,206 @@ def judge(output: str, seen: Seen, probes: tuple[str, ...] = PROBES) -> list[Ver
             except (KeyError, TypeError) as exc:
                 verdicts.append(Verdict(name, False, f"unreadable observation ({exc!r})"))
     return verdicts
+
+
+# --- the host boundary: flowerbox's host code against what the box planted ------------------
+
+HOST_CHECKS: tuple[str, ...] = (
+    "dotenv_redirect",
+    "forged_record",
+    "linked_runs_files",
+    "fifo_runs_files",
+    "git_hook_redirect",
+)
+PLANTED = "planted"
+
+
+def _finished(call: dict[str, Any]) -> str:
+    """'' when the host's call returned (or raised) in time, else what happened."""
+    return "" if call["state"] != "timed out" else f"hung (no answer in {call['seconds']} s)"
+
+
+def _rejected(call: dict[str, Any]) -> bool:
+    """The host's call refused the planted file as box-written input (flowerbox.untrusted)."""
+    return call["state"] == "raised" and str(call["value"]).startswith(
+        ("UntrustedFileError", "RunError")
+    )
+
+
+def _dotenv_redirect(plant: str, o: dict[str, Any]) -> Verdict:
+    name = "dotenv_redirect"
+    if plant.startswith("yours, read-only"):
+        what = "your own .env is here, empty and read-only in the box: the redirect was refused"
+    elif plant == PLANTED:
+        what = "a .env sending the key to the probe server, with a PYTHONPATH"
+    else:
+        return Verdict(name, False, f"the workspace .env could be written in the box ({plant})")
+    problems = []
+    if o["yielded"]:
+        problems.append(f"the credential lookup took {', '.join(o['yielded'])} from it")
+    if o["from_workspace"]:
+        problems.append(f"{', '.join(o['from_workspace'])} came from ./.env")
+    if o["received"]:
+        problems.append(f"the probe server got {o['received'][0]!r}")
+    if o["ran"]:
+        problems.append("its sitecustomize.py ran on the host")
+    if problems:
+        return Verdict(name, False, "; ".join(problems))
+    return Verdict(
+        name,
+        True,
+        f"{what}; flowerbox's credential lookup read nothing from ./.env, nothing reached the "
+        "probe server, no code of it ran",
+    )
+
+
+def _forged_record(plant: str, o: dict[str, Any], forged: str) -> Verdict:
+    name = "forged_record"
+    if plant != PLANTED:
+        return Verdict(name, False, f"the forged record was not planted ({plant})")
+    problems = []
+    if forged in o["listed"]:
+        problems.append("ps lists it")
+    if o["found"] == forged:
+        problems.append("stop/resume find it")
+    if forged in o["refused"]:
+        problems.append("a new run is refused for it")
+    if o["outside"]:
+        problems.append(f"the folder outside it names changed: {', '.join(o['outside'])}")
+    if problems:
+        return Verdict(
+            name, False, f"a running run {forged} forged in runs/flowerbox: " + "; ".join(problems)
+        )
+    return Verdict(
+        name,
+        True,
+        f"a running run {forged} forged in runs/flowerbox/ (naming a folder outside) is no run "
+        "to the host: not listed, not found by its id, blocks nothing",
+    )
+
+
+def _linked_runs_files(plant: str, o: dict[str, Any]) -> Verdict:
+    name = "linked_runs_files"
+    if plant != PLANTED:
+        return Verdict(name, False, f"the links were not planted ({plant})")
+    asks, raw, drop = o["asks"], o["raw"], o["drop"]
+    problems = [
+        f"{what} {hung}"
+        for what, call in (("reading the questions", asks), ("reading asks.json", raw))
+        if (hung := _finished(call))
+    ]
+    if asks["state"] == "done" and asks["value"]:
+        problems.append(f"questions read through the link: {asks['value']!r:.80}")
+    if asks["state"] == "raised":
+        problems.append(f"reading the questions broke: {asks['value']}")
+    if raw["state"] != "timed out" and not _rejected(raw):
+        problems.append(f"asks.json -> /dev/zero was read ({raw['value']})")
+    if not _rejected(drop):
+        problems.append(f"an answer was dropped through the inbox link ({drop['value']})")
+    if o["outside"]:
+        problems.append(f"written in the folder outside: {', '.join(o['outside'])}")
+    if problems:
+        return Verdict(name, False, "; ".join(problems))
+    return Verdict(
+        name,
+        True,
+        f"asks.json -> /dev/zero: no question, refused as a link in {raw['seconds']:.3f} s; an "
+        "answer dropped into inbox -> a folder outside: refused, nothing written there",
+    )
+
+
+def _fifo_runs_files(plant: str, o: dict[str, Any]) -> Verdict:
+    name = "fifo_runs_files"
+    if plant != PLANTED:
+        return Verdict(name, False, f"the FIFOs were not planted ({plant})")
+    problems = []
+    for what, call in (("the events file", o["events"]), ("the gateway meter", o["usage"])):
+        if hung := _finished(call):
+            problems.append(f"reading {what} (a FIFO) {hung}")
+        elif not _rejected(call):
+            problems.append(f"{what}, a FIFO, was read as a file ({call['value']})")
+    if hung := _finished(o["cost"]):
+        problems.append(f"the run's cost {hung}")
+    if problems:
+        return Verdict(name, False, "; ".join(problems))
+    return Verdict(
+        name,
+        True,
+        f"FIFOs at the events file and the gateway meter: refused, not opened for reading, in "
+        f"{max(o['events']['seconds'], o['usage']['seconds']):.3f} s; the cost is read from the "
+        "host's own ledger",
+    )
+
+
+def _git_hook_redirect(git: dict[str, Any], o: dict[str, Any]) -> Verdict:
+    name = "git_hook_redirect"
+    if git["git"] == "absent":
+        return Verdict(
+            name, False, "not tried: the workspace is no git repository (run selftest in one)"
+        )
+    if git["git"] == "folder" and git["commondir"] != PLANTED:
+        return Verdict(name, False, f"the commondir redirect was not planted ({git['commondir']})")
+    problems = []
+    if o["repo_changed"]:
+        problems.append(f"reached your repository: {', '.join(o['repo_changed'])}")
+    if o["ran"]:
+        problems.append(f"your `git status` ran the box's {' and '.join(o['ran'])}")
+    if o["code"] != 0:
+        problems.append(f"your `git status` failed ({o['code']}: {o['stderr']})")
+    if problems:
+        return Verdict(name, False, "; ".join(problems))
+    planted = (
+        "a commondir naming a folder with a hook and core.fsmonitor"
+        if git["git"] == "folder"
+        else "your .git is a file (a linked worktree), read-only in the box"
+    )
+    return Verdict(
+        name, True, f"{planted}: your .git has no commondir, your `git status` ran no hook"
+    )
+
+
+def judge_host(output: str, observed: dict[str, dict[str, Any]], *, forged: str) -> list[Verdict]:
+    """One verdict per host-boundary check, in HOST_CHECKS order, from the box's plant report
+    (the `host_plants` and `git_redirects` lines of `output`) and `observed` (what the host
+    code did, flowerbox.hostboundary.observe). A plant that was not made FAILs the check."""
+    lines = {}
+    for line in output.splitlines():
+        with contextlib.suppress(ValueError):
+            data = json.loads(line)
+            if isinstance(data, dict) and data.get("probe") in ("host_plants", "git_redirects"):
+                lines[data["probe"]] = data
+    plants = lines.get("host_plants", {})
+    verdicts = []
+    for check in HOST_CHECKS:
+        o = observed.get(check)
+        try:
+            if o is None or "broken" in o:
+                why = "no observation" if o is None else o["broken"]
+                verdicts.append(Verdict(check, False, f"the host side did not report: {why}"))
+            elif check == "git_hook_redirect":
+                if "git_redirects" not in lines or "broken" in lines["git_redirects"]:
+                    verdicts.append(Verdict(check, False, "the box did not report its git plant"))
+                else:
+                    verdicts.append(_git_hook_redirect(lines["git_redirects"], o))
+            else:
+                plant = str(plants.get(_PLANT_OF[check], plants.get("run_dir", SILENT)))
+                if check == "forged_record":
+                    verdicts.append(_forged_record(plant, o, forged))
+                else:
+                    verdicts.append(_HOST_JUDGES[check](plant, o))
+        except (KeyError, TypeError) as exc:
+            verdicts.append(Verdict(check, False, f"unreadable observation ({exc!r})"))
+    return verdicts
+
+
+_PLANT_OF = {
+    "dotenv_redirect": "dotenv",
+    "forged_record": "record",
+    "linked_runs_files": "links",
+    "fifo_runs_files": "fifos",
+}
+_HOST_JUDGES: dict[str, Callable[[str, dict[str, Any]], Verdict]] = {
+    "dotenv_redirect": _dotenv_redirect,
+    "linked_runs_files": _linked_runs_files,
+    "fifo_runs_files": _fifo_runs_files,
+}

@@ -1,7 +1,9 @@
-"""`flowerbox selftest` on a real engine, as the unprivileged e2e user: every probe PASSes in
-the box a run gets; every probe FAILs in the all-weak negative control; and in each variant of
-flowerbox.controls, which breaks one property, exactly that property's probes FAIL while all
-the others still PASS. So no probe is a check that cannot fail, and none fails for a
+"""`flowerbox selftest` on a real engine, as the unprivileged e2e user: every probe and every
+host-boundary check PASSes in the box a run gets (the attacks planted from inside it, the
+host's own code run against them, the workspace left as it was); every probe FAILs in the
+all-weak negative control (and of the host-boundary checks, the one a box can break); and in
+each variant of flowerbox.controls, which breaks one property, exactly that property's probes
+FAIL while all the others still PASS. So no probe is a check that cannot fail, and none fails for a
 neighbour's weakness. Every target is on this machine (the probe server on the host's
 loopback, `.invalid` names, route lookups that send nothing); the network ways out the
 variants open are the host's network, to that loopback, and a namespace this test makes
@@ -23,8 +25,9 @@ from pathlib import Path
 import pytest
 from docker import DockerClient  # noqa: TID251 - these tests inspect the engine's containers
 
-from flowerbox.controls import JOINED, VARIANTS, control_named
+from flowerbox.controls import ALL_WEAK_HOST_FAILS, JOINED, VARIANTS, control_named
 from flowerbox.probes import PROBES, ROUTE_V6, SURVIVOR_LABEL
+from flowerbox.verdicts import HOST_CHECKS
 from tests.docker.e2e import FLOWERBOX, as_user, state_of
 
 pytestmark = pytest.mark.docker
@@ -47,7 +50,32 @@ def selftest(
     for line in done.stdout.splitlines():
         data = json.loads(line)
         verdicts[data["probe"]] = data
+    sections = [v["section"] for v in verdicts.values()]
+    assert sections == ["box"] * len(PROBES) + ["host boundary"] * len(HOST_CHECKS), sections
     return done, verdicts
+
+
+EVERY = [*PROBES, *HOST_CHECKS]
+
+
+def contents(workspace: Path) -> dict[str, tuple[int, int]]:
+    """Every path in the workspace and in its .git (mode and size; no link followed), but
+    what prepare() makes for any run (runs/home) and git's index (a `git status` refreshes it)."""
+    found = {}
+    for path in [workspace, *workspace.rglob("*")]:
+        name = str(path.relative_to(workspace))
+        if name not in ("runs", "runs/home", ".git/index"):
+            info = path.lstat()
+            found[name] = (info.st_mode, info.st_size if not path.is_dir() else 0)
+    return found
+
+
+def left_in_tmp(verdicts: dict[str, dict[str, object]]) -> list[str]:
+    """This self-test's own files in the host's /tmp (markers, the folder outside), found by
+    its token, which the forged run's id ends with."""
+    [start] = re.findall(r"20000101-000000-([0-9a-f]{6})", str(verdicts["forged_record"]["why"]))
+    found = [*Path("/tmp").glob(f"fbx-selftest-{start}*")]
+    return [p.name for p in found + [*Path("/tmp").glob(f"fbx-selftest-outside-{start}*")]]
 
 
 def failed(verdicts: dict[str, dict[str, object]]) -> dict[str, str]:
@@ -95,9 +123,23 @@ def test_every_probe_passes_in_the_box_a_run_gets(
     docker_client: DockerClient,
 ) -> None:
     hooks_before = sorted(p.name for p in (workspace / ".git" / "hooks").iterdir())
+    before = contents(workspace)
     done, verdicts = selftest(host_user, workspace, flowerbox_image)
-    assert list(verdicts) == list(PROBES), done.stderr[-2000:]
+    assert list(verdicts) == EVERY, done.stderr[-2000:]
     assert failed(verdicts) == {} and done.returncode == 0, done.stderr[-2000:]
+    assert f"{len(PROBES)} probes, {len(HOST_CHECKS)} host-boundary checks" in done.stderr
+    # The attacks were planted from inside (else a check FAILs: "not planted") and the host's
+    # code ignored each; afterwards the workspace is as it was, nothing of it left in /tmp.
+    for check, words in {
+        "dotenv_redirect": "a .env sending the key to the probe server",
+        "forged_record": "is no run to the host",
+        "linked_runs_files": "refused as a link",
+        "fifo_runs_files": "FIFOs at the events file and the gateway meter: refused",
+        "git_hook_redirect": "your `git status` ran no hook",
+    }.items():
+        assert words in str(verdicts[check]["why"]), verdicts[check]
+    assert contents(workspace) == before
+    assert left_in_tmp(verdicts) == []
     # The folders above protected paths and .git (the box's own) cannot be moved; what the box
     # planted in its .git stayed there.
     assert verdicts["protected_parents"]["why"] == "not renamed: .git, deploy"
@@ -126,13 +168,21 @@ def test_every_probe_fails_in_the_negative_controls_weak_container(
     flowerbox_image: str,
     docker_client: DockerClient,
 ) -> None:
+    before = contents(workspace)
     done, verdicts = selftest(host_user, workspace, flowerbox_image, "--negative-control")
     assert done.returncode == 1, done.stderr[-2000:]
-    assert list(verdicts) == list(PROBES)
+    assert list(verdicts) == EVERY
     # The IPv6 probe can only be shown to fail on a host that has an IPv6 route (this one has).
     expected = set(PROBES) if host_has_ipv6_route() else set(PROBES) - {"ipv6_route"}
+    expected |= ALL_WEAK_HOST_FAILS
     passed = {name: v["why"] for name, v in verdicts.items() if v["ok"] and name in expected}
     assert passed == {}, "these probes cannot fail, so they prove nothing"
+    # The other host-boundary checks judge the host's own code, which no box changes: they
+    # PASS here too (tests/flowerbox/test_hostboundary.py fails each with a trusting host).
+    assert set(HOST_CHECKS) - ALL_WEAK_HOST_FAILS <= {n for n, v in verdicts.items() if v["ok"]}
+    assert "ran the box's" in str(verdicts["git_hook_redirect"]["why"])
+    assert contents(workspace) == before  # what root planted, the user's side removed
+    assert left_in_tmp(verdicts) == []
     assert "left behind: container flowerbox-survivor-" in str(verdicts["survivor"]["why"])
     assert "reached the host's loopback" in str(verdicts["direct_tcp"]["why"])
     assert "not refused" in str(verdicts["proxy_denied_name"]["why"])
@@ -213,7 +263,7 @@ def test_each_broken_property_fails_exactly_its_probes(
     if not host_has_ipv6_route():
         expected.discard("ipv6_route")  # a host network without IPv6 has no IPv6 route out
     done, verdicts = selftest(host_user, workspace, flowerbox_image, "--weaken", weaken)
-    assert list(verdicts) == list(PROBES), done.stderr[-2000:]
+    assert list(verdicts) == EVERY, done.stderr[-2000:]
     assert set(failed(verdicts)) == expected, (failed(verdicts), done.stderr[-2000:])
     if variant == JOINED:  # seen by the route lookup: the box's 127.0.0.1 is its own there
         assert "would route a datagram out" in failed(verdicts)["udp"]
@@ -221,5 +271,7 @@ def test_each_broken_property_fails_exactly_its_probes(
         assert (
             "reached your repository: .git/commondir appeared" in failed(verdicts)["git_redirects"]
         )
+        assert "your `git status` ran the box's" in failed(verdicts)["git_hook_redirect"]
         assert not (workspace / ".git" / "commondir").exists()
+        assert not list((workspace / ".git").glob("fbx-hooks-*"))
     assert leftovers(docker_client, workspace, verdicts) == []
