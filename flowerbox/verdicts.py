@@ -416,6 +416,11 @@ def _rejected(call: dict[str, Any]) -> bool:
     )
 
 
+def _verdict(check: str, problems: list[str], passed: str) -> Verdict:
+    """FAIL naming every problem, or PASS saying what held."""
+    return Verdict(check, not problems, "; ".join(problems) or passed)
+
+
 def _dotenv_redirect(plant: str, o: dict[str, Any]) -> Verdict:
     name = "dotenv_redirect"
     if plant.startswith("yours, read-only"):
@@ -433,20 +438,15 @@ def _dotenv_redirect(plant: str, o: dict[str, Any]) -> Verdict:
         problems.append(f"the probe server got {o['received'][0]!r}")
     if o["ran"]:
         problems.append("its sitecustomize.py ran on the host")
-    if problems:
-        return Verdict(name, False, "; ".join(problems))
-    return Verdict(
+    return _verdict(
         name,
-        True,
+        problems,
         f"{what}; flowerbox's credential lookup read nothing from ./.env, nothing reached the "
         "probe server, no code of it ran",
     )
 
 
-def _forged_record(plant: str, o: dict[str, Any], forged: str) -> Verdict:
-    name = "forged_record"
-    if plant != PLANTED:
-        return Verdict(name, False, f"the forged record was not planted ({plant})")
+def _forged_record(o: dict[str, Any], forged: str) -> Verdict:
     problems = []
     if forged in o["listed"]:
         problems.append("ps lists it")
@@ -456,22 +456,16 @@ def _forged_record(plant: str, o: dict[str, Any], forged: str) -> Verdict:
         problems.append("a new run is refused for it")
     if o["outside"]:
         problems.append(f"the folder outside it names changed: {', '.join(o['outside'])}")
-    if problems:
-        return Verdict(
-            name, False, f"a running run {forged} forged in runs/flowerbox: " + "; ".join(problems)
-        )
-    return Verdict(
-        name,
-        True,
+    return _verdict(
+        "forged_record",
+        [f"a running run {forged} forged in runs/flowerbox: {'; '.join(problems)}"]
+        * bool(problems),
         f"a running run {forged} forged in runs/flowerbox/ (naming a folder outside) is no run "
         "to the host: not listed, not found by its id, blocks nothing",
     )
 
 
-def _linked_runs_files(plant: str, o: dict[str, Any]) -> Verdict:
-    name = "linked_runs_files"
-    if plant != PLANTED:
-        return Verdict(name, False, f"the links were not planted ({plant})")
+def _linked_runs_files(o: dict[str, Any]) -> Verdict:
     asks, raw, drop = o["asks"], o["raw"], o["drop"]
     problems = [
         f"{what} {hung}"
@@ -488,20 +482,15 @@ def _linked_runs_files(plant: str, o: dict[str, Any]) -> Verdict:
         problems.append(f"an answer was dropped through the inbox link ({drop['value']})")
     if o["outside"]:
         problems.append(f"written in the folder outside: {', '.join(o['outside'])}")
-    if problems:
-        return Verdict(name, False, "; ".join(problems))
-    return Verdict(
-        name,
-        True,
+    return _verdict(
+        "linked_runs_files",
+        problems,
         f"asks.json -> /dev/zero: no question, refused as a link in {raw['seconds']:.3f} s; an "
         "answer dropped into inbox -> a folder outside: refused, nothing written there",
     )
 
 
-def _fifo_runs_files(plant: str, o: dict[str, Any]) -> Verdict:
-    name = "fifo_runs_files"
-    if plant != PLANTED:
-        return Verdict(name, False, f"the FIFOs were not planted ({plant})")
+def _fifo_runs_files(o: dict[str, Any]) -> Verdict:
     problems = []
     for what, call in (("the events file", o["events"]), ("the gateway meter", o["usage"])):
         if hung := _finished(call):
@@ -510,11 +499,9 @@ def _fifo_runs_files(plant: str, o: dict[str, Any]) -> Verdict:
             problems.append(f"{what}, a FIFO, was read as a file ({call['value']})")
     if hung := _finished(o["cost"]):
         problems.append(f"the run's cost {hung}")
-    if problems:
-        return Verdict(name, False, "; ".join(problems))
-    return Verdict(
-        name,
-        True,
+    return _verdict(
+        "fifo_runs_files",
+        problems,
         f"FIFOs at the events file and the gateway meter: refused, not opened for reading, in "
         f"{max(o['events']['seconds'], o['usage']['seconds']):.3f} s; the cost is read from the "
         "host's own ledger",
@@ -528,7 +515,7 @@ def _git_hook_redirect(git: dict[str, Any], o: dict[str, Any]) -> Verdict:
             name, False, "not tried: the workspace is no git repository (run selftest in one)"
         )
     if git["git"] == "folder" and git["commondir"] != PLANTED:
-        return Verdict(name, False, f"the commondir redirect was not planted ({git['commondir']})")
+        return Verdict(name, False, f"not planted: {git['commondir']}")
     problems = []
     if o["repo_changed"]:
         problems.append(f"reached your repository: {', '.join(o['repo_changed'])}")
@@ -536,50 +523,14 @@ def _git_hook_redirect(git: dict[str, Any], o: dict[str, Any]) -> Verdict:
         problems.append(f"your `git status` ran the box's {' and '.join(o['ran'])}")
     if o["code"] != 0:
         problems.append(f"your `git status` failed ({o['code']}: {o['stderr']})")
-    if problems:
-        return Verdict(name, False, "; ".join(problems))
     planted = (
         "a commondir naming a folder with a hook and core.fsmonitor"
         if git["git"] == "folder"
         else "your .git is a file (a linked worktree), read-only in the box"
     )
-    return Verdict(
-        name, True, f"{planted}: your .git has no commondir, your `git status` ran no hook"
+    return _verdict(
+        name, problems, f"{planted}: your .git has no commondir, your `git status` ran no hook"
     )
-
-
-def judge_host(output: str, observed: dict[str, dict[str, Any]], *, forged: str) -> list[Verdict]:
-    """One verdict per host-boundary check, in HOST_CHECKS order, from the box's plant report
-    (the `host_plants` and `git_redirects` lines of `output`) and `observed` (what the host
-    code did, flowerbox.hostboundary.observe). A plant that was not made FAILs the check."""
-    lines = {}
-    for line in output.splitlines():
-        with contextlib.suppress(ValueError):
-            data = json.loads(line)
-            if isinstance(data, dict) and data.get("probe") in ("host_plants", "git_redirects"):
-                lines[data["probe"]] = data
-    plants = lines.get("host_plants", {})
-    verdicts = []
-    for check in HOST_CHECKS:
-        o = observed.get(check)
-        try:
-            if o is None or "broken" in o:
-                why = "no observation" if o is None else o["broken"]
-                verdicts.append(Verdict(check, False, f"the host side did not report: {why}"))
-            elif check == "git_hook_redirect":
-                if "git_redirects" not in lines or "broken" in lines["git_redirects"]:
-                    verdicts.append(Verdict(check, False, "the box did not report its git plant"))
-                else:
-                    verdicts.append(_git_hook_redirect(lines["git_redirects"], o))
-            else:
-                plant = str(plants.get(_PLANT_OF[check], plants.get("run_dir", SILENT)))
-                if check == "forged_record":
-                    verdicts.append(_forged_record(plant, o, forged))
-                else:
-                    verdicts.append(_HOST_JUDGES[check](plant, o))
-        except (KeyError, TypeError) as exc:
-            verdicts.append(Verdict(check, False, f"unreadable observation ({exc!r})"))
-    return verdicts
 
 
 _PLANT_OF = {
@@ -588,8 +539,50 @@ _PLANT_OF = {
     "linked_runs_files": "links",
     "fifo_runs_files": "fifos",
 }
-_HOST_JUDGES: dict[str, Callable[[str, dict[str, Any]], Verdict]] = {
-    "dotenv_redirect": _dotenv_redirect,
+_PLANTED_JUDGES: dict[str, Callable[[dict[str, Any]], Verdict]] = {
     "linked_runs_files": _linked_runs_files,
     "fifo_runs_files": _fifo_runs_files,
 }
+
+
+def _host_verdict(
+    check: str, o: dict[str, Any], lines: dict[str, dict[str, Any]], forged: str
+) -> Verdict:
+    if check == "git_hook_redirect":
+        git = lines.get("git_redirects")
+        if git is None or "broken" in git:
+            return Verdict(check, False, "the box did not report its git plant")
+        return _git_hook_redirect(git, o)
+    plants = lines.get("host_plants", {})
+    plant = str(plants.get(_PLANT_OF[check], plants.get("run_dir", SILENT)))
+    if check == "dotenv_redirect":
+        return _dotenv_redirect(plant, o)
+    if plant != PLANTED:
+        return Verdict(check, False, f"not planted: {plant}")
+    if check == "forged_record":
+        return _forged_record(o, forged)
+    return _PLANTED_JUDGES[check](o)
+
+
+def judge_host(output: str, observed: dict[str, dict[str, Any]], *, forged: str) -> list[Verdict]:
+    """One verdict per host-boundary check, in HOST_CHECKS order, from the box's plant report
+    (the `host_plants` and `git_redirects` lines of `output`) and `observed` (what the host
+    code did, flowerbox.hostboundary.observe). A plant that was not made FAILs the check."""
+    lines: dict[str, dict[str, Any]] = {}
+    for line in output.splitlines():
+        with contextlib.suppress(ValueError):
+            data = json.loads(line)
+            if isinstance(data, dict) and data.get("probe") in ("host_plants", "git_redirects"):
+                lines[data["probe"]] = data
+    verdicts = []
+    for check in HOST_CHECKS:
+        o = observed.get(check)
+        if o is None or "broken" in o:
+            why = "no observation" if o is None else o["broken"]
+            verdicts.append(Verdict(check, False, f"the host side did not report: {why}"))
+            continue
+        try:
+            verdicts.append(_host_verdict(check, o, lines, forged))
+        except (KeyError, TypeError) as exc:
+            verdicts.append(Verdict(check, False, f"unreadable observation ({exc!r})"))
+    return verdicts

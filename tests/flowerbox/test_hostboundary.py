@@ -273,9 +273,9 @@ def test_an_attack_that_was_not_planted_fails_its_check(scene: Scene) -> None:
     observed = scene.observe()
     cases = {
         "dotenv_redirect": ("dotenv", "yours, and writable here", "could be written in the box"),
-        "forged_record": ("record", "PermissionError: denied", "was not planted"),
-        "linked_runs_files": ("links", "FileExistsError: x", "were not planted"),
-        "fifo_runs_files": ("fifos", "OSError: no mkfifo", "were not planted"),
+        "forged_record": ("record", "PermissionError: denied", "not planted: PermissionError"),
+        "linked_runs_files": ("links", "FileExistsError: x", "not planted: FileExistsError"),
+        "fifo_runs_files": ("fifos", "OSError: no mkfifo", "not planted: OSError"),
     }
     for check, (key, plant, words) in cases.items():
         verdicts = judge_host(plants_line(**{key: plant}), observed, forged=PLANTS.forged_id)
