@@ -71,6 +71,7 @@ __all__ = [
 
 Layout = Literal["dir", "file", "none"]
 PREFIX = "flowerbox"  # the user gets refs/heads/flowerbox/<run id>/<box branch>
+WORKER_WORKTREES = (".claude", "worktrees")  # where the CLI isolates workers
 MAX_REF_BYTES = 4096  # a loose ref or HEAD: a hash and a newline
 MAX_PACKED_REFS = 64 << 20
 MAX_REFS = 10_000  # branches read from S; more are skipped and reported
@@ -181,15 +182,28 @@ class Quarantined:
     complete: bool = True
 
     def lines(self) -> list[str]:
+        workers = [p for p in self.moved if _in_worker_worktree(p)]
         out = [
-            f"git metadata the run made, renamed aside (git ignores it): {p}" for p in self.moved
+            f"git metadata the run made, renamed aside (git ignores it): {p}"
+            for p in self.moved
+            if p not in workers
         ]
+        if workers:  # flower's own worker worktrees: expected, said once
+            out.append(
+                f"the workers' {len(workers)} worktree(s) under .claude/worktrees keep their "
+                "files; their git links were set aside (their commits are on the branches below)"
+            )
         if not self.complete:
             out.append(
                 "not every folder could be checked for git metadata the run made (too many "
                 "entries, or one unreadable): look for new .git entries before using git there"
             )
         return [clean(line) for line in out]
+
+
+def _in_worker_worktree(path: Path) -> bool:
+    parts = path.parts
+    return any(parts[i : i + 2] == WORKER_WORKTREES for i in range(len(parts) - 1))
 
 
 # -- host git ---------------------------------------------------------------------------------

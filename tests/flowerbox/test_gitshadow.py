@@ -788,3 +788,14 @@ def test_a_shallow_clone_brings_back(tmp_path: Path, make_box: Callable[..., Box
     assert result.fast_forwarded == "main"
     git(ws, "fsck", "--no-dangling")
     assert git(ws, "log", "--oneline", "main").count("\n") == 2
+
+
+def test_the_workers_worktrees_are_said_once_and_anything_else_by_its_path(tmp_path: Path) -> None:
+    worker = tmp_path / ".claude" / "worktrees" / "agent-1" / ".git.flowerbox-r"
+    nested = tmp_path / "src" / "worktrees" / ".git.flowerbox-r"  # a user folder of that name
+    lines = gitshadow.Quarantined(moved=(worker, worker.with_name("x"), nested)).lines()
+    assert lines == [
+        f"git metadata the run made, renamed aside (git ignores it): {nested}",
+        "the workers' 2 worktree(s) under .claude/worktrees keep their files; their git links "
+        "were set aside (their commits are on the branches below)",
+    ]
