@@ -44,9 +44,12 @@ CANARY = "keep.txt"  # in the folder outside: must be all it holds afterwards
 PLANTED_KEYS = ("ANTHROPIC_BASE_URL", "PYTHONPATH")
 # flowerbox's credential lookup, as `flowerbox "ask"` runs it, in a process of its own (it
 # fills os.environ) started in the workspace: which planted values it yielded, and which
-# known keys it took from `./.env` (flower.describe names each key's origin).
+# known keys it took from `./.env` (flower.describe names each key's origin). Isolated (-I:
+# nothing from the environment or the workspace on its path); it imports flower and
+# flowerbox from where this process has them (argv[2]).
 LOOKUP = """
 import json, os, sys
+sys.path[:0] = json.loads(sys.argv[2])
 from pathlib import Path
 from flower import describe
 from flowerbox.prepare import load_credentials
@@ -148,9 +151,13 @@ def dotenv(workspace: Path, plants: Plants, *, port: int, script: str = LOOKUP) 
     }
     keep = {"ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", *PLANTED_KEYS}
     env = {key: value for key, value in os.environ.items() if key not in keep}
+    import flower
+    import flowerbox
+
+    packages = sorted({str(Path(p.__file__ or "").parent.parent) for p in (flower, flowerbox)})
     try:
         done = subprocess.run(
-            [sys.executable, "-I", "-c", script, json.dumps(planted)],
+            [sys.executable, "-I", "-c", script, json.dumps(planted), json.dumps(packages)],
             cwd=workspace,
             env=env,
             capture_output=True,
