@@ -127,6 +127,9 @@ class PrivateUnixServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServ
 
     daemon_threads = True
     block_on_close = False
+    # Parallel subagents open many connections at once; socketserver's default backlog of 5
+    # makes a unix-socket connect fail with EAGAIN beyond it.
+    request_queue_size = 128
 
     def __init__(self, socket_path: Path, handler: type[socketserver.BaseRequestHandler]) -> None:
         self.socket_path = socket_path
