@@ -5,23 +5,30 @@
         [--proxy-socket DIR/proxy.sock --egress-log egress.jsonl --allow DOMAIN ...]
 
 It listens on a unix socket (mode 0600) that the agent's container reaches through
-`flowerbox.relay`, and forwards every `/v1/...` request to the real upstream (the credentials
-file's ANTHROPIC_BASE_URL, default https://api.anthropic.com; TLS checked against the system
-CA bundle, so SSL_CERT_FILE applies). On the way out the client's credential headers (a
-placeholder) are dropped and the real ones put in: ANTHROPIC_API_KEY as `x-api-key`,
-ANTHROPIC_AUTH_TOKEN as `Authorization: Bearer`. Responses stream back chunk by chunk as they
-arrive (an event stream reaches the CLI event by event), and their usage is metered per model
-into the usage file (`flowerbox.meter`).
+`flowerbox.relay`, reads each request strictly (`flowerbox.wire`: h11, plus no bare CR/LF,
+obs-fold or Transfer-Encoding with Content-Length), and forwards exactly the requests the
+Claude Code CLI sends (`ENDPOINTS`, matched on the raw method and request target) to the real
+upstream (the credentials file's ANTHROPIC_BASE_URL, default https://api.anthropic.com; TLS
+checked against the system CA bundle, so SSL_CERT_FILE applies). Only `FORWARDED_HEADERS`
+pass; the real credentials are put in: ANTHROPIC_API_KEY as `x-api-key`, ANTHROPIC_AUTH_TOKEN
+as `Authorization: Bearer`. Responses stream back chunk by chunk as they arrive (an event
+stream reaches the CLI event by event), and their usage is metered per model into the usage
+file (`flowerbox.meter`), which also holds the budget's reservations.
 
-Answers of its own, all with the Messages API's error shape:
+Answers of its own, all with the Messages API's error shape (docs/gateway.md has the bodies):
 - `GET /health`: 200 `{"upstream": "reachable"}` when a TCP connection to the upstream's
   host:port opens within 3 s, else 503. Never forwarded, no credentials needed: it is what
   flower's wait_online probes inside the box (FLOWER_HEALTH_URL).
-- 403 `permission_error` for `/v1/messages` once `--budget` is spent, without contacting the
-  upstream. The CLI does not retry a 403 and flower treats it as fatal; the message names
-  the budget.
+- 403 `permission_error` for any other method and target, never forwarded.
+- 403 `permission_error` for a Messages call whose worst case does not fit what is left of
+  `--budget` (`Meter.admit`), without contacting the upstream. The CLI does not retry a 403
+  and flower treats it as fatal; the message names the budget.
+- 400 `invalid_request_error` (413, 431) for a request that cannot be read; the connection
+  closes.
 - 502 `api_error` naming the upstream when it cannot be reached (refused, reset, TLS failure).
-- 404 for paths outside `/v1/`.
+
+Nothing the box can read holds a secret of the credentials file: answers and log lines are
+scrubbed of the key, the token and the base URL's userinfo and query values.
 
 With `--proxy-socket` the same process also serves the egress proxy (`flowerbox.proxy`) on a
 second unix socket, allowing what `--allow`/`--allow-preset` list and logging each decision
@@ -76,7 +83,6 @@ __all__ = [
     "main",
 ]
 
-MESSAGES_PATH = "/v1/messages"
 # What the Claude Code CLI sends in every mode flower uses, recorded from the real CLI
 # (tests/flowerbox/test_allowlist.py), matched exactly on the raw request target: no other
 # spelling, method or path ever leaves the gateway.
@@ -86,6 +92,7 @@ ENDPOINTS = frozenset(
         ("POST", "/v1/messages/count_tokens?beta=true"),  # /context, get_context_usage()
     }
 )
+BUDGETED = ("POST", "/v1/messages?beta=true")  # model calls: admitted against --budget
 HEALTH = ("GET", "/health")
 # The request headers passed on (recorded with ENDPOINTS); everything else is dropped, the
 # client's forwarding headers included. The credentials, Host, the framing and
@@ -372,7 +379,7 @@ class _Exchange:
         request = json_object(self.body)
         model = request.get("model") if isinstance(request.get("model"), str) else None
         reservation = None
-        if target.startswith(MESSAGES_PATH + "?") or target == MESSAGES_PATH:
+        if (method, target) == BUDGETED:
             admitted = gateway.meter.admit(
                 self._worst_case(model, request), wait=gateway.admission_wait
             )
@@ -535,7 +542,7 @@ def _endpoint_message(method: str, target: str) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m flowerbox.gateway",
-        description="Forward /v1/ requests from a unix socket to the real API, credentials added.",
+        description="Forward the CLI's API calls from a unix socket to the real API, with the key.",
     )
     parser.add_argument("--socket", type=Path, required=True, help="unix socket to listen on")
     parser.add_argument("--credentials", type=Path, required=True, help=".env with the key")
