@@ -384,8 +384,8 @@ class _Exchange:
                 self._worst_case(model, request), wait=gateway.admission_wait
             )
             if isinstance(admitted, str):
-                gateway.meter.refuse()
                 self._answer(403, _error("permission_error", admitted))
+                gateway.meter.refuse()
                 self._done(403, model, "refused: budget")
                 return
             reservation = admitted

@@ -145,6 +145,12 @@ class Meter:
         with self._lock:
             return self._total
 
+    @property
+    def reserved(self) -> float:
+        """What the requests in flight hold of the budget."""
+        with self._lock:
+            return self._reserved
+
     def spent(self) -> bool:
         """Whether the budget (if any) is used up: further model requests are refused."""
         return self.budget is not None and self.total >= self.budget
@@ -178,9 +184,10 @@ class Meter:
                 if budget is not None and self._total + amount > budget:
                     return _no_room_message(budget, self._total, amount)
                 if budget is None or self._total + self._reserved + amount <= budget:
+                    # Not written yet: the file is rewritten (two fsyncs) when the request
+                    # settles, off the path between the client and the upstream.
                     self._reserved += amount
                     self._in_flight += 1
-                    self._write()
                     return Reservation(amount)
                 left = deadline - time.monotonic()
                 if left <= 0:
@@ -248,10 +255,10 @@ class Meter:
             self._write()
 
     def saw_client_credential(self, kind: str) -> None:
-        """Count one incoming request by the kind of credential it carried."""
+        """Count one incoming request by the kind of credential it carried (written with the
+        request's settlement: this is on the way to the upstream)."""
         with self._lock:
             self._client_credentials[kind] = self._client_credentials.get(kind, 0) + 1
-            self._write()
 
     def count_unmetered(self) -> None:
         """Count a forwarded request that reported no usage (an error, count_tokens)."""
