@@ -1,8 +1,9 @@
 """The gateway as a wall, as one table (issue 16): every request spelling, method and header
 trick of the attack review, each with what the gateway must answer before and after the budget
-is spent, and whether it may reach the upstream at all. Used twice: against a gateway process
-(tests/flowerbox/test_gateway_wall.py) and against the gateway in a real container
-(tests/docker/test_gateway_wall.py), through the same unix socket the box uses.
+is spent, and whether it may reach the upstream at all. Used twice, through the same unix
+socket the box uses: against a gateway process (tests/flowerbox/test_gateway_wall.py) and
+against the gateway in a real container (tests/docker/test_gateway_wall.py). Each supplies a
+`Launch`; the scenarios are here.
 
 The upstream is `StandIn`, a loopback server that records every request and, like the one of
 the attack review, echoes the request headers back on every path but the Messages API's: a
@@ -15,10 +16,12 @@ import json
 import socket
 import threading
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 MESSAGES = "/v1/messages?beta=true"
 COUNT = "/v1/messages/count_tokens?beta=true"
@@ -302,10 +305,10 @@ def stop_standin(standin: StandIn) -> None:
         standin.server.server_close()
 
 
-def credentials(path: Path, standin: StandIn) -> None:
-    """The credentials file a gateway in front of `standin` reads (0600)."""
+def credentials(path: Path, base_url: str) -> None:
+    """The credentials file of a gateway in front of `base_url` (0600)."""
     path.touch(mode=0o600)
-    path.write_text(f"ANTHROPIC_API_KEY={REAL_KEY}\nANTHROPIC_BASE_URL={standin.base_url()}\n")
+    path.write_text(f"ANTHROPIC_API_KEY={REAL_KEY}\nANTHROPIC_BASE_URL={base_url}\n")
 
 
 def send(sock_path: Path, raw: bytes, *, timeout: float = 30.0) -> bytes:
@@ -405,3 +408,93 @@ def race(sock_path: Path, n: int = 30) -> list[int]:
     for thread in threads:
         thread.join()
     return statuses
+
+
+# --- the scenarios, for any way of starting a gateway ----------------------------------------
+
+
+class Gateway(Protocol):
+    """A running gateway, however it was started."""
+
+    @property
+    def socket(self) -> Path: ...
+
+    def usage(self) -> dict[str, Any]: ...
+
+    def log(self) -> bytes: ...
+
+    def remove(self) -> None: ...
+
+
+Launch = Callable[[str, "float | None"], Gateway]  # (base URL, budget) -> a listening gateway
+Wall = tuple[StandIn, dict[bool, Gateway]]
+BUDGET = 1.0
+
+
+@contextmanager
+def wall(launch: Launch) -> Iterator[Wall]:
+    """A stand-in and two gateways in front of it with a $1 budget: one untouched, one whose
+    budget is spent (`spend`)."""
+    standin = start_standin()
+    gateways: dict[bool, Gateway] = {}
+    try:
+        for spent in (False, True):
+            gateways[spent] = launch(standin.base_url(), BUDGET)
+        spend(gateways[True].socket, BUDGET)
+        yield standin, gateways
+    finally:
+        for gateway in gateways.values():
+            gateway.remove()
+        stop_standin(standin)
+
+
+def through_the_wall(wall: Wall, row: Row, *, spent: bool) -> None:
+    standin, gateways = wall
+    mark = standin.count()
+    answer = send(gateways[spent].socket, row.raw)
+    check(row, answer, standin.since(mark), spent=spent)
+
+
+def race_within_the_budget(launch: Launch) -> None:
+    """30 parallel requests worth $0.75 each against $1: one answered, 29 refused unsent."""
+    standin = start_standin(delay=0.2)  # every answer overlaps every other request
+    gateway = launch(standin.base_url(), RACE_BUDGET)
+    try:
+        statuses = race(gateway.socket)
+        # A refusal is counted in the file just after it is answered: wait for the last one.
+        deadline = time.monotonic() + 10
+        while gateway.usage()["refused"] < statuses.count(403) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        usage = gateway.usage()
+    finally:
+        gateway.remove()
+        stop_standin(standin)
+    assert sorted(statuses) == [200] + [403] * 29, statuses
+    assert len(standin.seen) == 1  # the refused never reached the upstream
+    assert 0.75 < usage["total_cost_usd"] <= RACE_BUDGET
+    assert (usage["refused"], usage["reserved_usd"]) == (29, 0)
+
+
+def nothing_secret(launch: Launch, wall: Wall) -> None:
+    """The logs and usage files of the wall's gateways; and the health and 502 answers (which
+    name the upstream) of a gateway whose upstream is gone, with the canary in the URL's
+    userinfo and query: none holds the key or the canary."""
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]  # bound, never listening: refused
+        gone = launch(f"http://{BASE_USER}:{CANARY}@127.0.0.1:{port}/?key={CANARY}", None)
+        try:
+            health = send(gone.socket, b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+            unreachable = send(gone.socket, ROWS[0].raw)
+            written = [health, unreachable, gone.log(), json.dumps(gone.usage()).encode()]
+        finally:
+            gone.remove()
+    assert status_and_body(health)[0] == 503 and status_and_body(unreachable)[0] == 502
+    assert f"http://127.0.0.1:{port}".encode() in health  # the upstream, without userinfo
+    for gateway in wall[1].values():
+        written += [gateway.log(), json.dumps(gateway.usage()).encode()]
+    for text in written:
+        assert REAL_KEY.encode() not in text and CANARY.encode() not in text
+        assert BASE_USER.encode() not in text
+    usage = wall[1][True].usage()
+    assert usage["total_cost_usd"] <= BUDGET and usage["refused"] > 0

@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import tempfile
 import time
 import uuid
@@ -26,27 +25,11 @@ import pytest
 from docker import DockerClient  # noqa: TID251 - these tests drive the engine itself
 
 from flowerbox.spec import BoxSpec, gateway_kwargs
-from tests.gateway_table import (
-    BASE_USER,
-    CANARY,
-    RACE_BUDGET,
-    REAL_KEY,
-    ROWS,
-    Row,
-    StandIn,
-    check,
-    race,
-    send,
-    spend,
-    start_standin,
-    status_and_body,
-    stop_standin,
-)
+from tests import gateway_table as table
 
 pytestmark = pytest.mark.docker
 
 UID = 10001  # the image's own user; the folders below are made its
-BUDGET = 1.0
 
 
 @dataclass
@@ -62,7 +45,7 @@ class Boxed:
     def usage(self) -> dict[str, Any]:
         return dict(json.loads((self.spec.run_dir / "gateway-usage.json").read_text()))
 
-    def logs(self) -> bytes:
+    def log(self) -> bytes:
         return bytes(self.container.logs(stdout=True, stderr=True))
 
     def remove(self) -> None:
@@ -70,17 +53,15 @@ class Boxed:
         shutil.rmtree(self.root, ignore_errors=True)
 
 
-def start(client: DockerClient, image: str, base_url: str, *, budget: float | None) -> Boxed:
+def start(client: DockerClient, image: str, base_url: str, budget: float | None) -> Boxed:
     """A gateway container as flowerbox starts one, for the upstream at `base_url`."""
     root = Path(tempfile.mkdtemp(dir="/tmp", prefix="fbx-wall-"))
     folders = {name: root / name for name in ("ws", "runs", "home", "s", "secrets")}
     for path in folders.values():
         path.mkdir(mode=0o700)
         os.chown(path, UID, UID)
-    creds = folders["secrets"] / "credentials.env"
-    creds.touch(mode=0o600)
-    creds.write_text(f"ANTHROPIC_API_KEY={REAL_KEY}\nANTHROPIC_BASE_URL={base_url}\n")
-    os.chown(creds, UID, UID)
+    table.credentials(folders["secrets"] / "credentials.env", base_url)
+    os.chown(folders["secrets"] / "credentials.env", UID, UID)
     spec = BoxSpec(
         image=image,
         workspace=folders["ws"],
@@ -100,7 +81,7 @@ def start(client: DockerClient, image: str, base_url: str, *, budget: float | No
     while not boxed.socket.exists():
         boxed.container.reload()
         if boxed.container.status == "exited" or time.monotonic() > deadline:
-            logs = boxed.logs().decode(errors="replace")
+            logs = boxed.log().decode(errors="replace")
             boxed.remove()
             pytest.fail(f"the gateway container did not listen:\n{logs}")
         time.sleep(0.05)
@@ -108,93 +89,43 @@ def start(client: DockerClient, image: str, base_url: str, *, budget: float | No
 
 
 @pytest.fixture(scope="module")
-def standin() -> Iterator[StandIn]:
-    server = start_standin()
-    yield server
-    stop_standin(server)
+def launch(docker_client: DockerClient, flowerbox_image: str) -> table.Launch:
+    return lambda base_url, budget: start(docker_client, flowerbox_image, base_url, budget)
 
 
 @pytest.fixture(scope="module")
-def gateways(
-    docker_client: DockerClient, flowerbox_image: str, standin: StandIn
-) -> Iterator[dict[bool, Boxed]]:
-    """Two gateway containers with a $1 budget: one untouched, one whose budget is spent."""
-    running: dict[bool, Boxed] = {}
-    try:
-        for spent in (False, True):
-            running[spent] = start(
-                docker_client, flowerbox_image, standin.base_url(), budget=BUDGET
-            )
-        spend(running[True].socket, BUDGET)
+def the_wall(launch: table.Launch) -> Iterator[table.Wall]:
+    with table.wall(launch) as running:
         yield running
-    finally:
-        for boxed in running.values():
-            boxed.remove()
 
 
-def test_the_gateway_container_is_hardened(gateways: dict[bool, Boxed]) -> None:
-    config = gateways[False].container.attrs["HostConfig"]
+def test_the_gateway_container_is_hardened(the_wall: table.Wall) -> None:
+    gateway = the_wall[1][False]
+    assert isinstance(gateway, Boxed)
+    config = gateway.container.attrs["HostConfig"]
     assert config["ReadonlyRootfs"] is True
     assert config["CapDrop"] == ["ALL"] and not config["CapAdd"]
     assert "no-new-privileges" in config["SecurityOpt"] and not config["Privileged"]
     assert 0 < config["NanoCpus"] < (os.cpu_count() or 1) * 1e9  # never every core
     assert config["PidsLimit"] > 0 and config["Memory"] > 0
     assert config["NetworkMode"] == "host"  # the loopback-upstream exception (docs/gateway.md)
-    assert gateways[False].container.attrs["Config"]["User"] == f"{UID}:{UID}"
+    assert gateway.container.attrs["Config"]["User"] == f"{UID}:{UID}"
 
 
 @pytest.mark.parametrize("spent", [False, True], ids=["budget-left", "budget-spent"])
-@pytest.mark.parametrize("row", ROWS, ids=[row.id for row in ROWS])
-def test_the_wall(gateways: dict[bool, Boxed], standin: StandIn, row: Row, spent: bool) -> None:
-    mark = standin.count()
-    answer = send(gateways[spent].socket, row.raw)
-    check(row, answer, standin.since(mark), spent=spent)
+@pytest.mark.parametrize("row", table.ROWS, ids=[row.id for row in table.ROWS])
+def test_the_wall(the_wall: table.Wall, row: table.Row, spent: bool) -> None:
+    table.through_the_wall(the_wall, row, spent=spent)
 
 
 @pytest.mark.parametrize("attempt", range(5))
 def test_thirty_parallel_requests_never_take_the_total_past_the_budget(
-    docker_client: DockerClient, flowerbox_image: str, attempt: int
+    launch: table.Launch, attempt: int
 ) -> None:
-    standin = start_standin(delay=0.2)  # every answer overlaps every other request
-    boxed = start(docker_client, flowerbox_image, standin.base_url(), budget=RACE_BUDGET)
-    try:
-        statuses = race(boxed.socket)
-        # A refusal is counted in the file just after it is answered: wait for the last one.
-        deadline = time.monotonic() + 10
-        while boxed.usage()["refused"] < statuses.count(403) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        usage = boxed.usage()
-    finally:
-        boxed.remove()
-        stop_standin(standin)
-    assert sorted(statuses) == [200] + [403] * 29, statuses
-    assert len(standin.seen) == 1  # the refused never reached the upstream
-    assert 0.75 < usage["total_cost_usd"] <= RACE_BUDGET
-    assert (usage["refused"], usage["reserved_usd"]) == (29, 0)
+    table.race_within_the_budget(launch)
 
 
 def test_nothing_the_gateway_writes_holds_the_key_or_the_userinfo(
-    docker_client: DockerClient, flowerbox_image: str, gateways: dict[bool, Boxed]
+    launch: table.Launch, the_wall: table.Wall
 ) -> None:
-    """Its logs and usage file after the table; its health and 502 answers (which name the
-    upstream) for an upstream that is gone, with the canary in the URL's userinfo and query."""
-    with socket.socket() as closed:
-        closed.bind(("127.0.0.1", 0))
-        port = closed.getsockname()[1]  # bound, never listening: refused
-        url = f"http://{BASE_USER}:{CANARY}@127.0.0.1:{port}/?key={CANARY}"
-        gone = start(docker_client, flowerbox_image, url, budget=None)
-        try:
-            health = send(gone.socket, b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
-            unreachable = send(gone.socket, ROWS[0].raw)
-            written = [health, unreachable, gone.logs()]
-        finally:
-            gone.remove()
-    assert status_and_body(health)[0] == 503 and status_and_body(unreachable)[0] == 502
-    assert f"http://127.0.0.1:{port}".encode() in health  # the upstream, without userinfo
-    for boxed in gateways.values():
-        written += [boxed.logs(), json.dumps(boxed.usage()).encode()]
-    for text in written:
-        assert REAL_KEY.encode() not in text and CANARY.encode() not in text
-        assert BASE_USER.encode() not in text
-    usage = gateways[True].usage()
-    assert usage["total_cost_usd"] <= BUDGET and usage["refused"] > 0
+    table.nothing_secret(launch, the_wall)

@@ -21,6 +21,7 @@ from flower.testing import (
     FakeAPI,
     Reply,
     Request,
+    Script,
     Sequence,
     Usage,
     When,
@@ -42,7 +43,15 @@ HELPER = AgentDefinition(description="helps", prompt="You are the helper.", tool
 BOSS = AgentSpec("boss", "", agents={"helper": HELPER}, allowed_tools=["Bash", "Write"])
 
 
-def subagent_script() -> object:
+def summarising(main: Script) -> Script:
+    """`main` for the main thread; a summary for every compaction request."""
+    return rules(
+        (When(kind="compaction"), Always(text("<summary>earlier work</summary>"))),
+        (When(kind="main"), main),
+    )
+
+
+def subagent_script() -> Script:
     """A foreground subagent, then a background one that wakes the session when it ends."""
     foreground = {"description": "fg", "prompt": "fg", "subagent_type": "helper"}
     background = {"description": "bg", "prompt": "bg", "subagent_type": "helper"}
@@ -94,18 +103,12 @@ async def test_the_allowlist_is_exactly_what_the_cli_sends(
         mode("subagents")
 
         # The CLI's auto-compaction (flower's safety net behind the handoff).
-        flower_env.script = rules(
-            (When(kind="compaction"), Always(text("<summary>earlier work</summary>"))),
-            (
-                When(kind="main"),
-                Sequence(
-                    [
-                        tool("Bash", {"command": f"echo {i}"}, usage=Usage(input_tokens=150_000))
-                        for i in range(2)
-                    ],
-                    then=text("after compaction"),
-                ),
-            ),
+        big = Usage(input_tokens=150_000)
+        flower_env.script = summarising(
+            Sequence(
+                [tool("Bash", {"command": f"echo {i}"}, usage=big) for i in range(2)],
+                then=text("after compaction"),
+            )
         )
         compacting = AgentSpec(
             "c", "", allowed_tools=["Bash"], compact=CompactPolicy("auto", 100_000)
@@ -116,18 +119,14 @@ async def test_the_allowlist_is_exactly_what_the_cli_sends(
         mode("auto-compaction")
 
         # "prompt is too long" on a later turn: the CLI compacts reactively.
-        flower_env.script = rules(
-            (When(kind="compaction"), Always(text("<summary>earlier work</summary>"))),
-            (
-                When(kind="main"),
-                sequence(
-                    tool("Bash", {"command": "echo one"}),
-                    tool("Bash", {"command": "echo two"}, fault=prompt_too_long(times=1)),
-                    text("carried on"),
-                ),
-            ),
+        too_long = prompt_too_long(times=1)
+        flower_env.script = summarising(
+            sequence(
+                tool("Bash", {"command": "echo 1"}), tool("Bash", {}, fault=too_long), text("on")
+            )
         )
         assert (await runtime.run(BOSS, "go", step_name="reactive")).ok
+        assert any(r.kind == "compaction" for r in flower_env.requests)
         mode("reactive-compaction")
     finally:
         runtime.close()
