@@ -202,6 +202,12 @@ ROWS: list[Row] = [
     malformed("space before the colon", HEAD + b"X-A : a\r\n\r\n"),
     malformed("no Host", request(MESSAGES, host=False)),
     malformed("a request line that is no request line", b"HELLO\r\n\r\n"),
+    Row(
+        "a head over 64 KiB",
+        HEAD + b"X-A: " + b"a" * 70_000 + b"\r\n\r\n",
+        431,
+        error="invalid_request_error",
+    ),
 ]
 
 
