@@ -3,7 +3,8 @@ and the image's size over its base.
 
 Both commands answer the same FakeAPI script (on 127.0.0.1, requiring the key passed in
 ANTHROPIC_API_KEY: in the box only the gateway holds it), interleaved in the same run, each
-round in a fresh workspace; the time is from the process's start to the first /v1/messages
+round in a fresh workspace (a git repository, as a project is: the box gets a shadow of its
+.git); the time is from the process's start to the first /v1/messages
 request the FakeAPI receives. The box adds the gateway's and the agent's container starts, the
 relay and the hop through the gateway. The gateway's per-request streaming overhead is
 bench/gateway.py's. Run as it is, with the host's environment (as root here, the box runs as
@@ -168,6 +169,13 @@ def first_request(api: FakeAPI, command: list[str], env: dict[str, str], cwd: Pa
     return api.messages_requests()[0].received_at - started
 
 
+def git_repository(ws: Path) -> None:
+    """`ws` made a git repository with one commit."""
+    identity = ["-c", "user.name=bench", "-c", "user.email=bench@localhost"]
+    for command in (["init", "-q"], [*identity, "commit", "-q", "--allow-empty", "-m", "start"]):
+        subprocess.run(["git", *command], cwd=ws, check=True, capture_output=True)
+
+
 def image_mb() -> tuple[float, float]:
     """The image's and its base's sizes, in MB."""
     client = DockerClient.from_env()
@@ -193,6 +201,7 @@ def main() -> int:
         for round_ in range(ROUNDS + 1):  # round 0 warms both up (page cache, first start)
             ws = Path(tmp) / f"round-{round_}"
             (ws / "home").mkdir(parents=True)
+            git_repository(ws)  # as a user's project is: the box then gets its shadow .git
             flower_env = {**host_env, **api.env(home=ws / "home"), "FLOWER_NO_UPDATE": "1"}
             flower = [sys.executable, "-m", "flower.cli", "once", PROMPT, "-w", str(ws)]
             flower += ["--run-dir", str(ws / "runs-host")]

@@ -10,6 +10,7 @@ Errors tree:
 from __future__ import annotations
 
 import contextlib
+import shutil
 import threading
 import time
 from collections.abc import Callable
@@ -107,8 +108,7 @@ class Box:
     def start(self) -> Any:
         """The gateway, its socket, then the agent, detached; returns the agent's container.
         Nothing is removed here: `run`, or whoever keeps a detached run, does that."""
-        self._gateway = self._start(gateway_kwargs(self.spec))
-        self._wait_for_socket()
+        self._start_gateway()
         self._agent = self._start({**self._shape(agent_kwargs(self.spec)), "detach": True})
         return self._agent
 
@@ -153,8 +153,7 @@ class Box:
         afterwards (the agent found by its name), whatever happened."""
         kwargs = agent_kwargs(self.spec)
         try:
-            self._gateway = self._start(gateway_kwargs(self.spec))
-            self._wait_for_socket()
+            self._start_gateway()
             return attach(kwargs)
         finally:
             with contextlib.suppress(APIError, NotFound):
@@ -182,6 +181,15 @@ class Box:
             raise BoxError(f"the image {self.spec.image} is gone: run `flowerbox build`") from exc
         except (APIError, DockerException) as exc:
             raise BoxError(f"starting {kwargs.get('name')} failed: {exc}") from exc
+
+    def _start_gateway(self) -> None:
+        """The gateway, up once its socket is; it has read the credentials file by then, so
+        the file goes at once (a killed CLI leaves nothing to find: flowerbox.state)."""
+        try:
+            self._gateway = self._start(gateway_kwargs(self.spec))
+            self._wait_for_socket()
+        finally:
+            shutil.rmtree(self.spec.secrets_dir, ignore_errors=True)
 
     def _wait_for_socket(self) -> None:
         deadline = time.monotonic() + SOCKET_WAIT_S

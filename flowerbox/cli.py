@@ -22,10 +22,11 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
-from typing import TYPE_CHECKING, Annotated, TextIO
+from typing import TYPE_CHECKING, Annotated, Any, TextIO
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from flower.cli.setup import setup
 from flowerbox import __version__
@@ -34,6 +35,7 @@ from flowerbox.control import answer, attach, logs, ps, resume, send, stop
 if TYPE_CHECKING:
     from flowerbox.spec import BoxSpec
 
+DISK_BUDGET_GB = 20.0  # docs/threat-model.md: a bind mount has no quota
 CHECKOUT = Path(__file__).resolve().parents[1]  # where the Dockerfile is, from a checkout
 STDERR = Console(stderr=True, highlight=False, soft_wrap=True)
 PASS_THROUGH = {"allow_extra_args": True, "ignore_unknown_options": True}
@@ -58,6 +60,15 @@ Workspace = Annotated[
 ]
 Image = Annotated[str, typer.Option(envvar="FLOWERBOX_IMAGE", help="The flowerbox image to run.")]
 Budget = Annotated[float | None, typer.Option(help="The gateway refuses calls past this many USD.")]
+DiskBudget = Annotated[
+    float,
+    typer.Option(
+        "--disk-budget",
+        envvar="FLOWERBOX_DISK_BUDGET_GB",
+        metavar="GB",
+        help="Stop the run (resumable) once its folders grew by this many GB; 0: no limit.",
+    ),
+]
 BaseImage = Annotated[
     str | None,
     typer.Option(envvar="FLOWERBOX_BASE_IMAGE", help="Build the image on this base image."),
@@ -125,6 +136,7 @@ def go(
     allow: Allow = None,
     allow_preset: AllowPreset = None,
     net: Net = "allowlist",
+    disk_budget: DiskBudget = DISK_BUDGET_GB,
 ) -> None:
     """flower "ask" in the box; any other option goes to flower (--timeout 0, --json...)."""
     raise typer.Exit(_as_given(ctx, ["go", ask, *ctx.args], isolate=not no_isolate))
@@ -142,6 +154,7 @@ def once(
     allow: Allow = None,
     allow_preset: AllowPreset = None,
     net: Net = "allowlist",
+    disk_budget: DiskBudget = DISK_BUDGET_GB,
 ) -> None:
     """flower once "prompt" in the box (one step, for CI jobs)."""
     raise typer.Exit(_as_given(ctx, ["once", prompt, *ctx.args], isolate=False))
@@ -159,6 +172,7 @@ def run(
     allow: Allow = None,
     allow_preset: AllowPreset = None,
     net: Net = "allowlist",
+    disk_budget: DiskBudget = DISK_BUDGET_GB,
 ) -> None:
     """flower run FILE.py in the box; any other option goes to flower (--timeout 0, -W...)."""
     from flowerbox.prepare import workspace_of
@@ -180,6 +194,7 @@ def shell(
     allow: Allow = None,
     allow_preset: AllowPreset = None,
     net: Net = "allowlist",
+    disk_budget: DiskBudget = DISK_BUDGET_GB,
 ) -> None:
     """A shell in the agent's container: same hardening, mounts and gateway, no network.
 
@@ -289,22 +304,45 @@ def selftest(
             help="The same probes in a deliberately weak container: every line should FAIL.",
         ),
     ] = False,
+    weaken: Annotated[
+        str | None,
+        typer.Option(
+            "--weaken",
+            metavar="VARIANT",
+            help="Break exactly one property (docs/selftest.md lists the variants, and "
+            "joined_network:CONTAINER): exactly its probes should FAIL.",
+        ),
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="One JSON object per probe.")] = False,
     allow: Allow = None,
     allow_preset: AllowPreset = None,
     net: Net = "allowlist",
+    no_isolate: Annotated[
+        bool, typer.Option("--no-isolate", help="The box of a run without worktrees.")
+    ] = False,
+    budget: Budget = None,
 ) -> None:
     """Probe the box a run here would get for every way out; exit 1 on any FAIL."""
     from flowerbox.selftest import main as run_selftest
 
+    network: dict[str, Any] = {
+        "net": net,
+        "allow": allow or (),
+        "allow_presets": allow_preset or (),
+    }
+    if no_isolate:
+        network["isolate"] = False
+    if budget is not None:
+        network["budget_usd"] = budget
     raise typer.Exit(
         run_selftest(
             workspace=workspace,
             image=image,
             base_image=base_image,
             negative=negative_control,
+            weaken=weaken,
             as_json=as_json,
-            network={"net": net, "allow": allow or (), "allow_presets": allow_preset or ()},
+            network=network,
         )
     )
 
@@ -331,6 +369,7 @@ def _as_given(
         net=given["net"],
         allow=given["allow"],
         allow_presets=given["allow_preset"],
+        disk_budget_gb=given["disk_budget"],
         raw=raw,
     )
 
@@ -349,22 +388,26 @@ def _in_box(
     net: str = "allowlist",
     allow: list[str] | None = None,
     allow_presets: list[str] | None = None,
+    disk_budget_gb: float = DISK_BUDGET_GB,
 ) -> int:
     """Prepare, start the gateway and the agent, stream, clean up; flower's exit code.
 
     `raw` replaces the flower command inside the box (`flowerbox shell`); on a terminal it
     runs attached to it through the docker CLI. `detach`: start the run, print its id, and
     leave it to its supervisor (flowerbox.detach). `resume_of`: the spec of the run this one
-    continues, whose settings it keeps. Every run is recorded in its box_dir (flowerbox.runs).
+    continues, whose settings it keeps. Every run is recorded in its host-only state_dir
+    (flowerbox.runs).
     """
     from dataclasses import replace
 
+    from flowerbox.boundary import after_run, before_run, report
     from flowerbox.box import Box, BoxError, connect, ensure_image, image_id
     from flowerbox.detach import carried, start_detached
-    from flowerbox.prepare import prepare
-    from flowerbox.provenance import snapshot
+    from flowerbox.diskwatch import watch_disk
+    from flowerbox.gitshadow import GitShadowError
+    from flowerbox.prepare import Prepared, prepare
     from flowerbox.runs import RunError, ensure_idle, record_start
-    from flowerbox.supervise import after_run
+    from flowerbox.state import StateError
     from flowerbox.terminal import docker_cli_attach
 
     try:
@@ -377,9 +420,10 @@ def _in_box(
             net=net,
             allow=allow or (),
             allow_presets=allow_presets or (),
+            disk_budget_gb=disk_budget_gb,
         )
-    except (ValueError, RuntimeError) as exc:
-        STDERR.print(f"[bold red]error:[/] {exc}")
+    except (ValueError, RuntimeError, StateError) as exc:
+        STDERR.print(f"[bold red]error:[/] {escape(str(exc))}")
         return 2
     handed_over = False
     try:
@@ -394,7 +438,10 @@ def _in_box(
         spec = prepared.spec if raw is None else replace(prepared.spec, command=tuple(raw))
         spec = spec if resume_of is None else carried(spec, resume_of)
         resumed_from = None if resume_of is None else resume_of.run_id
-        snapshot(spec, image_id=image_id(client, image))  # provenance: the repo before the run
+        _tell_masked_env(spec.workspace)
+        spec = before_run(spec, image_id=image_id(client, image))
+        prepared = Prepared(spec)
+        prepared.write_secrets()  # last: every check has passed
         if detach:
             run_id = start_detached(spec, client=client, command=command, resumed_from=resumed_from)
             handed_over = True  # the supervisor cleans up when the run ends
@@ -414,16 +461,34 @@ def _in_box(
 
             for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
                 signal.signal(sig, stop)
-            code = box.run(write=_write(sys.stdout), write_err=_write(sys.stderr))
+            with watch_disk(spec, box.stop):
+                code = box.run(write=_write(sys.stdout), write_err=_write(sys.stderr))
             return code
         finally:
-            after_run(spec, code)
-    except (BoxError, RunError) as exc:
-        STDERR.print(f"[bold red]error:[/] {exc}")
+            report(after_run(spec, code))
+    except (BoxError, RunError, GitShadowError, StateError) as exc:
+        STDERR.print(f"[bold red]error:[/] {escape(str(exc))}")
         return 2
     finally:
         if not handed_over:
             prepared.cleanup()
+
+
+def _tell_masked_env(workspace: Path) -> None:
+    """Once per workspace: its .env is hidden from the box (and never read by flowerbox)."""
+    from flowerbox.state import tell_once
+    from flowerbox.untrusted import regular_file
+
+    if regular_file(workspace, ".env"):
+        tell_once(
+            f"masked-env {workspace}",
+            lambda: STDERR.print(
+                f"{workspace / '.env'} is hidden from the box (it shows an empty file there): "
+                "credentials reach only the gateway, from your environment or "
+                "~/.config/flower/.env",
+                style="yellow",
+            ),
+        )
 
 
 def _inside_workspace(file: Path, ws: Path) -> Path:
@@ -440,8 +505,14 @@ def _inside_workspace(file: Path, ws: Path) -> Path:
 
 
 def _write(stream: TextIO) -> Callable[[bytes], None]:
+    """The box's output onto our stream, without terminal control sequences: what the agent
+    prints never retitles, clears or links the user's terminal."""
+    from flowerbox.untrusted import StreamCleaner
+
+    cleaner = StreamCleaner()
+
     def write(chunk: bytes) -> None:
-        stream.buffer.write(chunk)
+        stream.buffer.write(cleaner.feed(chunk))
         stream.buffer.flush()
 
     return write

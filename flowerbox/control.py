@@ -13,6 +13,11 @@ RUN is a run id or a unique start of one; without it, the workspace's newest run
 messages are files dropped into the run dir's inbox/ (flower.core.inbox), which the flower
 process inside the box watches. Errors (no runs, an unknown id, a run already ended, an answer
 nobody waits for) exit 2 with a message that says what to do.
+
+What a run is (its spec, status, cost) comes from flowerbox's host-only records; what the box
+wrote (events, questions, output) is read through flowerbox.untrusted and cleaned of terminal
+control sequences before it reaches the screen, and answers are dropped without following any
+link the box planted (DESIGN.md, "The trust boundary").
 """
 
 from __future__ import annotations
@@ -25,7 +30,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from types import FrameType
 from typing import Annotated, Any
 
@@ -36,9 +41,11 @@ from rich.table import Table
 
 from flowerbox import runs
 from flowerbox.runs import Run, RunError
+from flowerbox.untrusted import UntrustedFileError, clean, clean_data, read_from, real_folder
 
 STDERR = Console(stderr=True, highlight=False, soft_wrap=True)
 DELIVERY_WAIT_S = 10.0  # how long answer/send wait to see the run take the file
+EVENTS_CHUNK = 1024 * 1024  # read at a time from a run's events file
 END_WAIT_S = 60.0  # how long stop waits for the run's keeper to record the end
 
 RunArg = Annotated[
@@ -57,10 +64,11 @@ Workspace = Annotated[
 def _errors() -> Iterator[None]:
     """What the user can get wrong, as a message on stderr and exit 2."""
     from flowerbox.box import BoxError
+    from flowerbox.state import StateError
 
     try:
         yield
-    except (RunError, BoxError) as exc:
+    except (RunError, BoxError, StateError) as exc:
         STDERR.print(f"[bold red]error:[/] {escape(str(exc))}")
         raise typer.Exit(2) from exc
 
@@ -92,8 +100,9 @@ def ps(
 ) -> None:
     """List the runs (newest last) and the questions they wait on."""
     where = (workspace or Path.cwd()).expanduser().resolve()
-    found = runs.all_runs() if all_runs else runs.runs_of(where)
-    rows = [summary(run) for run in found]
+    with _errors():
+        found = runs.all_runs() if all_runs else runs.runs_of(where)
+        rows = [summary(run) for run in found]
     if as_json:
         typer.echo(json.dumps(rows, ensure_ascii=False, indent=2))
         return
@@ -214,35 +223,43 @@ def follow_events(run: Run, sink: Callable[[Any], Any], *, follow: bool) -> Run:
 
     from flower.cli.eventlog import from_json
 
-    path = run.box_dir / runs.EVENTS
+    workspace = run.workspace
+    relative = run.spec().events_file.relative_to(workspace)
     offset = 0
 
     def drain() -> None:
         nonlocal offset
-        try:
-            with path.open("rb") as handle:
-                handle.seek(offset)
-                data = handle.read()
-        except FileNotFoundError:
-            return
-        complete = data.rfind(b"\n") + 1  # an unfinished last line waits for its end
-        offset += complete
-        for line in data[:complete].splitlines():
+        while True:
             try:
-                row = json.loads(line)
-            except ValueError:
-                continue  # not a line flower wrote: skip it, never stop following
-            if isinstance(row, dict):
-                sink(from_json(row))
+                data = read_from(workspace, relative, offset=offset, limit=EVENTS_CHUNK)
+            except (UntrustedFileError, OSError, ValueError) as exc:
+                STDERR.print(f"[yellow]not following the events: {escape(str(exc))}[/]")
+                return
+            complete = (data or b"").rfind(b"\n") + 1  # an unfinished last line waits
+            if data and not complete and len(data) == EVENTS_CHUNK:
+                complete = len(data)  # a line longer than a chunk: skipped, not waited on
+            offset += complete
+            for line in (data or b"")[:complete].splitlines():
+                try:
+                    row = json.loads(line)
+                except ValueError:
+                    continue  # not a line flower wrote: skip it, never stop following
+                if isinstance(row, dict):
+                    sink(from_json(clean_data(row)))
+            if not data or len(data) < EVENTS_CHUNK:
+                return
 
     drain()
-    latest = runs.load(run.box_dir) or run
+    latest = runs.load(run.state_dir) or run
     if not follow or not latest.running:
         return latest
-    # Wakes on each write, and each second anyway: a keeper that died writes nothing.
-    for _ in watch(run.box_dir, rust_timeout=1000, yield_on_timeout=True, recursive=False):
+    # Wakes on each write (to the meta, or to the events folder when it is a real one), and
+    # each half second anyway: a keeper that died writes nothing.
+    folder = relative.parent
+    watched = [run.state_dir, *([workspace / folder] if real_folder(workspace, folder) else [])]
+    for _ in watch(*watched, rust_timeout=500, yield_on_timeout=True, recursive=False):
         drain()
-        latest = runs.load(run.box_dir) or latest
+        latest = runs.load(run.state_dir) or latest
         if not latest.running:
             drain()
             return latest
@@ -256,18 +273,20 @@ def _report_end(run: Run) -> int | None:
         return None
     cost = run.cost_usd()
     spent = "" if cost is None else f" · ${cost:.4f}"
+    for line in run.meta.get("notices") or []:
+        STDERR.print(escape(clean(str(line))))
     STDERR.print(f"{run.run_id}: {_status(run)}{spent}", style="bold")
-    output = run.box_dir / runs.OUTPUT
+    output = run.state_dir / runs.OUTPUT
     if run.exit_code not in (0, 1, 3, 130) and output.is_file():
-        tail = output.read_text(encoding="utf-8", errors="replace").splitlines()[-20:]
-        STDERR.print(escape("\n".join(tail)), style="dim")
+        with output.open("rb") as handle:  # the agent's output: its tail, cleaned
+            handle.seek(max(0, output.stat().st_size - 64 * 1024))
+            tail = handle.read().decode("utf-8", errors="replace").splitlines()[-20:]
+        STDERR.print(escape(clean("\n".join(tail))), style="dim")
     return run.exit_code
 
 
 def _read_answers(run: Run, done: threading.Event) -> None:
     """A typed line answers the oldest pending question, or goes to the run's inbox."""
-    from flower.core.inbox import drop_answer, drop_message
-
     while not done.is_set():
         if not select.select([sys.stdin], [], [], 0.2)[0]:
             continue
@@ -279,9 +298,9 @@ def _read_answers(run: Run, done: threading.Event) -> None:
             continue
         pending = run.pending_asks()
         if pending:
-            drop_answer(run.run_dir, str(pending[0]["id"]), text)
+            drop(run, {"answer": str(pending[0]["id"]), "text": text})
         else:
-            drop_message(run.run_dir, text)
+            drop(run, {"send": text})
 
 
 # --- stop and resume ----------------------------------------------------------------------
@@ -316,7 +335,7 @@ def stop_run(run: Run) -> Run:
     deadline = time.monotonic() + END_WAIT_S
     latest = run
     while time.monotonic() < deadline:
-        latest = runs.load(run.box_dir) or latest
+        latest = runs.load(run.state_dir) or latest
         if not latest.running:
             break
         time.sleep(0.2)
@@ -330,8 +349,8 @@ def reap(run: Run) -> Run:
     from flowerbox.supervise import supervise
 
     Box.existing(run.spec(), client=connect()).stop()
-    supervise(run.box_dir)
-    return runs.load(run.box_dir) or run
+    supervise(run.state_dir)
+    return runs.load(run.state_dir) or run
 
 
 def _stop_quietly(run: Run) -> None:
@@ -368,7 +387,7 @@ def resume(
     from dataclasses import replace
 
     from flowerbox.cli import _in_box
-    from flowerbox.detach import remaining_budget, resume_command, wakes
+    from flowerbox.detach import remaining_budget, resume_command
 
     with _errors():
         found = _find(workspace, run)
@@ -386,7 +405,7 @@ def resume(
         STDERR.print("[bold red]error:[/] a shell is not resumed: run `flowerbox shell` again")
         raise typer.Exit(2)
     code = _in_box(
-        resume_command(command, woke=command[:1] == ["go"] and wakes(spec)),
+        resume_command(command),
         workspace=spec.workspace,
         image=spec.image,
         base_image=None,
@@ -408,8 +427,6 @@ def answer(
     workspace: Workspace = None,
 ) -> None:
     """Answer a question a run waits on."""
-    from flower.core.inbox import drop_answer
-
     with _errors():
         found = _find(workspace, run)
         if not found.running:
@@ -421,7 +438,7 @@ def answer(
                 f"run {found.run_id} waits for no answer to {question!r} (pending: {waiting}): "
                 "`flowerbox ps` lists the questions and their ids"
             )
-        delivered = _deliver(drop_answer(found.run_dir, question, text))
+        delivered = _deliver(found, drop(found, {"answer": question, "text": text}))
         if delivered == "rejected":
             raise RunError(
                 f"run {found.run_id} refused the answer: {question} was closed meanwhile "
@@ -436,17 +453,15 @@ def send(
     workspace: Workspace = None,
 ) -> None:
     """Tell a run something unprompted; a stopped run reads it when resumed."""
-    from flower.core.inbox import drop_message
-
     with _errors():
         found = _find(workspace, run)
         if not found.running and found.status != "stopped":
             raise _ended(found, "send to")
-        path = drop_message(found.run_dir, text)
+        path = drop(found, {"send": text})
     if not found.running:
         STDERR.print(f"{found.run_id} is stopped: it reads this when you `flowerbox resume` it")
         return
-    STDERR.print(f"{found.run_id}: {_DELIVERED[_deliver(path)]}")
+    STDERR.print(f"{found.run_id}: {_DELIVERED[_deliver(found, path)]}")
 
 
 _DELIVERED = {
@@ -456,13 +471,35 @@ _DELIVERED = {
 }
 
 
-def _deliver(path: Path) -> str:
+def drop(run: Run, data: dict[str, str]) -> PurePosixPath:
+    """Drop an answer or a message into the run's inbox (box-writable: no link followed on
+    the way or at the name); the file's path relative to the workspace.
+
+    Raises:
+        RunError: the inbox is a link or not a folder (planted by the box).
+    """
+    from flower.core.inbox import INBOX_DIR, drop_name
+    from flowerbox.untrusted import drop as drop_file
+
+    folder = PurePosixPath(run.run_dir.relative_to(run.workspace)) / INBOX_DIR
+    name = drop_name()
+    payload = json.dumps(data, ensure_ascii=False).encode()
+    try:
+        drop_file(run.workspace, folder, name, payload)
+    except (UntrustedFileError, OSError) as exc:
+        raise RunError(f"cannot deliver to run {run.run_id}: {exc}") from exc
+    return folder / name
+
+
+def _deliver(run: Run, path: PurePosixPath) -> str:
     """Wait for the run to take a dropped file: taken, rejected (moved aside), or waiting."""
     from flower.core.inbox import REJECTED_DIR
+    from flowerbox.untrusted import exists
 
     deadline = time.monotonic() + DELIVERY_WAIT_S
     while time.monotonic() < deadline:
-        if not path.exists():  # taken, or moved aside: the rejected copy says which
-            return "rejected" if (path.parent / REJECTED_DIR / path.name).exists() else "taken"
+        if not exists(run.workspace, path):  # taken, or moved aside: the rejected copy says
+            rejected = path.parent / REJECTED_DIR / path.name
+            return "rejected" if exists(run.workspace, rejected) else "taken"
         time.sleep(0.05)
     return "waiting"

@@ -22,15 +22,47 @@ from typing import TYPE_CHECKING
 
 from flowerbox import runs
 from flowerbox.box import Box, BoxError
-from flowerbox.prepare import CREDENTIAL_KEYS
 from flowerbox.spec import BoxSpec
 
 if TYPE_CHECKING:
     from docker import DockerClient
 
-# What each box gets afresh; every other field of a resumed run's spec is carried over.
+# What each box gets afresh; every other field of a resumed run's spec is carried over
+# (from flowerbox's host-only record: nothing the box wrote shapes the next box).
 FRESH_FIELDS = frozenset(
-    {"run_id", "socket_dir", "secrets_dir", "command", "uid", "gid", "upstream_on_loopback"}
+    {
+        "run_id",
+        "socket_dir",
+        "secrets_dir",
+        "state_dir",
+        "command",
+        "uid",
+        "gid",
+        "upstream_on_loopback",
+        "shadow_git",
+        "git_objects",
+        "git_alternates",
+    }
+)
+# The supervisor's whole environment: what finds Docker, git's and flowerbox's own folders,
+# and the locale. Nothing else is inherited (no PYTHONPATH-like variable reaches it).
+SUPERVISOR_ENV = (
+    "PATH",
+    "HOME",
+    "USER",
+    "LOGNAME",
+    "LANG",
+    "LC_ALL",
+    "LC_CTYPE",
+    "TZ",
+    "XDG_STATE_HOME",
+    "XDG_CONFIG_HOME",
+    "XDG_RUNTIME_DIR",
+    "DOCKER_HOST",
+    "DOCKER_CONFIG",
+    "DOCKER_CONTEXT",
+    "DOCKER_CERT_PATH",
+    "DOCKER_TLS_VERIFY",
 )
 
 
@@ -51,23 +83,25 @@ def start_detached(
         box.remove()
         runs.record_end(spec, 2)
         raise
-    runs.mark_running(spec.box_dir, keeper_pid=keeper)
+    runs.mark_running(spec.state_dir, keeper_pid=keeper)
     return spec.run_id
 
 
 def _spawn_supervisor(spec: BoxSpec) -> int:
-    # The supervisor needs no credentials: the gateway already has its file.
-    env = {k: v for k, v in os.environ.items() if k not in CREDENTIAL_KEYS}
-    log = spec.box_dir / runs.SUPERVISOR_LOG
+    # Isolated Python (-I: no PYTHONPATH, no user site, not the cwd on sys.path), started in
+    # the run's host-only folder with a clean environment; it needs no credentials.
+    env = {k: v for k, v in os.environ.items() if k in SUPERVISOR_ENV}
+    log = spec.state_dir / runs.SUPERVISOR_LOG
     try:
         with log.open("ab") as out:
             process = subprocess.Popen(
-                [sys.executable, "-m", "flowerbox.supervise", str(spec.box_dir)],
+                [sys.executable, "-I", "-m", "flowerbox.supervise", str(spec.state_dir)],
                 stdin=subprocess.DEVNULL,
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
                 close_fds=True,
+                cwd=spec.state_dir,
                 env=env,
             )
     except OSError as exc:
@@ -75,14 +109,19 @@ def _spawn_supervisor(spec: BoxSpec) -> int:
     return process.pid
 
 
-def resume_command(command: list[str], *, woke: bool) -> list[str]:
+def resume_command(command: list[str]) -> list[str]:
     """The flowerbox command that continues a run, never with `--new` (which would archive
-    what it is to continue). `woke`: the workspace has a complete brief, so `go` gets an
-    empty ask, which wakes the run as it was (an ask would amend the brief and set the goal
-    again); a run stopped before its brief was complete is given its ask again."""
+    what it is to continue). `go` gets `--continue`: flower, inside the box, wakes the run
+    when its brief is complete, and starts with the ask when it was stopped before that (the
+    host never reads the box-written brief to decide)."""
     if command[:1] != ["go"] or len(command) < 2:
         return list(command)
-    return ["go", "" if woke else command[1], *(arg for arg in command[2:] if arg != "--new")]
+    return [
+        "go",
+        command[1],
+        "--continue",
+        *(a for a in command[2:] if a not in ("--new", "--continue")),
+    ]
 
 
 def remaining_budget(run: runs.Run, override: float | None) -> float | None:
@@ -104,14 +143,6 @@ def remaining_budget(run: runs.Run, override: float | None) -> float | None:
             f"`flowerbox resume {run.run_id} --budget USD` continues it with more"
         )
     return left
-
-
-def wakes(spec: BoxSpec) -> bool:
-    """Whether a `go` run in this spec's workspace would wake (flower's own probe)."""
-    from flower import wake_state
-
-    state = wake_state(spec.workspace, run_dir=spec.run_dir, isolate=spec.workbench is not None)
-    return bool(state["woke"])
 
 
 def carried(fresh: BoxSpec, old: BoxSpec) -> BoxSpec:

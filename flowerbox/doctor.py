@@ -80,9 +80,10 @@ def check_image(client: Any, image: str) -> Check:
 def check_credentials() -> Check:
     """Which credential is set and where it came from; never its value."""
     from flower import load_dotenv
+    from flower.core.env import Lookup
 
-    try:
-        origins = load_dotenv()
+    try:  # as a run looks: never a workspace .env (the box can write it)
+        origins = load_dotenv(lookup=Lookup.from_process(project=False))
     except (OSError, ValueError) as exc:
         return Check("credentials", False, f"a .env file cannot be read: {exc}", "fix or remove it")
     found = [key for key in CREDENTIALS if os.environ.get(key)]
@@ -92,14 +93,15 @@ def check_credentials() -> Check:
             False,
             "no ANTHROPIC_API_KEY or ANTHROPIC_AUTH_TOKEN found",
             "run `flowerbox setup` (saves your key to the global .env, 0600), or export "
-            "ANTHROPIC_API_KEY, or put it in ./.env",
+            "ANTHROPIC_API_KEY (flowerbox never reads a workspace .env)",
         )
     where = ", ".join(f"{key} from {origins.get(key, 'the process environment')}" for key in found)
     return Check("credentials", True, where)
 
 
 def check_workspace(workspace: Path | None) -> tuple[Check, Path | None]:
-    from flowerbox.prepare import in_git, workspace_of
+    from flowerbox.gitshadow import layout
+    from flowerbox.prepare import not_isolable, workspace_of
     from flowerbox.spec import protected_paths
 
     try:
@@ -107,17 +109,9 @@ def check_workspace(workspace: Path | None) -> tuple[Check, Path | None]:
         protected = protected_paths(ws)
     except ValueError as exc:
         return Check("workspace", False, str(exc).split(":")[0], _after_colon(str(exc))), None
-    if not in_git(ws):
-        return (
-            Check(
-                "workspace",
-                False,
-                f"{ws} is not a git repository (flowerbox isolates workers in git worktrees)",
-                "run `git init && git commit --allow-empty -m start` there, or run with "
-                "--no-isolate",
-            ),
-            ws,
-        )
+    if (git := layout(ws)) != "dir":
+        message = not_isolable(ws, git)
+        return Check("workspace", False, message.split(":")[0], _after_colon(message)), ws
     return Check("workspace", True, f"{ws} (git; {len(protected)} protected paths)"), ws
 
 
@@ -128,6 +122,19 @@ def _after_colon(message: str) -> str:
 def check_user() -> Check:
     uid = os.getuid()
     return Check("user", True, ROOT_NOTE if uid == 0 else f"uid {uid}: the box runs as you")
+
+
+def check_leftovers() -> Check:
+    """Credentials a killed CLI left in flowerbox's state: removed here (and by any run)."""
+    from flowerbox.state import StateError, sweep_secrets
+
+    try:
+        swept = sweep_secrets()
+    except StateError as exc:
+        return Check("state", False, str(exc).split(":")[0], _after_colon(str(exc)))
+    if swept:
+        return Check("state", True, f"removed {len(swept)} credentials file(s) left by killed runs")
+    return Check("state", True, "no credentials left on disk")
 
 
 def check_box(
@@ -174,7 +181,7 @@ def doctor(
     engine, client = check_engine()
     checks = [engine, check_image(client, image), check_credentials()]
     ws_check, ws = check_workspace(workspace)
-    checks += [ws_check, check_user()]
+    checks += [ws_check, check_user(), check_leftovers()]
     ready = all(check.ok for check in checks)
     checks += check_box(ws, image, ready=ready, network=network or {})
     if client is not None:

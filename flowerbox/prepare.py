@@ -1,9 +1,16 @@
 """The host side of a box, before any container: which folders, which refusals, and the
 credentials file the gateway alone will see. No docker here.
 
-The credentials are found by flower's own lookup (process env, .env files, Claude Code's
-settings) and handed over as a 0600 file in a private 0700 folder mounted read-only into the
-gateway only: never argv, never a container's environment, never the agent's filesystem.
+The credentials are found by flower's own lookup *without the project's files* (the process
+environment, $FLOWER_ENV when it lies outside the workspace, ~/.config/flower/.env, Claude
+Code's settings; never a workspace `.env`, which the box can write) and handed over as a
+0600 file in a private 0700 folder of flowerbox's state, mounted read-only into the gateway
+only: never argv, never a container's environment, never the agent's filesystem. The file is
+written only once every check has passed (`Prepared.write_secrets`) and removed as soon as the
+gateway has read it.
+
+Errors: the checks raise ValueError (a bad workspace or option; exit 2 with the message) and
+RuntimeError (no credentials).
 """
 
 from __future__ import annotations
@@ -17,13 +24,15 @@ import time
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from urllib.parse import urlsplit
 
 from flower import check_credentials, load_dotenv
+from flower.core.env import Lookup
+from flowerbox import gitshadow, state
 from flowerbox.egress import Policy, parse_host
-from flowerbox.runs import EVENTS
 from flowerbox.spec import NETS, BoxSpec, protected_paths
+from flowerbox.untrusted import open_dir, real_folder, regular_file
 
 CREDENTIAL_KEYS = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL")
 LOOPBACK = {"127.0.0.1", "localhost", "::1"}
@@ -31,6 +40,37 @@ DEFAULT_IMAGE = "flowerbox:dev"
 # Extra name=address lines for the gateway's /etc/hosts, so the proxy can reach a name the
 # DNS does not know (the tests map *.test names to the host's loopback this way).
 EGRESS_HOSTS_VAR = "FLOWERBOX_EGRESS_HOSTS"
+# Never a workspace, nor inside one of these (the system's own folders).
+SYSTEM_TREES = (
+    "/etc",
+    "/usr",
+    "/bin",
+    "/sbin",
+    "/lib",
+    "/lib32",
+    "/lib64",
+    "/boot",
+    "/dev",
+    "/proc",
+    "/sys",
+    "/run",
+    "/var/run",
+    "/var/lib/docker",
+    "/root",
+)
+# Never a workspace themselves (a project folder may lie below them: /var/lib/ci/x, /tmp/x).
+SYSTEM_FOLDERS = ("/", "/var", "/tmp", "/opt", "/srv", "/home", "/mnt", "/media")
+SYSTEM_FOLDER = (
+    "refusing to mount {ws} into the box, a system folder: run flowerbox from a project "
+    "folder (or pass -w <project folder>)"
+)
+SENSITIVE_FOLDER = (
+    "refusing to mount {ws} into the box, as it is, holds or lies in {folder} ({what}), "
+    "which the agent must never see: run flowerbox from a project folder (or pass -w "
+    "<project folder>)"
+)
+# Characters Docker's bind syntax (`source:target:mode`) or a terminal cannot carry in a path.
+UNMOUNTABLE = frozenset(":\n\r\t\x1b")
 
 
 @dataclass
@@ -39,26 +79,65 @@ class Prepared:
 
     spec: BoxSpec
 
+    def write_secrets(self) -> None:
+        """The credentials file for the gateway: call it last, just before the box starts."""
+        self.spec.secrets_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        _write_credentials(self.spec.secrets_dir / "credentials.env")
+
     def cleanup(self) -> None:
-        shutil.rmtree(self.spec.secrets_dir, ignore_errors=True)
-        shutil.rmtree(self.spec.socket_dir, ignore_errors=True)
+        """Remove the run's private folders: credentials, sockets, the box's own area."""
+        for folder in (self.spec.secrets_dir, self.spec.socket_dir):
+            shutil.rmtree(folder, ignore_errors=True)
+        shutil.rmtree(state.box_folder(self.spec.run_id), ignore_errors=True)
+
+
+def sensitive_folders() -> list[tuple[Path, str, bool]]:
+    """The user's folders no box may see: (folder, what it holds, whether a workspace may
+    lie inside it)."""
+    home = Path.home().resolve()
+    config = Path(os.environ.get("XDG_CONFIG_HOME") or home / ".config").resolve()
+    folders = [
+        (home, "your home folder", True),
+        (config, "your configuration", False),
+        (config / "flower", "flower's credentials file", False),
+        (state.base().resolve(), "flowerbox's own records", False),
+    ]
+    for name in (".ssh", ".gnupg", ".aws", ".docker", ".kube", ".claude", ".config"):
+        folders.append((home / name, f"~/{name}", False))
+    if flower_env := os.environ.get("FLOWER_ENV"):
+        folders.append((Path(flower_env).expanduser().resolve().parent, "$FLOWER_ENV", False))
+    return folders
 
 
 def workspace_of(path: Path | None) -> Path:
-    """The workspace's realpath (the SDK keys sessions by it), refusing / and $HOME."""
+    """The workspace's realpath (the SDK keys sessions by it), refusing what must never be
+    mounted into a box: a system folder, a folder that is, holds or lies in one of the user's
+    sensitive folders (home, ~/.config, ~/.ssh, the credentials' folder...), or a name Docker
+    cannot mount.
+
+    Raises:
+        ValueError: the message names the folder, why, and what to pass instead.
+    """
     ws = (path or Path.cwd()).expanduser().resolve()
     if not ws.is_dir():
         raise ValueError(f"workspace {ws} is not a folder: pass -w <project folder>")
-    if ws == Path("/") or ws == Path.home().resolve():
-        raise ValueError(
-            f"refusing to mount {ws} into the box: run flowerbox from a project folder "
-            "(or pass -w <project folder>)"
-        )
+    if str(ws) in SYSTEM_FOLDERS or any(ws.is_relative_to(tree) for tree in SYSTEM_TREES):
+        raise ValueError(SYSTEM_FOLDER.format(ws=ws))
+    for folder, what, inside_ok in sensitive_folders():
+        if (
+            ws == folder
+            or folder.is_relative_to(ws)
+            or (ws.is_relative_to(folder) and not inside_ok)
+        ):
+            raise ValueError(SENSITIVE_FOLDER.format(ws=ws, folder=folder, what=what))
+    if bad := sorted(UNMOUNTABLE & set(str(ws))):
+        shown = ", ".join(repr(c) for c in bad)
+        raise ValueError(f"Docker cannot mount a path holding {shown}, as {ws} does: rename it")
     return ws
 
 
 def in_git(ws: Path) -> bool:
-    return any((folder / ".git").exists() for folder in (ws, *ws.parents))
+    return gitshadow.layout(ws) != "none"
 
 
 def prepare(
@@ -71,39 +150,41 @@ def prepare(
     net: str = "allowlist",
     allow: Sequence[str] = (),
     allow_presets: Sequence[str] = (),
+    disk_budget_gb: float | None = None,
 ) -> Prepared:
-    """Check everything that can be checked on the host, then lay out the folders.
+    """Check everything that can be checked on the host, then lay out the folders (the
+    credentials are written later, by Prepared.write_secrets).
 
     Raises:
-        ValueError: a workspace that is /, $HOME, not a folder, or not in git with isolation;
-            an unusable --net, --allow or --allow-preset, or FLOWERBOX_EGRESS_HOSTS entry.
-        RuntimeError: no credentials (flower's four-line message says where to put them).
+        ValueError: a refused workspace (workspace_of), one whose git flowerbox cannot
+            isolate, a planted link where a mount source must be, an unusable --net,
+            --allow, --allow-preset, FLOWERBOX_EGRESS_HOSTS entry or protect list.
+        RuntimeError: no credentials (flower's message, and the hint about a workspace .env).
     """
     allowed = egress_allowlist(net, allow, allow_presets)
     egress_hosts = _egress_hosts(os.environ.get(EGRESS_HOSTS_VAR, ""))
     ws = workspace_of(workspace)
-    if isolate and not in_git(ws):
-        raise ValueError(
-            f"{ws} is not a git repository, and flowerbox isolates workers in git worktrees: "
-            "run `git init && git commit --allow-empty -m start` there, or pass --no-isolate"
-        )
-    load_dotenv()
-    if problem := check_credentials():
-        raise RuntimeError(problem)
+    git = gitshadow.layout(ws)
+    if isolate and git != "dir":
+        raise ValueError(not_isolable(ws, git))
+    protected = protected_paths(ws)
+    _check_mount_sources(ws, protected)
+    load_credentials(ws)
     run_dir = ws / "runs"
     home = run_dir / "home"
-    home.mkdir(parents=True, exist_ok=True)
+    with open_dir(ws, "runs/home", create=True):
+        pass  # made through folders only: no planted link redirects it
     workbench = ws.parent / f".flower-{ws.name}" if isolate else None
     if workbench is not None:
         workbench.mkdir(exist_ok=True)
+        if not real_folder(ws.parent, workbench.name):
+            raise ValueError(f"{workbench} is not a folder (a link?): remove it and retry")
+    run_id = f"{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
+    state.sweep_secrets()  # leftovers of killed CLIs (a live gateway read its own long ago)
     # Short paths under /tmp: a unix socket path must fit in 108 bytes.
     socket_dir = Path(tempfile.mkdtemp(prefix="fbx-", dir="/tmp"))
-    secrets_dir = Path(tempfile.mkdtemp(prefix="fbx-secrets-", dir="/tmp"))
-    for private in (socket_dir, secrets_dir):
-        private.chmod(0o700)
-    _write_credentials(secrets_dir / "credentials.env")
+    socket_dir.chmod(0o700)
     base_url = os.environ.get("ANTHROPIC_BASE_URL") or "https://api.anthropic.com"
-    run_id = f"{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
     flower = ["flower", *command, "-w", str(ws), "--run-dir", str(run_dir)]
     if command and command[0] == "go":
         flower.append("--isolate" if isolate else "--no-isolate")
@@ -111,13 +192,15 @@ def prepare(
         # flower stops at a step boundary once it is spent; the gateway's refusal is the wall
         # behind that, for what flower cannot see (a step already under way).
         flower += ["--budget", str(budget_usd)]
+    state_dir = state.run_folder(run_id)
     spec = BoxSpec(
         image=image,
         workspace=ws,
         run_dir=run_dir,
         home=home,
         socket_dir=socket_dir,
-        secrets_dir=secrets_dir,
+        secrets_dir=state.secrets_folder(run_id),
+        state_dir=state_dir,
         uid=os.getuid(),
         gid=os.getgid(),
         command=tuple(flower),
@@ -125,16 +208,76 @@ def prepare(
         workbench=workbench,
         upstream_on_loopback=urlsplit(base_url).hostname in LOOPBACK,
         budget_usd=budget_usd,
-        protected=protected_paths(ws),
+        protected=protected,
         net=net,
         allow=allowed,
         egress_hosts=egress_hosts,
+        git=git,
+        disk_budget_gb=disk_budget_gb or None,
     )
-    spec.box_dir.mkdir(parents=True, exist_ok=True)  # the egress log's folder, the user's
+    spec.gateway_dir.mkdir(mode=0o700, exist_ok=True)
     if command[:1] in (["go"], ["once"], ["run"]):  # flower's events, for `flowerbox logs`
-        events = spec.box_dir / EVENTS
-        spec = dataclasses.replace(spec, command=(*spec.command, "--events", str(events)))
+        events = ("--events", str(spec.events_file))
+        spec = dataclasses.replace(spec, command=(*spec.command, *events))
     return Prepared(spec)
+
+
+def load_credentials(ws: Path) -> None:
+    """Fill os.environ from the places flowerbox trusts (see the module docstring).
+
+    Raises:
+        ValueError: $FLOWER_ENV names a file inside the workspace.
+        RuntimeError: no credentials; the message says where they go.
+    """
+    if (named := os.environ.get("FLOWER_ENV")) and Path(
+        named
+    ).expanduser().resolve().is_relative_to(ws):
+        raise ValueError(
+            f"FLOWER_ENV names {named}, inside the workspace, which the box can write: "
+            "move that file out of the workspace (e.g. to ~/.config/flower/.env)"
+        )
+    load_dotenv(lookup=Lookup.from_process(project=False))
+    if problem := check_credentials():
+        if regular_file(ws, ".env"):
+            problem += (
+                f"\n{ws / '.env'} was not read: flowerbox never takes credentials from the "
+                "workspace (the box can write it). Run `flowerbox setup`, or move the key to "
+                "~/.config/flower/.env."
+            )
+        raise RuntimeError(problem)
+
+
+def not_isolable(ws: Path, git: str) -> str:
+    if git == "file":
+        return (
+            f"{ws} is a linked git worktree (its .git is a file), and flowerbox isolates workers "
+            "in worktrees of a repository's main folder: run it in the main checkout, or pass "
+            "--no-isolate"
+        )
+    return (
+        f"{ws} is not the top folder of a git repository, and flowerbox isolates workers in "
+        "git worktrees: run `git init && git commit --allow-empty -m start` there (or pass "
+        "-w <the repository's top folder>), or pass --no-isolate"
+    )
+
+
+def _check_mount_sources(ws: Path, protected: tuple[str, ...]) -> None:
+    """Docker follows links in a mount's source: refuse a link (planted by an earlier box)
+    anywhere on the way to runs/, its home, or a protected path."""
+    for name in ("runs", "runs/home", *protected):
+        parts = PurePosixPath(name).parts
+        if parts[0] == ".git":
+            continue  # the box gets a shadow; the user's .git is never mounted
+        for depth in range(1, len(parts) + 1):
+            sub = PurePosixPath(*parts[:depth])
+            if not os.path.lexists(ws / sub):
+                break
+            if not (real_folder(ws, sub) or (depth == len(parts) and regular_file(ws, sub))):
+                raise ValueError(
+                    f"{ws / sub} is a link or not a plain file or folder (an earlier box may "
+                    "have planted it), and flowerbox will not mount it: remove or replace it, "
+                    "then retry"
+                )
 
 
 def egress_allowlist(net: str, allow: Sequence[str], presets: Sequence[str]) -> tuple[str, ...]:

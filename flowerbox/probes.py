@@ -31,6 +31,13 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from flowerbox import sockets, syscalls
+from flowerbox.tampering import (  # noqa: F401 - main() looks every probe up by name
+    git_redirects,
+    protected_parents,
+    protected_paths,
+)
+
 PROBES: tuple[str, ...] = (
     "identity",
     "capabilities",
@@ -46,6 +53,8 @@ PROBES: tuple[str, ...] = (
     "proxy_denied_name",
     "proxy_internal_targets",
     "protected_paths",
+    "protected_parents",
+    "git_redirects",
     "setuid",
     "survivor",
     "pids_limit",
@@ -84,7 +93,13 @@ def _err(exc: BaseException) -> str:
 
 
 def identity(args: argparse.Namespace) -> Observation:
-    return {"uid": os.getuid(), "euid": os.geteuid(), "gid": os.getgid()}
+    """Who the process is, supplementary groups included (a `docker` group is the engine)."""
+    return {
+        "uid": os.getuid(),
+        "euid": os.geteuid(),
+        "gid": os.getgid(),
+        "groups": sorted(os.getgroups()),
+    }
 
 
 def capabilities(args: argparse.Namespace) -> Observation:
@@ -97,17 +112,33 @@ def no_new_privs(args: argparse.Namespace) -> Observation:
 
 
 def seccomp(args: argparse.Namespace) -> Observation:
-    return {"Seccomp": int(_status().get("Seccomp", "0"))}
+    """The filter mode, and what seven syscalls the default profile refuses really got
+    (flowerbox.syscalls: harmless arguments, "EPERM" from a filter)."""
+    try:
+        tried: dict[str, str] | None = syscalls.attempt_all()
+    except KeyError:
+        tried = None  # a machine without a syscall table here: the judge says so
+    return {
+        "Seccomp": int(_status().get("Seccomp", "0")),
+        "machine": os.uname().machine,
+        "syscalls": tried,
+    }
 
 
 def read_only_root(args: argparse.Namespace) -> Observation:
-    """Can the root filesystem be written, and can a script written to /tmp be executed?"""
-    try:
-        Path("/.flowerbox-probe").write_text("x")
-        Path("/.flowerbox-probe").unlink()
-        root_writable, root_error = True, ""
-    except OSError as exc:
-        root_writable, root_error = False, _err(exc)
+    """Is the root filesystem mounted read-only, does it refuse a write (at / and in the
+    world-writable /var/tmp, which a non-root uid could use on a writable root), can a script
+    written to /tmp be executed; and which mounts are writable (the workspace is, by design)."""
+    mounts = _mounts()
+    root_writable, root_error = False, ""
+    for folder in ("/", "/var/tmp"):
+        probe = Path(folder) / f".flowerbox-probe-{os.getpid()}"
+        try:
+            probe.write_text("x")
+            probe.unlink()
+            root_writable = True
+        except OSError as exc:
+            root_error = root_error or _err(exc)
     script = Path("/tmp") / f".flowerbox-probe-{os.getpid()}.sh"
     try:
         script.write_text("#!/bin/sh\necho ran\n")
@@ -120,24 +151,46 @@ def read_only_root(args: argparse.Namespace) -> Observation:
         with contextlib.suppress(OSError):
             script.unlink()
     return {
+        "root_mount": mounts.get("/", []),
         "root_writable": root_writable,
         "root_error": root_error,
         "tmp_exec": tmp_exec,
         "tmp_error": tmp_error,
+        "writable_mounts": {
+            point: "noexec" in options
+            for point, options in mounts.items()
+            if "rw" in options and point.split("/")[1:2] not in (["proc"], ["sys"], ["dev"])
+        },
     }
 
 
+def _mounts() -> dict[str, list[str]]:
+    """Mount point -> its per-mount options (ro/rw, noexec...), from /proc/self/mountinfo."""
+    found = {}
+    for line in Path("/proc/self/mountinfo").read_text().splitlines():
+        parts = line.split()
+        if len(parts) > 5:
+            found[sockets.unescape(parts[4])] = parts[5].split(",")
+    return found
+
+
+_ENGINES: list[str] = []  # what docker_socket found answering, for survivor
+
+
 def docker_socket(args: argparse.Namespace) -> Observation:
-    candidates = ("/var/run/docker.sock", "/run/docker.sock")
-    found = [path for path in candidates if _is_socket(Path(path))]
-    return {"sockets": found}
-
-
-def _is_socket(path: Path) -> bool:
-    try:
-        return stat.S_ISSOCK(path.stat().st_mode)
-    except OSError:
-        return False
+    """Every unix socket the box can reach (flowerbox.sockets: the mounted filesystems and the
+    network namespace's abstract ones), each asked `GET /_ping` as an engine would answer."""
+    found = sockets.reachable()
+    answers = {name: sockets.ping(name) for name in found.sockets}
+    engines = [name for name, answer in answers.items() if answer == "engine"]
+    _ENGINES[:] = engines
+    return {
+        "engines": engines,
+        "unopenable": {n: a for n, a in answers.items() if a.startswith("unopenable")},
+        "others": {n: a for n, a in answers.items() if n not in engines},
+        "entries": found.entries,
+        "truncated": found.truncated,
+    }
 
 
 def interfaces(args: argparse.Namespace) -> Observation:
@@ -174,7 +227,9 @@ def direct_tcp(args: argparse.Namespace) -> Observation:
 
 
 def udp(args: argparse.Namespace) -> Observation:
-    """A datagram to the host-loopback probe server (the host side says whether it arrived)."""
+    """A datagram to the host-loopback probe server (the host side says whether it arrived),
+    and whether the kernel would route one off this machine's loopback: a bridged box's way
+    out, which 127.0.0.1 (its own loopback there) cannot show."""
     host, port = args.udp
     try:
         with _closing_socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
@@ -182,7 +237,7 @@ def udp(args: argparse.Namespace) -> Observation:
         sent, error = True, ""
     except OSError as exc:
         sent, error = False, _err(exc)
-    return {"sent": sent, "error": error}
+    return {"sent": sent, "error": error, "route_v4": _route(socket.AF_INET, ROUTE_V4)}
 
 
 def raw_socket(args: argparse.Namespace) -> Observation:
@@ -213,7 +268,9 @@ def _proxy() -> tuple[str, int] | None:
     return parts.hostname or "127.0.0.1", parts.port or 3128
 
 
-def _through_proxy(proxy: tuple[str, int], request: str, token: str) -> Observation:
+def _through_proxy(
+    proxy: tuple[str, int], request: str, token: str, *, label: str = "proxied"
+) -> Observation:
     """Send one request line to the proxy; on a 200 CONNECT, send the token through the
     tunnel (the probe server records it: proof the connection was really made)."""
     try:
@@ -230,7 +287,7 @@ def _through_proxy(proxy: tuple[str, int], request: str, token: str) -> Observat
             code = int(status_line.split()[1]) if len(status_line.split()) > 1 else 0
             body = rest
             if code == 200 and request.startswith("CONNECT"):
-                sock.sendall(f"proxied {token}\n".encode())
+                sock.sendall(f"{label} {token}\n".encode())
             with contextlib.suppress(OSError):
                 sock.settimeout(1.0)
                 while len(body) < 2048 and (chunk := sock.recv(2048)):
@@ -255,8 +312,8 @@ def proxy_denied_name(args: argparse.Namespace) -> Observation:
     return {
         "proxy": f"{proxy[0]}:{proxy[1]}",
         "name": name,
-        "connect": _through_proxy(proxy, _connect_line(target), args.token),
-        "plain": _through_proxy(proxy, plain, args.token),
+        "connect": _through_proxy(proxy, _connect_line(target), args.token, label="named"),
+        "plain": _through_proxy(proxy, plain, args.token, label="named"),
     }
 
 
@@ -270,29 +327,6 @@ def proxy_internal_targets(args: argparse.Namespace) -> Observation:
     targets = [f"{host}:{port}", f"localhost:{port}", METADATA, PRIVATE]
     answers = {t: _through_proxy(proxy, _connect_line(t), args.token) for t in targets}
     return {"proxy": f"{proxy[0]}:{proxy[1]}", "targets": answers}
-
-
-def protected_paths(args: argparse.Namespace) -> Observation:
-    """Try to write each protected path (a new file in a folder; open-for-append on a file,
-    writing nothing). Anything that did get created is removed again at once."""
-    workspace = Path(args.workspace)
-    writable, refused, missing = [], {}, []
-    for name in args.protect:
-        path = workspace / name
-        if not path.exists():
-            missing.append(name)
-            continue
-        try:
-            if path.is_dir():
-                planted = path / f".flowerbox-selftest-{args.token}"
-                planted.write_text("")
-                planted.unlink()
-            else:
-                os.close(os.open(path, os.O_WRONLY | os.O_APPEND))
-            writable.append(name)
-        except OSError as exc:
-            refused[name] = _err(exc)
-    return {"writable": writable, "refused": refused, "missing": missing}
 
 
 def setuid(args: argparse.Namespace) -> Observation:
@@ -358,14 +392,17 @@ def survivor(args: argparse.Namespace) -> Observation:
         observation["process"] = "started"
     except OSError as exc:
         observation["process"] = _err(exc)
-    sockets = docker_socket(args)["sockets"]
-    if not sockets:
-        observation["container"] = "no docker socket"
+    engines = _ENGINES or docker_socket(args)["engines"]
+    if not engines:
+        observation["container"] = "no engine socket answered"
         return observation
     try:
         from docker import DockerClient
 
-        client = DockerClient(base_url=f"unix://{sockets[0]}", timeout=30)
+        address = engines[0]
+        if address.startswith("@"):
+            raise OSError(f"an engine on the abstract socket {address}: not tried")
+        client = DockerClient(base_url=f"unix://{address}", timeout=30)
         client.containers.run(
             args.image,
             ["sleep", "600"],

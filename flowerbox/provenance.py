@@ -7,8 +7,10 @@
 of them before the run (all branches, all worktrees: flower's workers commit in worktrees of
 their own). Each gets a note under its own ref, `refs/notes/flowerbox` (`git log
 --notes=flowerbox`), saying which run, image, flower and Claude Code versions, model(s),
-network policy and cost made it. Nothing here runs in the box: the agent cannot forge a note
-(it cannot write .git/config or hooks either; spec.PROTECTED).
+network policy and cost made it. Nothing here runs in the box, and the box never sees the
+user's git directory (it works on a shadow whose branches flowerbox.gitshadow brings back
+first), so the agent can neither forge a note nor redirect these git calls; the snapshot and
+the cost come from flowerbox's host-only state.
 """
 
 from __future__ import annotations
@@ -16,14 +18,12 @@ from __future__ import annotations
 import json
 import subprocess
 from pathlib import Path
-from typing import Any
 
-from flowerbox import __version__
+from flowerbox import __version__, runs
 from flowerbox.spec import BoxSpec
 
 NOTES_REF = "refs/notes/flowerbox"
 SNAPSHOT = "provenance-start.json"
-USAGE = "gateway-usage.json"
 FALLBACK_IDENTITY = ("-c", "user.name=flowerbox", "-c", "user.email=flowerbox@localhost")
 
 
@@ -69,12 +69,11 @@ def tips(workspace: Path) -> set[str]:
 
 
 def snapshot(spec: BoxSpec, *, image_id: str) -> None:
-    """Record, in the run's box_dir, what the repository held before the run (and the image
-    it runs, resolved now: the tag may move before the run ends)."""
-    before = sorted(tips(spec.workspace)) if is_repository(spec.workspace) else None
-    spec.box_dir.mkdir(parents=True, exist_ok=True)
+    """Record, in the run's host-only folder, what the repository held before the run (and
+    the image it runs, resolved now: the tag may move before the run ends)."""
+    before = sorted(tips(spec.workspace)) if spec.git == "dir" else None
     data = {"tips": before, "image": spec.image, "image_id": image_id}
-    (spec.box_dir / SNAPSHOT).write_text(json.dumps(data, indent=2) + "\n")
+    (spec.state_dir / SNAPSHOT).write_text(json.dumps(data, indent=2) + "\n")
 
 
 def new_commits(workspace: Path, before: list[str]) -> list[str]:
@@ -93,7 +92,7 @@ def _exists(workspace: Path, sha: str) -> bool:
 
 def note_text(spec: BoxSpec, *, image: str, image_id: str, code: int | None) -> str:
     """The note: one `key: value` line each, the same for every commit of the run."""
-    usage = _usage(spec.run_dir / USAGE)
+    usage = runs.usage(spec)
     models = ", ".join(sorted(usage.get("models", {}))) or "none recorded"
     cost = usage.get("total_cost_usd")
     spent = f"${cost:.6f} ({usage.get('requests', 0)} requests)" if cost is not None else "unknown"
@@ -117,14 +116,6 @@ def network_policy(spec: BoxSpec) -> str:
     return f"allowlist: {', '.join(spec.allow)}" if spec.allow else "allowlist: empty (no network)"
 
 
-def _usage(path: Path) -> dict[str, Any]:
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
-
-
 def _claude_code_version() -> str:
     try:
         from claude_agent_sdk._cli_version import __cli_version__
@@ -136,11 +127,11 @@ def _claude_code_version() -> str:
 def attach_notes(spec: BoxSpec, code: int | None) -> list[str]:
     """Note every commit the run made; returns their shas (none: not a repository, or no
     snapshot was taken). A commit that already has a flowerbox note gets this run's appended."""
-    path = spec.box_dir / SNAPSHOT
-    if not path.is_file() or not is_repository(spec.workspace):
+    path = spec.state_dir / SNAPSHOT
+    if not path.is_file():
         return []
     start = json.loads(path.read_text())
-    if start.get("tips") is None:
+    if start.get("tips") is None or not is_repository(spec.workspace):
         return []
     commits = new_commits(spec.workspace, list(start["tips"]))
     if not commits:
@@ -170,21 +161,3 @@ def _git_identity(workspace: Path) -> bool:
 
 def read_note(workspace: Path, sha: str) -> str:
     return _git(workspace, "notes", "--ref", NOTES_REF, "show", sha)
-
-
-def record(spec: BoxSpec, code: int | None) -> None:
-    """attach_notes for the post-run hook: says what it did on stderr, never raises (a run's
-    result must not depend on its notes)."""
-    import sys
-
-    try:
-        commits = attach_notes(spec, code)
-    except (ProvenanceError, OSError, ValueError) as exc:
-        print(f"flowerbox: no provenance notes for {spec.run_id}: {exc}", file=sys.stderr)
-        return
-    if commits:
-        print(
-            f"flowerbox: noted {len(commits)} commit(s) of {spec.run_id} in {NOTES_REF} "
-            "(git log --notes=flowerbox)",
-            file=sys.stderr,
-        )

@@ -1,17 +1,18 @@
 """The host's record of box runs: what ran, where, in which state. No docker here.
 
-Every box run (attached or detached) has a folder, BoxSpec.box_dir:
+Every box run (attached or detached) has a host-only folder, BoxSpec.state_dir
+(flowerbox.state: `$XDG_STATE_HOME/flowerbox/runs/<run_id>/`, which no box mounts):
 
-    <workspace>/runs/flowerbox/<run_id>/meta.json       run id, command, workspace, containers,
-                                                        status, started/ended, exit code, cost,
-                                                        the BoxSpec; atomic JSON (statefile)
-    <workspace>/runs/flowerbox/<run_id>/events.jsonl    flower's Events, one JSON line each
-                                                        (written inside the box: `--events`)
-    <workspace>/runs/flowerbox/<run_id>/output.log      the agent's stdout and stderr (detached)
-    <workspace>/runs/flowerbox/<run_id>/supervisor.log  the detached supervisor's own lines
+    meta.json          run id, command, workspace, containers, status, started/ended, exit
+                       code, cost, the BoxSpec; atomic JSON (statefile). `resume` rebuilds a
+                       box from this alone.
+    output.log         the agent's stdout and stderr (detached)
+    supervisor.log     the detached supervisor's own lines
+    gateway/           the gateway's usage ledger and egress log (mounted into it alone)
 
-and a line in a per-user index, `$XDG_STATE_HOME/flowerbox/runs/<run_id>` (the box_dir's path),
-so that `flowerbox ps --all` and a run id given anywhere find every workspace's runs.
+flower's Events are the one record written inside the box (`--events`, into the workspace's
+runs/events/<run_id>.jsonl): the host reads them, and the questions in runs/asks.json, only
+through flowerbox.untrusted, as hostile input.
 
 A meta file says `running` while its *keeper* (the attached flowerbox process, or the detached
 supervisor) lives; a running run whose keeper is gone reads as `lost`.
@@ -34,14 +35,17 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from flower.core.statefile import read_json, update_json
+from flower.core.statefile import StateFileError, read_json, update_json
+from flowerbox import state
 from flowerbox.spec import BoxSpec, agent_kwargs, gateway_kwargs
+from flowerbox.untrusted import clean_data
+from flowerbox.untrusted import read_json as read_untrusted_json
 
 META = "meta.json"
-EVENTS = "events.jsonl"
 OUTPUT = "output.log"
 SUPERVISOR_LOG = "supervisor.log"
-USAGE = "gateway-usage.json"  # written by the gateway into the workspace's run dir
+ASKS = "asks.json"  # flower's pending questions, in the workspace's run dir (box-written)
+MAX_ASKS_BYTES = 256 * 1024
 
 STARTING, RUNNING, LOST = "starting", "running", "lost"
 LIVE = (STARTING, RUNNING)
@@ -57,7 +61,7 @@ class RunError(ValueError):
 class Run:
     """One run's folder and its meta as last written."""
 
-    box_dir: Path
+    state_dir: Path
     meta: dict[str, Any]
 
     @property
@@ -94,19 +98,31 @@ class Run:
     def spec(self) -> BoxSpec:
         return spec_from_json(self.meta["spec"])
 
+    @property
+    def workspace(self) -> Path:
+        return Path(self.meta["workspace"])
+
     def cost_usd(self) -> float | None:
         """What the gateway metered: recorded at the end, read live while running."""
         if "cost_usd" in self.meta:
             return _float(self.meta["cost_usd"])
         if self.running:
-            return _float(read_json(self.run_dir / USAGE, {}).get("total_cost_usd"))
+            return _float(usage(self.spec()).get("total_cost_usd"))
         return None
 
     def pending_asks(self) -> list[dict[str, Any]]:
-        """The questions this run waits on (asks.json); none once it has ended."""
-        from flower.core.inbox import pending_asks  # watchfiles and asyncio: only when needed
-
-        return pending_asks(self.run_dir) if self.running else []
+        """The questions this run waits on (asks.json, box-written: read without following
+        links, bounded, each a dict with a string id, every string cleaned of terminal
+        controls); none once it has ended."""
+        if not self.running:
+            return []
+        relative = (self.run_dir / ASKS).relative_to(self.workspace)
+        asks = read_untrusted_json(self.workspace, relative, [], limit=MAX_ASKS_BYTES)
+        return [
+            clean_data(ask)
+            for ask in asks
+            if isinstance(ask, dict) and isinstance(ask.get("id"), str)
+        ]
 
 
 # --- writing ------------------------------------------------------------------------------
@@ -122,7 +138,6 @@ def record_start(
     """Create the run's folder and meta, kept by this process: `running` for an attached run
     (this process keeps it to the end), `starting` for a detached one until its supervisor
     holds it (mark_running)."""
-    spec.box_dir.mkdir(parents=True, exist_ok=True)
     meta = {
         "run_id": spec.run_id,
         "command": command,
@@ -142,12 +157,12 @@ def record_start(
         "exit_code": None,
         "spec": spec_to_json(spec),
     }
-    update_json(spec.box_dir / META, lambda _: meta, default={})
-    _register(spec.run_id, spec.box_dir)
-    return Run(spec.box_dir, meta)
+    spec.state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    update_json(spec.state_dir / META, lambda _: meta, default={})
+    return Run(spec.state_dir, meta)
 
 
-def mark_running(box_dir: Path, *, keeper_pid: int) -> None:
+def mark_running(state_dir: Path, *, keeper_pid: int) -> None:
     """`running`, kept by `keeper_pid`; unless the run already ended (a fast keeper)."""
 
     def change(meta: dict[str, Any]) -> dict[str, Any]:
@@ -155,15 +170,13 @@ def mark_running(box_dir: Path, *, keeper_pid: int) -> None:
             meta.update(status=RUNNING, keeper_pid=keeper_pid)
         return meta
 
-    update_json(box_dir / META, change, default={})
+    update_json(state_dir / META, change, default={})
 
 
 def record_end(spec: BoxSpec, code: int | None) -> None:
-    """The final status, exit code, end time and the gateway's metered cost (the usage file
-    is the workspace's: taken only if this run's gateway wrote it, i.e. after the start)."""
-    usage_file = spec.run_dir / USAGE
-    usage = read_json(usage_file, {})
-    written = usage_file.stat().st_mtime if usage else 0.0
+    """The final status, exit code, end time and the gateway's metered cost (its ledger is
+    this run's own, host-only)."""
+    cost = _float(usage(spec).get("total_cost_usd"))
 
     def change(meta: dict[str, Any]) -> dict[str, Any]:
         meta.update(
@@ -171,34 +184,45 @@ def record_end(spec: BoxSpec, code: int | None) -> None:
             exit_code=code,
             ended=_now(),
         )
-        started = meta.get("started")
-        fresh = started is not None and written >= datetime.fromisoformat(started).timestamp()
-        if (cost := _float(usage.get("total_cost_usd"))) is not None and fresh:
+        if cost is not None:
             meta["cost_usd"] = cost
         return meta
 
-    update_json(spec.box_dir / META, change, default={})
+    update_json(spec.state_dir / META, change, default={})
+
+
+def usage(spec: BoxSpec) -> dict[str, Any]:
+    """The run's usage ledger as its gateway last wrote it ({} before the first request)."""
+    try:
+        data: Any = read_json(spec.usage_file, {})
+    except StateFileError:
+        return {}
+    return typing.cast(dict[str, Any], data) if isinstance(data, dict) else {}
 
 
 # --- reading ------------------------------------------------------------------------------
 
 
-def load(box_dir: Path) -> Run | None:
-    meta = read_json(box_dir / META, None)
-    return Run(box_dir, meta) if isinstance(meta, dict) and "run_id" in meta else None
+def load(state_dir: Path) -> Run | None:
+    """The run recorded in `state_dir`; None when there is none (or it cannot be read)."""
+    try:
+        meta = read_json(state_dir / META, None)
+    except StateFileError:
+        return None
+    if not isinstance(meta, dict) or not isinstance(meta.get("run_id"), str):
+        return None
+    return Run(state_dir, meta)
 
 
 def runs_of(workspace: Path) -> list[Run]:
     """This workspace's runs, oldest first."""
-    folders = sorted((workspace / "runs" / "flowerbox").glob("*/"))
-    return _sorted(load(folder) for folder in folders)
+    return [run for run in all_runs() if run.meta.get("workspace") == str(workspace)]
 
 
 def all_runs() -> list[Run]:
-    """Every run in the index whose folder still exists, oldest first."""
-    index = _index()
-    entries = sorted(index.iterdir()) if index.is_dir() else []
-    return _sorted(load(Path(entry.read_text(encoding="utf-8").strip())) for entry in entries)
+    """Every recorded run, oldest first."""
+    folder = state.runs_folder()
+    return _sorted(load(entry) for entry in sorted(folder.iterdir()) if entry.is_dir())
 
 
 def find(workspace: Path, run_id: str | None) -> Run:
@@ -237,18 +261,52 @@ def ensure_idle(workspace: Path) -> None:
             )
 
 
-# --- the BoxSpec as JSON ------------------------------------------------------------------
+def record_reason(spec: BoxSpec, reason: str) -> None:
+    """Why the host stopped the run (a budget), shown with its end."""
+
+    def change(meta: dict[str, Any]) -> dict[str, Any]:
+        meta["stop_reason"] = reason
+        return meta
+
+    update_json(spec.state_dir / META, change, default={})
+
+
+def record_notices(spec: BoxSpec, lines: list[str]) -> None:
+    """What the end of the run told (or would have told) the user: where its branches are,
+    what the box changed; `flowerbox logs` and `attach` show them for a detached run."""
+
+    def change(meta: dict[str, Any]) -> dict[str, Any]:
+        meta["notices"] = lines
+        return meta
+
+    update_json(spec.state_dir / META, change, default={})
+
+
+def box_area(spec: BoxSpec) -> Path:
+    """The run's box-writable folder outside the workspace (flowerbox.state.box_folder)."""
+    return state.box_folder(spec.run_id)
+
+
+# --- dataclasses as JSON ------------------------------------------------------------------
 
 
 def spec_to_json(spec: BoxSpec) -> dict[str, Any]:
-    plain: dict[str, Any] = _plain(dataclasses.asdict(spec))
-    return plain
+    data: dict[str, Any] = plain(dataclasses.asdict(spec))
+    return data
 
 
 def spec_from_json(data: dict[str, Any]) -> BoxSpec:
     """The BoxSpec back, field by field through its type hints (Paths, tuples, nested
     dataclasses), so fields added to BoxSpec later round-trip without a change here."""
-    return typing.cast(BoxSpec, _build(BoxSpec, data))
+    return from_plain(BoxSpec, data)
+
+
+T = typing.TypeVar("T")
+
+
+def from_plain(cls: type[T], data: dict[str, Any]) -> T:
+    """A dataclass back from `plain` JSON, through its type hints."""
+    return typing.cast(T, _build(cls, data))
 
 
 def _build(cls: type[Any], data: dict[str, Any]) -> Any:
@@ -275,11 +333,12 @@ def _value(hint: Any, value: Any) -> Any:
     return value
 
 
-def _plain(value: Any) -> Any:
+def plain(value: Any) -> Any:
+    """`value` with Paths as strings and every collection a list or dict: JSON-ready."""
     if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items()}
+        return {k: plain(v) for k, v in value.items()}
     if isinstance(value, (list, tuple, frozenset, set)):
-        return [_plain(v) for v in value]
+        return [plain(v) for v in value]
     if isinstance(value, Path):
         return str(value)
     return value
@@ -290,7 +349,10 @@ def _plain(value: Any) -> Any:
 
 def age(run: Run, now: float | None = None) -> str:
     """How long ago the run started: 12s, 5m, 3h, 2d."""
-    started = datetime.fromisoformat(str(run.meta["started"])).timestamp()
+    try:
+        started = datetime.fromisoformat(str(run.meta.get("started"))).timestamp()
+    except ValueError:
+        return "?"
     seconds = max(0, int((now or time.time()) - started))
     for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
         if seconds >= size:
@@ -298,19 +360,10 @@ def age(run: Run, now: float | None = None) -> str:
     return f"{seconds}s"
 
 
-def _index() -> Path:
-    state = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
-    return Path(state) / "flowerbox" / "runs"
-
-
-def _register(run_id: str, box_dir: Path) -> None:
-    index = _index()
-    index.mkdir(parents=True, exist_ok=True)
-    (index / run_id).write_text(f"{box_dir}\n", encoding="utf-8")
-
-
 def _sorted(runs: typing.Iterable[Run | None]) -> list[Run]:
-    return sorted((run for run in runs if run is not None), key=lambda r: str(r.meta["started"]))
+    return sorted(
+        (run for run in runs if run is not None), key=lambda r: str(r.meta.get("started", ""))
+    )
 
 
 def _alive(pid: Any, host: Any) -> bool:

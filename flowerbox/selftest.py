@@ -25,7 +25,6 @@ import hashlib
 import json
 import os
 import secrets
-import socket
 import socketserver
 import threading
 from collections.abc import Iterator
@@ -33,18 +32,19 @@ from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
+from flowerbox.controls import ALL_WEAK, DOCKER_SOCKET, Control, Where, control_named
+from flowerbox.prepare import Prepared
 from flowerbox.probes import PROBES, SURVIVOR_LABEL
-from flowerbox.spec import SOCKET_DIR_IN_BOX, BoxSpec
+from flowerbox.spec import BoxSpec
 from flowerbox.verdicts import PIDS_HEADROOM, SILENT, Seen, Verdict, judge
-
-DOCKER_SOCKET = "/var/run/docker.sock"
 
 
 @dataclass(frozen=True)
 class Report:
     verdicts: list[Verdict]
-    negative: bool
+    control: str  # "" for the real box, else the negative control's name
     stderr: str = ""
 
     @property
@@ -98,70 +98,11 @@ class ProbeServer:
         return f"http://127.0.0.1:{self.port}"
 
 
-# --- the negative control's weak container -------------------------------------------------
-
-
-def weaken(
-    kwargs: dict[str, Any], *, protected: tuple[Path, ...], docker_socket: str
-) -> dict[str, Any]:
-    """The agent's container kwargs made deliberately weak, one loosening per probe: root,
-    default capabilities, no seccomp and no no-new-privileges, a writable root with an
-    executable /tmp, no pids limit, the host's network, the Docker socket, and the protected
-    paths left writable. The relay's loopback ports move to free ones (the host's network)."""
-    weak = {k: v for k, v in kwargs.items() if k not in ("cap_drop", "tmpfs", "pids_limit")}
-    ro = {str(path) for path in protected}
-    volumes = {host: bind for host, bind in kwargs["volumes"].items() if host not in ro}
-    volumes[docker_socket] = {"bind": DOCKER_SOCKET, "mode": "rw"}
-    moves = {port: _free_port() for port in _relay_ports(kwargs["command"])}
-    return {
-        **weak,
-        "user": "0:0",
-        "security_opt": ["seccomp=unconfined"],
-        "read_only": False,
-        "network_mode": "host",
-        "volumes": volumes,
-        "command": [_moved(arg, moves) for arg in kwargs["command"]],
-        "environment": {k: _moved(v, moves) for k, v in kwargs["environment"].items()},
-    }
-
-
-def _relay_ports(command: list[str]) -> list[int]:
-    """The loopback ports of `--relay 127.0.0.1:PORT=SOCKET` arguments."""
-    return [
-        int(arg.split("=", 1)[0].rpartition(":")[2])
-        for arg in command
-        if arg.startswith("127.0.0.1:") and f"={SOCKET_DIR_IN_BOX}/" in arg
-    ]
-
-
-def _moved(text: str, moves: dict[int, int]) -> str:
-    for old, new in moves.items():
-        text = text.replace(f"127.0.0.1:{old}", f"127.0.0.1:{new}")
-    return text
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def permissive(spec: BoxSpec, name: str) -> BoxSpec:
-    """The negative control's proxy: it lets the probes' loopback targets and denied name
-    through (the name mapped to the host's loopback in the gateway's hosts file, so nothing
-    is looked up), so the proxy probes show they see a proxy that does not refuse."""
-    return replace(
-        spec,
-        allow=(*spec.allow, "127.0.0.1", "localhost", name),
-        egress_hosts=(*spec.egress_hosts, (name, "127.0.0.1")),
-    )
+# --- running it -----------------------------------------------------------------------------
 
 
 def denied_name(token: str) -> str:
     return f"flowerbox-selftest-{token}.invalid"
-
-
-# --- running it -----------------------------------------------------------------------------
 
 
 @contextlib.contextmanager
@@ -258,57 +199,139 @@ def _egress_log(spec: BoxSpec) -> list[dict[str, Any]]:
     return entries
 
 
+def _repo_state(workspace: Path) -> dict[str, Any]:
+    """What a git redirect would change in the user's real `.git`, seen from the host (no
+    symlink followed): what `.git` is (its inode: a replacement is a new one) and whether it
+    holds a `commondir`."""
+    git = workspace / ".git"
+    try:
+        info = git.lstat()
+    except OSError:
+        return {"git": None, "commondir": False}
+    commondir = git / "commondir"
+    return {
+        "git": (info.st_mode >> 12, info.st_ino),
+        "commondir": commondir.is_symlink() or commondir.exists(),
+    }
+
+
+def _repo_changes(workspace: Path, before: dict[str, Any]) -> list[str]:
+    """The redirects that reached the user's repository; the probe's own commondir plant
+    (a regular file holding "." and nothing else) is removed again."""
+    after = _repo_state(workspace)
+    changes = []
+    if after["git"] != before["git"]:
+        changes.append(".git was replaced")
+    if after["commondir"] and not before["commondir"]:
+        changes.append(".git/commondir appeared")
+        plant = workspace / ".git" / "commondir"
+        with contextlib.suppress(OSError):  # only in the same .git, only our own plant
+            ours = after["git"] == before["git"] and plant.is_file() and not plant.is_symlink()
+            if ours and plant.read_bytes() == b".\n":
+                plant.unlink()
+    return changes
+
+
+def _credentials(placeholder_upstream: str | None) -> contextlib.AbstractContextManager[None]:
+    if placeholder_upstream is None:
+        return contextlib.nullcontext()
+    return placeholder_credentials(placeholder_upstream)
+
+
+def hand_over(prepared: Prepared, *, placeholder_upstream: str | None) -> None:
+    """Write the gateway's credentials file, just before the box starts: the placeholder
+    aimed at `placeholder_upstream`, never the user's own (None: the user's, for doctor)."""
+    with _credentials(placeholder_upstream):
+        prepared.write_secrets()
+
+
+def run_box(
+    workspace: Path | None,
+    image: str,
+    *,
+    options: dict[str, Any],
+    placeholder_upstream: str | None,
+) -> Prepared:
+    """The box a `flowerbox "ask"` run in `workspace` would get, from the same prepare(): its
+    protected paths, isolation (and so the workbench mount) when the workspace is a
+    repository's top folder unless `options` say otherwise, the user's egress `options`, and
+    the gateway on the network a run's would take (the host's only for a loopback
+    ANTHROPIC_BASE_URL, as the user's own settings say). With `placeholder_upstream`, the
+    gateway will get a placeholder key aimed there (hand_over writes it).
+    """
+    from flower import load_dotenv
+    from flower.core.env import Lookup
+    from flowerbox.gitshadow import layout
+    from flowerbox.prepare import LOOPBACK, prepare, workspace_of
+
+    options = {"isolate": layout(workspace_of(workspace)) == "dir", **options}
+    with _credentials(placeholder_upstream):
+        prepared = prepare(["selftest"], workspace=workspace, image=image, **options)
+    # The user's own settings (never a workspace .env: as a run looks, after prepare() checked
+    # $FLOWER_ENV) decide the gateway's network, as they would a run's.
+    load_dotenv(lookup=Lookup.from_process(project=False))
+    upstream = os.environ.get("ANTHROPIC_BASE_URL") or "https://api.anthropic.com"
+    prepared.spec = replace(
+        prepared.spec, upstream_on_loopback=urlsplit(upstream).hostname in LOOPBACK
+    )
+    return prepared
+
+
 def selftest(
     *,
     workspace: Path | None,
     image: str,
     base_image: str | None = None,
-    negative: bool = False,
+    control: Control | None = None,
     prepare_options: dict[str, Any] | None = None,
     probes: tuple[str, ...] = PROBES,
     real_credentials: bool = False,
 ) -> Report:
-    """Run the probes in a box prepared as a real run's (or, negative, a weak one); judge.
+    """Run the probes in a box prepared as a real run's (run_box, then the boundary's
+    before_run: the box's own gitdir) or in a negative control, and judge. Only the
+    credentials are a placeholder, aimed at the probe server, and the command is the probe
+    module.
 
     Raises:
         ValueError: a bad workspace (the same refusals as a run).
         flowerbox.box.BoxError: no engine, no image, a container that would not start.
     """
-    from flowerbox.box import Box, connect, ensure_image, labelled
+    from flowerbox.boundary import before_run
+    from flowerbox.box import Box, connect, ensure_image, image_id, labelled
     from flowerbox.cli import CHECKOUT
-    from flowerbox.prepare import in_git, prepare
+    from flowerbox.prepare import in_git
 
     token, marker = secrets.token_hex(6), f"fbx-survivor-{secrets.token_hex(6)}"
     with ProbeServer() as server:
-        credentials = (
-            contextlib.nullcontext() if real_credentials else placeholder_credentials(server.url)
+        placeholder = None if real_credentials else server.url
+        prepared = run_box(
+            workspace, image, options=prepare_options or {}, placeholder_upstream=placeholder
         )
-        with credentials:
-            prepared = prepare(
-                ["selftest"],
-                workspace=workspace,
-                image=image,
-                isolate=False,
-                **(prepare_options or {}),
-            )
         spec = replace(
             prepared.spec,
             command=tuple(
                 probe_command(prepared.spec, server, token=token, marker=marker, probes=probes)
             ),
         )
-        if negative:
-            spec = permissive(spec, denied_name(token))
         names = spec.protected
-        before = _digests(spec.workspace, names)
+        where = Where(
+            workspace=spec.workspace,
+            protected=tuple(spec.workspace / n for n in names if (spec.workspace / n).exists()),
+            docker_socket=_docker_socket_path(),
+            denied_name=denied_name(token),
+        )
+        shape = None
+        if control is not None:
+            spec = control.spec(spec, where)
+            shape = partial(_shaped, control=control, where=where)
+        before, repo = _digests(spec.workspace, names), _repo_state(spec.workspace)
         out, err = bytearray(), bytearray()
         try:
             client = connect()
             ensure_image(client, image, context=CHECKOUT, base_image=base_image)
-            shape = None
-            if negative:
-                paths = tuple(spec.workspace / name for name in names)
-                shape = partial(weaken, protected=paths, docker_socket=_docker_socket_path())
+            spec = before_run(spec, image_id=image_id(client, image))  # a run's own git too
+            prepared = Prepared(spec)
+            hand_over(prepared, placeholder_upstream=placeholder)
             Box(spec, client=client, shape=shape).run(write=out.extend, write_err=err.extend)
             survivors = labelled(client, f"{SURVIVOR_LABEL}={marker}")
             left = [f"container {c.name}" for c in survivors]
@@ -322,6 +345,7 @@ def selftest(
             prepared.cleanup()
         seen = Seen(
             uid=os.getuid(),
+            gid=os.getgid(),
             pids_limit=spec.limits.pids,
             token=token,
             received=list(server.received),
@@ -329,9 +353,14 @@ def selftest(
             changed=[n for n, d in _digests(spec.workspace, names).items() if before[n] != d],
             survivors=left + _processes_with(marker),
             git=in_git(spec.workspace),
+            repo_changed=_repo_changes(spec.workspace, repo),
         )
     verdicts = judge(out.decode(errors="replace"), seen, probes)
-    return Report(verdicts, negative, err.decode(errors="replace"))
+    return Report(verdicts, "" if control is None else control.name, err.decode(errors="replace"))
+
+
+def _shaped(kwargs: dict[str, Any], *, control: Control, where: Where) -> dict[str, Any]:
+    return control.agent(kwargs, where)
 
 
 def _docker_socket_path() -> str:
@@ -350,14 +379,31 @@ def main(
     negative: bool,
     as_json: bool,
     network: dict[str, Any] | None = None,
+    weaken: str | None = None,
 ) -> int:
-    """`flowerbox selftest`: print one line per probe; 0 all PASS, 1 any FAIL, 2 no box."""
+    """`flowerbox selftest`: print one line per probe; 0 all PASS, 1 any FAIL, 2 no box.
+
+    `negative` runs the all-weak control (every probe should FAIL), `weaken` one variant of
+    flowerbox.controls (exactly its probes should FAIL); stderr says what was expected."""
     from rich.console import Console
 
     from flowerbox.box import BoxError
 
     stderr = Console(stderr=True, highlight=False, soft_wrap=True)
-    if negative:
+    control = ALL_WEAK if negative else None
+    if weaken is not None:
+        try:
+            if negative:
+                raise ValueError("--weaken and --negative-control: pass one of them")
+            control = control_named(weaken)
+        except ValueError as exc:
+            stderr.print(f"[bold red]error:[/] {exc}")
+            return 2
+        stderr.print(
+            f"negative control {control.name}: {control.breaks}; expected to FAIL: "
+            f"{', '.join(sorted(control.fails))}, every other probe to PASS"
+        )
+    elif negative:
         stderr.print(
             "negative control: a deliberately weak container (root, default capabilities, "
             "no seccomp, host network, the Docker socket): every probe should FAIL here"
@@ -367,7 +413,7 @@ def main(
             workspace=workspace,
             image=image,
             base_image=base_image,
-            negative=negative,
+            control=control,
             prepare_options=network,
         )
     except (ValueError, RuntimeError, BoxError) as exc:

@@ -7,6 +7,14 @@ folder both containers share; reaches the real API). Both are hardened the same 
 "Hardened by default"; security-checklist.md A.1): the host user's uid:gid, read-only root with
 a noexec tmpfs, every capability dropped, no-new-privileges, the default seccomp profile, pid,
 memory and CPU limits, an init, no Docker socket, labels so flowerbox finds what it owns.
+
+What the agent's container sees of the host (docs/threat-model.md): the workspace, its runs/,
+the CLI's HOME and the workbench, read-write; never the user's git directory (a shadow of it
+is mounted at `<workspace>/.git`, flowerbox.gitshadow) nor flowerbox's own records
+(flowerbox.state). Every mount point is un-renameable from inside, so the protected paths are
+bind-mounted read-only and each of their parent folders onto itself; a workspace `.env` is
+hidden behind an empty read-only file. Docker follows links in a mount's source, so only real
+folders and files (no link on the way: flowerbox.untrusted) are ever mounted.
 """
 
 from __future__ import annotations
@@ -15,7 +23,9 @@ import os
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
+
+from flowerbox.untrusted import read_bytes, real_folder, regular_file
 
 LABEL = "dev.flower.box"
 API_PORT = 8080
@@ -24,6 +34,12 @@ NETS = ("allowlist", "open")  # --net: the proxy's allowlist, or a network of th
 PLACEHOLDER_KEY = "sk-flowerbox-placeholder"  # what the agent sees: worth nothing
 SOCKET_DIR_IN_BOX = "/run/flowerbox"
 SECRETS_IN_GATEWAY = "/run/flowerbox-secrets"
+# The user's git objects, read-only, where the shadow gitdir's alternates file points.
+OBJECTS_IN_BOX = "/run/flowerbox-git/objects"
+# What <workspace>/.git is (flowerbox.gitshadow.layout): a folder (the box gets a shadow of
+# it), a file (a linked worktree: mounted read-only), or nothing.
+GitLayout = Literal["dir", "file", "none"]
+EMPTY = "/dev/null"  # what a masked workspace .env shows inside: nothing
 # Mounted read-only inside the workspace so nothing planted there runs later on the host or
 # in the next build (DESIGN.md "Anti-persistence"). A workspace adds its own in CONFIG.
 PROTECTED = (".git/hooks", ".git/config", "Dockerfile", "compose.yaml", ".flowerbox")
@@ -51,6 +67,7 @@ class BoxSpec:
     home: Path
     socket_dir: Path
     secrets_dir: Path
+    state_dir: Path  # this run's host-only records (flowerbox.state.run_folder)
     uid: int
     gid: int
     command: tuple[str, ...]
@@ -63,24 +80,40 @@ class BoxSpec:
     net: str = "allowlist"  # one of NETS
     allow: tuple[str, ...] = ()  # the egress allowlist, presets expanded (flowerbox.egress)
     egress_hosts: tuple[tuple[str, str], ...] = ()  # (name, address) for the gateway's hosts
+    git: GitLayout = "none"
+    shadow_git: Path | None = None  # the box's own gitdir, mounted at <workspace>/.git ("dir")
+    git_objects: Path | None = None  # the user's objects folder, mounted read-only ("dir")
+    git_alternates: tuple[Path, ...] = ()  # the user's own alternates, read-only where they are
+    disk_budget_gb: float | None = None  # the run stops once its folders grew past it
 
     @property
     def labels(self) -> dict[str, str]:
         return {LABEL: "1", f"{LABEL}.run": self.run_id, f"{LABEL}.workspace": str(self.workspace)}
 
     @property
-    def box_dir(self) -> Path:
-        """This run's host folder for what flowerbox itself records (logs, metadata)."""
-        return self.run_dir / "flowerbox" / self.run_id
-
-    @property
     def api_socket(self) -> Path:
         return self.socket_dir / "api.sock"
 
     @property
+    def gateway_dir(self) -> Path:
+        """Host-only, mounted into the gateway alone: what it writes, the agent cannot."""
+        return self.state_dir / "gateway"
+
+    @property
+    def usage_file(self) -> Path:
+        """The gateway's usage ledger: requests, tokens and cost of this run."""
+        return self.gateway_dir / "usage.json"
+
+    @property
     def egress_log(self) -> Path:
-        """One JSON line per decision of the egress proxy (host side)."""
-        return self.box_dir / "egress.jsonl"
+        """One JSON line per decision of the egress proxy."""
+        return self.gateway_dir / "egress.jsonl"
+
+    @property
+    def events_file(self) -> Path:
+        """flower's Events as JSON lines, written inside the box (`--events`): box-written,
+        so the host reads it through flowerbox.untrusted only."""
+        return self.run_dir / "events" / f"{self.run_id}.jsonl"
 
 
 def protected_paths(workspace: Path) -> tuple[str, ...]:
@@ -91,10 +124,9 @@ def protected_paths(workspace: Path) -> tuple[str, ...]:
             workspace; the message names the file and the entry.
     """
     path = workspace / CONFIG
-    if not path.is_file():
-        return PROTECTED
-    try:
-        extra = tomllib.loads(path.read_text(encoding="utf-8")).get("protect", [])
+    try:  # box-writable like all of the workspace: no link followed, bounded
+        data = read_bytes(workspace, CONFIG, limit=64 * 1024)
+        extra = [] if data is None else tomllib.loads(data.decode()).get("protect", [])
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         raise ValueError(f"cannot read {path}: {exc}; fix it or remove it") from exc
     if not isinstance(extra, list) or not all(isinstance(entry, str) for entry in extra):
@@ -156,6 +188,59 @@ def agent_env(spec: BoxSpec) -> dict[str, str]:
     return env
 
 
+def _git_volumes(spec: BoxSpec) -> dict[str, dict[str, str]]:
+    """The box's git: its own shadow gitdir at <workspace>/.git with the user's objects
+    read-only beside it; a `.git` file (a linked worktree) read-only; else nothing."""
+    dot_git = spec.workspace / ".git"
+    if spec.git == "file":
+        return {str(dot_git): _bind(dot_git, read_only=True)}
+    if spec.git != "dir" or spec.shadow_git is None or spec.git_objects is None:
+        return {}
+    volumes = {
+        str(spec.shadow_git): _bind(dot_git),
+        str(spec.git_objects): _bind(Path(OBJECTS_IN_BOX), read_only=True),
+    }
+    volumes |= {str(path): _bind(path, read_only=True) for path in spec.git_alternates}
+    for name in spec.protected:  # .git/hooks, .git/config: the shadow's copies, read-only
+        rest = Path(name).relative_to(".git") if Path(name).parts[0] == ".git" else None
+        if rest is not None and rest.parts and _present(spec.shadow_git, rest):
+            volumes[str(spec.shadow_git / rest)] = _bind(dot_git / rest, read_only=True)
+    return volumes
+
+
+def _present(root: Path, relative: Path) -> bool:
+    return real_folder(root, relative) or regular_file(root, relative)
+
+
+def protected_sources(spec: BoxSpec) -> tuple[Path, ...]:
+    """The host paths mounted read-only as the protected paths (the shadow's copies for
+    those under .git/)."""
+    volumes = _git_volumes(spec) | _protected_volumes(spec)
+    return tuple(
+        Path(host)
+        for host, bind in volumes.items()
+        if bind["mode"] == "ro"
+        and host != str(spec.git_objects)
+        and Path(host) not in spec.git_alternates
+    )
+
+
+def _protected_volumes(spec: BoxSpec) -> dict[str, dict[str, str]]:
+    """Each protected path read-only, and each folder above it (below the workspace) bound
+    onto itself: a mount point cannot be renamed, so `mv .github x` cannot swap it out."""
+    volumes: dict[str, dict[str, str]] = {}
+    for name in spec.protected:
+        parts = Path(name).parts
+        if parts[0] == ".git" or not _present(spec.workspace, Path(name)):
+            continue
+        for depth in range(1, len(parts)):
+            parent = spec.workspace.joinpath(*parts[:depth])
+            volumes.setdefault(str(parent), _bind(parent))
+        path = spec.workspace / name
+        volumes[str(path)] = _bind(path, read_only=True)
+    return volumes
+
+
 def agent_kwargs(spec: BoxSpec) -> dict[str, Any]:
     """docker's containers.run() kwargs for the agent's container."""
     volumes = {
@@ -166,10 +251,9 @@ def agent_kwargs(spec: BoxSpec) -> dict[str, Any]:
     }
     if spec.workbench is not None:
         volumes[str(spec.workbench)] = _bind(spec.workbench)
-    for name in spec.protected:
-        path = spec.workspace / name
-        if path.exists():
-            volumes[str(path)] = _bind(path, read_only=True)
+    volumes |= _git_volumes(spec) | _protected_volumes(spec)
+    if regular_file(spec.workspace, ".env"):  # the user's credentials stay on the host
+        volumes[EMPTY] = _bind(spec.workspace / ".env", read_only=True)
     relays = [f"127.0.0.1:{API_PORT}={SOCKET_DIR_IN_BOX}/api.sock"]
     if spec.net == "allowlist":
         relays.append(f"127.0.0.1:{PROXY_PORT}={SOCKET_DIR_IN_BOX}/proxy.sock")
@@ -200,7 +284,7 @@ def gateway_kwargs(spec: BoxSpec) -> dict[str, Any]:
         "--credentials",
         f"{SECRETS_IN_GATEWAY}/credentials.env",
         "--usage",
-        str(spec.run_dir / "gateway-usage.json"),
+        str(spec.usage_file),
     ]
     if spec.budget_usd is not None:
         command += ["--budget", str(spec.budget_usd)]
@@ -218,7 +302,7 @@ def gateway_kwargs(spec: BoxSpec) -> dict[str, Any]:
         "volumes": {
             str(spec.socket_dir): _bind(Path(SOCKET_DIR_IN_BOX)),
             str(spec.secrets_dir): _bind(Path(SECRETS_IN_GATEWAY), read_only=True),
-            str(spec.run_dir): _bind(spec.run_dir),
+            str(spec.gateway_dir): _bind(spec.gateway_dir),
         },
         "environment": {"FLOWER_NO_UPDATE": "1"},
         # A real API is reached over a network of its own; a loopback one (tests, a local

@@ -1,10 +1,11 @@
-"""The keeper of a detached run: `python -m flowerbox.supervise BOX_DIR`, on the host.
+"""The keeper of a detached run: `python -I -m flowerbox.supervise STATE_DIR`, on the host.
 
 `flowerbox "ask" --detach` starts the gateway and the agent, then this process in a session of
 its own (no terminal, so no hang-up reaches it) and returns. It waits on the agent's container,
 copying its output to output.log, and when the agent ends it does what the attached path does
 in `flowerbox.cli._in_box`: remove both containers (so the gateway lives exactly as long as its
-run), remove the private /tmp/fbx-* socket and secrets folders, and call `after_run`.
+run), call `flowerbox.boundary.after_run`, and remove the run's private folders (sockets,
+credentials, the box's own area).
 
 SIGTERM to this process stops the agent gracefully first (as `flowerbox stop` does).
 """
@@ -18,27 +19,19 @@ import traceback
 from pathlib import Path
 from types import FrameType
 
-from flowerbox import provenance, runs
+from flowerbox import boundary, runs
 from flowerbox.prepare import Prepared
-from flowerbox.spec import BoxSpec
 
 
-def after_run(spec: BoxSpec, code: int | None) -> None:
-    """Everything that happens once a run has ended and its containers are gone, attached or
-    detached: the meta file gets the final status, exit code and cost, then the commits the
-    run made get their provenance notes. `code` is the agent's exit code (None: its container
-    vanished). What else must follow every run goes here too."""
-    runs.record_end(spec, code)
-    provenance.record(spec, code)  # git notes on the commits the run made
-
-
-def supervise(box_dir: Path) -> int:
-    """Keep the run in `box_dir` until its agent ends; returns the agent's exit code (or 2)."""
+def supervise(state_dir: Path) -> int:
+    """Keep the run recorded in `state_dir` until its agent ends; returns the agent's exit
+    code (or 2)."""
     from flowerbox.box import Box, BoxError, connect
+    from flowerbox.diskwatch import watch_disk
 
-    run = runs.load(box_dir)
+    run = runs.load(state_dir)
     if run is None:
-        print(f"flowerbox.supervise: no run recorded in {box_dir}", file=sys.stderr)
+        print(f"flowerbox.supervise: no run recorded in {state_dir}", file=sys.stderr)
         return 2
     spec = run.spec()
     code: int | None = None
@@ -51,21 +44,22 @@ def supervise(box_dir: Path) -> int:
             stopping.stop()
 
         signal.signal(signal.SIGTERM, stop)
-        with (box_dir / runs.OUTPUT).open("ab") as output:
+        with (state_dir / runs.OUTPUT).open("ab") as output:
 
             def write(chunk: bytes) -> None:
                 output.write(chunk)
                 output.flush()
 
-            code = box.wait(write)
+            with watch_disk(spec, box.stop):
+                code = box.wait(write)
     except BoxError:
         traceback.print_exc()
     finally:
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         if box is not None:
             box.remove()
+        boundary.report(boundary.after_run(spec, code))  # before cleanup: it reads the shadow
         Prepared(spec).cleanup()
-        after_run(spec, code)
     print(f"flowerbox.supervise: {spec.run_id} ended with {code}", file=sys.stderr)
     return 2 if code is None else code
 
@@ -73,7 +67,7 @@ def supervise(box_dir: Path) -> int:
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 1:
-        print("usage: python -m flowerbox.supervise BOX_DIR", file=sys.stderr)
+        print("usage: python -I -m flowerbox.supervise STATE_DIR", file=sys.stderr)
         return 2
     # Started in a session of its own already; a stray Ctrl+C or hang-up must not end it.
     for sig in (signal.SIGINT, signal.SIGHUP):

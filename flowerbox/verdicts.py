@@ -37,6 +37,7 @@ class Seen:
     """What only the host can see, gathered after the box is gone."""
 
     uid: int
+    gid: int
     pids_limit: int
     token: str
     received: list[str] = field(default_factory=list)  # lines/datagrams at the probe server
@@ -44,6 +45,7 @@ class Seen:
     changed: list[str] = field(default_factory=list)  # protected paths whose content changed
     survivors: list[str] = field(default_factory=list)  # containers and processes left behind
     git: bool = True  # the workspace is a git repository
+    repo_changed: list[str] = field(default_factory=list)  # the user's .git, seen afterwards
 
 
 # --- judging: one function per probe --------------------------------------------------------
@@ -51,16 +53,24 @@ class Seen:
 
 def _identity(o: dict[str, Any], seen: Seen) -> Verdict:
     uid, euid = o["uid"], o["euid"]
-    if uid == euid == seen.uid == 0:
+    if not uid == euid == seen.uid:
+        return Verdict("identity", False, f"uid {uid} (euid {euid}), expected your uid {seen.uid}")
+    extra = sorted(set(o["groups"]) - {seen.gid})
+    if o["gid"] != seen.gid or extra:
+        return Verdict(
+            "identity",
+            False,
+            f"gid {o['gid']}, supplementary groups {o['groups']}: expected your gid {seen.gid} "
+            "and no other group (a group can open what it owns, the engine's socket included)",
+        )
+    if uid == 0:
         return Verdict(
             "identity",
             True,
             "uid 0: flowerbox runs as root, so the box does (every other restriction holds); "
             "run flowerbox as your own user, in the docker group, to avoid it",
         )
-    if uid == euid == seen.uid:
-        return Verdict("identity", True, f"uid {uid}: yours, not root")
-    return Verdict("identity", False, f"uid {uid} (euid {euid}), expected your uid {seen.uid}")
+    return Verdict("identity", True, f"uid {uid}, gid {seen.gid}, no other group: yours, not root")
 
 
 def _capabilities(o: dict[str, Any], seen: Seen) -> Verdict:
@@ -75,26 +85,62 @@ def _no_new_privs(o: dict[str, Any], seen: Seen) -> Verdict:
 
 
 def _seccomp(o: dict[str, Any], seen: Seen) -> Verdict:
-    ok = o["Seccomp"] == 2
-    why = "mode 2 (a filter)" if ok else f"mode {o['Seccomp']}: no seccomp filter"
-    return Verdict("seccomp", ok, why)
+    if o["Seccomp"] != 2:
+        return Verdict("seccomp", False, f"mode {o['Seccomp']}: no seccomp filter")
+    tried = o["syscalls"]
+    if tried is None:
+        return Verdict(
+            "seccomp",
+            False,
+            f"no syscall table for {o['machine']}: what the filter refuses is unknown",
+        )
+    allowed = {name: outcome for name, outcome in tried.items() if outcome != "EPERM"}
+    if allowed:
+        got = ", ".join(f"{name} ({outcome})" for name, outcome in allowed.items())
+        return Verdict("seccomp", False, f"a filter is loaded, but these reached the kernel: {got}")
+    return Verdict("seccomp", True, f"mode 2; refused with EPERM: {', '.join(tried)}")
 
 
 def _read_only_root(o: dict[str, Any], seen: Seen) -> Verdict:
     problems = []
+    if "ro" not in o["root_mount"]:
+        problems.append(f"/ is mounted {','.join(o['root_mount'][:1]) or 'without options'}")
     if o["root_writable"]:
-        problems.append("/ is writable")
+        problems.append("the root filesystem took a write")
     if o["tmp_exec"]:
         problems.append("a script written to /tmp runs")
     if problems:
         return Verdict("read_only_root", False, "; ".join(problems))
-    return Verdict("read_only_root", True, "/ refuses writes, /tmp refuses to execute")
+    writable = o["writable_mounts"]
+    executable = sorted(point for point, noexec in writable.items() if not noexec)
+    return Verdict(
+        "read_only_root",
+        True,
+        "/ is read-only, /tmp refuses to execute; writable and executable by design: "
+        f"{', '.join(executable) or 'nothing'}",
+    )
 
 
 def _docker_socket(o: dict[str, Any], seen: Seen) -> Verdict:
-    if o["sockets"]:
-        return Verdict("docker_socket", False, f"the engine's socket is here: {o['sockets']}")
-    return Verdict("docker_socket", True, "no docker.sock")
+    if o["engines"]:
+        engines = ", ".join(o["engines"])
+        return Verdict("docker_socket", False, f"a Docker engine answers at {engines}")
+    if o["unopenable"]:
+        return Verdict(
+            "docker_socket",
+            False,
+            f"sockets the box sees but may not open (an engine's? another group or uid could): "
+            f"{', '.join(o['unopenable'])}",
+        )
+    if o["truncated"]:
+        return Verdict("docker_socket", False, f"the walk was cut short ({o['truncated']})")
+    others = ", ".join(o["others"]) or "none"
+    return Verdict(
+        "docker_socket",
+        True,
+        f"no engine among the unix sockets reachable ({o['entries']} entries walked; "
+        f"sockets: {others})",
+    )
 
 
 def _interfaces(o: dict[str, Any], seen: Seen) -> Verdict:
@@ -113,7 +159,9 @@ def _direct_tcp(o: dict[str, Any], seen: Seen) -> Verdict:
 def _udp(o: dict[str, Any], seen: Seen) -> Verdict:
     if f"udp {seen.token}" in seen.received:
         return Verdict("udp", False, "a datagram reached the host's loopback")
-    return Verdict("udp", True, "no datagram left the box")
+    if not o["route_v4"]:
+        return Verdict("udp", False, "the kernel would route a datagram out (an IPv4 route)")
+    return Verdict("udp", True, f"no datagram left the box; no route out ({o['route_v4']})")
 
 
 def _raw_socket(o: dict[str, Any], seen: Seen) -> Verdict:
@@ -161,7 +209,7 @@ def _proxy_denied_name(o: dict[str, Any], seen: Seen) -> Verdict:
 def _proxy_internal_targets(o: dict[str, Any], seen: Seen) -> Verdict:
     if o.get("proxy") is None:
         return Verdict("proxy_internal_targets", False, "no egress proxy in the box")
-    if f"proxied {seen.token}" in seen.received:
+    if f"proxied {seen.token}" in seen.received:  # (the denied-name probe sends "named")
         return Verdict("proxy_internal_targets", False, "the proxy reached the host's loopback")
     open_targets = [target for target, answer in o["targets"].items() if not _refused(answer)]
     unlogged = [
@@ -182,6 +230,8 @@ def _protected_paths(o: dict[str, Any], seen: Seen) -> Verdict:
     if o["writable"] or seen.changed:
         bad = sorted({*o["writable"], *seen.changed})
         return Verdict("protected_paths", False, f"writable inside: {', '.join(bad)}")
+    if o["renamed"]:
+        return Verdict("protected_paths", False, f"renamed inside: {', '.join(o['renamed'])}")
     absent = [name for name in GIT_PROTECTED if name in o["missing"]]
     if seen.git and absent:
         return Verdict("protected_paths", False, f"not in the workspace: {', '.join(absent)}")
@@ -192,7 +242,46 @@ def _protected_paths(o: dict[str, Any], seen: Seen) -> Verdict:
             "nothing protected exists here to try (no .git, Dockerfile...): run selftest in a "
             "git repository",
         )
-    return Verdict("protected_paths", True, f"read-only: {', '.join(o['refused'])}")
+    return Verdict("protected_paths", True, f"read-only, not renamed: {', '.join(o['refused'])}")
+
+
+def _protected_parents(o: dict[str, Any], seen: Seen) -> Verdict:
+    if o["renamed"]:
+        return Verdict(
+            "protected_parents",
+            False,
+            f"renamed inside (a protected path moves along, its name is free): "
+            f"{', '.join(o['renamed'])}",
+        )
+    if not o["refused"]:
+        return Verdict("protected_parents", True, "no protected path lies below a folder here")
+    return Verdict("protected_parents", True, f"not renamed: {', '.join(o['refused'])}")
+
+
+def _git_redirects(o: dict[str, Any], seen: Seen) -> Verdict:
+    if o["git"] == "file":  # a linked worktree: its .git file names the gitdir git uses
+        if not o["file_refused"] or not o["file_rename_refused"]:
+            return Verdict(
+                "git_redirects",
+                False,
+                "the workspace's .git file (a linked worktree) can be rewritten or moved "
+                "inside: a `gitdir:` of the box's own would take your git there",
+            )
+        return Verdict("git_redirects", True, ".git is a file (a linked worktree): read-only")
+    if o["git"] != "folder":
+        return Verdict("git_redirects", True, f"the workspace's .git: {o['git']}")
+    problems = []
+    if seen.repo_changed:
+        problems.append(f"reached your repository: {', '.join(seen.repo_changed)}")
+    if o["moved"]:
+        problems.append(f".git moved away inside, {o['replace']}")
+    if problems:
+        return Verdict("git_redirects", False, "; ".join(problems))
+    return Verdict(
+        "git_redirects",
+        True,
+        f"commondir: {o['commondir']}, not in your repository; .git not replaced ({o['replace']})",
+    )
 
 
 def _setuid(o: dict[str, Any], seen: Seen) -> Verdict:
@@ -251,6 +340,8 @@ JUDGES: dict[str, Callable[[dict[str, Any], Seen], Verdict]] = {
     "proxy_denied_name": _proxy_denied_name,
     "proxy_internal_targets": _proxy_internal_targets,
     "protected_paths": _protected_paths,
+    "protected_parents": _protected_parents,
+    "git_redirects": _git_redirects,
     "setuid": _setuid,
     "survivor": _survivor,
     "pids_limit": _pids_limit,

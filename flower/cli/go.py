@@ -30,6 +30,14 @@ def go(
     new: Annotated[
         bool, typer.Option("--new", help="Start over: archive the brief and goal, wake nothing.")
     ] = False,
+    wake: Annotated[
+        bool,
+        typer.Option(
+            "--continue",
+            help="Wake the run in this workspace if its brief is complete (the ask is then "
+            "not added to it); else start with the ask.",
+        ),
+    ] = False,
     isolate: Annotated[
         bool,
         typer.Option("--isolate/--no-isolate", help="Workers in their own git worktrees."),
@@ -80,6 +88,8 @@ def go(
             raise ValueError(f"workspace {ws} is not a folder: create it or pass -w <folder>")
         run_dir = usable_run_dir(run_dir)
         state = wake_state(ws, run_dir=run_dir, isolate=isolate)
+        if wake and state["woke"] and not new:
+            ask = ""  # an ask would amend the brief and set the goal again
         console.print(_describe_wake(state, new=new), style="bold")
         flow = starter_flow(
             ask,

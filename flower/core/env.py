@@ -116,10 +116,15 @@ class Lookup:
     config_home: Path
     flower_env: Path | None = None
     source: Path | None = None
+    project: bool = True  # read ./.env and the source checkout's .env (entries 3 and 5)
 
     @classmethod
-    def from_process(cls) -> Lookup:
-        """Read $HOME, $XDG_CONFIG_HOME and $FLOWER_ENV now (empty counts as unset)."""
+    def from_process(cls, *, project: bool = True) -> Lookup:
+        """Read $HOME, $XDG_CONFIG_HOME and $FLOWER_ENV now (empty counts as unset).
+
+        `project=False` leaves out the files a project folder holds (./.env, the source
+        checkout's .env): flowerbox on the host never configures itself from a folder a box
+        can write."""
         home = Path.home()
         cwd = Path.cwd()
         flower_env = os.environ.get("FLOWER_ENV")
@@ -129,6 +134,7 @@ class Lookup:
             config_home=_config_home(home),
             flower_env=cwd / Path(flower_env).expanduser() if flower_env else None,
             source=source_root(),
+            project=project,
         )
 
     @property
@@ -139,9 +145,10 @@ class Lookup:
         """Entries 2-5 of the lookup order as (origin label, path), existing or not."""
         if self.flower_env is not None:
             yield "$FLOWER_ENV", self.flower_env
-        yield "./.env", self.cwd / ".env"
+        if self.project:
+            yield "./.env", self.cwd / ".env"
         yield "global .env", self.global_dotenv
-        if self.source is not None:
+        if self.source is not None and self.project:
             yield "source .env", self.source / ".env"
 
     def claude_settings(self) -> Iterator[tuple[str, Path]]:

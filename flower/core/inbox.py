@@ -41,6 +41,7 @@ __all__ = [
     "Mailbox",
     "drop_answer",
     "drop_message",
+    "drop_name",
     "pending_asks",
     "write_asks",
 ]
@@ -73,12 +74,16 @@ def drop_message(run_dir: str | Path, text: str) -> Path:
     return _drop(Path(run_dir), {"send": text})
 
 
+def drop_name() -> str:
+    """A new inbox file name: nanoseconds first so that a sorted listing is drop order; pid
+    and a random tail keep two droppers in the same nanosecond apart."""
+    return f"{time.time_ns():020d}-{os.getpid()}-{uuid.uuid4().hex[:8]}.json"
+
+
 def _drop(run_dir: Path, data: dict[str, str]) -> Path:
     inbox = run_dir / INBOX_DIR
     inbox.mkdir(parents=True, exist_ok=True)
-    # Nanoseconds first so that a sorted listing is drop order; pid and a random tail keep
-    # two droppers in the same nanosecond apart.
-    name = f"{time.time_ns():020d}-{os.getpid()}-{uuid.uuid4().hex[:8]}.json"
+    name = drop_name()
     fd, tmp = tempfile.mkstemp(prefix=".", suffix=".tmp", dir=inbox)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:

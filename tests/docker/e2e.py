@@ -4,10 +4,12 @@ its install, the "real" key the fake API requires, and how to run a command as t
 
 from __future__ import annotations
 
+import json
 import os
 import pwd
 import subprocess
 from pathlib import Path
+from typing import Any
 
 from flower.testing import FakeAPI
 
@@ -17,19 +19,28 @@ REAL = "sk-ant-real-" + "e2e-0123456789abcdef"  # built at runtime: never a lite
 PREPARE = "run `bash docker/e2e-user.sh` as root (CI does)"
 
 
+def user_argv(
+    user: tuple[str, int, int], command: list[str], env: dict[str, str] | None = None
+) -> list[str]:
+    """`command` as `user`, with `env` added to the environment."""
+    return [
+        "runuser",
+        "-u",
+        user[0],
+        "--",
+        "env",
+        "-u",
+        "XDG_STATE_HOME",  # the test process's private one is root's: the user has its own
+        *(f"{k}={v}" for k, v in (env or {}).items()),
+        *command,
+    ]
+
+
 def as_user(
     user: tuple[str, int, int], command: list[str], *, cwd: Path, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [
-            "runuser",
-            "-u",
-            user[0],
-            "--",
-            "env",
-            *(f"{k}={v}" for k, v in (env or {}).items()),
-            *command,
-        ],
+        user_argv(user, command, env),
         cwd=cwd,
         capture_output=True,
         text=True,
@@ -47,3 +58,30 @@ def box_env(api: FakeAPI, user: tuple[str, int, int]) -> dict[str, str]:
         "ANTHROPIC_BASE_URL": api.url,
         "FLOWERBOX_IMAGE": os.environ.get("FLOWERBOX_TEST_IMAGE", "flowerbox:dev"),
     }
+
+
+def state_of(user: tuple[str, int, int]) -> Path:
+    """The user's flowerbox state folder (flowerbox.state: no box ever mounts it)."""
+    return Path(pwd.getpwnam(user[0]).pw_dir) / ".local" / "state" / "flowerbox"
+
+
+def metas(user: tuple[str, int, int], ws: Path) -> dict[str, dict[str, Any]]:
+    """run id -> meta of every run the user recorded for workspace `ws`."""
+    found = {}
+    for path in sorted((state_of(user) / "runs").glob("*/meta.json")):
+        meta = json.loads(path.read_text())
+        if meta.get("workspace") == str(ws):
+            found[meta["run_id"]] = meta
+    return found
+
+
+def ledger(user: tuple[str, int, int], ws: Path, name: str = "usage.json") -> Path:
+    """The newest run's gateway file `name` (usage.json, egress.jsonl) for workspace `ws`."""
+    newest = max(metas(user, ws).values(), key=lambda meta: str(meta["started"]))
+    return state_of(user) / "runs" / newest["run_id"] / "gateway" / name
+
+
+def usage_of(user: tuple[str, int, int], ws: Path) -> dict[str, Any]:
+    """The newest run's usage ledger (its gateway writes it to the user's state)."""
+    data: dict[str, Any] = json.loads(ledger(user, ws).read_text())
+    return data

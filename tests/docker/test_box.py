@@ -22,7 +22,7 @@ from docker import DockerClient  # noqa: TID251 - these tests inspect the engine
 
 from flower.testing import Always, FakeAPI, Reply, Request, Usage, When, rules, text, tool
 from flower.testing.demo import DEMO_ASK, starter_cast
-from tests.docker.e2e import FLOWERBOX, REAL, as_user, box_env
+from tests.docker.e2e import FLOWERBOX, REAL, as_user, box_env, ledger, usage_of, user_argv
 
 pytestmark = pytest.mark.docker
 
@@ -49,8 +49,8 @@ def test_an_unattended_run_leaves_the_users_files_and_state_on_the_host(
     workbench = user_workspace.parent / f".flower-{user_workspace.name}"
     assert (workbench / "notes" / "需求.md").is_file()  # isolation on: the workbench outside
     assert real_api.saw_key(REAL) and not real_api.saw_key("sk-flowerbox-placeholder")
-    usage = json.loads((runs / "gateway-usage.json").read_text())
-    assert usage["requests"] >= 5 and REAL not in (runs / "gateway-usage.json").read_text()
+    usage = usage_of(host_user, user_workspace)
+    assert usage["requests"] >= 5 and REAL not in ledger(host_user, user_workspace).read_text()
     # Every request the agent's side sent carried the placeholder, and nothing else.
     assert usage["client_credentials"] == {"placeholder": usage["requests"]}
 
@@ -151,15 +151,7 @@ def test_a_killed_box_resumes_the_same_session_on_the_next_ask(
     env = box_env(real_api, host_user)
     command = [FLOWERBOX, DEMO_ASK, "--timeout", "0", "-w", str(user_workspace)]
     first = subprocess.Popen(
-        [
-            "runuser",
-            "-u",
-            host_user[0],
-            "--",
-            "env",
-            *(f"{k}={v}" for k, v in env.items()),
-            *command,
-        ],
+        user_argv(host_user, command, env),
         cwd=user_workspace,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -239,7 +231,7 @@ def test_the_gateway_refuses_model_calls_past_the_budget(
     assert done.returncode != 0
     assert "budget of $4.00 is spent" in done.stdout + done.stderr
     assert len(real_api.requests) == 1  # step two's call was refused before the API
-    usage = json.loads((user_workspace / "runs" / "gateway-usage.json").read_text())
+    usage = usage_of(host_user, user_workspace)
     assert usage["refused"] >= 1 and usage["requests"] == 1
 
 

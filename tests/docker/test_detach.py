@@ -25,7 +25,7 @@ from docker import DockerClient  # noqa: TID251 - these tests inspect the engine
 from flower.core.lineage import Lineage
 from flower.testing import FakeAPI, Reply, Request, When, rules, sequence, text, tool
 from flower.testing.demo import DEMO_ASK, starter_cast
-from tests.docker.e2e import FLOWERBOX, as_user, box_env
+from tests.docker.e2e import FLOWERBOX, USER, as_user, box_env, metas, state_of, user_argv
 
 pytestmark = pytest.mark.docker
 
@@ -42,15 +42,16 @@ def nothing_left(user_workspace: Path, docker_client: DockerClient) -> Iterator[
     label = f"dev.flower.box.workspace={user_workspace}"
     for container in docker_client.containers.list(all=True, filters={"label": label}):
         container.remove(force=True)
-    for meta in (user_workspace / "runs" / "flowerbox").glob("*/meta.json"):
-        spec = json.loads(meta.read_text())["spec"]
-        for folder in (spec["socket_dir"], spec["secrets_dir"]):
+    for meta in metas((USER, 0, 0), user_workspace).values():
+        for folder in (meta["spec"]["socket_dir"], meta["spec"]["secrets_dir"]):
             shutil.rmtree(folder, ignore_errors=True)
 
 
 def meta_of(ws: Path, run_id: str) -> dict[str, Any]:
-    path = ws / "runs" / "flowerbox" / run_id / "meta.json"
+    """The run's record, in the e2e user's flowerbox state (never in the workspace)."""
+    path = state_of((USER, 0, 0)) / "runs" / run_id / "meta.json"
     data: dict[str, Any] = json.loads(path.read_text())
+    assert data["workspace"] == str(ws)
     return data
 
 
@@ -101,8 +102,7 @@ def worker_busy(api: FakeAPI) -> None:
 def attach(user: tuple[str, int, int], ws: Path, env: dict[str, str]) -> subprocess.Popen[str]:
     """`flowerbox attach` as the user, in a process group of its own (for Ctrl+C)."""
     return subprocess.Popen(
-        ["runuser", "-u", user[0], "--", "env", *(f"{k}={v}" for k, v in env.items())]
-        + [FLOWERBOX, "attach"],
+        user_argv(user, [FLOWERBOX, "attach"], env),
         cwd=ws,
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,

@@ -22,7 +22,16 @@ def test_doctor_is_all_ok_where_a_run_would_work(
     )
     assert done.returncode == 0, done.stdout + done.stderr[-2000:]
     names = [line.split()[1] for line in done.stdout.splitlines() if line.startswith("OK")]
-    assert names == ["engine", "image", "credentials", "workspace", "user", "gateway", "proxy"]
+    assert names == [
+        "engine",
+        "image",
+        "credentials",
+        "workspace",
+        "user",
+        "state",
+        "gateway",
+        "proxy",
+    ]
     assert "ANTHROPIC_API_KEY from the process environment" in done.stdout
     assert "upstream is reachable" in done.stdout and "logged deny" in done.stdout
     assert REAL not in done.stdout + done.stderr

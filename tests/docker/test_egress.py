@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from flower.testing import FakeAPI
-from tests.docker.e2e import FLOWERBOX, as_user, box_env
+from tests.docker.e2e import FLOWERBOX, as_user, box_env, ledger
 
 pytestmark = pytest.mark.docker
 
@@ -222,8 +222,8 @@ def test_the_allowlist_from_inside_the_box(
     [line] = [line for line in done.stdout.splitlines() if line.startswith("EGRESS ")]
     out = json.loads(line.removeprefix("EGRESS "))
     assert out["proxy"] == PROXY  # the variables are there unless the probe drops them
-    logs = list((user_workspace / "runs" / "flowerbox").glob("*/egress.jsonl"))
-    log = [json.loads(entry) for path in logs for entry in path.read_text().splitlines()]
+    path = ledger(host_user, user_workspace, "egress.jsonl")  # in the user's state, not here
+    log = [json.loads(entry) for entry in path.read_text().splitlines()] if path.is_file() else []
 
     if expected is None:  # no proxy: no route, no name, nothing reached, nothing decided
         assert out["direct"]["url"].startswith("failed"), out

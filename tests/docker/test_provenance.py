@@ -5,7 +5,6 @@ Attached (the CLI writes it) and detached (the run's supervisor writes it)."""
 
 from __future__ import annotations
 
-import json
 import subprocess
 import time
 from pathlib import Path
@@ -14,7 +13,7 @@ import pytest
 from docker import DockerClient  # noqa: TID251 - the image id the note must name
 
 from flower.testing import FakeAPI, Reply, Request, When, rules, text, tool
-from tests.docker.e2e import FLOWERBOX, as_user, box_env
+from tests.docker.e2e import FLOWERBOX, as_user, box_env, metas, usage_of
 
 pytestmark = pytest.mark.docker
 
@@ -67,10 +66,10 @@ def test_a_commit_made_in_the_box_gets_a_note_on_the_host(
         assert "noted 1 commit(s)" in done.stderr
     assert note.returncode == 0, note.stderr
     fields = dict(line.split(": ", 1) for line in note.stdout.splitlines())
-    [box_dir] = (user_workspace / "runs" / "flowerbox").iterdir()
-    assert fields["flowerbox-run"] == box_dir.name
+    [run_id] = metas(host_user, user_workspace)
+    assert fields["flowerbox-run"] == run_id
     assert fields["image"] == f"flowerbox:dev {docker_client.images.get('flowerbox:dev').id}"
-    usage = json.loads((user_workspace / "runs" / "gateway-usage.json").read_text())
+    usage = usage_of(host_user, user_workspace)
     assert fields["model"] == ", ".join(sorted(usage["models"])) != "none recorded"
     assert fields["cost"] == f"${usage['total_cost_usd']:.6f} ({usage['requests']} requests)"
     assert fields["network"] == "allowlist: empty (no network)" and fields["exit"] == "0"

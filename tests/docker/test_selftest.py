@@ -1,32 +1,46 @@
 """`flowerbox selftest` on a real engine, as the unprivileged e2e user: every probe PASSes in
-the box a run gets, and every probe FAILs in the negative control's weak container, so none
-of them is a check that cannot fail. Every target is on this machine (the probe server on the
-host's loopback, `.invalid` names, route lookups that send nothing)."""
+the box a run gets; every probe FAILs in the all-weak negative control; and in each variant of
+flowerbox.controls, which breaks one property, exactly that property's probes FAIL while all
+the others still PASS. So no probe is a check that cannot fail, and none fails for a
+neighbour's weakness. Every target is on this machine (the probe server on the host's
+loopback, `.invalid` names, route lookups that send nothing); the network ways out the
+variants open are the host's network, to that loopback, and a namespace this test makes
+itself on loopback-range addresses (never a bridge: its addresses are private-range)."""
 
 from __future__ import annotations
 
 import json
+import os
 import pwd
+import re
+import secrets
 import socket
 import subprocess
+import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from docker import DockerClient  # noqa: TID251 - these tests inspect the engine's containers
 
+from flowerbox.controls import JOINED, VARIANTS, control_named
 from flowerbox.probes import PROBES, ROUTE_V6, SURVIVOR_LABEL
-from tests.docker.e2e import FLOWERBOX, as_user
+from tests.docker.e2e import FLOWERBOX, as_user, state_of
 
 pytestmark = pytest.mark.docker
 
 
 def selftest(
-    user: tuple[str, int, int], workspace: Path, *args: str
+    user: tuple[str, int, int], workspace: Path, image: str, *args: str
 ) -> tuple[subprocess.CompletedProcess[str], dict[str, dict[str, object]]]:
     env = {
         "PATH": "/usr/bin:/bin",
         "HOME": pwd.getpwnam(user[0]).pw_dir,
-        "FLOWERBOX_IMAGE": "flowerbox:dev",
+        "FLOWERBOX_IMAGE": image,
+        # A loopback upstream, as the other engine tests' runs have (the fake API): the gateway
+        # then takes the host's network, as a run's would. A real API's gateway would take a
+        # bridge, which this engine does not have (no private-range traffic).
+        "ANTHROPIC_BASE_URL": "http://127.0.0.1:9",
     }
     done = as_user(user, [FLOWERBOX, "selftest", "--json", *args], cwd=workspace, env=env)
     verdicts = {}
@@ -36,10 +50,20 @@ def selftest(
     return done, verdicts
 
 
-def leftovers(client: DockerClient) -> list[str]:
-    found = client.containers.list(all=True, filters={"label": SURVIVOR_LABEL})
-    found += client.containers.list(all=True, filters={"label": "dev.flower.box"})
-    return [container.name for container in found]
+def failed(verdicts: dict[str, dict[str, object]]) -> dict[str, str]:
+    return {name: str(v["why"]) for name, v in verdicts.items() if not v["ok"]}
+
+
+def leftovers(
+    client: DockerClient, workspace: Path, verdicts: dict[str, dict[str, object]]
+) -> list[str]:
+    """This self-test's containers still on the engine: its box (by its workspace's label) and
+    any survivor its verdict names (other engineers' boxes may run on the same engine)."""
+    label = f"dev.flower.box.workspace={workspace}"
+    found = [c.name for c in client.containers.list(all=True, filters={"label": label})]
+    named = re.findall(r"container (flowerbox-survivor-[\w-]+)", str(verdicts["survivor"]["why"]))
+    survivors = client.containers.list(all=True, filters={"label": SURVIVOR_LABEL})
+    return found + [c.name for c in survivors if c.name in named]
 
 
 def host_has_ipv6_route() -> bool:
@@ -51,35 +75,58 @@ def host_has_ipv6_route() -> bool:
     return True
 
 
+@pytest.fixture
+def workspace(user_workspace: Path, host_user: tuple[str, int, int]) -> Path:
+    """A git workspace with a protected path of its own below a folder (`deploy/run.sh`), so
+    the parent probe has a folder besides `.git` to try."""
+    (user_workspace / "deploy").mkdir()
+    (user_workspace / "deploy" / "run.sh").write_text("echo deploy\n")
+    (user_workspace / ".flowerbox").mkdir()
+    (user_workspace / ".flowerbox" / "config.toml").write_text('protect = ["deploy/run.sh"]\n')
+    for path in ("deploy", "deploy/run.sh", ".flowerbox", ".flowerbox/config.toml"):
+        os.chown(user_workspace / path, host_user[1], host_user[2])
+    return user_workspace
+
+
 def test_every_probe_passes_in_the_box_a_run_gets(
     host_user: tuple[str, int, int],
-    user_workspace: Path,
+    workspace: Path,
     flowerbox_image: str,
     docker_client: DockerClient,
 ) -> None:
-    hooks_before = sorted(p.name for p in (user_workspace / ".git" / "hooks").iterdir())
-    done, verdicts = selftest(host_user, user_workspace)
-    failed = {name: v["why"] for name, v in verdicts.items() if not v["ok"]}
-    assert done.returncode == 0 and failed == {}, (failed, done.stderr[-2000:])
-    assert list(verdicts) == list(PROBES)
-    assert f"uid {host_user[1]}: yours" in str(verdicts["identity"]["why"])
+    hooks_before = sorted(p.name for p in (workspace / ".git" / "hooks").iterdir())
+    done, verdicts = selftest(host_user, workspace, flowerbox_image)
+    assert list(verdicts) == list(PROBES), done.stderr[-2000:]
+    assert failed(verdicts) == {} and done.returncode == 0, done.stderr[-2000:]
+    # The folders above protected paths and .git (the box's own) cannot be moved; what the box
+    # planted in its .git stayed there.
+    assert verdicts["protected_parents"]["why"] == "not renamed: .git, deploy"
+    assert "not in your repository" in str(verdicts["git_redirects"]["why"])
+    assert f"uid {host_user[1]}, gid {host_user[2]}, no other group" in str(
+        verdicts["identity"]["why"]
+    )
+    # The box is a run's: the workbench of an isolated run is mounted (and says so).
+    assert f"{workspace.parent}/.flower-{workspace.name}" in str(verdicts["read_only_root"]["why"])
     assert "403 for CONNECT and plain HTTP, logged deny" in str(
         verdicts["proxy_denied_name"]["why"]
     )
-    [egress] = (user_workspace / "runs" / "flowerbox").glob("*/egress.jsonl")
+    name = str(verdicts["proxy_denied_name"]["why"]).split(":")[0]  # this run's own
+    logs = (state_of(host_user) / "runs").glob("*/gateway/egress.jsonl")
+    [egress] = [path for path in logs if name in path.read_text()]
     decisions = [json.loads(line) for line in egress.read_text().splitlines()]
     assert decisions and {entry["decision"] for entry in decisions} == {"deny"}
-    assert sorted(p.name for p in (user_workspace / ".git" / "hooks").iterdir()) == hooks_before
-    assert leftovers(docker_client) == []
+    assert sorted(p.name for p in (workspace / ".git" / "hooks").iterdir()) == hooks_before
+    assert not (workspace / ".git" / "commondir").exists()  # the host removed the plant
+    assert leftovers(docker_client, workspace, verdicts) == []
 
 
 def test_every_probe_fails_in_the_negative_controls_weak_container(
     host_user: tuple[str, int, int],
-    user_workspace: Path,
+    workspace: Path,
     flowerbox_image: str,
     docker_client: DockerClient,
 ) -> None:
-    done, verdicts = selftest(host_user, user_workspace, "--negative-control")
+    done, verdicts = selftest(host_user, workspace, flowerbox_image, "--negative-control")
     assert done.returncode == 1, done.stderr[-2000:]
     assert list(verdicts) == list(PROBES)
     # The IPv6 probe can only be shown to fail on a host that has an IPv6 route (this one has).
@@ -89,4 +136,90 @@ def test_every_probe_fails_in_the_negative_controls_weak_container(
     assert "left behind: container flowerbox-survivor-" in str(verdicts["survivor"]["why"])
     assert "reached the host's loopback" in str(verdicts["direct_tcp"]["why"])
     assert "not refused" in str(verdicts["proxy_denied_name"]["why"])
-    assert leftovers(docker_client) == []  # the survivor it caught was removed afterwards
+    # The survivor it caught was removed afterwards.
+    assert leftovers(docker_client, workspace, verdicts) == []
+
+
+def _run(*command: str) -> str:
+    return subprocess.run(command, check=True, capture_output=True, text=True).stdout
+
+
+@pytest.fixture
+def outside_namespace(docker_client: DockerClient, flowerbox_image: str) -> Iterator[str]:
+    """A bridge's shape without its private-range addresses: a container's network namespace
+    (the box joins it) with a veth pair to a second namespace this test makes, both ends on
+    loopback-range addresses (127.77.0.2 and .1, `route_localnet` on) and a default route
+    through it. Before it is handed over, a datagram is sent across it, so the way out is real.
+    Yields the container's name; removes both namespaces afterwards."""
+    tag = secrets.token_hex(3)
+    name, netns, inner, outer = f"fbx-st-ns-{tag}", f"fbxst{tag}", f"fbxa{tag}", f"fbxb{tag}"
+    helper = docker_client.containers.run(
+        flowerbox_image, ["sleep", "600"], network_mode="none", detach=True, name=name
+    )
+    try:
+        helper.reload()
+        pid = str(helper.attrs["State"]["Pid"])
+        _run("ip", "netns", "add", netns)
+        _run("ip", "link", "add", inner, "type", "veth", "peer", "name", outer)
+        _run("ip", "link", "set", inner, "netns", pid)
+        _run("ip", "link", "set", outer, "netns", netns)
+        for enter, device, address in (
+            (["nsenter", "-t", pid, "-n"], inner, "127.77.0.2/30"),
+            (["ip", "netns", "exec", netns], outer, "127.77.0.1/30"),
+        ):
+            for key in ("all", device):
+                _run(*enter, "sysctl", "-qw", f"net.ipv4.conf.{key}.route_localnet=1")
+            _run(*enter, "ip", "addr", "add", address, "dev", device)
+            _run(*enter, "ip", "link", "set", device, "up")
+        _run("nsenter", "-t", pid, "-n", "ip", "route", "add", "default", "dev", inner)
+        receive = (
+            "import socket; s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); "
+            "s.bind(('127.77.0.1', 9999)); s.settimeout(10); print(s.recv(64).decode())"
+        )
+        receiver = subprocess.Popen(
+            ["ip", "netns", "exec", netns, sys.executable, "-c", receive],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        send = (
+            "import socket, time\n"
+            "for _ in range(40):\n"
+            "    socket.socket(socket.AF_INET, socket.SOCK_DGRAM)"
+            f".sendto(b'{tag}', ('127.77.0.1', 9999)); time.sleep(0.05)"
+        )
+        _run("nsenter", "-t", pid, "-n", sys.executable, "-c", send)
+        out, _ = receiver.communicate(timeout=15)
+        assert out.strip() == tag, "the test's namespace is not reachable: no way out to test"
+        yield name
+    finally:
+        helper.remove(force=True)
+        subprocess.run(["ip", "netns", "del", netns], check=False, capture_output=True)
+
+
+@pytest.mark.parametrize("variant", [*sorted(VARIANTS), JOINED])
+def test_each_broken_property_fails_exactly_its_probes(
+    variant: str,
+    host_user: tuple[str, int, int],
+    workspace: Path,
+    flowerbox_image: str,
+    docker_client: DockerClient,
+    request: pytest.FixtureRequest,
+) -> None:
+    weaken = variant
+    if variant == JOINED:  # a namespace of the test's own to join
+        weaken = f"{JOINED}:{request.getfixturevalue('outside_namespace')}"
+    control = control_named(weaken)
+    expected = set(control.fails)
+    if not host_has_ipv6_route():
+        expected.discard("ipv6_route")  # a host network without IPv6 has no IPv6 route out
+    done, verdicts = selftest(host_user, workspace, flowerbox_image, "--weaken", weaken)
+    assert list(verdicts) == list(PROBES), done.stderr[-2000:]
+    assert set(failed(verdicts)) == expected, (failed(verdicts), done.stderr[-2000:])
+    if variant == JOINED:  # seen by the route lookup: the box's 127.0.0.1 is its own there
+        assert "would route a datagram out" in failed(verdicts)["udp"]
+    if variant == "users_gitdir":  # and the host removed what reached the user's .git
+        assert (
+            "reached your repository: .git/commondir appeared" in failed(verdicts)["git_redirects"]
+        )
+        assert not (workspace / ".git" / "commondir").exists()
+    assert leftovers(docker_client, workspace, verdicts) == []

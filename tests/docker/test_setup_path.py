@@ -15,7 +15,7 @@ import pytest
 from flower.testing import FakeAPI, text
 from flower.testing.demo import DEMO_ASK, starter_cast
 from flower.testing.request import fingerprint
-from tests.docker.e2e import FLOWERBOX, REAL, as_user, box_env
+from tests.docker.e2e import FLOWERBOX, REAL, as_user, box_env, usage_of
 
 pytestmark = pytest.mark.docker
 
@@ -55,5 +55,5 @@ def test_setup_then_ask_runs_on_the_saved_key_alone(
     assert json.loads(done.stdout[done.stdout.index("{") :])["status"] == "achieved"
     assert len(real_api.requests) > probes
     assert {request.key_fingerprint for request in real_api.requests} == {fingerprint(REAL)}
-    usage = json.loads((user_workspace / "runs" / "gateway-usage.json").read_text())
+    usage = usage_of(host_user, user_workspace)
     assert usage["client_credentials"] == {"placeholder": usage["requests"]}

@@ -36,9 +36,10 @@ def home(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
 
 @pytest.fixture
 def project(home: Path) -> Path:
-    ws = home.parent / "a, project: ü"  # a comma and a colon: --mount must keep it whole
+    ws = home.parent / "a, project= ü"  # a comma and an equals sign: --mount keeps it whole
     ws.mkdir()
     subprocess.run(["git", "init", "-q"], cwd=ws, check=True)
+    (ws / "Dockerfile").write_text("FROM scratch\n")  # protected: mounted read-only
     return ws.resolve()
 
 
@@ -69,9 +70,8 @@ def test_shell_gets_the_agents_container_flag_for_flag(
     assert len(mounts) == len(kwargs["volumes"])
     quoted = f'"source={project}","target={project}"'
     assert f"type=bind,{quoted}" in mounts
-    assert f'type=bind,"source={project}/.git/config","target={project}/.git/config",readonly' in (
-        mounts
-    )
+    dockerfile = f'"source={project}/Dockerfile","target={project}/Dockerfile"'
+    assert f"type=bind,{dockerfile},readonly" in mounts
     assert args[-len(kwargs["command"]) - 1 :] == [kwargs["image"], *kwargs["command"]]
     assert SECRET not in " ".join(args)
 

@@ -71,9 +71,15 @@ def test_no_engine_is_a_miss_with_a_fix_and_what_needs_it_says_so(
 
 def test_credentials_name_their_file_never_their_value(tmp_path: Path, repo: Path) -> None:
     (repo / ".env").write_text(f"ANTHROPIC_API_KEY={SECRET}\n")
+    unread = lines(doctor(tmp_path, repo))  # a workspace .env is the box's to write
+    assert unread["credentials"].startswith("FAIL")
+    assert "never reads a workspace .env" in unread["credentials"]
+    global_env = tmp_path / "home" / ".config" / "flower" / ".env"
+    global_env.parent.mkdir(parents=True)
+    global_env.write_text(f"ANTHROPIC_API_KEY={SECRET}\n")
     done = doctor(tmp_path, repo)
     found = lines(done)
-    assert found["credentials"].startswith("OK") and str(repo / ".env") in found["credentials"]
+    assert found["credentials"].startswith("OK") and str(global_env) in found["credentials"]
     assert SECRET not in done.stdout + done.stderr and SECRET[:8] not in done.stdout
 
 
@@ -91,7 +97,8 @@ def test_a_workspace_that_is_not_a_repository_is_a_miss(tmp_path: Path) -> None:
     done = doctor(tmp_path, plain, ANTHROPIC_API_KEY=SECRET)
     assert done.returncode == 1
     found = lines(done)
-    assert found["workspace"].startswith("FAIL") and "not a git repository" in found["workspace"]
+    assert found["workspace"].startswith("FAIL")
+    assert "not the top folder of a git repository" in found["workspace"]
     assert "fix: run `git init" in found["workspace"] and "--no-isolate" in found["workspace"]
 
 

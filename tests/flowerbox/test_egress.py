@@ -227,10 +227,12 @@ def test_by_default_the_agent_leaves_only_through_the_proxy(
     assert "127.0.0.1:3128=/run/flowerbox/proxy.sock" in agent["command"]
     command = gateway["command"]
     assert command[command.index("--proxy-socket") + 1] == "/run/flowerbox/proxy.sock"
-    assert command[command.index("--egress-log") + 1] == str(spec.box_dir / "egress.jsonl")
+    assert command[command.index("--egress-log") + 1] == str(
+        spec.state_dir / "gateway" / "egress.jsonl"
+    )
     allowed = [command[i + 1] for i, arg in enumerate(command) if arg == "--allow"]
     assert allowed == ["*.c.test", "b.test", "registry.npmjs.org"]
-    assert spec.box_dir.is_dir() and "extra_hosts" not in gateway
+    assert spec.gateway_dir.is_dir() and "extra_hosts" not in gateway
 
 
 def test_an_empty_allowlist_still_serves_the_proxy_that_denies_everything(

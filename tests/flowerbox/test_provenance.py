@@ -12,14 +12,8 @@ import pytest
 from claude_agent_sdk._cli_version import __cli_version__
 
 from flowerbox import __version__
-from flowerbox.provenance import (
-    NOTES_REF,
-    SNAPSHOT,
-    attach_notes,
-    read_note,
-    record,
-    snapshot,
-)
+from flowerbox.boundary import after_run
+from flowerbox.provenance import NOTES_REF, SNAPSHOT, attach_notes, read_note, snapshot
 from flowerbox.spec import BoxSpec
 
 IMAGE_ID = "sha256:" + "ab" * 32
@@ -46,6 +40,8 @@ def commit(ws: Path, message: str) -> str:
 
 
 def spec_for(ws: Path) -> BoxSpec:
+    state = ws.parent / "state" / ws.name
+    (state / "gateway").mkdir(parents=True, exist_ok=True)
     return BoxSpec(
         image="flowerbox:dev",
         workspace=ws,
@@ -53,6 +49,8 @@ def spec_for(ws: Path) -> BoxSpec:
         home=ws / "runs" / "home",
         socket_dir=ws / "s",
         secrets_dir=ws / "k",
+        state_dir=state,
+        git="dir" if (ws / ".git").is_dir() else "none",
         uid=os.getuid(),
         gid=os.getgid(),
         command=("flower", "go", "x"),
@@ -70,9 +68,8 @@ def ws(tmp_path: Path) -> Path:
     return ws
 
 
-def usage(ws: Path) -> None:
-    (ws / "runs").mkdir(exist_ok=True)
-    (ws / "runs" / "gateway-usage.json").write_text(
+def usage(spec: BoxSpec) -> None:
+    spec.usage_file.write_text(
         json.dumps(
             {
                 "requests": 9,
@@ -93,7 +90,7 @@ def test_every_commit_the_run_made_gets_a_note_and_nothing_older(ws: Path) -> No
     worktree = ws.parent / "wt"
     git(ws, "worktree", "add", "-q", "--detach", str(worktree), "main")
     in_worktree = commit(worktree, "in a detached worktree")
-    usage(ws)
+    usage(spec)
 
     noted = attach_notes(spec, 0)
 
@@ -138,26 +135,22 @@ def test_a_second_run_appends_its_note_and_without_an_identity_flowerbox_signs(
     assert "exit: 1" in read_note(ws, made) and "flowerbox-run: third" in read_note(ws, later)
 
 
-def test_a_folder_that_is_not_a_repository_gets_nothing_and_no_error(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_a_folder_that_is_not_a_repository_gets_nothing_and_no_error(tmp_path: Path) -> None:
     plain = tmp_path / "plain"
     plain.mkdir()
     spec = spec_for(plain)
     snapshot(spec, image_id=IMAGE_ID)
-    assert json.loads((spec.box_dir / SNAPSHOT).read_text())["tips"] is None
-    record(spec, 0)
-    assert attach_notes(spec, 0) == [] and capsys.readouterr().err == ""
+    assert json.loads((spec.state_dir / SNAPSHOT).read_text())["tips"] is None
+    assert after_run(spec, 0) == []
+    assert attach_notes(spec, 0) == []
 
 
-def test_a_git_failure_is_reported_and_does_not_raise(
-    ws: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_a_git_failure_is_reported_and_does_not_raise(ws: Path) -> None:
     spec = spec_for(ws)
     snapshot(spec, image_id=IMAGE_ID)
     made = commit(ws, "made")
     blocker = ws / ".git" / "refs" / "notes" / "flowerbox" / "x"
     blocker.parent.mkdir(parents=True)
     blocker.write_text(made + "\n")  # a ref below refs/notes/flowerbox: git cannot write it
-    record(spec, 0)
-    assert "no provenance notes for 20261130-040000-abc123" in capsys.readouterr().err
+    [line] = after_run(spec, 0)
+    assert line.startswith("flowerbox: notes failed: git notes --ref refs/notes/flowerbox")

@@ -19,10 +19,9 @@ from typer.testing import CliRunner
 from flower.cli.eventlog import EventLog
 from flower.core.events import Event
 from flower.core.human import HumanChannel
-from flower.testing.demo import BRIEF
-from flowerbox import control, runs
+from flowerbox import control, runs, state
 from flowerbox.cli import app
-from flowerbox.detach import carried, remaining_budget, resume_command, wakes
+from flowerbox.detach import carried, remaining_budget, resume_command
 from flowerbox.prepare import prepare
 from flowerbox.runs import RunError
 from flowerbox.spec import BoxSpec, Limits
@@ -32,7 +31,7 @@ SECRET = "sk-ant-real-secret-runs-0123456789"
 
 
 @pytest.fixture
-def state(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
+def xdg_state(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
     """A private run index (XDG_STATE_HOME) and no credentials in the environment."""
     for name in list(os.environ):
         if name.startswith(("ANTHROPIC_", "FLOWER_", "CLAUDE_")):
@@ -50,6 +49,7 @@ def make_spec(ws: Path, run_id: str, **changes: object) -> BoxSpec:
         home=ws / "runs" / "home",
         socket_dir=Path("/tmp/fbx-none"),
         secrets_dir=Path("/tmp/fbx-secrets-none"),
+        state_dir=state.runs_folder() / run_id,
         uid=1000,
         gid=1000,
         command=("flower", "go", "hi"),
@@ -65,7 +65,7 @@ def started(ws: Path, run_id: str, *, command: list[str] | None = None) -> BoxSp
     """A run recorded as running, kept by this (living) test process."""
     spec = make_spec(ws, run_id)
     runs.record_start(spec, command=command or ["go", "hi"], detached=True)
-    runs.mark_running(spec.box_dir, keeper_pid=os.getpid())
+    runs.mark_running(spec.state_dir, keeper_pid=os.getpid())
     return spec
 
 
@@ -73,12 +73,12 @@ def test_a_spec_survives_the_meta_file_field_for_field(tmp_path: Path) -> None:
     spec = make_spec(tmp_path / "ws", "20260101-000000-abcdef")
     back = runs.spec_from_json(json.loads(json.dumps(runs.spec_to_json(spec))))
     assert back == spec and isinstance(back.workspace, Path) and isinstance(back.limits, Limits)
-    none = make_spec(tmp_path / "ws", "r", workbench=None, budget_usd=None)
+    none = make_spec(tmp_path / "ws", "20260101-000000-0000ff", workbench=None, budget_usd=None)
     assert runs.spec_from_json(runs.spec_to_json(none)) == none
 
 
 def test_the_meta_file_follows_a_run_from_start_to_its_exit_code(
-    state: Path, tmp_path: Path
+    xdg_state: Path, tmp_path: Path
 ) -> None:
     spec = make_spec(tmp_path / "ws", "20260101-000000-aaaaaa")
     run = runs.record_start(spec, command=["go", "hi"], detached=True)
@@ -87,37 +87,36 @@ def test_the_meta_file_follows_a_run_from_start_to_its_exit_code(
         "agent": "flowerbox-20260101-000000-aaaaaa",
         "gateway": "flowerbox-gateway-20260101-000000-aaaaaa",
     }
-    assert (state / "flowerbox" / "runs" / spec.run_id).read_text().strip() == str(spec.box_dir)
-    runs.mark_running(spec.box_dir, keeper_pid=os.getpid())
-    assert (loaded := runs.load(spec.box_dir)) is not None and loaded.status == "running"
-    spec.run_dir.mkdir(parents=True, exist_ok=True)
-    (spec.run_dir / runs.USAGE).write_text(json.dumps({"total_cost_usd": 0.125}))
-    assert loaded.cost_usd() == 0.125  # live, from the gateway's usage file
+    assert spec.state_dir.parent == xdg_state / "flowerbox" / "runs"
+    runs.mark_running(spec.state_dir, keeper_pid=os.getpid())
+    assert (loaded := runs.load(spec.state_dir)) is not None and loaded.status == "running"
+    spec.gateway_dir.mkdir()
+    spec.usage_file.write_text(json.dumps({"total_cost_usd": 0.125}))
+    assert loaded.cost_usd() == 0.125  # live, from the gateway's host-only ledger
     runs.record_end(spec, 130)
-    ended = runs.load(spec.box_dir)
+    ended = runs.load(spec.state_dir)
     assert ended is not None and (ended.status, ended.exit_code) == ("stopped", 130)
     assert ended.meta["ended"] and ended.meta["cost_usd"] == 0.125 and not ended.running
     # A keeper that ends the run before the starter marks it running keeps the end.
-    runs.mark_running(spec.box_dir, keeper_pid=os.getpid())
-    assert runs.load(spec.box_dir).status == "stopped"  # type: ignore[union-attr]
+    runs.mark_running(spec.state_dir, keeper_pid=os.getpid())
+    assert runs.load(spec.state_dir).status == "stopped"  # type: ignore[union-attr]
 
 
 def test_an_attached_run_is_running_at_once_and_never_takes_an_older_runs_cost(
-    state: Path, tmp_path: Path
+    xdg_state: Path, tmp_path: Path
 ) -> None:
+    older = make_spec(tmp_path / "ws", "20260101-000000-a77a01")
+    older.gateway_dir.mkdir(parents=True)
+    older.usage_file.write_text(json.dumps({"total_cost_usd": 9.0}))  # the previous gateway
     spec = make_spec(tmp_path / "ws", "20260101-000000-a77a00")
-    spec.run_dir.mkdir(parents=True)
-    usage = spec.run_dir / runs.USAGE
-    usage.write_text(json.dumps({"total_cost_usd": 9.0}))  # the previous run's gateway
-    os.utime(usage, (time.time() - 60, time.time() - 60))
     run = runs.record_start(spec, command=["go", "hi"], detached=False)
     assert run.status == "running" and run.meta["keeper_pid"] == os.getpid()
-    runs.record_end(spec, 2)  # e.g. the gateway never started
-    ended = runs.load(spec.box_dir)
+    runs.record_end(spec, 2)  # e.g. the gateway never started: each run has its own ledger
+    ended = runs.load(spec.state_dir)
     assert ended is not None and ended.status == "error" and "cost_usd" not in ended.meta
 
 
-def test_a_running_run_whose_keeper_died_reads_as_lost(state: Path, tmp_path: Path) -> None:
+def test_a_running_run_whose_keeper_died_reads_as_lost(xdg_state: Path, tmp_path: Path) -> None:
     zombie = subprocess.Popen(["true"])  # dead but not reaped yet, as under a lazy init
     deadline = time.monotonic() + 10
     while Path(f"/proc/{zombie.pid}/stat").read_text().rpartition(")")[2].split()[0] != "Z":
@@ -125,25 +124,25 @@ def test_a_running_run_whose_keeper_died_reads_as_lost(state: Path, tmp_path: Pa
         time.sleep(0.01)
     spec = make_spec(tmp_path / "zws", "20260101-000000-zzzzzz")
     runs.record_start(spec, command=["go", "hi"], detached=True)
-    runs.mark_running(spec.box_dir, keeper_pid=zombie.pid)
-    assert runs.load(spec.box_dir).status == "lost"  # type: ignore[union-attr]
+    runs.mark_running(spec.state_dir, keeper_pid=zombie.pid)
+    assert runs.load(spec.state_dir).status == "lost"  # type: ignore[union-attr]
     zombie.wait()
     dead = zombie
     spec = make_spec(tmp_path / "ws", "20260101-000001-bbbbbb")
     runs.record_start(spec, command=["go", "hi"], detached=True)
-    runs.mark_running(spec.box_dir, keeper_pid=dead.pid)
-    lost = runs.load(spec.box_dir)
+    runs.mark_running(spec.state_dir, keeper_pid=dead.pid)
+    lost = runs.load(spec.state_dir)
     assert lost is not None and lost.status == "lost" and lost.unkept and not lost.running
     with pytest.raises(RunError, match=f"`flowerbox stop {spec.run_id}` cleans it up"):
         runs.ensure_idle(spec.workspace)  # its containers may still use the workspace
     runs.record_end(spec, None)  # what reaping a run whose agent vanished records
-    reaped = runs.load(spec.box_dir)
+    reaped = runs.load(spec.state_dir)
     assert reaped is not None and (reaped.status, reaped.unkept) == ("lost", False)
     runs.ensure_idle(spec.workspace)
 
 
 def test_runs_are_found_by_prefix_newest_first_and_across_workspaces(
-    state: Path, tmp_path: Path
+    xdg_state: Path, tmp_path: Path
 ) -> None:
     ws, other = tmp_path / "ws", tmp_path / "other"
     with pytest.raises(RunError, match="no flowerbox runs in"):
@@ -187,7 +186,7 @@ def channel(tmp_path: Path) -> Iterator[tuple[HumanChannel, asyncio.AbstractEven
 
 
 def test_ps_shows_the_pending_question_and_answer_reaches_the_channel(
-    state: Path, tmp_path: Path, channel: tuple[HumanChannel, asyncio.AbstractEventLoop]
+    xdg_state: Path, tmp_path: Path, channel: tuple[HumanChannel, asyncio.AbstractEventLoop]
 ) -> None:
     human, loop = channel
     ws = tmp_path / "ws"
@@ -219,9 +218,10 @@ def test_ps_shows_the_pending_question_and_answer_reaches_the_channel(
 
 
 def test_what_cannot_be_done_to_an_ended_run_exits_2_saying_what_can(
-    state: Path, tmp_path: Path
+    xdg_state: Path, tmp_path: Path
 ) -> None:
     ws = tmp_path / "ws"
+    ws.mkdir()
     assert runner.invoke(app, ["logs", "-w", str(ws)]).exit_code == 2
     nothing = runner.invoke(app, ["stop", "-w", str(ws)])
     assert nothing.exit_code == 2 and "no flowerbox runs in" in nothing.stderr
@@ -237,7 +237,7 @@ def test_what_cannot_be_done_to_an_ended_run_exits_2_saying_what_can(
     live = started(ws, "20260101-000001-eeeeee")
     still = runner.invoke(app, ["resume", "-w", str(ws)])
     assert still.exit_code == 2 and f"flowerbox attach {live.run_id}" in still.stderr
-    queued = replace(live, run_id="20260101-000002-ffffff")
+    queued = make_spec(ws, "20260101-000002-ffffff")
     runs.record_start(queued, command=["go", "hi"], detached=True)
     runs.record_end(queued, 130)
     later = runner.invoke(app, ["send", "继续时先看这个", "-w", str(ws)])
@@ -247,14 +247,14 @@ def test_what_cannot_be_done_to_an_ended_run_exits_2_saying_what_can(
 
 
 def test_logs_renders_the_event_stream_and_follows_it_to_the_end(
-    state: Path, tmp_path: Path
+    xdg_state: Path, tmp_path: Path
 ) -> None:
     spec = started(tmp_path / "ws", "20260101-000000-abcabc")
-    log = EventLog(spec.box_dir / runs.EVENTS)
+    log = EventLog(spec.events_file)
     log(Event("step", "干活", payload={"index": 0, "total": 1}))
     log(Event("tool_call", "python3 hello.py", tool="Bash"))
     log(Event("ask", "哪个?", payload={"kind": "question", "id": "q1", "state": "asked"}))
-    with (spec.box_dir / runs.EVENTS).open("a") as junk:
+    with spec.events_file.open("a") as junk:
         junk.write('not json\n42\n["a list"]\n')  # skipped, never the end of following
 
     def finish() -> None:
@@ -277,32 +277,28 @@ def test_logs_renders_the_event_stream_and_follows_it_to_the_end(
     assert f"{spec.run_id}: done, exit 0" in shown.stderr
 
 
-def test_resume_wakes_the_run_with_the_old_settings(tmp_path: Path) -> None:
-    woke = resume_command(["go", "写 hello", "--timeout", "0"], woke=True)
-    assert woke == ["go", "", "--timeout", "0"]
-    assert resume_command(["go", "写 hello", "--new", "--json"], woke=True) == ["go", "", "--json"]
-    early = resume_command(["go", "写 hello", "--new"], woke=False)  # stopped while clarifying
-    assert early == ["go", "写 hello"]
-    assert resume_command(["run", "/w/flow.py"], woke=False) == ["run", "/w/flow.py"]
-    ws = tmp_path / "ws"
-    ws.mkdir()
-    spec = make_spec(ws, "r")  # isolated: the workbench is beside the workspace
-    assert not wakes(spec)
-    notes = ws.parent / ".flower-ws" / "notes"
-    notes.mkdir(parents=True)
-    (notes / "需求.md").write_text(BRIEF, encoding="utf-8")
-    assert wakes(spec)
-    old = make_spec(tmp_path / "ws", "old", socket_dir=Path("/tmp/fbx-old"))
+def test_resume_continues_the_run_with_the_old_settings(tmp_path: Path) -> None:
+    woke = resume_command(["go", "写 hello", "--timeout", "0"])
+    assert woke == ["go", "写 hello", "--continue", "--timeout", "0"]  # flower decides inside
+    again = resume_command(["go", "写 hello", "--new", "--json", "--continue"])
+    assert again == ["go", "写 hello", "--continue", "--json"]
+    assert resume_command(["run", "/w/flow.py"]) == ["run", "/w/flow.py"]
+    old = make_spec(tmp_path / "ws", "20260101-000000-01d01d", socket_dir=Path("/tmp/fbx-old"))
     fresh = make_spec(
-        tmp_path / "ws", "new", socket_dir=Path("/tmp/fbx-new"), budget_usd=None, limits=Limits()
+        tmp_path / "ws",
+        "20260101-000001-0e90e9",
+        socket_dir=Path("/tmp/fbx-new"),
+        budget_usd=None,
+        limits=Limits(),
     )
     both = carried(fresh, old)
-    assert (both.run_id, both.socket_dir) == ("new", Path("/tmp/fbx-new"))
+    assert (both.run_id, both.socket_dir) == ("20260101-000001-0e90e9", Path("/tmp/fbx-new"))
+    assert both.state_dir == fresh.state_dir
     assert (both.budget_usd, both.limits) == (2.5, old.limits)
 
 
 def test_prepare_asks_flower_for_its_events_in_the_runs_folder(
-    state: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    xdg_state: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     ws = tmp_path / "ws"
     ws.mkdir()
@@ -312,16 +308,16 @@ def test_prepare_asks_flower_for_its_events_in_the_runs_folder(
         prepared = prepare(command, workspace=ws, isolate=command[0] == "go")
         try:
             spec = prepared.spec
-            events = str(spec.box_dir / runs.EVENTS)
+            events = str(ws.resolve() / "runs" / "events" / f"{spec.run_id}.jsonl")
             has = list(spec.command[-2:]) == ["--events", events]
             assert has == (command[0] != "shell"), spec.command
-            assert spec.box_dir == ws.resolve() / "runs" / "flowerbox" / spec.run_id
+            assert spec.state_dir == xdg_state / "flowerbox" / "runs" / spec.run_id
         finally:
             prepared.cleanup()
 
 
 def test_a_second_flower_run_in_a_busy_workspace_is_refused_before_any_container(
-    state: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    xdg_state: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     ws = (tmp_path / "ws").resolve()
     ws.mkdir()
@@ -339,7 +335,7 @@ def test_a_second_flower_run_in_a_busy_workspace_is_refused_before_any_container
     assert [r.run_id for r in runs.runs_of(ws)] == [live.run_id]  # nothing recorded
 
 
-def test_ps_all_lists_every_workspace_with_its_folder(state: Path, tmp_path: Path) -> None:
+def test_ps_all_lists_every_workspace_with_its_folder(xdg_state: Path, tmp_path: Path) -> None:
     first = started(tmp_path / "one", "20260101-000000-010101")
     second = started(tmp_path / "two", "20260101-000001-020202")
     runs.record_end(second, 1)
@@ -356,7 +352,7 @@ def test_ps_all_lists_every_workspace_with_its_folder(state: Path, tmp_path: Pat
 
 
 def test_a_line_typed_in_attach_answers_the_question_or_becomes_a_message(
-    state: Path,
+    xdg_state: Path,
     tmp_path: Path,
     channel: tuple[HumanChannel, asyncio.AbstractEventLoop],
     monkeypatch: pytest.MonkeyPatch,
@@ -397,25 +393,25 @@ def test_the_run_commands_are_commands_not_asks() -> None:
 
 
 def test_a_resumed_run_gets_what_is_left_of_its_budget_not_a_fresh_one(
-    state: Path, tmp_path: Path
+    xdg_state: Path, tmp_path: Path
 ) -> None:
     ws = tmp_path / "ws"
     spec = started(ws, "20260101-000000-b0d6e7")  # a budget of $2.50
-    spec.run_dir.mkdir(parents=True, exist_ok=True)
-    usage = spec.run_dir / runs.USAGE
-    usage.write_text(json.dumps({"total_cost_usd": 1.0}))
+    spec.gateway_dir.mkdir()
+    spec.usage_file.write_text(json.dumps({"total_cost_usd": 1.0}))
     runs.record_end(spec, 130)
     stopped = runs.find(ws, None)
     assert remaining_budget(stopped, None) == 1.5
     assert remaining_budget(stopped, 7.0) == 7.0
-    spent = replace(spec, run_id="20260101-000001-b0d6e8")
+    spent = make_spec(ws, "20260101-000001-b0d6e8")
     runs.record_start(spent, command=["go", "hi"], detached=True)
-    usage.write_text(json.dumps({"total_cost_usd": 2.5}))  # its gateway, during the run
+    spent.gateway_dir.mkdir()
+    spent.usage_file.write_text(json.dumps({"total_cost_usd": 2.5}))  # its gateway, meanwhile
     runs.record_end(spent, 1)
     refused = runner.invoke(app, ["resume", "-w", str(ws)])
     assert refused.exit_code == 2
     assert "has spent its budget of $2.5" in refused.stderr and "--budget USD" in refused.stderr
-    unlimited = replace(spec, run_id="20260101-000002-b0d6e9", budget_usd=None)
+    unlimited = make_spec(ws, "20260101-000002-b0d6e9", budget_usd=None)
     runs.record_start(unlimited, command=["go", "hi"], detached=True)
     runs.record_end(unlimited, 130)
     assert remaining_budget(runs.find(ws, None), None) is None

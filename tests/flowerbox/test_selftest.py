@@ -14,27 +14,43 @@ from typing import Any
 
 import pytest
 
+from flowerbox.controls import ALL_WEAK, VARIANTS, Where, control_named, weaken
 from flowerbox.probes import PROBES
-from flowerbox.selftest import ProbeServer, weaken
-from flowerbox.spec import PROTECTED, BoxSpec, agent_kwargs, protected_paths
+from flowerbox.selftest import ProbeServer, hand_over, run_box
+from flowerbox.sockets import listening, pseudo_mounts, walk
+from flowerbox.spec import PROTECTED, BoxSpec, agent_kwargs, gateway_kwargs, protected_paths
+from flowerbox.syscalls import ARGUMENTS
+from flowerbox.tampering import _parents
 from flowerbox.verdicts import ZERO_CAPS, Seen, judge
 
 TOKEN = "t0k3n"
 DENIED = f"flowerbox-selftest-{TOKEN}.invalid"
 REFUSED = {"status": 403, "body": "flowerbox egress: denied x:443: not on the allowlist"}
 TARGETS = ["127.0.0.1:4000", "localhost:4000", "169.254.169.254:80", "10.0.0.1:443"]
+SYSCALLS = tuple(ARGUMENTS)
 
 # What a hardened box reports (the shape flowerbox.probes prints).
 GOOD: dict[str, dict[str, Any]] = {
-    "identity": {"uid": 1000, "euid": 1000, "gid": 1000},
+    "identity": {"uid": 1000, "euid": 1000, "gid": 1000, "groups": [1000]},
     "capabilities": {"CapEff": ZERO_CAPS, "CapBnd": ZERO_CAPS},
     "no_new_privs": {"NoNewPrivs": 1},
-    "seccomp": {"Seccomp": 2},
-    "read_only_root": {"root_writable": False, "tmp_exec": False},
-    "docker_socket": {"sockets": []},
+    "seccomp": {"Seccomp": 2, "machine": "x86_64", "syscalls": dict.fromkeys(SYSCALLS, "EPERM")},
+    "read_only_root": {
+        "root_mount": ["ro", "relatime"],
+        "root_writable": False,
+        "tmp_exec": False,
+        "writable_mounts": {"/tmp": True, "/ws": False},
+    },
+    "docker_socket": {
+        "engines": [],
+        "unopenable": {},
+        "others": {"/run/flowerbox/api.sock": "answered: 'HTTP/1.0 404 Not Found'"},
+        "entries": 52000,
+        "truncated": "",
+    },
     "interfaces": {"interfaces": ["lo"]},
     "direct_tcp": {"connected": False, "error": "refused", "route_v4": "ENETUNREACH"},
-    "udp": {"sent": True, "error": ""},
+    "udp": {"sent": True, "error": "", "route_v4": "ENETUNREACH"},
     "raw_socket": {"opened": [], "errors": {}},
     "ipv6_route": {"route_error": "ENETUNREACH"},
     "proxy_denied_name": {
@@ -51,6 +67,15 @@ GOOD: dict[str, dict[str, Any]] = {
         "writable": [],
         "refused": {".git/hooks": "EROFS", ".git/config": "EROFS"},
         "missing": [],
+        "renamed": [],
+        "rename_refused": {".git/hooks": "EBUSY", ".git/config": "EBUSY"},
+    },
+    "protected_parents": {"renamed": [], "refused": {".git": "EBUSY"}},
+    "git_redirects": {
+        "git": "folder",
+        "commondir": "planted",
+        "moved": False,
+        "replace": "OSError: EBUSY",
     },
     "setuid": {
         "euid": 1000,
@@ -68,7 +93,7 @@ BAD: dict[str, tuple[dict[str, Any], str]] = {
     "no_new_privs": ({"NoNewPrivs": 0}, "NoNewPrivs 0"),
     "seccomp": ({"Seccomp": 0}, "no seccomp"),
     "read_only_root": ({"tmp_exec": True}, "/tmp runs"),
-    "docker_socket": ({"sockets": ["/var/run/docker.sock"]}, "socket"),
+    "docker_socket": ({"engines": ["/srv/engine.sock"]}, "engine answers at /srv/engine.sock"),
     "interfaces": ({"interfaces": ["eth0", "lo"]}, "eth0"),
     "direct_tcp": ({"route_v4": ""}, "IPv4 route"),
     "udp": ({}, "reached the host"),  # the host's probe server got the datagram
@@ -80,6 +105,8 @@ BAD: dict[str, tuple[dict[str, Any], str]] = {
         "127.0.0.1:4000",
     ),
     "protected_paths": ({"writable": [".git/hooks"]}, ".git/hooks"),
+    "protected_parents": ({"renamed": [".git"]}, "renamed inside"),
+    "git_redirects": ({"moved": True, "replace": "replaced by a folder"}, "moved away"),
     "setuid": ({"su": {"euid": 0, "CapEff": ZERO_CAPS}}, "euid 0"),
     "survivor": ({}, "left behind"),  # the host found a survivor
     "pids_limit": ({"started": 576}, "no limit"),
@@ -92,7 +119,16 @@ def seen(**overrides: Any) -> Seen:
         {"host": DENIED, "port": 80, "decision": "deny"},
         *({"host": t.rpartition(":")[0], "decision": "deny"} for t in TARGETS),
     ]
-    return Seen(**{"uid": 1000, "pids_limit": 512, "token": TOKEN, "egress": egress, **overrides})
+    return Seen(
+        **{
+            "uid": 1000,
+            "gid": 1000,
+            "pids_limit": 512,
+            "token": TOKEN,
+            "egress": egress,
+            **overrides,
+        }
+    )
 
 
 def output(observations: dict[str, dict[str, Any]]) -> str:
@@ -154,18 +190,20 @@ def test_the_host_side_catches_what_the_box_cannot_see() -> None:
 def test_root_is_said_plainly_when_flowerbox_itself_runs_as_root() -> None:
     observations = {
         **GOOD,
-        "identity": {"uid": 0, "euid": 0, "gid": 0},
+        "identity": {"uid": 0, "euid": 0, "gid": 0, "groups": [0]},
         "setuid": {"euid": 0, "CapBnd": ZERO_CAPS, "su": None, "sudo": None},
     }
-    verdicts = {v.probe: v for v in judge(output(observations), seen(uid=0))}
+    verdicts = {v.probe: v for v in judge(output(observations), seen(uid=0, gid=0))}
     assert verdicts["identity"].ok and "flowerbox runs as root" in verdicts["identity"].why
     assert verdicts["setuid"].ok  # uid 0 already, and su gained no capability
 
 
 def spec(tmp_path: Path) -> BoxSpec:
     ws = tmp_path / "ws"
-    (ws / ".git" / "hooks").mkdir(parents=True)
-    (ws / ".git" / "config").write_text("[core]\n")
+    (ws / ".git" / "objects").mkdir(parents=True)
+    shadow = tmp_path / "shadow-git"  # the box's own .git (flowerbox.gitshadow)
+    (shadow / "hooks").mkdir(parents=True)
+    (shadow / "config").write_text("[core]\n")
     return BoxSpec(
         image="flowerbox:dev",
         workspace=ws,
@@ -173,10 +211,23 @@ def spec(tmp_path: Path) -> BoxSpec:
         home=ws / "runs" / "home",
         socket_dir=tmp_path / "s",
         secrets_dir=tmp_path / "k",
+        state_dir=tmp_path / "state",
         uid=1000,
         gid=1000,
         command=("python", "-m", "flowerbox.probes"),
         run_id="r1",
+        git="dir",
+        shadow_git=shadow,
+        git_objects=ws / ".git" / "objects",
+    )
+
+
+def where(box: BoxSpec) -> Where:
+    return Where(
+        workspace=box.workspace,
+        protected=(box.workspace / ".git/hooks", box.workspace / ".git/config"),
+        docker_socket="/var/run/docker.sock",
+        denied_name=DENIED,
     )
 
 
@@ -185,18 +236,106 @@ def test_the_negative_control_loosens_every_restriction_and_moves_the_relay(
 ) -> None:
     box = spec(tmp_path)
     strong = agent_kwargs(box)
-    protected = (box.workspace / ".git/hooks", box.workspace / ".git/config")
-    assert all(str(path) in strong["volumes"] for path in protected)
-    weak = weaken(strong, protected=protected, docker_socket="/var/run/docker.sock")
+    protected = where(box).protected  # where the box sees them (the shadow's copies, ro)
+    binds = {b["bind"]: b["mode"] for b in strong["volumes"].values()}
+    assert all(binds[str(path)] == "ro" for path in protected)
+    assert str(box.workspace / ".git") in binds  # the box's own gitdir
+    weak = weaken(strong, where(box))
     assert weak["user"] == "0:0" and weak["network_mode"] == "host"
     assert weak["security_opt"] == ["seccomp=unconfined"] and not weak["read_only"]
     assert not {"cap_drop", "tmpfs", "pids_limit"} & set(weak)
-    assert not any(str(path) in weak["volumes"] for path in protected)
+    weak_binds = {b["bind"] for b in weak["volumes"].values()}
+    assert not {str(path) for path in protected} & weak_binds
+    assert str(box.workspace / ".git") not in weak_binds  # the user's .git, unprotected
     assert weak["volumes"]["/var/run/docker.sock"]["bind"] == "/var/run/docker.sock"
     [relay] = [arg for arg in weak["command"] if arg.endswith("/api.sock")]
     port = relay.split("=")[0].rpartition(":")[2]
     assert port != "8080" and weak["environment"]["ANTHROPIC_BASE_URL"].endswith(f":{port}")
     assert strong["user"] == "1000:1000"  # the box's own kwargs are left alone
+    permissive = ALL_WEAK.spec(box, where(box))
+    assert {"127.0.0.1", "localhost", DENIED} <= set(permissive.allow)
+
+
+def test_each_variant_changes_one_thing_of_the_agents_container(tmp_path: Path) -> None:
+    """Every variant's kwargs differ from the real box's in the keys its property lives in,
+    and only there (the proxy variants change the gateway's allowlist instead)."""
+    box = spec(tmp_path)
+    strong = agent_kwargs(box)
+    changed = {}
+    for name, control in VARIANTS.items():
+        weak = control.agent(strong, where(box))
+        keys = {k for k in {*strong, *weak} if strong.get(k) != weak.get(k)}
+        if control.spec(box, where(box)) != box:
+            keys.add("allow")
+        changed[name] = keys
+    assert changed == {
+        "root_user": {"user", "cap_add"},
+        "extra_group": {"group_add"},
+        "cap_add": {"cap_add"},
+        "cap_net_raw": {"cap_add"},
+        "new_privileges": {"security_opt"},
+        "seccomp_allow_all": {"security_opt"},
+        "writable_root": {"read_only"},
+        "tmp_exec": {"tmpfs"},
+        "engine_socket": {"volumes"},
+        "engine_reachable": {"volumes", "group_add", "security_opt"},
+        "host_network": {"network_mode", "command", "environment"},
+        "protected_writable": {"volumes"},
+        "parents_writable": set(),  # this box protects nothing below a folder but .git
+        "users_gitdir": {"volumes"},
+        "no_pids_limit": {"pids_limit"},
+        "proxy_allows_name": {"allow"},
+        "proxy_allows_loopback": {"allow"},
+    }
+    # Every probe has a variant that fails it but raw_socket (the all-weak control shows it
+    # failing): a usable raw socket needs CAP_NET_RAW in effect, which only root gets (and root
+    # already fails identity).
+    uncovered = set(PROBES) - set().union(*(c.fails for c in VARIANTS.values()))
+    assert uncovered == {"raw_socket"}
+
+
+def test_the_probe_tries_every_folder_above_a_protected_path_once() -> None:
+    names = [".git/hooks", ".git/config", "Dockerfile", ".github/workflows/ci.yml"]
+    assert _parents(names) == [".git", ".github", ".github/workflows"]
+
+
+def test_the_socket_walk_finds_sockets_once_and_skips_pseudo_filesystems(tmp_path: Path) -> None:
+    import socket as sockets_module
+
+    (tmp_path / "a" / "b").mkdir(parents=True)
+    (tmp_path / "proc").mkdir()
+    (tmp_path / "link").symlink_to(tmp_path / "a")  # not followed: found once, by its path
+    made = []
+    for path in (tmp_path / "a" / "b" / "engine.sock", tmp_path / "proc" / "hidden.sock"):
+        sock = sockets_module.socket(sockets_module.AF_UNIX)
+        sock.bind(str(path))
+        made.append(sock)
+    try:
+        found = walk(str(tmp_path), skip={str(tmp_path / "proc")})
+        assert found.sockets == [str(tmp_path / "a" / "b" / "engine.sock")]
+        assert not found.truncated
+        assert walk(str(tmp_path), skip=set(), max_entries=2).truncated
+    finally:
+        for sock in made:
+            sock.close()
+
+
+def test_mountinfo_and_net_unix_are_read_as_the_kernel_writes_them() -> None:
+    mountinfo = (
+        "22 1 0:21 / / ro,relatime - overlay overlay rw\n"
+        "23 22 0:22 / /proc rw,nosuid - proc proc rw\n"
+        "24 22 8:1 /x /my\\040project rw - ext4 /dev/sda1 rw\n"
+        "25 22 0:23 / /sys ro - sysfs sysfs ro\n"
+    )
+    assert pseudo_mounts(mountinfo) == {"/proc", "/sys"}
+    net_unix = (
+        "Num       RefCount Protocol Flags    Type St Inode Path\n"
+        "00: 00000002 00000000 00010000 0001 01 5585 /var/run/docker.sock\n"
+        "00: 00000002 00000000 00000000 0002 01 5583 @dgram\n"
+        "00: 00000002 00000000 00010000 0001 01 5584 @engine\n"
+        "00: 00000003 00000000 00000000 0001 03 5586\n"
+    )
+    assert listening(net_unix) == ["/var/run/docker.sock", "@engine"]
 
 
 def test_the_probe_server_records_tcp_lines_and_datagrams() -> None:
@@ -276,3 +415,122 @@ def test_doctor_asks_for_the_gateways_health_alone() -> None:
     [ok] = judge(output({**GOOD, **up}), seen(), ("gateway_health",))
     [bad] = judge(output(down), seen(), ("gateway_health",))
     assert ok.ok and not bad.ok and "503" in bad.why and "unreachable" in bad.why
+
+
+# More ways each property is seen broken: (probe, change of its observation, host overrides,
+# words the FAIL must say).
+MORE_BAD = [
+    ("identity", {"groups": [105, 1000]}, {}, "supplementary groups [105, 1000]"),
+    ("identity", {"gid": 0, "groups": [0]}, {}, "expected your gid 1000"),
+    (
+        "seccomp",
+        {"syscalls": {**dict.fromkeys(ARGUMENTS, "EPERM"), "keyctl": "ENOTSUP", "unshare": "ok"}},
+        {},
+        "reached the kernel: unshare (ok), keyctl (ENOTSUP)",
+    ),
+    ("seccomp", {"machine": "riscv64", "syscalls": None}, {}, "no syscall table for riscv64"),
+    ("read_only_root", {"root_mount": ["rw", "relatime"]}, {}, "/ is mounted rw"),
+    ("read_only_root", {"root_writable": True}, {}, "took a write"),
+    ("docker_socket", {"unopenable": {"/srv/engine.sock": "unopenable"}}, {}, "/srv/engine.sock"),
+    ("docker_socket", {"truncated": "stopped after 1000000 entries"}, {}, "cut short"),
+    ("udp", {"route_v4": ""}, {}, "would route a datagram out"),
+    ("protected_paths", {"renamed": [".git/config"]}, {}, "renamed inside: .git/config"),
+    ("git_redirects", {}, {"repo_changed": [".git/commondir appeared"]}, "reached your repo"),
+    ("setuid", {"su": {"euid": 1000, "CapEff": "0000000000000002"}}, {}, "CapEff 0000000000000002"),
+    (
+        "git_redirects",
+        {"git": "file", "file_refused": "", "file_rename_refused": "EBUSY"},
+        {},
+        "linked worktree) can be rewritten",
+    ),
+]
+
+
+@pytest.mark.parametrize(("probe", "change", "host", "words"), MORE_BAD)
+def test_the_property_not_a_symptom(
+    probe: str, change: dict[str, Any], host: dict[str, Any], words: str
+) -> None:
+    observations = {**GOOD, probe: {**GOOD[probe], **change}}
+    verdicts = judge(output(observations), seen(**host))
+    [verdict] = [v for v in verdicts if v.probe == probe]
+    assert not verdict.ok and words in verdict.why, verdict
+    assert all(v.ok for v in verdicts if v.probe != probe)
+
+
+def test_a_pass_says_what_it_cannot_claim() -> None:
+    verdicts = {v.probe: v.why for v in judge(output(GOOD), seen())}
+    assert "writable and executable by design: /ws" in verdicts["read_only_root"]
+    assert "refused with EPERM: unshare, keyctl" in verdicts["seccomp"]
+    assert "not in your repository" in verdicts["git_redirects"]
+
+
+def test_su_holding_any_capability_fails_even_when_the_caller_holds_it_too() -> None:
+    """Root with a capability (the root_user control): su runs with it, so setuid FAILs
+    there as it does in the all-weak control; it PASSes only where su holds nothing."""
+    own = "0000000000000002"
+    setuid = {"euid": 0, "CapEff": own, "CapBnd": own, "su": {"euid": 0, "CapEff": own}}
+    verdicts = judge(output({**GOOD, "setuid": setuid}), seen())
+    assert [v.ok for v in verdicts if v.probe == "setuid"] == [False], verdicts
+
+
+@pytest.mark.parametrize(
+    ("base_url", "git", "on_loopback"),
+    [
+        (None, True, False),  # the real API: the gateway takes a network of its own
+        ("http://127.0.0.1:4000", True, True),  # a local upstream: the host's network
+        (None, False, False),
+    ],
+)
+def test_the_selftest_box_is_the_box_a_run_gets(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    base_url: str | None,
+    git: bool,
+    on_loopback: bool,
+) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(home / ".config"))
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-the-users-real-key")
+    monkeypatch.delenv("ANTHROPIC_AUTH_TOKEN", raising=False)
+    if base_url is None:
+        monkeypatch.delenv("ANTHROPIC_BASE_URL", raising=False)
+    else:
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", base_url)
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    if git:
+        subprocess.run(["git", "init", "-q"], cwd=ws, check=True)
+    prepared = run_box(ws, "img", options={}, placeholder_upstream="http://127.0.0.1:9")
+    try:
+        hand_over(prepared, placeholder_upstream="http://127.0.0.1:9")
+        spec = prepared.spec
+        assert spec.upstream_on_loopback is on_loopback
+        gateway = gateway_kwargs(spec)
+        assert gateway["network_mode"] == ("host" if on_loopback else "bridge")
+        # an isolated run's workbench, mounted as a run's is (only a run in git is isolated)
+        workbench = ws.parent / ".flower-ws"
+        assert (spec.workbench == workbench) is git
+        assert (str(workbench) in agent_kwargs(spec)["volumes"]) is git
+        credentials = (spec.secrets_dir / "credentials.env").read_text()
+        assert "sk-the-users-real-key" not in credentials and "sk-flowerbox-selftest" in credentials
+    finally:
+        prepared.cleanup()
+    assert os.environ["ANTHROPIC_API_KEY"] == "sk-the-users-real-key"  # restored
+
+
+def test_a_variant_is_named_and_joined_network_names_its_container() -> None:
+    assert control_named("seccomp_allow_all") is VARIANTS["seccomp_allow_all"]
+    joined = control_named("joined_network:fbx-ns")
+    assert joined.fails == {"interfaces", "direct_tcp", "udp"}
+    kwargs = joined.agent({"network_mode": "none"}, where_nothing())
+    assert kwargs == {"network_mode": "container:fbx-ns"}
+    for bad in ("joined_network", "nope", "cap_add:x"):
+        with pytest.raises(ValueError, match="use one of root_user, extra_group"):
+            control_named(bad)
+
+
+def where_nothing() -> Where:
+    return Where(workspace=Path("/ws"), protected=(), docker_socket="", denied_name=DENIED)

@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from flowerbox.boundary import before_run
 from flowerbox.prepare import prepare, workspace_of
-from flowerbox.spec import PLACEHOLDER_KEY, BoxSpec, agent_kwargs, gateway_kwargs
+from flowerbox.spec import OBJECTS_IN_BOX, PLACEHOLDER_KEY, BoxSpec, agent_kwargs, gateway_kwargs
 
 SECRET = "sk-ant-real-secret-0123456789"
 
@@ -57,13 +58,22 @@ def test_the_agent_has_no_network_and_paths_stay_where_they_are(
     (repo / ".git" / "hooks").mkdir(exist_ok=True)
     prepared = prepare(["go", "do it", "--timeout", "0"], workspace=repo)
     try:
-        spec, agent = prepared.spec, agent_kwargs(prepared.spec)
+        spec = before_run(prepared.spec, image_id="sha256:" + "0" * 64)
+        agent = agent_kwargs(spec)
         assert agent["network_mode"] == "none"
         assert agent["working_dir"] == str(repo)
-        assert agent["volumes"][str(repo)] == {"bind": str(repo), "mode": "rw"}
-        assert agent["volumes"][str(spec.run_dir)]["bind"] == str(spec.run_dir)
-        assert agent["volumes"][str(repo / ".git" / "hooks")]["mode"] == "ro"
-        assert agent["volumes"][str(repo / ".git" / "config")]["mode"] == "ro"
+        volumes = agent["volumes"]
+        assert volumes[str(repo)] == {"bind": str(repo), "mode": "rw"}
+        assert volumes[str(spec.run_dir)]["bind"] == str(spec.run_dir)
+        # The box's .git is a shadow of the user's, never the user's own git directory.
+        assert spec.shadow_git is not None and spec.git_objects == repo / ".git" / "objects"
+        assert volumes[str(spec.shadow_git)] == {"bind": str(repo / ".git"), "mode": "rw"}
+        assert volumes[str(spec.git_objects)] == {"bind": OBJECTS_IN_BOX, "mode": "ro"}
+        users_git = [h for h in volumes if h.startswith(f"{repo}/.git")]
+        assert users_git == [str(spec.git_objects)]
+        for name in ("hooks", "config"):
+            mount = volumes[str(spec.shadow_git / name)]
+            assert mount == {"bind": str(repo / ".git" / name), "mode": "ro"}
         assert spec.workbench == repo.parent / f".flower-{repo.name}"  # outside the repo
         command = agent["command"]
         relay = "127.0.0.1:8080=/run/flowerbox/api.sock"
@@ -78,7 +88,7 @@ def test_the_agent_has_no_network_and_paths_stay_where_they_are(
         ]
         flower = ["flower", "go", "do it", "--timeout", "0", "-w", str(repo)]
         flower += ["--run-dir", str(spec.run_dir), "--isolate"]
-        flower += ["--events", str(spec.box_dir / "events.jsonl")]  # for `flowerbox logs`
+        flower += ["--events", str(repo / "runs" / "events" / f"{spec.run_id}.jsonl")]
         assert command[command.index("--") + 1 :] == flower
         assert agent["environment"]["ANTHROPIC_API_KEY"] == PLACEHOLDER_KEY
         assert agent["environment"]["FLOWER_HEALTH_URL"].endswith("/health")
@@ -90,6 +100,8 @@ def test_the_secret_is_only_in_the_gateways_0600_file(repo: Path, credentials: N
     prepared = prepare(["go", "do it"], workspace=repo)
     try:
         spec = prepared.spec
+        assert not spec.secrets_dir.exists()  # written last, once every check has passed
+        prepared.write_secrets()
         for kwargs in (agent_kwargs(spec), gateway_kwargs(spec)):
             assert SECRET not in json.dumps(kwargs, default=str)
         creds = spec.secrets_dir / "credentials.env"
@@ -146,9 +158,11 @@ def test_root_and_home_are_refused(where: str) -> None:
 
 
 def test_a_non_git_workspace_gets_both_ways_out(tmp_path: Path, credentials: None) -> None:
+    plain = tmp_path / "plain"
+    plain.mkdir()
     with pytest.raises(ValueError, match="git init.*--no-isolate"):
-        prepare(["go", "x"], workspace=tmp_path)
-    prepared = prepare(["go", "x"], workspace=tmp_path, isolate=False)
+        prepare(["go", "x"], workspace=plain)
+    prepared = prepare(["go", "x"], workspace=plain, isolate=False)
     try:
         assert "--no-isolate" in prepared.spec.command
         assert "--isolate" not in prepared.spec.command
@@ -173,6 +187,7 @@ def test_a_root_user_gets_is_sandbox_and_nothing_else_changes(repo: Path) -> Non
         home=repo / "runs" / "home",
         socket_dir=Path("/tmp/s"),
         secrets_dir=Path("/tmp/c"),
+        state_dir=Path("/tmp/state"),
         uid=0,
         gid=0,
         command=("flower",),

@@ -1,0 +1,217 @@
+"""The host's side of the trust boundary around one run (DESIGN.md, "The trust boundary").
+
+    spec = before_run(spec, image_id=...)   # the box's shadow gitdir; what the host records
+    ... the box runs: everything it can write is hostile from here on ...
+    lines = after_run(spec, code)           # what the user is told at the end
+
+Before: the repository's tips for provenance, a start copy of every file a later `flower` on
+the host would load (`.env`, `.flowerbox/`, the protected paths), and the shadow gitdir the
+box gets instead of the user's `.git` (flowerbox.gitshadow) — all in the run's host-only
+folder (flowerbox.state).
+
+After, in this order, so that no git call ever meets what the box planted: record the end
+(status, exit code, cost from the gateway's host-only ledger), rename aside any git metadata
+the box made in the workspace, bring the box's branches back into the user's repository (as
+data: no hook or config of the box's runs), note the new commits (provenance), and report
+each watched file the box created, changed or removed, with its diff. The lines are printed
+by the attached CLI and kept in the run's meta for `flowerbox logs`/`attach` of a detached
+run.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import json
+import os
+import shutil
+import stat
+import sys
+from datetime import datetime
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from flowerbox import gitshadow, provenance, runs
+from flowerbox.spec import OBJECTS_IN_BOX, BoxSpec
+from flowerbox.untrusted import UntrustedFileError, clean, open_dir, read_bytes
+
+SHADOW = "shadow.json"
+WATCHED = "watched.json"
+WATCHED_ROOTS = (".env", ".flowerbox")
+MAX_WATCHED_FILES = 200
+MAX_WATCHED_BYTES = 64 * 1024
+MAX_DIFF_LINES = 40
+
+
+def before_run(spec: BoxSpec, *, image_id: str) -> BoxSpec:
+    """Record what the host needs to judge the run afterwards, and give the box its own
+    gitdir; the spec the box is started from.
+
+    Raises:
+        gitshadow.GitShadowError: the workspace's git cannot be shadowed (the message says
+            what to do).
+    """
+    provenance.snapshot(spec, image_id=image_id)
+    _write(spec.state_dir / WATCHED, watched(spec))
+    if spec.git != "dir":
+        return spec
+    shadow = gitshadow.make(
+        spec.workspace, runs.box_area(spec) / "git", objects_in_box=OBJECTS_IN_BOX
+    )
+    _write(spec.state_dir / SHADOW, runs.plain(dataclasses.asdict(shadow)))
+    return dataclasses.replace(
+        spec,
+        shadow_git=shadow.gitdir,
+        git_objects=shadow.objects,
+        git_alternates=shadow.alternates,
+    )
+
+
+def after_run(spec: BoxSpec, code: int | None) -> list[str]:
+    """Everything that follows a run once its containers are gone, attached or detached;
+    the lines that tell the user what came back and what the box changed. Never raises:
+    a run's result must not depend on its aftermath (each failure becomes a line)."""
+    runs.record_end(spec, code)
+    ended = runs.load(spec.state_dir)
+    lines: list[str] = (
+        [ended.meta["stop_reason"]] if ended and ended.meta.get("stop_reason") else []
+    )
+    for step in (_quarantine, _bring_back, _notes, _watched_report):
+        try:
+            lines += step(spec, code)
+        except Exception as exc:  # noqa: BLE001 - reported, and the next step still runs
+            lines.append(f"flowerbox: {step.__name__.strip('_')} failed: {exc}")
+    shutil.rmtree(runs.box_area(spec), ignore_errors=True)  # rmtree never follows a link
+    runs.record_notices(spec, lines)
+    return lines
+
+
+def _quarantine(spec: BoxSpec, code: int | None) -> list[str]:
+    started = runs.load(spec.state_dir)
+    since = _timestamp(started.meta.get("started") if started else None)
+    done = gitshadow.quarantine(
+        spec.workspace, since=since, run_id=spec.run_id, start_layout=spec.git
+    )
+    return done.lines()
+
+
+def _bring_back(spec: BoxSpec, code: int | None) -> list[str]:
+    path = spec.state_dir / SHADOW
+    if spec.git != "dir" or not path.is_file():
+        return []
+    shadow = runs.from_plain(gitshadow.Shadow, json.loads(path.read_text(encoding="utf-8")))
+    brought = gitshadow.bring_back(shadow, run_id=spec.run_id)
+    return brought.lines() if brought.branches or brought.skipped else []  # quiet when idle
+
+
+def _notes(spec: BoxSpec, code: int | None) -> list[str]:
+    commits = provenance.attach_notes(spec, code)
+    if not commits:
+        return []
+    return [
+        f"noted {len(commits)} commit(s) of {spec.run_id} in {provenance.NOTES_REF} "
+        "(git log --notes=flowerbox)"
+    ]
+
+
+def _watched_report(spec: BoxSpec, code: int | None) -> list[str]:
+    path = spec.state_dir / WATCHED
+    before = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+    return changes(before, watched(spec))
+
+
+# --- the watched files --------------------------------------------------------------------
+
+
+def watched(spec: BoxSpec) -> dict[str, str | None]:
+    """Each watched file's text (None: not text, too big, or not a regular file), read as
+    box-written data: `.env`, everything under `.flowerbox/`, and the protected paths."""
+    found: dict[str, str | None] = {}
+    names = [*WATCHED_ROOTS, *(p for p in spec.protected if not p.startswith(".git/"))]
+    for name in names:
+        for relative in _files(spec.workspace, PurePosixPath(name)):
+            if len(found) >= MAX_WATCHED_FILES:
+                return found
+            found[str(relative)] = _text(spec.workspace, relative)
+    return found
+
+
+def _files(root: Path, relative: PurePosixPath, depth: int = 0) -> list[PurePosixPath]:
+    """`relative` if it is a file, the files below it if it is a folder (no link followed)."""
+    *folders, name = relative.parts
+    try:
+        with open_dir(root, PurePosixPath(*folders) if folders else "") as parent:
+            mode = os.stat(name, dir_fd=parent, follow_symlinks=False).st_mode
+    except (OSError, ValueError):
+        return []
+    if not stat.S_ISDIR(mode) or depth > 4:
+        return [relative]
+    try:
+        with open_dir(root, relative) as folder:
+            children = sorted(os.listdir(folder))
+    except (OSError, ValueError):
+        return [relative]
+    return [f for child in children for f in _files(root, relative / child, depth + 1)]
+
+
+def _text(root: Path, relative: PurePosixPath) -> str | None:
+    try:
+        data = read_bytes(root, relative, limit=MAX_WATCHED_BYTES)
+    except (UntrustedFileError, OSError):
+        return None
+    if data is None:
+        return None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+
+
+def changes(before: dict[str, str | None], after: dict[str, str | None]) -> list[str]:
+    """One paragraph per watched file the run created, changed or removed, with its diff."""
+    lines: list[str] = []
+    for name in sorted(set(before) | set(after)):
+        old, new = before.get(name, _ABSENT), after.get(name, _ABSENT)
+        if old == new:
+            continue
+        how = "created" if name not in before else "removed" if name not in after else "changed"
+        lines.append(
+            f"the run {how} {name}: a later `flower` or flowerbox here would read it; "
+            "check it before you keep it"
+        )
+        diff = difflib.unified_diff(
+            _lines(old), _lines(new), f"{name} (before)", f"{name} (after)", lineterm=""
+        )
+        shown = [f"  {clean(line)}" for line in diff]
+        lines += shown[:MAX_DIFF_LINES]
+        if len(shown) > MAX_DIFF_LINES:
+            lines.append(f"  ... {len(shown) - MAX_DIFF_LINES} more diff lines")
+    return lines
+
+
+_ABSENT = "\x00absent"
+
+
+def _lines(text: str | None) -> list[str]:
+    if text is None:
+        return ["<not a text file, a link, or larger than 64 KiB>"]
+    return [] if text == _ABSENT else text.splitlines()
+
+
+def _timestamp(started: Any) -> float:
+    try:
+        return datetime.fromisoformat(str(started)).timestamp()
+    except ValueError:
+        return 0.0  # unknown start: every git entry counts as the run's
+
+
+def _write(path: Path, data: Any) -> None:
+    path.write_text(json.dumps(data, ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
+
+
+def report(lines: list[str]) -> None:
+    """The lines on stderr, as the attached CLI and the supervisor show them."""
+    for line in lines:
+        print(
+            line if line.startswith(("flowerbox:", " ")) else f"flowerbox: {line}", file=sys.stderr
+        )

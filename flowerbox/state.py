@@ -1,0 +1,121 @@
+"""Where flowerbox keeps its own records: a per-user folder that no box ever mounts.
+
+    $XDG_STATE_HOME/flowerbox/              0700 (default ~/.local/state/flowerbox)
+        runs/<run_id>/                      one run's host-only records (flowerbox.runs):
+            meta.json, meta.json.lock       the run, its BoxSpec, status, cost (resume reads
+                                            only this)
+            output.log, supervisor.log      the detached agent's output, its keeper's lines
+            provenance-start.json           the repository before the run
+            watched/                        the start copies of files a box must not change
+            gateway/                        mounted into the gateway container only: the
+                                            usage ledger and the egress log
+        secrets/<run_id>/credentials.env    0600, read once by the gateway as it starts, then
+                                            removed (and swept after a killed CLI)
+    $XDG_STATE_HOME/flowerbox-box/<run_id>/ what a box may write outside the workspace: the
+                                            shadow git directory (flowerbox.gitshadow);
+                                            hostile input once the box has run
+
+Everything the agent can write (the workspace, runs/, the workbench, the shadow gitdir) is
+read through flowerbox.untrusted; nothing here is ever read from there.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import shutil
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+RUN_ID = re.compile(r"\d{8}-\d{6}-[0-9a-f]{6}")
+
+
+def base() -> Path:
+    """$XDG_STATE_HOME (default ~/.local/state): flowerbox's folders are made in it."""
+    return Path(os.environ.get("XDG_STATE_HOME") or Path.home() / ".local" / "state")
+
+
+class StateError(OSError):
+    """flowerbox's state folder cannot be made or used; the message says what to do."""
+
+
+def _private(path: Path) -> Path:
+    """`path` made (with its missing parents) and left 0700, whatever the umask.
+
+    Raises:
+        StateError: it cannot be (not ours, read-only, a file in the way).
+    """
+    try:
+        path.mkdir(mode=0o700, parents=True, exist_ok=True)
+        if path.stat().st_mode & 0o077:
+            path.chmod(0o700)
+    except OSError as exc:
+        raise StateError(
+            f"cannot use {path} for flowerbox's records ({exc.strerror or exc}): set "
+            "XDG_STATE_HOME to a folder of your own"
+        ) from exc
+    return path
+
+
+def home() -> Path:
+    """flowerbox's host-only state folder."""
+    return _private(base() / "flowerbox")
+
+
+def check_run_id(run_id: str) -> str:
+    """`run_id` if it has the shape flowerbox gives run ids (it becomes a folder name)."""
+    if not RUN_ID.fullmatch(run_id):
+        raise ValueError(f"{run_id!r} is not a flowerbox run id (like 20261201-172400-a1b2c3)")
+    return run_id
+
+
+def runs_folder() -> Path:
+    return _private(home() / "runs")
+
+
+def run_folder(run_id: str) -> Path:
+    """The host-only folder of one run (made 0700 on first use)."""
+    return _private(runs_folder() / check_run_id(run_id))
+
+
+def secrets_folder(run_id: str) -> Path:
+    """Where the run's credentials file is written just before its gateway starts (the path
+    only: flowerbox.prepare.write_secrets makes it)."""
+    return home() / "secrets" / check_run_id(run_id)
+
+
+def box_folder(run_id: str) -> Path:
+    """The run's box-writable folder outside the workspace (the shadow gitdir lives here);
+    its parent is made 0700, the folder itself by whoever fills it."""
+    return _private(base() / "flowerbox-box") / check_run_id(run_id)
+
+
+SECRETS_TTL_S = 120.0  # a gateway reads its file within seconds of it being written
+
+
+def sweep_secrets(*, older_than_s: float = SECRETS_TTL_S) -> list[str]:
+    """Remove every run's credentials file left older than `older_than_s` (a CLI killed
+    before its gateway read it leaves one behind; a starting run's is younger); the run ids
+    swept."""
+    folder = home() / "secrets"
+    swept = []
+    for entry in sorted(folder.iterdir()) if folder.is_dir() else []:
+        try:
+            stale = time.time() - entry.lstat().st_mtime > older_than_s
+        except OSError:
+            continue
+        if stale:
+            shutil.rmtree(entry, ignore_errors=True)
+            swept.append(entry.name)
+    return swept
+
+
+def tell_once(key: str, tell: Callable[[], object]) -> None:
+    """Call `tell` the first time `key` is seen for this user, never again."""
+    folder = _private(home() / "told")
+    marker = folder / hashlib.sha256(key.encode()).hexdigest()[:32]
+    if not marker.exists():
+        tell()
+        marker.touch()

@@ -1,0 +1,163 @@
+"""flowerbox.untrusted: what the box can plant under a root never redirects or hangs the host."""
+
+from __future__ import annotations
+
+import os
+import threading
+from pathlib import Path
+
+import pytest
+
+from flowerbox.untrusted import (
+    UntrustedFileError,
+    clean,
+    clean_data,
+    drop,
+    exists,
+    read_bytes,
+    read_json,
+    read_tail,
+    real_folder,
+    regular_file,
+)
+
+
+@pytest.fixture
+def root(tmp_path: Path) -> Path:
+    ws = tmp_path / "ws"
+    (ws / "runs").mkdir(parents=True)
+    return ws
+
+
+@pytest.fixture
+def secret(tmp_path: Path) -> Path:
+    path = tmp_path / "outside" / "secret.txt"
+    path.parent.mkdir()
+    path.write_text("the user's secret\n")
+    return path
+
+
+def test_a_plain_file_is_read(root: Path) -> None:
+    (root / "runs" / "asks.json").write_text('[{"id": "q1"}]')
+    assert read_bytes(root, "runs/asks.json") == b'[{"id": "q1"}]'
+    assert read_json(root, "runs/asks.json", []) == [{"id": "q1"}]
+    assert read_bytes(root, "runs/missing.json") is None
+    assert read_bytes(root, "nothing/here.json") is None
+
+
+def test_a_link_at_the_file_or_on_the_way_is_refused(root: Path, secret: Path) -> None:
+    (root / "runs" / "asks.json").symlink_to(secret)
+    with pytest.raises(UntrustedFileError, match="symbolic link"):
+        read_bytes(root, "runs/asks.json")
+    (root / "linked").symlink_to(secret.parent)
+    with pytest.raises(UntrustedFileError, match="link or not a folder"):
+        read_bytes(root, "linked/secret.txt")
+    assert read_json(root, "linked/secret.txt", {}) == {}
+    assert not regular_file(root, "linked/secret.txt")
+    assert not real_folder(root, "linked")
+
+
+def test_a_fifo_never_blocks_and_dev_zero_is_never_read(root: Path) -> None:
+    os.mkfifo(root / "runs" / "gateway-usage.json")
+    (root / "runs" / "zero").symlink_to("/dev/zero")
+    done = threading.Event()
+
+    def read_both() -> None:
+        for name in ("gateway-usage.json", "zero"):
+            with pytest.raises(UntrustedFileError):
+                read_bytes(root, f"runs/{name}")
+            assert read_json(root, f"runs/{name}", {}) == {}
+        done.set()
+
+    worker = threading.Thread(target=read_both, daemon=True)
+    worker.start()
+    worker.join(5)
+    assert done.is_set(), "a FIFO or /dev/zero made the host wait"
+
+
+def test_reads_are_bounded(root: Path) -> None:
+    (root / "runs" / "big.json").write_bytes(b"[" + b" " * 4096 + b"]")
+    with pytest.raises(UntrustedFileError, match="larger than 100 bytes"):
+        read_bytes(root, "runs/big.json", limit=100)
+    assert read_json(root, "runs/big.json", [], limit=100) == []
+    assert read_tail(root, "runs/big.json", limit=3) == b"  ]"
+
+
+def test_json_of_another_type_or_junk_is_the_default(root: Path) -> None:
+    (root / "runs" / "a.json").write_text('{"not": "a list"}')
+    (root / "runs" / "b.json").write_bytes(b"\xff\xfe junk")
+    assert read_json(root, "runs/a.json", []) == []
+    assert read_json(root, "runs/b.json", {}) == {}
+
+
+def test_escaping_the_root_is_refused(root: Path) -> None:
+    with pytest.raises(ValueError, match="without \\.\\."):
+        read_bytes(root, "../outside/secret.txt")
+    with pytest.raises(ValueError):
+        read_bytes(root, "/etc/passwd")
+
+
+def test_drop_writes_inside_the_folder_only(root: Path, secret: Path) -> None:
+    path = drop(root, "runs/inbox", "0001.json", b'{"send": "hi"}')
+    assert path == root / "runs" / "inbox" / "0001.json"
+    assert path.read_bytes() == b'{"send": "hi"}'
+    assert [p.name for p in path.parent.iterdir()] == ["0001.json"]  # no temp left
+
+
+def test_drop_through_a_planted_link_writes_nothing_outside(root: Path, secret: Path) -> None:
+    before = secret.read_text()
+    (root / "runs" / "inbox").symlink_to(secret.parent)
+    with pytest.raises(UntrustedFileError):
+        drop(root, "runs/inbox", "0001.json", b"{}")
+    assert sorted(p.name for p in secret.parent.iterdir()) == ["secret.txt"]
+    # A link at the final name is replaced by the rename, never written through.
+    (root / "runs" / "inbox").unlink()
+    (root / "runs" / "inbox").mkdir()
+    (root / "runs" / "inbox" / "0002.json").symlink_to(secret)
+    drop(root, "runs/inbox", "0002.json", b"{}")
+    assert secret.read_text() == before
+    assert not (root / "runs" / "inbox" / "0002.json").is_symlink()
+
+
+def test_exists_sees_links_without_following_them(root: Path, secret: Path) -> None:
+    (root / "link").symlink_to(secret)
+    assert exists(root, "link") and not regular_file(root, "link")
+    assert not exists(root, "nothing")
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "\x1b]0;pwned title\x07",
+        "\x1b[2J\x1b[H",
+        "\x1b]8;;https://evil.example/\x1b\\click\x1b]8;;\x1b\\",
+        "\x9b31m",
+        "a\rb",
+        "\x1bP+q\x1b\\",
+        "\x07\x08\x7f",
+    ],
+)
+def test_clean_strips_terminal_controls(text: str) -> None:
+    cleaned = clean(text)
+    assert not any(ord(c) < 32 and c not in "\t\n" for c in cleaned)
+    assert not any(0x7F <= ord(c) <= 0x9F for c in cleaned)
+
+
+def test_clean_keeps_text_and_cleans_nested_data() -> None:
+    assert clean("ok\tdone\nnext — ünïcode") == "ok\tdone\nnext — ünïcode"
+    assert clean("\x1b[31mred\x1b[0m") == "red"
+    assert clean_data({"a\x1b[2J": ["x\x1b]0;t\x07y", 3, None]}) == {"a": ["xy", 3, None]}
+
+
+def test_a_stream_cut_inside_a_sequence_or_a_character_is_still_cleaned() -> None:
+    from flowerbox.untrusted import StreamCleaner
+
+    raw = "héllo \x1b]0;pwned title\x07world \x1b[2Jdone\n".encode()
+    for size in (1, 2, 3, 7):
+        cleaner = StreamCleaner()
+        out = b"".join(cleaner.feed(raw[i : i + size]) for i in range(0, len(raw), size))
+        out += cleaner.flush()
+        assert out.decode() == "héllo world done\n", size
+    held = StreamCleaner()
+    assert held.feed(b"text \x1b[3") == b"text "  # waits for the sequence's end
+    assert held.flush() == b""  # an unfinished sequence at the end is dropped
