@@ -43,7 +43,7 @@ class Boxed:
         return self.spec.api_socket
 
     def usage(self) -> dict[str, Any]:
-        return dict(json.loads((self.spec.run_dir / "gateway-usage.json").read_text()))
+        return dict(json.loads(self.spec.usage_file.read_text()))
 
     def log(self) -> bytes:
         return bytes(self.container.logs(stdout=True, stderr=True))
@@ -56,7 +56,7 @@ class Boxed:
 def start(client: DockerClient, image: str, base_url: str, budget: float | None) -> Boxed:
     """A gateway container as flowerbox starts one, for the upstream at `base_url`."""
     root = Path(tempfile.mkdtemp(dir="/tmp", prefix="fbx-wall-"))
-    folders = {name: root / name for name in ("ws", "runs", "home", "s", "secrets")}
+    folders = {name: root / name for name in ("ws", "runs", "home", "s", "secrets", "state")}
     for path in folders.values():
         path.mkdir(mode=0o700)
         os.chown(path, UID, UID)
@@ -69,6 +69,7 @@ def start(client: DockerClient, image: str, base_url: str, budget: float | None)
         home=folders["home"],
         socket_dir=folders["s"],
         secrets_dir=folders["secrets"],
+        state_dir=folders["state"],
         uid=UID,
         gid=UID,
         command=(),
@@ -76,6 +77,8 @@ def start(client: DockerClient, image: str, base_url: str, budget: float | None)
         upstream_on_loopback=True,
         budget_usd=budget,
     )
+    spec.gateway_dir.mkdir(mode=0o700)  # flowerbox makes it before the gateway starts
+    os.chown(spec.gateway_dir, UID, UID)
     boxed = Boxed(client.containers.run(**gateway_kwargs(spec)), spec, root)
     deadline = time.monotonic() + 60
     while not boxed.socket.exists():
