@@ -3,8 +3,9 @@
 Both paths are measured in the same run, interleaved, each request on a fresh TCP connection
 (the FakeAPI closes every stream, so the direct path cannot reuse one either), timed from the
 request's first byte to the response's last. The gateway runs as its own process with a
-credentials file, a usage file rewritten after every request, and the relay in front of it,
-exactly as in a box. Target: <= 5 ms added per request (median).
+credentials file, a budget (each request reserved, then settled), a usage file rewritten after
+every request, and the relay in front of it, exactly as in a box. Target: <= 5 ms added per
+request (median).
 """
 
 from __future__ import annotations
@@ -59,7 +60,9 @@ def main() -> int:
         env = {k: v for k, v in os.environ.items() if not k.startswith("ANTHROPIC_")}
         gateway = subprocess.Popen(
             [sys.executable, "-m", "flowerbox.gateway", "--socket", str(sock)]
-            + ["--credentials", str(creds), "--usage", str(root / "usage.json")],
+            + ["--credentials", str(creds), "--usage", str(root / "usage.json")]
+            # A budget, so each request also passes the budget's admission control.
+            + ["--budget", "1000"],
             stderr=subprocess.DEVNULL,
             env=env,
         )

@@ -5,23 +5,30 @@
         [--proxy-socket DIR/proxy.sock --egress-log egress.jsonl --allow DOMAIN ...]
 
 It listens on a unix socket (mode 0600) that the agent's container reaches through
-`flowerbox.relay`, and forwards every `/v1/...` request to the real upstream (the credentials
-file's ANTHROPIC_BASE_URL, default https://api.anthropic.com; TLS checked against the system
-CA bundle, so SSL_CERT_FILE applies). On the way out the client's credential headers (a
-placeholder) are dropped and the real ones put in: ANTHROPIC_API_KEY as `x-api-key`,
-ANTHROPIC_AUTH_TOKEN as `Authorization: Bearer`. Responses stream back chunk by chunk as they
-arrive (an event stream reaches the CLI event by event), and their usage is metered per model
-into the usage file (`flowerbox.meter`).
+`flowerbox.relay`, reads each request strictly (`flowerbox.wire`: h11, plus no bare CR/LF,
+obs-fold or Transfer-Encoding with Content-Length), and forwards exactly the requests the
+Claude Code CLI sends (`ENDPOINTS`, matched on the raw method and request target) to the real
+upstream (the credentials file's ANTHROPIC_BASE_URL, default https://api.anthropic.com; TLS
+checked against the system CA bundle, so SSL_CERT_FILE applies). Only `FORWARDED_HEADERS`
+pass; the real credentials are put in: ANTHROPIC_API_KEY as `x-api-key`, ANTHROPIC_AUTH_TOKEN
+as `Authorization: Bearer`. Responses stream back chunk by chunk as they arrive (an event
+stream reaches the CLI event by event), and their usage is metered per model into the usage
+file (`flowerbox.meter`), which also holds the budget's reservations.
 
-Answers of its own, all with the Messages API's error shape:
+Answers of its own, all with the Messages API's error shape (docs/gateway.md has the bodies):
 - `GET /health`: 200 `{"upstream": "reachable"}` when a TCP connection to the upstream's
   host:port opens within 3 s, else 503. Never forwarded, no credentials needed: it is what
   flower's wait_online probes inside the box (FLOWER_HEALTH_URL).
-- 403 `permission_error` for `/v1/messages` once `--budget` is spent, without contacting the
-  upstream. The CLI does not retry a 403 and flower treats it as fatal; the message names
-  the budget.
+- 403 `permission_error` for any other method and target, never forwarded.
+- 403 `permission_error` for a Messages call whose worst case does not fit what is left of
+  `--budget` (`Meter.admit`), without contacting the upstream. The CLI does not retry a 403
+  and flower treats it as fatal; the message names the budget.
+- 400 `invalid_request_error` (413, 431) for a request that cannot be read; the connection
+  closes.
 - 502 `api_error` naming the upstream when it cannot be reached (refused, reset, TLS failure).
-- 404 for paths outside `/v1/`.
+
+Nothing the box can read holds a secret of the credentials file: answers and log lines are
+scrubbed of the key, the token and the base URL's userinfo and query values.
 
 With `--proxy-socket` the same process also serves the egress proxy (`flowerbox.proxy`) on a
 second unix socket, allowing what `--allow`/`--allow-preset` list and logging each decision
@@ -38,30 +45,84 @@ Errors: `GatewayError` (unusable credentials file; the message names the file, n
 from __future__ import annotations
 
 import argparse
+import contextlib
 import http.client
 import json
 import signal
 import socket
+import socketserver
 import ssl
 import sys
 import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler
+from http import HTTPStatus
 from pathlib import Path
 from typing import Any, TextIO
-from urllib.parse import urlsplit
+from urllib.parse import parse_qsl, unquote, urlsplit
+
+import h11
 
 from flower.core.env import parse_dotenv
 from flowerbox.egress import EgressError, Policy
-from flowerbox.meter import Meter, UsageReader, json_object
-from flowerbox.pricing import PriceError, PriceTable, load_prices
+from flowerbox.meter import Meter, Reservation, UsageReader, json_object
+from flowerbox.pricing import PriceError, PriceTable, load_prices, token_count
 from flowerbox.proxy import HOP_BY_HOP, EgressLog, EgressProxy, PrivateUnixServer
 from flowerbox.spec import PLACEHOLDER_KEY
+from flowerbox.wire import BadRequest, Incoming, RequestReader, linger_close
 
-__all__ = ["Credentials", "Gateway", "GatewayError", "Upstream", "load_credentials", "main"]
+__all__ = [
+    "ENDPOINTS",
+    "FORWARDED_HEADERS",
+    "Credentials",
+    "Gateway",
+    "GatewayError",
+    "Upstream",
+    "load_credentials",
+    "main",
+]
 
+# What the Claude Code CLI sends in every mode flower uses, recorded from the real CLI
+# (tests/flowerbox/test_allowlist.py), matched exactly on the raw request target: no other
+# spelling, method or path ever leaves the gateway.
+ENDPOINTS = frozenset(
+    {
+        ("POST", "/v1/messages?beta=true"),
+        ("POST", "/v1/messages/count_tokens?beta=true"),  # /context, get_context_usage()
+    }
+)
+BUDGETED = ("POST", "/v1/messages?beta=true")  # model calls: admitted against --budget
+HEALTH = ("GET", "/health")
+# The request headers passed on (recorded with ENDPOINTS); everything else is dropped, the
+# client's forwarding headers included. The credentials, Host, the framing and
+# Accept-Encoding (identity, so the meter can read the body) are the gateway's own.
+FORWARDED_HEADERS = frozenset(
+    {
+        "accept",
+        "anthropic-beta",
+        "anthropic-dangerous-direct-browser-access",
+        "anthropic-version",
+        "content-type",
+        "user-agent",
+        "x-app",
+        "x-claude-code-agent-id",
+        "x-claude-code-session-id",
+        "x-stainless-arch",
+        "x-stainless-lang",
+        "x-stainless-os",
+        "x-stainless-package-version",
+        "x-stainless-retry-count",
+        "x-stainless-runtime",
+        "x-stainless-runtime-version",
+        "x-stainless-timeout",
+    }
+)
+BODY_LIMIT = 32 * 1024 * 1024  # the Messages API's own request limit
+DEFAULT_MAX_TOKENS = 128_000  # reserved for a request without a usable max_tokens
+# How long a request waits for in-flight requests' reservations to settle before it is
+# refused; below the CLI's 600 s request timeout.
+ADMISSION_WAIT = 300.0
 DEFAULT_BASE_URL = "https://api.anthropic.com"
 HEALTH_TIMEOUT = 3.0
 # The CLI's own request timeout (X-Stainless-Timeout) is 600 s; a stream idle longer is dead.
@@ -69,9 +130,6 @@ UPSTREAM_TIMEOUT = 600.0
 CHUNK = 64 * 1024
 # The hop-by-hop headers, and the framing the gateway sets itself on each side.
 _HOP_BY_HOP = HOP_BY_HOP | {"transfer-encoding", "content-length"}
-# Dropped from requests: the client's placeholder credentials, and compression the meter
-# would have to undo (the gateway asks for identity; the CLI accepts an uncompressed reply).
-_REQUEST_DROPPED = _HOP_BY_HOP | {"x-api-key", "authorization", "accept-encoding"}
 
 
 class GatewayError(Exception):
@@ -94,6 +152,20 @@ class Credentials:
         if self.auth_token:
             out.append(("authorization", f"Bearer {self.auth_token}"))
         return out
+
+    def secrets(self) -> list[str]:
+        """Every value that must never reach the box: the key, the token, and the base URL's
+        userinfo and query values (a URL like https://user:pass@host/?key=... carries some)."""
+        url = urlsplit(self.base_url)
+        found = [self.api_key, self.auth_token, url.username, url.password]
+        found += [value for _, value in parse_qsl(url.query)]
+        if "@" in url.netloc:
+            found.append(url.netloc.rpartition("@")[0])
+        found += [unquote(value) for value in found if value]
+        # Longest first, so a secret containing another is replaced whole.
+        return sorted(
+            {value for value in found if value and len(value) >= 3}, key=len, reverse=True
+        )
 
 
 def load_credentials(path: Path) -> Credentials:
@@ -126,7 +198,9 @@ class Upstream:
         self.host = url.hostname or ""
         self.port = url.port or (443 if self.tls else 80)
         self.prefix = url.path.rstrip("/")
-        self.name = f"{url.scheme}://{url.netloc}"
+        # Never the userinfo: the name appears in answers the box reads.
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        self.name = f"{url.scheme}://{host}" + (f":{url.port}" if url.port else "")
         self._context = ssl.create_default_context() if self.tls else None
         self._pool_size = pool_size
         self._idle: list[http.client.HTTPConnection] = []
@@ -214,13 +288,16 @@ class Gateway(PrivateUnixServer):
         credentials: Credentials,
         meter: Meter,
         log: TextIO = sys.stderr,
+        admission_wait: float = ADMISSION_WAIT,
     ) -> None:
         self.credentials = credentials
         self.upstream = Upstream(credentials.base_url)
         self.meter = meter
         self.log = log
+        self.admission_wait = admission_wait
+        self.secrets = credentials.secrets()
         self._log_lock = threading.Lock()
-        super().__init__(socket_path, _Handler)
+        super().__init__(socket_path, _Connection)
 
     def server_close(self) -> None:
         super().server_close()
@@ -228,65 +305,119 @@ class Gateway(PrivateUnixServer):
 
     def line(self, text: str) -> None:
         with self._log_lock:
-            print(f"flowerbox-gateway: {text}", file=self.log, flush=True)
+            print(f"flowerbox-gateway: {self.scrub(text)}", file=self.log, flush=True)
+
+    def scrub(self, text: str) -> str:
+        """`text` with every secret of the credentials file (the key, the token, the base
+        URL's userinfo and query values) replaced: nothing the box can read holds them."""
+        for secret in self.secrets:
+            text = text.replace(secret, "<redacted>")
+        return text
 
 
-class _Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
+class _Connection(socketserver.BaseRequestHandler):
+    """One client connection: requests read strictly (flowerbox.wire), one after another."""
+
     server: Gateway
+    request: socket.socket
 
-    def log_message(self, format: str, *args: Any) -> None:
-        """Silenced: the gateway writes its own line, which never holds headers."""
+    def handle(self) -> None:
+        self.request.settimeout(UPSTREAM_TIMEOUT)
+        reader = RequestReader(self.request)
+        try:
+            while (incoming := reader.next_request()) is not None:
+                body = reader.body(limit=BODY_LIMIT)
+                _Exchange(self.server, reader, incoming, body).run()
+                if not reader.reusable:
+                    break
+        except BadRequest as exc:
+            self._malformed(exc)
+        except (OSError, h11.LocalProtocolError):
+            pass  # the client went away, or broke off mid-response: nothing left to say
+        linger_close(self.request)
 
-    def do_GET(self) -> None:
-        if self.path == "/health":
+    def _malformed(self, exc: BadRequest) -> None:
+        """A request that cannot be read is answered 400 (413, 431) and the connection closed;
+        written by hand, because the h11 state of a broken request has no response to give."""
+        kind = "request_too_large" if exc.status == 413 else "invalid_request_error"
+        message = f"flowerbox gateway: malformed HTTP request: {exc}"
+        data = json.dumps(_error(kind, message)).encode()
+        head = (
+            f"HTTP/1.1 {exc.status} {HTTPStatus(exc.status).phrase}\r\n"
+            "content-type: application/json\r\n"
+            f"content-length: {len(data)}\r\nconnection: close\r\n\r\n"
+        )
+        with contextlib.suppress(OSError):
+            self.request.sendall(head.encode() + data)
+        self.server.line(f"- - {exc.status} refused: {exc}")
+
+
+class _Exchange:
+    """One request and its answer: routed, admitted, forwarded, relayed, settled."""
+
+    def __init__(
+        self, gateway: Gateway, reader: RequestReader, incoming: Incoming, body: bytes
+    ) -> None:
+        self.gateway = gateway
+        self.reader = reader
+        self.incoming = incoming
+        self.body = body
+        self.started = time.perf_counter()
+        self.settled = False
+
+    def run(self) -> None:
+        method, target = self.incoming.method, self.incoming.target
+        if (method, target) == HEALTH:
             self._health()
-        else:
-            self._forward()
-
-    def do_POST(self) -> None:
-        self._forward()
-
-    do_PUT = do_PATCH = do_DELETE = do_HEAD = do_POST
-
-    def _health(self) -> None:
-        ok, reason = self.server.upstream.reachable()
-        body: dict[str, str] = {"upstream": "reachable" if ok else "unreachable"}
-        if not ok:
-            body |= {"url": self.server.upstream.name, "error": reason}
-        self._json(200 if ok else 503, body)
-
-    def _forward(self) -> None:
-        started = time.perf_counter()
-        gateway = self.server
-        route = self.path.partition("?")[0]
-        if not route.startswith("/v1/"):
-            message = f"flowerbox gateway: no route {route}; it forwards /v1/ only"
-            self._json(404, _error("not_found_error", message))
-            self._done(started, 404)
             return
+        if (method, target) not in ENDPOINTS:
+            self._answer(403, _error("permission_error", _endpoint_message(method, target)))
+            self._done(403, note="refused: not an API endpoint the CLI uses")
+            return
+        gateway = self.gateway
         gateway.meter.saw_client_credential(self._client_credential())
-        body = self._body()
-        request = json_object(body) if body else {}
+        request = json_object(self.body)
         model = request.get("model") if isinstance(request.get("model"), str) else None
-        if route == "/v1/messages" and gateway.meter.spent():
-            gateway.meter.refuse()
-            self._json(403, _error("permission_error", _budget_message(gateway.meter)))
-            self._done(started, 403, model, "refused: budget spent")
-            return
-        headers = [
-            (name, value)
-            for name, value in self.headers.items()
-            if name.lower() not in _REQUEST_DROPPED and name.lower() not in self._connection()
-        ]
+        reservation = None
+        if (method, target) == BUDGETED:
+            admitted = gateway.meter.admit(
+                self._worst_case(model, request), wait=gateway.admission_wait
+            )
+            if isinstance(admitted, str):
+                self._answer(403, _error("permission_error", admitted))
+                gateway.meter.refuse()
+                self._done(403, model, "refused: budget")
+                return
+            reservation = admitted
+        try:
+            self._forward(model, reservation)
+        finally:
+            if reservation is not None and not self.settled:
+                gateway.meter.release(reservation)
+
+    def _worst_case(self, model: str | None, request: dict[str, Any]) -> float:
+        """The request's max_tokens at the output price plus its body's size as input tokens
+        (a token is at least one byte of text): docs/gateway.md, "The budget"."""
+        max_tokens = request.get("max_tokens")
+        if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
+            max_tokens = DEFAULT_MAX_TOKENS
+        return self.gateway.meter.worst_case(
+            model, max_tokens=max_tokens, input_tokens=len(self.body)
+        )
+
+    def _forward(self, model: str | None, reservation: Reservation | None) -> None:
+        gateway = self.gateway
+        headers = [(n, v) for n, v in self.incoming.headers if n in FORWARDED_HEADERS]
         headers += gateway.credentials.headers()
         try:
-            conn, response = gateway.upstream.send(self.command, self.path, headers, body)
+            conn, response = gateway.upstream.send(
+                self.incoming.method, self.incoming.target, headers, self.body
+            )
         except (OSError, http.client.HTTPException) as exc:
             reason = str(exc) or type(exc).__name__
             message = f"flowerbox gateway: cannot reach {gateway.upstream.name}: {reason}"
-            self._json(502, _error("api_error", message))
-            self._done(started, 502, model, "upstream unreachable")
+            self._answer(502, _error("api_error", message))
+            self._done(502, model, "upstream unreachable")
             return
         reader = UsageReader(
             streaming="text/event-stream" in (response.getheader("content-type") or ""),
@@ -297,91 +428,91 @@ class _Handler(BaseHTTPRequestHandler):
             complete = self._relay(response, reader)
         finally:
             gateway.upstream.release(conn, response, reusable=complete)
-        reader.finish()
+            reader.finish()
+            self._settle(response.status, model, reader, reservation)
+
+    def _settle(
+        self,
+        status: int,
+        model: str | None,
+        reader: UsageReader,
+        reservation: Reservation | None,
+    ) -> None:
+        meter = self.gateway.meter
+        self.settled = True
         if reader.seen:
+            usage = dict(reader.usage)
+            # A cut stream: at least one token per content delta that got through.
+            usage["output_tokens"] = max(token_count(usage.get("output_tokens")), reader.deltas)
             model = reader.model or model or "unknown"
-            tokens, cost = gateway.meter.add(model, reader.usage)
+            tokens, cost = meter.add(model, usage, reservation=reservation)
             summary = " ".join(f"{k.removesuffix('_tokens')}={v}" for k, v in tokens.items())
-            self._done(started, response.status, model, f"{summary} ${cost:.4f}")
+            self._done(status, model, f"{summary} ${cost:.4f}")
+        elif reservation is not None and 200 <= status < 300:
+            cost = meter.keep(reservation, model or "unknown")
+            self._done(status, model, f"no usage arrived: charged its worst case ${cost:.4f}")
         else:
-            gateway.meter.count_unmetered()
-            self._done(started, response.status, model)
+            if reservation is not None:
+                meter.release(reservation)
+            meter.count_unmetered()
+            self._done(status, model)
 
     def _relay(self, response: http.client.HTTPResponse, reader: UsageReader) -> bool:
         """Send the upstream's response on as it arrives: content-length framing when the
-        upstream gave a length, chunked otherwise. A cut upstream cuts the client too (no
-        final chunk), so the CLI sees a dropped stream, as it would without the gateway.
-        True when the whole body passed."""
-        self.send_response(response.status, response.reason)
-        for name, value in response.getheaders():
-            if name.lower() not in _HOP_BY_HOP:
-                self.send_header(name, value)
+        upstream gave a length, chunked otherwise (h11 decides). A cut upstream cuts the
+        client too (no final chunk), so the CLI sees a dropped stream, as it would without
+        the gateway. True when the whole body passed."""
+        headers = [
+            (name, value)
+            for name, value in response.getheaders()
+            if name.lower() not in _HOP_BY_HOP
+        ]
         length = response.getheader("content-length")
-        bodiless = self.command == "HEAD" or response.status in (204, 304)
-        chunked = not bodiless and (length is None or response.chunked)
-        if chunked:
-            self.send_header("transfer-encoding", "chunked")
-        elif length is not None:
-            self.send_header("content-length", length)
-        self.end_headers()
-        if bodiless:
-            return True
+        if length is not None and not response.chunked:
+            headers.append(("content-length", length))
+        self.reader.send(h11.Response(status_code=response.status, headers=headers))
         sent = 0
         try:
             for chunk in _chunks(response):
                 reader.feed(chunk)
-                self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk) if chunked else chunk)
+                self.reader.send(h11.Data(data=chunk))
                 sent += len(chunk)
-        except (OSError, http.client.HTTPException):
-            self.close_connection = True  # either side went away mid-body
+        except (OSError, http.client.HTTPException, h11.LocalProtocolError):
+            return False  # either side went away mid-body (or sent more than it said)
+        if length is not None and not response.chunked and sent != int(length):
             return False
-        if chunked:
-            self.wfile.write(b"0\r\n\r\n")
-        elif length is not None and sent != int(length):
-            self.close_connection = True
-            return False
+        self.reader.send(h11.EndOfMessage())
         return True
 
-    def _body(self) -> bytes | None:
-        """The request body, de-chunked if the client sent it chunked."""
-        if "chunked" in (self.headers.get("transfer-encoding") or "").lower():
-            parts = []
-            while size := int(self.rfile.readline().split(b";")[0].strip() or b"0", 16):
-                parts.append(self.rfile.read(size))
-                self.rfile.readline()
-            while self.rfile.readline() not in (b"\r\n", b"\n", b""):
-                pass  # trailers
-            return b"".join(parts)
-        length = self.headers.get("content-length")
-        return self.rfile.read(int(length)) if length else None
+    def _health(self) -> None:
+        ok, reason = self.gateway.upstream.reachable()
+        body: dict[str, str] = {"upstream": "reachable" if ok else "unreachable"}
+        if not ok:
+            body |= {"url": self.gateway.upstream.name, "error": reason}
+        self._answer(200 if ok else 503, body)
 
     def _client_credential(self) -> str:
         """What the client sent as its key: the box's placeholder, nothing, or something else
         (never the value itself: it could be a real key that leaked into the agent's side)."""
-        bearer = (self.headers.get("authorization") or "").removeprefix("Bearer ").strip()
-        sent = {self.headers.get("x-api-key") or "", bearer} - {""}
+        bearer = (self.incoming.header("authorization") or "").removeprefix("Bearer ").strip()
+        sent = {self.incoming.header("x-api-key") or "", bearer} - {""}
         if not sent:
             return "none"
         return "placeholder" if sent == {PLACEHOLDER_KEY} else "other"
 
-    def _connection(self) -> set[str]:
-        """Header names the client's Connection header marks as hop-by-hop."""
-        value = self.headers.get("connection") or ""
-        return {name.strip().lower() for name in value.split(",")}
+    def _answer(self, status: int, payload: dict[str, Any]) -> None:
+        data = self.gateway.scrub(json.dumps(payload)).encode()
+        headers = [("content-type", "application/json"), ("content-length", str(len(data)))]
+        self.reader.send(h11.Response(status_code=status, headers=headers))
+        if self.incoming.method != "HEAD":
+            self.reader.send(h11.Data(data=data))
+        self.reader.send(h11.EndOfMessage())
 
-    def _json(self, status: int, payload: dict[str, Any]) -> None:
-        data = json.dumps(payload).encode()
-        self.send_response(status)
-        self.send_header("content-type", "application/json")
-        self.send_header("content-length", str(len(data)))
-        self.end_headers()
-        if self.command != "HEAD":
-            self.wfile.write(data)
-
-    def _done(self, started: float, status: int, model: str | None = None, note: str = "") -> None:
-        ms = (time.perf_counter() - started) * 1000
-        fields = [self.command, self.path, str(status), model or "-", note, f"{ms:.0f}ms"]
-        self.server.line(" ".join(f for f in fields if f))
+    def _done(self, status: int, model: str | None = None, note: str = "") -> None:
+        ms = (time.perf_counter() - self.started) * 1000
+        target = _shown(self.incoming.target)
+        fields = [self.incoming.method, target, str(status), model or "-", note, f"{ms:.0f}ms"]
+        self.gateway.line(" ".join(f for f in fields if f))
 
 
 def _chunks(response: http.client.HTTPResponse) -> Iterator[bytes]:
@@ -395,23 +526,23 @@ def _error(kind: str, message: str) -> dict[str, Any]:
     return {"type": "error", "error": {"type": kind, "message": message}}
 
 
-def _usd(amount: float) -> str:
-    """Dollars with cents, or with four decimals for amounts too small to show in cents."""
-    return f"${amount:.2f}" if amount == 0 or amount >= 0.01 else f"${amount:.4f}"
+def _shown(target: str) -> str:
+    """A request target for a message or a log line: what the client sent, cut short."""
+    return target if len(target) <= 200 else target[:200] + "..."
 
 
-def _budget_message(meter: Meter) -> str:
-    budget = _usd(meter.budget or 0.0)
+def _endpoint_message(method: str, target: str) -> str:
+    allowed = " and ".join(f"{m} {t}" for m, t in sorted(ENDPOINTS))
     return (
-        f"flowerbox gateway: the run's budget of {budget} is spent ({_usd(meter.total)} used);"
-        " raise it with --budget"
+        f"flowerbox gateway: {method} {_shown(target)} is not an API endpoint the Claude Code"
+        f" CLI uses; it forwards only {allowed} (docs/gateway.md)"
     )
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m flowerbox.gateway",
-        description="Forward /v1/ requests from a unix socket to the real API, credentials added.",
+        description="Forward the CLI's API calls from a unix socket to the real API, with the key.",
     )
     parser.add_argument("--socket", type=Path, required=True, help="unix socket to listen on")
     parser.add_argument("--credentials", type=Path, required=True, help=".env with the key")

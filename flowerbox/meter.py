@@ -5,7 +5,7 @@ running totals per model, the budget, and the usage file.
 holds more than one unfinished line of an event stream (or a JSON body, which is small). `Meter`
 is shared by the gateway's threads; every change is written to the usage file at once:
 
-    {"requests": 3, "refused": 0, "budget_usd": 5.0, "total_cost_usd": 0.41,
+    {"requests": 3, "refused": 0, "budget_usd": 5.0, "total_cost_usd": 0.41, "reserved_usd": 0,
      "models": {"claude-opus-5-5": {"requests": 3, "input_tokens": ..., "output_tokens": ...,
                 "cache_read_input_tokens": ..., "cache_creation_input_tokens": ...,
                 "cost_usd": 0.41, "priced_as": "claude-opus-5-5"}},
@@ -17,12 +17,20 @@ is shared by the gateway's threads; every change is written to the usage file at
 
 A model the price table does not know gets `"priced_as": "unknown model: priced as the most
 expensive entry"`.
+
+The budget is admission control (docs/gateway.md, "The budget"): `Meter.admit` reserves a
+request's worst case under the lock before it is forwarded, and `Meter.settle` replaces the
+reservation with what the response really cost. A request is admitted only while
+spent + reserved + its worst case <= budget, so requests in flight together can never take the
+total past the budget, however many there are.
 """
 
 from __future__ import annotations
 
 import json
 import threading
+import time
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -30,7 +38,7 @@ from typing import Any
 from flower.core.statefile import atomic_write_json
 from flowerbox.pricing import PriceTable, token_count
 
-__all__ = ["TOKEN_FIELDS", "Meter", "UsageReader", "json_object"]
+__all__ = ["TOKEN_FIELDS", "Meter", "Reservation", "UsageReader", "json_object"]
 
 TOKEN_FIELDS = (
     "input_tokens",
@@ -41,6 +49,7 @@ TOKEN_FIELDS = (
 _UNKNOWN_NOTE = "unknown model: priced as the most expensive entry"
 # Only these two events carry usage; every other data line is skipped without parsing.
 _USAGE_EVENTS = (b'"message_start"', b'"message_delta"')
+_DELTA = b'"content_block_delta"'
 
 
 class UsageReader:
@@ -55,6 +64,7 @@ class UsageReader:
         self.streaming = streaming
         self.model = model
         self.usage: dict[str, Any] = {}
+        self.deltas = 0  # content deltas seen: each carries at least one generated token
         self._pending = b""
 
     def feed(self, chunk: bytes) -> None:
@@ -63,7 +73,11 @@ class UsageReader:
             return
         *lines, self._pending = (self._pending + chunk).split(b"\n")
         for line in lines:
-            if line.startswith(b"data:") and any(e in line for e in _USAGE_EVENTS):
+            if not line.startswith(b"data:"):
+                continue
+            if _DELTA in line:
+                self.deltas += 1
+            elif any(e in line for e in _USAGE_EVENTS):
                 self._event(line[5:])
 
     def finish(self) -> None:
@@ -101,6 +115,13 @@ def json_object(raw: bytes) -> dict[str, Any]:
     return data if isinstance(data, dict) else {}
 
 
+@dataclass(frozen=True)
+class Reservation:
+    """What one admitted request holds of the budget until it is settled."""
+
+    amount: float
+
+
 class Meter:
     """Running totals of one run, thread-safe, mirrored to `path` after every change."""
 
@@ -109,10 +130,13 @@ class Meter:
         self.prices = prices
         self.budget = budget
         self._lock = threading.Lock()
+        self._settled = threading.Condition(self._lock)
         self._models: dict[str, dict[str, Any]] = {}
         self._requests = 0
         self._refused = 0
         self._total = 0.0
+        self._reserved = 0.0
+        self._in_flight = 0
         self._client_credentials: dict[str, int] = {}
         self._write()
 
@@ -121,20 +145,74 @@ class Meter:
         with self._lock:
             return self._total
 
+    @property
+    def reserved(self) -> float:
+        """What the requests in flight hold of the budget."""
+        with self._lock:
+            return self._reserved
+
     def spent(self) -> bool:
         """Whether the budget (if any) is used up: further model requests are refused."""
         return self.budget is not None and self.total >= self.budget
 
-    def add(self, model: str, usage: dict[str, Any]) -> tuple[dict[str, int], float]:
-        """Count one response; returns its token counts and cost."""
+    def worst_case(self, model: str | None, *, max_tokens: int, input_tokens: int) -> float:
+        """The most a request can cost: `max_tokens` at the output price plus `input_tokens`
+        at the dearest input-side price (a 1-hour cache write), in whichever tier is dearer."""
+        price, _ = self.prices.lookup(model or "")
+        tiers = [price] if price.long_prompt is None else [price, price.long_prompt]
+        return max(
+            (
+                max_tokens * tier.output
+                + input_tokens * max(tier.input, tier.cache_write_5m, tier.cache_write_1h)
+            )
+            / 1_000_000
+            for tier in tiers
+        )
+
+    def admit(self, amount: float, *, wait: float) -> Reservation | str:
+        """Reserve `amount` of the budget, or say why not (the refusal's message).
+
+        Admitted while spent + reserved + amount <= budget. When only other requests'
+        reservations stand in the way, it waits (up to `wait` seconds) for them to settle;
+        when the spent amount alone leaves no room, it is refused at once."""
+        deadline = time.monotonic() + wait
+        with self._settled:
+            while True:
+                budget = self.budget
+                if budget is not None and self._total >= budget:
+                    return _spent_message(budget, self._total)
+                if budget is not None and self._total + amount > budget:
+                    return _no_room_message(budget, self._total, amount)
+                if budget is None or self._total + self._reserved + amount <= budget:
+                    # Not written yet: the file is rewritten (two fsyncs) when the request
+                    # settles, off the path between the client and the upstream.
+                    self._reserved += amount
+                    self._in_flight += 1
+                    return Reservation(amount)
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return _busy_message(budget, self._total, self._reserved, amount)
+                self._settled.wait(left)
+
+    def release(self, reservation: Reservation) -> None:
+        """Give a reservation back unused (the request was never answered with usage)."""
+        with self._settled:
+            self._unreserve(reservation)
+            self._write()
+            self._settled.notify_all()
+
+    def add(
+        self, model: str, usage: dict[str, Any], *, reservation: Reservation | None = None
+    ) -> tuple[dict[str, int], float]:
+        """Count one response, settling its reservation; returns its token counts and cost."""
         price, known = self.prices.lookup(model)
         cost = price.cost(usage)
         tokens = {name: token_count(usage.get(name)) for name in TOKEN_FIELDS}
-        with self._lock:
-            entry = self._models.setdefault(
-                model,
-                {"requests": 0, **dict.fromkeys(TOKEN_FIELDS, 0), "cost_usd": 0.0},
-            )
+        with self._settled:
+            if reservation is not None:
+                self._unreserve(reservation)
+                self._settled.notify_all()
+            entry = self._entry(model)
             entry["requests"] += 1
             for name, count in tokens.items():
                 entry[name] += count
@@ -145,6 +223,31 @@ class Meter:
             self._write()
         return tokens, cost
 
+    def keep(self, reservation: Reservation, model: str) -> float:
+        """Charge a whole reservation: the request was answered but its usage never arrived
+        (a stream cut before message_start), so it may have cost up to its worst case."""
+        with self._settled:
+            self._unreserve(reservation)
+            entry = self._entry(model)
+            entry["requests"] += 1
+            entry["cost_usd"] += reservation.amount
+            entry["priced_as"] = "no usage arrived: charged its worst case"
+            self._requests += 1
+            self._total += reservation.amount
+            self._write()
+            self._settled.notify_all()
+        return reservation.amount
+
+    def _unreserve(self, reservation: Reservation) -> None:
+        self._in_flight -= 1
+        # Sums of floats drift: with nothing in flight, nothing is reserved.
+        self._reserved = max(0.0, self._reserved - reservation.amount) if self._in_flight else 0.0
+
+    def _entry(self, model: str) -> dict[str, Any]:
+        return self._models.setdefault(
+            model, {"requests": 0, **dict.fromkeys(TOKEN_FIELDS, 0), "cost_usd": 0.0}
+        )
+
     def refuse(self) -> None:
         """Count one request refused because the budget is spent."""
         with self._lock:
@@ -152,10 +255,10 @@ class Meter:
             self._write()
 
     def saw_client_credential(self, kind: str) -> None:
-        """Count one incoming request by the kind of credential it carried."""
+        """Count one incoming request by the kind of credential it carried (written with the
+        request's settlement: this is on the way to the upstream)."""
         with self._lock:
             self._client_credentials[kind] = self._client_credentials.get(kind, 0) + 1
-            self._write()
 
     def count_unmetered(self) -> None:
         """Count a forwarded request that reported no usage (an error, count_tokens)."""
@@ -172,6 +275,7 @@ class Meter:
                 "refused": self._refused,
                 "budget_usd": self.budget,
                 "total_cost_usd": round(self._total, 6),
+                "reserved_usd": round(self._reserved, 6),
                 "models": {
                     name: {**entry, "cost_usd": round(entry["cost_usd"], 6)}
                     for name, entry in self._models.items()
@@ -180,3 +284,31 @@ class Meter:
                 "updated_at": datetime.now(UTC).isoformat(timespec="seconds"),
             },
         )
+
+
+def usd(amount: float) -> str:
+    """Dollars with cents, or with four decimals for amounts too small to show in cents."""
+    return f"${amount:.2f}" if amount == 0 or amount >= 0.01 else f"${amount:.4f}"
+
+
+def _spent_message(budget: float, total: float) -> str:
+    return (
+        f"flowerbox gateway: the run's budget of {usd(budget)} is spent ({usd(total)} used);"
+        " raise it with --budget"
+    )
+
+
+def _no_room_message(budget: float, total: float, amount: float) -> str:
+    return (
+        f"flowerbox gateway: this request could cost up to {usd(amount)} and the run's budget"
+        f" of {usd(budget)} has {usd(budget - total)} left ({usd(total)} used);"
+        " raise it with --budget"
+    )
+
+
+def _busy_message(budget: float, total: float, reserved: float, amount: float) -> str:
+    return (
+        f"flowerbox gateway: this request could cost up to {usd(amount)}; the run's budget of"
+        f" {usd(budget)} has {usd(budget - total)} left, and {usd(reserved)} of it stayed"
+        " reserved by requests in flight; raise it with --budget"
+    )

@@ -10,8 +10,11 @@ Two request forms, filtered alike by `flowerbox.egress.Policy`:
 - an absolute URI, `GET http://host[:port]/path` (plain HTTP): the request goes on in origin
   form with `Connection: close`, its body framed by its own Content-Length or chunking (so
   nothing after it is forwarded unchecked), and the response comes back as it is; then the
-  connection closes. `Expect: 100-continue` is answered here (by http.server, on reading the
-  head) and not passed on.
+  connection closes. `Expect: 100-continue` is answered here (before the body is read) and
+  not passed on.
+
+Requests are read strictly (`flowerbox.wire`, h11 underneath): obs-fold, a bare CR or LF,
+an unknown transfer coding, conflicting or doubled framing are a 400, never forwarded.
 
 Order, for both: the policy decides on the name alone; a denied name is answered 403 and
 never resolved. An allowed name is resolved once, its addresses checked (no DNS rebinding
@@ -40,12 +43,14 @@ import threading
 from collections.abc import Callable
 from datetime import UTC, datetime
 from http import HTTPStatus
-from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any, NoReturn
 from urllib.parse import urlsplit
 
+import h11
+
 from flowerbox.egress import Host, IPAddress, Policy, parse_host, show
+from flowerbox.wire import BadRequest, Incoming, RequestReader, linger_close
 
 __all__ = [
     "Connector",
@@ -61,7 +66,6 @@ Connector = Callable[[tuple[str, int], float], socket.socket]
 CHUNK = 64 * 1024
 HEAD_TIMEOUT = 30.0  # for the request head; a tunnel has no idle limit
 CONNECT_TIMEOUT = 10.0
-LINGER = 1.0
 # RFC 9110 7.6.1 hop-by-hop headers (the gateway drops these too), and `host`, which each
 # side sets for its own connection.
 HOP_BY_HOP = frozenset(
@@ -123,6 +127,9 @@ class PrivateUnixServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServ
 
     daemon_threads = True
     block_on_close = False
+    # Parallel subagents open many connections at once; socketserver's default backlog of 5
+    # makes a unix-socket connect fail with EAGAIN beyond it.
+    request_queue_size = 128
 
     def __init__(self, socket_path: Path, handler: type[socketserver.BaseRequestHandler]) -> None:
         self.socket_path = socket_path
@@ -177,54 +184,63 @@ class _Refused(Exception):
     """The request was answered by the proxy itself (and logged)."""
 
 
-class _ProxyHandler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    default_request_version = "HTTP/1.1"  # so even a garbled request line gets a status line
-    rbufsize = 0  # never read past the request head: the bytes after it belong to the tunnel
-    timeout = HEAD_TIMEOUT
+_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS"})
+
+
+class _ProxyHandler(socketserver.BaseRequestHandler):
+    """One client connection, one request: read strictly (flowerbox.wire), then a tunnel or
+    one forwarded request, then the connection closes."""
+
     server: EgressProxy
+    request: socket.socket
 
-    def log_message(self, format: str, *args: Any) -> None:
-        """Silenced: the egress log has one line per request."""
-
-    def finish(self) -> None:
-        """A lingering close: closing with unread input (a body not read, a pipelined
-        request) would reset the connection and could destroy the answer already sent."""
-        super().finish()
-        with contextlib.suppress(OSError):
-            self.connection.shutdown(socket.SHUT_WR)
-            self.connection.settimeout(LINGER)
-            for _ in range(16):
-                if not self.connection.recv(CHUNK):
-                    break
-
-    def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
-        """http.server's own refusals (a garbled request line, an unknown method) and ours."""
-        reason = f"bad request: {message or HTTPStatus(code).phrase}"
-        self.server.log.record(
-            method=self.command or "", host="", port=None, decision="deny", reason=reason
-        )
-        self._answer(code, f"flowerbox egress: {reason}")
-
-    def do_CONNECT(self) -> None:
+    def handle(self) -> None:
+        self.command = ""
+        self.request.settimeout(HEAD_TIMEOUT)
+        self.reader = RequestReader(self.request)
         try:
-            host, port = _authority(self.path, default_port=None)
-        except ValueError as exc:
-            self.send_error(400, f"{exc}; send CONNECT host:port")
-            return
-        try:
-            upstream = self._open(host, port)
+            incoming = self.reader.next_request()
+            if incoming is None:
+                return
+            self.command = incoming.method
+            if incoming.method == "CONNECT":
+                self._connect(incoming)
+            elif incoming.method in _METHODS:
+                self._plain(incoming)
+            else:
+                self._bad(f"Unsupported method ({incoming.method!r})", 501)
+        except BadRequest as exc:
+            self._bad(str(exc), exc.status)
         except _Refused:
-            return
-        with upstream:
-            self.wfile.write(b"HTTP/1.1 200 Connection established\r\n\r\n")
-            self.close_connection = True
-            self.connection.settimeout(None)
-            upstream.settimeout(None)
-            _tunnel(self.connection, upstream)
+            pass
+        except OSError:
+            return  # the client went away
+        linger_close(self.request)
 
-    def do_GET(self) -> None:
-        url = urlsplit(self.path)
+    def _bad(self, reason: str, status: int = 400) -> None:
+        """Answer a request the proxy cannot use (and log it)."""
+        why = f"bad request: {reason}"
+        self.server.log.record(method=self.command, host="", port=None, decision="deny", reason=why)
+        self._answer(status, f"flowerbox egress: {why}")
+
+    def _connect(self, incoming: Incoming) -> None:
+        try:
+            host, port = _authority(incoming.target, default_port=None)
+        except ValueError as exc:
+            self._bad(f"{exc}; send CONNECT host:port")
+            return
+        list(self.reader.body_chunks())  # a CONNECT has no body; this ends its message
+        upstream = self._open(host, port)
+        with upstream:
+            self.request.sendall(b"HTTP/1.1 200 Connection established\r\n\r\n")
+            self.request.settimeout(None)
+            upstream.settimeout(None)
+            if early := self.reader.leftover():  # sent right behind the CONNECT head
+                upstream.sendall(early)
+            _tunnel(self.request, upstream)
+
+    def _plain(self, incoming: Incoming) -> None:
+        url = urlsplit(incoming.target)
         if url.scheme.lower() != "http" or not url.netloc:
             why = (
                 "an https:// URL in plain form; send CONNECT host:443 (clients do when "
@@ -233,32 +249,41 @@ class _ProxyHandler(BaseHTTPRequestHandler):
                 else "not a proxy request; send an absolute URL (http://host/path) or "
                 "CONNECT host:port"
             )
-            self.send_error(400, why)
+            self._bad(why)
             return
         authority = url.netloc.rpartition("@")[2]  # credentials in the URL are not passed on
         try:
             host, port = _authority(authority, default_port=80)
-            framing = self._framing()
         except ValueError as exc:
-            self.send_error(400, str(exc))
+            self._bad(str(exc))
             return
-        try:
-            upstream = self._open(host, port)
-        except _Refused:
-            return
-        self.close_connection = True
+        upstream = self._open(host, port)
         with upstream:
             upstream.settimeout(None)
             target = (url.path or "/") + (f"?{url.query}" if url.query else "")
-            upstream.sendall(self._head(target, authority))
-            self.connection.settimeout(None)
+            # Re-serialized by h11 as a client: the head from validated parts, the body
+            # re-framed by the request's own Content-Length or chunking, nothing after it.
+            client = h11.Connection(h11.CLIENT)
+            upstream.sendall(client.send(self._head(incoming, target, authority)))
+            self.request.settimeout(None)
             try:
-                self._copy_body(framing, upstream)
-            except (OSError, ValueError):
+                for data in self.reader.body_chunks():
+                    upstream.sendall(client.send(h11.Data(data=data)))
+                upstream.sendall(client.send(h11.EndOfMessage()))
+            except (OSError, BadRequest):
                 return  # the client broke off or mis-framed its body: drop both sides
-            _pump(upstream, self.connection)
+            _pump(upstream, self.request)
 
-    do_HEAD = do_POST = do_PUT = do_DELETE = do_PATCH = do_OPTIONS = do_GET
+    def _head(self, incoming: Incoming, target: str, authority: str) -> h11.Request:
+        listed = {n.strip() for n in (incoming.header("connection") or "").lower().split(",")}
+        headers = [("host", authority)]
+        headers += [
+            (name, value)
+            for name, value in incoming.headers
+            if name not in _DROPPED and name not in listed
+        ]
+        headers.append(("connection", "close"))
+        return h11.Request(method=incoming.method, target=target, headers=headers)
 
     def _open(self, host: Host, port: int) -> socket.socket:
         """Decide, resolve, check and connect; or answer and log the refusal and raise."""
@@ -303,69 +328,21 @@ class _ProxyHandler(BaseHTTPRequestHandler):
         raise _Refused
 
     def _answer(self, code: int, text: str, headers: dict[str, str] | None = None) -> None:
+        """The proxy's own answer, plain text, then the connection closes (a request body
+        may be left unread). Written by hand: a request h11 refused has no state to answer
+        from."""
         body = (text + "\n").encode()
-        self.close_connection = True  # a request body may be left unread
-        self.send_response(code)
+        lines = [f"HTTP/1.1 {code} {HTTPStatus(code).phrase}"]
         for name, value in {
             "Content-Type": "text/plain; charset=utf-8",
             "Content-Length": str(len(body)),
             "Connection": "close",
             **(headers or {}),
         }.items():
-            self.send_header(name, value)
-        self.end_headers()
-        if self.command != "HEAD":
-            self.wfile.write(body)
-
-    def _framing(self) -> int | None:
-        """The body's length, or None when it is chunked; refuses ambiguous framing."""
-        chunked = "transfer-encoding" in self.headers
-        length = self.headers.get("content-length")
-        if chunked and length is not None:
-            raise ValueError("both Transfer-Encoding and Content-Length")
-        if chunked:
-            if (self.headers["transfer-encoding"] or "").strip().lower() != "chunked":
-                raise ValueError("a Transfer-Encoding other than chunked")
-            return None
-        if length is None:
-            return 0
-        if not length.strip().isdigit():
-            raise ValueError(f"Content-Length {length!r}")
-        return int(length)
-
-    def _head(self, target: str, authority: str) -> bytes:
-        listed = {n.strip().lower() for n in (self.headers.get("connection") or "").split(",")}
-        lines = [f"{self.command} {target} HTTP/1.1", f"Host: {authority}"]
-        lines += [
-            f"{name}: {value}"
-            for name, value in self.headers.items()
-            if name.lower() not in _DROPPED and name.lower() not in listed
-        ]
-        lines.append("Connection: close")
-        return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
-
-    def _copy_body(self, length: int | None, upstream: socket.socket) -> None:
-        if length is not None:
-            self._copy(length, upstream)
-            return
-        while True:  # chunked: size line, data, CRLF ... 0, trailers, blank line
-            line = self.rfile.readline(1024)
-            upstream.sendall(line)
-            size = int(line.split(b";")[0].strip() or b"x", 16)
-            if size == 0:
-                break
-            self._copy(size + 2, upstream)
-        while (line := self.rfile.readline(8192)) not in (b"\r\n", b"\n", b""):
-            upstream.sendall(line)
-        upstream.sendall(b"\r\n")
-
-    def _copy(self, count: int, upstream: socket.socket) -> None:
-        while count:
-            data = self.rfile.read(min(count, CHUNK))
-            if not data:
-                raise ValueError("the request body ended early")
-            upstream.sendall(data)
-            count -= len(data)
+            lines.append(f"{name}: {value}")
+        head = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+        with contextlib.suppress(OSError):
+            self.request.sendall(head if self.command == "HEAD" else head + body)
 
 
 def _authority(text: str, *, default_port: int | None) -> tuple[Host, int]:

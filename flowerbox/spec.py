@@ -19,6 +19,7 @@ folders and files (no link on the way: flowerbox.untrusted) are ever mounted.
 
 from __future__ import annotations
 
+import os
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -44,6 +45,9 @@ EMPTY = "/dev/null"  # what a masked workspace .env shows inside: nothing
 PROTECTED = (".git/hooks", ".git/config", "Dockerfile", "compose.yaml", ".flowerbox")
 CONFIG = ".flowerbox/config.toml"  # inside a protected folder: the agent cannot change it
 TMPFS = "rw,noexec,nosuid,nodev,size=256m"
+# The gateway parses HTTP the agent writes: whatever that costs it, it never has every core
+# of the host (at most half of them, and one at most; it needs far less).
+GATEWAY_CPUS = 1.0
 
 
 @dataclass(frozen=True)
@@ -289,8 +293,10 @@ def gateway_kwargs(spec: BoxSpec) -> dict[str, Any]:
         command += ["--egress-log", str(spec.egress_log)]
         command += [arg for entry in spec.allow for arg in ("--allow", entry)]
     extra = {"extra_hosts": dict(spec.egress_hosts)} if spec.egress_hosts else {}
+    cpus = min(spec.limits.cpus, GATEWAY_CPUS, (os.cpu_count() or 1) / 2)
     return {
         **_hardening(spec),
+        "nano_cpus": int(cpus * 1e9),
         "image": spec.image,
         "command": command,
         "volumes": {
@@ -300,7 +306,8 @@ def gateway_kwargs(spec: BoxSpec) -> dict[str, Any]:
         },
         "environment": {"FLOWER_NO_UPDATE": "1"},
         # A real API is reached over a network of its own; a loopback one (tests, a local
-        # gateway of the user's) only from the host's network.
+        # gateway of the user's) only from the host's network: the one exception to "only the
+        # network it needs", documented in docs/gateway.md ("The gateway's own box").
         "network_mode": "host" if spec.upstream_on_loopback else "bridge",
         "name": f"flowerbox-gateway-{spec.run_id}",
         "labels": {**spec.labels, f"{LABEL}.role": "gateway"},

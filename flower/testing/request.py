@@ -84,6 +84,7 @@ class Request:
     key_fingerprint: str | None = None
     received_at: float = 0.0
     answered: str = field(default="", compare=False)
+    method: str = "POST"
 
     # --- who is asking -------------------------------------------------------------------
 
@@ -229,6 +230,7 @@ class Request:
         """A JSON-safe record (for the process mode's request log)."""
         return {
             "index": self.index,
+            "method": self.method,
             "path": self.path,
             "kind": self.kind,
             "agent_id": self.agent_id,

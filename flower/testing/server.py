@@ -191,7 +191,13 @@ class FakeAPI:
     # --- answering (called from handler threads) --------------------------------------------
 
     def _record(
-        self, path: str, headers: dict[str, str], body: dict[str, Any], size: int
+        self,
+        path: str,
+        headers: dict[str, str],
+        body: dict[str, Any],
+        size: int,
+        *,
+        method: str = "POST",
     ) -> Request:
         credential = credential_of(headers)
         with self._lock:
@@ -203,6 +209,7 @@ class FakeAPI:
                 size=size,
                 key_fingerprint=fingerprint(credential) if credential else None,
                 received_at=time.time(),
+                method=method,
             )
             self._requests.append(request)
         return request
@@ -275,7 +282,15 @@ class _Handler(BaseHTTPRequestHandler):
         self.api._finish(request, self._answer(request, decided))
 
     def do_GET(self) -> None:
-        self._json(404, _error_body("not_found_error", f"no route {self.path}"))
+        """Any other method: recorded (a test can see everything a client sent), then 404."""
+        raw = self.rfile.read(int(self.headers.get("content-length") or 0))
+        request = self.api._record(
+            self.path, dict(self.headers.items()), {}, len(raw), method=self.command
+        )
+        self._json(404, _error_body("not_found_error", f"no route {self.command} {self.path}"))
+        self.api._finish(request, "http 404")
+
+    do_HEAD = do_PUT = do_PATCH = do_DELETE = do_OPTIONS = do_GET
 
     # --- answers ---------------------------------------------------------------------------
 
@@ -332,7 +347,8 @@ class _Handler(BaseHTTPRequestHandler):
         for name, value in (headers or {}).items():
             self.send_header(name, value)
         self.end_headers()
-        self.wfile.write(data)
+        if self.command != "HEAD":
+            self.wfile.write(data)
 
 
 def _error_body(error_type: str, message: str) -> dict[str, Any]:

@@ -13,6 +13,7 @@ import signal
 import subprocess
 import threading
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -188,15 +189,22 @@ def test_a_killed_box_resumes_the_same_session_on_the_next_ask(
 def test_a_budget_stops_flower_and_says_why(
     real_api: FakeAPI, host_user: tuple[str, int, int], user_workspace: Path, flowerbox_image: str
 ) -> None:
-    real_api.script = starter_cast()
+    cast = starter_cast()
+
+    def dear(request: Request) -> Reply:  # $4 of input: the whole budget in one call
+        return replace(cast(request), usage=Usage(input_tokens=1_000_000))
+
+    real_api.script = dear
+    # The gateway admits a call only while its worst case fits (claude-opus-5-5's 128000
+    # max_tokens at $20/M is $2.56, plus the prompt): a budget must hold one call.
     done = as_user(
         host_user,
-        [FLOWERBOX, DEMO_ASK, "--budget", "0.01", "--timeout", "0", "-w", str(user_workspace)],
+        [FLOWERBOX, DEMO_ASK, "--budget", "4", "--timeout", "0", "-w", str(user_workspace)],
         cwd=user_workspace,
         env=box_env(real_api, host_user),
     )
     assert done.returncode == 1
-    assert "Reached maximum budget ($0.01)" in done.stdout  # flower's own stop, at the step
+    assert "Reached maximum budget ($4)" in done.stdout  # flower's own stop, at the step
     assert len(real_api.requests) == 1  # the first call spent it: nothing more reached the API
 
 
@@ -213,17 +221,18 @@ def test_the_gateway_refuses_model_calls_past_the_budget(
     real_api: FakeAPI, host_user: tuple[str, int, int], user_workspace: Path, flowerbox_image: str
 ) -> None:
     """flower run has no budget of its own: the gateway is the only wall, and it holds."""
-    real_api.script = Always(text("hi", usage=Usage(input_tokens=20_000, output_tokens=100)))
+    # $4 of input in one call: step one spends the whole budget (its worst case fitted).
+    real_api.script = Always(text("hi", usage=Usage(input_tokens=1_000_000, output_tokens=100)))
     flow = user_workspace / "two.py"
     flow.write_text(TWO_STEPS)
     done = as_user(
         host_user,
-        [FLOWERBOX, "run", str(flow), "--budget", "0.01", "--timeout", "0"],
+        [FLOWERBOX, "run", str(flow), "--budget", "4", "--timeout", "0"],
         cwd=user_workspace,
         env=box_env(real_api, host_user),
     )
     assert done.returncode != 0
-    assert "budget of $0.01 is spent" in done.stdout + done.stderr
+    assert "budget of $4.00 is spent" in done.stdout + done.stderr
     assert len(real_api.requests) == 1  # step two's call was refused before the API
     usage = usage_of(host_user, user_workspace)
     assert usage["refused"] >= 1 and usage["requests"] == 1

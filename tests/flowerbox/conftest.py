@@ -13,7 +13,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -116,6 +116,21 @@ def wait_for(predicate: Callable[[], bool], timeout: float = 10.0) -> None:
         time.sleep(0.01)
 
 
+def spawn_gateway(
+    sock: Path, creds: Path, usage: Path, log: Path, args: Sequence[str] = ()
+) -> subprocess.Popen[bytes]:
+    """`python -m flowerbox.gateway` with a clean environment, its stderr into `log`."""
+    with log.open("wb") as err:
+        return subprocess.Popen(
+            [sys.executable, "-m", "flowerbox.gateway", "--socket", str(sock)]
+            + ["--credentials", str(creds), "--usage", str(usage), *args],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+            env=_clean_env(),
+        )
+
+
 @pytest.fixture
 def start_gateway(sockdir: Path, tmp_path: Path) -> Iterator[Callable[..., GatewayProcess]]:
     """Start `python -m flowerbox.gateway`; its stderr goes to a file the test can read."""
@@ -134,25 +149,7 @@ def start_gateway(sockdir: Path, tmp_path: Path) -> Iterator[Callable[..., Gatew
             tmp_path / f"usage{n}.json",
             tmp_path / f"g{n}.log",
         )
-        with log.open("wb") as err:
-            process = subprocess.Popen(
-                [
-                    sys.executable,
-                    "-m",
-                    "flowerbox.gateway",
-                    "--socket",
-                    str(sock),
-                    "--credentials",
-                    str(creds),
-                    "--usage",
-                    str(usage),
-                    *args,
-                ],
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,
-                stderr=err,
-                env=_clean_env(),
-            )
+        process = spawn_gateway(sock, creds, usage, log, args)
         gateway = GatewayProcess(process, sock, usage, log)
         started.append(gateway)
         wait_for(lambda: sock.exists() or process.poll() is not None)

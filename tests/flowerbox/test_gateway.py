@@ -424,10 +424,21 @@ def test_an_unreachable_upstream_is_a_502_that_names_it(
     assert f"cannot reach {upstream.url}" in error["message"]
 
 
-def test_paths_outside_v1_are_not_forwarded(upstream: FakeAPI, start_gateway: Start) -> None:
+def test_paths_outside_the_allowlist_are_refused_in_the_error_shape_the_cli_shows(
+    upstream: FakeAPI, start_gateway: Start
+) -> None:
     gateway = start_gateway(upstream.url)
-    assert gateway.request("GET", "/admin")[0] == 404
-    assert upstream.requests == []
+    status, _, body = gateway.request("GET", "/admin")
+    assert status == 403 and upstream.requests == []
+    assert json.loads(body) == {
+        "type": "error",
+        "error": {
+            "type": "permission_error",
+            "message": "flowerbox gateway: GET /admin is not an API endpoint the Claude Code CLI"
+            " uses; it forwards only POST /v1/messages/count_tokens?beta=true and"
+            " POST /v1/messages?beta=true (docs/gateway.md)",
+        },
+    }
 
 
 # --- the process ------------------------------------------------------------------------------

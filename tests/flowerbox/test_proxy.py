@@ -266,9 +266,11 @@ def test_plain_http_is_forwarded_in_origin_form_without_proxy_headers(
 def test_a_request_body_is_forwarded_and_nothing_after_it(proxy: Proxy, web: Web) -> None:
     port = web.server_address[1]
     smuggled = b"GET http://denied.test/ HTTP/1.1\r\nHost: denied.test\r\n\r\n"
-    sized = b"POST http://web.test:%d/a HTTP/1.1\r\nContent-Length: 5\r\n\r\nhello" % port
+    sized = (
+        b"POST http://web.test:%d/a HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhello" % port
+    )
     chunked = (
-        b"PUT http://web.test:%d/b HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n" % port
+        b"PUT http://web.test:%d/b HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n" % port
         + b"3;ext=1\r\nabc\r\n2\r\nde\r\n0\r\nX-Trailer: 1\r\n\r\n"
     )
     for request in (sized, chunked):
@@ -288,7 +290,7 @@ def test_expect_100_continue_is_answered_by_the_proxy(proxy: Proxy, web: Web) ->
         sock.settimeout(10)
         sock.connect(str(proxy.path))
         sock.sendall(
-            b"POST http://web.test:%d/up HTTP/1.1\r\nContent-Length: 2\r\n" % port
+            b"POST http://web.test:%d/up HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n" % port
             + b"Expect: 100-continue\r\n\r\n"
         )
         assert sock.recv(1024) == b"HTTP/1.1 100 Continue\r\n\r\n"
@@ -349,7 +351,9 @@ def test_denied_targets_get_403_with_the_reason_and_are_never_resolved(
 def test_an_empty_list_denies_everything_unresolved(sockdir: Path, tmp_path: Path) -> None:
     for proxy in start_proxy(sockdir, tmp_path, []):
         for host in (b"web.test", b"127.0.0.1"):
-            head, body = head_and_body(proxy.send(b"CONNECT %s:80 HTTP/1.1\r\n\r\n" % host))
+            head, body = head_and_body(
+                proxy.send(b"CONNECT %s:80 HTTP/1.1\r\nHost: x\r\n\r\n" % host)
+            )
             assert head.startswith("HTTP/1.1 403") and b"which is empty: no network" in body
         assert proxy.recorder.lookups == [] and proxy.recorder.connects == []
         assert [line["decision"] for line in proxy.log()] == ["deny", "deny"]
@@ -368,7 +372,9 @@ def test_an_allowed_name_resolving_into_a_refused_range_is_denied_before_any_con
 ) -> None:
     allow = [entry for entry in POLICY if entry != "127.0.0.1"]
     for proxy in start_proxy(sockdir, tmp_path, allow):
-        head, body = head_and_body(proxy.send(b"CONNECT %s:443 HTTP/1.1\r\n\r\n" % host.encode()))
+        head, body = head_and_body(
+            proxy.send(b"CONNECT %s:443 HTTP/1.1\r\nHost: x\r\n\r\n" % host.encode())
+        )
         assert head.startswith("HTTP/1.1 403")
         assert body.decode() == (
             f"flowerbox egress: denied {host}:443: resolves to {address} ({kind}), which is "
@@ -381,13 +387,17 @@ def test_an_allowed_name_resolving_into_a_refused_range_is_denied_before_any_con
 
 def test_a_listed_address_lets_a_name_resolving_to_it_through(proxy: Proxy, web: Web) -> None:
     port = web.server_address[1]
-    head, _ = head_and_body(proxy.send(b"GET http://rebind.test:%d/ HTTP/1.1\r\n\r\n" % port))
+    head, _ = head_and_body(
+        proxy.send(b"GET http://rebind.test:%d/ HTTP/1.1\r\nHost: x\r\n\r\n" % port)
+    )
     assert head.startswith("HTTP/1.1 200") and proxy.recorder.connects == [("127.0.0.1", port)]
 
 
 def test_a_listed_ip_literal_is_connected_without_a_lookup(proxy: Proxy, web: Web) -> None:
     port = web.server_address[1]
-    head, _ = head_and_body(proxy.send(b"GET http://127.0.0.1:%d/ip HTTP/1.1\r\n\r\n" % port))
+    head, _ = head_and_body(
+        proxy.send(b"GET http://127.0.0.1:%d/ip HTTP/1.1\r\nHost: x\r\n\r\n" % port)
+    )
     assert head.startswith("HTTP/1.1 200") and proxy.recorder.lookups == []
     assert web.seen[0].path == "/ip"
 
@@ -399,8 +409,8 @@ def test_an_allowed_target_that_cannot_be_reached_gets_502(proxy: Proxy) -> None
     with socket.socket() as closed:
         closed.bind(("127.0.0.1", 0))
         port = closed.getsockname()[1]  # bound, never listening: refused
-        refused = proxy.send(b"CONNECT web.test:%d HTTP/1.1\r\n\r\n" % port)
-    unknown = proxy.send(b"CONNECT nowhere.test:443 HTTP/1.1\r\n\r\n")
+        refused = proxy.send(b"CONNECT web.test:%d HTTP/1.1\r\nHost: x\r\n\r\n" % port)
+    unknown = proxy.send(b"CONNECT nowhere.test:443 HTTP/1.1\r\nHost: x\r\n\r\n")
     head, body = head_and_body(refused)
     assert head.startswith("HTTP/1.1 502")
     assert body.decode().startswith(f"flowerbox egress: cannot reach web.test:{port}: 127.0.0.1:")
@@ -414,22 +424,39 @@ def test_an_allowed_target_that_cannot_be_reached_gets_502(proxy: Proxy) -> None
 @pytest.mark.parametrize(
     ("raw", "why"),
     [
-        (b"HELLO\r\n\r\n", "Bad request syntax"),
+        (b"HELLO\r\n\r\n", "illegal request line"),
         (b"GET / HTTP/1.1\r\nHost: web.test\r\n\r\n", "not a proxy request"),
-        (b"GET https://web.test/ HTTP/1.1\r\n\r\n", "send CONNECT host:443"),
-        (b"CONNECT web.test HTTP/1.1\r\n\r\n", "bad port in 'web.test'"),
-        (b"CONNECT web.test:0 HTTP/1.1\r\n\r\n", "bad port"),
-        (b"CONNECT web.test:99999 HTTP/1.1\r\n\r\n", "bad port"),
-        (b"CONNECT ::1:443 HTTP/1.1\r\n\r\n", "put an IPv6 address in brackets"),
-        (b"CONNECT [web.test]:443 HTTP/1.1\r\n\r\n", "is not an IPv6 address"),
-        (b"CONNECT web_test%00.x:443 HTTP/1.1\r\n\r\n", "is not a valid host name"),
+        (b"GET https://web.test/ HTTP/1.1\r\nHost: x\r\n\r\n", "send CONNECT host:443"),
+        (b"CONNECT web.test HTTP/1.1\r\nHost: x\r\n\r\n", "bad port in 'web.test'"),
+        (b"CONNECT web.test:0 HTTP/1.1\r\nHost: x\r\n\r\n", "bad port"),
+        (b"CONNECT web.test:99999 HTTP/1.1\r\nHost: x\r\n\r\n", "bad port"),
+        (b"CONNECT ::1:443 HTTP/1.1\r\nHost: x\r\n\r\n", "put an IPv6 address in brackets"),
+        (b"CONNECT [web.test]:443 HTTP/1.1\r\nHost: x\r\n\r\n", "is not an IPv6 address"),
+        (b"CONNECT web_test%00.x:443 HTTP/1.1\r\nHost: x\r\n\r\n", "is not a valid host name"),
         (
-            b"POST http://web.test/ HTTP/1.1\r\nContent-Length: 3\r\n"
+            b"POST http://web.test/ HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n"
             b"Transfer-Encoding: chunked\r\n\r\n",
             "both Transfer-Encoding and Content-Length",
         ),
-        (b"POST http://web.test/ HTTP/1.1\r\nContent-Length: -1\r\n\r\n", "Content-Length"),
-        (b"BREW http://web.test/ HTTP/1.1\r\n\r\n", "Unsupported method ('BREW')"),
+        (
+            b"POST http://web.test/ HTTP/1.1\r\nHost: x\r\nContent-Length: -1\r\n\r\n",
+            "Content-Length",
+        ),
+        (b"BREW http://web.test/ HTTP/1.1\r\nHost: x\r\n\r\n", "Unsupported method ('BREW')"),
+        # Strict HTTP/1.1 (flowerbox.wire): what a lenient parser would pass on re-framed.
+        (b"GET http://web.test/ HTTP/1.1\r\n\r\n", "Missing mandatory Host"),
+        (b"GET http://web.test/ HTTP/1.1\r\nHost: x\r\nX-A: a\rX-Injected: yes\r\n\r\n", "CR"),
+        (b"GET http://web.test/ HTTP/1.1\nHost: x\n\n", "a bare CR or LF"),
+        (b"GET http://web.test/ HTTP/1.1\r\nHost: x\r\nX-A: a\r\n b\r\n\r\n", "obs-fold"),
+        (
+            b"POST http://web.test/ HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: xchunked\r\n\r\n",
+            "Transfer-Encoding",
+        ),
+        (
+            b"POST http://web.test/ HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\n"
+            b"Content-Length: 2\r\n\r\nab",
+            "conflicting Content-Length",
+        ),
     ],
 )
 def test_malformed_requests_get_400_and_a_log_line(proxy: Proxy, raw: bytes, why: str) -> None:
@@ -457,8 +484,8 @@ def test_the_gateway_process_serves_the_proxy_and_removes_its_socket_on_sigterm(
     assert proxy_sock.exists() and stat.S_IMODE(proxy_sock.stat().st_mode) == 0o600
     proxy = Proxy(proxy_sock, log_path, Recorder({}))
     port = web.server_address[1]
-    allowed = proxy.send(b"GET http://127.0.0.1:%d/in HTTP/1.1\r\n\r\n" % port)
-    denied = proxy.send(b"CONNECT denied.test:443 HTTP/1.1\r\n\r\n")
+    allowed = proxy.send(b"GET http://127.0.0.1:%d/in HTTP/1.1\r\nHost: x\r\n\r\n" % port)
+    denied = proxy.send(b"CONNECT denied.test:443 HTTP/1.1\r\nHost: x\r\n\r\n")
     assert allowed.startswith(b"HTTP/1.1 200") and allowed.endswith(b"hello GET /in 0")
     assert head_and_body(denied)[1].startswith(b"flowerbox egress: denied denied.test:443")
     assert [line["decision"] for line in proxy.log()] == ["allow", "deny"]

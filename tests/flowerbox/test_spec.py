@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import stat
 import subprocess
 from pathlib import Path
@@ -123,6 +124,10 @@ def test_a_loopback_upstream_puts_the_gateway_on_the_host_network(
     try:
         gateway = gateway_kwargs(prepared.spec)
         assert gateway["network_mode"] == "host"
+        # It parses what the agent writes: never every core of the host (issue 16, L6).
+        assert 0 < gateway["nano_cpus"] < (os.cpu_count() or 1) * 1e9
+        assert gateway["nano_cpus"] <= agent_kwargs(prepared.spec)["nano_cpus"]
+        assert gateway["read_only"] and gateway["cap_drop"] == ["ALL"]
         budget = gateway["command"].index("--budget")
         assert gateway["command"][budget : budget + 2] == ["--budget", "2.5"]
     finally:

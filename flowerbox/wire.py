@@ -1,0 +1,195 @@
+"""Strict HTTP/1.1 reading for the two servers the agent talks to (the gateway and the egress
+proxy), with h11 doing the parsing and a few rules on top of it.
+
+    reader = RequestReader(sock)
+    while (request := reader.next_request()) is not None:
+        body = reader.body(limit=32 << 20)      # or: for data in reader.body_chunks(): ...
+        reader.send(h11.Response(status_code=200, headers=[...]))
+        ...
+
+h11 parses request lines, header fields, Content-Length and chunked framing; these are refused
+on top of it, because h11 tolerates them and a second parser on the way (the upstream, a proxy
+of the user's) might read them differently:
+- a line ending in a bare LF, or a bare CR anywhere in the head (h11 takes LF as a line end);
+- an obs-fold continuation line (h11 unfolds it);
+- Transfer-Encoding together with Content-Length.
+h11 itself refuses unknown transfer codings, conflicting Content-Lengths, a missing Host in an
+HTTP/1.1 request, and malformed chunks. Every refusal is a `BadRequest` whose message says what
+was wrong; the server answers 400 and closes the connection (`linger_close`).
+
+Each request is parsed by a fresh h11 connection, and the bytes after it (a pipelined request,
+the first bytes of a CONNECT tunnel) are carried over: `leftover()` hands them out, and the next
+request's head is checked like the first.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import socket
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import h11
+
+__all__ = ["BadRequest", "Incoming", "RequestReader", "linger_close"]
+
+HEAD_LIMIT = 64 * 1024
+CHUNK = 64 * 1024
+LINGER = 1.0
+_HEAD_END = re.compile(rb"\n\r?\n")
+
+
+class BadRequest(Exception):
+    """The request cannot be read; `status` is what to answer (400, 413 or 431)."""
+
+    def __init__(self, message: str, status: int = 400) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+@dataclass(frozen=True)
+class Incoming:
+    """One request's head. `target` is the request target exactly as sent; header names are
+    lower-case, values as sent, in order."""
+
+    method: str
+    target: str
+    headers: list[tuple[str, str]]
+    http_version: str
+
+    def header(self, name: str) -> str | None:
+        """The first value of header `name` (lower-case), or None."""
+        return next((value for key, value in self.headers if key == name), None)
+
+
+class RequestReader:
+    """Reads requests off one client socket; sends responses through the same h11 state."""
+
+    def __init__(self, sock: socket.socket, *, head_limit: int = HEAD_LIMIT) -> None:
+        self.sock = sock
+        self.head_limit = head_limit
+        self.conn = h11.Connection(h11.SERVER)
+        self._pending = b""
+        self._eof = False
+
+    def next_request(self) -> Incoming | None:
+        """The next request's head, or None when the client closed between requests.
+
+        Raises:
+            BadRequest: the head breaks a rule (see the module docstring).
+            OSError: the socket failed or timed out.
+        """
+        self.conn = h11.Connection(h11.SERVER, max_incomplete_event_size=self.head_limit)
+        while not (found := _HEAD_END.search(self._pending)):
+            if len(self._pending) > self.head_limit:
+                raise BadRequest("the request head is too large", 431)
+            if self._eof:
+                if self._pending.strip():
+                    raise BadRequest("the connection closed inside a request head")
+                return None
+            self._read()
+        end = found.end()
+        if end > self.head_limit:
+            raise BadRequest("the request head is too large", 431)
+        head, self._pending = self._pending[:end], self._pending[end:]
+        _check_head(head)
+        self.conn.receive_data(head)
+        event = self._event()
+        if not isinstance(event, h11.Request):
+            raise BadRequest("not a request head")
+        headers = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in event.headers]
+        names = {name for name, _ in headers}
+        if {"transfer-encoding", "content-length"} <= names:
+            raise BadRequest("both Transfer-Encoding and Content-Length")
+        return Incoming(
+            method=event.method.decode("ascii"),
+            target=event.target.decode("latin-1"),
+            headers=headers,
+            http_version=event.http_version.decode("ascii"),
+        )
+
+    def body_chunks(self) -> Iterator[bytes]:
+        """The request's body as it arrives, de-framed; ends at the end of the message."""
+        if self.conn.they_are_waiting_for_100_continue:
+            self.send(h11.InformationalResponse(status_code=100, headers=[], reason=b"Continue"))
+        if self._pending:  # (an empty receive_data would tell h11 the client closed)
+            self.conn.receive_data(self._pending)
+        self._pending = b""
+        while True:
+            event = self._event()
+            if isinstance(event, h11.Data):
+                yield bytes(event.data)
+            elif isinstance(event, h11.EndOfMessage):
+                self._pending, closed = self.conn.trailing_data
+                self._eof = self._eof or closed
+                return
+            elif event is h11.NEED_DATA:
+                if self._eof:
+                    raise BadRequest("the request body ended early")
+                data = self.sock.recv(CHUNK)
+                self._eof = not data
+                self.conn.receive_data(data)
+            else:
+                raise BadRequest(f"unexpected {type(event).__name__} in a request body")
+
+    def body(self, *, limit: int) -> bytes:
+        """The whole body; BadRequest (413) past `limit` bytes."""
+        parts, size = [], 0
+        for data in self.body_chunks():
+            size += len(data)
+            if size > limit:
+                raise BadRequest(f"the request body is larger than {limit} bytes", 413)
+            parts.append(data)
+        return b"".join(parts)
+
+    def leftover(self) -> bytes:
+        """The bytes received after the current request's head (and body, if read)."""
+        data, self._pending = self._pending, b""
+        return data
+
+    def send(self, event: h11.Event) -> None:
+        """Serialize `event` with this request's h11 state and write it."""
+        data = self.conn.send(event)
+        if data:
+            self.sock.sendall(data)
+
+    @property
+    def reusable(self) -> bool:
+        """Whether another request may follow on this connection."""
+        return (
+            not self._eof and self.conn.our_state is h11.DONE and self.conn.their_state is h11.DONE
+        )
+
+    def _read(self) -> None:
+        data = self.sock.recv(CHUNK)
+        self._eof = not data
+        self._pending += data
+
+    def _event(self) -> h11.Event | type[h11.NEED_DATA] | type[h11.PAUSED]:
+        try:
+            return self.conn.next_event()
+        except h11.RemoteProtocolError as exc:
+            raise BadRequest(str(exc)) from exc
+
+
+def _check_head(head: bytes) -> None:
+    """What h11 lets pass: bare CR or LF line ends, obs-fold lines, empty lines before it."""
+    lines = head[:-4].split(b"\r\n") if head.endswith(b"\r\n\r\n") else None
+    if lines is None or any(b"\r" in line or b"\n" in line for line in lines):
+        raise BadRequest("a bare CR or LF in the request head; lines end with CRLF")
+    if not lines[0]:
+        raise BadRequest("an empty line before the request line")
+    if any(line[:1] in (b" ", b"\t") for line in lines[1:]):
+        raise BadRequest("an obs-fold (a header line starting with a space or tab)")
+
+
+def linger_close(sock: socket.socket) -> None:
+    """Close after our answer without destroying it: closing with unread input would reset
+    the connection, so half-close, drain briefly, then close."""
+    with contextlib.suppress(OSError):
+        sock.shutdown(socket.SHUT_WR)
+        sock.settimeout(LINGER)
+        for _ in range(16):
+            if not sock.recv(CHUNK):
+                break
