@@ -332,11 +332,7 @@ def selftest(
         prepared = run_box(
             workspace, image, options=prepare_options or {}, placeholder_upstream=placeholder
         )
-        area = Area.make(prepared.spec.workspace, token) if probes == PROBES else None
-        command = probe_command(
-            prepared.spec, server, token=token, marker=marker, probes=probes, area=area
-        )
-        spec = replace(prepared.spec, command=tuple(command))
+        spec = prepared.spec
         names = spec.protected
         where = Where(
             workspace=spec.workspace,
@@ -352,7 +348,12 @@ def selftest(
         out, err = bytearray(), bytearray()
         host: list[Verdict] = []
         left_over: list[str] = []
+        area = Area.make(spec.workspace, token) if probes == PROBES else None
         try:
+            command = probe_command(
+                spec, server, token=token, marker=marker, probes=probes, area=area
+            )
+            spec = replace(spec, command=tuple(command))
             try:
                 client = connect()
                 ensure_image(client, image, context=CHECKOUT, base_image=base_image)
