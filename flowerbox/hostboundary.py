@@ -6,7 +6,7 @@ git_redirects' commondir), and what that code did is observed here; flowerbox.ve
     area = Area.make(workspace, token)          # before the box: a folder outside, a marker
     ... the box runs the probes, then host_plants ...
     observed = observe(workspace, plants, run=check_run(spec, plants), area=area, ...)
-    left = remove(workspace, plants, area)     # every plant, never following a link
+    left = remove(workspace, plants, area, run_id=spec.run_id)   # no link followed
 
 Each observer takes the host code it runs as a keyword argument (flowerbox's own by default),
 so a test can hand it a host that trusts the workspace and see the judge FAIL it. A call that
@@ -32,6 +32,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+import flower
+import flowerbox
 from flowerbox import runs
 from flowerbox.runs import Run, RunError
 from flowerbox.spec import BoxSpec
@@ -149,11 +151,8 @@ def dotenv(workspace: Path, plants: Plants, *, port: int, script: str = LOOKUP) 
         "ANTHROPIC_BASE_URL": plants.dotenv_url(port),
         "PYTHONPATH": str(workspace / plants.evil),
     }
-    keep = {"ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", *PLANTED_KEYS}
-    env = {key: value for key, value in os.environ.items() if key not in keep}
-    import flower
-    import flowerbox
-
+    unset = {"ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", *PLANTED_KEYS}
+    env = {key: value for key, value in os.environ.items() if key not in unset}
     packages = sorted({str(Path(p.__file__ or "").parent.parent) for p in (flower, flowerbox)})
     try:
         done = subprocess.run(
@@ -164,14 +163,17 @@ def dotenv(workspace: Path, plants: Plants, *, port: int, script: str = LOOKUP) 
             text=True,
             timeout=60,
         )
+    except (OSError, subprocess.SubprocessError) as exc:
+        return {"broken": f"the lookup did not run ({type(exc).__name__}: {exc})"}
+    try:
         found = json.loads(done.stdout.strip().splitlines()[-1])
         return {
             "yielded": list(found["yielded"]),
             "from_workspace": list(found["from_workspace"]),
             "error": str(found["error"]),
         }
-    except (OSError, ValueError, IndexError, KeyError, subprocess.SubprocessError) as exc:
-        return {"broken": f"the lookup did not report ({type(exc).__name__}: {exc})"}
+    except (ValueError, IndexError, KeyError, TypeError):
+        return {"broken": f"the lookup did not report: {done.stderr.strip()[-300:]!r}"}
 
 
 def records(

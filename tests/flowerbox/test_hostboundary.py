@@ -327,3 +327,11 @@ def test_removing_the_plants_follows_no_link(scene: Scene, tmp_path: Path) -> No
     assert (precious / "keep.txt").read_text() == "keep\n"
     assert not os.path.lexists(scene.ws / PLANTS.run_dir)
     assert not (scene.ws / "runs" / "flowerbox").exists()
+
+
+def test_a_host_side_that_does_not_report_fails(scene: Scene) -> None:
+    broken = hostboundary.dotenv(scene.ws, PLANTS, port=PORT, script="raise SystemExit('gone')")
+    assert broken == {"broken": "the lookup did not report: 'gone'"}
+    verdicts = judge_host(plants_line(), {"dotenv_redirect": broken}, forged="")
+    assert [v.ok for v in verdicts] == [False] * len(HOST_CHECKS)  # the rest: no observation
+    assert "the host side did not report: the lookup did not report" in verdicts[0].why
