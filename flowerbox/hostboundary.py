@@ -154,17 +154,10 @@ def dotenv(workspace: Path, plants: Plants, *, port: int, script: str = LOOKUP) 
     unset = {"ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", *PLANTED_KEYS}
     env = {key: value for key, value in os.environ.items() if key not in unset}
     packages = sorted({str(Path(p.__file__ or "").parent.parent) for p in (flower, flowerbox)})
-    try:
-        done = subprocess.run(
-            [sys.executable, "-I", "-c", script, json.dumps(planted), json.dumps(packages)],
-            cwd=workspace,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
-    except (OSError, subprocess.SubprocessError) as exc:
-        return {"broken": f"the lookup did not run ({type(exc).__name__}: {exc})"}
+    argv = [sys.executable, "-I", "-c", script, json.dumps(planted), json.dumps(packages)]
+    done = _run(argv, workspace, env)
+    if isinstance(done, str):
+        return {"broken": f"the lookup did not run ({done})"}
     try:
         found = json.loads(done.stdout.strip().splitlines()[-1])
         return {
@@ -248,18 +241,22 @@ def fifos(
 def git_status(workspace: Path) -> Observation:
     """The user's everyday `git status` in the workspace, as the host runs it after a run."""
     env = {key: value for key, value in os.environ.items() if not key.startswith("GIT_")}
+    done = _run(["git", "status", "--short"], workspace, env)
+    if isinstance(done, str):
+        return {"code": None, "stderr": done}
+    return {"code": done.returncode, "stderr": done.stderr.strip()[-300:]}
+
+
+def _run(
+    argv: list[str], workspace: Path, env: dict[str, str]
+) -> subprocess.CompletedProcess[str] | str:
+    """`argv` run in the workspace with `env`, its output captured; or why it did not run."""
     try:
-        done = subprocess.run(
-            ["git", "status", "--short"],
-            cwd=workspace,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=60,
+        return subprocess.run(
+            argv, cwd=workspace, env=env, capture_output=True, text=True, timeout=60
         )
     except (OSError, subprocess.SubprocessError) as exc:
-        return {"code": None, "stderr": f"{type(exc).__name__}: {exc}"}
-    return {"code": done.returncode, "stderr": done.stderr.strip()[-300:]}
+        return f"{type(exc).__name__}: {exc}"
 
 
 def _size(data: bytes | None) -> str:
