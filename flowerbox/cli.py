@@ -302,7 +302,8 @@ def selftest(
         bool,
         typer.Option(
             "--negative-control",
-            help="The same probes in a deliberately weak container: every line should FAIL.",
+            help="The same probes in a deliberately weak container: every box probe should "
+            "FAIL (the host-boundary checks judge flowerbox's host code, which it does not change).",
         ),
     ] = False,
     weaken: Annotated[
