@@ -303,7 +303,7 @@ def selftest(
         typer.Option(
             "--negative-control",
             help="The same probes in a deliberately weak container: every box probe should "
-            "FAIL (the host-boundary checks judge flowerbox's host code, which it does not change).",
+            "FAIL (the host-boundary checks judge flowerbox's own host code: they still PASS).",
         ),
     ] = False,
     weaken: Annotated[
