@@ -303,7 +303,7 @@ def selftest(
         typer.Option(
             "--negative-control",
             help="The same probes in a deliberately weak container: every box probe should "
-            "FAIL (the host-boundary checks judge flowerbox's own host code: they still PASS).",
+            "FAIL (four host-boundary checks judge flowerbox's own host code: they PASS).",
         ),
     ] = False,
     weaken: Annotated[
