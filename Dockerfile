@@ -42,7 +42,7 @@ COPY flower /src/flower
 COPY flowerbox /src/flowerbox
 # The Claude Code plugin: the wheel carries it as flower/plugin (pyproject's force-include).
 COPY plugin /src/plugin
-# The runtime venv gets no pip of its own (nothing upgrades inside the box: FLOWER_NO_UPDATE)
+# The runtime venv gets no pip of its own (an image is replaced by building a new one)
 # and only what flowerbox's metadata requires, resolved from the verified wheels.
 RUN /opt/build/bin/pip wheel --no-index --no-deps --no-build-isolation --wheel-dir=/wheels /src \
     && python3 -m venv --without-pip /opt/flowerbox \
@@ -76,9 +76,7 @@ LABEL org.opencontainers.image.title="flowerbox" \
       org.opencontainers.image.source="https://github.com/flower/flowerbox" \
       org.opencontainers.image.licenses="MIT"
 
-# FLOWER_NO_UPDATE: an image is replaced by building a new one, never upgraded in place.
 ENV PATH=/opt/flowerbox/bin:$PATH \
-    FLOWER_NO_UPDATE=1 \
     PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1
 

@@ -202,7 +202,7 @@ def main() -> int:
             ws = Path(tmp) / f"round-{round_}"
             (ws / "home").mkdir(parents=True)
             git_repository(ws)  # as a user's project is: the box then gets its shadow .git
-            flower_env = {**host_env, **api.env(home=ws / "home"), "FLOWER_NO_UPDATE": "1"}
+            flower_env = {**host_env, **api.env(home=ws / "home")}
             flower = [sys.executable, "-m", "flower.cli", "once", PROMPT, "-w", str(ws)]
             flower += ["--run-dir", str(ws / "runs-host")]
             box = [sys.executable, "-m", "flowerbox", "once", PROMPT, "-w", str(ws)]

@@ -178,7 +178,6 @@ def agent_env(spec: BoxSpec) -> dict[str, str]:
         "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
         # wait_online probes the gateway's view of the real upstream, not the relay.
         "FLOWER_HEALTH_URL": f"{api}/health",
-        "FLOWER_NO_UPDATE": "1",
     }
     if spec.net == "allowlist":  # everything else leaves through the egress proxy
         proxy = f"http://127.0.0.1:{PROXY_PORT}"
@@ -304,7 +303,6 @@ def gateway_kwargs(spec: BoxSpec) -> dict[str, Any]:
             str(spec.secrets_dir): _bind(Path(SECRETS_IN_GATEWAY), read_only=True),
             str(spec.gateway_dir): _bind(spec.gateway_dir),
         },
-        "environment": {"FLOWER_NO_UPDATE": "1"},
         # A real API is reached over a network of its own; a loopback one (tests, a local
         # gateway of the user's) only from the host's network: the one exception to "only the
         # network it needs", documented in docs/gateway.md ("The gateway's own box").

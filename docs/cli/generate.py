@@ -42,8 +42,8 @@ PAGES = (
         "flower",
         "flower.cli.app",
         'A first word that names no command is the ask: `flower "add a --json flag"` runs\n'
-        '`flower go "add a --json flag"`. Longer notes on `setup`, `status`, `analyze` and the\n'
-        "automatic update: [../cli-notes.md](../cli-notes.md). Exit codes: 0 achieved / ok,\n"
+        '`flower go "add a --json flag"`. Longer notes on `setup`, `status`, `analyze` and\n'
+        "upgrading: [../cli-notes.md](../cli-notes.md). Exit codes: 0 achieved / ok,\n"
         "1 not achieved / failed, 2 bad input or credentials, 3 stopped waiting for a human,\n"
         "130 stopped (resumable).",
     ),

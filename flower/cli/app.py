@@ -19,7 +19,6 @@ from flower.cli.once import once
 from flower.cli.run import run
 from flower.cli.setup import setup
 from flower.cli.status import status
-from flower.update import maybe_update
 
 GO = "go"
 
@@ -63,7 +62,6 @@ def root(
     ] = False,
 ) -> None:
     """flower runs Claude Code sessions as steps of a workflow."""
-    maybe_update()  # at most daily, in the background, never from a checkout or the box
 
 
 app.command(name=GO)(go)
