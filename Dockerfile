@@ -14,6 +14,8 @@ ARG BASE_IMAGE=debian:bookworm-slim
 
 # ---------------------------------------------------------------------------------------------
 FROM ${BASE_IMAGE} AS builder
+# Every image this file makes carries it, so cleaning up after a build removes only ours.
+LABEL dev.flower.build="flowerbox"
 
 SHELL ["/bin/bash", "-o", "pipefail", "-c"]
 ARG DEBIAN_FRONTEND=noninteractive
@@ -70,7 +72,8 @@ COPY --from=builder /opt/flowerbox /opt/flowerbox
 COPY docker/entrypoint.sh /usr/local/bin/flowerbox-entrypoint
 
 ARG FLOWERBOX_VERSION=0.1.0
-LABEL org.opencontainers.image.title="flowerbox" \
+LABEL dev.flower.build="flowerbox" \
+      org.opencontainers.image.title="flowerbox" \
       org.opencontainers.image.description="flower (long-horizon work with Claude Code) in a hardened container, with the flowerbox gateway and relay" \
       org.opencontainers.image.version="${FLOWERBOX_VERSION}" \
       org.opencontainers.image.source="https://github.com/flower/flowerbox" \
