@@ -11,6 +11,7 @@ means code of the agent's ran on the host.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import secrets
@@ -103,7 +104,7 @@ def outside_digest(user: User) -> dict[str, str]:
     found = {}
     for path in sorted(home.rglob("*")):
         if path.is_file() and not path.is_symlink() and ".local/state" not in str(path):
-            found[str(path)] = path.read_bytes().hex()[:64]
+            found[str(path)] = hashlib.sha256(path.read_bytes()).hexdigest()
     return found
 
 
