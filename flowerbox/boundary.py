@@ -82,7 +82,7 @@ def after_run(spec: BoxSpec, code: int | None) -> list[str]:
         except Exception as exc:  # noqa: BLE001 - reported, and the next step still runs
             lines.append(f"flowerbox: {step.__name__.strip('_')} failed: {exc}")
     shutil.rmtree(runs.box_area(spec), ignore_errors=True)  # rmtree never follows a link
-    runs.record_notices(spec, lines)
+    runs.record(spec, notices=lines)
     return lines
 
 

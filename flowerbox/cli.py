@@ -20,7 +20,6 @@ import signal
 import subprocess
 import sys
 from collections.abc import Callable
-from functools import partial
 from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, Annotated, Any, TextIO
@@ -408,7 +407,7 @@ def _in_box(
     from flowerbox.diskwatch import watch_disk
     from flowerbox.gitshadow import GitShadowError
     from flowerbox.prepare import Prepared, prepare
-    from flowerbox.runs import RunError, ensure_idle, record_box, record_start
+    from flowerbox.runs import RunError, ensure_idle, record, record_start
     from flowerbox.state import StateError
     from flowerbox.terminal import docker_cli_attach
 
@@ -450,7 +449,7 @@ def _in_box(
             typer.echo(run_id)
             STDERR.print(f"{run_id} runs in the background: flowerbox ps | logs -f | attach | stop")
             return 0
-        box = Box(spec, client=client, on_started=partial(record_box, spec))
+        box = Box(spec, client=client, on_started=lambda facts: record(spec, box=facts))
         record_start(spec, command=command, detached=False, resumed_from=resumed_from)
         code = 2
         try:

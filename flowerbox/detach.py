@@ -18,7 +18,6 @@ import dataclasses
 import os
 import subprocess
 import sys
-from functools import partial
 from typing import TYPE_CHECKING
 
 from flowerbox import runs
@@ -76,7 +75,7 @@ def start_detached(
 ) -> str:
     """Start the run in the background; its id. Raises BoxError (nothing left running)."""
     runs.record_start(spec, command=command, detached=True, resumed_from=resumed_from)
-    box = Box(spec, client=client, on_started=partial(runs.record_box, spec))
+    box = Box(spec, client=client, on_started=lambda facts: runs.record(spec, box=facts))
     try:
         box.start()
         keeper = _spawn_supervisor(spec)

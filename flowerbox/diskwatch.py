@@ -118,7 +118,7 @@ def watch_disk(spec: BoxSpec, stop: Callable[[], object]) -> Iterator[None]:
         return
 
     def exceeded(message: str) -> None:
-        runs.record_reason(spec, message)  # the end of the run reports it (boundary)
+        runs.record(spec, stop_reason=message)  # the end of the run reports it (boundary)
         stop()
 
     folders = [spec.workspace, spec.workbench, runs.box_area(spec)]

@@ -261,32 +261,13 @@ def ensure_idle(workspace: Path) -> None:
             )
 
 
-def record_box(spec: BoxSpec, facts: dict[str, Any]) -> None:
-    """The isolation the run's box had, as the engine recorded it (flowerbox.facts)."""
+def record(spec: BoxSpec, **fields: Any) -> None:
+    """Set `fields` on the run's record: `box` (the isolation the engine recorded for it,
+    flowerbox.facts), `stop_reason` (why the host stopped it: a budget), `notices` (what the
+    end of the run told the user; `logs` and `attach` show them for a detached run)."""
 
     def change(meta: dict[str, Any]) -> dict[str, Any]:
-        meta["box"] = facts
-        return meta
-
-    update_json(spec.state_dir / META, change, default={})
-
-
-def record_reason(spec: BoxSpec, reason: str) -> None:
-    """Why the host stopped the run (a budget), shown with its end."""
-
-    def change(meta: dict[str, Any]) -> dict[str, Any]:
-        meta["stop_reason"] = reason
-        return meta
-
-    update_json(spec.state_dir / META, change, default={})
-
-
-def record_notices(spec: BoxSpec, lines: list[str]) -> None:
-    """What the end of the run told (or would have told) the user: where its branches are,
-    what the box changed; `flowerbox logs` and `attach` show them for a detached run."""
-
-    def change(meta: dict[str, Any]) -> dict[str, Any]:
-        meta["notices"] = lines
+        meta.update(fields)
         return meta
 
     update_json(spec.state_dir / META, change, default={})
