@@ -103,7 +103,7 @@ def connect_overhead() -> tuple[float, float, float]:
         api_sock, proxy_sock = root / "api.sock", root / "proxy.sock"
         env = {k: v for k, v in os.environ.items() if not k.startswith("ANTHROPIC_")}
         gateway = subprocess.Popen(
-            [sys.executable, "-m", "flowerbox.gateway", "--socket", str(api_sock)]
+            [sys.executable, "-m", "flowerbox.sidecar.gateway", "--socket", str(api_sock)]
             + ["--credentials", str(creds), "--usage", str(root / "usage.json")]
             + ["--proxy-socket", str(proxy_sock), "--egress-log", str(root / "egress.jsonl")]
             + ["--allow", "127.0.0.1"],
@@ -113,7 +113,13 @@ def connect_overhead() -> tuple[float, float, float]:
         while not api_sock.exists():
             time.sleep(0.01)
         relay = subprocess.Popen(
-            [sys.executable, "-m", "flowerbox.relay", "--listen", f"127.0.0.1:0={proxy_sock}"],
+            [
+                sys.executable,
+                "-m",
+                "flowerbox.inside.relay",
+                "--listen",
+                f"127.0.0.1:0={proxy_sock}",
+            ],
             stdout=subprocess.PIPE,
             text=True,
             env=env,

@@ -1,7 +1,7 @@
 #!/bin/sh
 # The image's entrypoint (after tini): a little setup, then `exec "$@"`.
-# flowerbox passes the real command (`flower ...`, `python -m flowerbox.relay ...`,
-# `python -m flowerbox.gateway ...`).
+# flowerbox passes the real command (`flower ...`, `python -m flowerbox.inside.relay ...`,
+# `python -m flowerbox.sidecar.gateway ...`).
 #
 # The box runs as the host user's uid, which has no passwd entry here, on a read-only root:
 # HOME may be unset, "/", or a path on a tmpfs that does not exist yet. Make it a usable folder

@@ -50,7 +50,7 @@ PAGES = (
     Page(
         "flowerbox.md",
         "flowerbox",
-        "flowerbox.cli",
+        "flowerbox.cli.app",
         'A first word that names no command is the ask: `flowerbox "add a --json flag"` runs\n'
         '`flowerbox go "add a --json flag"`. Options a command does not know are passed on to\n'
         "`flower` inside the box (`--timeout 0`, `--json`, `-W`...). Exit codes are flower's;\n"

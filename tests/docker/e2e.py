@@ -61,7 +61,7 @@ def box_env(api: FakeAPI, user: tuple[str, int, int]) -> dict[str, str]:
 
 
 def state_of(user: tuple[str, int, int]) -> Path:
-    """The user's flowerbox state folder (flowerbox.state: no box ever mounts it)."""
+    """The user's flowerbox state folder (flowerbox.box.state: no box ever mounts it)."""
     return Path(pwd.getpwnam(user[0]).pw_dir) / ".local" / "state" / "flowerbox"
 
 

@@ -12,11 +12,11 @@ from typing import Any
 import pytest
 from docker import DockerClient  # noqa: TID251 - these tests inspect the engine's containers
 
-import flowerbox.box
+import flowerbox.box.engine
 from flower.testing import Always, FakeAPI, text
-from flowerbox.box import Box, BoxError, ensure_image, owned
-from flowerbox.prepare import prepare
-from flowerbox.spec import gateway_kwargs
+from flowerbox.box.engine import Box, BoxError, ensure_image, owned
+from flowerbox.box.prepare import prepare
+from flowerbox.box.spec import gateway_kwargs
 from tests.docker.e2e import FLOWERBOX, REAL, as_user, box_env
 
 pytestmark = pytest.mark.docker
@@ -84,7 +84,7 @@ def test_a_gateway_that_dies_is_named_and_nothing_is_left_running(
     def dying(spec: Any) -> dict[str, Any]:
         return {**gateway_kwargs(spec), "command": ["false"]}
 
-    monkeypatch.setattr(flowerbox.box, "gateway_kwargs", dying)
+    monkeypatch.setattr(flowerbox.box.engine, "gateway_kwargs", dying)
     run_id = prepared.spec.run_id
     try:
         with pytest.raises(BoxError, match="the gateway died before it listened"):

@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 from docker import DockerClient  # noqa: TID251 - these tests drive the engine itself
 
-from flowerbox.spec import BoxSpec, gateway_kwargs
+from flowerbox.box.spec import BoxSpec, gateway_kwargs
 from tests import gateway_table as table
 
 pytestmark = pytest.mark.docker

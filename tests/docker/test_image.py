@@ -89,7 +89,7 @@ def test_the_plugin_ships_inside_the_package(
     assert out[0].endswith("/site-packages/flower/plugin") and out[1] == "True"
 
 
-@pytest.mark.parametrize("module", ["flowerbox.relay", "flowerbox.gateway"])
+@pytest.mark.parametrize("module", ["flowerbox.inside.relay", "flowerbox.sidecar.gateway"])
 def test_sidecar_modules_run(
     docker_client: DockerClient, flowerbox_image: str, module: str
 ) -> None:

@@ -2,7 +2,7 @@
 host-boundary check PASSes in the box a run gets (the attacks planted from inside it, the
 host's own code run against them, the workspace left as it was); every probe FAILs in the
 all-weak negative control (and of the host-boundary checks, the one a box can break); and in
-each variant of flowerbox.controls, which breaks one property, exactly that property's probes
+each variant of selftest.controls, which breaks one property, exactly that property's probes
 FAIL while all the others still PASS. So no probe is a check that cannot fail, and none fails for a
 neighbour's weakness. Every target is on this machine (the probe server on the host's
 loopback, `.invalid` names, route lookups that send nothing); the network ways out the
@@ -25,9 +25,9 @@ from pathlib import Path
 import pytest
 from docker import DockerClient  # noqa: TID251 - these tests inspect the engine's containers
 
-from flowerbox.controls import ALL_WEAK_HOST_FAILS, JOINED, VARIANTS, control_named
-from flowerbox.probes import PROBES, ROUTE_V6, SURVIVOR_LABEL
-from flowerbox.verdicts import HOST_CHECKS
+from flowerbox.selftest.controls import ALL_WEAK_HOST_FAILS, JOINED, VARIANTS, control_named
+from flowerbox.selftest.probes import PROBES, ROUTE_V6, SURVIVOR_LABEL
+from flowerbox.selftest.verdicts import HOST_CHECKS
 from tests.docker.e2e import FLOWERBOX, as_user, state_of
 
 pytestmark = pytest.mark.docker

@@ -26,7 +26,7 @@ import pytest
 from docker import DockerClient  # noqa: TID251 - the tests clean up their containers
 
 from flower.testing import FakeAPI, Reply, Request, When, rules, text, tool
-from flowerbox.detach import FRESH_FIELDS
+from flowerbox.runs.detach import FRESH_FIELDS
 from tests.docker.e2e import FLOWERBOX, REAL, as_user, box_env, metas, state_of
 
 pytestmark = pytest.mark.docker

@@ -17,7 +17,7 @@ import typer.main
 import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
-PROGRAMS = {"flower": "flower.cli.app", "flowerbox": "flowerbox.cli"}
+PROGRAMS = {"flower": "flower.cli.app", "flowerbox": "flowerbox.cli.app"}
 SHELL_BLOCK = re.compile(r"^```(?:sh|bash|console)\n(.*?)^```", re.MULTILINE | re.DOTALL)
 INLINE = re.compile(r"(?<!`)`((?:flower|flowerbox) [^`\n]+)`(?!`)")
 OPERATORS = {"|", "||", "&&", ";", ">", ">>", "<", "2>", "&"}

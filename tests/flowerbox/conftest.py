@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from flower.testing import FakeAPI
-from flowerbox.spec import PLACEHOLDER_KEY
+from flowerbox.box.spec import PLACEHOLDER_KEY
 
 REAL_KEY = "sk-real-test-key"
 PLACEHOLDER = PLACEHOLDER_KEY  # what the agent's side of a box sends
@@ -119,10 +119,10 @@ def wait_for(predicate: Callable[[], bool], timeout: float = 10.0) -> None:
 def spawn_gateway(
     sock: Path, creds: Path, usage: Path, log: Path, args: Sequence[str] = ()
 ) -> subprocess.Popen[bytes]:
-    """`python -m flowerbox.gateway` with a clean environment, its stderr into `log`."""
+    """`python -m flowerbox.sidecar.gateway` with a clean environment, its stderr into `log`."""
     with log.open("wb") as err:
         return subprocess.Popen(
-            [sys.executable, "-m", "flowerbox.gateway", "--socket", str(sock)]
+            [sys.executable, "-m", "flowerbox.sidecar.gateway", "--socket", str(sock)]
             + ["--credentials", str(creds), "--usage", str(usage), *args],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
@@ -133,7 +133,7 @@ def spawn_gateway(
 
 @pytest.fixture
 def start_gateway(sockdir: Path, tmp_path: Path) -> Iterator[Callable[..., GatewayProcess]]:
-    """Start `python -m flowerbox.gateway`; its stderr goes to a file the test can read."""
+    """Start `python -m flowerbox.sidecar.gateway`; its stderr goes to a file the test can read."""
     started: list[GatewayProcess] = []
 
     def start(
@@ -172,13 +172,13 @@ class RelayProcess:
 
 @pytest.fixture
 def start_relay() -> Iterator[Callable[..., RelayProcess]]:
-    """Start `python -m flowerbox.relay` on free ports; returns them from its ready lines."""
+    """Start `python -m flowerbox.inside.relay` on free ports; returns them from its ready lines."""
     started: list[subprocess.Popen[str]] = []
 
     def start(*sockets: Path) -> RelayProcess:
         args = [a for s in sockets for a in ("--listen", f"127.0.0.1:0={s}")]
         process = subprocess.Popen(
-            [sys.executable, "-m", "flowerbox.relay", *args],
+            [sys.executable, "-m", "flowerbox.inside.relay", *args],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             text=True,

@@ -31,7 +31,7 @@ from flower.testing import (
     text,
     tool,
 )
-from flowerbox.gateway import ENDPOINTS, FORWARDED_HEADERS
+from flowerbox.sidecar.gateway import ENDPOINTS, FORWARDED_HEADERS
 
 pytestmark = pytest.mark.anyio
 

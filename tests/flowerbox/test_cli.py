@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from flowerbox.cli import app, route
-from flowerbox.prepare import prepare
-from flowerbox.spec import agent_kwargs
-from flowerbox.terminal import docker_run_args
+from flowerbox.box.prepare import prepare
+from flowerbox.box.spec import agent_kwargs
+from flowerbox.box.terminal import docker_run_args
+from flowerbox.cli.app import app, route
 
 SECRET = "sk-ant-real-secret-cli-0123456789"
 runner = CliRunner()

@@ -6,7 +6,7 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
-from flowerbox.diskwatch import DiskWatch, tree_bytes
+from flowerbox.runs.diskwatch import DiskWatch, tree_bytes
 
 MB = 1024 * 1024
 

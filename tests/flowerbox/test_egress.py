@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from flowerbox.cli import app
-from flowerbox.egress import PRESETS, EgressError, Policy, address_kind, parse_host
-from flowerbox.prepare import Prepared, prepare
-from flowerbox.spec import agent_kwargs, gateway_kwargs
+from flowerbox.box.prepare import Prepared, prepare
+from flowerbox.box.spec import agent_kwargs, gateway_kwargs
+from flowerbox.cli.app import app
+from flowerbox.sidecar.egress import PRESETS, EgressError, Policy, address_kind, parse_host
 
 ALLOW = [
     "pypi.org",

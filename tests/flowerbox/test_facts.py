@@ -1,10 +1,10 @@
-"""flowerbox.facts: a run's isolation read from the engine's inspect record, and its summary."""
+"""flowerbox.box.facts: a run's isolation read from the engine's inspect record, and its summary."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from flowerbox.facts import box_facts, summary
+from flowerbox.box.facts import box_facts, summary
 
 HARDENED: dict[str, Any] = {
     "Config": {"User": "1000:1000"},

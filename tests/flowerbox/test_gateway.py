@@ -19,7 +19,7 @@ import pytest
 import trustme
 
 from flower.testing import FakeAPI, Usage, drop, sequence, text, tool
-from flowerbox.pricing import PriceError, PriceTable, load_prices
+from flowerbox.sidecar.pricing import PriceError, PriceTable, load_prices
 from tests.driver import drive
 from tests.flowerbox.conftest import PLACEHOLDER, REAL_KEY, GatewayProcess
 

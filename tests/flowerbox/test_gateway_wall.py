@@ -42,7 +42,7 @@ class Process:
 
 
 def launch(base_url: str, budget: float | None) -> Process:
-    """`python -m flowerbox.gateway` in front of `base_url`, listening."""
+    """`python -m flowerbox.sidecar.gateway` in front of `base_url`, listening."""
     root = Path(tempfile.mkdtemp(dir="/tmp", prefix="fbx-wall-"))  # short: a socket path
     table.credentials(root / "creds.env", base_url)
     args = ["--budget", str(budget)] if budget is not None else []

@@ -1,4 +1,4 @@
-"""flowerbox.gitshadow with real git on the host: the box is played by git run with the shadow
+"""flowerbox.box.gitshadow with real git on the host: the box is played by git run with the shadow
 as its gitdir (`--git-dir=S --work-tree=WS`); an attack plants what an agent could write in S
 or the workspace, and the test asserts that bring_back, quarantine and the user's own
 `git status` / `git commit` / `git log` afterwards never run it (the marker never appears)."""
@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from flowerbox import gitshadow
-from flowerbox.gitshadow import GitShadowError, Shadow
+from flowerbox.box import gitshadow
+from flowerbox.box.gitshadow import GitShadowError, Shadow
 
 RUN = "r1"
 

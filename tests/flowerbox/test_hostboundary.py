@@ -1,7 +1,7 @@
 """The self-test's host-boundary checks without an engine: the box's planting code
-(flowerbox.tampering.host_plants, git_redirects' hooks folder) run here in a scratch
-workspace, flowerbox's own host code run against it (flowerbox.hostboundary) and judged
-(flowerbox.verdicts.judge_host): every check PASSes; the same plants met by a host that
+(flowerbox.selftest.tampering.host_plants, git_redirects' hooks folder) run here in a scratch
+workspace, flowerbox's own host code run against it (flowerbox.selftest.hostboundary) and judged
+(flowerbox.selftest.verdicts.judge_host): every check PASSes; the same plants met by a host that
 trusts the workspace (a lookup that reads ./.env, records read from runs/, links and FIFOs
 followed, the user's own .git given to the box) FAIL each check; and afterwards the workspace
 is as it was. The engine test (tests/docker/test_selftest.py) plants from inside a real box."""
@@ -19,12 +19,13 @@ from typing import Any
 
 import pytest
 
-from flowerbox import hostboundary, state
-from flowerbox.hostboundary import Area, check_run
-from flowerbox.runs import Run, RunError
-from flowerbox.spec import BoxSpec
-from flowerbox.tampering import Plants, git_redirects, hooks_plant, host_plants
-from flowerbox.verdicts import HOST_CHECKS, judge_host
+from flowerbox.box import state
+from flowerbox.box.spec import BoxSpec
+from flowerbox.runs.records import Run, RunError
+from flowerbox.selftest import hostboundary
+from flowerbox.selftest.hostboundary import Area, check_run
+from flowerbox.selftest.tampering import Plants, git_redirects, hooks_plant, host_plants
+from flowerbox.selftest.verdicts import HOST_CHECKS, judge_host
 
 TOKEN = "abc123def456"
 PLANTS = Plants(TOKEN)
@@ -33,7 +34,7 @@ PORT = 9
 # What a host that reads the workspace's .env would do: flower's lookup with the project's
 # files (plain `flower` on the host does this, by design).
 TRUSTING_LOOKUP = hostboundary.LOOKUP.replace(
-    "from flowerbox.prepare import load_credentials",
+    "from flowerbox.box.prepare import load_credentials",
     "from flower import load_dotenv\nfrom flower.core.env import Lookup",
 ).replace("    load_credentials(Path.cwd())", "    load_dotenv(lookup=Lookup.from_process())")
 
@@ -173,7 +174,7 @@ def _idle_by_workspace(ws: Path) -> None:
 
 def test_a_host_that_takes_run_records_from_the_workspace_fails(scene: Scene) -> None:
     output = scene.plant()
-    trusting = hostboundary.records(
+    trusting = hostboundary.forged_record(
         scene.ws,
         PLANTS,
         listed=_workspace_records,

@@ -1,4 +1,4 @@
-"""flowerbox.inside, the agent container's entry: the relay first, then the command, whose
+"""flowerbox.inside.entry, the agent container's entry: the relay first, then the command, whose
 exit status becomes the container's (docker's 128+N for a signal, as a shell would)."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ PY = sys.executable
 
 def inside(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [PY, "-m", "flowerbox.inside", *args],
+        [PY, "-m", "flowerbox.inside.entry", *args],
         capture_output=True,
         text=True,
         timeout=timeout,
@@ -65,7 +65,7 @@ def test_a_socket_that_never_appears_is_exit_2_naming_it(sockdir: Path) -> None:
         [
             PY,
             "-c",
-            "import flowerbox.inside as i; i.READY_TIMEOUT_S = 0.5; "
+            "import flowerbox.inside.entry as i; i.READY_TIMEOUT_S = 0.5; "
             f"raise SystemExit(i.main(['--relay', '127.0.0.1:28182={missing}', '--', 'true']))",
         ],
         capture_output=True,

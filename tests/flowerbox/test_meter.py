@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from flowerbox.meter import Meter, Reservation
-from flowerbox.pricing import PriceTable
+from flowerbox.sidecar.meter import Meter, Reservation
+from flowerbox.sidecar.pricing import PriceTable
 
 OPUS = "claude-opus-5-5"  # $4 in, $20 out, $8 a 1-hour cache write
 

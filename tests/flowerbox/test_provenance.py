@@ -12,9 +12,9 @@ import pytest
 from claude_agent_sdk._cli_version import __cli_version__
 
 from flowerbox import __version__
-from flowerbox.boundary import after_run
-from flowerbox.provenance import NOTES_REF, SNAPSHOT, attach_notes, read_note, snapshot
-from flowerbox.spec import BoxSpec
+from flowerbox.box.spec import BoxSpec
+from flowerbox.runs.boundary import after_run
+from flowerbox.runs.provenance import NOTES_REF, SNAPSHOT, attach_notes, read_note, snapshot
 
 IMAGE_ID = "sha256:" + "ab" * 32
 

@@ -20,8 +20,8 @@ from typing import Any
 
 import pytest
 
-from flowerbox.egress import IPAddress, Policy
-from flowerbox.proxy import EgressLog, EgressProxy, PrivateUnixServer
+from flowerbox.sidecar.egress import IPAddress, Policy
+from flowerbox.sidecar.proxy import EgressLog, EgressProxy, PrivateUnixServer
 from tests.flowerbox.conftest import GatewayProcess
 
 NAMES = {
@@ -443,7 +443,7 @@ def test_an_allowed_target_that_cannot_be_reached_gets_502(proxy: Proxy) -> None
             "Content-Length",
         ),
         (b"BREW http://web.test/ HTTP/1.1\r\nHost: x\r\n\r\n", "Unsupported method ('BREW')"),
-        # Strict HTTP/1.1 (flowerbox.wire): what a lenient parser would pass on re-framed.
+        # Strict HTTP/1.1 (flowerbox.sidecar.http): what a lenient parser would pass on re-framed.
         (b"GET http://web.test/ HTTP/1.1\r\n\r\n", "Missing mandatory Host"),
         (b"GET http://web.test/ HTTP/1.1\r\nHost: x\r\nX-A: a\rX-Injected: yes\r\n\r\n", "CR"),
         (b"GET http://web.test/ HTTP/1.1\nHost: x\n\n", "a bare CR or LF"),

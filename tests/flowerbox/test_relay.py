@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from flowerbox.relay import Mapping, parse_mapping
+from flowerbox.inside.relay import Mapping, parse_mapping
 from tests.flowerbox.conftest import RelayProcess
 
 StartRelay = Callable[..., RelayProcess]

@@ -19,12 +19,13 @@ from typer.testing import CliRunner
 from flower.cli.eventlog import EventLog
 from flower.core.events import Event
 from flower.core.human import HumanChannel
-from flowerbox import control, runs, state
-from flowerbox.cli import app
-from flowerbox.detach import carried, remaining_budget, resume_command
-from flowerbox.prepare import prepare
-from flowerbox.runs import RunError
-from flowerbox.spec import BoxSpec, Limits
+from flowerbox.box import state
+from flowerbox.box.prepare import prepare
+from flowerbox.box.spec import BoxSpec, Limits
+from flowerbox.cli.app import app
+from flowerbox.runs import control, records
+from flowerbox.runs.detach import carried, remaining_budget, resume_command
+from flowerbox.runs.records import RunError
 
 runner = CliRunner()
 SECRET = "sk-ant-real-secret-runs-0123456789"
@@ -64,42 +65,42 @@ def make_spec(ws: Path, run_id: str, **changes: object) -> BoxSpec:
 def started(ws: Path, run_id: str, *, command: list[str] | None = None) -> BoxSpec:
     """A run recorded as running, kept by this (living) test process."""
     spec = make_spec(ws, run_id)
-    runs.record_start(spec, command=command or ["go", "hi"], detached=True)
-    runs.mark_running(spec.state_dir, keeper_pid=os.getpid())
+    records.record_start(spec, command=command or ["go", "hi"], detached=True)
+    records.mark_running(spec.state_dir, keeper_pid=os.getpid())
     return spec
 
 
 def test_a_spec_survives_the_meta_file_field_for_field(tmp_path: Path) -> None:
     spec = make_spec(tmp_path / "ws", "20260101-000000-abcdef")
-    back = runs.spec_from_json(json.loads(json.dumps(runs.spec_to_json(spec))))
+    back = records.spec_from_json(json.loads(json.dumps(records.spec_to_json(spec))))
     assert back == spec and isinstance(back.workspace, Path) and isinstance(back.limits, Limits)
     none = make_spec(tmp_path / "ws", "20260101-000000-0000ff", workbench=None, budget_usd=None)
-    assert runs.spec_from_json(runs.spec_to_json(none)) == none
+    assert records.spec_from_json(records.spec_to_json(none)) == none
 
 
 def test_the_meta_file_follows_a_run_from_start_to_its_exit_code(
     xdg_state: Path, tmp_path: Path
 ) -> None:
     spec = make_spec(tmp_path / "ws", "20260101-000000-aaaaaa")
-    run = runs.record_start(spec, command=["go", "hi"], detached=True)
+    run = records.record_start(spec, command=["go", "hi"], detached=True)
     assert run.meta["status"] == "starting" and run.running
     assert run.meta["containers"] == {
         "agent": "flowerbox-20260101-000000-aaaaaa",
         "gateway": "flowerbox-gateway-20260101-000000-aaaaaa",
     }
     assert spec.state_dir.parent == xdg_state / "flowerbox" / "runs"
-    runs.mark_running(spec.state_dir, keeper_pid=os.getpid())
-    assert (loaded := runs.load(spec.state_dir)) is not None and loaded.status == "running"
+    records.mark_running(spec.state_dir, keeper_pid=os.getpid())
+    assert (loaded := records.load(spec.state_dir)) is not None and loaded.status == "running"
     spec.gateway_dir.mkdir()
     spec.usage_file.write_text(json.dumps({"total_cost_usd": 0.125}))
     assert loaded.cost_usd() == 0.125  # live, from the gateway's host-only ledger
-    runs.record_end(spec, 130)
-    ended = runs.load(spec.state_dir)
+    records.record_end(spec, 130)
+    ended = records.load(spec.state_dir)
     assert ended is not None and (ended.status, ended.exit_code) == ("stopped", 130)
     assert ended.meta["ended"] and ended.meta["cost_usd"] == 0.125 and not ended.running
     # A keeper that ends the run before the starter marks it running keeps the end.
-    runs.mark_running(spec.state_dir, keeper_pid=os.getpid())
-    assert runs.load(spec.state_dir).status == "stopped"  # type: ignore[union-attr]
+    records.mark_running(spec.state_dir, keeper_pid=os.getpid())
+    assert records.load(spec.state_dir).status == "stopped"  # type: ignore[union-attr]
 
 
 def test_an_attached_run_is_running_at_once_and_never_takes_an_older_runs_cost(
@@ -109,10 +110,10 @@ def test_an_attached_run_is_running_at_once_and_never_takes_an_older_runs_cost(
     older.gateway_dir.mkdir(parents=True)
     older.usage_file.write_text(json.dumps({"total_cost_usd": 9.0}))  # the previous gateway
     spec = make_spec(tmp_path / "ws", "20260101-000000-a77a00")
-    run = runs.record_start(spec, command=["go", "hi"], detached=False)
+    run = records.record_start(spec, command=["go", "hi"], detached=False)
     assert run.status == "running" and run.meta["keeper_pid"] == os.getpid()
-    runs.record_end(spec, 2)  # e.g. the gateway never started: each run has its own ledger
-    ended = runs.load(spec.state_dir)
+    records.record_end(spec, 2)  # e.g. the gateway never started: each run has its own ledger
+    ended = records.load(spec.state_dir)
     assert ended is not None and ended.status == "error" and "cost_usd" not in ended.meta
 
 
@@ -123,22 +124,22 @@ def test_a_running_run_whose_keeper_died_reads_as_lost(xdg_state: Path, tmp_path
         assert time.monotonic() < deadline
         time.sleep(0.01)
     spec = make_spec(tmp_path / "zws", "20260101-000000-zzzzzz")
-    runs.record_start(spec, command=["go", "hi"], detached=True)
-    runs.mark_running(spec.state_dir, keeper_pid=zombie.pid)
-    assert runs.load(spec.state_dir).status == "lost"  # type: ignore[union-attr]
+    records.record_start(spec, command=["go", "hi"], detached=True)
+    records.mark_running(spec.state_dir, keeper_pid=zombie.pid)
+    assert records.load(spec.state_dir).status == "lost"  # type: ignore[union-attr]
     zombie.wait()
     dead = zombie
     spec = make_spec(tmp_path / "ws", "20260101-000001-bbbbbb")
-    runs.record_start(spec, command=["go", "hi"], detached=True)
-    runs.mark_running(spec.state_dir, keeper_pid=dead.pid)
-    lost = runs.load(spec.state_dir)
+    records.record_start(spec, command=["go", "hi"], detached=True)
+    records.mark_running(spec.state_dir, keeper_pid=dead.pid)
+    lost = records.load(spec.state_dir)
     assert lost is not None and lost.status == "lost" and lost.unkept and not lost.running
     with pytest.raises(RunError, match=f"`flowerbox stop {spec.run_id}` cleans it up"):
-        runs.ensure_idle(spec.workspace)  # its containers may still use the workspace
-    runs.record_end(spec, None)  # what reaping a run whose agent vanished records
-    reaped = runs.load(spec.state_dir)
+        records.ensure_idle(spec.workspace)  # its containers may still use the workspace
+    records.record_end(spec, None)  # what reaping a run whose agent vanished records
+    reaped = records.load(spec.state_dir)
     assert reaped is not None and (reaped.status, reaped.unkept) == ("lost", False)
-    runs.ensure_idle(spec.workspace)
+    records.ensure_idle(spec.workspace)
 
 
 def test_runs_are_found_by_prefix_newest_first_and_across_workspaces(
@@ -146,22 +147,22 @@ def test_runs_are_found_by_prefix_newest_first_and_across_workspaces(
 ) -> None:
     ws, other = tmp_path / "ws", tmp_path / "other"
     with pytest.raises(RunError, match="no flowerbox runs in"):
-        runs.find(ws, None)
+        records.find(ws, None)
     started(ws, "20260101-000000-111111")
     time.sleep(0.01)
     started(ws, "20260101-000001-222222")
     started(other, "20260102-000000-333333")
-    assert runs.find(ws, None).run_id == "20260101-000001-222222"
+    assert records.find(ws, None).run_id == "20260101-000001-222222"
     shell = started(ws, "20260101-000002-444444", command=["shell"])
-    assert runs.find(ws, None).run_id == "20260101-000001-222222"  # a shell only by its id
-    assert runs.find(ws, "20260101-000002").run_id == shell.run_id
-    assert runs.find(ws, "20260101-000000").run_id == "20260101-000000-111111"
-    assert runs.find(ws, "20260102").run_id == "20260102-000000-333333"  # from the index
+    assert records.find(ws, None).run_id == "20260101-000001-222222"  # a shell only by its id
+    assert records.find(ws, "20260101-000002").run_id == shell.run_id
+    assert records.find(ws, "20260101-000000").run_id == "20260101-000000-111111"
+    assert records.find(ws, "20260102").run_id == "20260102-000000-333333"  # from the index
     with pytest.raises(RunError, match="names 3 runs"):
-        runs.find(ws, "20260101")
+        records.find(ws, "20260101")
     with pytest.raises(RunError, match="ps --all"):
-        runs.find(ws, "nope")
-    assert [r.run_id[-6:] for r in runs.all_runs()] == ["111111", "222222", "333333", "444444"]
+        records.find(ws, "nope")
+    assert [r.run_id[-6:] for r in records.all_runs()] == ["111111", "222222", "333333", "444444"]
 
 
 @pytest.fixture
@@ -226,7 +227,7 @@ def test_what_cannot_be_done_to_an_ended_run_exits_2_saying_what_can(
     nothing = runner.invoke(app, ["stop", "-w", str(ws)])
     assert nothing.exit_code == 2 and "no flowerbox runs in" in nothing.stderr
     spec = started(ws, "20260101-000000-dddddd")
-    runs.record_end(spec, 0)
+    records.record_end(spec, 0)
     for command in (["stop"], ["attach"], ["answer", "q1", "x"], ["send", "x"]):
         result = runner.invoke(app, [*command, "-w", str(ws)])
         assert result.exit_code == 2, (command, result.output)
@@ -238,8 +239,8 @@ def test_what_cannot_be_done_to_an_ended_run_exits_2_saying_what_can(
     still = runner.invoke(app, ["resume", "-w", str(ws)])
     assert still.exit_code == 2 and f"flowerbox attach {live.run_id}" in still.stderr
     queued = make_spec(ws, "20260101-000002-ffffff")
-    runs.record_start(queued, command=["go", "hi"], detached=True)
-    runs.record_end(queued, 130)
+    records.record_start(queued, command=["go", "hi"], detached=True)
+    records.record_end(queued, 130)
     later = runner.invoke(app, ["send", "继续时先看这个", "-w", str(ws)])
     assert later.exit_code == 0 and "reads this when you `flowerbox resume`" in later.stderr
     [dropped] = (queued.run_dir / "inbox").glob("*.json")
@@ -261,12 +262,12 @@ def test_logs_renders_the_event_stream_and_follows_it_to_the_end(
         time.sleep(0.5)
         log(Event("text", "都做完了"))
         log.close()
-        runs.record_end(spec, 0)
+        records.record_end(spec, 0)
 
     seen: list[Event] = []
     writer = threading.Thread(target=finish)
     writer.start()
-    run = runs.find(spec.workspace, None)
+    run = records.find(spec.workspace, None)
     final = control.follow_events(run, seen.append, follow=True)
     writer.join()
     assert [e.kind for e in seen] == ["step", "tool_call", "ask", "text"]
@@ -332,13 +333,13 @@ def test_a_second_flower_run_in_a_busy_workspace_is_refused_before_any_container
         assert f"run {live.run_id} is still running in {ws}" in result.stderr
         assert f"flowerbox stop {live.run_id}" in result.stderr
     assert not set(Path("/tmp").glob("fbx-*")) - before  # the private folders went too
-    assert [r.run_id for r in runs.runs_of(ws)] == [live.run_id]  # nothing recorded
+    assert [r.run_id for r in records.runs_of(ws)] == [live.run_id]  # nothing recorded
 
 
 def test_ps_all_lists_every_workspace_with_its_folder(xdg_state: Path, tmp_path: Path) -> None:
     first = started(tmp_path / "one", "20260101-000000-010101")
     second = started(tmp_path / "two", "20260101-000001-020202")
-    runs.record_end(second, 1)
+    records.record_end(second, 1)
     here = runner.invoke(app, ["ps", "-w", str(tmp_path / "one")])
     assert first.run_id in here.stdout and second.run_id not in here.stdout
     listed = runner.invoke(app, ["ps", "--all", "--json"])
@@ -368,7 +369,7 @@ def test_a_line_typed_in_attach_answers_the_question_or_becomes_a_message(
         monkeypatch.setattr("sys.stdin", typed)
         done = threading.Event()
         reader = threading.Thread(
-            target=control._read_answers, args=(runs.find(spec.workspace, None), done)
+            target=control._read_answers, args=(records.find(spec.workspace, None), done)
         )
         reader.start()
         keyboard.write("python3\n")
@@ -385,7 +386,7 @@ def test_a_line_typed_in_attach_answers_the_question_or_becomes_a_message(
 
 
 def test_the_run_commands_are_commands_not_asks() -> None:
-    from flowerbox.cli import route
+    from flowerbox.cli.app import route
 
     for command in ("ps", "logs", "attach", "stop", "resume", "answer", "send"):
         assert route([command, "x"]) == [command, "x"]
@@ -399,19 +400,19 @@ def test_a_resumed_run_gets_what_is_left_of_its_budget_not_a_fresh_one(
     spec = started(ws, "20260101-000000-b0d6e7")  # a budget of $2.50
     spec.gateway_dir.mkdir()
     spec.usage_file.write_text(json.dumps({"total_cost_usd": 1.0}))
-    runs.record_end(spec, 130)
-    stopped = runs.find(ws, None)
+    records.record_end(spec, 130)
+    stopped = records.find(ws, None)
     assert remaining_budget(stopped, None) == 1.5
     assert remaining_budget(stopped, 7.0) == 7.0
     spent = make_spec(ws, "20260101-000001-b0d6e8")
-    runs.record_start(spent, command=["go", "hi"], detached=True)
+    records.record_start(spent, command=["go", "hi"], detached=True)
     spent.gateway_dir.mkdir()
     spent.usage_file.write_text(json.dumps({"total_cost_usd": 2.5}))  # its gateway, meanwhile
-    runs.record_end(spent, 1)
+    records.record_end(spent, 1)
     refused = runner.invoke(app, ["resume", "-w", str(ws)])
     assert refused.exit_code == 2
     assert "has spent its budget of $2.5" in refused.stderr and "--budget USD" in refused.stderr
     unlimited = make_spec(ws, "20260101-000002-b0d6e9", budget_usd=None)
-    runs.record_start(unlimited, command=["go", "hi"], detached=True)
-    runs.record_end(unlimited, 130)
-    assert remaining_budget(runs.find(ws, None), None) is None
+    records.record_start(unlimited, command=["go", "hi"], detached=True)
+    records.record_end(unlimited, 130)
+    assert remaining_budget(records.find(ws, None), None) is None

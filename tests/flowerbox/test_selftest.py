@@ -14,14 +14,14 @@ from typing import Any
 
 import pytest
 
-from flowerbox.controls import ALL_WEAK, VARIANTS, Where, control_named, weaken
-from flowerbox.probes import PROBES
-from flowerbox.selftest import ProbeServer, hand_over, run_box
-from flowerbox.sockets import listening, pseudo_mounts, walk
-from flowerbox.spec import PROTECTED, BoxSpec, agent_kwargs, gateway_kwargs, protected_paths
-from flowerbox.syscalls import ARGUMENTS
-from flowerbox.tampering import _parents
-from flowerbox.verdicts import ZERO_CAPS, Seen, judge
+from flowerbox.box.spec import PROTECTED, BoxSpec, agent_kwargs, gateway_kwargs, protected_paths
+from flowerbox.selftest.controls import ALL_WEAK, VARIANTS, Where, control_named, weaken
+from flowerbox.selftest.probes import PROBES
+from flowerbox.selftest.runner import ProbeServer, hand_over, run_box
+from flowerbox.selftest.sockets import listening, pseudo_mounts, walk
+from flowerbox.selftest.syscalls import ARGUMENTS
+from flowerbox.selftest.tampering import _parents
+from flowerbox.selftest.verdicts import ZERO_CAPS, Seen, judge
 
 TOKEN = "t0k3n"
 DENIED = f"flowerbox-selftest-{TOKEN}.invalid"
@@ -29,7 +29,7 @@ REFUSED = {"status": 403, "body": "flowerbox egress: denied x:443: not on the al
 TARGETS = ["127.0.0.1:4000", "localhost:4000", "169.254.169.254:80", "10.0.0.1:443"]
 SYSCALLS = tuple(ARGUMENTS)
 
-# What a hardened box reports (the shape flowerbox.probes prints).
+# What a hardened box reports (the shape flowerbox.selftest.probes prints).
 GOOD: dict[str, dict[str, Any]] = {
     "identity": {"uid": 1000, "euid": 1000, "gid": 1000, "groups": [1000]},
     "capabilities": {"CapEff": ZERO_CAPS, "CapBnd": ZERO_CAPS},
@@ -201,7 +201,7 @@ def test_root_is_said_plainly_when_flowerbox_itself_runs_as_root() -> None:
 def spec(tmp_path: Path) -> BoxSpec:
     ws = tmp_path / "ws"
     (ws / ".git" / "objects").mkdir(parents=True)
-    shadow = tmp_path / "shadow-git"  # the box's own .git (flowerbox.gitshadow)
+    shadow = tmp_path / "shadow-git"  # the box's own .git (flowerbox.box.gitshadow)
     (shadow / "hooks").mkdir(parents=True)
     (shadow / "config").write_text("[core]\n")
     return BoxSpec(
@@ -214,7 +214,7 @@ def spec(tmp_path: Path) -> BoxSpec:
         state_dir=tmp_path / "state",
         uid=1000,
         gid=1000,
-        command=("python", "-m", "flowerbox.probes"),
+        command=("python", "-m", "flowerbox.selftest.probes"),
         run_id="r1",
         git="dir",
         shadow_git=shadow,
@@ -358,7 +358,7 @@ def test_the_probes_module_prints_one_json_line_per_probe_asked() -> None:
             [
                 sys.executable,
                 "-m",
-                "flowerbox.probes",
+                "flowerbox.selftest.probes",
                 "--server",
                 f"127.0.0.1:{server.port}",
                 "--udp",

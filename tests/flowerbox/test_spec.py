@@ -10,9 +10,15 @@ from pathlib import Path
 
 import pytest
 
-from flowerbox.boundary import before_run
-from flowerbox.prepare import prepare, workspace_of
-from flowerbox.spec import OBJECTS_IN_BOX, PLACEHOLDER_KEY, BoxSpec, agent_kwargs, gateway_kwargs
+from flowerbox.box.prepare import prepare, workspace_of
+from flowerbox.box.spec import (
+    OBJECTS_IN_BOX,
+    PLACEHOLDER_KEY,
+    BoxSpec,
+    agent_kwargs,
+    gateway_kwargs,
+)
+from flowerbox.runs.boundary import before_run
 
 SECRET = "sk-ant-real-secret-0123456789"
 
@@ -80,7 +86,7 @@ def test_the_agent_has_no_network_and_paths_stay_where_they_are(
         assert command[: command.index("--")] == [
             "python",
             "-m",
-            "flowerbox.inside",
+            "flowerbox.inside.entry",
             "--relay",
             relay,
             "--relay",
@@ -198,7 +204,7 @@ def test_a_root_user_gets_is_sandbox_and_nothing_else_changes(repo: Path) -> Non
 
 
 def test_the_ask_is_routed_to_go_even_when_empty() -> None:
-    from flowerbox.cli import route
+    from flowerbox.cli.app import route
 
     assert route(["", "--timeout", "0"]) == ["go", "", "--timeout", "0"]
     assert route(["fix the bug"]) == ["go", "fix the bug"]

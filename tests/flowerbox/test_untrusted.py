@@ -1,4 +1,4 @@
-"""flowerbox.untrusted: what the box can plant under a root never redirects or hangs the host."""
+"""box.untrusted: what the box can plant under a root never redirects or hangs the host."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from flowerbox.untrusted import (
+from flowerbox.box.untrusted import (
     UntrustedFileError,
     clean,
     clean_data,
@@ -150,7 +150,7 @@ def test_clean_keeps_text_and_cleans_nested_data() -> None:
 
 
 def test_a_stream_cut_inside_a_sequence_or_a_character_is_still_cleaned() -> None:
-    from flowerbox.untrusted import StreamCleaner
+    from flowerbox.box.untrusted import StreamCleaner
 
     raw = "héllo \x1b]0;pwned title\x07world \x1b[2Jdone\n".encode()
     for size in (1, 2, 3, 7):

@@ -1,6 +1,6 @@
 """The self-test's host-boundary checks: once the box is gone, flowerbox's own host code is run
-against the trust-boundary attacks the box planted (flowerbox.tampering.host_plants, and
-git_redirects' commondir), and what that code did is observed here; flowerbox.verdicts judges
+against the trust-boundary attacks the box planted (flowerbox.selftest.tampering.host_plants, and
+git_redirects' commondir), and what that code did is observed here; selftest.verdicts judges
 (`judge_host`); then every plant is removed, so the user's workspace is left as it was.
 
     area = Area.make(workspace, token)          # before the box: a folder outside, a marker
@@ -34,11 +34,11 @@ from typing import Any
 
 import flower
 import flowerbox
-from flowerbox import runs
-from flowerbox.runs import Run, RunError
-from flowerbox.spec import BoxSpec
-from flowerbox.tampering import HOOKS_PLANT, Plants
-from flowerbox.untrusted import MiB, UntrustedFileError, open_dir, read_bytes, read_from
+from flowerbox.box.spec import BoxSpec
+from flowerbox.box.untrusted import MiB, UntrustedFileError, open_dir, read_bytes, read_from
+from flowerbox.runs import records
+from flowerbox.runs.records import Run, RunError
+from flowerbox.selftest.tampering import HOOKS_PLANT, Plants
 
 DEADLINE_S = 5.0  # what the host code gets before a call counts as hung
 CANARY = "keep.txt"  # in the folder outside: must be all it holds afterwards
@@ -54,7 +54,7 @@ import json, os, sys
 sys.path[:0] = json.loads(sys.argv[2])
 from pathlib import Path
 from flower import describe
-from flowerbox.prepare import load_credentials
+from flowerbox.box.prepare import load_credentials
 planted = json.loads(sys.argv[1])
 error = ""
 try:
@@ -115,10 +115,10 @@ def check_run(spec: BoxSpec, plants: Plants) -> Run:
         "run_id": spec.run_id,
         "workspace": str(spec.workspace),
         "run_dir": str(run_dir),
-        "status": runs.RUNNING,
+        "status": records.RUNNING,
         "keeper_pid": os.getpid(),
         "host": socket.gethostname(),
-        "spec": runs.spec_to_json(replace(spec, run_dir=run_dir)),
+        "spec": records.spec_to_json(replace(spec, run_dir=run_dir)),
     }
     return Run(spec.state_dir, meta)
 
@@ -169,13 +169,13 @@ def dotenv(workspace: Path, plants: Plants, *, port: int, script: str = LOOKUP) 
         return {"broken": f"the lookup did not report: {done.stderr.strip()[-300:]!r}"}
 
 
-def records(
+def forged_record(
     workspace: Path,
     plants: Plants,
     *,
-    listed: Callable[[Path], list[Run]] = runs.runs_of,
-    find: Callable[[Path, str | None], Run] = runs.find,
-    idle: Callable[[Path], None] = runs.ensure_idle,
+    listed: Callable[[Path], list[Run]] = records.runs_of,
+    find: Callable[[Path, str | None], Run] = records.find,
+    idle: Callable[[Path], None] = records.ensure_idle,
 ) -> Observation:
     """What `ps` lists, what `stop`/`resume` find by the forged id, and whether a new run
     would be refused (and why)."""
@@ -195,7 +195,7 @@ def _asks(run: Run) -> list[dict[str, Any]]:
 
 
 def _drop(run: Run, data: dict[str, str]) -> str:
-    from flowerbox.control import drop
+    from flowerbox.runs.control import drop
 
     return str(drop(run, data))
 
@@ -209,7 +209,7 @@ def linked(
 ) -> Observation:
     """The questions read through the asks.json link, the file itself read raw, and an
     answer dropped into the inbox link."""
-    relative = (run.run_dir / runs.ASKS).relative_to(run.workspace)
+    relative = (run.run_dir / records.ASKS).relative_to(run.workspace)
     raw = bounded(lambda: _size(read(run.workspace, relative, limit=MiB)))
     return {
         "asks": bounded(lambda: asks(run)),
@@ -277,7 +277,7 @@ def observe(
     """Every check's observation, flowerbox's own host code run (the judges' input)."""
     observed: dict[str, Observation] = {
         "dotenv_redirect": dotenv(workspace, plants, port=port),
-        "forged_record": records(workspace, plants),
+        "forged_record": forged_record(workspace, plants),
         "linked_runs_files": linked(run),
         "fifo_runs_files": fifos(run, plants),
         "git_hook_redirect": git_status(workspace) if git else {"code": None, "stderr": ""},

@@ -20,8 +20,8 @@ from typing import Any
 from docker import DockerClient
 from docker.errors import APIError, DockerException, ImageNotFound, NotFound
 
-from flowerbox.facts import box_facts
-from flowerbox.spec import LABEL, BoxSpec, agent_kwargs, gateway_kwargs
+from flowerbox.box.facts import box_facts
+from flowerbox.box.spec import LABEL, BoxSpec, agent_kwargs, gateway_kwargs
 
 SOCKET_WAIT_S = 30.0
 STOP_GRACE_S = 30
@@ -80,7 +80,7 @@ class Box:
     ) -> None:
         """`shape` rewrites the agent's container kwargs before it starts: only the escape
         self-test's negative control uses it (a deliberately weak container). `on_started`
-        gets the agent's isolation as the engine recorded it (flowerbox.facts), once it runs."""
+        gets the agent's isolation as the engine recorded it (flowerbox.box.facts), once it runs."""
         self.spec = spec
         self.client = client
         self._shape = shape or (lambda kwargs: kwargs)
@@ -192,7 +192,7 @@ class Box:
 
     def _start_gateway(self) -> None:
         """The gateway, up once its socket is; it has read the credentials file by then, so
-        the file goes at once (a killed CLI leaves nothing to find: flowerbox.state)."""
+        the file goes at once (a killed CLI leaves nothing to find: flowerbox.box.state)."""
         try:
             self._gateway = self._start(gateway_kwargs(self.spec))
             self._wait_for_socket()

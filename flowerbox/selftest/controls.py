@@ -28,7 +28,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from flowerbox.spec import SOCKET_DIR_IN_BOX, TMPFS, BoxSpec
+from flowerbox.box.spec import SOCKET_DIR_IN_BOX, TMPFS, BoxSpec
 
 DOCKER_SOCKET = "/var/run/docker.sock"
 ODD_SOCKET = "/srv/engine.sock"  # where nobody looks for an engine

@@ -1,5 +1,5 @@
 """Inside the agent's container: start the relay, then run the command, and exit with its
-code. `python -m flowerbox.inside --relay 127.0.0.1:8080=/run/flowerbox/api.sock -- flower ...`
+code. `python -m inside.entry --relay 127.0.0.1:8080=/run/flowerbox/api.sock -- flower ...`
 
 The container has no network; the relay turns the gateway's unix socket into the loopback
 port ANTHROPIC_BASE_URL names. SIGTERM and SIGINT are passed on to the command (flower stops
@@ -20,7 +20,7 @@ READY_TIMEOUT_S = 20.0
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m flowerbox.inside")
+    parser = argparse.ArgumentParser(prog="python -m flowerbox.inside.entry")
     parser.add_argument("--relay", action="append", default=[], help="HOST:PORT=SOCKET")
     parser.add_argument("command", nargs=argparse.REMAINDER, help="-- the command to run")
     args = parser.parse_args(argv)
@@ -58,7 +58,9 @@ def _start_relay(mappings: list[str]) -> subprocess.Popen[str] | None:
     """The relay, once it listens on every mapping; None if it died first."""
     relay_args = [arg for mapping in mappings for arg in ("--listen", mapping)]
     relay = subprocess.Popen(
-        [sys.executable, "-m", "flowerbox.relay", *relay_args], stdout=subprocess.PIPE, text=True
+        [sys.executable, "-m", "flowerbox.inside.relay", *relay_args],
+        stdout=subprocess.PIPE,
+        text=True,
     )
     assert relay.stdout is not None
     for _ in mappings:  # one "relay ... -> ..." line per mapping when it listens

@@ -1,7 +1,7 @@
 """The self-test's judges: one verdict per escape probe, from what the box reported (the
-JSON lines of `python -m flowerbox.probes`) and what only the host can see (Seen); and one per
+JSON lines of `python -m selftest.probes`) and what only the host can see (Seen); and one per
 host-boundary check (`judge_host`), from what the box planted and what flowerbox's own host
-code did with it (flowerbox.hostboundary observes). A probe that did not report, or broke, and
+code did with it (selftest.hostboundary observes). A probe that did not report, or broke, and
 an attack that was not planted, FAIL: silence proves nothing. Pure: no engine, no I/O.
 """
 
@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from flowerbox.probes import PROBES
+from flowerbox.selftest.probes import PROBES
 
 __all__ = [
     "HOST_CHECKS",
@@ -410,7 +410,7 @@ def _finished(call: dict[str, Any]) -> str:
 
 
 def _rejected(call: dict[str, Any]) -> bool:
-    """The host's call refused the planted file as box-written input (flowerbox.untrusted)."""
+    """The host's call refused the planted file as box-written input (flowerbox.box.untrusted)."""
     return call["state"] == "raised" and str(call["value"]).startswith(
         ("UntrustedFileError", "RunError")
     )
@@ -567,7 +567,7 @@ def _host_verdict(
 def judge_host(output: str, observed: dict[str, dict[str, Any]], *, forged: str) -> list[Verdict]:
     """One verdict per host-boundary check, in HOST_CHECKS order, from the box's plant report
     (the `host_plants` and `git_redirects` lines of `output`) and `observed` (what the host
-    code did, flowerbox.hostboundary.observe). A plant that was not made FAILs the check."""
+    code did, selftest.hostboundary.observe). A plant that was not made FAILs the check."""
     lines: dict[str, dict[str, Any]] = {}
     for line in output.splitlines():
         with contextlib.suppress(ValueError):

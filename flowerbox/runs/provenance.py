@@ -8,7 +8,7 @@ of them before the run (all branches, all worktrees: flower's workers commit in 
 their own). Each gets a note under its own ref, `refs/notes/flowerbox` (`git log
 --notes=flowerbox`), saying which run, image, flower and Claude Code versions, model(s),
 network policy and cost made it. Nothing here runs in the box, and the box never sees the
-user's git directory (it works on a shadow whose branches flowerbox.gitshadow brings back
+user's git directory (it works on a shadow whose branches flowerbox.box.gitshadow brings back
 first), so the agent can neither forge a note nor redirect these git calls; the snapshot and
 the cost come from flowerbox's host-only state.
 """
@@ -19,9 +19,10 @@ import json
 import subprocess
 from pathlib import Path
 
-from flowerbox import __version__, runs
-from flowerbox.facts import summary
-from flowerbox.spec import BoxSpec
+from flowerbox import __version__
+from flowerbox.box.facts import summary
+from flowerbox.box.spec import BoxSpec
+from flowerbox.runs import records
 
 NOTES_REF = "refs/notes/flowerbox"
 SNAPSHOT = "provenance-start.json"
@@ -93,8 +94,8 @@ def _exists(workspace: Path, sha: str) -> bool:
 
 def note_text(spec: BoxSpec, *, image: str, image_id: str, code: int | None) -> str:
     """The note: one `key: value` line each, the same for every commit of the run."""
-    usage = runs.usage(spec)
-    recorded = runs.load(spec.state_dir)
+    usage = records.usage(spec)
+    recorded = records.load(spec.state_dir)
     models = ", ".join(sorted(usage.get("models", {}))) or "none recorded"
     cost = usage.get("total_cost_usd")
     spent = f"${cost:.6f} ({usage.get('requests', 0)} requests)" if cost is not None else "unknown"

@@ -6,14 +6,14 @@
 The host side starts a probe server on its own loopback (TCP and UDP: what reaches it proves a
 way out), prepares the box from the same code as `flowerbox "ask"` (same spec, hardening,
 protected paths, gateway and proxy; only the command is the probe module), runs
-`python -m flowerbox.probes` inside, and decides each probe from what the box reported plus
+`python -m flowerbox.selftest.probes` inside, and decides each probe from what the box reported plus
 what only the host can see: what the probe server received, the egress log, the protected
 files' contents, and anything (a process, a container) that outlived the box. The
-judging itself is flowerbox.verdicts.
+judging itself is flowerbox.selftest.verdicts.
 
 Then the host boundary: the last thing the box does is plant the trust-boundary attacks in
-the workspace (flowerbox.tampering.host_plants); once it is gone, flowerbox's own host code
-is run against them (flowerbox.hostboundary), judged as a section of its own, and every plant
+the workspace (flowerbox.selftest.tampering.host_plants); once it is gone, flowerbox's own host code
+is run against them (selftest.hostboundary), judged as a section of its own, and every plant
 is removed again.
 
 The gateway gets a placeholder key and the probe server as its upstream: a self-test never
@@ -39,14 +39,14 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from flowerbox import hostboundary
-from flowerbox.controls import ALL_WEAK, DOCKER_SOCKET, Control, Where, control_named
-from flowerbox.hostboundary import Area
-from flowerbox.prepare import Prepared
-from flowerbox.probes import PROBES, SURVIVOR_LABEL
-from flowerbox.spec import BoxSpec
-from flowerbox.tampering import HOOKS_PLANT, Plants
-from flowerbox.verdicts import PIDS_HEADROOM, SILENT, Seen, Verdict, judge, judge_host
+from flowerbox.box.prepare import Prepared
+from flowerbox.box.spec import BoxSpec
+from flowerbox.selftest import hostboundary
+from flowerbox.selftest.controls import ALL_WEAK, DOCKER_SOCKET, Control, Where, control_named
+from flowerbox.selftest.hostboundary import Area
+from flowerbox.selftest.probes import PROBES, SURVIVOR_LABEL
+from flowerbox.selftest.tampering import HOOKS_PLANT, Plants
+from flowerbox.selftest.verdicts import PIDS_HEADROOM, SILENT, Seen, Verdict, judge, judge_host
 
 HOST_SECTION = "host boundary"
 
@@ -151,7 +151,7 @@ def probe_command(
     command = [
         "python",
         "-m",
-        "flowerbox.probes",
+        "flowerbox.selftest.probes",
         "--server",
         f"127.0.0.1:{server.port}",
         "--udp",
@@ -285,8 +285,8 @@ def run_box(
     """
     from flower import load_dotenv
     from flower.core.env import Lookup
-    from flowerbox.gitshadow import layout
-    from flowerbox.prepare import LOOPBACK, prepare, workspace_of
+    from flowerbox.box.gitshadow import layout
+    from flowerbox.box.prepare import LOOPBACK, prepare, workspace_of
 
     options = {"isolate": layout(workspace_of(workspace)) == "dir", **options}
     with _credentials(placeholder_upstream):
@@ -319,12 +319,12 @@ def selftest(
 
     Raises:
         ValueError: a bad workspace (the same refusals as a run).
-        flowerbox.box.BoxError: no engine, no image, a container that would not start.
+        flowerbox.box.engine.BoxError: no engine, no image, a container that would not start.
     """
-    from flowerbox.boundary import before_run
-    from flowerbox.box import Box, connect, ensure_image, image_id, labelled
-    from flowerbox.cli import CHECKOUT
-    from flowerbox.prepare import in_git
+    from flowerbox.box.engine import Box, connect, ensure_image, image_id, labelled
+    from flowerbox.box.prepare import in_git
+    from flowerbox.cli.app import CHECKOUT
+    from flowerbox.runs.boundary import before_run
 
     token, marker = secrets.token_hex(6), f"fbx-survivor-{secrets.token_hex(6)}"
     with ProbeServer() as server:
@@ -408,7 +408,7 @@ def _host_boundary(
     token: str,
 ) -> list[Verdict]:
     """flowerbox's host code run against what the box planted, judged."""
-    from flowerbox.prepare import in_git
+    from flowerbox.box.prepare import in_git
 
     plants = Plants(token)
     observed = hostboundary.observe(
@@ -449,10 +449,10 @@ def main(
     """`flowerbox selftest`: print one line per probe; 0 all PASS, 1 any FAIL, 2 no box.
 
     `negative` runs the all-weak control (every probe should FAIL), `weaken` one variant of
-    flowerbox.controls (exactly its probes should FAIL); stderr says what was expected."""
+    flowerbox.selftest.controls (exactly its probes should FAIL); stderr says what was expected."""
     from rich.console import Console
 
-    from flowerbox.box import BoxError
+    from flowerbox.box.engine import BoxError
 
     stderr = Console(stderr=True, highlight=False, soft_wrap=True)
     control = ALL_WEAK if negative else None

@@ -4,7 +4,7 @@ unix socket (`/run/flowerbox/proxy.sock`; the relay inside makes it 127.0.0.1:31
     proxy = EgressProxy(path, policy=Policy.parse(["pypi.org"]), log=EgressLog(jsonl_path))
     threading.Thread(target=proxy.serve_forever, daemon=True).start()
 
-Two request forms, filtered alike by `flowerbox.egress.Policy`:
+Two request forms, filtered alike by `flowerbox.sidecar.egress.Policy`:
 - `CONNECT host:port` (HTTPS and anything else): 200, then bytes both ways, half-closes
   passed on, until both directions have ended.
 - an absolute URI, `GET http://host[:port]/path` (plain HTTP): the request goes on in origin
@@ -13,7 +13,7 @@ Two request forms, filtered alike by `flowerbox.egress.Policy`:
   connection closes. `Expect: 100-continue` is answered here (before the body is read) and
   not passed on.
 
-Requests are read strictly (`flowerbox.wire`, h11 underneath): obs-fold, a bare CR or LF,
+Requests are read strictly (`flowerbox.sidecar.http`, h11 underneath): obs-fold, a bare CR or LF,
 an unknown transfer coding, conflicting or doubled framing are a 400, never forwarded.
 
 Order, for both: the policy decides on the name alone; a denied name is answered 403 and
@@ -49,8 +49,8 @@ from urllib.parse import urlsplit
 
 import h11
 
-from flowerbox.egress import Host, IPAddress, Policy, parse_host, show
-from flowerbox.wire import BadRequest, Incoming, RequestReader, linger_close
+from flowerbox.sidecar.egress import Host, IPAddress, Policy, parse_host, show
+from flowerbox.sidecar.http import BadRequest, Incoming, RequestReader, linger_close
 
 __all__ = [
     "Connector",
@@ -123,7 +123,7 @@ class PrivateUnixServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServ
     """A threaded server on a unix socket that is 0600 from its first moment, appears under
     its name only once it accepts connections, and is removed when the server closes: the
     socket's permissions are the access control, and whoever waits for the file to exist
-    (flowerbox.inside, the tests) can connect at once, never into a refusal."""
+    (flowerbox.inside.entry, the tests) can connect at once, never into a refusal."""
 
     daemon_threads = True
     block_on_close = False
@@ -188,7 +188,7 @@ _METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS"
 
 
 class _ProxyHandler(socketserver.BaseRequestHandler):
-    """One client connection, one request: read strictly (flowerbox.wire), then a tunnel or
+    """One client connection, one request: read strictly (flowerbox.sidecar.http), then a tunnel or
     one forwarded request, then the connection closes."""
 
     server: EgressProxy

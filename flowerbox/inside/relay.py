@@ -1,6 +1,6 @@
 """The relay inside the agent's container: loopback TCP ports piped to the gateway's sockets.
 
-    python -m flowerbox.relay --listen 127.0.0.1:8080=/run/flowerbox/api.sock \\
+    python -m flowerbox.inside.relay --listen 127.0.0.1:8080=/run/flowerbox/api.sock \\
         [--listen 127.0.0.1:3128=/run/flowerbox/proxy.sock ...]
 
 The container has no network; the gateway's unix sockets are mounted into it. Each mapping is
@@ -128,7 +128,7 @@ async def _main(mappings: list[Mapping]) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m flowerbox.relay",
+        prog="python -m flowerbox.inside.relay",
         description="Expose unix sockets on loopback TCP ports.",
     )
     parser.add_argument(

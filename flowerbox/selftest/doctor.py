@@ -41,7 +41,7 @@ class Check:
 
 def check_engine() -> tuple[Check, Any]:
     """The engine check and, when it answers, the client (for the checks after it)."""
-    from flowerbox.box import BoxError, connect
+    from flowerbox.box.engine import BoxError, connect
 
     where = os.environ.get("DOCKER_HOST") or "the default socket"
     try:
@@ -61,7 +61,7 @@ def check_engine() -> tuple[Check, Any]:
 
 
 def check_image(client: Any, image: str) -> Check:
-    from flowerbox.box import BoxError, image_id
+    from flowerbox.box.engine import BoxError, image_id
 
     if client is None:
         return Check("image", False, f"{image}: cannot look without an engine", "see engine")
@@ -100,9 +100,9 @@ def check_credentials() -> Check:
 
 
 def check_workspace(workspace: Path | None) -> tuple[Check, Path | None]:
-    from flowerbox.gitshadow import layout
-    from flowerbox.prepare import not_isolable, workspace_of
-    from flowerbox.spec import protected_paths
+    from flowerbox.box.gitshadow import layout
+    from flowerbox.box.prepare import not_isolable, workspace_of
+    from flowerbox.box.spec import protected_paths
 
     try:
         ws = workspace_of(workspace)
@@ -126,7 +126,7 @@ def check_user() -> Check:
 
 def check_leftovers() -> Check:
     """Credentials a killed CLI left in flowerbox's state: removed here (and by any run)."""
-    from flowerbox.state import StateError, sweep_secrets
+    from flowerbox.box.state import StateError, sweep_secrets
 
     try:
         swept = sweep_secrets()
@@ -141,8 +141,8 @@ def check_box(
     workspace: Path | None, image: str, *, ready: bool, network: dict[str, Any]
 ) -> list[Check]:
     """gateway and proxy, from one real box prepared as a run's (real credentials)."""
-    from flowerbox.box import BoxError
-    from flowerbox.selftest import selftest
+    from flowerbox.box.engine import BoxError
+    from flowerbox.selftest.runner import selftest
 
     if not ready:
         why = "needs the engine, the image, credentials and a workspace (above)"

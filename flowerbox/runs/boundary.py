@@ -6,8 +6,8 @@
 
 Before: the repository's tips for provenance, a start copy of every file a later `flower` on
 the host would load (`.env`, `.flowerbox/`, the protected paths), and the shadow gitdir the
-box gets instead of the user's `.git` (flowerbox.gitshadow) — all in the run's host-only
-folder (flowerbox.state).
+box gets instead of the user's `.git` (flowerbox.box.gitshadow) — all in the run's host-only
+folder (flowerbox.box.state).
 
 After, in this order, so that no git call ever meets what the box planted: record the end
 (status, exit code, cost from the gateway's host-only ledger), rename aside any git metadata
@@ -31,9 +31,10 @@ from datetime import datetime
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from flowerbox import gitshadow, provenance, runs
-from flowerbox.spec import OBJECTS_IN_BOX, BoxSpec
-from flowerbox.untrusted import UntrustedFileError, clean, open_dir, read_bytes
+from flowerbox.box import gitshadow
+from flowerbox.box.spec import OBJECTS_IN_BOX, BoxSpec
+from flowerbox.box.untrusted import UntrustedFileError, clean, open_dir, read_bytes
+from flowerbox.runs import provenance, records
 
 SHADOW = "shadow.json"
 WATCHED = "watched.json"
@@ -56,9 +57,9 @@ def before_run(spec: BoxSpec, *, image_id: str) -> BoxSpec:
     if spec.git != "dir":
         return spec
     shadow = gitshadow.make(
-        spec.workspace, runs.box_area(spec) / "git", objects_in_box=OBJECTS_IN_BOX
+        spec.workspace, records.box_area(spec) / "git", objects_in_box=OBJECTS_IN_BOX
     )
-    _write(spec.state_dir / SHADOW, runs.plain(dataclasses.asdict(shadow)))
+    _write(spec.state_dir / SHADOW, records.plain(dataclasses.asdict(shadow)))
     return dataclasses.replace(
         spec,
         shadow_git=shadow.gitdir,
@@ -71,8 +72,8 @@ def after_run(spec: BoxSpec, code: int | None) -> list[str]:
     """Everything that follows a run once its containers are gone, attached or detached;
     the lines that tell the user what came back and what the box changed. Never raises:
     a run's result must not depend on its aftermath (each failure becomes a line)."""
-    runs.record_end(spec, code)
-    ended = runs.load(spec.state_dir)
+    records.record_end(spec, code)
+    ended = records.load(spec.state_dir)
     lines: list[str] = (
         [ended.meta["stop_reason"]] if ended and ended.meta.get("stop_reason") else []
     )
@@ -81,13 +82,13 @@ def after_run(spec: BoxSpec, code: int | None) -> list[str]:
             lines += step(spec, code)
         except Exception as exc:  # noqa: BLE001 - reported, and the next step still runs
             lines.append(f"flowerbox: {step.__name__.strip('_')} failed: {exc}")
-    shutil.rmtree(runs.box_area(spec), ignore_errors=True)  # rmtree never follows a link
-    runs.record(spec, notices=lines)
+    shutil.rmtree(records.box_area(spec), ignore_errors=True)  # rmtree never follows a link
+    records.record(spec, notices=lines)
     return lines
 
 
 def _quarantine(spec: BoxSpec, code: int | None) -> list[str]:
-    started = runs.load(spec.state_dir)
+    started = records.load(spec.state_dir)
     since = _timestamp(started.meta.get("started") if started else None)
     done = gitshadow.quarantine(
         spec.workspace, since=since, run_id=spec.run_id, start_layout=spec.git
@@ -99,7 +100,7 @@ def _bring_back(spec: BoxSpec, code: int | None) -> list[str]:
     path = spec.state_dir / SHADOW
     if spec.git != "dir" or not path.is_file():
         return []
-    shadow = runs.from_plain(gitshadow.Shadow, json.loads(path.read_text(encoding="utf-8")))
+    shadow = records.from_plain(gitshadow.Shadow, json.loads(path.read_text(encoding="utf-8")))
     brought = gitshadow.bring_back(shadow, run_id=spec.run_id)
     return brought.lines() if brought.branches or brought.skipped else []  # quiet when idle
 

@@ -1,9 +1,9 @@
 """The probes of what the box could change in the workspace that would outlive it: the
 protected paths, the folders above them, and git's ways of pointing the user's repository
-elsewhere (run by `python -m flowerbox.probes`, like the others). Whatever a probe manages to
+elsewhere (run by `python -m selftest.probes`, like the others). Whatever a probe manages to
 create or move is put back at once; only the `.git/commondir` plant (a redirect to a folder of
 hooks) stays, for the host to look for in the user's real `.git`, and the trust-boundary
-attacks of `host_plants` stay, for the host side to be run against (flowerbox.hostboundary
+attacks of `host_plants` stay, for the host side to be run against (flowerbox.selftest.hostboundary
 judges them, then removes each plant).
 """
 
@@ -25,7 +25,7 @@ FORGED_PREFIX = "20000101-000000-"  # + 6 hex digits: a run id's shape, for the 
 @dataclass(frozen=True)
 class Plants:
     """Where host_plants puts each trust-boundary attack, relative to the workspace; the host
-    side (flowerbox.hostboundary) reads and removes the same names. Everything but `.env` and
+    side (selftest.hostboundary) reads and removes the same names. Everything but `.env` and
     the forged record lies in a run folder of the self-test's own, never in runs/ itself, so
     nothing of the user's there is moved or replaced."""
 

@@ -6,7 +6,7 @@
     flowerbox shell [-- COMMAND...]      a shell (or COMMAND) in the agent's container
     flowerbox build                      build the image from this checkout's Dockerfile
     flowerbox ... --detach               go/once/run in the background: prints the run id
-    flowerbox ps | logs | attach | stop | resume | answer | send    (flowerbox.control)
+    flowerbox ps | logs | attach | stop | resume | answer | send    (flowerbox.runs.control)
     flowerbox setup                      save and check your key (as `flower setup`)
 
 Exit codes are flower's (0 achieved, 1 not, 3 needs a human, 130 stopped); 2 also covers
@@ -30,10 +30,10 @@ from rich.markup import escape
 
 from flower.cli.setup import setup
 from flowerbox import __version__
-from flowerbox.control import answer, attach, logs, ps, resume, send, stop
+from flowerbox.runs.control import answer, attach, logs, ps, resume, send, stop
 
 if TYPE_CHECKING:
-    from flowerbox.spec import BoxSpec
+    from flowerbox.box.spec import BoxSpec
 
 DISK_BUDGET_GB = 20.0  # docs/threat-model.md: a bind mount has no quota
 CHECKOUT = Path(__file__).resolve().parents[1]  # where the Dockerfile is, from a checkout
@@ -175,7 +175,7 @@ def run(
     disk_budget: DiskBudget = DISK_BUDGET_GB,
 ) -> None:
     """flower run FILE.py in the box; any other option goes to flower (--timeout 0, -W...)."""
-    from flowerbox.prepare import workspace_of
+    from flowerbox.box.prepare import workspace_of
 
     try:
         path = _inside_workspace(file, workspace_of(workspace))
@@ -263,7 +263,7 @@ def version() -> None:
 @app.command()
 def build(image: Image = "flowerbox:dev", base_image: BaseImage = None) -> None:
     """Build the image from this checkout's Dockerfile."""
-    from flowerbox.box import BoxError, connect, ensure_image
+    from flowerbox.box.engine import BoxError, connect, ensure_image
 
     try:
         client = connect()
@@ -286,7 +286,7 @@ def doctor(
     net: Net = "allowlist",
 ) -> None:
     """Check engine, image, credentials, workspace, gateway and proxy; a fix for each miss."""
-    from flowerbox.doctor import main as run_doctor
+    from flowerbox.selftest.doctor import main as run_doctor
 
     network = {"net": net, "allow": allow or (), "allow_presets": allow_preset or ()}
     raise typer.Exit(run_doctor(workspace=workspace, image=image, network=network))
@@ -324,7 +324,7 @@ def selftest(
     budget: Budget = None,
 ) -> None:
     """Probe the box a run here would get for every way out; exit 1 on any FAIL."""
-    from flowerbox.selftest import main as run_selftest
+    from flowerbox.selftest.runner import main as run_selftest
 
     network: dict[str, Any] = {
         "net": net,
@@ -348,7 +348,7 @@ def selftest(
     )
 
 
-# The commands around a run that is already going (flowerbox.control).
+# The commands around a run that is already going (flowerbox.runs.control).
 for _command in (ps, logs, attach, stop, resume, answer, send):
     app.command()(_command)
 
@@ -395,21 +395,21 @@ def _in_box(
 
     `raw` replaces the flower command inside the box (`flowerbox shell`); on a terminal it
     runs attached to it through the docker CLI. `detach`: start the run, print its id, and
-    leave it to its supervisor (flowerbox.detach). `resume_of`: the spec of the run this one
+    leave it to its supervisor (flowerbox.runs.detach). `resume_of`: the spec of the run this one
     continues, whose settings it keeps. Every run is recorded in its host-only state_dir
-    (flowerbox.runs).
+    (flowerbox.runs.records).
     """
     from dataclasses import replace
 
-    from flowerbox.boundary import after_run, before_run, report
-    from flowerbox.box import Box, BoxError, connect, ensure_image, image_id
-    from flowerbox.detach import carried, start_detached
-    from flowerbox.diskwatch import watch_disk
-    from flowerbox.gitshadow import GitShadowError
-    from flowerbox.prepare import Prepared, prepare
-    from flowerbox.runs import RunError, ensure_idle, record, record_start
-    from flowerbox.state import StateError
-    from flowerbox.terminal import docker_cli_attach
+    from flowerbox.box.engine import Box, BoxError, connect, ensure_image, image_id
+    from flowerbox.box.gitshadow import GitShadowError
+    from flowerbox.box.prepare import Prepared, prepare
+    from flowerbox.box.state import StateError
+    from flowerbox.box.terminal import docker_cli_attach
+    from flowerbox.runs.boundary import after_run, before_run, report
+    from flowerbox.runs.detach import carried, start_detached
+    from flowerbox.runs.diskwatch import watch_disk
+    from flowerbox.runs.records import RunError, ensure_idle, record, record_start
 
     try:
         prepared = prepare(
@@ -477,8 +477,8 @@ def _in_box(
 
 def _tell_masked_env(workspace: Path) -> None:
     """Once per workspace: its .env is hidden from the box (and never read by flowerbox)."""
-    from flowerbox.state import tell_once
-    from flowerbox.untrusted import regular_file
+    from flowerbox.box.state import tell_once
+    from flowerbox.box.untrusted import regular_file
 
     if regular_file(workspace, ".env"):
         tell_once(
@@ -508,7 +508,7 @@ def _inside_workspace(file: Path, ws: Path) -> Path:
 def _write(stream: TextIO) -> Callable[[bytes], None]:
     """The box's output onto our stream, without terminal control sequences: what the agent
     prints never retitles, clears or links the user's terminal."""
-    from flowerbox.untrusted import StreamCleaner
+    from flowerbox.box.untrusted import StreamCleaner
 
     cleaner = StreamCleaner()
 

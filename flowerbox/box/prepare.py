@@ -29,10 +29,10 @@ from urllib.parse import urlsplit
 
 from flower import check_credentials, load_dotenv
 from flower.core.env import Lookup
-from flowerbox import gitshadow, state
-from flowerbox.egress import Policy, parse_host
-from flowerbox.spec import NETS, BoxSpec, protected_paths
-from flowerbox.untrusted import open_dir, real_folder, regular_file
+from flowerbox.box import gitshadow, state
+from flowerbox.box.spec import NETS, BoxSpec, protected_paths
+from flowerbox.box.untrusted import open_dir, real_folder, regular_file
+from flowerbox.sidecar.egress import Policy, parse_host
 
 CREDENTIAL_KEYS = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL")
 LOOPBACK = {"127.0.0.1", "localhost", "::1"}

@@ -2,7 +2,7 @@
 
     run_id = start_detached(spec, client=client, command=["go", "ask"])
 
-starts the gateway and the agent, hands them to a supervisor (`python -m flowerbox.supervise`,
+starts the gateway and the agent, hands them to a supervisor (`python -m flowerbox.runs.supervise`,
 in a session of its own, its output in the run's supervisor.log) and returns. If anything
 fails before the supervisor has them, both containers are removed here and the error raised.
 
@@ -20,9 +20,9 @@ import subprocess
 import sys
 from typing import TYPE_CHECKING
 
-from flowerbox import runs
-from flowerbox.box import Box, BoxError
-from flowerbox.spec import BoxSpec
+from flowerbox.box.engine import Box, BoxError
+from flowerbox.box.spec import BoxSpec
+from flowerbox.runs import records
 
 if TYPE_CHECKING:
     from docker import DockerClient
@@ -74,16 +74,16 @@ def start_detached(
     resumed_from: str | None = None,
 ) -> str:
     """Start the run in the background; its id. Raises BoxError (nothing left running)."""
-    runs.record_start(spec, command=command, detached=True, resumed_from=resumed_from)
-    box = Box(spec, client=client, on_started=lambda facts: runs.record(spec, box=facts))
+    records.record_start(spec, command=command, detached=True, resumed_from=resumed_from)
+    box = Box(spec, client=client, on_started=lambda facts: records.record(spec, box=facts))
     try:
         box.start()
         keeper = _spawn_supervisor(spec)
     except BaseException:
         box.remove()
-        runs.record_end(spec, 2)
+        records.record_end(spec, 2)
         raise
-    runs.mark_running(spec.state_dir, keeper_pid=keeper)
+    records.mark_running(spec.state_dir, keeper_pid=keeper)
     return spec.run_id
 
 
@@ -91,11 +91,11 @@ def _spawn_supervisor(spec: BoxSpec) -> int:
     # Isolated Python (-I: no PYTHONPATH, no user site, not the cwd on sys.path), started in
     # the run's host-only folder with a clean environment; it needs no credentials.
     env = {k: v for k, v in os.environ.items() if k in SUPERVISOR_ENV}
-    log = spec.state_dir / runs.SUPERVISOR_LOG
+    log = spec.state_dir / records.SUPERVISOR_LOG
     try:
         with log.open("ab") as out:
             process = subprocess.Popen(
-                [sys.executable, "-I", "-m", "flowerbox.supervise", str(spec.state_dir)],
+                [sys.executable, "-I", "-m", "flowerbox.runs.supervise", str(spec.state_dir)],
                 stdin=subprocess.DEVNULL,
                 stdout=out,
                 stderr=subprocess.STDOUT,
@@ -124,7 +124,7 @@ def resume_command(command: list[str]) -> list[str]:
     ]
 
 
-def remaining_budget(run: runs.Run, override: float | None) -> float | None:
+def remaining_budget(run: records.Run, override: float | None) -> float | None:
     """The budget a resumed run gets: `override` if given, else what the run had left (its
     gateway's meter starts at zero in each box, so a resume must not start it afresh).
 
@@ -138,7 +138,7 @@ def remaining_budget(run: runs.Run, override: float | None) -> float | None:
         return None
     left = round(budget - (run.cost_usd() or 0.0), 6)
     if left <= 0:
-        raise runs.RunError(
+        raise records.RunError(
             f"run {run.run_id} has spent its budget of ${budget:g}: "
             f"`flowerbox resume {run.run_id} --budget USD` continues it with more"
         )

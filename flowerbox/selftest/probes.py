@@ -1,11 +1,11 @@
 """The escape self-test's probes, run INSIDE a box: each prints what the process really gets.
 
-    python -m flowerbox.probes --server 127.0.0.1:PORT --udp 127.0.0.1:PORT --token T \\
+    python -m flowerbox.selftest.probes --server 127.0.0.1:PORT --udp 127.0.0.1:PORT --token T \\
         --marker M --pids 576 --denied-name x.invalid --protect .git/hooks --protect ...
 
 One JSON line per probe on stdout, `{"probe": NAME, ...observations}`; a probe that crashes
 reports `{"probe": NAME, "error": ...}`. Nothing is judged here: the host side
-(`flowerbox.selftest`) knows what was expected (the host user's uid, the pids limit, what the
+(`flowerbox.selftest.runner`) knows what was expected (the host user's uid, the pids limit, what the
 probe server received, the egress log) and decides PASS or FAIL.
 
 Every target stays on this machine (DESIGN.md "Probes never leave this machine"): the probe
@@ -31,8 +31,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from flowerbox import sockets, syscalls
-from flowerbox.tampering import (  # noqa: F401 - main() looks every probe up by name
+from flowerbox.selftest import sockets, syscalls
+from flowerbox.selftest.tampering import (  # noqa: F401 - main() looks every probe up by name
     git_redirects,
     host_plants,
     protected_parents,
@@ -63,7 +63,7 @@ PROBES: tuple[str, ...] = (
 # Not escape probes: what `flowerbox doctor` asks a real box (--only gateway_health).
 EXTRA: tuple[str, ...] = ("gateway_health",)
 # Run after the probes, judged by none of them: the attacks the host side is then run
-# against (flowerbox.hostboundary), left in place for it.
+# against (flowerbox.selftest.hostboundary), left in place for it.
 PLANTS: tuple[str, ...] = ("host_plants",)
 # Route lookups only (RFC 5737 / RFC 3849 documentation ranges): no packet is sent.
 ROUTE_V4 = ("198.51.100.1", 9)
@@ -117,7 +117,7 @@ def no_new_privs(args: argparse.Namespace) -> Observation:
 
 def seccomp(args: argparse.Namespace) -> Observation:
     """The filter mode, and what seven syscalls the default profile refuses really got
-    (flowerbox.syscalls: harmless arguments, "EPERM" from a filter)."""
+    (flowerbox.selftest.syscalls: harmless arguments, "EPERM" from a filter)."""
     try:
         tried: dict[str, str] | None = syscalls.attempt_all()
     except KeyError:
@@ -182,7 +182,7 @@ _ENGINES: list[str] = []  # what docker_socket found answering, for survivor
 
 
 def docker_socket(args: argparse.Namespace) -> Observation:
-    """Every unix socket the box can reach (flowerbox.sockets: the mounted filesystems and the
+    """Every unix socket the box can reach (selftest.sockets: the mounted filesystems and the
     network namespace's abstract ones), each asked `GET /_ping` as an engine would answer."""
     found = sockets.reachable()
     answers = {name: sockets.ping(name) for name in found.sockets}
@@ -466,7 +466,7 @@ def _address(text: str) -> tuple[str, int]:
 
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m flowerbox.probes")
+    parser = argparse.ArgumentParser(prog="python -m flowerbox.selftest.probes")
     parser.add_argument("--server", type=_address, required=True, help="HOST:PORT (TCP)")
     parser.add_argument("--udp", type=_address, required=True, help="HOST:PORT (UDP)")
     parser.add_argument("--token", required=True, help="what reaches the probe server")

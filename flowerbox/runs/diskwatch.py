@@ -18,8 +18,8 @@ import threading
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
-from flowerbox import runs
-from flowerbox.spec import BoxSpec
+from flowerbox.box.spec import BoxSpec
+from flowerbox.runs import records
 
 INTERVAL_S = 2.0
 GB = 1024**3
@@ -118,10 +118,10 @@ def watch_disk(spec: BoxSpec, stop: Callable[[], object]) -> Iterator[None]:
         return
 
     def exceeded(message: str) -> None:
-        runs.record(spec, stop_reason=message)  # the end of the run reports it (boundary)
+        records.record(spec, stop_reason=message)  # the end of the run reports it (boundary)
         stop()
 
-    folders = [spec.workspace, spec.workbench, runs.box_area(spec)]
+    folders = [spec.workspace, spec.workbench, records.box_area(spec)]
     watch = DiskWatch(
         (folder for folder in folders if folder is not None),
         budget_bytes=int(spec.disk_budget_gb * GB),

@@ -1,7 +1,7 @@
 """The host's record of box runs: what ran, where, in which state. No docker here.
 
 Every box run (attached or detached) has a host-only folder, BoxSpec.state_dir
-(flowerbox.state: `$XDG_STATE_HOME/flowerbox/runs/<run_id>/`, which no box mounts):
+(flowerbox.box.state: `$XDG_STATE_HOME/flowerbox/runs/<run_id>/`, which no box mounts):
 
     meta.json          run id, command, workspace, containers, status, started/ended, exit
                        code, cost, the BoxSpec; atomic JSON (statefile). `resume` rebuilds a
@@ -12,7 +12,7 @@ Every box run (attached or detached) has a host-only folder, BoxSpec.state_dir
 
 flower's Events are the one record written inside the box (`--events`, into the workspace's
 runs/events/<run_id>.jsonl): the host reads them, and the questions in runs/asks.json, only
-through flowerbox.untrusted, as hostile input.
+through flowerbox.box.untrusted, as hostile input.
 
 A meta file says `running` while its *keeper* (the attached flowerbox process, or the detached
 supervisor) lives; a running run whose keeper is gone reads as `lost`.
@@ -36,10 +36,10 @@ from pathlib import Path
 from typing import Any
 
 from flower.core.statefile import StateFileError, read_json, update_json
-from flowerbox import state
-from flowerbox.spec import BoxSpec, agent_kwargs, gateway_kwargs
-from flowerbox.untrusted import clean_data
-from flowerbox.untrusted import read_json as read_untrusted_json
+from flowerbox.box import state
+from flowerbox.box.spec import BoxSpec, agent_kwargs, gateway_kwargs
+from flowerbox.box.untrusted import clean_data
+from flowerbox.box.untrusted import read_json as read_untrusted_json
 
 META = "meta.json"
 OUTPUT = "output.log"
@@ -263,7 +263,7 @@ def ensure_idle(workspace: Path) -> None:
 
 def record(spec: BoxSpec, **fields: Any) -> None:
     """Set `fields` on the run's record: `box` (the isolation the engine recorded for it,
-    flowerbox.facts), `stop_reason` (why the host stopped it: a budget), `notices` (what the
+    flowerbox.box.facts), `stop_reason` (why the host stopped it: a budget), `notices` (what the
     end of the run told the user; `logs` and `attach` show them for a detached run)."""
 
     def change(meta: dict[str, Any]) -> dict[str, Any]:
@@ -274,7 +274,7 @@ def record(spec: BoxSpec, **fields: Any) -> None:
 
 
 def box_area(spec: BoxSpec) -> Path:
-    """The run's box-writable folder outside the workspace (flowerbox.state.box_folder)."""
+    """The run's box-writable folder outside the workspace (flowerbox.box.state.box_folder)."""
     return state.box_folder(spec.run_id)
 
 

@@ -1,7 +1,7 @@
 """Where flowerbox keeps its own records: a per-user folder that no box ever mounts.
 
     $XDG_STATE_HOME/flowerbox/              0700 (default ~/.local/state/flowerbox)
-        runs/<run_id>/                      one run's host-only records (flowerbox.runs):
+        runs/<run_id>/                      one run's host-only records (flowerbox.runs.records):
             meta.json, meta.json.lock       the run, its BoxSpec, status, cost (resume reads
                                             only this)
             output.log, supervisor.log      the detached agent's output, its keeper's lines
@@ -12,11 +12,11 @@
         secrets/<run_id>/credentials.env    0600, read once by the gateway as it starts, then
                                             removed (and swept after a killed CLI)
     $XDG_STATE_HOME/flowerbox-box/<run_id>/ what a box may write outside the workspace: the
-                                            shadow git directory (flowerbox.gitshadow);
+                                            shadow git directory (flowerbox.box.gitshadow);
                                             hostile input once the box has run
 
 Everything the agent can write (the workspace, runs/, the workbench, the shadow gitdir) is
-read through flowerbox.untrusted; nothing here is ever read from there.
+read through flowerbox.box.untrusted; nothing here is ever read from there.
 """
 
 from __future__ import annotations
@@ -82,7 +82,7 @@ def run_folder(run_id: str) -> Path:
 
 def secrets_folder(run_id: str) -> Path:
     """Where the run's credentials file is written just before its gateway starts (the path
-    only: flowerbox.prepare.write_secrets makes it)."""
+    only: flowerbox.box.prepare.write_secrets makes it)."""
     return home() / "secrets" / check_run_id(run_id)
 
 

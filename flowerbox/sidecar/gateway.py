@@ -1,11 +1,11 @@
 """The credential-injecting gateway: the only process of a box that holds the real API key.
 
-    python -m flowerbox.gateway --socket DIR/api.sock --credentials creds.env \\
+    python -m flowerbox.sidecar.gateway --socket DIR/api.sock --credentials creds.env \\
         --usage usage.json [--budget USD] [--prices prices.json] \\
         [--proxy-socket DIR/proxy.sock --egress-log egress.jsonl --allow DOMAIN ...]
 
 It listens on a unix socket (mode 0600) that the agent's container reaches through
-`flowerbox.relay`, reads each request strictly (`flowerbox.wire`: h11, plus no bare CR/LF,
+`inside.relay`, reads each request strictly (`sidecar.http`: h11, plus no bare CR/LF,
 obs-fold or Transfer-Encoding with Content-Length), and forwards exactly the requests the
 Claude Code CLI sends (`ENDPOINTS`, matched on the raw method and request target) to the real
 upstream (the credentials file's ANTHROPIC_BASE_URL, default https://api.anthropic.com; TLS
@@ -13,7 +13,7 @@ checked against the system CA bundle, so SSL_CERT_FILE applies). Only `FORWARDED
 pass; the real credentials are put in: ANTHROPIC_API_KEY as `x-api-key`, ANTHROPIC_AUTH_TOKEN
 as `Authorization: Bearer`. Responses stream back chunk by chunk as they arrive (an event
 stream reaches the CLI event by event), and their usage is metered per model into the usage
-file (`flowerbox.meter`), which also holds the budget's reservations.
+file (`flowerbox.sidecar.meter`), which also holds the budget's reservations.
 
 Answers of its own, all with the Messages API's error shape (docs/gateway.md has the bodies):
 - `GET /health`: 200 `{"upstream": "reachable"}` when a TCP connection to the upstream's
@@ -30,7 +30,7 @@ Answers of its own, all with the Messages API's error shape (docs/gateway.md has
 Nothing the box can read holds a secret of the credentials file: answers and log lines are
 scrubbed of the key, the token and the base URL's userinfo and query values.
 
-With `--proxy-socket` the same process also serves the egress proxy (`flowerbox.proxy`) on a
+With `--proxy-socket` the same process also serves the egress proxy (`flowerbox.sidecar.proxy`) on a
 second unix socket, allowing what `--allow`/`--allow-preset` list and logging each decision
 to `--egress-log` (docs/egress.md).
 
@@ -65,12 +65,12 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 import h11
 
 from flower.core.env import parse_dotenv
-from flowerbox.egress import EgressError, Policy
-from flowerbox.meter import Meter, Reservation, UsageReader, json_object
-from flowerbox.pricing import PriceError, PriceTable, load_prices, token_count
-from flowerbox.proxy import HOP_BY_HOP, EgressLog, EgressProxy, PrivateUnixServer
-from flowerbox.spec import PLACEHOLDER_KEY
-from flowerbox.wire import BadRequest, Incoming, RequestReader, linger_close
+from flowerbox.box.spec import PLACEHOLDER_KEY
+from flowerbox.sidecar.egress import EgressError, Policy
+from flowerbox.sidecar.http import BadRequest, Incoming, RequestReader, linger_close
+from flowerbox.sidecar.meter import Meter, Reservation, UsageReader, json_object
+from flowerbox.sidecar.pricing import PriceError, PriceTable, load_prices, token_count
+from flowerbox.sidecar.proxy import HOP_BY_HOP, EgressLog, EgressProxy, PrivateUnixServer
 
 __all__ = [
     "ENDPOINTS",
@@ -316,7 +316,7 @@ class Gateway(PrivateUnixServer):
 
 
 class _Connection(socketserver.BaseRequestHandler):
-    """One client connection: requests read strictly (flowerbox.wire), one after another."""
+    """One client connection: requests read strictly (flowerbox.sidecar.http), one after another."""
 
     server: Gateway
     request: socket.socket
@@ -541,7 +541,7 @@ def _endpoint_message(method: str, target: str) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m flowerbox.gateway",
+        prog="python -m flowerbox.sidecar.gateway",
         description="Forward the CLI's API calls from a unix socket to the real API, with the key.",
     )
     parser.add_argument("--socket", type=Path, required=True, help="unix socket to listen on")

@@ -10,11 +10,11 @@ memory and CPU limits, an init, no Docker socket, labels so flowerbox finds what
 
 What the agent's container sees of the host (docs/threat-model.md): the workspace, its runs/,
 the CLI's HOME and the workbench, read-write; never the user's git directory (a shadow of it
-is mounted at `<workspace>/.git`, flowerbox.gitshadow) nor flowerbox's own records
-(flowerbox.state). Every mount point is un-renameable from inside, so the protected paths are
+is mounted at `<workspace>/.git`, flowerbox.box.gitshadow) nor flowerbox's own records
+(flowerbox.box.state). Every mount point is un-renameable from inside, so the protected paths are
 bind-mounted read-only and each of their parent folders onto itself; a workspace `.env` is
 hidden behind an empty read-only file. Docker follows links in a mount's source, so only real
-folders and files (no link on the way: flowerbox.untrusted) are ever mounted.
+folders and files (no link on the way: flowerbox.box.untrusted) are ever mounted.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from flowerbox.untrusted import read_bytes, real_folder, regular_file
+from flowerbox.box.untrusted import read_bytes, real_folder, regular_file
 
 LABEL = "dev.flower.box"
 API_PORT = 8080
@@ -36,7 +36,7 @@ SOCKET_DIR_IN_BOX = "/run/flowerbox"
 SECRETS_IN_GATEWAY = "/run/flowerbox-secrets"
 # The user's git objects, read-only, where the shadow gitdir's alternates file points.
 OBJECTS_IN_BOX = "/run/flowerbox-git/objects"
-# What <workspace>/.git is (flowerbox.gitshadow.layout): a folder (the box gets a shadow of
+# What <workspace>/.git is (flowerbox.box.gitshadow.layout): a folder (the box gets a shadow of
 # it), a file (a linked worktree: mounted read-only), or nothing.
 GitLayout = Literal["dir", "file", "none"]
 EMPTY = "/dev/null"  # what a masked workspace .env shows inside: nothing
@@ -67,7 +67,7 @@ class BoxSpec:
     home: Path
     socket_dir: Path
     secrets_dir: Path
-    state_dir: Path  # this run's host-only records (flowerbox.state.run_folder)
+    state_dir: Path  # this run's host-only records (flowerbox.box.state.run_folder)
     uid: int
     gid: int
     command: tuple[str, ...]
@@ -78,7 +78,7 @@ class BoxSpec:
     budget_usd: float | None = None
     protected: tuple[str, ...] = PROTECTED  # workspace-relative, mounted read-only if present
     net: str = "allowlist"  # one of NETS
-    allow: tuple[str, ...] = ()  # the egress allowlist, presets expanded (flowerbox.egress)
+    allow: tuple[str, ...] = ()  # the egress allowlist, presets expanded (flowerbox.sidecar.egress)
     egress_hosts: tuple[tuple[str, str], ...] = ()  # (name, address) for the gateway's hosts
     git: GitLayout = "none"
     shadow_git: Path | None = None  # the box's own gitdir, mounted at <workspace>/.git ("dir")
@@ -112,7 +112,7 @@ class BoxSpec:
     @property
     def events_file(self) -> Path:
         """flower's Events as JSON lines, written inside the box (`--events`): box-written,
-        so the host reads it through flowerbox.untrusted only."""
+        so the host reads it through flowerbox.box.untrusted only."""
         return self.run_dir / "events" / f"{self.run_id}.jsonl"
 
 
@@ -256,7 +256,12 @@ def agent_kwargs(spec: BoxSpec) -> dict[str, Any]:
     relays = [f"127.0.0.1:{API_PORT}={SOCKET_DIR_IN_BOX}/api.sock"]
     if spec.net == "allowlist":
         relays.append(f"127.0.0.1:{PROXY_PORT}={SOCKET_DIR_IN_BOX}/proxy.sock")
-    inside = ["python", "-m", "flowerbox.inside", *(a for r in relays for a in ("--relay", r))]
+    inside = [
+        "python",
+        "-m",
+        "flowerbox.inside.entry",
+        *(a for r in relays for a in ("--relay", r)),
+    ]
     return {
         **_hardening(spec),
         "image": spec.image,
@@ -277,7 +282,7 @@ def gateway_kwargs(spec: BoxSpec) -> dict[str, Any]:
     command = [
         "python",
         "-m",
-        "flowerbox.gateway",
+        "flowerbox.sidecar.gateway",
         "--socket",
         f"{SOCKET_DIR_IN_BOX}/api.sock",
         "--credentials",

@@ -1,6 +1,6 @@
 """A box on this terminal: the agent's container started through the docker CLI (`docker run
 -it`), because the docker SDK has no usable interactive attach. Only `flowerbox shell` on a
-terminal comes here; everything else drives the engine through flowerbox.box.
+terminal comes here; everything else drives the engine through flowerbox.box.engine.
 """
 
 from __future__ import annotations
@@ -74,7 +74,7 @@ def docker_cli_attach(kwargs: dict[str, Any]) -> int:
     """Run the agent's container with this terminal attached, through the docker CLI."""
     docker = shutil.which("docker")
     if docker is None:
-        from flowerbox.box import BoxError
+        from flowerbox.box.engine import BoxError
 
         raise BoxError(
             "an interactive `flowerbox shell` needs the docker CLI on PATH: install it "

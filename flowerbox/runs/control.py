@@ -1,4 +1,4 @@
-"""The commands around a run that is already going (registered in flowerbox.cli):
+"""The commands around a run that is already going (registered in flowerbox.cli.app):
 
     flowerbox ps [--all] [--json]        runs of this workspace (or all): status, age, cost,
                                          and the questions they wait on, with their ids
@@ -15,7 +15,7 @@ process inside the box watches. Errors (no runs, an unknown id, a run already en
 nobody waits for) exit 2 with a message that says what to do.
 
 What a run is (its spec, status, cost) comes from flowerbox's host-only records; what the box
-wrote (events, questions, output) is read through flowerbox.untrusted and cleaned of terminal
+wrote (events, questions, output) is read through flowerbox.box.untrusted and cleaned of terminal
 control sequences before it reaches the screen, and answers are dropped without following any
 link the box planted (DESIGN.md, "The trust boundary").
 """
@@ -39,9 +39,9 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from flowerbox import runs
-from flowerbox.runs import Run, RunError
-from flowerbox.untrusted import UntrustedFileError, clean, clean_data, read_from, real_folder
+from flowerbox.box.untrusted import UntrustedFileError, clean, clean_data, read_from, real_folder
+from flowerbox.runs import records
+from flowerbox.runs.records import Run, RunError
 
 STDERR = Console(stderr=True, highlight=False, soft_wrap=True)
 DELIVERY_WAIT_S = 10.0  # how long answer/send wait to see the run take the file
@@ -63,8 +63,8 @@ Workspace = Annotated[
 @contextmanager
 def _errors() -> Iterator[None]:
     """What the user can get wrong, as a message on stderr and exit 2."""
-    from flowerbox.box import BoxError
-    from flowerbox.state import StateError
+    from flowerbox.box.engine import BoxError
+    from flowerbox.box.state import StateError
 
     try:
         yield
@@ -74,7 +74,7 @@ def _errors() -> Iterator[None]:
 
 
 def _find(workspace: Path | None, run: str | None) -> Run:
-    return runs.find((workspace or Path.cwd()).expanduser().resolve(), run)
+    return records.find((workspace or Path.cwd()).expanduser().resolve(), run)
 
 
 def _ended(run: Run, doing: str) -> RunError:
@@ -101,7 +101,7 @@ def ps(
     """List the runs (newest last) and the questions they wait on."""
     where = (workspace or Path.cwd()).expanduser().resolve()
     with _errors():
-        found = runs.all_runs() if all_runs else runs.runs_of(where)
+        found = records.all_runs() if all_runs else records.runs_of(where)
         rows = [summary(run) for run in found]
     if as_json:
         typer.echo(json.dumps(rows, ensure_ascii=False, indent=2))
@@ -137,7 +137,7 @@ def summary(run: Run) -> dict[str, Any]:
         "run_id": run.run_id,
         "status": run.status,
         "exit_code": run.exit_code,
-        "age": runs.age(run),
+        "age": records.age(run),
         "started": run.meta.get("started"),
         "ended": run.meta.get("ended"),
         "cost_usd": run.cost_usd(),
@@ -251,7 +251,7 @@ def follow_events(run: Run, sink: Callable[[Any], Any], *, follow: bool) -> Run:
                 return
 
     drain()
-    latest = runs.load(run.state_dir) or run
+    latest = records.load(run.state_dir) or run
     if not follow or not latest.running:
         return latest
     # Wakes on each write (to the meta, or to the events folder when it is a real one), and
@@ -260,7 +260,7 @@ def follow_events(run: Run, sink: Callable[[Any], Any], *, follow: bool) -> Run:
     watched = [run.state_dir, *([workspace / folder] if real_folder(workspace, folder) else [])]
     for _ in watch(*watched, rust_timeout=500, yield_on_timeout=True, recursive=False):
         drain()
-        latest = runs.load(run.state_dir) or latest
+        latest = records.load(run.state_dir) or latest
         if not latest.running:
             drain()
             return latest
@@ -277,7 +277,7 @@ def _report_end(run: Run) -> int | None:
     for line in run.meta.get("notices") or []:
         STDERR.print(escape(clean(str(line))))
     STDERR.print(f"{run.run_id}: {_status(run)}{spent}", style="bold")
-    output = run.state_dir / runs.OUTPUT
+    output = run.state_dir / records.OUTPUT
     if run.exit_code not in (0, 1, 3, 130) and output.is_file():
         with output.open("rb") as handle:  # the agent's output: its tail, cleaned
             handle.seek(max(0, output.stat().st_size - 64 * 1024))
@@ -330,13 +330,13 @@ def stop(run: RunArg = None, workspace: Workspace = None) -> None:
 def stop_run(run: Run) -> Run:
     """SIGTERM the agent (docker stop, killed after the grace period) and wait for the run's
     keeper to record the end; the run as last recorded."""
-    from flowerbox.box import Box, connect
+    from flowerbox.box.engine import Box, connect
 
     Box.existing(run.spec(), client=connect()).stop()
     deadline = time.monotonic() + END_WAIT_S
     latest = run
     while time.monotonic() < deadline:
-        latest = runs.load(run.state_dir) or latest
+        latest = records.load(run.state_dir) or latest
         if not latest.running:
             break
         time.sleep(0.2)
@@ -346,16 +346,16 @@ def stop_run(run: Run) -> Run:
 def reap(run: Run) -> Run:
     """Do what a run's lost keeper would have: stop the agent if it still runs, then wait,
     remove both containers and the private folders, and record the end (after_run)."""
-    from flowerbox.box import Box, connect
-    from flowerbox.supervise import supervise
+    from flowerbox.box.engine import Box, connect
+    from flowerbox.runs.supervise import supervise
 
     Box.existing(run.spec(), client=connect()).stop()
     supervise(run.state_dir)
-    return runs.load(run.state_dir) or run
+    return records.load(run.state_dir) or run
 
 
 def _stop_quietly(run: Run) -> None:
-    from flowerbox.box import BoxError
+    from flowerbox.box.engine import BoxError
 
     try:
         stop_run(run)
@@ -387,8 +387,8 @@ def resume(
     """
     from dataclasses import replace
 
-    from flowerbox.cli import _in_box
-    from flowerbox.detach import remaining_budget, resume_command
+    from flowerbox.cli.app import _in_box
+    from flowerbox.runs.detach import remaining_budget, resume_command
 
     with _errors():
         found = _find(workspace, run)
@@ -480,7 +480,7 @@ def drop(run: Run, data: dict[str, str]) -> PurePosixPath:
         RunError: the inbox is a link or not a folder (planted by the box).
     """
     from flower.core.inbox import INBOX_DIR, drop_name
-    from flowerbox.untrusted import drop as drop_file
+    from flowerbox.box.untrusted import drop as drop_file
 
     folder = PurePosixPath(run.run_dir.relative_to(run.workspace)) / INBOX_DIR
     name = drop_name()
@@ -495,7 +495,7 @@ def drop(run: Run, data: dict[str, str]) -> PurePosixPath:
 def _deliver(run: Run, path: PurePosixPath) -> str:
     """Wait for the run to take a dropped file: taken, rejected (moved aside), or waiting."""
     from flower.core.inbox import REJECTED_DIR
-    from flowerbox.untrusted import exists
+    from flowerbox.box.untrusted import exists
 
     deadline = time.monotonic() + DELIVERY_WAIT_S
     while time.monotonic() < deadline:

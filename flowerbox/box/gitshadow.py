@@ -2,7 +2,7 @@
 
     kind = layout(workspace)            # "dir": shadowed; "file": mounted read-only; "none"
     shadow = make(workspace, dest, objects_in_box="/run/flowerbox-objects")   # if "dir"
-    # flowerbox.spec mounts S at <ws>/.git rw and the user's objects read-only
+    # flowerbox.box.spec mounts S at <ws>/.git rw and the user's objects read-only
     t0 = time.time()                    # then the box runs, and stops
     moved = quarantine(workspace, since=t0, run_id=run_id, start_layout=kind)  # first
     result = bring_back(shadow, run_id=run_id)     # branches -> flowerbox/<run id>/<name>
@@ -54,7 +54,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from flowerbox.untrusted import UntrustedFileError, clean, open_dir, open_file
+from flowerbox.box.untrusted import UntrustedFileError, clean, open_dir, open_file
 
 __all__ = [
     "BroughtBack",

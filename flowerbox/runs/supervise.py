@@ -1,10 +1,10 @@
-"""The keeper of a detached run: `python -I -m flowerbox.supervise STATE_DIR`, on the host.
+"""The keeper of a detached run: `python -I -m flowerbox.runs.supervise STATE_DIR`, on the host.
 
 `flowerbox "ask" --detach` starts the gateway and the agent, then this process in a session of
 its own (no terminal, so no hang-up reaches it) and returns. It waits on the agent's container,
 copying its output to output.log, and when the agent ends it does what the attached path does
-in `flowerbox.cli._in_box`: remove both containers (so the gateway lives exactly as long as its
-run), call `flowerbox.boundary.after_run`, and remove the run's private folders (sockets,
+in `flowerbox.cli.app._in_box`: remove both containers (so the gateway lives exactly as long as its
+run), call `flowerbox.runs.boundary.after_run`, and remove the run's private folders (sockets,
 credentials, the box's own area).
 
 SIGTERM to this process stops the agent gracefully first (as `flowerbox stop` does).
@@ -19,19 +19,19 @@ import traceback
 from pathlib import Path
 from types import FrameType
 
-from flowerbox import boundary, runs
-from flowerbox.prepare import Prepared
+from flowerbox.box.prepare import Prepared
+from flowerbox.runs import boundary, records
 
 
 def supervise(state_dir: Path) -> int:
     """Keep the run recorded in `state_dir` until its agent ends; returns the agent's exit
     code (or 2)."""
-    from flowerbox.box import Box, BoxError, connect
-    from flowerbox.diskwatch import watch_disk
+    from flowerbox.box.engine import Box, BoxError, connect
+    from flowerbox.runs.diskwatch import watch_disk
 
-    run = runs.load(state_dir)
+    run = records.load(state_dir)
     if run is None:
-        print(f"flowerbox.supervise: no run recorded in {state_dir}", file=sys.stderr)
+        print(f"flowerbox.runs.supervise: no run recorded in {state_dir}", file=sys.stderr)
         return 2
     spec = run.spec()
     code: int | None = None
@@ -44,7 +44,7 @@ def supervise(state_dir: Path) -> int:
             stopping.stop()
 
         signal.signal(signal.SIGTERM, stop)
-        with (state_dir / runs.OUTPUT).open("ab") as output:
+        with (state_dir / records.OUTPUT).open("ab") as output:
 
             def write(chunk: bytes) -> None:
                 output.write(chunk)
@@ -60,14 +60,14 @@ def supervise(state_dir: Path) -> int:
             box.remove()
         boundary.report(boundary.after_run(spec, code))  # before cleanup: it reads the shadow
         Prepared(spec).cleanup()
-    print(f"flowerbox.supervise: {spec.run_id} ended with {code}", file=sys.stderr)
+    print(f"flowerbox.runs.supervise: {spec.run_id} ended with {code}", file=sys.stderr)
     return 2 if code is None else code
 
 
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 1:
-        print("usage: python -I -m flowerbox.supervise STATE_DIR", file=sys.stderr)
+        print("usage: python -I -m flowerbox.runs.supervise STATE_DIR", file=sys.stderr)
         return 2
     # Started in a session of its own already; a stray Ctrl+C or hang-up must not end it.
     for sig in (signal.SIGINT, signal.SIGHUP):

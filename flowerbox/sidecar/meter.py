@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from flower.core.statefile import atomic_write_json
-from flowerbox.pricing import PriceTable, token_count
+from flowerbox.sidecar.pricing import PriceTable, token_count
 
 __all__ = ["TOKEN_FIELDS", "Meter", "Reservation", "UsageReader", "json_object"]
 

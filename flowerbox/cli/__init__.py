@@ -1,0 +1,1 @@
+"""The `flowerbox` command line: typer only, on top of the library. Nothing imports it."""
