@@ -35,6 +35,7 @@ from docker import DockerClient  # noqa: TID251 - the benchmark weighs the image
 from docker.errors import DockerException, ImageNotFound  # noqa: TID251
 
 from flower.testing import Always, FakeAPI, text
+from flowerbox import wire
 
 ROUNDS = 5
 TARGET_ADDED_S = 1.5
@@ -103,7 +104,7 @@ def connect_overhead() -> tuple[float, float, float]:
         api_sock, proxy_sock = root / "api.sock", root / "proxy.sock"
         env = {k: v for k, v in os.environ.items() if not k.startswith("ANTHROPIC_")}
         gateway = subprocess.Popen(
-            [sys.executable, "-m", "flowerbox.sidecar.gateway", "--socket", str(api_sock)]
+            [sys.executable, "-m", wire.GATEWAY_MODULE, "--socket", str(api_sock)]
             + ["--credentials", str(creds), "--usage", str(root / "usage.json")]
             + ["--proxy-socket", str(proxy_sock), "--egress-log", str(root / "egress.jsonl")]
             + ["--allow", "127.0.0.1"],
@@ -116,7 +117,7 @@ def connect_overhead() -> tuple[float, float, float]:
             [
                 sys.executable,
                 "-m",
-                "flowerbox.inside.relay",
+                wire.RELAY_MODULE,
                 "--listen",
                 f"127.0.0.1:0={proxy_sock}",
             ],

@@ -22,6 +22,7 @@ import time
 from pathlib import Path
 
 from flower.testing import Always, FakeAPI, Usage, text
+from flowerbox import wire
 
 REQUESTS = 300
 TARGET_MS = 5.0
@@ -59,7 +60,7 @@ def main() -> int:
         sock = root / "api.sock"
         env = {k: v for k, v in os.environ.items() if not k.startswith("ANTHROPIC_")}
         gateway = subprocess.Popen(
-            [sys.executable, "-m", "flowerbox.sidecar.gateway", "--socket", str(sock)]
+            [sys.executable, "-m", wire.GATEWAY_MODULE, "--socket", str(sock)]
             + ["--credentials", str(creds), "--usage", str(root / "usage.json")]
             # A budget, so each request also passes the budget's admission control.
             + ["--budget", "1000"],
@@ -67,7 +68,7 @@ def main() -> int:
             env=env,
         )
         relay = subprocess.Popen(
-            [sys.executable, "-m", "flowerbox.inside.relay", "--listen", f"127.0.0.1:0={sock}"],
+            [sys.executable, "-m", wire.RELAY_MODULE, "--listen", f"127.0.0.1:0={sock}"],
             stdout=subprocess.PIPE,
             text=True,
             env=env,

@@ -21,14 +21,12 @@ from docker import DockerClient
 from docker.errors import APIError, DockerException, ImageNotFound, NotFound
 
 from flowerbox.box.facts import box_facts
-from flowerbox.box.spec import LABEL, BoxSpec, agent_kwargs, gateway_kwargs
+from flowerbox.box.spec import BoxSpec, agent_kwargs, gateway_kwargs
+from flowerbox.errors import BoxError
+from flowerbox.wire import BOX_LABEL
 
 SOCKET_WAIT_S = 30.0
 STOP_GRACE_S = 30
-
-
-class BoxError(RuntimeError):
-    """Something on the Docker side failed; the message names it and the fix."""
 
 
 def connect(client: DockerClient | None = None) -> DockerClient:
@@ -214,7 +212,7 @@ class Box:
 
 def owned(client: DockerClient) -> list[Any]:
     """Every container flowerbox started (found by its label), running or not."""
-    return list(client.containers.list(all=True, filters={"label": LABEL}))
+    return list(client.containers.list(all=True, filters={"label": BOX_LABEL}))
 
 
 def labelled(client: DockerClient, label: str) -> list[Any]:

@@ -54,7 +54,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from flowerbox.box.untrusted import UntrustedFileError, clean, open_dir, open_file
+from flowerbox.box.untrusted import clean, open_dir, open_file
+from flowerbox.errors import GitShadowError, UntrustedFileError
 
 __all__ = [
     "BroughtBack",
@@ -107,14 +108,6 @@ LOCAL_ENV = (
 )
 NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._/-]{0,199}")
 RUN_ID = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,99}")
-
-
-class GitShadowError(RuntimeError):
-    """The workspace's git cannot be shadowed or brought back; `path` is what was refused."""
-
-    def __init__(self, message: str, *, path: Path | None = None) -> None:
-        super().__init__(message)
-        self.path = path
 
 
 @dataclass(frozen=True)

@@ -29,9 +29,11 @@ from urllib.parse import urlsplit
 
 from flower import check_credentials, load_dotenv
 from flower.core.env import Lookup
+from flowerbox import wire
 from flowerbox.box import gitshadow, state
 from flowerbox.box.spec import NETS, BoxSpec, protected_paths
 from flowerbox.box.untrusted import open_dir, real_folder, regular_file
+from flowerbox.errors import ConfigError, CredentialsError
 from flowerbox.sidecar.egress import Policy, parse_host
 
 CREDENTIAL_KEYS = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL")
@@ -82,7 +84,7 @@ class Prepared:
     def write_secrets(self) -> None:
         """The credentials file for the gateway: call it last, just before the box starts."""
         self.spec.secrets_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
-        _write_credentials(self.spec.secrets_dir / "credentials.env")
+        _write_credentials(self.spec.secrets_dir / wire.CREDENTIALS_FILE)
 
     def cleanup(self) -> None:
         """Remove the run's private folders: credentials, sockets, the box's own area."""
@@ -116,23 +118,23 @@ def workspace_of(path: Path | None) -> Path:
     cannot mount.
 
     Raises:
-        ValueError: the message names the folder, why, and what to pass instead.
+        ConfigError: the message names the folder, why, and what to pass instead.
     """
     ws = (path or Path.cwd()).expanduser().resolve()
     if not ws.is_dir():
-        raise ValueError(f"workspace {ws} is not a folder: pass -w <project folder>")
+        raise ConfigError(f"workspace {ws} is not a folder: pass -w <project folder>")
     if str(ws) in SYSTEM_FOLDERS or any(ws.is_relative_to(tree) for tree in SYSTEM_TREES):
-        raise ValueError(SYSTEM_FOLDER.format(ws=ws))
+        raise ConfigError(SYSTEM_FOLDER.format(ws=ws))
     for folder, what, inside_ok in sensitive_folders():
         if (
             ws == folder
             or folder.is_relative_to(ws)
             or (ws.is_relative_to(folder) and not inside_ok)
         ):
-            raise ValueError(SENSITIVE_FOLDER.format(ws=ws, folder=folder, what=what))
+            raise ConfigError(SENSITIVE_FOLDER.format(ws=ws, folder=folder, what=what))
     if bad := sorted(UNMOUNTABLE & set(str(ws))):
         shown = ", ".join(repr(c) for c in bad)
-        raise ValueError(f"Docker cannot mount a path holding {shown}, as {ws} does: rename it")
+        raise ConfigError(f"Docker cannot mount a path holding {shown}, as {ws} does: rename it")
     return ws
 
 
@@ -156,17 +158,17 @@ def prepare(
     credentials are written later, by Prepared.write_secrets).
 
     Raises:
-        ValueError: a refused workspace (workspace_of), one whose git flowerbox cannot
+        ConfigError: a refused workspace (workspace_of), one whose git flowerbox cannot
             isolate, a planted link where a mount source must be, an unusable --net,
             --allow, --allow-preset, FLOWERBOX_EGRESS_HOSTS entry or protect list.
-        RuntimeError: no credentials (flower's message, and the hint about a workspace .env).
+        CredentialsError: no credentials (flower's message, and the hint about a workspace .env).
     """
     allowed = egress_allowlist(net, allow, allow_presets)
     egress_hosts = _egress_hosts(os.environ.get(EGRESS_HOSTS_VAR, ""))
     ws = workspace_of(workspace)
     git = gitshadow.layout(ws)
     if isolate and git != "dir":
-        raise ValueError(not_isolable(ws, git))
+        raise ConfigError(not_isolable(ws, git))
     protected = protected_paths(ws)
     _check_mount_sources(ws, protected)
     load_credentials(ws)
@@ -178,7 +180,7 @@ def prepare(
     if workbench is not None:
         workbench.mkdir(exist_ok=True)
         if not real_folder(ws.parent, workbench.name):
-            raise ValueError(f"{workbench} is not a folder (a link?): remove it and retry")
+            raise ConfigError(f"{workbench} is not a folder (a link?): remove it and retry")
     run_id = f"{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
     state.sweep_secrets()  # leftovers of killed CLIs (a live gateway read its own long ago)
     # Short paths under /tmp: a unix socket path must fit in 108 bytes.
@@ -226,13 +228,13 @@ def load_credentials(ws: Path) -> None:
     """Fill os.environ from the places flowerbox trusts (see the module docstring).
 
     Raises:
-        ValueError: $FLOWER_ENV names a file inside the workspace.
-        RuntimeError: no credentials; the message says where they go.
+        ConfigError: $FLOWER_ENV names a file inside the workspace.
+        CredentialsError: no credentials; the message says where they go.
     """
     if (named := os.environ.get("FLOWER_ENV")) and Path(
         named
     ).expanduser().resolve().is_relative_to(ws):
-        raise ValueError(
+        raise ConfigError(
             f"FLOWER_ENV names {named}, inside the workspace, which the box can write: "
             "move that file out of the workspace (e.g. to ~/.config/flower/.env)"
         )
@@ -244,7 +246,7 @@ def load_credentials(ws: Path) -> None:
                 "workspace (the box can write it). Run `flowerbox setup`, or move the key to "
                 "~/.config/flower/.env."
             )
-        raise RuntimeError(problem)
+        raise CredentialsError(problem)
 
 
 def not_isolable(ws: Path, git: str) -> str:
@@ -273,7 +275,7 @@ def _check_mount_sources(ws: Path, protected: tuple[str, ...]) -> None:
             if not os.path.lexists(ws / sub):
                 break
             if not (real_folder(ws, sub) or (depth == len(parts) and regular_file(ws, sub))):
-                raise ValueError(
+                raise ConfigError(
                     f"{ws / sub} is a link or not a plain file or folder (an earlier box may "
                     "have planted it), and flowerbox will not mount it: remove or replace it, "
                     "then retry"
@@ -284,12 +286,12 @@ def egress_allowlist(net: str, allow: Sequence[str], presets: Sequence[str]) -> 
     """The allowlist the gateway gets (presets expanded), checked before anything is made.
 
     Raises:
-        ValueError: an unknown --net, an unusable entry or preset, or a list with --net open.
+        ConfigError: an unknown --net, an unusable entry or preset, or a list with --net open.
     """
     if net not in NETS:
-        raise ValueError(f"--net {net!r}: use one of {', '.join(NETS)}")
+        raise ConfigError(f"--net {net!r}: use one of {', '.join(NETS)}")
     if net == "open" and (any(allow) or any(presets)):
-        raise ValueError(
+        raise ConfigError(
             "--allow and --allow-preset filter the egress proxy, which --net open does not "
             "use: drop them, or drop --net open"
         )
@@ -304,12 +306,12 @@ def _egress_hosts(text: str) -> tuple[tuple[str, str], ...]:
         try:
             host, ip = parse_host(name.strip()), ipaddress.ip_address(address.strip())
         except ValueError as exc:
-            raise ValueError(
+            raise ConfigError(
                 f"{EGRESS_HOSTS_VAR}: {item!r} is not name=address "
                 f"(e.g. mirror.internal=10.1.2.3) ({exc})"
             ) from exc
         if not isinstance(host, str):
-            raise ValueError(f"{EGRESS_HOSTS_VAR}: {item!r} maps an address, not a name")
+            raise ConfigError(f"{EGRESS_HOSTS_VAR}: {item!r} maps an address, not a name")
         pairs.append((host, str(ip)))
     return tuple(pairs)
 

@@ -25,17 +25,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from flowerbox import wire
 from flowerbox.box.untrusted import read_bytes, real_folder, regular_file
+from flowerbox.errors import ConfigError
+from flowerbox.wire import (
+    BOX_LABEL,
+    OBJECTS_IN_BOX,
+    PLACEHOLDER_KEY,
+    ROLE_LABEL,
+    RUN_LABEL,
+    SECRETS_IN_GATEWAY,
+    SOCKET_DIR_IN_BOX,
+    WORKSPACE_LABEL,
+)
 
-LABEL = "dev.flower.box"
-API_PORT = 8080
-PROXY_PORT = 3128  # the egress proxy inside the agent's container (docs/egress.md)
 NETS = ("allowlist", "open")  # --net: the proxy's allowlist, or a network of the agent's own
-PLACEHOLDER_KEY = "sk-flowerbox-placeholder"  # what the agent sees: worth nothing
-SOCKET_DIR_IN_BOX = "/run/flowerbox"
-SECRETS_IN_GATEWAY = "/run/flowerbox-secrets"
-# The user's git objects, read-only, where the shadow gitdir's alternates file points.
-OBJECTS_IN_BOX = "/run/flowerbox-git/objects"
 # What <workspace>/.git is (flowerbox.box.gitshadow.layout): a folder (the box gets a shadow of
 # it), a file (a linked worktree: mounted read-only), or nothing.
 GitLayout = Literal["dir", "file", "none"]
@@ -88,11 +92,11 @@ class BoxSpec:
 
     @property
     def labels(self) -> dict[str, str]:
-        return {LABEL: "1", f"{LABEL}.run": self.run_id, f"{LABEL}.workspace": str(self.workspace)}
+        return {BOX_LABEL: "1", RUN_LABEL: self.run_id, WORKSPACE_LABEL: str(self.workspace)}
 
     @property
     def api_socket(self) -> Path:
-        return self.socket_dir / "api.sock"
+        return self.socket_dir / wire.API_SOCKET
 
     @property
     def gateway_dir(self) -> Path:
@@ -102,12 +106,12 @@ class BoxSpec:
     @property
     def usage_file(self) -> Path:
         """The gateway's usage ledger: requests, tokens and cost of this run."""
-        return self.gateway_dir / "usage.json"
+        return self.gateway_dir / wire.USAGE_FILE
 
     @property
     def egress_log(self) -> Path:
         """One JSON line per decision of the egress proxy."""
-        return self.gateway_dir / "egress.jsonl"
+        return self.gateway_dir / wire.EGRESS_LOG
 
     @property
     def events_file(self) -> Path:
@@ -120,7 +124,7 @@ def protected_paths(workspace: Path) -> tuple[str, ...]:
     """PROTECTED plus the workspace's own `protect = [...]` list in CONFIG, if any.
 
     Raises:
-        ValueError: an unreadable CONFIG, or an entry that is not a relative path inside the
+        ConfigError: an unreadable CONFIG, or an entry that is not a relative path inside the
             workspace; the message names the file and the entry.
     """
     path = workspace / CONFIG
@@ -128,14 +132,14 @@ def protected_paths(workspace: Path) -> tuple[str, ...]:
         data = read_bytes(workspace, CONFIG, limit=64 * 1024)
         extra = [] if data is None else tomllib.loads(data.decode()).get("protect", [])
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-        raise ValueError(f"cannot read {path}: {exc}; fix it or remove it") from exc
+        raise ConfigError(f"cannot read {path}: {exc}; fix it or remove it") from exc
     if not isinstance(extra, list) or not all(isinstance(entry, str) for entry in extra):
-        raise ValueError(f'{path}: `protect` must be a list of paths, e.g. protect = ["deploy/"]')
+        raise ConfigError(f'{path}: `protect` must be a list of paths, e.g. protect = ["deploy/"]')
     names = list(PROTECTED)
     for entry in extra:
         name = entry.strip().rstrip("/")
         if not name or Path(name).is_absolute() or ".." in Path(name).parts:
-            raise ValueError(
+            raise ConfigError(
                 f"{path}: protect entry {entry!r} must be a path relative to the workspace, "
                 "inside it (no leading / and no ..)"
             )
@@ -167,7 +171,7 @@ def _bind(path: Path, *, read_only: bool = False) -> dict[str, str]:
 
 def agent_env(spec: BoxSpec) -> dict[str, str]:
     """The agent's environment: nothing secret in it (the key is a placeholder)."""
-    api = f"http://127.0.0.1:{API_PORT}"
+    api = f"http://127.0.0.1:{wire.API_PORT}"
     env = {
         "HOME": str(spec.home),
         "ANTHROPIC_BASE_URL": api,
@@ -180,7 +184,7 @@ def agent_env(spec: BoxSpec) -> dict[str, str]:
         "FLOWER_HEALTH_URL": f"{api}/health",
     }
     if spec.net == "allowlist":  # everything else leaves through the egress proxy
-        proxy = f"http://127.0.0.1:{PROXY_PORT}"
+        proxy = f"http://127.0.0.1:{wire.PROXY_PORT}"
         env |= dict.fromkeys(("HTTPS_PROXY", "HTTP_PROXY", "https_proxy", "http_proxy"), proxy)
     if spec.uid == 0:
         env["IS_SANDBOX"] = "1"  # the CLI refuses unattended permissions as root otherwise
@@ -253,13 +257,13 @@ def agent_kwargs(spec: BoxSpec) -> dict[str, Any]:
     volumes |= _git_volumes(spec) | _protected_volumes(spec)
     if regular_file(spec.workspace, ".env"):  # the user's credentials stay on the host
         volumes[EMPTY] = _bind(spec.workspace / ".env", read_only=True)
-    relays = [f"127.0.0.1:{API_PORT}={SOCKET_DIR_IN_BOX}/api.sock"]
+    relays = [f"127.0.0.1:{wire.API_PORT}={SOCKET_DIR_IN_BOX}/{wire.API_SOCKET}"]
     if spec.net == "allowlist":
-        relays.append(f"127.0.0.1:{PROXY_PORT}={SOCKET_DIR_IN_BOX}/proxy.sock")
+        relays.append(f"127.0.0.1:{wire.PROXY_PORT}={SOCKET_DIR_IN_BOX}/{wire.PROXY_SOCKET}")
     inside = [
         "python",
         "-m",
-        "flowerbox.inside.entry",
+        wire.INSIDE_MODULE,
         *(a for r in relays for a in ("--relay", r)),
     ]
     return {
@@ -273,7 +277,7 @@ def agent_kwargs(spec: BoxSpec) -> dict[str, Any]:
         # explicit escape hatch: a normal network (the API still goes through the gateway).
         "network_mode": "none" if spec.net == "allowlist" else "bridge",
         "name": f"flowerbox-{spec.run_id}",
-        "labels": {**spec.labels, f"{LABEL}.role": "agent"},
+        "labels": {**spec.labels, ROLE_LABEL: "agent"},
     }
 
 
@@ -282,18 +286,18 @@ def gateway_kwargs(spec: BoxSpec) -> dict[str, Any]:
     command = [
         "python",
         "-m",
-        "flowerbox.sidecar.gateway",
+        wire.GATEWAY_MODULE,
         "--socket",
-        f"{SOCKET_DIR_IN_BOX}/api.sock",
+        f"{SOCKET_DIR_IN_BOX}/{wire.API_SOCKET}",
         "--credentials",
-        f"{SECRETS_IN_GATEWAY}/credentials.env",
+        f"{SECRETS_IN_GATEWAY}/{wire.CREDENTIALS_FILE}",
         "--usage",
         str(spec.usage_file),
     ]
     if spec.budget_usd is not None:
         command += ["--budget", str(spec.budget_usd)]
     if spec.net == "allowlist":
-        command += ["--proxy-socket", f"{SOCKET_DIR_IN_BOX}/proxy.sock"]
+        command += ["--proxy-socket", f"{SOCKET_DIR_IN_BOX}/{wire.PROXY_SOCKET}"]
         command += ["--egress-log", str(spec.egress_log)]
         command += [arg for entry in spec.allow for arg in ("--allow", entry)]
     extra = {"extra_hosts": dict(spec.egress_hosts)} if spec.egress_hosts else {}
@@ -313,7 +317,7 @@ def gateway_kwargs(spec: BoxSpec) -> dict[str, Any]:
         # network it needs", documented in docs/gateway.md ("The gateway's own box").
         "network_mode": "host" if spec.upstream_on_loopback else "bridge",
         "name": f"flowerbox-gateway-{spec.run_id}",
-        "labels": {**spec.labels, f"{LABEL}.role": "gateway"},
+        "labels": {**spec.labels, ROLE_LABEL: "gateway"},
         "detach": True,
         **extra,
     }

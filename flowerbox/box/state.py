@@ -29,16 +29,14 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from flowerbox.errors import RunError, StateError
+
 RUN_ID = re.compile(r"\d{8}-\d{6}-[0-9a-f]{6}")
 
 
 def base() -> Path:
     """$XDG_STATE_HOME (default ~/.local/state): flowerbox's folders are made in it."""
     return Path(os.environ.get("XDG_STATE_HOME") or Path.home() / ".local" / "state")
-
-
-class StateError(OSError):
-    """flowerbox's state folder cannot be made or used; the message says what to do."""
 
 
 def _private(path: Path) -> Path:
@@ -67,7 +65,7 @@ def home() -> Path:
 def check_run_id(run_id: str) -> str:
     """`run_id` if it has the shape flowerbox gives run ids (it becomes a folder name)."""
     if not RUN_ID.fullmatch(run_id):
-        raise ValueError(f"{run_id!r} is not a flowerbox run id (like 20261201-172400-a1b2c3)")
+        raise RunError(f"{run_id!r} is not a flowerbox run id (like 20261201-172400-a1b2c3)")
     return run_id
 
 

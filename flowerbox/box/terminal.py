@@ -11,6 +11,8 @@ import subprocess
 from types import FrameType
 from typing import Any
 
+from flowerbox.errors import BoxError
+
 __all__ = ["docker_cli_attach", "docker_run_args"]
 
 
@@ -74,8 +76,6 @@ def docker_cli_attach(kwargs: dict[str, Any]) -> int:
     """Run the agent's container with this terminal attached, through the docker CLI."""
     docker = shutil.which("docker")
     if docker is None:
-        from flowerbox.box.engine import BoxError
-
         raise BoxError(
             "an interactive `flowerbox shell` needs the docker CLI on PATH: install it "
             "(the docker-ce-cli or docker.io package), or pass a command that needs no "

@@ -32,6 +32,8 @@ from collections.abc import Iterator
 from pathlib import Path, PurePath, PurePosixPath
 from typing import Any
 
+from flowerbox.errors import UntrustedFileError
+
 Relative = str | PurePath  # a path below the root, without `..`
 MiB = 1024 * 1024
 DEFAULT_LIMIT = MiB
@@ -47,14 +49,6 @@ _CONTROL = re.compile(
     r"|\x1b.?"
     r"|[\x00-\x08\x0b-\x1f\x7f-\x9f]"
 )
-
-
-class UntrustedFileError(OSError):
-    """A path under a box-writable root is not what the host may read or write there."""
-
-    def __init__(self, path: Path, what: str) -> None:
-        super().__init__(f"{path}: {what}; flowerbox does not follow or read it")
-        self.path = path
 
 
 def clean(text: str) -> str:

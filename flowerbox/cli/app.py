@@ -30,6 +30,7 @@ from rich.markup import escape
 
 from flower.cli.setup import setup
 from flowerbox import __version__
+from flowerbox.errors import BoxError, ConfigError, GitShadowError, RunError, StateError
 from flowerbox.runs.control import answer, attach, logs, ps, resume, send, stop
 
 if TYPE_CHECKING:
@@ -263,7 +264,7 @@ def version() -> None:
 @app.command()
 def build(image: Image = "flowerbox:dev", base_image: BaseImage = None) -> None:
     """Build the image from this checkout's Dockerfile."""
-    from flowerbox.box.engine import BoxError, connect, ensure_image
+    from flowerbox.box.engine import connect, ensure_image
 
     try:
         client = connect()
@@ -401,15 +402,13 @@ def _in_box(
     """
     from dataclasses import replace
 
-    from flowerbox.box.engine import Box, BoxError, connect, ensure_image, image_id
-    from flowerbox.box.gitshadow import GitShadowError
+    from flowerbox.box.engine import Box, connect, ensure_image, image_id
     from flowerbox.box.prepare import Prepared, prepare
-    from flowerbox.box.state import StateError
     from flowerbox.box.terminal import docker_cli_attach
     from flowerbox.runs.boundary import after_run, before_run, report
     from flowerbox.runs.detach import carried, start_detached
     from flowerbox.runs.diskwatch import watch_disk
-    from flowerbox.runs.records import RunError, ensure_idle, record, record_start
+    from flowerbox.runs.records import ensure_idle, record, record_start
 
     try:
         prepared = prepare(
@@ -496,9 +495,9 @@ def _inside_workspace(file: Path, ws: Path) -> Path:
     """The file's realpath, which must lie in the workspace: nothing else is mounted."""
     path = file.expanduser().resolve()
     if not path.is_file():
-        raise ValueError(f"{file} is not a file: pass the path of a Python file")
+        raise ConfigError(f"{file} is not a file: pass the path of a Python file")
     if not path.is_relative_to(ws):
-        raise ValueError(
+        raise ConfigError(
             f"{path} is outside the workspace {ws}, and only the workspace is mounted into "
             "the box: move the file into it, or pass -w <a folder that holds it>"
         )

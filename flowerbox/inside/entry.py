@@ -16,6 +16,8 @@ import time
 from pathlib import Path
 from types import FrameType
 
+from flowerbox import wire
+
 READY_TIMEOUT_S = 20.0
 
 
@@ -58,7 +60,7 @@ def _start_relay(mappings: list[str]) -> subprocess.Popen[str] | None:
     """The relay, once it listens on every mapping; None if it died first."""
     relay_args = [arg for mapping in mappings for arg in ("--listen", mapping)]
     relay = subprocess.Popen(
-        [sys.executable, "-m", "flowerbox.inside.relay", *relay_args],
+        [sys.executable, "-m", wire.RELAY_MODULE, *relay_args],
         stdout=subprocess.PIPE,
         text=True,
     )

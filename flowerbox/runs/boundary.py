@@ -32,9 +32,11 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from flowerbox.box import gitshadow
-from flowerbox.box.spec import OBJECTS_IN_BOX, BoxSpec
-from flowerbox.box.untrusted import UntrustedFileError, clean, open_dir, read_bytes
+from flowerbox.box.spec import BoxSpec
+from flowerbox.box.untrusted import clean, open_dir, read_bytes
+from flowerbox.errors import UntrustedFileError
 from flowerbox.runs import provenance, records
+from flowerbox.wire import OBJECTS_IN_BOX
 
 SHADOW = "shadow.json"
 WATCHED = "watched.json"
@@ -49,7 +51,7 @@ def before_run(spec: BoxSpec, *, image_id: str) -> BoxSpec:
     gitdir; the spec the box is started from.
 
     Raises:
-        gitshadow.GitShadowError: the workspace's git cannot be shadowed (the message says
+        GitShadowError: the workspace's git cannot be shadowed (the message says
             what to do).
     """
     provenance.snapshot(spec, image_id=image_id)

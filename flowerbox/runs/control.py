@@ -39,9 +39,10 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from flowerbox.box.untrusted import UntrustedFileError, clean, clean_data, read_from, real_folder
+from flowerbox.box.untrusted import clean, clean_data, read_from, real_folder
+from flowerbox.errors import BoxError, RunError, StateError, UntrustedFileError
 from flowerbox.runs import records
-from flowerbox.runs.records import Run, RunError
+from flowerbox.runs.records import Run
 
 STDERR = Console(stderr=True, highlight=False, soft_wrap=True)
 DELIVERY_WAIT_S = 10.0  # how long answer/send wait to see the run take the file
@@ -63,8 +64,6 @@ Workspace = Annotated[
 @contextmanager
 def _errors() -> Iterator[None]:
     """What the user can get wrong, as a message on stderr and exit 2."""
-    from flowerbox.box.engine import BoxError
-    from flowerbox.box.state import StateError
 
     try:
         yield
@@ -355,7 +354,6 @@ def reap(run: Run) -> Run:
 
 
 def _stop_quietly(run: Run) -> None:
-    from flowerbox.box.engine import BoxError
 
     try:
         stop_run(run)

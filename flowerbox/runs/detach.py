@@ -20,8 +20,10 @@ import subprocess
 import sys
 from typing import TYPE_CHECKING
 
-from flowerbox.box.engine import Box, BoxError
+from flowerbox import wire
+from flowerbox.box.engine import Box
 from flowerbox.box.spec import BoxSpec
+from flowerbox.errors import BoxError, RunError
 from flowerbox.runs import records
 
 if TYPE_CHECKING:
@@ -95,7 +97,7 @@ def _spawn_supervisor(spec: BoxSpec) -> int:
     try:
         with log.open("ab") as out:
             process = subprocess.Popen(
-                [sys.executable, "-I", "-m", "flowerbox.runs.supervise", str(spec.state_dir)],
+                [sys.executable, "-I", "-m", wire.SUPERVISOR_MODULE, str(spec.state_dir)],
                 stdin=subprocess.DEVNULL,
                 stdout=out,
                 stderr=subprocess.STDOUT,
@@ -138,7 +140,7 @@ def remaining_budget(run: records.Run, override: float | None) -> float | None:
         return None
     left = round(budget - (run.cost_usd() or 0.0), 6)
     if left <= 0:
-        raise records.RunError(
+        raise RunError(
             f"run {run.run_id} has spent its budget of ${budget:g}: "
             f"`flowerbox resume {run.run_id} --budget USD` continues it with more"
         )

@@ -22,15 +22,12 @@ from pathlib import Path
 from flowerbox import __version__
 from flowerbox.box.facts import summary
 from flowerbox.box.spec import BoxSpec
+from flowerbox.errors import ProvenanceError
 from flowerbox.runs import records
 
 NOTES_REF = "refs/notes/flowerbox"
 SNAPSHOT = "provenance-start.json"
 FALLBACK_IDENTITY = ("-c", "user.name=flowerbox", "-c", "user.email=flowerbox@localhost")
-
-
-class ProvenanceError(RuntimeError):
-    """git refused to write a note; the message has git's words."""
 
 
 def _git(workspace: Path, *args: str, stdin: str | None = None) -> str:

@@ -40,6 +40,7 @@ from flowerbox.box import state
 from flowerbox.box.spec import BoxSpec, agent_kwargs, gateway_kwargs
 from flowerbox.box.untrusted import clean_data
 from flowerbox.box.untrusted import read_json as read_untrusted_json
+from flowerbox.errors import RunError
 
 META = "meta.json"
 OUTPUT = "output.log"
@@ -51,10 +52,6 @@ STARTING, RUNNING, LOST = "starting", "running", "lost"
 LIVE = (STARTING, RUNNING)
 # The word ps shows for an ended run, by exit code (flower's codes, and docker's kill).
 ENDED_AS = {0: "done", 1: "failed", 2: "error", 3: "needs_human", 130: "stopped", 137: "killed"}
-
-
-class RunError(ValueError):
-    """No such run, or not in a state for what was asked; the message says what to do."""
 
 
 @dataclass(frozen=True)

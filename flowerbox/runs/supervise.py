@@ -20,13 +20,14 @@ from pathlib import Path
 from types import FrameType
 
 from flowerbox.box.prepare import Prepared
+from flowerbox.errors import BoxError
 from flowerbox.runs import boundary, records
 
 
 def supervise(state_dir: Path) -> int:
     """Keep the run recorded in `state_dir` until its agent ends; returns the agent's exit
     code (or 2)."""
-    from flowerbox.box.engine import Box, BoxError, connect
+    from flowerbox.box.engine import Box, connect
     from flowerbox.runs.diskwatch import watch_disk
 
     run = records.load(state_dir)

@@ -28,7 +28,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from flowerbox.box.spec import SOCKET_DIR_IN_BOX, TMPFS, BoxSpec
+from flowerbox.box.spec import TMPFS, BoxSpec
+from flowerbox.errors import ConfigError
+from flowerbox.wire import SOCKET_DIR_IN_BOX
 
 DOCKER_SOCKET = "/var/run/docker.sock"
 ODD_SOCKET = "/srv/engine.sock"  # where nobody looks for an engine
@@ -363,7 +365,7 @@ def control_named(text: str) -> Control:
     one from a veth pair and loopback-range addresses).
 
     Raises:
-        ValueError: an unknown name; the message lists the known ones.
+        ConfigError: an unknown name; the message lists the known ones.
     """
     name, _, argument = text.partition(":")
     if name == JOINED and argument:
@@ -377,4 +379,4 @@ def control_named(text: str) -> Control:
         )
     if name in VARIANTS and not argument:
         return VARIANTS[name]
-    raise ValueError(f"--weaken {text!r}: use one of {', '.join(VARIANTS)}, or {JOINED}:CONTAINER")
+    raise ConfigError(f"--weaken {text!r}: use one of {', '.join(VARIANTS)}, or {JOINED}:CONTAINER")

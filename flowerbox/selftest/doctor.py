@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from flower.core.env import CREDENTIALS
+from flowerbox.errors import BoxError, ConfigError, FlowerboxError, StateError
 
 ROOT_NOTE = (
     "you are root, so the box runs as uid 0 (every other restriction holds); run flowerbox "
@@ -41,7 +42,7 @@ class Check:
 
 def check_engine() -> tuple[Check, Any]:
     """The engine check and, when it answers, the client (for the checks after it)."""
-    from flowerbox.box.engine import BoxError, connect
+    from flowerbox.box.engine import connect
 
     where = os.environ.get("DOCKER_HOST") or "the default socket"
     try:
@@ -61,7 +62,7 @@ def check_engine() -> tuple[Check, Any]:
 
 
 def check_image(client: Any, image: str) -> Check:
-    from flowerbox.box.engine import BoxError, image_id
+    from flowerbox.box.engine import image_id
 
     if client is None:
         return Check("image", False, f"{image}: cannot look without an engine", "see engine")
@@ -107,7 +108,7 @@ def check_workspace(workspace: Path | None) -> tuple[Check, Path | None]:
     try:
         ws = workspace_of(workspace)
         protected = protected_paths(ws)
-    except ValueError as exc:
+    except ConfigError as exc:
         return Check("workspace", False, str(exc).split(":")[0], _after_colon(str(exc))), None
     if (git := layout(ws)) != "dir":
         message = not_isolable(ws, git)
@@ -126,7 +127,7 @@ def check_user() -> Check:
 
 def check_leftovers() -> Check:
     """Credentials a killed CLI left in flowerbox's state: removed here (and by any run)."""
-    from flowerbox.box.state import StateError, sweep_secrets
+    from flowerbox.box.state import sweep_secrets
 
     try:
         swept = sweep_secrets()
@@ -141,7 +142,6 @@ def check_box(
     workspace: Path | None, image: str, *, ready: bool, network: dict[str, Any]
 ) -> list[Check]:
     """gateway and proxy, from one real box prepared as a run's (real credentials)."""
-    from flowerbox.box.engine import BoxError
     from flowerbox.selftest.runner import selftest
 
     if not ready:
@@ -155,7 +155,7 @@ def check_box(
             real_credentials=True,
             prepare_options=network,
         )
-    except (BoxError, ValueError, RuntimeError) as exc:
+    except FlowerboxError as exc:
         return [Check("gateway", False, f"the box did not start: {exc}", "see the message")]
     health, proxy = report.verdicts
     return [

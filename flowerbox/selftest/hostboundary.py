@@ -35,9 +35,10 @@ from typing import Any
 import flower
 import flowerbox
 from flowerbox.box.spec import BoxSpec
-from flowerbox.box.untrusted import MiB, UntrustedFileError, open_dir, read_bytes, read_from
+from flowerbox.box.untrusted import MiB, open_dir, read_bytes, read_from
+from flowerbox.errors import RunError, UntrustedFileError
 from flowerbox.runs import records
-from flowerbox.runs.records import Run, RunError
+from flowerbox.runs.records import Run
 from flowerbox.selftest.tampering import HOOKS_PLANT, Plants
 
 DEADLINE_S = 5.0  # what the host code gets before a call counts as hung
@@ -55,11 +56,12 @@ sys.path[:0] = json.loads(sys.argv[2])
 from pathlib import Path
 from flower import describe
 from flowerbox.box.prepare import load_credentials
+from flowerbox.errors import FlowerboxError
 planted = json.loads(sys.argv[1])
 error = ""
 try:
     load_credentials(Path.cwd())
-except (RuntimeError, ValueError) as exc:
+except FlowerboxError as exc:
     error = type(exc).__name__
 print(json.dumps({
     "yielded": [key for key, value in planted.items() if os.environ.get(key) == value],

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from flowerbox import wire
 from flowerbox.selftest import sockets, syscalls
 from flowerbox.selftest.tampering import (  # noqa: F401 - main() looks every probe up by name
     git_redirects,
@@ -71,7 +72,6 @@ ROUTE_V6 = ("2001:db8::1", 9)
 # Targets the proxy must refuse as addresses, whatever the allowlist says about names.
 METADATA = "169.254.169.254:80"
 PRIVATE = "10.0.0.1:443"
-SURVIVOR_LABEL = "dev.flower.selftest.survivor"
 TIMEOUT = 3.0
 
 Observation = dict[str, Any]
@@ -412,7 +412,7 @@ def survivor(args: argparse.Namespace) -> Observation:
             ["sleep", "600"],
             detach=True,
             network_mode="none",
-            labels={SURVIVOR_LABEL: args.marker},
+            labels={wire.SURVIVOR_LABEL: args.marker},
             name=f"flowerbox-survivor-{args.marker}",
         )
         observation["container"] = "started"

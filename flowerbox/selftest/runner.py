@@ -39,12 +39,14 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from flowerbox import wire
 from flowerbox.box.prepare import Prepared
 from flowerbox.box.spec import BoxSpec
+from flowerbox.errors import ConfigError, FlowerboxError
 from flowerbox.selftest import hostboundary
 from flowerbox.selftest.controls import ALL_WEAK, DOCKER_SOCKET, Control, Where, control_named
 from flowerbox.selftest.hostboundary import Area
-from flowerbox.selftest.probes import PROBES, SURVIVOR_LABEL
+from flowerbox.selftest.probes import PROBES
 from flowerbox.selftest.tampering import HOOKS_PLANT, Plants
 from flowerbox.selftest.verdicts import PIDS_HEADROOM, SILENT, Seen, Verdict, judge, judge_host
 
@@ -151,7 +153,7 @@ def probe_command(
     command = [
         "python",
         "-m",
-        "flowerbox.selftest.probes",
+        wire.PROBES_MODULE,
         "--server",
         f"127.0.0.1:{server.port}",
         "--udp",
@@ -318,8 +320,8 @@ def selftest(
     probe module.
 
     Raises:
-        ValueError: a bad workspace (the same refusals as a run).
-        flowerbox.box.engine.BoxError: no engine, no image, a container that would not start.
+        ConfigError: a bad workspace (the same refusals as a run).
+        flowerbox.errors.BoxError: no engine, no image, a container that would not start.
     """
     from flowerbox.box.engine import Box, connect, ensure_image, image_id, labelled
     from flowerbox.box.prepare import in_git
@@ -361,11 +363,11 @@ def selftest(
                 prepared = Prepared(spec)
                 hand_over(prepared, placeholder_upstream=placeholder)
                 Box(spec, client=client, shape=shape).run(write=out.extend, write_err=err.extend)
-                survivors = labelled(client, f"{SURVIVOR_LABEL}={marker}")
+                survivors = labelled(client, f"{wire.SURVIVOR_LABEL}={marker}")
                 left = [f"container {c.name}" for c in survivors]
                 left += [
                     f"container {c.name}"
-                    for c in labelled(client, f"dev.flower.box.run={spec.run_id}")
+                    for c in labelled(client, f"{wire.RUN_LABEL}={spec.run_id}")
                 ]
                 for container in survivors:
                     with contextlib.suppress(Exception):
@@ -452,16 +454,14 @@ def main(
     flowerbox.selftest.controls (exactly its probes should FAIL); stderr says what was expected."""
     from rich.console import Console
 
-    from flowerbox.box.engine import BoxError
-
     stderr = Console(stderr=True, highlight=False, soft_wrap=True)
     control = ALL_WEAK if negative else None
     if weaken is not None:
         try:
             if negative:
-                raise ValueError("--weaken and --negative-control: pass one of them")
+                raise ConfigError("--weaken and --negative-control: pass one of them")
             control = control_named(weaken)
-        except ValueError as exc:
+        except ConfigError as exc:
             stderr.print(f"[bold red]error:[/] {exc}")
             return 2
         stderr.print(
@@ -483,7 +483,7 @@ def main(
             control=control,
             prepare_options=network,
         )
-    except (ValueError, RuntimeError, BoxError) as exc:
+    except FlowerboxError as exc:
         stderr.print(f"[bold red]error:[/] {exc}")
         return 2
     sections = (("box", report.verdicts), (HOST_SECTION, report.host))

@@ -26,6 +26,8 @@ import ipaddress
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from flowerbox.errors import EgressError
+
 __all__ = [
     "PRESETS",
     "Decision",
@@ -79,10 +81,6 @@ _SHARED = ipaddress.ip_network("100.64.0.0/10")  # carrier-grade NAT
 _NAT64 = (ipaddress.ip_network("64:ff9b::/96"), ipaddress.ip_network("64:ff9b:1::/48"))
 _UNIQUE_LOCAL = ipaddress.ip_network("fc00::/7")
 _LABEL_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789-_")
-
-
-class EgressError(ValueError):
-    """An --allow entry or preset that cannot be used; the message says what to pass."""
 
 
 @dataclass(frozen=True)

@@ -65,12 +65,13 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 import h11
 
 from flower.core.env import parse_dotenv
-from flowerbox.box.spec import PLACEHOLDER_KEY
-from flowerbox.sidecar.egress import EgressError, Policy
-from flowerbox.sidecar.http import BadRequest, Incoming, RequestReader, linger_close
+from flowerbox.errors import BadRequest, EgressError, GatewayError, PriceError
+from flowerbox.sidecar.egress import Policy
+from flowerbox.sidecar.http import Incoming, RequestReader, linger_close
 from flowerbox.sidecar.meter import Meter, Reservation, UsageReader, json_object
-from flowerbox.sidecar.pricing import PriceError, PriceTable, load_prices, token_count
+from flowerbox.sidecar.pricing import PriceTable, load_prices, token_count
 from flowerbox.sidecar.proxy import HOP_BY_HOP, EgressLog, EgressProxy, PrivateUnixServer
+from flowerbox.wire import PLACEHOLDER_KEY
 
 __all__ = [
     "ENDPOINTS",
@@ -130,10 +131,6 @@ UPSTREAM_TIMEOUT = 600.0
 CHUNK = 64 * 1024
 # The hop-by-hop headers, and the framing the gateway sets itself on each side.
 _HOP_BY_HOP = HOP_BY_HOP | {"transfer-encoding", "content-length"}
-
-
-class GatewayError(Exception):
-    """The gateway cannot start; the message says which file and what to fix."""
 
 
 @dataclass(frozen=True)

@@ -32,20 +32,14 @@ from dataclasses import dataclass
 
 import h11
 
+from flowerbox.errors import BadRequest
+
 __all__ = ["BadRequest", "Incoming", "RequestReader", "linger_close"]
 
 HEAD_LIMIT = 64 * 1024
 CHUNK = 64 * 1024
 LINGER = 1.0
 _HEAD_END = re.compile(rb"\n\r?\n")
-
-
-class BadRequest(Exception):
-    """The request cannot be read; `status` is what to answer (400, 413 or 431)."""
-
-    def __init__(self, message: str, status: int = 400) -> None:
-        super().__init__(message)
-        self.status = status
 
 
 @dataclass(frozen=True)

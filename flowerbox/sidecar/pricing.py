@@ -25,14 +25,12 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from flowerbox.errors import PriceError
+
 __all__ = ["UNKNOWN", "Price", "PriceError", "PriceTable", "load_prices", "token_count"]
 
 UNKNOWN = "*"
 """The table key whose price applies to models no other entry matches."""
-
-
-class PriceError(ValueError):
-    """A prices file cannot be used; the message names the file and the bad entry."""
 
 
 @dataclass(frozen=True, kw_only=True)

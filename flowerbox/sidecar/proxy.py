@@ -49,8 +49,9 @@ from urllib.parse import urlsplit
 
 import h11
 
+from flowerbox.errors import BadRequest
 from flowerbox.sidecar.egress import Host, IPAddress, Policy, parse_host, show
-from flowerbox.sidecar.http import BadRequest, Incoming, RequestReader, linger_close
+from flowerbox.sidecar.http import Incoming, RequestReader, linger_close
 
 __all__ = [
     "Connector",

@@ -14,9 +14,10 @@ from docker import DockerClient  # noqa: TID251 - these tests inspect the engine
 
 import flowerbox.box.engine
 from flower.testing import Always, FakeAPI, text
-from flowerbox.box.engine import Box, BoxError, ensure_image, owned
+from flowerbox.box.engine import Box, ensure_image, owned
 from flowerbox.box.prepare import prepare
 from flowerbox.box.spec import gateway_kwargs
+from flowerbox.errors import BoxError
 from tests.docker.e2e import FLOWERBOX, REAL, as_user, box_env
 
 pytestmark = pytest.mark.docker

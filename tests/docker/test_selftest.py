@@ -26,8 +26,9 @@ import pytest
 from docker import DockerClient  # noqa: TID251 - these tests inspect the engine's containers
 
 from flowerbox.selftest.controls import ALL_WEAK_HOST_FAILS, JOINED, VARIANTS, control_named
-from flowerbox.selftest.probes import PROBES, ROUTE_V6, SURVIVOR_LABEL
+from flowerbox.selftest.probes import PROBES, ROUTE_V6
 from flowerbox.selftest.verdicts import HOST_CHECKS
+from flowerbox.wire import SURVIVOR_LABEL
 from tests.docker.e2e import FLOWERBOX, as_user, state_of
 
 pytestmark = pytest.mark.docker

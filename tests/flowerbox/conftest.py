@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from flower.testing import FakeAPI
-from flowerbox.box.spec import PLACEHOLDER_KEY
+from flowerbox.wire import PLACEHOLDER_KEY
 
 REAL_KEY = "sk-real-test-key"
 PLACEHOLDER = PLACEHOLDER_KEY  # what the agent's side of a box sends

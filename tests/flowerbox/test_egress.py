@@ -16,7 +16,8 @@ from typer.testing import CliRunner
 from flowerbox.box.prepare import Prepared, prepare
 from flowerbox.box.spec import agent_kwargs, gateway_kwargs
 from flowerbox.cli.app import app
-from flowerbox.sidecar.egress import PRESETS, EgressError, Policy, address_kind, parse_host
+from flowerbox.errors import EgressError
+from flowerbox.sidecar.egress import PRESETS, Policy, address_kind, parse_host
 
 ALLOW = [
     "pypi.org",

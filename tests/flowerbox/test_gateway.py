@@ -19,7 +19,8 @@ import pytest
 import trustme
 
 from flower.testing import FakeAPI, Usage, drop, sequence, text, tool
-from flowerbox.sidecar.pricing import PriceError, PriceTable, load_prices
+from flowerbox.errors import PriceError
+from flowerbox.sidecar.pricing import PriceTable, load_prices
 from tests.driver import drive
 from tests.flowerbox.conftest import PLACEHOLDER, REAL_KEY, GatewayProcess
 

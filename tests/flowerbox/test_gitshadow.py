@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 
 from flowerbox.box import gitshadow
-from flowerbox.box.gitshadow import GitShadowError, Shadow
+from flowerbox.box.gitshadow import Shadow
+from flowerbox.errors import GitShadowError
 
 RUN = "r1"
 

@@ -21,7 +21,8 @@ import pytest
 
 from flowerbox.box import state
 from flowerbox.box.spec import BoxSpec
-from flowerbox.runs.records import Run, RunError
+from flowerbox.errors import RunError
+from flowerbox.runs.records import Run
 from flowerbox.selftest import hostboundary
 from flowerbox.selftest.hostboundary import Area, check_run
 from flowerbox.selftest.tampering import Plants, git_redirects, hooks_plant, host_plants

@@ -23,9 +23,9 @@ from flowerbox.box import state
 from flowerbox.box.prepare import prepare
 from flowerbox.box.spec import BoxSpec, Limits
 from flowerbox.cli.app import app
+from flowerbox.errors import RunError
 from flowerbox.runs import control, records
 from flowerbox.runs.detach import carried, remaining_budget, resume_command
-from flowerbox.runs.records import RunError
 
 runner = CliRunner()
 SECRET = "sk-ant-real-secret-runs-0123456789"

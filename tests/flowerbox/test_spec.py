@@ -11,14 +11,9 @@ from pathlib import Path
 import pytest
 
 from flowerbox.box.prepare import prepare, workspace_of
-from flowerbox.box.spec import (
-    OBJECTS_IN_BOX,
-    PLACEHOLDER_KEY,
-    BoxSpec,
-    agent_kwargs,
-    gateway_kwargs,
-)
+from flowerbox.box.spec import BoxSpec, agent_kwargs, gateway_kwargs
 from flowerbox.runs.boundary import before_run
+from flowerbox.wire import OBJECTS_IN_BOX, PLACEHOLDER_KEY
 
 SECRET = "sk-ant-real-secret-0123456789"
 

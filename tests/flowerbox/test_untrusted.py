@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 
 from flowerbox.box.untrusted import (
-    UntrustedFileError,
     clean,
     clean_data,
     drop,
@@ -20,6 +19,7 @@ from flowerbox.box.untrusted import (
     real_folder,
     regular_file,
 )
+from flowerbox.errors import UntrustedFileError
 
 
 @pytest.fixture

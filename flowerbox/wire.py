@@ -1,0 +1,45 @@
+"""The names the host, the gateway's container and the agent's container agree on.
+
+Each side is built from the same image but runs apart, so a name spelled twice can drift
+apart silently: a socket the relay never finds, a label `ps` never matches. Every name that
+crosses a process or container boundary is spelled here once (testcontainers'
+`core/labels.py` is the model). Pure constants: the agent's container imports this module
+too, so it holds nothing but the standard library's types.
+"""
+
+from __future__ import annotations
+
+# --- what the image is and which flowerbox made it ---------------------------------------
+BUILD_LABEL = "dev.flower.build"  # every image our Dockerfile makes, so cleanup removes ours
+BUILD_LABEL_VALUE = "flowerbox"
+VERSION_LABEL = "org.opencontainers.image.version"  # = flowerbox.__version__ at build time
+VERSION_BUILD_ARG = "FLOWERBOX_VERSION"
+
+# --- containers: labels, so flowerbox finds what it owns ------------------------------------
+BOX_LABEL = "dev.flower.box"
+RUN_LABEL = f"{BOX_LABEL}.run"
+WORKSPACE_LABEL = f"{BOX_LABEL}.workspace"
+ROLE_LABEL = f"{BOX_LABEL}.role"  # "agent" or "gateway"
+SURVIVOR_LABEL = "dev.flower.selftest.survivor"  # a container a self-test probe tried to start
+
+# --- the agent's side of the relay: loopback ports inside its container -------------------
+API_PORT = 8080
+PROXY_PORT = 3128  # the egress proxy (docs/egress.md)
+PLACEHOLDER_KEY = "sk-flowerbox-placeholder"  # the agent's API key: worth nothing
+
+# --- folders mounted into the containers, and the files in them ---------------------------
+SOCKET_DIR_IN_BOX = "/run/flowerbox"  # both containers: the gateway's unix sockets
+API_SOCKET = "api.sock"
+PROXY_SOCKET = "proxy.sock"
+SECRETS_IN_GATEWAY = "/run/flowerbox-secrets"  # the gateway's alone, read-only
+CREDENTIALS_FILE = "credentials.env"
+OBJECTS_IN_BOX = "/run/flowerbox-git/objects"  # the user's git objects, read-only
+USAGE_FILE = "usage.json"  # the gateway's ledger, in the run's host-only gateway folder
+EGRESS_LOG = "egress.jsonl"  # one JSON line per egress decision, next to it
+
+# --- entry modules: what each container (or the host's keeper) runs with `python -m` -------
+GATEWAY_MODULE = "flowerbox.sidecar.gateway"
+INSIDE_MODULE = "flowerbox.inside.entry"
+RELAY_MODULE = "flowerbox.inside.relay"
+PROBES_MODULE = "flowerbox.selftest.probes"
+SUPERVISOR_MODULE = "flowerbox.runs.supervise"
