@@ -1,7 +1,7 @@
 # flowerbox: the flower CLI, the Claude Code CLI bundled in claude-agent-sdk, and the flowerbox
 # package (gateway and relay), in one image. docs/image.md says how it is built and tested.
 #
-#   docker build -t flowerbox:dev .                       # on debian:bookworm-slim
+#   docker build --build-arg FLOWERBOX_VERSION=0.2.0 -t flowerbox:dev .   # on debian:bookworm-slim
 #   DOCKER_BUILDKIT=0 docker build --network host \
 #     --build-arg BASE_IMAGE=flowerbox-base:bookworm -t flowerbox:dev .   # our test machines
 #
@@ -71,7 +71,9 @@ RUN if ! dpkg -s python3 git ripgrep ca-certificates tini >/dev/null 2>&1; then 
 COPY --from=builder /opt/flowerbox /opt/flowerbox
 COPY docker/entrypoint.sh /usr/local/bin/flowerbox-entrypoint
 
-ARG FLOWERBOX_VERSION=0.1.0
+# flowerbox passes its own version (flowerbox.box.engine.ensure_image, docker/prepare.sh) and
+# rebuilds an image whose label differs: an image built for other code is never run.
+ARG FLOWERBOX_VERSION=unknown
 LABEL dev.flower.build="flowerbox" \
       org.opencontainers.image.title="flowerbox" \
       org.opencontainers.image.description="flower (long-horizon work with Claude Code) in a hardened container, with the flowerbox gateway and relay" \

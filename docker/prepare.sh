@@ -12,10 +12,13 @@ image=${FLOWERBOX_IMAGE:-flowerbox:dev}
 
 bash docker/engine.sh
 bash docker/base-image.sh
+# The image is labelled with the version it was built for: flowerbox rebuilds any other.
+version=$(sed -n 's/^version = "\(.*\)"$/\1/p' pyproject.toml | head -n 1)
 build_log=$(mktemp /tmp/flowerbox-build.XXXXXX.log)
 echo "prepare.sh: building $image on $base (log: $build_log)" >&2
 if ! DOCKER_BUILDKIT=0 docker build --network host \
-    --build-arg BASE_IMAGE="$base" -t "$image" . >"$build_log" 2>&1; then
+    --build-arg BASE_IMAGE="$base" --build-arg FLOWERBOX_VERSION="$version" \
+    -t "$image" . >"$build_log" 2>&1; then
     tail -n 40 "$build_log" >&2
     echo "prepare.sh: error: building $image failed (log above)" >&2
     exit 1

@@ -20,11 +20,13 @@ from typing import Any
 from docker import DockerClient
 from docker.errors import APIError, DockerException, ImageNotFound, NotFound
 
+from flowerbox import __version__, wire
 from flowerbox.box.facts import box_facts
 from flowerbox.box.spec import BoxSpec, agent_kwargs, gateway_kwargs
 from flowerbox.errors import BoxError
 from flowerbox.wire import BOX_LABEL
 
+CHECKOUT = Path(__file__).resolve().parents[2]  # where the Dockerfile is, from a checkout
 SOCKET_WAIT_S = 30.0
 STOP_GRACE_S = 30
 
@@ -43,20 +45,42 @@ def connect(client: DockerClient | None = None) -> DockerClient:
 
 
 def ensure_image(
-    client: DockerClient, tag: str, *, context: Path | None, base_image: str | None = None
+    client: DockerClient,
+    tag: str,
+    *,
+    context: Path | None,
+    base_image: str | None = None,
+    rebuild: bool = False,
 ) -> None:
-    """Use `tag` if present; else build it from `context` (a checkout with the Dockerfile)."""
+    """Use `tag` if it is there and was built for this flowerbox; else (or with `rebuild`)
+    build it from `context` (a checkout with the Dockerfile).
+
+    An image built for another version runs other code inside: its entry modules, wire
+    names or probes may not be this host's, so it is stale (its version label says which it
+    was built for) and is rebuilt rather than run.
+
+    Raises:
+        BoxError: no image (or a stale one) and no Dockerfile to build it, or the build failed.
+    """
     try:
-        client.images.get(tag)
-        return
+        built_for: str | None = client.images.get(tag).labels.get(wire.VERSION_LABEL) or ""
     except ImageNotFound:
-        pass
+        built_for = None
+    if built_for == __version__ and not rebuild:
+        return
     if context is None or not (context / "Dockerfile").is_file():
-        raise BoxError(
-            f"the image {tag} is not here and there is no Dockerfile to build it from: "
-            "run `flowerbox build` in a flowerbox checkout, or pass --image"
+        found = (
+            "is not here"
+            if built_for is None
+            else f"was built for flowerbox {built_for or 'an unknown version'}, not {__version__}"
         )
-    buildargs = {"BASE_IMAGE": base_image} if base_image else {}
+        raise BoxError(
+            f"the image {tag} {found}, and there is no Dockerfile to build it from: run "
+            "`flowerbox build` in a flowerbox checkout, or pass --image"
+        )
+    buildargs = {wire.VERSION_BUILD_ARG: __version__}
+    if base_image:
+        buildargs["BASE_IMAGE"] = base_image
     try:
         client.images.build(
             path=str(context), tag=tag, buildargs=buildargs, network_mode="host", rm=True

@@ -31,6 +31,7 @@ from flower import check_credentials, load_dotenv
 from flower.core.env import Lookup
 from flowerbox import wire
 from flowerbox.box import gitshadow, state
+from flowerbox.box.options import BoxOptions
 from flowerbox.box.spec import NETS, BoxSpec, protected_paths
 from flowerbox.box.untrusted import open_dir, real_folder, regular_file
 from flowerbox.errors import ConfigError, CredentialsError
@@ -38,7 +39,6 @@ from flowerbox.sidecar.egress import Policy, parse_host
 
 CREDENTIAL_KEYS = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL")
 LOOPBACK = {"127.0.0.1", "localhost", "::1"}
-DEFAULT_IMAGE = "flowerbox:dev"
 # Extra name=address lines for the gateway's /etc/hosts, so the proxy can reach a name the
 # DNS does not know (the tests map *.test names to the host's loopback this way).
 EGRESS_HOSTS_VAR = "FLOWERBOX_EGRESS_HOSTS"
@@ -142,18 +142,7 @@ def in_git(ws: Path) -> bool:
     return gitshadow.layout(ws) != "none"
 
 
-def prepare(
-    command: list[str],
-    *,
-    workspace: Path | None,
-    image: str = DEFAULT_IMAGE,
-    isolate: bool = True,
-    budget_usd: float | None = None,
-    net: str = "allowlist",
-    allow: Sequence[str] = (),
-    allow_presets: Sequence[str] = (),
-    disk_budget_gb: float | None = None,
-) -> Prepared:
+def prepare(command: list[str], options: BoxOptions) -> Prepared:
     """Check everything that can be checked on the host, then lay out the folders (the
     credentials are written later, by Prepared.write_secrets).
 
@@ -163,9 +152,10 @@ def prepare(
             --allow, --allow-preset, FLOWERBOX_EGRESS_HOSTS entry or protect list.
         CredentialsError: no credentials (flower's message, and the hint about a workspace .env).
     """
-    allowed = egress_allowlist(net, allow, allow_presets)
+    isolate, budget_usd = options.isolate, options.budget_usd
+    allowed = egress_allowlist(options.net, options.allow, options.allow_presets)
     egress_hosts = _egress_hosts(os.environ.get(EGRESS_HOSTS_VAR, ""))
-    ws = workspace_of(workspace)
+    ws = workspace_of(options.workspace)
     git = gitshadow.layout(ws)
     if isolate and git != "dir":
         raise ConfigError(not_isolable(ws, git))
@@ -196,7 +186,7 @@ def prepare(
         flower += ["--budget", str(budget_usd)]
     state_dir = state.run_folder(run_id)
     spec = BoxSpec(
-        image=image,
+        image=options.image,
         workspace=ws,
         run_dir=run_dir,
         home=home,
@@ -211,11 +201,11 @@ def prepare(
         upstream_on_loopback=urlsplit(base_url).hostname in LOOPBACK,
         budget_usd=budget_usd,
         protected=protected,
-        net=net,
+        net=options.net,
         allow=allowed,
         egress_hosts=egress_hosts,
         git=git,
-        disk_budget_gb=disk_budget_gb or None,
+        disk_budget_gb=options.disk_budget_gb or None,
     )
     spec.gateway_dir.mkdir(mode=0o700, exist_ok=True)
     if command[:1] in (["go"], ["once"], ["run"]):  # flower's events, for `flowerbox logs`

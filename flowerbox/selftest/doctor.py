@@ -14,13 +14,20 @@ and proxy (it refuses a name off the allowlist, with a 403, and logs the deny).
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from flower.core.env import CREDENTIALS
+from flower import load_dotenv
+from flower.core.env import CREDENTIALS, Lookup
+from flowerbox.box.engine import connect, image_id
+from flowerbox.box.gitshadow import layout
+from flowerbox.box.options import BoxOptions
+from flowerbox.box.prepare import not_isolable, workspace_of
+from flowerbox.box.spec import protected_paths
+from flowerbox.box.state import sweep_secrets
 from flowerbox.errors import BoxError, ConfigError, FlowerboxError, StateError
+from flowerbox.selftest.runner import selftest
 
 ROOT_NOTE = (
     "you are root, so the box runs as uid 0 (every other restriction holds); run flowerbox "
@@ -42,8 +49,6 @@ class Check:
 
 def check_engine() -> tuple[Check, Any]:
     """The engine check and, when it answers, the client (for the checks after it)."""
-    from flowerbox.box.engine import connect
-
     where = os.environ.get("DOCKER_HOST") or "the default socket"
     try:
         client = connect()
@@ -62,8 +67,6 @@ def check_engine() -> tuple[Check, Any]:
 
 
 def check_image(client: Any, image: str) -> Check:
-    from flowerbox.box.engine import image_id
-
     if client is None:
         return Check("image", False, f"{image}: cannot look without an engine", "see engine")
     try:
@@ -80,9 +83,6 @@ def check_image(client: Any, image: str) -> Check:
 
 def check_credentials() -> Check:
     """Which credential is set and where it came from; never its value."""
-    from flower import load_dotenv
-    from flower.core.env import Lookup
-
     try:  # as a run looks: never a workspace .env (the box can write it)
         origins = load_dotenv(lookup=Lookup.from_process(project=False))
     except (OSError, ValueError) as exc:
@@ -101,10 +101,6 @@ def check_credentials() -> Check:
 
 
 def check_workspace(workspace: Path | None) -> tuple[Check, Path | None]:
-    from flowerbox.box.gitshadow import layout
-    from flowerbox.box.prepare import not_isolable, workspace_of
-    from flowerbox.box.spec import protected_paths
-
     try:
         ws = workspace_of(workspace)
         protected = protected_paths(ws)
@@ -127,8 +123,6 @@ def check_user() -> Check:
 
 def check_leftovers() -> Check:
     """Credentials a killed CLI left in flowerbox's state: removed here (and by any run)."""
-    from flowerbox.box.state import sweep_secrets
-
     try:
         swept = sweep_secrets()
     except StateError as exc:
@@ -138,22 +132,14 @@ def check_leftovers() -> Check:
     return Check("state", True, "no credentials left on disk")
 
 
-def check_box(
-    workspace: Path | None, image: str, *, ready: bool, network: dict[str, Any]
-) -> list[Check]:
+def check_box(options: BoxOptions, *, ready: bool) -> list[Check]:
     """gateway and proxy, from one real box prepared as a run's (real credentials)."""
-    from flowerbox.selftest.runner import selftest
-
     if not ready:
         why = "needs the engine, the image, credentials and a workspace (above)"
         return [Check(name, False, why, "fix the misses above") for name in ("gateway", "proxy")]
     try:
         report = selftest(
-            workspace=workspace,
-            image=image,
-            probes=("gateway_health", "proxy_denied_name"),
-            real_credentials=True,
-            prepare_options=network,
+            options, probes=("gateway_health", "proxy_denied_name"), real_credentials=True
         )
     except FlowerboxError as exc:
         return [Check("gateway", False, f"the box did not start: {exc}", "see the message")]
@@ -175,31 +161,14 @@ def check_box(
     ]
 
 
-def doctor(
-    *, workspace: Path | None, image: str, network: dict[str, Any] | None = None
-) -> list[Check]:
+def doctor(options: BoxOptions) -> list[Check]:
+    """Every check, in order; the box's need the ones before them to pass."""
     engine, client = check_engine()
-    checks = [engine, check_image(client, image), check_credentials()]
-    ws_check, ws = check_workspace(workspace)
+    checks = [engine, check_image(client, options.image), check_credentials()]
+    ws_check, ws = check_workspace(options.workspace)
     checks += [ws_check, check_user(), check_leftovers()]
     ready = all(check.ok for check in checks)
-    checks += check_box(ws, image, ready=ready, network=network or {})
+    checks += check_box(replace(options, workspace=ws), ready=ready)
     if client is not None:
         client.close()
     return checks
-
-
-def main(
-    *,
-    workspace: Path | None,
-    image: str,
-    network: dict[str, Any] | None = None,
-    write: Callable[[str], Any] = print,
-) -> int:
-    """Print each check; 0 when all are OK, 1 on any miss."""
-    checks = doctor(workspace=workspace, image=image, network=network)
-    for check in checks:
-        write(check.line())
-    misses = sum(not check.ok for check in checks)
-    write(f"{len(checks)} checks: {misses} to fix" if misses else f"{len(checks)} checks: all OK")
-    return 1 if misses else 0

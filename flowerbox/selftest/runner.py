@@ -1,6 +1,6 @@
 """`flowerbox selftest`: the escape probes run in a box made exactly as a real run's, judged here.
 
-    report = selftest(workspace=None, image="flowerbox:dev")
+    report = selftest(BoxOptions())
     for verdict in report.verdicts: print(verdict.line())
 
 The host side starts a probe server on its own loopback (TCP and UDP: what reaches it proves a
@@ -39,16 +39,21 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from flower import load_dotenv
+from flower.core.env import Lookup
 from flowerbox import wire
-from flowerbox.box.prepare import Prepared
+from flowerbox.box.engine import CHECKOUT, Box, connect, ensure_image, image_id, labelled
+from flowerbox.box.gitshadow import layout
+from flowerbox.box.options import BoxOptions
+from flowerbox.box.prepare import LOOPBACK, Prepared, in_git, prepare, workspace_of
 from flowerbox.box.spec import BoxSpec
-from flowerbox.errors import ConfigError, FlowerboxError
+from flowerbox.runs.boundary import before_run
 from flowerbox.selftest import hostboundary
-from flowerbox.selftest.controls import ALL_WEAK, DOCKER_SOCKET, Control, Where, control_named
+from flowerbox.selftest.controls import DOCKER_SOCKET, Control, Where
 from flowerbox.selftest.hostboundary import Area
 from flowerbox.selftest.probes import PROBES
 from flowerbox.selftest.tampering import HOOKS_PLANT, Plants
-from flowerbox.selftest.verdicts import PIDS_HEADROOM, SILENT, Seen, Verdict, judge, judge_host
+from flowerbox.selftest.verdicts import PIDS_HEADROOM, Seen, Verdict, judge, judge_host
 
 HOST_SECTION = "host boundary"
 
@@ -271,28 +276,17 @@ def hand_over(prepared: Prepared, *, placeholder_upstream: str | None) -> None:
         prepared.write_secrets()
 
 
-def run_box(
-    workspace: Path | None,
-    image: str,
-    *,
-    options: dict[str, Any],
-    placeholder_upstream: str | None,
-) -> Prepared:
+def run_box(options: BoxOptions, *, placeholder_upstream: str | None) -> Prepared:
     """The box a `flowerbox "ask"` run in `workspace` would get, from the same prepare(): its
     protected paths, isolation (and so the workbench mount) when the workspace is a
-    repository's top folder unless `options` say otherwise, the user's egress `options`, and
+    repository's top folder (unless `options` say no isolation), the user's egress `options`, and
     the gateway on the network a run's would take (the host's only for a loopback
     ANTHROPIC_BASE_URL, as the user's own settings say). With `placeholder_upstream`, the
     gateway will get a placeholder key aimed there (hand_over writes it).
     """
-    from flower import load_dotenv
-    from flower.core.env import Lookup
-    from flowerbox.box.gitshadow import layout
-    from flowerbox.box.prepare import LOOPBACK, prepare, workspace_of
-
-    options = {"isolate": layout(workspace_of(workspace)) == "dir", **options}
+    isolate = options.isolate and layout(workspace_of(options.workspace)) == "dir"
     with _credentials(placeholder_upstream):
-        prepared = prepare(["selftest"], workspace=workspace, image=image, **options)
+        prepared = prepare(["selftest"], replace(options, isolate=isolate))
     # The user's own settings (never a workspace .env: as a run looks, after prepare() checked
     # $FLOWER_ENV) decide the gateway's network, as they would a run's.
     load_dotenv(lookup=Lookup.from_process(project=False))
@@ -304,12 +298,9 @@ def run_box(
 
 
 def selftest(
+    options: BoxOptions,
     *,
-    workspace: Path | None,
-    image: str,
-    base_image: str | None = None,
     control: Control | None = None,
-    prepare_options: dict[str, Any] | None = None,
     probes: tuple[str, ...] = PROBES,
     real_credentials: bool = False,
 ) -> Report:
@@ -323,17 +314,10 @@ def selftest(
         ConfigError: a bad workspace (the same refusals as a run).
         flowerbox.errors.BoxError: no engine, no image, a container that would not start.
     """
-    from flowerbox.box.engine import Box, connect, ensure_image, image_id, labelled
-    from flowerbox.box.prepare import in_git
-    from flowerbox.cli.app import CHECKOUT
-    from flowerbox.runs.boundary import before_run
-
     token, marker = secrets.token_hex(6), f"fbx-survivor-{secrets.token_hex(6)}"
     with ProbeServer() as server:
         placeholder = None if real_credentials else server.url
-        prepared = run_box(
-            workspace, image, options=prepare_options or {}, placeholder_upstream=placeholder
-        )
+        prepared = run_box(options, placeholder_upstream=placeholder)
         spec = prepared.spec
         names = spec.protected
         where = Where(
@@ -358,8 +342,9 @@ def selftest(
             spec = replace(spec, command=tuple(command))
             try:
                 client = connect()
-                ensure_image(client, image, context=CHECKOUT, base_image=base_image)
-                spec = before_run(spec, image_id=image_id(client, image))  # a run's own git too
+                ensure_image(client, options.image, context=CHECKOUT, base_image=options.base_image)
+                # a run's own git too
+                spec = before_run(spec, image_id=image_id(client, options.image))
                 prepared = Prepared(spec)
                 hand_over(prepared, placeholder_upstream=placeholder)
                 Box(spec, client=client, shape=shape).run(write=out.extend, write_err=err.extend)
@@ -410,7 +395,6 @@ def _host_boundary(
     token: str,
 ) -> list[Verdict]:
     """flowerbox's host code run against what the box planted, judged."""
-    from flowerbox.box.prepare import in_git
 
     plants = Plants(token)
     observed = hostboundary.observe(
@@ -433,81 +417,3 @@ def _shaped(kwargs: dict[str, Any], *, control: Control, where: Where) -> dict[s
 def _docker_socket_path() -> str:
     host = os.environ.get("DOCKER_HOST", "")
     return host.removeprefix("unix://") if host.startswith("unix://") else DOCKER_SOCKET
-
-
-# --- the command ----------------------------------------------------------------------------
-
-
-def main(
-    *,
-    workspace: Path | None,
-    image: str,
-    base_image: str | None,
-    negative: bool,
-    as_json: bool,
-    network: dict[str, Any] | None = None,
-    weaken: str | None = None,
-) -> int:
-    """`flowerbox selftest`: print one line per probe; 0 all PASS, 1 any FAIL, 2 no box.
-
-    `negative` runs the all-weak control (every probe should FAIL), `weaken` one variant of
-    flowerbox.selftest.controls (exactly its probes should FAIL); stderr says what was expected."""
-    from rich.console import Console
-
-    stderr = Console(stderr=True, highlight=False, soft_wrap=True)
-    control = ALL_WEAK if negative else None
-    if weaken is not None:
-        try:
-            if negative:
-                raise ConfigError("--weaken and --negative-control: pass one of them")
-            control = control_named(weaken)
-        except ConfigError as exc:
-            stderr.print(f"[bold red]error:[/] {exc}")
-            return 2
-        stderr.print(
-            f"negative control {control.name}: {control.breaks}; expected to FAIL: "
-            f"{', '.join(sorted(control.fails))}, every other probe to PASS"
-        )
-    elif negative:
-        stderr.print(
-            "negative control: a deliberately weak container (root, default capabilities, "
-            "no seccomp, host network, the Docker socket): every probe should FAIL here, and "
-            "of the host-boundary checks git_hook_redirect (the others judge the host's own "
-            "code, which no box changes)"
-        )
-    try:
-        report = selftest(
-            workspace=workspace,
-            image=image,
-            base_image=base_image,
-            control=control,
-            prepare_options=network,
-        )
-    except FlowerboxError as exc:
-        stderr.print(f"[bold red]error:[/] {exc}")
-        return 2
-    sections = (("box", report.verdicts), (HOST_SECTION, report.host))
-    for section, verdicts in sections:
-        if verdicts and section == HOST_SECTION and not as_json:
-            print(f"{HOST_SECTION}: flowerbox's host code against what the box planted")
-        for verdict in verdicts:
-            if as_json:
-                line = {"section": section, "probe": verdict.probe, "ok": verdict.ok}
-                print(json.dumps({**line, "why": verdict.why}))
-            else:
-                print(verdict.line())
-    for what in report.left:
-        stderr.print(f"could not remove what the self-test planted: {what}", markup=False)
-    every = [*report.verdicts, *report.host]
-    failed = sum(not verdict.ok for verdict in every)
-    if any(verdict.why.startswith(SILENT) for verdict in report.verdicts):
-        stderr.print(
-            "some probes never reported: an image older than this flowerbox? run "
-            f"`flowerbox build`. The box's stderr ended with:\n{report.stderr[-1500:]}",
-            markup=False,
-        )
-    counted = f"{len(report.verdicts)} probes"
-    if report.host:
-        counted += f", {len(report.host)} host-boundary checks"
-    stderr.print(f"{counted}: {len(every) - failed} PASS, {failed} FAIL")
-    return 1 if failed else 0

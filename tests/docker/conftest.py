@@ -21,6 +21,7 @@ from docker import DockerClient  # noqa: TID251 - these tests drive the engine i
 from docker.errors import BuildError, DockerException, ImageNotFound  # noqa: TID251
 
 from flower.testing import FakeAPI
+from flowerbox import __version__, wire
 from tests.docker.e2e import FLOWERBOX, PREPARE, REAL, USER, as_user
 
 REPO = Path(__file__).resolve().parents[2]
@@ -86,7 +87,7 @@ def flowerbox_image(docker_client: DockerClient) -> str:
         docker_client.images.build(
             path=str(REPO),
             tag=IMAGE,
-            buildargs={"BASE_IMAGE": BASE_IMAGE},
+            buildargs={"BASE_IMAGE": BASE_IMAGE, wire.VERSION_BUILD_ARG: __version__},
             # Only the lock's `pip download` step goes out, to PyPI, and only on a cold cache.
             network_mode="host",
             rm=True,

@@ -15,6 +15,7 @@ from docker import DockerClient  # noqa: TID251 - these tests inspect the engine
 import flowerbox.box.engine
 from flower.testing import Always, FakeAPI, text
 from flowerbox.box.engine import Box, ensure_image, owned
+from flowerbox.box.options import BoxOptions
 from flowerbox.box.prepare import prepare
 from flowerbox.box.spec import gateway_kwargs
 from flowerbox.errors import BoxError
@@ -80,7 +81,9 @@ def test_a_gateway_that_dies_is_named_and_nothing_is_left_running(
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-never-used")
     ws = tmp_path / "ws"
     ws.mkdir()
-    prepared = prepare(["once", "hi"], workspace=ws, image=flowerbox_image, isolate=False)
+    prepared = prepare(
+        ["once", "hi"], BoxOptions(workspace=ws, image=flowerbox_image, isolate=False)
+    )
 
     def dying(spec: Any) -> dict[str, Any]:
         return {**gateway_kwargs(spec), "command": ["false"]}

@@ -6,9 +6,11 @@ no-new-privileges, as a uid that has no passwd entry (conftest.HARDENED), as flo
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import re
+import secrets
 import time
 import tomllib
 from pathlib import Path
@@ -17,6 +19,10 @@ from typing import Any
 import pytest
 from docker import DockerClient  # noqa: TID251 - these tests drive the engine itself
 from docker.errors import ContainerError  # noqa: TID251
+
+from flowerbox import __version__, wire
+from flowerbox.box.engine import ensure_image
+from flowerbox.errors import BoxError
 
 pytestmark = pytest.mark.docker
 
@@ -285,3 +291,24 @@ def test_size_over_base(docker_client: DockerClient, flowerbox_image: str, base_
         - docker_client.images.get(base_image).attrs["Size"]
     )
     assert added <= MAX_ADDED_BYTES, f"the image adds {added / 1e6:.0f} MB over {base_image}"
+
+
+def test_an_image_built_for_another_flowerbox_is_rebuilt_not_run(
+    docker_client: DockerClient, flowerbox_image: str, base_image: str
+) -> None:
+    """An image from before a change of layout runs other entry modules than this host asks
+    for: its version label gives it away, and it is rebuilt (or, with no Dockerfile at hand,
+    refused with what to do) instead of started."""
+    tag = f"flowerbox-stale-test:{secrets.token_hex(4)}"
+    old = f"FROM {flowerbox_image}\nLABEL {wire.VERSION_LABEL}=0.1.0\n"
+    docker_client.images.build(fileobj=io.BytesIO(old.encode()), tag=tag, rm=True)
+    try:
+        with pytest.raises(BoxError, match=r"built for flowerbox 0\.1\.0, not .*flowerbox build"):
+            ensure_image(docker_client, tag, context=None)
+        ensure_image(docker_client, tag, context=REPO, base_image=base_image)
+        rebuilt = docker_client.images.get(tag)
+        assert rebuilt.labels[wire.VERSION_LABEL] == __version__
+        ensure_image(docker_client, tag, context=REPO, base_image=base_image)
+        assert docker_client.images.get(tag).id == rebuilt.id  # current: used as it is
+    finally:
+        docker_client.images.remove(tag, force=True)

@@ -11,6 +11,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from flowerbox import __version__
+from flowerbox.box.options import BoxOptions
 from flowerbox.box.prepare import prepare
 from flowerbox.box.spec import agent_kwargs
 from flowerbox.box.terminal import docker_run_args
@@ -47,7 +49,7 @@ def test_shell_gets_the_agents_container_flag_for_flag(
     project: Path, home: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("ANTHROPIC_API_KEY", SECRET)
-    prepared = prepare(["shell"], workspace=project, isolate=False)
+    prepared = prepare(["shell"], BoxOptions(workspace=project, isolate=False))
     try:
         kwargs = agent_kwargs(prepared.spec)
         args = docker_run_args(kwargs)
@@ -151,5 +153,5 @@ def test_version_names_the_pieces_that_matter() -> None:
         [sys.executable, "-m", "flowerbox", "version"], capture_output=True, text=True, check=True
     )
     lines = done.stdout.splitlines()
-    assert lines[0].startswith("flowerbox 0.1.0")
+    assert lines[0].startswith(f"flowerbox {__version__}")
     assert lines[1] == "claude-agent-sdk 0.2.189" and lines[2].startswith("claude code 2.1.")

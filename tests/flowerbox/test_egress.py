@@ -13,10 +13,11 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from flowerbox.box.options import BoxOptions
 from flowerbox.box.prepare import Prepared, prepare
 from flowerbox.box.spec import agent_kwargs, gateway_kwargs
 from flowerbox.cli.app import app
-from flowerbox.errors import EgressError
+from flowerbox.errors import ConfigError, EgressError
 from flowerbox.sidecar.egress import PRESETS, Policy, address_kind, parse_host
 
 ALLOW = [
@@ -218,7 +219,10 @@ def test_by_default_the_agent_leaves_only_through_the_proxy(
     repo: Path, prepared: list[Prepared]
 ) -> None:
     prepared.append(
-        prepare(["go", "x"], workspace=repo, allow=["B.test,*.c.test"], allow_presets=["npm"])
+        prepare(
+            ["go", "x"],
+            BoxOptions(workspace=repo, allow=("B.test,*.c.test",), allow_presets=("npm",)),
+        )
     )
     spec = prepared[0].spec
     agent, gateway = agent_kwargs(spec), gateway_kwargs(spec)
@@ -239,7 +243,7 @@ def test_by_default_the_agent_leaves_only_through_the_proxy(
 def test_an_empty_allowlist_still_serves_the_proxy_that_denies_everything(
     repo: Path, prepared: list[Prepared]
 ) -> None:
-    prepared.append(prepare(["once", "x"], workspace=repo, isolate=False))
+    prepared.append(prepare(["once", "x"], BoxOptions(workspace=repo, isolate=False)))
     command = gateway_kwargs(prepared[0].spec)["command"]
     assert "--proxy-socket" in command and "--allow" not in command
 
@@ -247,7 +251,7 @@ def test_an_empty_allowlist_still_serves_the_proxy_that_denies_everything(
 def test_net_open_gives_the_agent_a_network_and_no_proxy(
     repo: Path, prepared: list[Prepared]
 ) -> None:
-    prepared.append(prepare(["go", "x"], workspace=repo, net="open"))
+    prepared.append(prepare(["go", "x"], BoxOptions(workspace=repo, net="open")))
     agent, gateway = agent_kwargs(prepared[0].spec), gateway_kwargs(prepared[0].spec)
     assert agent["network_mode"] == "bridge"
     assert not set(PROXY_VARS) & set(agent["environment"])
@@ -268,8 +272,8 @@ def test_net_open_gives_the_agent_a_network_and_no_proxy(
 def test_bad_network_settings_are_refused_before_anything_is_made(
     repo: Path, kwargs: dict[str, object], message: str
 ) -> None:
-    with pytest.raises(ValueError) as caught:
-        prepare(["go", "x"], workspace=repo, **kwargs)  # type: ignore[arg-type]
+    with pytest.raises(ConfigError) as caught:
+        prepare(["go", "x"], BoxOptions(workspace=repo, **kwargs))  # type: ignore[arg-type]
     assert message in str(caught.value)
     assert not (repo / "runs").exists()
 
@@ -278,12 +282,12 @@ def test_egress_hosts_go_to_the_gateways_hosts_file(
     repo: Path, prepared: list[Prepared], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("FLOWERBOX_EGRESS_HOSTS", "Mirror.test=127.0.0.1, v6.test=::1")
-    prepared.append(prepare(["go", "x"], workspace=repo))
+    prepared.append(prepare(["go", "x"], BoxOptions(workspace=repo)))
     gateway = gateway_kwargs(prepared[0].spec)
     assert gateway["extra_hosts"] == {"mirror.test": "127.0.0.1", "v6.test": "::1"}
     monkeypatch.setenv("FLOWERBOX_EGRESS_HOSTS", "mirror.test:127.0.0.1")
-    with pytest.raises(ValueError, match="is not name=address"):
-        prepare(["go", "x"], workspace=repo)
+    with pytest.raises(ConfigError, match="is not name=address"):
+        prepare(["go", "x"], BoxOptions(workspace=repo))
 
 
 def test_the_cli_refuses_a_bad_allow_with_exit_2(repo: Path) -> None:

@@ -20,8 +20,10 @@ from flower.cli.eventlog import EventLog
 from flower.core.events import Event
 from flower.core.human import HumanChannel
 from flowerbox.box import state
+from flowerbox.box.options import BoxOptions
 from flowerbox.box.prepare import prepare
 from flowerbox.box.spec import BoxSpec, Limits
+from flowerbox.cli import runs as cli_runs
 from flowerbox.cli.app import app
 from flowerbox.errors import RunError
 from flowerbox.runs import control, records
@@ -306,7 +308,7 @@ def test_prepare_asks_flower_for_its_events_in_the_runs_folder(
     subprocess.run(["git", "init", "-q"], cwd=ws, check=True)
     monkeypatch.setenv("ANTHROPIC_API_KEY", SECRET)
     for command in (["go", "hi"], ["once", "hi"], ["shell"]):
-        prepared = prepare(command, workspace=ws, isolate=command[0] == "go")
+        prepared = prepare(command, BoxOptions(workspace=ws, isolate=command[0] == "go"))
         try:
             spec = prepared.spec
             events = str(ws.resolve() / "runs" / "events" / f"{spec.run_id}.jsonl")
@@ -369,7 +371,7 @@ def test_a_line_typed_in_attach_answers_the_question_or_becomes_a_message(
         monkeypatch.setattr("sys.stdin", typed)
         done = threading.Event()
         reader = threading.Thread(
-            target=control._read_answers, args=(records.find(spec.workspace, None), done)
+            target=cli_runs.read_answers, args=(records.find(spec.workspace, None), done)
         )
         reader.start()
         keyboard.write("python3\n")

@@ -14,7 +14,9 @@ from typing import Any
 
 import pytest
 
+from flowerbox.box.options import BoxOptions
 from flowerbox.box.spec import PROTECTED, BoxSpec, agent_kwargs, gateway_kwargs, protected_paths
+from flowerbox.errors import ConfigError
 from flowerbox.selftest.controls import ALL_WEAK, VARIANTS, Where, control_named, weaken
 from flowerbox.selftest.probes import PROBES
 from flowerbox.selftest.runner import ProbeServer, hand_over, run_box
@@ -405,7 +407,7 @@ def test_a_bad_protect_entry_is_refused_with_the_fix(tmp_path: Path, text: str, 
     config = tmp_path / ".flowerbox" / "config.toml"
     config.parent.mkdir()
     config.write_text(text)
-    with pytest.raises(ValueError, match=words.replace(".", r"\.").replace("/", "/")):
+    with pytest.raises(ConfigError, match=words.replace(".", r"\.").replace("/", "/")):
         protected_paths(tmp_path)
 
 
@@ -503,7 +505,9 @@ def test_the_selftest_box_is_the_box_a_run_gets(
     ws.mkdir()
     if git:
         subprocess.run(["git", "init", "-q"], cwd=ws, check=True)
-    prepared = run_box(ws, "img", options={}, placeholder_upstream="http://127.0.0.1:9")
+    prepared = run_box(
+        BoxOptions(workspace=ws, image="img"), placeholder_upstream="http://127.0.0.1:9"
+    )
     try:
         hand_over(prepared, placeholder_upstream="http://127.0.0.1:9")
         spec = prepared.spec
@@ -528,7 +532,7 @@ def test_a_variant_is_named_and_joined_network_names_its_container() -> None:
     kwargs = joined.agent({"network_mode": "none"}, where_nothing())
     assert kwargs == {"network_mode": "container:fbx-ns"}
     for bad in ("joined_network", "nope", "cap_add:x"):
-        with pytest.raises(ValueError, match="use one of root_user, extra_group"):
+        with pytest.raises(ConfigError, match="use one of root_user, extra_group"):
             control_named(bad)
 
 

@@ -10,8 +10,10 @@ from pathlib import Path
 
 import pytest
 
+from flowerbox.box.options import BoxOptions
 from flowerbox.box.prepare import prepare, workspace_of
 from flowerbox.box.spec import BoxSpec, agent_kwargs, gateway_kwargs
+from flowerbox.errors import ConfigError, CredentialsError
 from flowerbox.runs.boundary import before_run
 from flowerbox.wire import OBJECTS_IN_BOX, PLACEHOLDER_KEY
 
@@ -37,7 +39,7 @@ def credentials(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
 
 
 def test_both_containers_are_hardened_the_same_way(repo: Path, credentials: None) -> None:
-    prepared = prepare(["go", "do it"], workspace=repo)
+    prepared = prepare(["go", "do it"], BoxOptions(workspace=repo))
     try:
         for kwargs in (agent_kwargs(prepared.spec), gateway_kwargs(prepared.spec)):
             assert kwargs["user"] == f"{prepared.spec.uid}:{prepared.spec.gid}"
@@ -57,7 +59,7 @@ def test_the_agent_has_no_network_and_paths_stay_where_they_are(
     repo: Path, credentials: None
 ) -> None:
     (repo / ".git" / "hooks").mkdir(exist_ok=True)
-    prepared = prepare(["go", "do it", "--timeout", "0"], workspace=repo)
+    prepared = prepare(["go", "do it", "--timeout", "0"], BoxOptions(workspace=repo))
     try:
         spec = before_run(prepared.spec, image_id="sha256:" + "0" * 64)
         agent = agent_kwargs(spec)
@@ -98,7 +100,7 @@ def test_the_agent_has_no_network_and_paths_stay_where_they_are(
 
 
 def test_the_secret_is_only_in_the_gateways_0600_file(repo: Path, credentials: None) -> None:
-    prepared = prepare(["go", "do it"], workspace=repo)
+    prepared = prepare(["go", "do it"], BoxOptions(workspace=repo))
     try:
         spec = prepared.spec
         assert not spec.secrets_dir.exists()  # written last, once every check has passed
@@ -121,7 +123,7 @@ def test_a_loopback_upstream_puts_the_gateway_on_the_host_network(
     repo: Path, credentials: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("ANTHROPIC_BASE_URL", "http://127.0.0.1:9999")
-    prepared = prepare(["go", "x"], workspace=repo, budget_usd=2.5)
+    prepared = prepare(["go", "x"], BoxOptions(workspace=repo, budget_usd=2.5))
     try:
         gateway = gateway_kwargs(prepared.spec)
         assert gateway["network_mode"] == "host"
@@ -141,7 +143,7 @@ def test_a_loopback_upstream_puts_the_gateway_on_the_host_network(
 def test_a_budget_also_stops_flower_where_flower_has_one(
     repo: Path, credentials: None, command: str, flower_stops: bool
 ) -> None:
-    prepared = prepare([command, "x"], workspace=repo, isolate=False, budget_usd=2.5)
+    prepared = prepare([command, "x"], BoxOptions(workspace=repo, isolate=False, budget_usd=2.5))
     try:
         inside = list(prepared.spec.command)
         assert ("--budget" in inside) is flower_stops
@@ -154,16 +156,16 @@ def test_a_budget_also_stops_flower_where_flower_has_one(
 @pytest.mark.parametrize("where", ["/", "HOME"])
 def test_root_and_home_are_refused(where: str) -> None:
     path = Path.home() if where == "HOME" else Path("/")
-    with pytest.raises(ValueError, match="refusing to mount"):
+    with pytest.raises(ConfigError, match="refusing to mount"):
         workspace_of(path)
 
 
 def test_a_non_git_workspace_gets_both_ways_out(tmp_path: Path, credentials: None) -> None:
     plain = tmp_path / "plain"
     plain.mkdir()
-    with pytest.raises(ValueError, match="git init.*--no-isolate"):
-        prepare(["go", "x"], workspace=plain)
-    prepared = prepare(["go", "x"], workspace=plain, isolate=False)
+    with pytest.raises(ConfigError, match="git init.*--no-isolate"):
+        prepare(["go", "x"], BoxOptions(workspace=plain))
+    prepared = prepare(["go", "x"], BoxOptions(workspace=plain, isolate=False))
     try:
         assert "--no-isolate" in prepared.spec.command
         assert "--isolate" not in prepared.spec.command
@@ -175,8 +177,8 @@ def test_no_credentials_is_flowers_four_line_message(
     repo: Path, credentials: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.delenv("ANTHROPIC_API_KEY")
-    with pytest.raises(RuntimeError) as caught:
-        prepare(["go", "x"], workspace=repo)
+    with pytest.raises(CredentialsError) as caught:
+        prepare(["go", "x"], BoxOptions(workspace=repo))
     assert len(str(caught.value).splitlines()) == 4
 
 

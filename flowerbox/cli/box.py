@@ -1,0 +1,167 @@
+"""The commands that start a box: go (the default: `flowerbox "ask"`), once, run, shell,
+demo, and build (the image they run).
+
+Exit codes are flower's (0 achieved, 1 not, 3 needs a human, 130 stopped); 2 also covers what
+only the box can get wrong: no engine, no image, no credentials, a bad workspace.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import tempfile
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from flowerbox.box.engine import CHECKOUT, connect, ensure_image
+from flowerbox.box.options import DEFAULT_IMAGE, DISK_BUDGET_GB, BoxOptions
+from flowerbox.box.prepare import workspace_of
+from flowerbox.cli.options import (
+    Allow,
+    AllowPresets,
+    BaseImage,
+    Budget,
+    Detach,
+    DiskBudget,
+    Image,
+    Net,
+    NoIsolate,
+    Workspace,
+    box_options,
+)
+from flowerbox.errors import ConfigError
+from flowerbox.runs.launch import launch
+
+app = typer.Typer()
+STDERR = Console(stderr=True, highlight=False, soft_wrap=True)
+PASS_THROUGH = {"allow_extra_args": True, "ignore_unknown_options": True}
+
+
+@app.command(context_settings=PASS_THROUGH)
+def go(
+    ctx: typer.Context,
+    ask: Annotated[str, typer.Argument(help="What you want done, in one line.")] = "",
+    workspace: Workspace = None,
+    image: Image = DEFAULT_IMAGE,
+    base_image: BaseImage = None,
+    no_isolate: NoIsolate = False,
+    budget_usd: Budget = None,
+    detach: Detach = False,
+    allow: Allow = None,
+    allow_presets: AllowPresets = None,
+    net: Net = "allowlist",
+    disk_budget_gb: DiskBudget = DISK_BUDGET_GB,
+) -> None:
+    """flower "ask" in the box; any other option goes to flower (--timeout 0, --json...)."""
+    raise typer.Exit(launch(["go", ask, *ctx.args], box_options(ctx.params), detach=detach))
+
+
+@app.command(context_settings=PASS_THROUGH)
+def once(
+    ctx: typer.Context,
+    prompt: Annotated[str, typer.Argument(help="What the agent should do.")],
+    workspace: Workspace = None,
+    image: Image = DEFAULT_IMAGE,
+    base_image: BaseImage = None,
+    budget_usd: Budget = None,
+    detach: Detach = False,
+    allow: Allow = None,
+    allow_presets: AllowPresets = None,
+    net: Net = "allowlist",
+    disk_budget_gb: DiskBudget = DISK_BUDGET_GB,
+) -> None:
+    """flower once "prompt" in the box (one step, for CI jobs)."""
+    options = box_options(ctx.params, isolate=False)
+    raise typer.Exit(launch(["once", prompt, *ctx.args], options, detach=detach))
+
+
+@app.command(context_settings=PASS_THROUGH)
+def run(
+    ctx: typer.Context,
+    file: Annotated[Path, typer.Argument(help="A Python file in the workspace (`workflow`).")],
+    workspace: Workspace = None,
+    image: Image = DEFAULT_IMAGE,
+    base_image: BaseImage = None,
+    budget_usd: Budget = None,
+    detach: Detach = False,
+    allow: Allow = None,
+    allow_presets: AllowPresets = None,
+    net: Net = "allowlist",
+    disk_budget_gb: DiskBudget = DISK_BUDGET_GB,
+) -> None:
+    """flower run FILE.py in the box; any other option goes to flower (--timeout 0, -W...)."""
+    path = _inside_workspace(file, workspace_of(workspace))
+    options = box_options(ctx.params, isolate=False)
+    raise typer.Exit(launch(["run", str(path), *ctx.args], options, detach=detach))
+
+
+@app.command(context_settings=PASS_THROUGH)
+def shell(
+    ctx: typer.Context,
+    workspace: Workspace = None,
+    image: Image = DEFAULT_IMAGE,
+    base_image: BaseImage = None,
+    allow: Allow = None,
+    allow_presets: AllowPresets = None,
+    net: Net = "allowlist",
+    disk_budget_gb: DiskBudget = DISK_BUDGET_GB,
+) -> None:
+    """A shell in the agent's container: same hardening, mounts and gateway, no network.
+
+    `flowerbox shell -- COMMAND...` runs COMMAND instead. On a terminal the container gets it
+    (through the docker CLI: `docker run -it`); without one the command runs non-interactively
+    and its output is streamed, as with `once`.
+    """
+    options = box_options(ctx.params, isolate=False)
+    raise typer.Exit(launch(["shell"], options, raw=list(ctx.args) or ["bash"]))
+
+
+@app.command()
+def demo(image: Image = DEFAULT_IMAGE, base_image: BaseImage = None) -> None:
+    """The whole appliance (box, gateway, isolation) on the built-in scripted model: no key."""
+    # lazy: the fake API's server is not worth importing for every other command
+    from flower.testing import FakeAPI
+    from flower.testing.demo import DEMO_ASK, starter_cast
+
+    root = Path(tempfile.mkdtemp(prefix="flowerbox-demo-"))
+    workspace = root / "workspace"
+    workspace.mkdir()
+    git = ["git", "-c", "user.name=demo", "-c", "user.email=demo@localhost"]
+    for command in (["git", "init", "-q"], [*git, "commit", "-q", "--allow-empty", "-m", "start"]):
+        subprocess.run(command, cwd=workspace, check=True, capture_output=True)
+    key = "sk-flowerbox-demo"  # the fake API requires it: the gateway must really inject it
+    STDERR.print(f"demo workspace: {workspace} (the model is scripted; no real key is used)")
+    with FakeAPI(starter_cast(), api_key=key) as api:
+        for name in ("ANTHROPIC_AUTH_TOKEN", "FLOWER_ENV"):
+            os.environ.pop(name, None)
+        os.environ.update(ANTHROPIC_API_KEY=key, ANTHROPIC_BASE_URL=api.url)
+        options = BoxOptions(workspace=workspace, image=image, base_image=base_image)
+        code = launch(["go", DEMO_ASK, "--timeout", "0"], options)
+    STDERR.print(
+        f"look around: {workspace} (runs/ holds the sessions; the workers' worktrees "
+        "are under .claude/worktrees)"
+    )
+    raise typer.Exit(code)
+
+
+@app.command()
+def build(image: Image = DEFAULT_IMAGE, base_image: BaseImage = None) -> None:
+    """Build the image from this checkout's Dockerfile (again, if it is there)."""
+    ensure_image(connect(), image, context=CHECKOUT, base_image=base_image, rebuild=True)
+    STDERR.print(f"{image} is ready")
+
+
+def _inside_workspace(file: Path, ws: Path) -> Path:
+    """The file's realpath, which must lie in the workspace: nothing else is mounted."""
+    path = file.expanduser().resolve()
+    if not path.is_file():
+        raise ConfigError(f"{file} is not a file: pass the path of a Python file")
+    if not path.is_relative_to(ws):
+        raise ConfigError(
+            f"{path} is outside the workspace {ws}, and only the workspace is mounted into "
+            "the box: move the file into it, or pass -w <a folder that holds it>"
+        )
+    return path

@@ -1,0 +1,133 @@
+"""`flowerbox doctor` and `flowerbox selftest`: is everything a run needs here, and does the
+box a run here would get hold against every way out (flowerbox.selftest)."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from flowerbox.box.options import DEFAULT_IMAGE
+from flowerbox.cli.options import (
+    Allow,
+    AllowPresets,
+    BaseImage,
+    Budget,
+    Image,
+    Net,
+    Workspace,
+    box_options,
+)
+from flowerbox.errors import ConfigError
+from flowerbox.selftest.controls import ALL_WEAK, control_named
+from flowerbox.selftest.doctor import doctor as run_checks
+from flowerbox.selftest.runner import HOST_SECTION
+from flowerbox.selftest.runner import selftest as run_probes
+from flowerbox.selftest.verdicts import SILENT
+
+app = typer.Typer()
+STDERR = Console(stderr=True, highlight=False, soft_wrap=True)
+
+
+@app.command()
+def doctor(
+    ctx: typer.Context,
+    workspace: Workspace = None,
+    image: Image = DEFAULT_IMAGE,
+    allow: Allow = None,
+    allow_presets: AllowPresets = None,
+    net: Net = "allowlist",
+) -> None:
+    """Check engine, image, credentials, workspace, gateway and proxy; a fix for each miss."""
+    checks = run_checks(box_options(ctx.params))
+    for check in checks:
+        typer.echo(check.line())
+    misses = sum(not check.ok for check in checks)
+    typer.echo(
+        f"{len(checks)} checks: {misses} to fix" if misses else f"{len(checks)} checks: all OK"
+    )
+    raise typer.Exit(1 if misses else 0)
+
+
+@app.command()
+def selftest(
+    ctx: typer.Context,
+    workspace: Workspace = None,
+    image: Image = DEFAULT_IMAGE,
+    base_image: BaseImage = None,
+    negative_control: Annotated[
+        bool,
+        typer.Option(
+            "--negative-control",
+            help="The same probes in a deliberately weak container: every box probe should "
+            "FAIL (four host-boundary checks judge flowerbox's own host code: they PASS).",
+        ),
+    ] = False,
+    weaken: Annotated[
+        str | None,
+        typer.Option(
+            "--weaken",
+            metavar="VARIANT",
+            help="Break exactly one property (docs/selftest.md lists the variants, and "
+            "joined_network:CONTAINER): exactly its probes should FAIL.",
+        ),
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="One JSON object per probe.")] = False,
+    allow: Allow = None,
+    allow_presets: AllowPresets = None,
+    net: Net = "allowlist",
+    no_isolate: Annotated[
+        bool, typer.Option("--no-isolate", help="The box of a run without worktrees.")
+    ] = False,
+    budget_usd: Budget = None,
+) -> None:
+    """Probe the box a run here would get for every way out; exit 1 on any FAIL.
+
+    --negative-control runs the all-weak control (every probe should FAIL), --weaken one
+    variant of flowerbox.selftest.controls (exactly its probes should FAIL); stderr says what
+    was expected.
+    """
+    control = ALL_WEAK if negative_control else None
+    if weaken is not None:
+        if negative_control:
+            raise ConfigError("--weaken and --negative-control: pass one of them")
+        control = control_named(weaken)
+        STDERR.print(
+            f"negative control {control.name}: {control.breaks}; expected to FAIL: "
+            f"{', '.join(sorted(control.fails))}, every other probe to PASS"
+        )
+    elif negative_control:
+        STDERR.print(
+            "negative control: a deliberately weak container (root, default capabilities, "
+            "no seccomp, host network, the Docker socket): every probe should FAIL here, and "
+            "of the host-boundary checks git_hook_redirect (the others judge the host's own "
+            "code, which no box changes)"
+        )
+    report = run_probes(box_options(ctx.params), control=control)
+    sections = (("box", report.verdicts), (HOST_SECTION, report.host))
+    for section, verdicts in sections:
+        if verdicts and section == HOST_SECTION and not as_json:
+            typer.echo(f"{HOST_SECTION}: flowerbox's host code against what the box planted")
+        for verdict in verdicts:
+            if as_json:
+                line = {"section": section, "probe": verdict.probe, "ok": verdict.ok}
+                typer.echo(json.dumps({**line, "why": verdict.why}))
+            else:
+                typer.echo(verdict.line())
+    for what in report.left:
+        STDERR.print(f"could not remove what the self-test planted: {what}", markup=False)
+    every = [*report.verdicts, *report.host]
+    failed = sum(not verdict.ok for verdict in every)
+    if any(verdict.why.startswith(SILENT) for verdict in report.verdicts):
+        STDERR.print(
+            "some probes never reported: an image older than this flowerbox? run "
+            f"`flowerbox build`. The box's stderr ended with:\n{report.stderr[-1500:]}",
+            markup=False,
+        )
+    counted = f"{len(report.verdicts)} probes"
+    if report.host:
+        counted += f", {len(report.host)} host-boundary checks"
+    STDERR.print(f"{counted}: {len(every) - failed} PASS, {failed} FAIL")
+    raise typer.Exit(1 if failed else 0)

@@ -1,0 +1,321 @@
+"""The commands around a run that is already going (the library half: flowerbox.runs.control):
+
+    flowerbox ps [--all] [--json]        runs of this workspace (or all): status, age, cost,
+                                         and the questions they wait on, with their ids
+    flowerbox logs [RUN] [-f]            the run's events; -f follows until the run ends
+    flowerbox attach [RUN]               follow, answer questions, Ctrl+C stops the run
+    flowerbox stop [RUN]                 SIGTERM: flower records its step, exit 130, resumable
+    flowerbox resume [RUN]               a new box continuing the same flower run and sessions
+    flowerbox answer QID "text"          answer a pending question (from the host)
+    flowerbox send "text"                tell the run something unprompted
+
+Errors (no runs, an unknown id, a run already ended, an answer nobody waits for) are
+FlowerboxErrors: exit 2 with a message that says what to do (flowerbox.cli.app).
+"""
+
+from __future__ import annotations
+
+import json
+import select
+import signal
+import sys
+import threading
+from dataclasses import replace
+from pathlib import Path
+from types import FrameType
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from flower.cli.render import Render
+from flowerbox.box.options import BoxOptions
+from flowerbox.box.untrusted import clean
+from flowerbox.cli.options import Workspace
+from flowerbox.errors import BoxError, ConfigError, RunError
+from flowerbox.runs import records
+from flowerbox.runs.control import (
+    deliver,
+    drop,
+    ended_error,
+    find,
+    follow_events,
+    reap,
+    status_text,
+    stop_run,
+    summary,
+)
+from flowerbox.runs.detach import remaining_budget, resume_command
+from flowerbox.runs.launch import launch
+from flowerbox.runs.records import Run
+
+app = typer.Typer()
+STDERR = Console(stderr=True, highlight=False, soft_wrap=True)
+
+RunArg = Annotated[
+    str | None, typer.Argument(help="A run id, or its unique start (default: the newest run here).")
+]
+RunOption = Annotated[
+    str | None,
+    typer.Option("--run", "-r", help="A run id, or its unique start (default: the newest here)."),
+]
+
+
+@app.command()
+def ps(
+    all_runs: Annotated[bool, typer.Option("--all", "-a", help="Every workspace's runs.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the runs as JSON.")] = False,
+    workspace: Workspace = None,
+) -> None:
+    """List the runs (newest last) and the questions they wait on."""
+    where = (workspace or Path.cwd()).expanduser().resolve()
+    found = records.all_runs() if all_runs else records.runs_of(where)
+    rows = [summary(run) for run in found]
+    if as_json:
+        typer.echo(json.dumps(rows, ensure_ascii=False, indent=2))
+        return
+    if not rows:
+        STDERR.print(f'no flowerbox runs in {where}: `flowerbox "ask" --detach` starts one')
+        return
+    console = Console(highlight=False, soft_wrap=True)
+    table = Table(box=None, pad_edge=False)
+    columns = ["RUN", "STATUS", "AGE", "COST", "QUESTIONS", "COMMAND"]
+    for column in columns:  # never cut a run id: it is what the other commands take
+        table.add_column(column, no_wrap=column != "COMMAND")
+    if all_runs:
+        table.add_column("WORKSPACE", overflow="fold")
+    for row in rows:
+        cost = "" if row["cost_usd"] is None else f"${row['cost_usd']:.4f}"
+        asks = " ".join(ask["id"] for ask in row["pending_asks"])
+        cells = [row["run_id"], row["status"], row["age"], cost, asks, _short(row["command"])]
+        if all_runs:
+            cells.append(str(row["workspace"]))
+        table.add_row(*(escape(cell) for cell in cells))
+    console.print(table)
+    for row in rows:
+        for ask in row["pending_asks"]:
+            options = f"  [{' / '.join(ask['options'])}]" if ask.get("options") else ""
+            console.print(f"{row['run_id']} {ask['id']}: {escape(ask['question'])}{options}")
+            console.print(f'  answer: flowerbox answer {ask["id"]} "..." -r {row["run_id"]}')
+
+
+def _short(command: list[str], width: int = 48) -> str:
+    text = " ".join(part if part and " " not in part else repr(part) for part in command)
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+@app.command()
+def logs(
+    run: RunArg = None,
+    follow: Annotated[
+        bool, typer.Option("--follow", "-f", help="Keep following until the run ends.")
+    ] = False,
+    workspace: Workspace = None,
+) -> None:
+    """Show a run's events (flower's own rendering); -f follows a live run to its end."""
+    found = find(workspace, run)
+    render = Render(Console(highlight=False, soft_wrap=True))
+    try:
+        final = follow_events(found, render, follow=follow)
+    except KeyboardInterrupt:
+        raise typer.Exit(0) from None  # only the following ends; the run goes on
+    _report_end(final)
+
+
+@app.command()
+def attach(run: RunArg = None, workspace: Workspace = None) -> None:
+    """Follow a live run; a typed line answers its question. Ctrl+C stops the run.
+
+    On a terminal a typed line answers the oldest pending question, or is sent to the run
+    when none is pending. Ctrl+C stops the run (resumable); a second one leaves it stopping.
+    """
+    found = find(workspace, run)
+    if not found.running:
+        raise ended_error(found, "attach to")
+    stopping = threading.Event()
+
+    def on_ctrl_c(signum: int, frame: FrameType | None) -> None:
+        if stopping.is_set():
+            raise KeyboardInterrupt
+        stopping.set()
+        STDERR.print(f"stopping {found.run_id}; Ctrl+C again to leave it stopping on its own")
+        threading.Thread(target=_stop_quietly, args=(found,), daemon=True).start()
+
+    previous = signal.signal(signal.SIGINT, on_ctrl_c)
+    done = threading.Event()
+    if sys.stdin.isatty():
+        threading.Thread(target=read_answers, args=(found, done), daemon=True).start()
+    try:
+        final = follow_events(found, Render(Console(highlight=False, soft_wrap=True)), follow=True)
+    except KeyboardInterrupt:
+        raise typer.Exit(130) from None
+    finally:
+        done.set()
+        signal.signal(signal.SIGINT, previous)
+    code = _report_end(final)
+    raise typer.Exit(2 if code is None else code)
+
+
+def _report_end(run: Run) -> int | None:
+    """A line on stderr for a run that has ended (and the tail of its output if it failed
+    without events); its exit code."""
+    if run.running:
+        return None
+    cost = run.cost_usd()
+    spent = "" if cost is None else f" · ${cost:.4f}"
+    for line in run.meta.get("notices") or []:
+        STDERR.print(escape(clean(str(line))))
+    STDERR.print(f"{run.run_id}: {status_text(run)}{spent}", style="bold")
+    output = run.state_dir / records.OUTPUT
+    if run.exit_code not in (0, 1, 3, 130) and output.is_file():
+        with output.open("rb") as handle:  # the agent's output: its tail, cleaned
+            handle.seek(max(0, output.stat().st_size - 64 * 1024))
+            tail = handle.read().decode("utf-8", errors="replace").splitlines()[-20:]
+        STDERR.print(escape(clean("\n".join(tail))), style="dim")
+    return run.exit_code
+
+
+def read_answers(run: Run, done: threading.Event) -> None:
+    """A typed line answers the oldest pending question, or goes to the run's inbox."""
+    while not done.is_set():
+        if not select.select([sys.stdin], [], [], 0.2)[0]:
+            continue
+        line = sys.stdin.readline()
+        if not line:
+            return
+        text = line.strip()
+        if not text:
+            continue
+        pending = run.pending_asks()
+        if pending:
+            drop(run, {"answer": str(pending[0]["id"]), "text": text})
+        else:
+            drop(run, {"send": text})
+
+
+@app.command()
+def stop(run: RunArg = None, workspace: Workspace = None) -> None:
+    """Stop a run: SIGTERM to flower, which records its step and exits 130 (resumable)."""
+    found = find(workspace, run)
+    if found.unkept:
+        STDERR.print(f"{found.run_id} lost its keeper: stopping it and cleaning up")
+        final = reap(found)
+    elif not found.running:
+        raise ended_error(found, "stop")
+    else:
+        STDERR.print(f"stopping {found.run_id} (flower records its step; up to 30 s)")
+        final = stop_run(found)
+    if final.running:
+        STDERR.print(f"{found.run_id}: the agent stopped, its keeper has not recorded it yet")
+        return
+    STDERR.print(
+        f"{found.run_id}: {status_text(final)}; `flowerbox resume {found.run_id}` continues it"
+    )
+
+
+def _stop_quietly(run: Run) -> None:
+
+    try:
+        stop_run(run)
+    except BoxError as exc:
+        STDERR.print(f"[bold red]error:[/] {escape(str(exc))}")
+
+
+@app.command()
+def resume(
+    run: RunArg = None,
+    workspace: Workspace = None,
+    detach: Annotated[
+        bool | None,
+        typer.Option(
+            "--detach/--attach",
+            "-d/-a",
+            help="In the background, or on this terminal (default: as the run was).",
+            show_default=False,
+        ),
+    ] = None,
+    budget: Annotated[
+        float | None,
+        typer.Option(help="USD for the rest of the run (default: what is left of its budget)."),
+    ] = None,
+) -> None:
+    """Continue a run that ended: a new box, the same settings, the same sessions.
+
+    flower resumes each step's session from the workspace's runs/ (lineage.json); the new
+    box gets a new run id, and its meta names the run it resumed.
+    """
+    found = find(workspace, run)
+    if found.running:
+        raise RunError(
+            f"run {found.run_id} is still running: `flowerbox attach {found.run_id}` "
+            f"follows it, `flowerbox stop {found.run_id}` stops it"
+        )
+    if found.unkept:
+        found = reap(found)
+    spec = found.spec()
+    spec = replace(spec, budget_usd=remaining_budget(found, budget))
+    command = list(found.meta.get("command") or [])
+    if command[:1] == ["shell"]:
+        raise ConfigError("a shell is not resumed: run `flowerbox shell` again")
+    options = BoxOptions(
+        workspace=spec.workspace,
+        image=spec.image,
+        isolate=spec.workbench is not None,
+        budget_usd=spec.budget_usd,
+    )
+    detached = bool(found.meta.get("detached")) if detach is None else detach
+    code = launch(resume_command(command), options, detach=detached, resume_of=spec)
+    raise typer.Exit(code)
+
+
+@app.command()
+def answer(
+    question: Annotated[str, typer.Argument(help="The question's id (q1...), as ps shows.")],
+    text: Annotated[str, typer.Argument(help="Your answer.")],
+    run: RunOption = None,
+    workspace: Workspace = None,
+) -> None:
+    """Answer a question a run waits on."""
+    found = find(workspace, run)
+    if not found.running:
+        raise ended_error(found, "answer")
+    pending = [str(ask.get("id")) for ask in found.pending_asks()]
+    if question not in pending:
+        waiting = ", ".join(pending) or "none"
+        raise RunError(
+            f"run {found.run_id} waits for no answer to {question!r} (pending: {waiting}): "
+            "`flowerbox ps` lists the questions and their ids"
+        )
+    delivered = deliver(found, drop(found, {"answer": question, "text": text}))
+    if delivered == "rejected":
+        raise RunError(
+            f"run {found.run_id} refused the answer: {question} was closed meanwhile "
+            "(answered or timed out)"
+        )
+    STDERR.print(f"{found.run_id} {question}: {_DELIVERED[delivered]}")
+
+
+@app.command()
+def send(
+    text: Annotated[str, typer.Argument(help="What to tell the run.")],
+    run: RunOption = None,
+    workspace: Workspace = None,
+) -> None:
+    """Tell a run something unprompted; a stopped run reads it when resumed."""
+    found = find(workspace, run)
+    if not found.running and found.status != "stopped":
+        raise ended_error(found, "send to")
+    path = drop(found, {"send": text})
+    if not found.running:
+        STDERR.print(f"{found.run_id} is stopped: it reads this when you `flowerbox resume` it")
+        return
+    STDERR.print(f"{found.run_id}: {_DELIVERED[deliver(found, path)]}")
+
+
+_DELIVERED = {
+    "taken": "delivered",
+    "rejected": "refused by the run",
+    "waiting": "in the run's inbox; it has not picked it up yet",
+}

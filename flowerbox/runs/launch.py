@@ -1,0 +1,154 @@
+"""launch(): one flowerbox run, from the host's checks to the box's exit code.
+
+The heart of flowerbox as a library function, under the typer-only CLI: `flowerbox "ask"`,
+`resume`, `demo` and `shell` call it, and so can a user's own program. It prepares the box
+(flowerbox.box.prepare), makes sure of the image, snapshots what the box may change
+(flowerbox.runs.boundary.before_run), writes the gateway's credentials last, then either runs
+the box on this terminal or hands it to a detached keeper (flowerbox.runs.detach). Once the box
+is gone it runs the host's side of the trust boundary (after_run) and removes the private
+folders.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+from types import FrameType
+from typing import TextIO
+
+from rich.console import Console
+
+from flowerbox.box import state
+from flowerbox.box.engine import CHECKOUT, Box, connect, ensure_image, image_id
+from flowerbox.box.options import BoxOptions
+from flowerbox.box.prepare import Prepared, prepare
+from flowerbox.box.spec import BoxSpec
+from flowerbox.box.terminal import docker_cli_attach
+from flowerbox.box.untrusted import StreamCleaner, regular_file
+from flowerbox.runs.boundary import after_run, before_run, report
+from flowerbox.runs.detach import carried, start_detached
+from flowerbox.runs.diskwatch import watch_disk
+from flowerbox.runs.records import ensure_idle, record, record_start
+
+STDERR = Console(stderr=True, highlight=False, soft_wrap=True)
+ROOT_WARNING = (
+    "flowerbox runs as root, so the box runs as uid 0 (every other restriction still holds). "
+    "Run flowerbox as your own user (in the docker group) to avoid it."
+)
+NET_OPEN_WARNING = (
+    "--net open: the agent's container has a network of its own; its traffic is neither "
+    "filtered nor logged (the API still goes through the gateway)."
+)
+
+
+def launch(
+    command: list[str],
+    options: BoxOptions,
+    *,
+    raw: list[str] | None = None,
+    detach: bool = False,
+    resume_of: BoxSpec | None = None,
+) -> int:
+    """Run `flower COMMAND...` in a box made as `options` say; flower's exit code.
+
+    `raw` replaces the flower command inside the box (`flowerbox shell`); on a terminal it
+    runs attached to it through the docker CLI. `detach`: start the run, print its id, and
+    leave it to its keeper (0 once it is started). `resume_of`: the spec of the run this one
+    continues, whose settings it keeps. Every run is recorded in its host-only state folder
+    (flowerbox.runs.records).
+
+    Raises:
+        flowerbox.errors.FlowerboxError: what was refused before the box started (a
+            workspace, the options, no credentials, no engine or image, a run already
+            going in the workspace); the message says what to do.
+    """
+    prepared = prepare(command, options)
+    handed_over = False
+    try:
+        if os.getuid() == 0:
+            STDERR.print(ROOT_WARNING, style="yellow")
+        if options.net == "open":
+            STDERR.print(NET_OPEN_WARNING, style="yellow")
+        if raw is None:
+            ensure_idle(prepared.spec.workspace)  # one flower run at a time in its runs/
+        client = connect()
+        ensure_image(client, options.image, context=CHECKOUT, base_image=options.base_image)
+        spec = prepared.spec if raw is None else replace(prepared.spec, command=tuple(raw))
+        spec = spec if resume_of is None else carried(spec, resume_of)
+        resumed_from = None if resume_of is None else resume_of.run_id
+        _tell_masked_env(spec.workspace)
+        spec = before_run(spec, image_id=image_id(client, options.image))
+        prepared = Prepared(spec)
+        prepared.write_secrets()  # last: every check has passed
+        if detach:
+            run_id = start_detached(spec, client=client, command=command, resumed_from=resumed_from)
+            handed_over = True  # the keeper cleans up when the run ends
+            print(run_id)
+            STDERR.print(f"{run_id} runs in the background: flowerbox ps | logs -f | attach | stop")
+            return 0
+        box = Box(spec, client=client, on_started=_recorder(spec))
+        record_start(spec, command=command, detached=False, resumed_from=resumed_from)
+        return _attached(spec, box, raw)
+    finally:
+        if not handed_over:
+            prepared.cleanup()
+
+
+def _attached(spec: BoxSpec, box: Box, raw: list[str] | None) -> int:
+    """The box on this terminal: stopped gracefully on a signal or past the disk budget, and
+    the host's side of the boundary run once it is gone, whatever its end."""
+    code = 2
+    try:
+        if raw is not None and sys.stdin.isatty() and sys.stdout.isatty():
+            code = box.run_attached(docker_cli_attach)
+            return code
+
+        def stop(signum: int, frame: FrameType | None) -> None:
+            box.stop()
+
+        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+            signal.signal(sig, stop)
+        with watch_disk(spec, box.stop):
+            code = box.run(write=_write(sys.stdout), write_err=_write(sys.stderr))
+        return code
+    finally:
+        report(after_run(spec, code))
+
+
+def _recorder(spec: BoxSpec) -> Callable[[dict[str, object]], None]:
+    """Records the box's isolation, as the engine reports it, once the agent runs."""
+
+    def on_started(facts: dict[str, object]) -> None:
+        record(spec, box=facts)
+
+    return on_started
+
+
+def _tell_masked_env(workspace: Path) -> None:
+    """Once per workspace: its .env is hidden from the box (and never read by flowerbox)."""
+    if regular_file(workspace, ".env"):
+        state.tell_once(
+            f"masked-env {workspace}",
+            lambda: STDERR.print(
+                f"{workspace / '.env'} is hidden from the box (it shows an empty file there): "
+                "credentials reach only the gateway, from your environment or "
+                "~/.config/flower/.env",
+                style="yellow",
+            ),
+        )
+
+
+def _write(stream: TextIO) -> Callable[[bytes], None]:
+    """The box's output onto our stream, without terminal control sequences: what the agent
+    prints never retitles, clears or links the user's terminal."""
+    cleaner = StreamCleaner()
+
+    def write(chunk: bytes) -> None:
+        stream.buffer.write(cleaner.feed(chunk))
+        stream.buffer.flush()
+
+    return write
