@@ -32,6 +32,8 @@ lint: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
+	$(BIN)/lint-imports --no-cache
+	$(BIN)/python -m tests.import_rules
 
 check: lint test
 

@@ -119,6 +119,7 @@ def network_policy(spec: BoxSpec) -> str:
 
 def _claude_code_version() -> str:
     try:
+        # lazy: the SDK is a large import, needed once per run, here
         from claude_agent_sdk._cli_version import __cli_version__
     except ImportError:
         return "unknown"

@@ -19,17 +19,16 @@ import traceback
 from pathlib import Path
 from types import FrameType
 
+from flowerbox.box.engine import Box, connect
 from flowerbox.box.prepare import Prepared
 from flowerbox.errors import BoxError
 from flowerbox.runs import boundary, records
+from flowerbox.runs.diskwatch import watch_disk
 
 
 def supervise(state_dir: Path) -> int:
     """Keep the run recorded in `state_dir` until its agent ends; returns the agent's exit
     code (or 2)."""
-    from flowerbox.box.engine import Box, connect
-    from flowerbox.runs.diskwatch import watch_disk
-
     run = records.load(state_dir)
     if run is None:
         print(f"flowerbox.runs.supervise: no run recorded in {state_dir}", file=sys.stderr)

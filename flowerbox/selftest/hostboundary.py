@@ -38,6 +38,7 @@ from flowerbox.box.spec import BoxSpec
 from flowerbox.box.untrusted import MiB, open_dir, read_bytes, read_from
 from flowerbox.errors import RunError, UntrustedFileError
 from flowerbox.runs import records
+from flowerbox.runs.control import drop
 from flowerbox.runs.records import Run
 from flowerbox.selftest.tampering import HOOKS_PLANT, Plants
 
@@ -197,8 +198,6 @@ def _asks(run: Run) -> list[dict[str, Any]]:
 
 
 def _drop(run: Run, data: dict[str, str]) -> str:
-    from flowerbox.runs.control import drop
-
     return str(drop(run, data))
 
 
