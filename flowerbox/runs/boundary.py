@@ -61,7 +61,7 @@ def before_run(spec: BoxSpec, *, image_id: str) -> BoxSpec:
     shadow = gitshadow.make(
         spec.workspace, records.box_area(spec) / "git", objects_in_box=OBJECTS_IN_BOX
     )
-    _write(spec.state_dir / SHADOW, records.plain(dataclasses.asdict(shadow)))
+    _write(spec.state_dir / SHADOW, records.to_json(shadow))
     return dataclasses.replace(
         spec,
         shadow_git=shadow.gitdir,
@@ -102,7 +102,7 @@ def _bring_back(spec: BoxSpec, code: int | None) -> list[str]:
     path = spec.state_dir / SHADOW
     if spec.git != "dir" or not path.is_file():
         return []
-    shadow = records.from_plain(gitshadow.Shadow, json.loads(path.read_text(encoding="utf-8")))
+    shadow = records.from_json(gitshadow.Shadow, json.loads(path.read_text(encoding="utf-8")))
     brought = gitshadow.bring_back(shadow, run_id=spec.run_id)
     return brought.lines() if brought.branches or brought.skipped else []  # quiet when idle
 

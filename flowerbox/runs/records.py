@@ -18,22 +18,22 @@ A meta file says `running` while its *keeper* (the attached flowerbox process, o
 supervisor) lives; a running run whose keeper is gone reads as `lost`.
 
 Errors:
-    RunError (ValueError)   no runs, an unknown or ambiguous id, a run in the wrong state;
+    RunError                no runs, an unknown or ambiguous id, a run in the wrong state;
                             the message says what to do
 """
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import socket
 import time
-import types
-import typing
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar, cast
+
+import msgspec
 
 from flower.core.statefile import StateFileError, read_json, update_json
 from flowerbox.box import state
@@ -51,6 +51,7 @@ MAX_ASKS_BYTES = 256 * 1024
 STARTING, RUNNING, LOST = "starting", "running", "lost"
 LIVE = (STARTING, RUNNING)
 # The word ps shows for an ended run, by exit code (flower's codes, and docker's kill).
+T = TypeVar("T")
 ENDED_AS = {0: "done", 1: "failed", 2: "error", 3: "needs_human", 130: "stopped", 137: "killed"}
 
 
@@ -194,7 +195,7 @@ def usage(spec: BoxSpec) -> dict[str, Any]:
         data: Any = read_json(spec.usage_file, {})
     except StateFileError:
         return {}
-    return typing.cast(dict[str, Any], data) if isinstance(data, dict) else {}
+    return cast(dict[str, Any], data) if isinstance(data, dict) else {}
 
 
 # --- reading ------------------------------------------------------------------------------
@@ -278,58 +279,43 @@ def box_area(spec: BoxSpec) -> Path:
 # --- dataclasses as JSON ------------------------------------------------------------------
 
 
+def to_json(value: Any) -> Any:
+    """A dataclass (a BoxSpec, a Shadow) as JSON-ready data: Paths as strings."""
+    return msgspec.to_builtins(value, enc_hook=_encode)
+
+
+def from_json(cls: type[T], data: Any) -> T:
+    """The dataclass back, checked against its type hints (Paths, tuples, nested
+    dataclasses), so a field added to it later round-trips without a change here.
+
+    Raises:
+        RunError: `data` is not a `cls` (a record from another flowerbox, or damaged).
+    """
+    try:
+        return msgspec.convert(data, cls, dec_hook=_decode)
+    except msgspec.ValidationError as exc:
+        raise RunError(f"a run record holds no {cls.__name__} flowerbox can read: {exc}") from exc
+
+
 def spec_to_json(spec: BoxSpec) -> dict[str, Any]:
-    data: dict[str, Any] = plain(dataclasses.asdict(spec))
+    data: dict[str, Any] = to_json(spec)
     return data
 
 
 def spec_from_json(data: dict[str, Any]) -> BoxSpec:
-    """The BoxSpec back, field by field through its type hints (Paths, tuples, nested
-    dataclasses), so fields added to BoxSpec later round-trip without a change here."""
-    return from_plain(BoxSpec, data)
+    return from_json(BoxSpec, data)
 
 
-T = typing.TypeVar("T")
-
-
-def from_plain(cls: type[T], data: dict[str, Any]) -> T:
-    """A dataclass back from `plain` JSON, through its type hints."""
-    return typing.cast(T, _build(cls, data))
-
-
-def _build(cls: type[Any], data: dict[str, Any]) -> Any:
-    hints = typing.get_type_hints(cls)
-    names = {f.name for f in dataclasses.fields(cls)}
-    return cls(**{k: _value(hints[k], v) for k, v in data.items() if k in names})
-
-
-def _value(hint: Any, value: Any) -> Any:
-    if value is None:
-        return None
-    if isinstance(hint, types.UnionType) or typing.get_origin(hint) is typing.Union:
-        options = [h for h in typing.get_args(hint) if h is not type(None)]
-        return _value(options[0], value) if len(options) == 1 else value
-    origin = typing.get_origin(hint) or hint
-    if origin is tuple:
-        return tuple(value)
-    if origin is frozenset:
-        return frozenset(value)
-    if isinstance(origin, type) and issubclass(origin, Path):
-        return Path(value)
-    if dataclasses.is_dataclass(origin) and isinstance(value, dict):
-        return _build(typing.cast(type[Any], origin), value)
-    return value
-
-
-def plain(value: Any) -> Any:
-    """`value` with Paths as strings and every collection a list or dict: JSON-ready."""
-    if isinstance(value, dict):
-        return {k: plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple, frozenset, set)):
-        return [plain(v) for v in value]
+def _encode(value: Any) -> Any:
     if isinstance(value, Path):
         return str(value)
-    return value
+    raise NotImplementedError(f"{type(value).__name__} has no JSON form here")
+
+
+def _decode(cls: type[Any], value: Any) -> Any:
+    if cls is Path and isinstance(value, str):
+        return Path(value)
+    raise NotImplementedError(f"{cls.__name__} has no JSON form here")
 
 
 # --- helpers ------------------------------------------------------------------------------
@@ -348,7 +334,7 @@ def age(run: Run, now: float | None = None) -> str:
     return f"{seconds}s"
 
 
-def _sorted(runs: typing.Iterable[Run | None]) -> list[Run]:
+def _sorted(runs: Iterable[Run | None]) -> list[Run]:
     return sorted(
         (run for run in runs if run is not None), key=lambda r: str(r.meta.get("started", ""))
     )
