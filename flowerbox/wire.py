@@ -9,9 +9,7 @@ too, so it holds nothing but the standard library's types.
 
 from __future__ import annotations
 
-# --- what the image is and which flowerbox made it ---------------------------------------
-BUILD_LABEL = "dev.flower.build"  # every image our Dockerfile makes, so cleanup removes ours
-BUILD_LABEL_VALUE = "flowerbox"
+# --- which flowerbox an image was built for: another is stale (box.engine.ensure_image) ------
 VERSION_LABEL = "org.opencontainers.image.version"  # = flowerbox.__version__ at build time
 VERSION_BUILD_ARG = "FLOWERBOX_VERSION"
 

@@ -24,7 +24,6 @@ from flowerbox import __version__, wire
 from flowerbox.box.facts import box_facts
 from flowerbox.box.spec import BoxSpec, agent_kwargs, gateway_kwargs
 from flowerbox.errors import BoxError
-from flowerbox.wire import BOX_LABEL
 
 CHECKOUT = Path(__file__).resolve().parents[2]  # where the Dockerfile is, from a checkout
 SOCKET_WAIT_S = 30.0
@@ -152,15 +151,6 @@ class Box:
                 setattr(box, attr, client.containers.get(kwargs["name"]))
         return box
 
-    @property
-    def agent_running(self) -> bool:
-        if self._agent is None:
-            return False
-        with contextlib.suppress(NotFound):
-            self._agent.reload()
-            return bool(self._agent.status in ("created", "running", "restarting"))
-        return False
-
     def wait(self, write: Callable[[bytes], Any]) -> int | None:
         """Follow the agent's output (stdout and stderr) into `write` until it exits; its
         exit code, or None when the container is gone (removed by someone else)."""
@@ -232,11 +222,6 @@ class Box:
                 raise BoxError(f"the gateway died before it listened:\n{logs}")
             time.sleep(0.1)
         raise BoxError(f"the gateway did not open {self.spec.api_socket} in {SOCKET_WAIT_S:.0f}s")
-
-
-def owned(client: DockerClient) -> list[Any]:
-    """Every container flowerbox started (found by its label), running or not."""
-    return list(client.containers.list(all=True, filters={"label": BOX_LABEL}))
 
 
 def labelled(client: DockerClient, label: str) -> list[Any]:

@@ -215,19 +215,6 @@ def _present(root: Path, relative: Path) -> bool:
     return real_folder(root, relative) or regular_file(root, relative)
 
 
-def protected_sources(spec: BoxSpec) -> tuple[Path, ...]:
-    """The host paths mounted read-only as the protected paths (the shadow's copies for
-    those under .git/)."""
-    volumes = _git_volumes(spec) | _protected_volumes(spec)
-    return tuple(
-        Path(host)
-        for host, bind in volumes.items()
-        if bind["mode"] == "ro"
-        and host != str(spec.git_objects)
-        and Path(host) not in spec.git_alternates
-    )
-
-
 def _protected_volumes(spec: BoxSpec) -> dict[str, dict[str, str]]:
     """Each protected path read-only, and each folder above it (below the workspace) bound
     onto itself: a mount point cannot be renamed, so `mv .github x` cannot swap it out."""

@@ -187,15 +187,6 @@ def read_from(root: Path, relative: Relative, *, offset: int, limit: int) -> byt
         return None if fd is None else os.pread(fd, limit, offset)
 
 
-def read_tail(root: Path, relative: Relative, *, limit: int) -> bytes | None:
-    """At most the last `limit` bytes of the file (None: missing)."""
-    with open_file(root, relative) as fd:
-        if fd is None:
-            return None
-        size = os.fstat(fd).st_size
-        return os.pread(fd, limit, max(0, size - limit))
-
-
 def read_json(root: Path, relative: Relative, default: Any, *, limit: int = DEFAULT_LIMIT) -> Any:
     """The parsed file, or `default` when it is missing, unreadable, too big, a link, not
     JSON, or not of `default`'s type (a box-written file is never a reason to fail)."""

@@ -159,7 +159,3 @@ def attach_notes(spec: BoxSpec, code: int | None) -> list[str]:
 def _git_identity(workspace: Path) -> bool:
     """Does git have a committer identity here (a notes ref is a commit history)?"""
     return _succeeds(workspace, "var", "GIT_COMMITTER_IDENT")
-
-
-def read_note(workspace: Path, sha: str) -> str:
-    return _git(workspace, "notes", "--ref", NOTES_REF, "show", sha)

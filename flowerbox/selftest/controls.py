@@ -1,6 +1,6 @@
 """The self-test's negative controls: boxes broken on purpose, so each probe is seen to fail.
 
-    control = CONTROLS["engine_socket"]
+    control = control_named("engine_socket")
     spec = control.spec(spec, where)           # the gateway's side (the proxy's allowlist)
     kwargs = control.agent(kwargs, where)      # the agent's container
 
@@ -347,7 +347,6 @@ VARIANTS: dict[str, Control] = {
         ),
     )
 }
-CONTROLS: dict[str, Control] = {ALL_WEAK.name: ALL_WEAK, **VARIANTS}
 JOINED = "joined_network"
 
 

@@ -68,11 +68,6 @@ def mount_points(mountinfo: str) -> dict[str, bool]:
     return points
 
 
-def pseudo_mounts(mountinfo: str) -> set[str]:
-    """The mount points of pseudo filesystems, from /proc/self/mountinfo's text."""
-    return {point for point, pseudo in mount_points(mountinfo).items() if pseudo}
-
-
 def unescape(path: str) -> str:
     """mountinfo escapes space, tab, newline and backslash as octal (\\040 ...)."""
     for code, char in (("\\040", " "), ("\\011", "\t"), ("\\012", "\n"), ("\\134", "\\")):

@@ -51,7 +51,6 @@ ARGUMENTS: dict[str, tuple[int, ...]] = {
     "open_by_handle_at": (-1, 0, 0),  # a NULL handle: EFAULT (or EBADF)
     "perf_event_open": (0, 0, -1, -1, 0xFFFFFFFF),  # a NULL attr, unknown flags: EINVAL
 }
-REFUSED = "EPERM"
 
 
 def attempt_all() -> dict[str, str]:

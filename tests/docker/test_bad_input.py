@@ -14,7 +14,7 @@ from docker import DockerClient  # noqa: TID251 - these tests inspect the engine
 
 import flowerbox.box.engine
 from flower.testing import Always, FakeAPI, text
-from flowerbox.box.engine import Box, ensure_image, owned
+from flowerbox.box.engine import Box, ensure_image, labelled
 from flowerbox.box.options import BoxOptions
 from flowerbox.box.prepare import prepare
 from flowerbox.box.spec import gateway_kwargs
@@ -95,4 +95,4 @@ def test_a_gateway_that_dies_is_named_and_nothing_is_left_running(
             Box(prepared.spec, client=docker_client).run(write=print, write_err=print)
     finally:
         prepared.cleanup()
-    assert not [c for c in owned(docker_client) if c.labels.get("dev.flower.box.run") == run_id]
+    assert not labelled(docker_client, f"dev.flower.box.run={run_id}")

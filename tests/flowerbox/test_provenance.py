@@ -14,7 +14,7 @@ from claude_agent_sdk._cli_version import __cli_version__
 from flowerbox import __version__
 from flowerbox.box.spec import BoxSpec
 from flowerbox.runs.boundary import after_run
-from flowerbox.runs.provenance import NOTES_REF, SNAPSHOT, attach_notes, read_note, snapshot
+from flowerbox.runs.provenance import NOTES_REF, SNAPSHOT, attach_notes, snapshot
 
 IMAGE_ID = "sha256:" + "ab" * 32
 
@@ -155,3 +155,13 @@ def test_a_git_failure_is_reported_and_does_not_raise(ws: Path) -> None:
     blocker.write_text(made + "\n")  # a ref below refs/notes/flowerbox: git cannot write it
     [line] = after_run(spec, 0)
     assert line.startswith("flowerbox: notes failed: git notes --ref refs/notes/flowerbox")
+
+
+def read_note(workspace: Path, sha: str) -> str:
+    done = subprocess.run(
+        ["git", "-C", str(workspace), "notes", "--ref", NOTES_REF, "show", sha],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return done.stdout

@@ -15,7 +15,6 @@ from flowerbox.box.untrusted import (
     exists,
     read_bytes,
     read_json,
-    read_tail,
     real_folder,
     regular_file,
 )
@@ -80,7 +79,6 @@ def test_reads_are_bounded(root: Path) -> None:
     with pytest.raises(UntrustedFileError, match="larger than 100 bytes"):
         read_bytes(root, "runs/big.json", limit=100)
     assert read_json(root, "runs/big.json", [], limit=100) == []
-    assert read_tail(root, "runs/big.json", limit=3) == b"  ]"
 
 
 def test_json_of_another_type_or_junk_is_the_default(root: Path) -> None:
