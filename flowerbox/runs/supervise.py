@@ -3,8 +3,8 @@
 `flowerbox "ask" --detach` starts the gateway and the agent, then this process in a session of
 its own (no terminal, so no hang-up reaches it) and returns. It waits on the agent's container,
 copying its output to output.log, and when the agent ends it does what the attached path does
-in `flowerbox.cli.app._in_box`: remove both containers (so the gateway lives exactly as long as its
-run), call `flowerbox.runs.boundary.after_run`, and remove the run's private folders (sockets,
+in `flowerbox.runs.launch`: remove both containers (so the gateway lives exactly as long as
+its run), call `flowerbox.runs.boundary.after_run`, and remove the run's private folders (sockets,
 credentials, the box's own area).
 
 SIGTERM to this process stops the agent gracefully first (as `flowerbox stop` does).
