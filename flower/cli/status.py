@@ -26,6 +26,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from flower.cli.exits import Exit, exit_codes
+from flower.core.workspace import workbench_location
 
 MANIFEST = "manifest.json"
 LINEAGE = "lineage.json"
@@ -126,7 +127,7 @@ def find_workbench(run_dir: Path, workspace: Path | None) -> Path | None:
     candidates = [run_dir / "workbench"]
     if workspace is not None:
         workspace = workspace.resolve()
-        candidates += [workspace / ".flower", workspace.parent / f".flower-{workspace.name}"]
+        candidates += [workbench_location(workspace, isolate=i) for i in (False, True)]
     return next((c for c in candidates if c.is_dir()), None)
 
 

@@ -51,6 +51,7 @@ from flower.core.mounting import session_spec
 from flower.core.resilience import Resilience, classify
 from flower.core.takeover import take_over
 from flower.core.workbench import Workbench
+from flower.core.workspace import in_git_repository
 from flower.stores import EphemeralPolicy, PrunePolicy, PruningSessionStore, TrimPolicy
 
 EventSink = Callable[[Event], None]
@@ -471,11 +472,6 @@ def usable_run_dir(run_dir: str | Path) -> Path:
     if path.exists() and not path.is_dir():
         raise ValueError(f"run_dir {path} is a file: pass a folder (or a new path)")
     return path
-
-
-def in_git_repository(path: Path) -> bool:
-    """True if `path` is inside a git work tree (`.git` is a folder, or a file in worktrees)."""
-    return any((folder / ".git").exists() for folder in (path, *path.parents))
 
 
 def manifest_row(result: StepResult, *, run: str) -> dict[str, Any]:

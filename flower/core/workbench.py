@@ -28,6 +28,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from flower.core.workspace import WORKBENCH_DIRNAME
+
 __all__ = ["ARTIFACT_CHARS", "DESC_CHARS", "Workbench", "WorkbenchError"]
 
 ARTIFACT_CHARS = 2000
@@ -63,7 +65,7 @@ class Workbench:
     """
 
     workspace: Path
-    dirname: str = ".flower"
+    dirname: str = WORKBENCH_DIRNAME
     max_index_entries: int = 40
     home: Path | None = None
 

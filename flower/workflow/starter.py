@@ -27,8 +27,9 @@ from flower.core.human import HumanChannel
 from flower.core.inbox import pending_asks
 from flower.core.lineage import Lineage
 from flower.core.roles import clarify, coordinator, judge, worker
-from flower.core.runtime import StepResult, in_git_repository
+from flower.core.runtime import StepResult
 from flower.core.workbench import Workbench
+from flower.core.workspace import in_git_repository, workbench_location
 from flower.workflow.base import Ctx, Step, StepAbort, Workflow
 
 BRIEF_KEY = "_brief"
@@ -251,12 +252,6 @@ async def _ask_about_unreachable(
     return False
 
 
-def _workbench_home(workspace: Path, isolate: bool) -> Path | None:
-    """Where the workbench lives: inside the repo, or beside it when agents are isolated
-    (an isolated agent cannot write the shared checkout; the workbench is shared)."""
-    return workspace.parent / f".flower-{workspace.name}" if isolate else None
-
-
 def starter_flow(
     ask: str,
     *,
@@ -292,7 +287,7 @@ def starter_flow(
             f"{ws} is not a git repository, and isolated workers need git worktrees: "
             "run `git init` there (and commit once), or pass --no-isolate"
         )
-    workbench = Workbench(ws, home=_workbench_home(ws, isolate))
+    workbench = Workbench(ws, home=workbench_location(ws, isolate=isolate))
     brief_path = workbench.notes / brief_name
     goal_path = workbench.notes / goal_name
     if new:
@@ -374,7 +369,7 @@ def wake_state(
         pending_asks    questions still waiting for a human (asks.json)
     """
     ws = Path(workspace).expanduser().resolve()
-    root = _workbench_home(ws, isolate) or ws / ".flower"
+    root = workbench_location(ws, isolate=isolate)
     notes = root / "notes"
     brief = Brief.load(notes / brief_name)
     goal = Goal.load(notes / goal_name)
