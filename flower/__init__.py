@@ -65,6 +65,7 @@ _HOMES = {
     "flower.core.statefile": ("StateFileError", "atomic_write_json", "read_json", "update_json"),
     "flower.core.workbench": ("Workbench",),
     "flower.core.workspace": ("in_git_repository", "workbench_location"),
+    "flower.errors": ("FlowerError",),
     "flower.stores": (
         "EphemeralPolicy",
         "PrunePolicy",
@@ -97,6 +98,7 @@ __all__ = [
     "EphemeralPolicy",
     "Event",
     "EventKind",
+    "FlowerError",
     "Goal",
     "Handoff",
     "HandoffPolicy",
@@ -224,6 +226,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see
     from flower.core.statefile import StateFileError, atomic_write_json, read_json, update_json
     from flower.core.workbench import Workbench
     from flower.core.workspace import in_git_repository, workbench_location
+    from flower.errors import FlowerError
     from flower.stores import (
         EphemeralPolicy,
         PrunePolicy,

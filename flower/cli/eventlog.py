@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from flower.core.events import Event
+from flower.errors import UsageError
 
 EventSink = Callable[[Event], Any]
 
@@ -27,9 +28,12 @@ class EventLog:
     """Appends each Event it is called with to `path` as one JSON line."""
 
     def __init__(self, path: Path) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
         self.path = path
-        self._file: IO[str] = path.open("a", encoding="utf-8")
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self._file: IO[str] = path.open("a", encoding="utf-8")
+        except OSError as exc:
+            raise UsageError(f"--events {path}: cannot write there ({exc.strerror})") from exc
 
     def __call__(self, event: Event) -> None:
         self._file.write(

@@ -30,6 +30,7 @@ from flower.core.roles import clarify, coordinator, judge, worker
 from flower.core.runtime import StepResult
 from flower.core.workbench import Workbench
 from flower.core.workspace import in_git_repository, workbench_location
+from flower.errors import UsageError, WorkspaceError
 from flower.workflow.base import Ctx, Step, StepAbort, Workflow
 
 BRIEF_KEY = "_brief"
@@ -278,14 +279,16 @@ def starter_flow(
     missing one fails silently (it would work by the old criteria, or be judged by them).
 
     Raises:
-        ValueError: isolation outside a git repository (before any money is spent), or no
-            ask when there is nothing to wake.
+        WorkspaceError: isolation outside a git repository (before any money is spent).
+        UsageError: no ask when there is nothing to wake.
+        (Both are ValueErrors, as the seeds say.)
     """
     ws = Path(workspace).expanduser().resolve()
     if isolate and not in_git_repository(ws):
-        raise ValueError(
+        raise WorkspaceError(
+            ws,
             f"{ws} is not a git repository, and isolated workers need git worktrees: "
-            "run `git init` there (and commit once), or pass --no-isolate"
+            "run `git init` there (and commit once), or pass --no-isolate",
         )
     workbench = Workbench(ws, home=workbench_location(ws, isolate=isolate))
     brief_path = workbench.notes / brief_name
@@ -296,7 +299,7 @@ def starter_flow(
     woke = existing is not None and existing.complete()
     said = ask.strip()
     if not woke and not said:
-        raise ValueError(NO_ASK_ERROR)
+        raise UsageError(NO_ASK_ERROR)
     channel = HumanChannel(
         log_path=workbench.notes / log_name,
         amend_path=brief_path,
