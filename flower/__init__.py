@@ -24,7 +24,14 @@ _HOMES = {
         "default_window",
     ),
     "flower.core.brief": ("Brief",),
-    "flower.core.env": ("check_credentials", "describe", "load_dotenv"),
+    "flower.core.env": (
+        "CREDENTIALS",
+        "Lookup",
+        "check_credentials",
+        "describe",
+        "load_dotenv",
+        "parse_dotenv",
+    ),
     "flower.core.events": ("Event", "EventKind", "normalize"),
     "flower.core.goal": ("Goal", "Verdict"),
     "flower.core.guard": (
@@ -55,7 +62,10 @@ _HOMES = {
         "worker",
     ),
     "flower.core.runtime": ("Runtime", "StepResult"),
+    "flower.core.statefile": ("StateFileError", "atomic_write_json", "read_json", "update_json"),
     "flower.core.workbench": ("Workbench",),
+    "flower.core.workspace": ("in_git_repository", "workbench_location"),
+    "flower.errors": ("FlowerError",),
     "flower.stores": (
         "EphemeralPolicy",
         "PrunePolicy",
@@ -82,17 +92,20 @@ __all__ = [
     "Brief",
     "CLARIFY_RULES",
     "COORDINATOR_RULES",
+    "CREDENTIALS",
     "CompactPolicy",
     "DECLINED",
     "EphemeralPolicy",
     "Event",
     "EventKind",
+    "FlowerError",
     "Goal",
     "Handoff",
     "HandoffPolicy",
     "HumanChannel",
     "JUDGE_RULES",
     "Lineage",
+    "Lookup",
     "ORACLE_RULES",
     "OVER_BUDGET",
     "PLUGIN_DIR",
@@ -101,6 +114,7 @@ __all__ = [
     "Resilience",
     "Runtime",
     "SqliteSessionStore",
+    "StateFileError",
     "Step",
     "StepAbort",
     "StepResult",
@@ -112,6 +126,7 @@ __all__ = [
     "Workbench",
     "Workflow",
     "__version__",
+    "atomic_write_json",
     "build_options",
     "check_credentials",
     "clarify",
@@ -122,6 +137,7 @@ __all__ = [
     "delegate_guard",
     "describe",
     "goal_step",
+    "in_git_repository",
     "index_guard",
     "is_ephemeral",
     "isolate_guard",
@@ -131,13 +147,17 @@ __all__ = [
     "merge_hooks",
     "normalize",
     "oracle",
+    "parse_dotenv",
+    "read_json",
     "spill_guard",
     "starter_flow",
+    "update_json",
     "wake_state",
     "wants_isolation",
     "whitelist_guard",
     "with_goal",
     "workbench_hooks",
+    "workbench_location",
     "worker",
 ]
 
@@ -165,7 +185,14 @@ if TYPE_CHECKING:  # what type checkers and IDEs see
         default_window,
     )
     from flower.core.brief import Brief
-    from flower.core.env import check_credentials, describe, load_dotenv
+    from flower.core.env import (
+        CREDENTIALS,
+        Lookup,
+        check_credentials,
+        describe,
+        load_dotenv,
+        parse_dotenv,
+    )
     from flower.core.events import Event, EventKind, normalize
     from flower.core.goal import Goal, Verdict
     from flower.core.guard import (
@@ -196,7 +223,10 @@ if TYPE_CHECKING:  # what type checkers and IDEs see
         worker,
     )
     from flower.core.runtime import Runtime, StepResult
+    from flower.core.statefile import StateFileError, atomic_write_json, read_json, update_json
     from flower.core.workbench import Workbench
+    from flower.core.workspace import in_git_repository, workbench_location
+    from flower.errors import FlowerError
     from flower.stores import (
         EphemeralPolicy,
         PrunePolicy,

@@ -24,6 +24,8 @@ from rich.table import Table
 
 from flower.cli.exits import exit_codes
 from flower.cli.status import MANIFEST, SESSIONS_DB, lineage_steps, read_only, read_rows
+from flower.errors import RunDirError
+from flower.stores.errors import StoreError
 
 LARGEST = 5
 TARGET_CHARS = 60
@@ -51,9 +53,13 @@ def analyze(
     """Report tokens, cost, tool calls, denials, errors and compactions of a finished run."""
     with exit_codes():
         if not run_dir.is_dir():
-            raise ValueError(f"no run directory at {run_dir}: pass the run_dir of a flower run")
+            raise RunDirError(
+                run_dir, f"no run directory at {run_dir}: pass the run_dir of a flower run"
+            )
         if not (run_dir / SESSIONS_DB).is_file() and not (run_dir / MANIFEST).is_file():
-            raise ValueError(f"{run_dir} holds neither sessions.db nor manifest.json: nothing ran")
+            raise RunDirError(
+                run_dir, f"{run_dir} holds neither sessions.db nor manifest.json: nothing ran"
+            )
         data = report(run_dir)
     if as_json:
         sys.stdout.write(json.dumps(data, ensure_ascii=False, indent=2) + "\n")
@@ -68,8 +74,9 @@ def report(run_dir: Path) -> dict[str, Any]:
     """The whole report as JSON-ready data (see docs/cli-notes.md for its keys).
 
     Raises:
-        ValueError: a manifest or lineage file does not parse, or sessions.db cannot be read
-            (busy past the timeout, or not a sessions database).
+        RunDirError: a manifest or lineage file does not parse.
+        StoreError: sessions.db cannot be read (busy past the timeout, or not a sessions
+            database).
     """
     problems: list[str] = []
     steps = read_rows(run_dir / MANIFEST, problems)
@@ -84,7 +91,7 @@ def report(run_dir: Path) -> dict[str, Any]:
             if isinstance(cost, int | float):
                 step_cost[row["session_id"]] = step_cost.get(row["session_id"], 0.0) + cost
     if problems:
-        raise ValueError("; ".join(problems))
+        raise RunDirError(run_dir, "; ".join(problems))
     sessions: list[Stats] = []
     largest: list[Stats] = []
     db = run_dir / SESSIONS_DB
@@ -92,8 +99,8 @@ def report(run_dir: Path) -> dict[str, Any]:
         try:
             found = read_transcripts(db)
         except sqlite3.Error as exc:
-            raise ValueError(
-                f"{db} cannot be read ({exc}): if a run holds it busy, retry in a moment"
+            raise StoreError(
+                db, f"cannot be read ({exc})", "If a run holds it busy, retry in a moment."
             ) from exc
         for session in found:
             sid = session["session_id"]

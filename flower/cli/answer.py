@@ -16,6 +16,7 @@ from rich.markup import escape
 from flower.cli.exits import exit_codes
 from flower.cli.options import RunDir
 from flower.core.inbox import drop_answer, drop_message, pending_asks
+from flower.errors import RunDirError, UsageError
 
 OUT = Console(highlight=False, soft_wrap=True)
 
@@ -30,7 +31,7 @@ def answer(
         waiting = [str(ask.get("id")) for ask in pending_asks(run_dir)]
         if ask_id not in waiting:
             known = f"the waiting ones: {', '.join(waiting)}" if waiting else "none is waiting"
-            raise ValueError(
+            raise UsageError(
                 f"no question {ask_id} is waiting in {run_dir} ({known}); "
                 "`flower status` lists them, --run-dir picks another run"
             )
@@ -45,9 +46,10 @@ def send(
     """Tell a run something it did not ask for; it reaches the agent at its next turn."""
     with exit_codes():
         if not (run_dir / "manifest.json").is_file() and not (run_dir / "asks.json").is_file():
-            raise ValueError(
+            raise RunDirError(
+                run_dir,
                 f"{run_dir} holds no run (no manifest.json or asks.json): "
-                "pass --run-dir <the run's folder>"
+                "pass --run-dir <the run's folder>",
             )
         path = drop_message(run_dir, text)
     OUT.print(f"sent ({escape(str(path))})")

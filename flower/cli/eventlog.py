@@ -7,6 +7,7 @@ never waits for a buffer and reads at most one unfinished line:
     {"t": 1764470000.12, "kind": "tool_call", "text": "...", "tool": "Bash", "payload": {...}}
 
 `raw` (the SDK object) is never written; a payload value JSON cannot hold becomes its str().
+`Event.from_json` reads a line's object back.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from flower.core.events import Event
+from flower.errors import UsageError
 
 EventSink = Callable[[Event], Any]
 
@@ -26,37 +28,24 @@ class EventLog:
     """Appends each Event it is called with to `path` as one JSON line."""
 
     def __init__(self, path: Path) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
         self.path = path
-        self._file: IO[str] = path.open("a", encoding="utf-8")
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self._file: IO[str] = path.open("a", encoding="utf-8")
+        except OSError as exc:
+            raise UsageError(f"--events {path}: cannot write there ({exc.strerror})") from exc
 
     def __call__(self, event: Event) -> None:
-        self._file.write(json.dumps(to_json(event), ensure_ascii=False, default=str) + "\n")
+        self._file.write(
+            json.dumps(
+                {"t": round(time.time(), 3), **event.to_json()}, ensure_ascii=False, default=str
+            )
+            + "\n"
+        )
         self._file.flush()
 
     def close(self) -> None:
         self._file.close()
-
-
-def to_json(event: Event) -> dict[str, Any]:
-    return {
-        "t": round(time.time(), 3),
-        "kind": event.kind,
-        "text": event.text,
-        "tool": event.tool,
-        "payload": event.payload,
-    }
-
-
-def from_json(data: dict[str, Any]) -> Event:
-    """An Event back from one line's object (no `raw`: it never left the process)."""
-    payload = data.get("payload")
-    return Event(
-        data.get("kind", "status"),
-        str(data.get("text", "")),
-        str(data.get("tool", "")),
-        payload if isinstance(payload, dict) else {},
-    )
 
 
 def tee(*sinks: EventSink | None) -> EventSink:

@@ -1,4 +1,8 @@
-"""Exit codes CI can use, and the one place that maps failures to them."""
+"""Exit codes CI can use, and the one place that maps failures to them.
+
+A FlowerError (flower.errors) is flower refusing something and saying why: its message and
+exit 2. Anything else is a bug, in flower or in the user's workflow, and keeps its traceback.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +14,8 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
+from flower.errors import FlowerError
+
 # Messages are never hard-wrapped: they end up in CI logs and get grepped.
 STDERR = Console(stderr=True, highlight=False, soft_wrap=True)
 
@@ -19,17 +25,17 @@ class Exit(IntEnum):
 
     OK = 0  # the goal was achieved / the step succeeded
     FAILED = 1  # the step failed or the goal was not achieved
-    USAGE = 2  # bad arguments, bad paths, missing credentials
+    USAGE = 2  # bad arguments, bad paths, missing credentials: a FlowerError
     NEEDS_HUMAN = 3  # stopped waiting for a human (unreachable goal, nobody answered)
     INTERRUPTED = 130  # stopped by the user (Ctrl+C twice)
 
 
 @contextmanager
 def exit_codes() -> Iterator[None]:
-    """Turn the errors a command can meet into a message on stderr and the matching code."""
+    """Turn a FlowerError into its message on stderr and exit 2, Ctrl+C into exit 130."""
     try:
         yield
-    except (ValueError, RuntimeError, OSError) as exc:
+    except FlowerError as exc:
         STDERR.print(f"[bold red]error:[/] {escape(str(exc))}")
         raise typer.Exit(Exit.USAGE) from exc
     except KeyboardInterrupt as exc:

@@ -21,6 +21,7 @@ from rich.console import Console
 from flower.cli.exits import Exit, exit_codes
 from flower.cli.options import Events, RunDir, Verbose, Workspace
 from flower.cli.render import Render
+from flower.errors import WorkspaceError
 
 
 def go(
@@ -85,7 +86,9 @@ def go(
             console.print(describe(), style="dim")
         ws = workspace.expanduser().resolve()
         if not ws.is_dir():
-            raise ValueError(f"workspace {ws} is not a folder: create it or pass -w <folder>")
+            raise WorkspaceError(
+                ws, f"workspace {ws} is not a folder: create it or pass -w <folder>"
+            )
         run_dir = usable_run_dir(run_dir)
         state = wake_state(ws, run_dir=run_dir, isolate=isolate)
         if wake and state["woke"] and not new:

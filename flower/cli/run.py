@@ -13,6 +13,7 @@ from rich.console import Console
 
 from flower.cli.exits import exit_codes
 from flower.cli.options import Events, RunDir, Workspace
+from flower.errors import UsageError
 
 
 def run(
@@ -50,22 +51,22 @@ def run(
 
 
 def load_workflow(file: Path) -> Any:
-    """The Workflow a file defines, or a ValueError that says what the file must define."""
+    """The Workflow a file defines, or a UsageError that says what the file must define."""
     from flower.workflow import Workflow
 
     path = file.expanduser().resolve()
     if not path.is_file():
-        raise ValueError(f"{file} is not a file: pass the path of a Python file")
+        raise UsageError(f"{file} is not a file: pass the path of a Python file")
     spec = importlib.util.spec_from_file_location(f"flower_user_{path.stem}", path)
     if spec is None or spec.loader is None:
-        raise ValueError(f"{file} cannot be imported as Python")
+        raise UsageError(f"{file} cannot be imported as Python")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     found = getattr(module, "workflow", None)
     if found is None and callable(getattr(module, "build", None)):
         found = module.build()
     if not isinstance(found, Workflow):
-        raise ValueError(
+        raise UsageError(
             f"{file} defines no Workflow: add `workflow = Workflow([...])` "
             "or `def build() -> Workflow` at module level"
         )

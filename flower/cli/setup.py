@@ -27,6 +27,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from flower.cli.exits import STDERR, Exit, exit_codes
+from flower.errors import UsageError
 
 API_KEY = "ANTHROPIC_API_KEY"
 AUTH_TOKEN = "ANTHROPIC_AUTH_TOKEN"
@@ -135,7 +136,7 @@ def _secret(name: str, key_from_env: str | None, existing: str) -> str:
     if key_from_env is not None:
         value = os.environ.get(key_from_env, "").strip()
         if not value:
-            raise ValueError(
+            raise UsageError(
                 f"--key-from-env {key_from_env}: that environment variable is unset or empty; "
                 "export the key in it first"
             )
@@ -146,14 +147,14 @@ def _secret(name: str, key_from_env: str | None, existing: str) -> str:
     )
     value = typed.strip()
     if not value:
-        raise ValueError(f"no {name} given: run `flower setup` again and paste it")
+        raise UsageError(f"no {name} given: run `flower setup` again and paste it")
     return value
 
 
 def _checked_url(url: str) -> str:
     url = url.strip().rstrip("/")
     if not url.startswith(("http://", "https://")):
-        raise ValueError(f"--base-url {url!r} must start with http:// or https://")
+        raise UsageError(f"--base-url {url!r} must start with http:// or https://")
     return url
 
 
@@ -171,7 +172,7 @@ def set_keys(text: str, changes: dict[str, str | None]) -> str:
     """
     for key, value in changes.items():
         if value is not None and ("\n" in value or "\r" in value):
-            raise ValueError(f"{key}: a value cannot span lines")
+            raise UsageError(f"{key}: a value cannot span lines")
     lines: list[str] = []
     done: set[str] = set()
     for line in text.splitlines():

@@ -26,6 +26,8 @@ from rich.markup import escape
 from rich.table import Table
 
 from flower.cli.exits import Exit, exit_codes
+from flower.core.workspace import workbench_location
+from flower.errors import RunDirError
 
 MANIFEST = "manifest.json"
 LINEAGE = "lineage.json"
@@ -60,9 +62,10 @@ def status(
     """Show a run's steps, sessions, cost, errors and pending questions."""
     with exit_codes():
         if not run_dir.is_dir():
-            raise ValueError(
+            raise RunDirError(
+                run_dir,
                 f"no run directory at {run_dir}: pass the run_dir of a flower run "
-                "(default ./runs, or the --run-dir you gave it)"
+                "(default ./runs, or the --run-dir you gave it)",
             )
         workbench = find_workbench(run_dir, workspace)
     console = Console(highlight=False, soft_wrap=True)
@@ -126,7 +129,7 @@ def find_workbench(run_dir: Path, workspace: Path | None) -> Path | None:
     candidates = [run_dir / "workbench"]
     if workspace is not None:
         workspace = workspace.resolve()
-        candidates += [workspace / ".flower", workspace.parent / f".flower-{workspace.name}"]
+        candidates += [workbench_location(workspace, isolate=i) for i in (False, True)]
     return next((c for c in candidates if c.is_dir()), None)
 
 

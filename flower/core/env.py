@@ -17,7 +17,8 @@ so the priority is per key, not per file, and nothing overrides the process envi
 An empty value still occupies its key: `ANTHROPIC_AUTH_TOKEN=` in a higher file hides every
 lower one, and `check_credentials()` then reports the credentials missing.
 
-Errors: `DotenvError` (a named .env file cannot be read). A broken settings.json never raises.
+Errors: `DotenvError` (a named .env file cannot be read; a flower.errors.UsageError). A broken
+settings.json never raises.
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+
+from flower.errors import UsageError
 
 __all__ = [
     "KNOWN",
@@ -61,7 +64,7 @@ _PROCESS = "process environment"
 _loaded: dict[str, tuple[str, str]] = {}
 
 
-class DotenvError(ValueError):
+class DotenvError(UsageError):
     """A .env file flower was told to read cannot be read; `path` names it."""
 
     def __init__(self, path: Path, reason: str) -> None:

@@ -95,6 +95,24 @@ class Event:
             return f"[{self.tool}] {self.text}"
         return self.text or f"<{self.kind}>"
 
+    def to_json(self) -> dict[str, Any]:
+        """The Event as a JSON object for another process: everything but `raw` (an SDK
+        object that never leaves this one). A payload value JSON cannot hold is left as it
+        is; write with `json.dumps(..., default=str)`."""
+        return {"kind": self.kind, "text": self.text, "tool": self.tool, "payload": self.payload}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Event:
+        """An Event back from `to_json()`'s object (no `raw`). Written by another process, so
+        read leniently: a missing kind is "status", a payload that is no object is {}."""
+        payload = data.get("payload")
+        return cls(
+            data.get("kind", "status"),
+            str(data.get("text", "")),
+            str(data.get("tool", "")),
+            payload if isinstance(payload, dict) else {},
+        )
+
 
 def context_level(usage: dict[str, Any] | None) -> int:
     """Tokens in the context window as the API counted them for this message."""

@@ -14,10 +14,11 @@ it, and query() cuts background work at 600 s), ends a step when the CLI reports
 (the one signal that also covers background subagents waking the session for another turn),
 and writes manifest.json with append semantics that are safe across processes.
 
-Errors tree:
-    RuntimeError       no credentials (the four-line message of check_credentials)
-    ValueError         a workspace that is not a folder, a run_dir that is a file; at run(),
-                       an isolated worker in a workspace that is not a git repository
+Errors (flower.errors; each is also the RuntimeError or ValueError the seeds name):
+    CredentialsError   no credentials (the four-line message of check_credentials)
+    WorkspaceError     a workspace that is not a folder; at run(), an isolated worker in a
+                       workspace that is not a git repository
+    RunDirError        a run_dir that is a file, or that cannot be created
 
 Guards are mounted from the AgentSpec (flower.core.mounting; docs/guards.md): whitelist_guard
 unless the spec is delegate_only; delegate_guard and isolate_guard as the role asks, with or
@@ -51,6 +52,8 @@ from flower.core.mounting import session_spec
 from flower.core.resilience import Resilience, classify
 from flower.core.takeover import take_over
 from flower.core.workbench import Workbench
+from flower.core.workspace import in_git_repository
+from flower.errors import CredentialsError, RunDirError, WorkspaceError
 from flower.stores import EphemeralPolicy, PrunePolicy, PruningSessionStore, TrimPolicy
 
 EventSink = Callable[[Event], None]
@@ -112,20 +115,26 @@ class Runtime:
     ) -> None:
         self.workspace = Path(workspace).expanduser().resolve()
         if not self.workspace.is_dir():
-            raise ValueError(
-                f"workspace {self.workspace} is not a folder: create it or pass an existing one"
+            raise WorkspaceError(
+                self.workspace,
+                f"workspace {self.workspace} is not a folder: create it or pass an existing one",
             )
         self.run_dir = usable_run_dir(run_dir)
         # Credentials before anything is created: a failed start leaves nothing behind.
         load_dotenv()
         if problem := check_credentials():
-            raise RuntimeError(problem)
+            raise CredentialsError(problem)
         self.portable = portable
         self.spill_threshold = spill_threshold
         self.resilience = _policy(resilience, Resilience)
         self.handoff = _policy(handoff, HandoffPolicy)
         self.budget_usd = budget_usd
-        self.run_dir.mkdir(parents=True, exist_ok=True)
+        try:
+            self.run_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise RunDirError(
+                self.run_dir, f"cannot create run_dir {self.run_dir} ({exc.strerror}): pass another"
+            ) from exc
         self.workbench: Workbench | None = (
             Workbench(self.workspace, home=self.run_dir / "workbench")
             if workbench is True
@@ -423,10 +432,11 @@ class Runtime:
         """Fail before any money is spent: the Agent tool would only say so mid-run."""
         marked = [name for name, a in (spec.agents or {}).items() if wants_isolation(a)]
         if marked and not in_git_repository(self.workspace):
-            raise ValueError(
+            raise WorkspaceError(
+                self.workspace,
                 f"worker {marked[0]!r} is isolated in a git worktree, but {self.workspace} is "
                 "not a git repository: run `git init` there, or drop the isolation "
-                "(worker(..., isolate=False) / --no-isolate)"
+                "(worker(..., isolate=False) / --no-isolate)",
             )
 
     def _observe(self, attempt: Attempt, event: Event) -> None:
@@ -465,17 +475,12 @@ class Runtime:
 
 
 def usable_run_dir(run_dir: str | Path) -> Path:
-    """`run_dir` as an absolute path, or a ValueError if it cannot be one (it is a file)."""
+    """`run_dir` as an absolute path, or a RunDirError if it cannot be one (it is a file)."""
     path = Path(run_dir).expanduser()
     path = path if path.is_absolute() else (Path.cwd() / path).resolve()
     if path.exists() and not path.is_dir():
-        raise ValueError(f"run_dir {path} is a file: pass a folder (or a new path)")
+        raise RunDirError(path, f"run_dir {path} is a file: pass a folder (or a new path)")
     return path
-
-
-def in_git_repository(path: Path) -> bool:
-    """True if `path` is inside a git work tree (`.git` is a folder, or a file in worktrees)."""
-    return any((folder / ".git").exists() for folder in (path, *path.parents))
 
 
 def manifest_row(result: StepResult, *, run: str) -> dict[str, Any]:

@@ -10,9 +10,9 @@ leaves no stale lock; a temp file it leaves behind is swept by the next locked w
 Every writer of one file goes through `update_json` (or holds `locked`): the sweep runs under
 the lock, where no live writer can own a temp.
 
-Errors::
+Errors (flower.errors draws the whole tree)::
 
-    StateFileError
+    StateFileError          a FlowerError, and a ValueError as it always was
     ├── CorruptStateError   the file exists but is not valid JSON (it is never overwritten)
     └── LockTimeoutError    the lock stayed held longer than the timeout
 """
@@ -32,6 +32,8 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
+
+from flower.errors import FlowerError
 
 __all__ = [
     "DEFAULT_LOCK_TIMEOUT",
@@ -55,7 +57,7 @@ _MAX_BACKOFF = 0.05
 _held = threading.local()
 
 
-class StateFileError(ValueError):
+class StateFileError(FlowerError, ValueError):
     """Base of this module's errors; `path` names the file concerned."""
 
     def __init__(self, path: Path, message: str) -> None:

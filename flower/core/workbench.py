@@ -15,7 +15,8 @@ checkout), and then every path shown to the model is absolute.
 
 Errors::
 
-    WorkbenchError   the root or one of its folders cannot be a directory (path and fix given)
+    WorkbenchError   the root or one of its folders cannot be a directory (path and fix given);
+                     a FlowerError, and a ValueError as it always was
 """
 
 from __future__ import annotations
@@ -27,6 +28,9 @@ import re
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+
+from flower.core.workspace import WORKBENCH_DIRNAME
+from flower.errors import FlowerError
 
 __all__ = ["ARTIFACT_CHARS", "DESC_CHARS", "Workbench", "WorkbenchError"]
 
@@ -45,7 +49,7 @@ _CODING = re.compile(r"^#.*coding[:=]")
 _DOCSTRING = re.compile(r"^\s*[rRuU]?(?P<quote>\"\"\"|''')(?P<text>.*)$")
 
 
-class WorkbenchError(ValueError):
+class WorkbenchError(FlowerError, ValueError):
     """The workbench cannot live at `path`; the message says why and what to do."""
 
     def __init__(self, path: Path, message: str) -> None:
@@ -63,7 +67,7 @@ class Workbench:
     """
 
     workspace: Path
-    dirname: str = ".flower"
+    dirname: str = WORKBENCH_DIRNAME
     max_index_entries: int = 40
     home: Path | None = None
 

@@ -2,7 +2,7 @@
 
 Tree::
 
-    Exception
+    FlowerError (flower.errors)
     └── StoreError      the sessions.db file cannot be used as it is (not a database,
                         a foreign or newer schema, a network filesystem, a damaged file,
                         a write lock that never came free)
@@ -15,10 +15,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from flower.errors import FlowerError
+
 __all__ = ["StoreError"]
 
 
-class StoreError(Exception):
+class StoreError(FlowerError):
     """The session database at ``path`` cannot be used; ``fix`` says what to do about it.
 
     The file itself is never changed on the way to this error: a store refuses before

@@ -2,8 +2,11 @@
 
 The Claude Code CLI bundled with claude-agent-sdk runs against `FakeAPI` exactly as against the
 real API: tools really run, hooks really fire. Scripts say what the "model" answers.
+`starter_cast()` is a ready script that plays every role of the starter flow on `DEMO_ASK`
+(what `flower demo` runs).
 """
 
+from flower.testing.demo import DEMO_ASK, starter_cast
 from flower.testing.replies import (
     Block,
     Fault,
@@ -38,6 +41,7 @@ from flower.testing.scriptfile import load_script
 from flower.testing.server import OFFLINE_ENV, PLACEHOLDER_KEY, FakeAPI
 
 __all__ = [
+    "DEMO_ASK",
     "OFFLINE_ENV",
     "PLACEHOLDER_KEY",
     "Always",
@@ -66,6 +70,7 @@ __all__ = [
     "reset",
     "rules",
     "sequence",
+    "starter_cast",
     "stream_error",
     "text",
     "tool",

@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from typing import Any
 
+from flower.errors import FlowerError
 from flower.testing.replies import Reply, Text, ToolUse, new_tool_id
 from flower.testing.request import Request, RequestKind
 
@@ -33,7 +34,7 @@ DEFAULT_SUMMARY = Reply(
 )
 
 
-class ScriptError(Exception):
+class ScriptError(FlowerError):
     """A script could not produce a reply for a request."""
 
 

@@ -29,19 +29,20 @@ from flower.core.agent import AgentSpec
 from flower.core.events import Event
 from flower.core.lineage import Lineage
 from flower.core.runtime import EventSink, Runtime, StepResult
+from flower.errors import FlowerError
 
 Ctx = dict[str, Any]
 OnFail = Literal["stop", "continue", "raise"]
 ON_FAIL = ("stop", "continue", "raise")
 
 
-class StepAbort(Exception):
+class StepAbort(FlowerError):
     """Raised by a gate: stop retrying now ("trying again will not change anything"),
     then handle the step as failed through its on_fail. Returning False from a gate means
     "not this time, go another round"."""
 
 
-class StepFailed(Exception):
+class StepFailed(FlowerError):
     """A step with on_fail="raise" did not pass; `result` is its last StepResult."""
 
     def __init__(self, step: str, result: StepResult) -> None:

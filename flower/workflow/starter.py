@@ -27,8 +27,10 @@ from flower.core.human import HumanChannel
 from flower.core.inbox import pending_asks
 from flower.core.lineage import Lineage
 from flower.core.roles import clarify, coordinator, judge, worker
-from flower.core.runtime import StepResult, in_git_repository
+from flower.core.runtime import StepResult
 from flower.core.workbench import Workbench
+from flower.core.workspace import in_git_repository, workbench_location
+from flower.errors import UsageError, WorkspaceError
 from flower.workflow.base import Ctx, Step, StepAbort, Workflow
 
 BRIEF_KEY = "_brief"
@@ -251,12 +253,6 @@ async def _ask_about_unreachable(
     return False
 
 
-def _workbench_home(workspace: Path, isolate: bool) -> Path | None:
-    """Where the workbench lives: inside the repo, or beside it when agents are isolated
-    (an isolated agent cannot write the shared checkout; the workbench is shared)."""
-    return workspace.parent / f".flower-{workspace.name}" if isolate else None
-
-
 def starter_flow(
     ask: str,
     *,
@@ -283,16 +279,18 @@ def starter_flow(
     missing one fails silently (it would work by the old criteria, or be judged by them).
 
     Raises:
-        ValueError: isolation outside a git repository (before any money is spent), or no
-            ask when there is nothing to wake.
+        WorkspaceError: isolation outside a git repository (before any money is spent).
+        UsageError: no ask when there is nothing to wake.
+        (Both are ValueErrors, as the seeds say.)
     """
     ws = Path(workspace).expanduser().resolve()
     if isolate and not in_git_repository(ws):
-        raise ValueError(
+        raise WorkspaceError(
+            ws,
             f"{ws} is not a git repository, and isolated workers need git worktrees: "
-            "run `git init` there (and commit once), or pass --no-isolate"
+            "run `git init` there (and commit once), or pass --no-isolate",
         )
-    workbench = Workbench(ws, home=_workbench_home(ws, isolate))
+    workbench = Workbench(ws, home=workbench_location(ws, isolate=isolate))
     brief_path = workbench.notes / brief_name
     goal_path = workbench.notes / goal_name
     if new:
@@ -301,7 +299,7 @@ def starter_flow(
     woke = existing is not None and existing.complete()
     said = ask.strip()
     if not woke and not said:
-        raise ValueError(NO_ASK_ERROR)
+        raise UsageError(NO_ASK_ERROR)
     channel = HumanChannel(
         log_path=workbench.notes / log_name,
         amend_path=brief_path,
@@ -374,7 +372,7 @@ def wake_state(
         pending_asks    questions still waiting for a human (asks.json)
     """
     ws = Path(workspace).expanduser().resolve()
-    root = _workbench_home(ws, isolate) or ws / ".flower"
+    root = workbench_location(ws, isolate=isolate)
     notes = root / "notes"
     brief = Brief.load(notes / brief_name)
     goal = Goal.load(notes / goal_name)

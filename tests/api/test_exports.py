@@ -1,4 +1,5 @@
-"""The top-level API: the 62 names, each importable, and `import flower` stays light."""
+"""The top-level API: the seeds' 62 names plus what flowerbox needs, each importable, and
+`import flower` stays light."""
 
 from __future__ import annotations
 
@@ -9,9 +10,24 @@ from pathlib import Path
 
 import flower
 
+# Added by issue 18: the error base, and what flowerbox needs (it imports nothing else).
+ADDED = {
+    "CREDENTIALS",
+    "FlowerError",
+    "Lookup",
+    "StateFileError",
+    "atomic_write_json",
+    "in_git_repository",
+    "parse_dotenv",
+    "read_json",
+    "update_json",
+    "workbench_location",
+}
 
-def test_the_62_public_names_all_resolve() -> None:
-    assert len(flower.__all__) == 62
+
+def test_the_public_names_all_resolve() -> None:
+    assert len(flower.__all__) == 62 + len(ADDED)
+    assert set(flower.__all__) >= ADDED
     assert flower.__all__ == sorted(flower.__all__)
     for name in flower.__all__:
         assert getattr(flower, name) is not None, name
@@ -49,3 +65,19 @@ def test_all_the_lazy_map_and_the_typed_imports_agree() -> None:
     }
     assert set(flower.__all__) == {*_WHERE, "__version__"}
     assert typed == {(module, name) for name, module in _WHERE.items()}
+
+
+def test_the_cli_and_testing_packages_export_what_flowerbox_reuses() -> None:
+    import flower.cli
+    import flower.testing
+    from flower.cli.render import Render
+    from flower.cli.setup import setup
+
+    assert (flower.cli.Render, flower.cli.setup) == (Render, setup)
+    assert flower.testing.DEMO_ASK and callable(flower.testing.starter_cast)
+
+
+def test_import_flower_cli_does_not_import_the_sdk() -> None:
+    probe = "import sys, flower.cli; print('claude_agent_sdk' in sys.modules)"
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "False"

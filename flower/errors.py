@@ -1,0 +1,77 @@
+"""flower's errors: one base class, so a caller (the CLI above all) can tell "flower refused
+this, and says why" from a bug.
+
+Tree (each class lives beside the code that raises it; the leaves carry their data)::
+
+    FlowerError
+    ├── UsageError (ValueError)        a value given to flower cannot be used (flower.errors)
+    │   ├── WorkspaceError             `path`: not a folder, or no git repository where
+    │   │                              isolated workers need one (flower.errors)
+    │   ├── RunDirError                `path`: a file, or a folder that holds no run
+    │   │                              (flower.errors)
+    │   └── DotenvError                `path`: a .env file flower was told to read
+    │                                  (flower.core.env)
+    ├── CredentialsError (RuntimeError) no API key or token anywhere flower looks
+    │                                  (flower.errors)
+    ├── StateFileError (ValueError)    `path`: a JSON state file (flower.core.statefile)
+    │   ├── CorruptStateError          it does not parse; it is left untouched
+    │   └── LockTimeoutError           `timeout`, `holder`: its lock stayed held
+    ├── WorkbenchError (ValueError)    `path`: the workbench cannot live there
+    │                                  (flower.core.workbench)
+    ├── StoreError                     `path`, `problem`, `fix`: sessions.db cannot be used
+    │                                  (flower.stores)
+    ├── StepAbort                      a gate says retrying will not help
+    │                                  (flower.workflow.base)
+    ├── StepFailed                     `step`, `result`: a step with on_fail="raise" did not
+    │                                  pass (flower.workflow.base)
+    └── ScriptError                    the fake API's script has no reply (flower.testing)
+        └── ScriptFileError            a script file is malformed
+
+The second bases keep the seeds' contracts: `Runtime(...)` raises a RuntimeError without
+credentials, `starter_flow` a ValueError for a missing ask or a workspace outside git, so
+`except ValueError` / `except RuntimeError` around them still works.
+
+A ValueError or TypeError that is not a FlowerError is a mistake in the calling code (a
+negative policy number, an unknown on_fail, a session id with a slash): it is raised as it
+is, and the CLI lets its traceback through.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+__all__ = ["CredentialsError", "FlowerError", "RunDirError", "UsageError", "WorkspaceError"]
+
+
+class FlowerError(Exception):
+    """Base of every error flower raises on purpose; its message names the problem and the
+    fix. The CLI turns it into that message and exit 2 (flower.cli.exits)."""
+
+
+class UsageError(FlowerError, ValueError):
+    """A value given to flower (an argument, an option, a file's content) cannot be used."""
+
+
+class WorkspaceError(UsageError):
+    """The workspace at `path` cannot be used as it is."""
+
+    def __init__(self, path: Path, message: str) -> None:
+        super().__init__(message)
+        self.path = path
+
+
+class RunDirError(UsageError):
+    """The run directory at `path` cannot be used (it is a file), or holds no run."""
+
+    def __init__(self, path: Path, message: str) -> None:
+        super().__init__(message)
+        self.path = path
+
+
+class CredentialsError(FlowerError, RuntimeError):
+    """No credentials: `problem` is check_credentials()'s message (where flower looked, what
+    to set)."""
+
+    def __init__(self, problem: str) -> None:
+        super().__init__(problem)
+        self.problem = problem

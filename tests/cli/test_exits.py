@@ -1,0 +1,51 @@
+"""The one place that maps errors to exit codes: a FlowerError is its message and exit 2,
+anything else is a bug and keeps its traceback."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+import typer
+
+from flower.cli.exits import Exit, exit_codes
+from flower.errors import FlowerError, RunDirError
+from tests.cli.conftest import FLOWER
+
+
+def test_a_flower_error_becomes_its_message_and_exit_2(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with pytest.raises(typer.Exit) as caught, exit_codes():
+        raise RunDirError(Path("nowhere"), "no run directory at nowhere: pass --run-dir")
+    assert caught.value.exit_code == Exit.USAGE == 2
+    assert "error: no run directory at nowhere: pass --run-dir" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("bug", [ValueError("a bug"), RuntimeError("a bug"), OSError("a bug")])
+def test_any_other_exception_is_not_swallowed(bug: Exception) -> None:
+    assert not isinstance(bug, FlowerError)
+    with pytest.raises(type(bug), match="a bug"), exit_codes():
+        raise bug
+
+
+def _flower(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "CLAUDE_"))}
+    return subprocess.run(
+        [*FLOWER, *args], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=60
+    )
+
+
+def test_the_cli_shows_a_bugs_traceback_and_a_refusals_message(tmp_path: Path) -> None:
+    """A user's workflow file that raises ValueError at import is a bug in that file: the
+    traceback shows where; a file that is not there is flower refusing: one line, exit 2."""
+    (tmp_path / "broken.py").write_text("raise ValueError('bug in the workflow file')\n")
+    bug = _flower(tmp_path, "run", "broken.py")
+    assert bug.returncode == 1
+    assert "Traceback" in bug.stderr and "bug in the workflow file" in bug.stderr
+
+    refused = _flower(tmp_path, "run", "missing.py")
+    assert refused.returncode == 2
+    assert "missing.py is not a file" in refused.stderr and "Traceback" not in refused.stderr
