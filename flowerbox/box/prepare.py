@@ -27,8 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from urllib.parse import urlsplit
 
-from flower import check_credentials, load_dotenv
-from flower.core.env import Lookup
+from flower import Lookup, check_credentials, load_dotenv, workbench_location
 from flowerbox import wire
 from flowerbox.box import gitshadow, state
 from flowerbox.box.options import BoxOptions
@@ -166,7 +165,7 @@ def prepare(command: list[str], options: BoxOptions) -> Prepared:
     home = run_dir / "home"
     with open_dir(ws, "runs/home", create=True):
         pass  # made through folders only: no planted link redirects it
-    workbench = ws.parent / f".flower-{ws.name}" if isolate else None
+    workbench = workbench_location(ws, isolate=True) if isolate else None
     if workbench is not None:
         workbench.mkdir(exist_ok=True)
         if not real_folder(ws.parent, workbench.name):

@@ -27,7 +27,7 @@ from rich.console import Console
 from rich.markup import escape
 from typer.core import TyperGroup
 
-from flower.cli.setup import setup
+from flower.cli import setup
 from flowerbox import __version__
 from flowerbox.cli import box, checks, runs
 from flowerbox.errors import FlowerboxError

@@ -123,8 +123,7 @@ def shell(
 def demo(image: Image = DEFAULT_IMAGE, base_image: BaseImage = None) -> None:
     """The whole appliance (box, gateway, isolation) on the built-in scripted model: no key."""
     # lazy: the fake API's server is not worth importing for every other command
-    from flower.testing import FakeAPI
-    from flower.testing.demo import DEMO_ASK, starter_cast
+    from flower.testing import DEMO_ASK, FakeAPI, starter_cast
 
     root = Path(tempfile.mkdtemp(prefix="flowerbox-demo-"))
     workspace = root / "workspace"

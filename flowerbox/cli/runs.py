@@ -30,7 +30,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from flower.cli.render import Render
+from flower.cli import Render
 from flowerbox.box.options import BoxOptions
 from flowerbox.box.untrusted import clean
 from flowerbox.cli.options import Workspace

@@ -23,7 +23,7 @@ from typing import Any
 from rich.console import Console
 from rich.markup import escape
 
-from flower.cli.eventlog import from_json
+from flower import Event
 from flower.core.inbox import INBOX_DIR, REJECTED_DIR, drop_name
 from flowerbox.box.engine import Box, connect
 from flowerbox.box.untrusted import clean_data, exists, read_from, real_folder
@@ -105,7 +105,7 @@ def follow_events(run: Run, sink: Callable[[Any], Any], *, follow: bool) -> Run:
                 except ValueError:
                     continue  # not a line flower wrote: skip it, never stop following
                 if isinstance(row, dict):
-                    sink(from_json(clean_data(row)))
+                    sink(Event.from_json(clean_data(row)))
             if not data or len(data) < EVENTS_CHUNK:
                 return
 

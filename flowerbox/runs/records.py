@@ -35,7 +35,7 @@ from typing import Any, TypeVar, cast
 
 import msgspec
 
-from flower.core.statefile import StateFileError, read_json, update_json
+from flower import StateFileError, read_json, update_json
 from flowerbox.box import state
 from flowerbox.box.spec import BoxSpec, agent_kwargs, gateway_kwargs
 from flowerbox.box.untrusted import clean_data

@@ -18,8 +18,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from flower import load_dotenv
-from flower.core.env import CREDENTIALS, Lookup
+from flower import CREDENTIALS, Lookup, load_dotenv
 from flowerbox.box.engine import connect, image_id
 from flowerbox.box.gitshadow import layout
 from flowerbox.box.options import BoxOptions

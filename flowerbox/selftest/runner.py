@@ -39,8 +39,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from flower import load_dotenv
-from flower.core.env import Lookup
+from flower import Lookup, load_dotenv
 from flowerbox import wire
 from flowerbox.box.engine import CHECKOUT, Box, connect, ensure_image, image_id, labelled
 from flowerbox.box.gitshadow import layout

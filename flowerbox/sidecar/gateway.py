@@ -64,7 +64,7 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 
 import h11
 
-from flower.core.env import parse_dotenv
+from flower import parse_dotenv
 from flowerbox.errors import BadRequest, EgressError, GatewayError, PriceError
 from flowerbox.sidecar.egress import Policy
 from flowerbox.sidecar.http import Incoming, RequestReader, linger_close

@@ -35,7 +35,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from flower.core.statefile import atomic_write_json
+from flower import atomic_write_json
 from flowerbox.sidecar.pricing import PriceTable, token_count
 
 __all__ = ["TOKEN_FIELDS", "Meter", "Reservation", "UsageReader", "json_object"]
