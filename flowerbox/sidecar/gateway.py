@@ -65,7 +65,7 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 import h11
 
 from flower import parse_dotenv
-from flowerbox.errors import BadRequest, EgressError, GatewayError, PriceError
+from flowerbox.errors import BadRequest, FlowerboxError, GatewayError
 from flowerbox.sidecar.egress import Policy
 from flowerbox.sidecar.http import Incoming, RequestReader, linger_close
 from flowerbox.sidecar.meter import Meter, Reservation, UsageReader, json_object
@@ -561,7 +561,7 @@ def main(argv: list[str] | None = None) -> int:
         prices = load_prices(args.prices) if args.prices else PriceTable()
         policy = Policy.parse(args.allow, args.allow_preset)
         egress_log = _egress_log(args.egress_log) if args.proxy_socket else None
-    except (GatewayError, PriceError, EgressError) as exc:
+    except FlowerboxError as exc:  # this process's own entry: its one place for them
         print(f"flowerbox-gateway: {exc}", file=sys.stderr)
         return 2
     meter = Meter(args.usage, prices, budget=args.budget)
