@@ -61,6 +61,7 @@ _HOMES = {
         "oracle",
         "worker",
     ),
+    "flower.core.rundir": ("RunDir",),
     "flower.core.runtime": ("Runtime", "StepResult"),
     "flower.core.statefile": ("StateFileError", "atomic_write_json", "read_json", "update_json"),
     "flower.core.workbench": ("Workbench",),
@@ -112,6 +113,7 @@ __all__ = [
     "PrunePolicy",
     "PruningSessionStore",
     "Resilience",
+    "RunDir",
     "Runtime",
     "SqliteSessionStore",
     "StateFileError",
@@ -222,6 +224,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see
         oracle,
         worker,
     )
+    from flower.core.rundir import RunDir
     from flower.core.runtime import Runtime, StepResult
     from flower.core.statefile import StateFileError, atomic_write_json, read_json, update_json
     from flower.core.workbench import Workbench

@@ -23,7 +23,8 @@ from rich.markup import escape
 from rich.table import Table
 
 from flower.cli.exits import exit_codes
-from flower.cli.status import MANIFEST, SESSIONS_DB, lineage_steps, read_only, read_rows
+from flower.cli.status import lineage_steps, read_only, read_rows
+from flower.core.rundir import RunDir
 from flower.errors import RunDirError
 from flower.stores.errors import StoreError
 
@@ -56,9 +57,11 @@ def analyze(
             raise RunDirError(
                 run_dir, f"no run directory at {run_dir}: pass the run_dir of a flower run"
             )
-        if not (run_dir / SESSIONS_DB).is_file() and not (run_dir / MANIFEST).is_file():
+        layout = RunDir(run_dir)
+        if not layout.sessions.is_file() and not layout.manifest.is_file():
             raise RunDirError(
-                run_dir, f"{run_dir} holds neither sessions.db nor manifest.json: nothing ran"
+                run_dir,
+                f"{run_dir} holds neither {layout.SESSIONS} nor {layout.MANIFEST}: nothing ran",
             )
         data = report(run_dir)
     if as_json:
@@ -79,8 +82,9 @@ def report(run_dir: Path) -> dict[str, Any]:
             database).
     """
     problems: list[str] = []
-    steps = read_rows(run_dir / MANIFEST, problems)
-    named = lineage_steps(run_dir / "lineage.json", problems)
+    layout = RunDir(run_dir)
+    steps = read_rows(layout.manifest, problems)
+    named = lineage_steps(layout.lineage, problems)
     step_cost: dict[str, float] = {}
     for row in steps:
         if isinstance(row.get("session_id"), str):
@@ -94,7 +98,7 @@ def report(run_dir: Path) -> dict[str, Any]:
         raise RunDirError(run_dir, "; ".join(problems))
     sessions: list[Stats] = []
     largest: list[Stats] = []
-    db = run_dir / SESSIONS_DB
+    db = layout.sessions
     if db.is_file():
         try:
             found = read_transcripts(db)

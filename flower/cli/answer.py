@@ -14,8 +14,9 @@ from rich.console import Console
 from rich.markup import escape
 
 from flower.cli.exits import exit_codes
-from flower.cli.options import RunDir
+from flower.cli.options import RunDirOption
 from flower.core.inbox import drop_answer, drop_message, pending_asks
+from flower.core.rundir import RunDir
 from flower.errors import RunDirError, UsageError
 
 OUT = Console(highlight=False, soft_wrap=True)
@@ -24,7 +25,7 @@ OUT = Console(highlight=False, soft_wrap=True)
 def answer(
     ask_id: Annotated[str, typer.Argument(help="The question's id, as `flower status` shows.")],
     text: Annotated[str, typer.Argument(help="Your answer.")],
-    run_dir: RunDir = Path("runs"),
+    run_dir: RunDirOption = Path("runs"),
 ) -> None:
     """Answer a question a run is waiting on."""
     with exit_codes():
@@ -41,14 +42,14 @@ def answer(
 
 def send(
     text: Annotated[str, typer.Argument(help="What to tell the agents.")],
-    run_dir: RunDir = Path("runs"),
+    run_dir: RunDirOption = Path("runs"),
 ) -> None:
     """Tell a run something it did not ask for; it reaches the agent at its next turn."""
     with exit_codes():
-        if not (run_dir / "manifest.json").is_file() and not (run_dir / "asks.json").is_file():
+        if not RunDir(run_dir).holds_a_run():
             raise RunDirError(
                 run_dir,
-                f"{run_dir} holds no run (no manifest.json or asks.json): "
+                f"{run_dir} holds no run (no manifest, sessions or questions): "
                 "pass --run-dir <the run's folder>",
             )
         path = drop_message(run_dir, text)

@@ -19,7 +19,7 @@ import typer
 from rich.console import Console
 
 from flower.cli.exits import Exit, exit_codes
-from flower.cli.options import Events, RunDir, Verbose, Workspace
+from flower.cli.options import Events, RunDirOption, Verbose, Workspace
 from flower.cli.render import Render
 from flower.errors import WorkspaceError
 
@@ -27,7 +27,7 @@ from flower.errors import WorkspaceError
 def go(
     ask: Annotated[str, typer.Argument(help="What you want done, in one line.")] = "",
     workspace: Workspace = Path("."),
-    run_dir: RunDir = Path("runs"),
+    run_dir: RunDirOption = Path("runs"),
     new: Annotated[
         bool, typer.Option("--new", help="Start over: archive the brief and goal, wake nothing.")
     ] = False,

@@ -16,12 +16,12 @@ import sys
 import threading
 from collections import deque
 from collections.abc import Callable, Coroutine
-from pathlib import Path
 from typing import Any
 
 from flower.core.events import Event
 from flower.core.human import HumanChannel
 from flower.core.roles import oracle
+from flower.core.rundir import RunDir
 from flower.core.runtime import Runtime
 
 ORACLE_WINDOW = 60  # the last events the oracle is shown
@@ -148,7 +148,7 @@ class Terminal:
         if self._aside is None:
             self._aside = Runtime(
                 workspace=self.runtime.workspace,
-                run_dir=Path(self.runtime.run_dir) / "aside",
+                run_dir=RunDir(self.runtime.run_dir).aside.path,
                 workbench=self.runtime.workbench or False,
             )
         prompt = ORACLE_PROMPT.format(question=question, events="\n".join(self.recent) or "(无)")

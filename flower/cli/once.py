@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from flower.cli.exits import STDERR, Exit, exit_codes
-from flower.cli.options import Events, RunDir, Verbose, Workspace
+from flower.cli.options import Events, RunDirOption, Verbose, Workspace
 from flower.cli.render import Render
 
 ONCE_INSTRUCTIONS = "Do the task you are given, then reply with a short summary of what you did."
@@ -20,7 +20,7 @@ ONCE_INSTRUCTIONS = "Do the task you are given, then reply with a short summary 
 def once(
     prompt: Annotated[str, typer.Argument(help="What the agent should do.")],
     workspace: Workspace = Path("."),
-    run_dir: RunDir = Path("runs"),
+    run_dir: RunDirOption = Path("runs"),
     model: Annotated[str | None, typer.Option(help="Model id or alias (sonnet, opus...).")] = None,
     budget: Annotated[
         float | None, typer.Option(help="Stop the step once it has cost this many USD.")

@@ -8,7 +8,7 @@ import typer
 Workspace = Annotated[
     Path, typer.Option("--workspace", "-w", help="The folder the work happens in.")
 ]
-RunDir = Annotated[
+RunDirOption = Annotated[
     Path, typer.Option("--run-dir", help="Where sessions, manifest and lineage are kept.")
 ]
 Events = Annotated[

@@ -12,14 +12,14 @@ import typer
 from rich.console import Console
 
 from flower.cli.exits import exit_codes
-from flower.cli.options import Events, RunDir, Workspace
+from flower.cli.options import Events, RunDirOption, Workspace
 from flower.errors import UsageError
 
 
 def run(
     file: Annotated[Path, typer.Argument(help="A Python file defining `workflow` or `build()`.")],
     workspace: Workspace = Path("."),
-    run_dir: RunDir = Path("runs"),
+    run_dir: RunDirOption = Path("runs"),
     workbench: Annotated[
         bool, typer.Option("-W", help="A workbench under the run dir, if the workflow has none.")
     ] = False,

@@ -26,14 +26,11 @@ from rich.markup import escape
 from rich.table import Table
 
 from flower.cli.exits import Exit, exit_codes
+from flower.core.rundir import RunDir
+from flower.core.workbench import Workbench
 from flower.core.workspace import workbench_location
 from flower.errors import RunDirError
 
-MANIFEST = "manifest.json"
-LINEAGE = "lineage.json"
-SESSIONS_DB = "sessions.db"
-ASIDE = "aside"
-WORKBENCH_FOLDERS = ("scripts", "artifacts", "notes", "spill")
 # Files whose changes say nothing new: locks, writers' temps, SQLite's shared memory (which a
 # reader touches too: watching it would make --follow redraw itself forever).
 _QUIET_SUFFIXES = (".lock", ".tmp", "-shm", "-journal")
@@ -126,7 +123,7 @@ def show(console: Console, data: dict[str, Any], *, as_json: bool) -> None:
 def find_workbench(run_dir: Path, workspace: Path | None) -> Path | None:
     """The workbench of the run, if it can be found: `<run_dir>/workbench` (-W), else with a
     workspace `<workspace>/.flower`, else `<parent>/.flower-<name>` (isolated runs)."""
-    candidates = [run_dir / "workbench"]
+    candidates = [RunDir(run_dir).workbench]
     if workspace is not None:
         workspace = workspace.resolve()
         candidates += [workbench_location(workspace, isolate=i) for i in (False, True)]
@@ -145,13 +142,14 @@ def snapshot(run_dir: Path, workbench: Path | None = None) -> dict[str, Any]:
     from flower.core.statefile import StateFileError
 
     problems: list[str] = []
-    steps = [_step(row) for row in read_rows(run_dir / MANIFEST, problems)]
+    layout = RunDir(run_dir)
+    steps = [_step(row) for row in read_rows(layout.manifest, problems)]
     try:
         asks = pending_asks(run_dir)
     except StateFileError as exc:
         problems.append(str(exc))
         asks = []
-    named = lineage_steps(run_dir / LINEAGE, problems)
+    named = lineage_steps(layout.lineage, problems)
     for row in steps:
         if row["session_id"]:
             named.setdefault(row["session_id"], [])
@@ -159,9 +157,9 @@ def snapshot(run_dir: Path, workbench: Path | None = None) -> dict[str, Any]:
                 named[row["session_id"]].append(row["step"])
     sessions = [
         {**record, "steps": named.get(record["session_id"], [])}
-        for record in read_sessions(run_dir / SESSIONS_DB, problems)
+        for record in read_sessions(layout.sessions, problems)
     ]
-    aside = read_rows(run_dir / ASIDE / MANIFEST, problems)
+    aside = read_rows(layout.aside.manifest, problems)
     return {
         "run_dir": str(run_dir.resolve()),
         "steps": steps,
@@ -295,7 +293,7 @@ def _workbench(root: Path) -> dict[str, Any]:
         name: sum(1 for p in (root / name).rglob("*") if p.is_file())
         if (root / name).is_dir()
         else 0
-        for name in WORKBENCH_FOLDERS
+        for name in Workbench.FOLDERS
     }
     return {"path": str(root), **counts}
 
@@ -373,7 +371,7 @@ def render(data: dict[str, Any]) -> RenderableType:
         ]
     if data["workbench"]:
         bench = data["workbench"]
-        counts = ", ".join(f"{bench[name]} {name}" for name in WORKBENCH_FOLDERS)
+        counts = ", ".join(f"{bench[name]} {name}" for name in Workbench.FOLDERS)
         parts.append(f"workbench {escape(bench['path'])}: {counts}")
     parts += [f"[yellow]problem[/] {escape(p)}" for p in data["problems"]]
     return Group(*parts)

@@ -10,9 +10,12 @@ there (DESIGN.md, "Pending questions across processes"):
     <run_dir>/inbox/rejected/    files that could not be used (junk, an ask nobody waits
                                  for), moved aside with a log line, never deleted
 
+(flower.core.rundir.RunDir owns these names.)
+
 `drop_answer`, `drop_message` and `pending_asks` are for the other side (the CLI, flowerbox on
 the host); they need nothing but the path. A dropped file is written to a dot-named temp and
-renamed into place, so the watcher never reads half a file. Names sort in drop order.
+renamed into place (RunDir.new_drop), so the watcher never reads half a file. Names sort in
+drop order.
 """
 
 from __future__ import annotations
@@ -24,44 +27,29 @@ import logging
 import os
 import tempfile
 import threading
-import time
-import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from watchfiles import Change, awatch
 
+from flower.core.rundir import RunDir
 from flower.core.statefile import atomic_write_json, read_json
 
-__all__ = [
-    "ASKS_FILE",
-    "INBOX_DIR",
-    "REJECTED_DIR",
-    "Mailbox",
-    "drop_answer",
-    "drop_message",
-    "drop_name",
-    "pending_asks",
-    "write_asks",
-]
-
-ASKS_FILE = "asks.json"
-INBOX_DIR = "inbox"
-REJECTED_DIR = "rejected"
+__all__ = ["Mailbox", "drop_answer", "drop_message", "pending_asks", "write_asks"]
 
 logger = logging.getLogger(__name__)
 
 
 def pending_asks(run_dir: str | Path) -> list[dict[str, Any]]:
     """The asks of the run in `run_dir` still waiting for a human; [] if none or no file."""
-    asks: list[dict[str, Any]] = read_json(Path(run_dir) / ASKS_FILE, [])
+    asks: list[dict[str, Any]] = read_json(RunDir(Path(run_dir)).asks, [])
     return asks
 
 
 def write_asks(run_dir: Path, asks: list[dict[str, Any]]) -> None:
     """Replace asks.json with `asks` (atomically: readers never see a torn file)."""
-    atomic_write_json(run_dir / ASKS_FILE, asks)
+    atomic_write_json(RunDir(run_dir).asks, asks)
 
 
 def drop_answer(run_dir: str | Path, ask_id: str, text: str) -> Path:
@@ -74,26 +62,19 @@ def drop_message(run_dir: str | Path, text: str) -> Path:
     return _drop(Path(run_dir), {"send": text})
 
 
-def drop_name() -> str:
-    """A new inbox file name: nanoseconds first so that a sorted listing is drop order; pid
-    and a random tail keep two droppers in the same nanosecond apart."""
-    return f"{time.time_ns():020d}-{os.getpid()}-{uuid.uuid4().hex[:8]}.json"
-
-
 def _drop(run_dir: Path, data: dict[str, str]) -> Path:
-    inbox = run_dir / INBOX_DIR
-    inbox.mkdir(parents=True, exist_ok=True)
-    name = drop_name()
-    fd, tmp = tempfile.mkstemp(prefix=".", suffix=".tmp", dir=inbox)
+    target = RunDir(run_dir).new_drop()
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".", suffix=".tmp", dir=target.parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             json.dump(data, f, ensure_ascii=False)
-        os.replace(tmp, inbox / name)
+        os.replace(tmp, target)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
-    return inbox / name
+    return target
 
 
 class Mailbox:
@@ -112,7 +93,8 @@ class Mailbox:
         on_message: Callable[[str], None],
     ) -> None:
         self.run_dir = run_dir
-        self.inbox = run_dir / INBOX_DIR
+        self.inbox = RunDir(run_dir).inbox
+        self.rejected = RunDir(run_dir).rejected
         self._on_answer = on_answer
         self._on_message = on_message
         # A threading.Event: watchfiles polls is_set() from its worker thread, and stop() may
@@ -180,11 +162,10 @@ class Mailbox:
             path.unlink()
 
     def _reject(self, path: Path, why: str) -> None:
-        rejected = self.inbox / REJECTED_DIR
-        rejected.mkdir(exist_ok=True)
+        self.rejected.mkdir(exist_ok=True)
         with contextlib.suppress(FileNotFoundError):
-            path.replace(rejected / path.name)
-        logger.warning("inbox file %s moved to %s/: %s", path.name, rejected, why)
+            path.replace(self.rejected / path.name)
+        logger.warning("inbox file %s moved to %s/: %s", path.name, self.rejected, why)
 
 
 def _dropped(change: Change, path: str) -> bool:

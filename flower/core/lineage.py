@@ -23,6 +23,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
+from flower.core.rundir import RunDir
 from flower.core.statefile import CorruptStateError, read_json, update_json
 
 __all__ = ["Lineage"]
@@ -33,10 +34,8 @@ _EMPTY: dict[str, Any] = {"workspaces": {}}  # read_json and update_json hand ou
 class Lineage:
     """The lineage of `workspace` in `<run_dir>/lineage.json`."""
 
-    FILENAME = "lineage.json"
-
     def __init__(self, run_dir: str | Path, workspace: str | Path) -> None:
-        self.path = Path(run_dir) / self.FILENAME
+        self.path = RunDir(Path(run_dir)).lineage
         # The SDK's own canonical form of a directory (realpath, then NFC), so a symlinked or
         # differently normalised spelling of the same folder finds the same lineage.
         self.workspace = unicodedata.normalize("NFC", os.path.realpath(workspace))

@@ -50,6 +50,7 @@ from flower.core.handoff import Handoff, is_overflow
 from flower.core.manifest import record_rows
 from flower.core.mounting import session_spec
 from flower.core.resilience import Resilience, classify
+from flower.core.rundir import RunDir
 from flower.core.takeover import take_over
 from flower.core.workbench import Workbench
 from flower.core.workspace import in_git_repository
@@ -136,12 +137,12 @@ class Runtime:
                 self.run_dir, f"cannot create run_dir {self.run_dir} ({exc.strerror}): pass another"
             ) from exc
         self.workbench: Workbench | None = (
-            Workbench(self.workspace, home=self.run_dir / "workbench")
+            Workbench(self.workspace, home=RunDir(self.run_dir).workbench)
             if workbench is True
             else workbench or None
         )
         self.store = PruningSessionStore(
-            self.run_dir / "sessions.db",
+            RunDir(self.run_dir).sessions,
             workspace=self.workspace,
             policy=_policy(trim, TrimPolicy),
             prune=PrunePolicy(keep_denials=keep_denials),
@@ -159,7 +160,7 @@ class Runtime:
 
     @property
     def manifest_path(self) -> Path:
-        return self.run_dir / "manifest.json"
+        return RunDir(self.run_dir).manifest
 
     async def run(
         self,

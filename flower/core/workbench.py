@@ -28,6 +28,7 @@ import re
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import ClassVar
 
 from flower.core.workspace import WORKBENCH_DIRNAME
 from flower.errors import FlowerError
@@ -41,7 +42,6 @@ DESC_CHARS = 100
 """A script's description is cut to this many characters in the index."""
 
 _DESC_LINES = 8
-_FOLDERS = ("scripts", "artifacts", "notes", "spill")
 _INDEXED = ("scripts", "artifacts", "notes")
 _COMMENT = re.compile(r"^\s*(?:#|//|--)\s?(?P<text>.*)$")
 _DESC = re.compile(r"^\s*(?:#|//|--)\s*desc:\s*(?P<text>.*\S)", re.IGNORECASE)
@@ -66,6 +66,8 @@ class Workbench:
     `max_index_entries` caps each section of the index (newest files first).
     """
 
+    FOLDERS: ClassVar[tuple[str, ...]] = (*_INDEXED, "spill")
+
     workspace: Path
     dirname: str = WORKBENCH_DIRNAME
     max_index_entries: int = 40
@@ -77,7 +79,7 @@ class Workbench:
         self.workspace = Path(self.workspace).expanduser().resolve()
         if self.home is not None:
             self.home = Path(self.home).expanduser().resolve()
-        for folder in (self.root, *(self.root / name for name in _FOLDERS)):
+        for folder in (self.root, *(self.root / name for name in self.FOLDERS)):
             _make_dir(folder)
         if not self.index.exists():
             self.refresh()

@@ -27,6 +27,7 @@ from flower.core.human import HumanChannel
 from flower.core.inbox import pending_asks
 from flower.core.lineage import Lineage
 from flower.core.roles import clarify, coordinator, judge, worker
+from flower.core.rundir import RunDir
 from flower.core.runtime import StepResult
 from flower.core.workbench import Workbench
 from flower.core.workspace import in_git_repository, workbench_location
@@ -376,7 +377,7 @@ def wake_state(
     notes = root / "notes"
     brief = Brief.load(notes / brief_name)
     goal = Goal.load(notes / goal_name)
-    runs = Path(run_dir).expanduser()
+    runs = RunDir(Path(run_dir).expanduser())
     return {
         "woke": brief is not None and brief.complete(),
         "workspace": str(ws),
@@ -386,7 +387,7 @@ def wake_state(
         "goal": str(notes / goal_name) if goal is not None else None,
         "goal_complete": goal is not None and goal.complete(),
         "goal_statement": goal.statement if goal is not None else "",
-        "sessions": Lineage(runs, ws).sessions() if (runs / Lineage.FILENAME).exists() else {},
+        "sessions": Lineage(runs.path, ws).sessions() if runs.lineage.exists() else {},
         "handoffs": sorted(str(p) for p in notes.glob("交接-*.md")) if notes.is_dir() else [],
-        "pending_asks": pending_asks(runs),
+        "pending_asks": pending_asks(runs.path),
     }

@@ -15,6 +15,7 @@ ADDED = {
     "CREDENTIALS",
     "FlowerError",
     "Lookup",
+    "RunDir",
     "StateFileError",
     "atomic_write_json",
     "in_git_repository",

@@ -7,7 +7,8 @@ import subprocess
 import time
 from pathlib import Path
 
-from flower.core.inbox import INBOX_DIR, pending_asks, write_asks
+from flower.core.inbox import pending_asks, write_asks
+from flower.core.rundir import RunDir
 from flower.testing import FakeAPI
 from flower.testing.demo import DEMO_ASK, starter_cast
 from tests.cli.conftest import FLOWER, flower
@@ -16,7 +17,7 @@ ASK = {"id": "q1", "question": "which?", "options": ["a", "b"], "asked_at": 0}
 
 
 def inbox(run_dir: Path) -> list[dict[str, str]]:
-    return [json.loads(p.read_text()) for p in sorted((run_dir / INBOX_DIR).glob("*.json"))]
+    return [json.loads(p.read_text()) for p in sorted(RunDir(run_dir).inbox.glob("*.json"))]
 
 
 def test_an_answer_to_a_waiting_question_is_dropped_in_the_inbox(
@@ -36,7 +37,7 @@ def test_an_unknown_question_id_is_refused_and_drops_nothing(
     done = flower("answer", "q7", "b", "--run-dir", str(tmp_path), env=cli_env, cwd=tmp_path)
     assert done.returncode == 2
     assert "no question q7 is waiting" in done.stderr and "the waiting ones: q1" in done.stderr
-    assert not (tmp_path / INBOX_DIR).exists()
+    assert not RunDir(tmp_path).inbox.exists()
 
 
 def test_send_needs_a_run_folder_and_then_drops_a_message(

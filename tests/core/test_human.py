@@ -27,7 +27,6 @@ from flower.core.human import (
     drop_message,
     pending_asks,
 )
-from flower.core.inbox import REJECTED_DIR
 
 pytestmark = pytest.mark.anyio
 
@@ -425,7 +424,7 @@ async def test_dropped_messages_and_junk(
     drop_message(run, "from the host")
     await _until(lambda: sorted(p.name for p in inbox.glob("*.json")) == [])
     await _until(lambda: any(e.text == "from the host" for e in events))
-    rejected = sorted(p.name for p in (inbox / REJECTED_DIR).iterdir())
+    rejected = sorted(p.name for p in (inbox / "rejected").iterdir())
     assert "junk.json" in rejected and "odd.json" in rejected and len(rejected) == 3
     assert "from the host" in await call(attached.tools[1], {})
 

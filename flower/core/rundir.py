@@ -1,0 +1,102 @@
+"""RunDir: the layout of a run directory (`--run-dir`, `./runs` by default), written down once.
+
+    <run_dir>/
+      sessions.db              every session's transcript (flower.stores)
+      manifest.json            one row per finished step, kept across processes
+      lineage.json             step name -> session id, per workspace (flower.core.lineage)
+      asks.json                the questions waiting for a human (flower.core.inbox)
+      inbox/<drop>.json        answers and messages dropped by other processes
+      inbox/rejected/          dropped files that could not be used, kept with a log line
+      aside/                   the side session of `?` questions: a run directory of its own
+      workbench/               the workbench of `flower run -W`
+      events/<run id>.jsonl    a run's Events (`--events`; flowerbox passes this path)
+      home/                    flowerbox: the CLI's HOME inside the box
+
+Runtime, status, analyze, answer, the inbox and flowerbox (on the host) all find these files
+through a RunDir, so a name is spelled in this module only. A state file's lock
+(`<name>.lock`) and its writers' temps belong to flower.core.statefile.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import ClassVar
+
+__all__ = ["RunDir"]
+
+
+@dataclass(frozen=True)
+class RunDir:
+    """The run directory at `path` (used as given: nothing is resolved or created)."""
+
+    path: Path
+
+    SESSIONS: ClassVar[str] = "sessions.db"
+    MANIFEST: ClassVar[str] = "manifest.json"
+    LINEAGE: ClassVar[str] = "lineage.json"
+    ASKS: ClassVar[str] = "asks.json"
+    INBOX: ClassVar[str] = "inbox"
+    REJECTED: ClassVar[str] = "rejected"
+    ASIDE: ClassVar[str] = "aside"
+    WORKBENCH: ClassVar[str] = "workbench"
+    EVENTS: ClassVar[str] = "events"
+    HOME: ClassVar[str] = "home"
+
+    def __init__(self, path: str | Path) -> None:
+        object.__setattr__(self, "path", Path(path))
+
+    @property
+    def sessions(self) -> Path:
+        return self.path / self.SESSIONS
+
+    @property
+    def manifest(self) -> Path:
+        return self.path / self.MANIFEST
+
+    @property
+    def lineage(self) -> Path:
+        return self.path / self.LINEAGE
+
+    @property
+    def asks(self) -> Path:
+        return self.path / self.ASKS
+
+    @property
+    def inbox(self) -> Path:
+        return self.path / self.INBOX
+
+    @property
+    def rejected(self) -> Path:
+        return self.inbox / self.REJECTED
+
+    @property
+    def aside(self) -> RunDir:
+        """The side session's own run directory."""
+        return RunDir(self.path / self.ASIDE)
+
+    @property
+    def workbench(self) -> Path:
+        return self.path / self.WORKBENCH
+
+    @property
+    def home(self) -> Path:
+        return self.path / self.HOME
+
+    def events(self, run_id: str) -> Path:
+        """The Events file of run `run_id` (JSON lines, flower.cli.eventlog)."""
+        return self.path / self.EVENTS / f"{run_id}.jsonl"
+
+    def new_drop(self) -> Path:
+        """A fresh path in the inbox for one answer or message. Names sort in drop order
+        (nanoseconds first); the pid and a random tail keep two droppers apart. Write it
+        under a dot-named temp and rename: the watcher skips dot names."""
+        name = f"{time.time_ns():020d}-{os.getpid()}-{uuid.uuid4().hex[:8]}.json"
+        return self.inbox / name
+
+    def holds_a_run(self) -> bool:
+        """Something ran here: it has a manifest, a sessions database or pending asks."""
+        return any(p.is_file() for p in (self.manifest, self.sessions, self.asks))
