@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from urllib.parse import urlsplit
 
-from flower import Lookup, check_credentials, load_dotenv, workbench_location
+from flower import Lookup, RunDir, check_credentials, load_dotenv, workbench_location
 from flowerbox import wire
 from flowerbox.box import gitshadow, state
 from flowerbox.box.options import BoxOptions
@@ -37,6 +37,7 @@ from flowerbox.errors import ConfigError, CredentialsError
 from flowerbox.sidecar.egress import Policy, parse_host
 
 CREDENTIAL_KEYS = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL")
+RUNS = "runs"  # the workspace's run dir: flower's own default, ./runs
 LOOPBACK = {"127.0.0.1", "localhost", "::1"}
 # Extra name=address lines for the gateway's /etc/hosts, so the proxy can reach a name the
 # DNS does not know (the tests map *.test names to the host's loopback this way).
@@ -161,9 +162,9 @@ def prepare(command: list[str], options: BoxOptions) -> Prepared:
     protected = protected_paths(ws)
     _check_mount_sources(ws, protected)
     load_credentials(ws)
-    run_dir = ws / "runs"
-    home = run_dir / "home"
-    with open_dir(ws, "runs/home", create=True):
+    run_dir = ws / RUNS
+    home = RunDir(run_dir).home
+    with open_dir(ws, home.relative_to(ws), create=True):
         pass  # made through folders only: no planted link redirects it
     workbench = workbench_location(ws, isolate=True) if isolate else None
     if workbench is not None:
@@ -255,7 +256,7 @@ def not_isolable(ws: Path, git: str) -> str:
 def _check_mount_sources(ws: Path, protected: tuple[str, ...]) -> None:
     """Docker follows links in a mount's source: refuse a link (planted by an earlier box)
     anywhere on the way to runs/, its home, or a protected path."""
-    for name in ("runs", "runs/home", *protected):
+    for name in (RUNS, f"{RUNS}/{RunDir.HOME}", *protected):
         parts = PurePosixPath(name).parts
         if parts[0] == ".git":
             continue  # the box gets a shadow; the user's .git is never mounted

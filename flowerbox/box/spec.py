@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from flower import RunDir
 from flowerbox import wire
 from flowerbox.box.untrusted import read_bytes, real_folder, regular_file
 from flowerbox.errors import ConfigError
@@ -117,7 +118,7 @@ class BoxSpec:
     def events_file(self) -> Path:
         """flower's Events as JSON lines, written inside the box (`--events`): box-written,
         so the host reads it through flowerbox.box.untrusted only."""
-        return self.run_dir / "events" / f"{self.run_id}.jsonl"
+        return RunDir(self.run_dir).events(self.run_id)
 
 
 def protected_paths(workspace: Path) -> tuple[str, ...]:

@@ -23,8 +23,7 @@ from typing import Any
 from rich.console import Console
 from rich.markup import escape
 
-from flower import Event
-from flower.core.inbox import INBOX_DIR, REJECTED_DIR, drop_name
+from flower import Event, RunDir
 from flowerbox.box.engine import Box, connect
 from flowerbox.box.untrusted import clean_data, exists, read_from, real_folder
 from flowerbox.box.untrusted import drop as drop_file
@@ -155,8 +154,8 @@ def drop(run: Run, data: dict[str, str]) -> PurePosixPath:
     Raises:
         RunError: the inbox is a link or not a folder (planted by the box).
     """
-    folder = PurePosixPath(run.run_dir.relative_to(run.workspace)) / INBOX_DIR
-    name = drop_name()
+    fresh = RunDir(run.run_dir).new_drop()
+    folder, name = PurePosixPath(fresh.parent.relative_to(run.workspace)), fresh.name
     payload = json.dumps(data, ensure_ascii=False).encode()
     try:
         drop_file(run.workspace, folder, name, payload)
@@ -170,7 +169,7 @@ def deliver(run: Run, path: PurePosixPath) -> str:
     deadline = time.monotonic() + DELIVERY_WAIT_S
     while time.monotonic() < deadline:
         if not exists(run.workspace, path):  # taken, or moved aside: the rejected copy says
-            rejected = path.parent / REJECTED_DIR / path.name
+            rejected = path.parent / RunDir.REJECTED / path.name
             return "rejected" if exists(run.workspace, rejected) else "taken"
         time.sleep(0.05)
     return "waiting"

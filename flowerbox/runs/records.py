@@ -35,7 +35,7 @@ from typing import Any, TypeVar, cast
 
 import msgspec
 
-from flower import StateFileError, read_json, update_json
+from flower import RunDir, StateFileError, read_json, update_json
 from flowerbox.box import state
 from flowerbox.box.spec import BoxSpec, agent_kwargs, gateway_kwargs
 from flowerbox.box.untrusted import clean_data
@@ -45,7 +45,6 @@ from flowerbox.errors import RunError
 META = "meta.json"
 OUTPUT = "output.log"
 SUPERVISOR_LOG = "supervisor.log"
-ASKS = "asks.json"  # flower's pending questions, in the workspace's run dir (box-written)
 MAX_ASKS_BYTES = 256 * 1024
 
 STARTING, RUNNING, LOST = "starting", "running", "lost"
@@ -114,7 +113,7 @@ class Run:
         controls); none once it has ended."""
         if not self.running:
             return []
-        relative = (self.run_dir / ASKS).relative_to(self.workspace)
+        relative = RunDir(self.run_dir).asks.relative_to(self.workspace)
         asks = read_untrusted_json(self.workspace, relative, [], limit=MAX_ASKS_BYTES)
         return [
             clean_data(ask)

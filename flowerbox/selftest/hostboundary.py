@@ -34,6 +34,7 @@ from typing import Any
 
 import flower
 import flowerbox
+from flower import RunDir
 from flowerbox.box.spec import BoxSpec
 from flowerbox.box.untrusted import MiB, open_dir, read_bytes, read_from
 from flowerbox.errors import RunError, UntrustedFileError
@@ -210,7 +211,7 @@ def linked(
 ) -> Observation:
     """The questions read through the asks.json link, the file itself read raw, and an
     answer dropped into the inbox link."""
-    relative = (run.run_dir / records.ASKS).relative_to(run.workspace)
+    relative = RunDir(run.run_dir).asks.relative_to(run.workspace)
     raw = bounded(lambda: _size(read(run.workspace, relative, limit=MiB)))
     return {
         "asks": bounded(lambda: asks(run)),

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from flower.cli.eventlog import from_json
+from flower import Event
 from flower.testing import FakeAPI, sequence, text, tool
 from tests.cli.conftest import flower, offline_env
 
@@ -34,8 +34,8 @@ def test_once_writes_each_event_as_one_json_line(
     rows = [json.loads(line) for line in lines]  # every line whole JSON
     kinds = [row["kind"] for row in rows]
     assert {"session", "tool_call", "tool_result", "text", "result"} <= set(kinds)
-    [call] = [from_json(row) for row in rows if row["kind"] == "tool_call"]
+    [call] = [Event.from_json(row) for row in rows if row["kind"] == "tool_call"]
     assert call.tool == "Write" and str(target) in call.text  # the same line the terminal showed
     assert f"[Write] {call.text}" in done.stdout
-    assert [from_json(r).text for r in rows if r["kind"] == "text"] == ["wrote note.md"]
+    assert [Event.from_json(r).text for r in rows if r["kind"] == "text"] == ["wrote note.md"]
     assert all(isinstance(row["t"], float) and "raw" not in row for row in rows)
