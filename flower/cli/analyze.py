@@ -26,7 +26,6 @@ from flower.cli.exits import exit_codes
 from flower.cli.status import lineage_steps, read_only, read_rows
 from flower.core.rundir import RunDir
 from flower.errors import RunDirError
-from flower.stores.errors import StoreError
 
 LARGEST = 5
 TARGET_CHARS = 60
@@ -77,9 +76,8 @@ def report(run_dir: Path) -> dict[str, Any]:
     """The whole report as JSON-ready data (see docs/cli-notes.md for its keys).
 
     Raises:
-        RunDirError: a manifest or lineage file does not parse.
-        StoreError: sessions.db cannot be read (busy past the timeout, or not a sessions
-            database).
+        RunDirError: a manifest or lineage file does not parse, or sessions.db cannot be
+            read (busy past the timeout, or not a sessions database).
     """
     problems: list[str] = []
     layout = RunDir(run_dir)
@@ -103,8 +101,8 @@ def report(run_dir: Path) -> dict[str, Any]:
         try:
             found = read_transcripts(db)
         except sqlite3.Error as exc:
-            raise StoreError(
-                db, f"cannot be read ({exc})", "If a run holds it busy, retry in a moment."
+            raise RunDirError(
+                run_dir, f"{db} cannot be read ({exc}): if a run holds it busy, retry in a moment"
             ) from exc
         for session in found:
             sid = session["session_id"]
@@ -128,7 +126,7 @@ def report(run_dir: Path) -> dict[str, Any]:
 def read_transcripts(db: Path) -> list[Stats]:
     """The statistics of every session in `db`, oldest first; one transcript in memory at a
     time (a 10-hour run's database can be far larger than what one report needs)."""
-    from flower.stores.recent import decode
+    from flower.stores.recent import decode  # lazy: flower.stores loads the SDK (--help)
 
     sessions: list[Stats] = []
     with read_only(db) as conn:
@@ -158,6 +156,7 @@ def read_transcripts(db: Path) -> list[Stats]:
 def transcript_stats(entries: list[dict[str, Any]], *, session_id: str) -> Stats:
     """Counts for one transcript (main or subagent), `results` holding every tool result's
     size so the caller can pick the largest across the run."""
+    # lazy: flower.stores loads the SDK, which `flower --help` must not pay for
     from flower.stores.records import SessionTranscript, usage_of
     from flower.stores.transcript import blocks, is_api_error, is_denial, result_text
 

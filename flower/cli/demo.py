@@ -8,6 +8,7 @@ worker, and any real credential in the environment is removed first.
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import tempfile
 from pathlib import Path
@@ -15,6 +16,8 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
+
+from flower.cli.go import go
 
 CREDENTIALS = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL")
 
@@ -25,9 +28,8 @@ def demo(
     ] = True,
 ) -> None:
     """Run a whole clarify -> goal -> work -> verdict cycle offline, on a scripted model."""
-    from flower.cli.go import go
-    from flower.testing import FakeAPI
-    from flower.testing.demo import DEMO_ASK, starter_cast
+    # lazy: the fake API is for `flower demo` only; `flower --help` stays fast
+    from flower.testing import DEMO_ASK, FakeAPI, starter_cast
 
     console = Console(highlight=False, soft_wrap=True)
     root = Path(tempfile.mkdtemp(prefix="flower-demo-"))
@@ -50,8 +52,6 @@ def demo(
         console.print(f"hello.py: {hello.read_text().strip()}")
     console.print(f"look around: {root} (runs/ has the sessions, workspace/.flower the notes)")
     if not keep:
-        import shutil
-
         shutil.rmtree(root, ignore_errors=True)
     raise typer.Exit(code)
 

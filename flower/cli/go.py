@@ -21,6 +21,7 @@ from rich.console import Console
 from flower.cli.exits import Exit, exit_codes
 from flower.cli.options import Events, RunDirOption, Verbose, Workspace
 from flower.cli.render import Render
+from flower.core.env import describe, load_dotenv
 from flower.errors import WorkspaceError
 
 
@@ -73,7 +74,7 @@ def go(
     ] = False,
 ) -> None:
     """Clarify the ask, freeze a goal, and work on it until a judge says it is achieved."""
-    from flower.core.env import describe, load_dotenv
+    # lazy: Runtime and the starter load the SDK, which `flower --help` must not pay for
     from flower.core.runtime import Runtime, usable_run_dir
     from flower.workflow.starter import starter_flow, wake_state
 
@@ -116,7 +117,7 @@ def go(
         )
         try:
             ctx, stopped = asyncio.run(
-                _drive(flow, runtime, console, unattended=timeout == 0, events=events)
+                drive(flow, runtime, console, unattended=timeout == 0, events=events)
             )
         finally:
             runtime.close()
@@ -129,11 +130,12 @@ def go(
     raise typer.Exit(code)
 
 
-async def _drive(
+async def drive(
     flow: Any, runtime: Any, console: Console, *, unattended: bool, events: Path | None = None
 ) -> tuple[Any, bool]:
     """Run the workflow with the terminal attached; (ctx, stopped). `events`: also write
     every event there as a JSON line (flower.cli.eventlog)."""
+    # lazy: both load the SDK (through Event and Runtime); `flower --help` stays fast
     from flower.cli.eventlog import EventLog
     from flower.cli.interact import Terminal
 

@@ -13,6 +13,7 @@ from rich.markup import escape
 from flower.cli.exits import STDERR, Exit, exit_codes
 from flower.cli.options import Events, RunDirOption, Verbose, Workspace
 from flower.cli.render import Render
+from flower.core.env import describe, load_dotenv
 
 ONCE_INSTRUCTIONS = "Do the task you are given, then reply with a short summary of what you did."
 
@@ -35,9 +36,9 @@ def once(
     events: Events = None,
 ) -> None:
     """Run one step and exit: 0 if it succeeded, 1 if it failed, 2 on bad input."""
+    # lazy: these load the SDK, which `flower --help` must not pay for
     from flower.cli.eventlog import EventLog, tee
     from flower.core.agent import AgentSpec
-    from flower.core.env import describe, load_dotenv
     from flower.core.runtime import Runtime
 
     console = Console(highlight=False, soft_wrap=True)

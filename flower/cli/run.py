@@ -12,6 +12,7 @@ import typer
 from rich.console import Console
 
 from flower.cli.exits import exit_codes
+from flower.cli.go import drive, outcome
 from flower.cli.options import Events, RunDirOption, Workspace
 from flower.errors import UsageError
 
@@ -30,8 +31,7 @@ def run(
 ) -> None:
     """Run a user's Workflow: 0 if every step passed, 1 if one failed, 3 if it stopped
     waiting for a human, 130 if stopped."""
-    from flower.cli.go import _drive, outcome
-    from flower.core.runtime import Runtime
+    from flower.core.runtime import Runtime  # lazy: loads the SDK (`flower --help`)
 
     console = Console(highlight=False, soft_wrap=True)
     with exit_codes():
@@ -41,7 +41,7 @@ def run(
         )
         try:
             ctx, stopped = asyncio.run(
-                _drive(flow, runtime, console, unattended=timeout == 0, events=events)
+                drive(flow, runtime, console, unattended=timeout == 0, events=events)
             )
         finally:
             runtime.close()
@@ -52,7 +52,7 @@ def run(
 
 def load_workflow(file: Path) -> Any:
     """The Workflow a file defines, or a UsageError that says what the file must define."""
-    from flower.workflow import Workflow
+    from flower.workflow import Workflow  # lazy: loads the SDK (`flower --help`)
 
     path = file.expanduser().resolve()
     if not path.is_file():

@@ -27,6 +27,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from flower.cli.exits import STDERR, Exit, exit_codes
+from flower.core.env import Lookup, parse_dotenv
 from flower.errors import UsageError
 
 API_KEY = "ANTHROPIC_API_KEY"
@@ -88,8 +89,6 @@ def setup(
     ] = True,
 ) -> None:
     """Save credentials to the global .env and check them: 0 if they work, 2 if not."""
-    from flower.core.env import Lookup, parse_dotenv
-
     console = Console(highlight=False, soft_wrap=True)
     with exit_codes():
         path = Lookup.from_process().global_dotenv

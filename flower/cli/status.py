@@ -26,7 +26,9 @@ from rich.markup import escape
 from rich.table import Table
 
 from flower.cli.exits import Exit, exit_codes
+from flower.core.inbox import pending_asks
 from flower.core.rundir import RunDir
+from flower.core.statefile import StateFileError, read_json
 from flower.core.workbench import Workbench
 from flower.core.workspace import workbench_location
 from flower.errors import RunDirError
@@ -79,6 +81,7 @@ def _follow(console: Console, run_dir: Path, workbench: Path | None, *, as_json:
     """Redraw on every change worth it. The watcher also wakes each second, and a redraw
     happens only when the data differ: a change made while the watcher was starting, or on a
     filesystem without inotify events (some bind mounts), still shows within a second."""
+    # lazy: only --follow watches and redraws
     from rich.live import Live
     from watchfiles import watch
 
@@ -138,9 +141,6 @@ def snapshot(run_dir: Path, workbench: Path | None = None) -> dict[str, Any]:
     ({step, error} per failed attempt), pending_asks (asks.json as written), workbench
     (path and file counts, or None), problems (what could not be read, and why).
     """
-    from flower.core.inbox import pending_asks
-    from flower.core.statefile import StateFileError
-
     problems: list[str] = []
     layout = RunDir(run_dir)
     steps = [_step(row) for row in read_rows(layout.manifest, problems)]
@@ -177,8 +177,6 @@ def snapshot(run_dir: Path, workbench: Path | None = None) -> dict[str, Any]:
 
 def read_rows(path: Path, problems: list[str]) -> list[dict[str, Any]]:
     """The rows of a manifest ([] if it does not exist); a bad file is noted in `problems`."""
-    from flower.core.statefile import StateFileError, read_json
-
     try:
         rows = read_json(path, [])
     except StateFileError as exc:
@@ -217,8 +215,6 @@ def _step(row: dict[str, Any]) -> dict[str, Any]:
 
 def lineage_steps(path: Path, problems: list[str]) -> dict[str, list[str]]:
     """{session id: [step names]} over every workspace of lineage.json."""
-    from flower.core.statefile import StateFileError, read_json
-
     try:
         data = read_json(path, {})
     except StateFileError as exc:

@@ -3,16 +3,31 @@
 Runtime starts one Attempt per connection to the CLI (a first try, a resume after a fault or
 an interrupt, a new generation after a handoff) and reads from it whether the step is over,
 how it ended, what it cost and how full the context is.
+
+A failure stays data: `error` is the text shown and recorded, `status`, `error_kind` and
+`terminal_reason` are what the SDK said (resilience.classify reads them first), and `end`
+says why Runtime itself ended the attempt, never mixed into the error text.
 """
 
 from __future__ import annotations
 
+from enum import Enum
 from typing import Any
 
 from flower.core.events import Event
 
 ABORTED = frozenset({"aborted_streaming", "aborted_tools"})
 TASK_ENDS = frozenset({"notification", "completed", "failed", "killed", "stopped"})
+
+
+class AttemptEnd(Enum):
+    """Why Runtime ended an attempt itself: control flow, not a failure of the CLI. The
+    values are the seeds' Runtime constants (STOPPED is what a cancelled step records as its
+    StepResult.error)."""
+
+    INTERRUPTED = "interrupted-by-human"  # resume the same session with the human's words
+    HANDOFF_DUE = "context-full-handoff"  # the context reached the handoff line
+    STOPPED = "stopped-from-outside"  # the step's task was cancelled (SIGTERM, SIGHUP)
 
 
 class Attempt:
@@ -23,6 +38,10 @@ class Attempt:
         self.session_id: str | None = None
         self.text = ""
         self.error: str | None = None
+        self.status: int | None = None  # HTTP status of the failing API call
+        self.error_kind: str | None = None  # AssistantMessage.error: "rate_limit", ...
+        self.terminal_reason: str | None = None  # "api_error", "max_turns", ...
+        self.end: AttemptEnd | None = None
         self.last_total = 0.0
         self.turns = 0
         self.context = 0
@@ -56,6 +75,7 @@ class Attempt:
                 self.context = int(payload.get("post_tokens") or 0)
             case "error" if payload.get("synthetic") and not payload.get("subagent"):
                 self.error = event.text
+                self.error_kind = payload.get("error") or self.error_kind
             case "task":
                 self._track_task(payload)
             case "status" if "state" in payload:
@@ -71,14 +91,16 @@ class Attempt:
         self.turns += int(payload.get("num_turns") or 0)
         self.aborted = payload.get("terminal_reason") in ABORTED
         if payload.get("is_error"):
-            reason = payload.get("terminal_reason") or "an error"
+            status = payload.get("api_error_status")
+            self.status = status if isinstance(status, int) else self.status
+            self.terminal_reason = payload.get("terminal_reason") or self.terminal_reason
             self.error = (
                 self.error
                 or "; ".join(payload.get("errors") or [])
-                or f"the CLI ended with {reason}"
+                or f"the CLI ended with {self.terminal_reason or 'an error'}"
             )
         else:
-            self.error = None
+            self.error = self.status = self.error_kind = self.terminal_reason = None
             self.text = text or self.text
 
     def _track_task(self, payload: dict[str, Any]) -> None:

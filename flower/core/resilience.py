@@ -3,7 +3,9 @@
 Two retry layers (DESIGN.md, Decisions): the CLI retries by itself, and flower sets its count
 low (`cli_retries`, passed as CLAUDE_CODE_MAX_RETRIES) so a blip is absorbed inside the
 session while a real outage or a bad key reaches this layer within seconds. Here a failure is
-classified (fatal first: a 401 text that also says "connection" must stop at once), the
+classified (from what the SDK reported: the HTTP status, the error kind, the terminal
+reason; only without them from the text, fatal first: a 401 text that also says
+"connection" must stop at once), the
 network is probed for free (DNS + TCP, no HTTP, no credentials, not a cent), and the step is
 resumed with `resume_prompt`, which deliberately carries no error detail: the model needs to
 know it was cut off, not whether it was ENOTFOUND or 503 (that goes to the manifest).
@@ -31,7 +33,16 @@ RESUME_PROMPT = (
     "也可能没有),然后从中断处继续,不要从头再来。"
 )
 
-# Checked first: waiting cannot fix these. A 401 text often also says "connection".
+# What the SDK reports decides when it reports anything: the failing call's HTTP status
+# (ResultMessage/ResultError.api_error_status), the AssistantMessage's error kind, the
+# result's terminal_reason.
+RETRY_STATUSES = frozenset({408, 429})  # and every 5xx; any other 4xx is fatal
+FATAL_KINDS = frozenset({"authentication_failed", "billing_error", "invalid_request"})
+RETRY_KINDS = frozenset({"rate_limit", "server_error"})
+FATAL_REASONS = frozenset({"max_turns", "budget_exhausted", "prompt_too_long"})
+
+# Without such data, the text. Checked first: waiting cannot fix these. A 401 text often
+# also says "connection".
 FATAL = re.compile(
     r"\b40[13]\b|invalid (?:x-)?api.?key|authenticat|unauthori[sz]ed|forbidden|permission_error"
     r"|credit balance|billing|maximum budget|budget (?:exhausted|exceeded)"
@@ -46,9 +57,24 @@ RETRY = re.compile(
 )
 
 
-def classify(text: str) -> Kind:
+def classify(
+    text: str, *, status: int | None = None, kind: str | None = None, reason: str | None = None
+) -> Kind:
     """ "fatal" (stop now), "retry" (a network or server fault: wait, back off, resume) or
-    "other" (unknown, e.g. the CLI process died: back off and resume, no network wait)."""
+    "other" (unknown, e.g. the CLI process died: back off and resume, no network wait).
+
+    The SDK's data decides first: `status` (the HTTP status: 5xx, 408 and 429 retry, other
+    4xx are fatal), then `kind` (AssistantMessage.error: "rate_limit", "server_error" retry;
+    "authentication_failed", "billing_error", "invalid_request" are fatal), then `reason`
+    (the terminal_reason: turn and budget limits are fatal). Only when none of them says
+    anything is `text` read, fatal wordings first.
+    """
+    if status is not None and status >= 400:
+        return "retry" if status >= 500 or status in RETRY_STATUSES else "fatal"
+    if kind in FATAL_KINDS or reason in FATAL_REASONS:
+        return "fatal"
+    if kind in RETRY_KINDS:
+        return "retry"
     if FATAL.search(text):
         return "fatal"
     if RETRY.search(text):

@@ -38,11 +38,10 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from claude_agent_sdk import ClaudeSDKClient
-from claude_agent_sdk._errors import ClaudeSDKError
+from claude_agent_sdk import ClaudeSDKClient, ClaudeSDKError, ResultError
 
 from flower.core.agent import AgentSpec, HandoffPolicy, build_options
-from flower.core.attempt import Attempt
+from flower.core.attempt import Attempt, AttemptEnd
 from flower.core.env import check_credentials, load_dotenv
 from flower.core.events import Event, normalize
 from flower.core.guard import wants_isolation
@@ -90,9 +89,11 @@ class Runtime:
     is what is left of it, and a step starts no attempt once it is spent.
     """
 
-    INTERRUPTED = "interrupted-by-human"
-    HANDOFF_DUE = "context-full-handoff"
-    STOPPED = "stopped-from-outside"
+    # The seeds' constants, as text: what a StepResult may record. Runtime itself branches on
+    # Attempt.end (an AttemptEnd), never on these strings.
+    INTERRUPTED = AttemptEnd.INTERRUPTED.value
+    HANDOFF_DUE = AttemptEnd.HANDOFF_DUE.value
+    STOPPED = AttemptEnd.STOPPED.value
     INTERRUPT_NOTE = (
         "(The human interrupted you to say the above. If a tool call that was in flight came "
         "back as interrupted or cancelled, that is the normal side effect of the interruption, "
@@ -181,7 +182,7 @@ class Runtime:
         try:
             await self._loop(spec, prompt, result, resume, fork, resume_at, on_event or _ignore)
         except asyncio.CancelledError:
-            result.error = self.STOPPED
+            result.error = AttemptEnd.STOPPED.value
             result.session_id = self._session or result.session_id
             self._finish(result)
             self._write_manifest()  # synchronously: this task is being cancelled
@@ -224,7 +225,9 @@ class Runtime:
             )
             self._account(result, attempt)
             said = self._take_interrupt()
-            if said is not None:  # exit 2: the human interrupted
+            if said is not None:
+                attempt.end = AttemptEnd.INTERRUPTED
+            if attempt.end is AttemptEnd.INTERRUPTED:  # exit 2: the human interrupted
                 if attempt.session_id is None:
                     break
                 number -= 1
@@ -232,10 +235,11 @@ class Runtime:
                 prompt = f"{said}\n\n{self.INTERRUPT_NOTE}" if said else self.INTERRUPT_NOTE
                 result.error = None
                 continue
-            if attempt.error is None:  # exit 1: success
+            if attempt.error is None and attempt.end is None:  # exit 1: success
                 break
-            overflow = is_overflow(attempt.error)
-            if attempt.error == self.HANDOFF_DUE or (
+            error = attempt.error or ""
+            overflow = attempt.terminal_reason == "prompt_too_long" or is_overflow(error)
+            if attempt.end is AttemptEnd.HANDOFF_DUE or (
                 self.handoff.enabled and attempt.session_id and overflow
             ):  # exit 3: the context is full
                 if len(result.retired) >= self.handoff.max_generations:
@@ -245,7 +249,7 @@ class Runtime:
                     )
                     break
                 handoff = await self._hand_off(
-                    spec, result, attempt, prompt, emit, overflow=attempt.error if overflow else ""
+                    spec, result, attempt, prompt, emit, overflow=error if overflow else ""
                 )
                 result.retired.append(str(attempt.session_id))
                 resume, fork, resume_at = None, False, None
@@ -254,8 +258,8 @@ class Runtime:
                 number -= 1
                 continue
             # exit 4: a failure, retried if it can be
-            result.errors.append(attempt.error)
-            if not await self._recover(number, attempt.error, emit):
+            result.errors.append(error)
+            if not await self._recover(number, attempt, emit):
                 break
             if attempt.session_id:
                 resume, fork, resume_at = attempt.session_id, False, None
@@ -268,10 +272,15 @@ class Runtime:
             return None
         return self.budget_usd - self.total_cost() - result.cost_usd
 
-    async def _recover(self, number: int, error: str, emit: EventSink) -> bool:
+    async def _recover(self, number: int, attempt: Attempt, emit: EventSink) -> bool:
         """Whether to try again after failed attempt `number`; waits as long as it takes."""
         policy = self.resilience
-        kind = classify(error)
+        kind = classify(
+            attempt.error or "",
+            status=attempt.status,
+            kind=attempt.error_kind,
+            reason=attempt.terminal_reason,
+        )
         if not policy.enabled or number >= policy.max_attempts or kind == "fatal":
             return False
         delay = policy.delay_for(number)
@@ -368,12 +377,15 @@ class Runtime:
                     if attempt.done:
                         break
         except ClaudeSDKError as exc:
-            attempt.error = f"{type(exc).__name__}: {exc}"
+            attempt.error = f"{type(exc).__name__}: {exc}"  # the text recorded, as before
+            if isinstance(exc, ResultError):  # and what the SDK knows, kept as data
+                attempt.status = exc.api_error_status or attempt.status
+                attempt.terminal_reason = exc.terminal_reason or attempt.terminal_reason
         finally:
             with self._lock:
                 self._live = None
         if handoff_due and attempt.aborted:
-            attempt.error = self.HANDOFF_DUE
+            attempt.end = AttemptEnd.HANDOFF_DUE
         return attempt
 
     async def _watch_context(

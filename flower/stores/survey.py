@@ -63,9 +63,10 @@ class Survey:
     )
 
     def __init__(self, entries: Sequence[Entry]) -> None:
-        # One loop over the whole transcript: the rules of transcript.py (turn_of,
-        # is_api_error, is_protected, blocks) are inlined and asked only of the entries
-        # they can concern. Locals, not attributes, for the same reason.
+        # One loop over the whole transcript: the rules of transcript.py (is_api_error,
+        # is_protected, blocks) and the turn an assistant entry belongs to (its message.id,
+        # else its uuid; a synthetic error is no turn) are inlined and asked only of the
+        # entries they can concern. Locals, not attributes, for the same reason.
         tool_uses: dict[str, dict[str, Any]] = {}
         results: list[Position] = []
         failed_calls: list[Call] = []

@@ -31,7 +31,6 @@ __all__ = [
     "is_protected",
     "replace_blocks",
     "result_text",
-    "turn_of",
 ]
 
 Entry = dict[str, Any]
@@ -82,16 +81,6 @@ def is_api_error(entry: Mapping[str, Any]) -> bool:
         and isinstance(message, dict)
         and message.get("model") == "<synthetic>"
     )
-
-
-def turn_of(entry: Mapping[str, Any]) -> str | None:
-    """The API response an entry belongs to (its ``message.id``, else its uuid), or None
-    for anything but a real assistant entry: synthetic error messages are not responses."""
-    if entry.get("type") != "assistant" or is_api_error(entry):
-        return None
-    message = entry.get("message")
-    mid = message.get("id") if isinstance(message, dict) else None
-    return mid if isinstance(mid, str) else entry.get("uuid")
 
 
 def result_text(block: Mapping[str, Any]) -> str | None:

@@ -78,7 +78,7 @@ def _parse(path: Path, raw: str) -> tuple[Any, dict[int, int]]:
     if path.suffix not in (".yaml", ".yml"):
         raise ScriptFileError(f"{path}: unknown script format; use .json, .yaml or .yml")
     try:
-        import yaml
+        import yaml  # lazy: PyYAML is an optional extra, needed by YAML scripts only
     except ImportError as exc:
         raise ScriptFileError(
             f"{path}: YAML scripts need PyYAML: pip install 'flowerbox[yaml]', or use JSON"
@@ -94,7 +94,7 @@ def _parse(path: Path, raw: str) -> tuple[Any, dict[int, int]]:
 
 
 def _rule_lines(node: Any) -> dict[int, int]:
-    import yaml
+    import yaml  # lazy: the optional extra, present once a YAML script got this far
 
     if isinstance(node, yaml.MappingNode):
         node = next((v for k, v in node.value if k.value == "rules"), None)

@@ -23,7 +23,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 from flower.core.agent import AgentSpec
 from flower.core.events import Event
@@ -32,7 +32,6 @@ from flower.core.runtime import EventSink, Runtime, StepResult
 from flower.errors import FlowerError
 
 Ctx = dict[str, Any]
-OnFail = Literal["stop", "continue", "raise"]
 ON_FAIL = ("stop", "continue", "raise")
 
 

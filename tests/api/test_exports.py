@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 import flower
 
 # Added by issue 18: the error base, and what flowerbox needs (it imports nothing else).
@@ -78,7 +80,9 @@ def test_the_cli_and_testing_packages_export_what_flowerbox_reuses() -> None:
     assert flower.testing.DEMO_ASK and callable(flower.testing.starter_cast)
 
 
-def test_import_flower_cli_does_not_import_the_sdk() -> None:
-    probe = "import sys, flower.cli; print('claude_agent_sdk' in sys.modules)"
+@pytest.mark.parametrize("module", ["flower.cli", "flower.cli.app"])
+def test_the_cli_does_not_import_the_sdk_before_a_command_runs(module: str) -> None:
+    """`flower --help` stays fast: the SDK loads only inside the commands that need it."""
+    probe = f"import sys, {module}; print('claude_agent_sdk' in sys.modules)"
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "False"

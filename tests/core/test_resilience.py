@@ -7,6 +7,7 @@ import threading
 import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, HTTPServer
+from typing import Any
 
 import pytest
 
@@ -49,6 +50,35 @@ def test_backoff_follows_the_seeds_numbers(attempt: int, low: float, high: float
 )
 def test_classify(text: str, kind: str) -> None:
     assert classify(text) == kind
+
+
+@pytest.mark.parametrize(
+    ("data", "kind"),
+    [
+        ({"status": 401}, "fatal"),
+        ({"status": 400}, "fatal"),
+        ({"status": 429}, "retry"),
+        ({"status": 408}, "retry"),
+        ({"status": 503}, "retry"),
+        ({"status": 529}, "retry"),
+        ({"kind": "authentication_failed"}, "fatal"),
+        ({"kind": "billing_error"}, "fatal"),
+        ({"kind": "rate_limit"}, "retry"),
+        ({"kind": "server_error"}, "retry"),
+        ({"reason": "max_turns"}, "fatal"),
+        ({"reason": "budget_exhausted"}, "fatal"),
+    ],
+)
+def test_classify_reads_the_sdks_data_before_the_text(data: dict[str, Any], kind: str) -> None:
+    """The text says the opposite of the data each time: the data wins."""
+    misleading = "Invalid API key" if kind == "retry" else "Connection refused (ECONNREFUSED)"
+    assert classify(misleading, **data) == kind
+
+
+def test_classify_falls_back_to_the_text_without_data() -> None:
+    """A dropped connection has no status, and the kind "unknown" says nothing."""
+    connection = "API Error: Connection refused (ECONNREFUSED)"
+    assert classify(connection, status=None, kind="unknown", reason="api_error") == "retry"
 
 
 def test_the_cli_is_told_a_low_retry_count_only_when_flower_retries() -> None:

@@ -19,7 +19,7 @@ import pytest
 
 from flower.core.agent import AgentSpec, HandoffPolicy
 from flower.core.events import Event
-from flower.core.resilience import Resilience
+from flower.core.resilience import Resilience, classify
 from flower.core.runtime import Runtime
 from flower.core.workbench import Workbench
 from flower.testing import (
@@ -125,6 +125,19 @@ async def test_a_bad_key_stops_at_once_without_waiting_or_retrying(
     assert not result.ok and result.attempts == 1 and len(flower_env.requests) == 1
     assert result.error is not None and "Invalid API key" in result.error
     assert not [e for e in seen if e.kind == "retry"]
+
+
+async def test_the_status_decides_not_a_misleading_text(
+    flower_env: FakeAPI, make_runtime: Any
+) -> None:
+    """A 503 whose message reads like a bad key: the text alone would stop at once, the
+    status the SDK reports says "retry", and the step gets through."""
+    fault = http_error(503, "upstream said: invalid api key", times=1)
+    flower_env.script = Always(text("through", fault=fault))
+    result = await make_runtime().run(BASH, "go")
+    assert result.ok and result.text == "through"
+    assert (result.attempts, len(result.errors)) == (2, 1)
+    assert classify(result.errors[0]) == "fatal"  # what the text alone would have said
 
 
 async def test_overloaded_twice_then_success_is_two_flower_retries_with_backoff(
