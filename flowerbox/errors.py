@@ -15,10 +15,11 @@
     └── UntrustedFileError          a box-written path the host refuses to follow (`path`);
                                     also an OSError, as every failed file access is
 
-Anything else that escapes (a ValueError, a KeyError) is a bug: the CLI lets it through with
-its traceback instead of dressing it as exit 2 (httpx's `_exceptions.py` is the model). The
-standard library's own errors (OSError from a failed write, say) are caught where they happen
-and re-raised as one of these, with the path.
+flower's own refusals (`flower.FlowerError`: a bad .env, a corrupt state file), met through
+flower's functions, are mapped the same way. Anything else that escapes (a ValueError, a
+KeyError) is a bug: the CLI lets it through with its traceback instead of dressing it as exit
+2 (httpx's `_exceptions.py` is the model). The standard library's own errors (OSError from a
+failed write, say) are caught where they happen and re-raised as one of these, with the path.
 """
 
 from __future__ import annotations

@@ -27,6 +27,7 @@ from rich.console import Console
 from rich.markup import escape
 from typer.core import TyperGroup
 
+from flower import FlowerError
 from flower.cli import setup
 from flowerbox import __version__
 from flowerbox.cli import box, checks, runs
@@ -37,12 +38,14 @@ STDERR = Console(stderr=True, highlight=False, soft_wrap=True)
 
 class FlowerboxGroup(TyperGroup):
     """Every command runs under this: a FlowerboxError is what the user can fix, so it is
-    said on stderr (its message says how) and the exit code is 2."""
+    said on stderr (its message says how) and the exit code is 2. So is a FlowerError: the
+    host side reads flower's .env files and state files through flower, whose refusals (a
+    bad .env, a corrupt record) are the user's to fix too."""
 
     def invoke(self, ctx: Any) -> Any:  # typer's own (vendored) click.Context
         try:
             return super().invoke(ctx)
-        except FlowerboxError as exc:
+        except (FlowerboxError, FlowerError) as exc:
             STDERR.print(f"[bold red]error:[/] {escape(str(exc))}")
             raise typer.Exit(2) from exc
 

@@ -16,7 +16,7 @@ Rules (docs/egress.md has the table):
   refused unless that very address is listed (no DNS rebinding through an allowed name).
 - Ports are not filtered: a listed name is reachable on any port.
 
-Errors: `EgressError` (a ValueError) for an unusable --allow entry or preset; the message
+Errors: `EgressError` (a ConfigError) for an unusable --allow entry or preset; the message
 names it and says what to pass instead.
 """
 

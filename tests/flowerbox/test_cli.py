@@ -155,3 +155,36 @@ def test_version_names_the_pieces_that_matter() -> None:
     lines = done.stdout.splitlines()
     assert lines[0].startswith(f"flowerbox {__version__}")
     assert lines[1] == "claude-agent-sdk 0.2.189" and lines[2].startswith("claude code 2.1.")
+
+
+def test_a_flowerbox_error_is_exit_2_and_a_bug_keeps_its_traceback(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """One place turns what the user can fix into a message and exit 2 (FlowerboxGroup); a
+    bug's own exception is not dressed up as a refusal."""
+    refused = runner.invoke(app, ["stop", "no-such-run", "-w", str(tmp_path)])
+    assert refused.exit_code == 2
+    assert "error: no run 'no-such-run' here" in refused.output
+    assert refused.exception is None or isinstance(refused.exception, SystemExit)
+
+    def broken(workspace: Path | None, run: str | None) -> None:
+        raise KeyError("a bug in flowerbox")
+
+    monkeypatch.setattr("flowerbox.cli.runs.find", broken)
+    crashed = runner.invoke(app, ["stop", "-w", str(tmp_path)])
+    assert isinstance(crashed.exception, KeyError)
+    assert crashed.exit_code == 1 and "error:" not in crashed.output
+
+
+def test_a_bad_env_file_met_through_flower_is_exit_2_with_its_path(
+    monkeypatch: pytest.MonkeyPatch, project: Path, tmp_path: Path
+) -> None:
+    """flower's refusals reach the flowerbox CLI through flower's functions (here a .env
+    flower cannot read): the same message and exit 2, no traceback."""
+    env = tmp_path / "config" / "latin1.env"
+    env.parent.mkdir()
+    env.write_bytes(b"ANTHROPIC_API_KEY=caf\xe9\n")  # not UTF-8: flower will not guess
+    monkeypatch.setenv("FLOWER_ENV", str(env))
+    done = runner.invoke(app, ["once", "hi", "-w", str(project)])
+    assert done.exit_code == 2, done.output
+    assert "error:" in done.output and str(env) in done.output.replace("\n", "")
