@@ -2,9 +2,9 @@
 
     from flower import Runtime, Workflow, Step, coordinator, worker
 
-The 62 public names load on first use (PEP 562), so `import flower` (and the CLI's
-`--help`) does not pay for importing the SDK. docs/decisions.md lists how the seeds' lost
-list of names was settled.
+The public names (the seeds' 62, plus the error base and what flowerbox needs, issue 18) load
+on first use (PEP 562), so `import flower` (and the CLI's `--help`) does not pay for
+importing the SDK. docs/decisions.md lists how the seeds' lost list of names was settled.
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
@@ -22,6 +22,10 @@ from flower.cli.exits import Exit, exit_codes
 from flower.cli.options import Events, RunDirOption, Verbose, Workspace
 from flower.cli.render import Render
 from flower.core.env import describe, load_dotenv
+
+if TYPE_CHECKING:  # the real imports load the SDK: done late, so `flower --help` stays fast
+    from flower.core.runtime import Runtime
+    from flower.workflow.base import RunState, Workflow
 from flower.errors import WorkspaceError
 
 
@@ -112,18 +116,18 @@ def go(
             workspace=ws,
             run_dir=run_dir,
             trim=not no_trim,
-            workbench=flow.workbench,
+            workbench=flow.workbench or False,
             budget_usd=budget,
         )
         try:
-            ctx, stopped = asyncio.run(
+            ran, stopped = asyncio.run(
                 drive(flow, runtime, console, unattended=timeout == 0, events=events)
             )
         finally:
             runtime.close()
-    code, status = outcome(ctx, stopped=stopped, clarify_only=clarify_only, goal=not no_goal)
+    code, status = outcome(ran, stopped=stopped, clarify_only=clarify_only, goal=not no_goal)
     if json_out:
-        summary = {"status": status, "exit_code": int(code), **_summary(ctx, runtime)}
+        summary = {"status": status, "exit_code": int(code), **_summary(ran, runtime)}
         sys.stdout.write(json.dumps(summary, ensure_ascii=False, indent=2) + "\n")
     else:
         console.print(f"{status} · ${runtime.total_cost():.4f} · exit {int(code)}", style="bold")
@@ -131,10 +135,16 @@ def go(
 
 
 async def drive(
-    flow: Any, runtime: Any, console: Console, *, unattended: bool, events: Path | None = None
-) -> tuple[Any, bool]:
-    """Run the workflow with the terminal attached; (ctx, stopped). `events`: also write
-    every event there as a JSON line (flower.cli.eventlog)."""
+    flow: Workflow,
+    runtime: Runtime,
+    console: Console,
+    *,
+    unattended: bool,
+    events: Path | None = None,
+) -> tuple[RunState | None, bool]:
+    """Run the workflow with the terminal attached; (its state, or None when stopped, and
+    whether it was stopped). `events`: also write every event there as a JSON line
+    (flower.cli.eventlog)."""
     # lazy: both load the SDK (through Event and Runtime); `flower --help` stays fast
     from flower.cli.eventlog import EventLog
     from flower.cli.interact import Terminal
@@ -158,43 +168,42 @@ async def drive(
 
     heartbeat = asyncio.ensure_future(render.heartbeat())
     try:
-        ctx = await terminal.run(flow.run(runtime, on_event=on_event))
+        state: RunState = await terminal.run(flow.execute(runtime, on_event=on_event))
     except asyncio.CancelledError:
         console.print(f"stopped ({terminal.stopped_by}); run again in this folder to resume")
-        return {}, True
+        return None, True
     finally:
         heartbeat.cancel()
         if log is not None:
             log.close()
-    return ctx, False
+    return state, False
 
 
 def outcome(
-    ctx: dict[str, Any], *, stopped: bool, clarify_only: bool, goal: bool
+    state: RunState | None, *, stopped: bool, clarify_only: bool, goal: bool
 ) -> tuple[Exit, str]:
     """The exit code and a one-word status for how the run ended."""
-    if stopped:
+    if stopped or state is None:
         return Exit.INTERRUPTED, "stopped"
-    if ctx.get("_aborted"):
+    if state.aborted:
         return Exit.NEEDS_HUMAN, "needs_human"
-    if ctx.get("_failed_at"):
+    if state.failed_at:
         return Exit.FAILED, "failed" if not goal or clarify_only else "not_achieved"
     if clarify_only or not goal:
         return Exit.OK, "done"
-    verdict = ctx.get("_verdict")
-    achieved = bool(verdict is not None and verdict.achieved)
+    achieved = state.verdict is not None and state.verdict.achieved
     return (Exit.OK, "achieved") if achieved else (Exit.FAILED, "not_achieved")
 
 
-def _summary(ctx: dict[str, Any], runtime: Any) -> dict[str, Any]:
-    verdict = ctx.get("_verdict")
+def _summary(state: RunState | None, runtime: Runtime) -> dict[str, Any]:
+    verdict = state.verdict if state is not None else None
     return {
         "workspace": str(runtime.workspace),
         "run_dir": str(runtime.run_dir),
         "run_id": runtime.run_id,
         "cost_usd": round(runtime.total_cost(), 6),
-        "failed_at": ctx.get("_failed_at"),
-        "aborted": ctx.get("_aborted"),
+        "failed_at": state.failed_at if state is not None else None,
+        "aborted": state.aborted if state is not None else None,
         "verdict": None
         if verdict is None
         else {"state": verdict.state, "reason": verdict.reason, "failed": verdict.failed},

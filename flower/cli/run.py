@@ -40,12 +40,12 @@ def run(
             workspace=workspace, run_dir=run_dir, workbench=flow.workbench or workbench
         )
         try:
-            ctx, stopped = asyncio.run(
+            ran, stopped = asyncio.run(
                 drive(flow, runtime, console, unattended=timeout == 0, events=events)
             )
         finally:
             runtime.close()
-    code, status = outcome(ctx, stopped=stopped, clarify_only=False, goal=False)
+    code, status = outcome(ran, stopped=stopped, clarify_only=False, goal=False)
     console.print(f"{status} · ${runtime.total_cost():.4f} · exit {int(code)}", style="bold")
     raise typer.Exit(code)
 

@@ -2,7 +2,14 @@
 
 A Step is a declaration; what runs is Runtime.run(step.spec, prompt, ...). Workflow.run walks
 the steps, wires sessions between them, retries them through their gate, and returns the
-final ctx. Private ctx keys start with "_" so they never collide with a step name:
+final ctx: each passed step's output under its own name (reduce(result, ctx) if given, else
+result.text).
+
+Everything else a run knows (its services and how it went) is a typed RunState carried
+alongside ctx: `Workflow.execute()` returns it, and a gate, a `when` or a prompt function
+reaches the state of the run it is called in with `RunState.current()`. The seeds document
+ctx keys for the same facts, so RunState keeps them in ctx as copies to read (writing one
+changes nothing); they start with "_" so they never collide with a step name:
 
     _runtime    the Runtime (with_goal's gate runs the judge on it)
     _on_event   the event sink given to run() (goal_step warns through it)
@@ -13,25 +20,48 @@ final ctx. Private ctx keys start with "_" so they never collide with a step nam
     _skipped    names of the steps whose `when` said no
     _aborted    the message of a StepAbort raised by a gate
     _failed_at  the step that failed with on_fail="stop" (unset when the run got through)
-
-A passed step also leaves its output under its own name: reduce(result, ctx) if given, else
-result.text.
+    _brief, _goal, _verdict, _round, _missing   the starter's (flower.workflow.starter)
 """
 
 from __future__ import annotations
 
 import inspect
 from collections.abc import Callable
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
 from flower.core.agent import AgentSpec
+from flower.core.brief import Brief
 from flower.core.events import Event
+from flower.core.goal import Goal, Verdict
+from flower.core.human import HumanChannel
 from flower.core.lineage import Lineage
 from flower.core.runtime import EventSink, Runtime, StepResult
+from flower.core.workbench import Workbench
 from flower.errors import FlowerError
 
 Ctx = dict[str, Any]
+
+# RunState field -> the ctx key the seeds document for it.
+CTX_KEYS = {
+    "runtime": "_runtime",
+    "on_event": "_on_event",
+    "channel": "_channel",
+    "workbench": "_workbench",
+    "results": "_results",
+    "sessions": "_sessions",
+    "woke": "_woke",
+    "skipped": "_skipped",
+    "aborted": "_aborted",
+    "failed_at": "_failed_at",
+    "brief": "_brief",
+    "goal": "_goal",
+    "verdict": "_verdict",
+    "round": "_round",
+    "missing": "_missing",
+}
+SERVICES = frozenset({"runtime", "on_event", "channel", "workbench"})  # in ctx even if None
 ON_FAIL = ("stop", "continue", "raise")
 
 
@@ -51,6 +81,51 @@ class StepFailed(FlowerError):
 
 
 @dataclass
+class RunState:
+    """What one Workflow.run knows besides the steps' outputs: the services its steps use
+    and how it went. Setting a field also sets its documented ctx key (CTX_KEYS); None
+    removes the key, except for the services, which are always there. The containers
+    (results, sessions, woke, skipped) are the very objects ctx holds.
+    """
+
+    ctx: Ctx
+    runtime: Runtime
+    on_event: EventSink | None = None
+    channel: HumanChannel | None = None
+    workbench: Workbench | None = None
+    results: dict[str, StepResult] = field(default_factory=dict)
+    sessions: dict[str, str] = field(default_factory=dict)
+    woke: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+    aborted: str | None = None  # a gate's StepAbort message
+    failed_at: str | None = None  # the step that stopped the run (on_fail="stop")
+    # written by with_goal and the starter's steps
+    brief: Brief | None = None  # the frozen brief
+    goal: Goal | None = None  # the frozen goal
+    verdict: Verdict | None = None  # the judge's latest verdict
+    round: int = 0  # judged rounds so far
+    missing: list[str] | None = None  # sections the last brief or goal draft lacked
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        super().__setattr__(name, value)
+        if (key := CTX_KEYS.get(name)) is None:
+            return
+        if value is None and name not in SERVICES:
+            self.ctx.pop(key, None)
+        else:
+            self.ctx[key] = value
+
+    @staticmethod
+    def current() -> RunState | None:
+        """The state of the Workflow.run this is called from (a gate, a `when`, a prompt
+        function), or None outside one."""
+        return _current.get()
+
+
+_current: ContextVar[RunState | None] = ContextVar("flower_run_state", default=None)
+
+
+@dataclass
 class Step:
     """One step. The first three fields are positional: Step("取词", spec, "读 seed.txt …").
 
@@ -62,7 +137,7 @@ class Step:
     retries: further attempts after the first one, each judged by `gate`.
     on_reject: given, a rejected attempt's session is resumed with on_reject's return value
         as the prompt (fork off); an empty string, or no session, means a fresh start.
-    on_fail: "stop" (the run ends here, ctx["_failed_at"]), "continue" (go on to the next
+    on_fail: "stop" (the run ends here, RunState.failed_at), "continue" (go on to the next
         step), "raise" (StepFailed).
     resume_prompt: sent instead of `prompt` when the step resumes its own session from an
         earlier process (a woken run), so the full brief is not sent again.
@@ -102,8 +177,8 @@ class Workflow:
     steps: list[Step]
     name: str = "workflow"
     context: Ctx = field(default_factory=dict)
-    channel: Any = None
-    workbench: Any = None
+    channel: HumanChannel | None = None
+    workbench: Workbench | None = None
     continuous: bool = True
 
     async def run(
@@ -114,40 +189,47 @@ class Workflow:
         on_step: Callable[[Step, StepResult], None] | None = None,
     ) -> Ctx:
         """Run every step (or until one stops the run) and return the ctx."""
-        ctx: Ctx = dict(self.context)
-        ctx.update(
-            _runtime=runtime,
-            _on_event=on_event,
-            _channel=self.channel,
-            _workbench=self.workbench,
-            _results={},
-            _sessions={},
-            _woke=[],
-            _skipped=[],
+        state = await self.execute(runtime, on_event=on_event, on_step=on_step)
+        return state.ctx
+
+    async def execute(
+        self,
+        runtime: Runtime,
+        *,
+        on_event: EventSink | None = None,
+        on_step: Callable[[Step, StepResult], None] | None = None,
+    ) -> RunState:
+        """run(), returning the typed RunState (its `ctx` is what run() returns)."""
+        state = RunState(
+            dict(self.context),
+            runtime,
+            on_event=on_event,
+            channel=self.channel,
+            workbench=self.workbench,
         )
         if self.channel is not None:
             if on_event is not None and self.channel.on_event is None:
                 self.channel.on_event = on_event
             self.channel.attach(runtime.run_dir)
+        token = _current.set(state)
         try:
-            return await self._run_steps(runtime, ctx, on_event, on_step)
+            await self._run_steps(state, on_step)
+            return state
         finally:
+            _current.reset(token)
             if self.channel is not None:
                 await self.channel.aclose()  # the inbox watcher lives as long as the run
 
     async def _run_steps(
-        self,
-        runtime: Runtime,
-        ctx: Ctx,
-        on_event: EventSink | None,
-        on_step: Callable[[Step, StepResult], None] | None,
-    ) -> Ctx:
+        self, state: RunState, on_step: Callable[[Step, StepResult], None] | None
+    ) -> None:
+        runtime, ctx, on_event = state.runtime, state.ctx, state.on_event
         lineage = Lineage(runtime.run_dir, runtime.workspace)
         for index, step in enumerate(self.steps):
             if step.when is not None and not step.when(ctx):
-                ctx["_skipped"].append(step.name)
+                state.skipped.append(step.name)
                 continue
-            result, passed = await self._run_step(runtime, step, index, ctx, lineage, on_event)
+            result, passed = await self._run_step(state, step, index, lineage)
             if on_step is not None:
                 on_step(step, result)
             if passed:
@@ -159,26 +241,20 @@ class Workflow:
             if step.on_fail == "raise":
                 raise StepFailed(step.name, result)
             if step.on_fail == "stop":
-                ctx["_failed_at"] = step.name
+                state.failed_at = step.name
                 break
-        return ctx
 
     async def _run_step(
-        self,
-        runtime: Runtime,
-        step: Step,
-        index: int,
-        ctx: Ctx,
-        lineage: Lineage,
-        on_event: EventSink | None,
+        self, state: RunState, step: Step, index: int, lineage: Lineage
     ) -> tuple[StepResult, bool]:
         """All attempts of one step; the last StepResult and whether the gate passed."""
+        runtime, ctx, on_event = state.runtime, state.ctx, state.on_event
         first_prompt = _text(step.prompt, ctx)
-        first_resume = _session_of(step.resume_from, ctx, lineage)
+        first_resume = _session_of(step.resume_from, state.sessions, lineage)
         prompt, resume, fork = first_prompt, first_resume, step.fork and first_resume is not None
         woken = self._woken_session(runtime, step, lineage)
         if woken is not None:
-            ctx["_woke"].append(step.name)
+            state.woke.append(step.name)
             prompt = _text(step.resume_prompt, ctx) if step.resume_prompt else first_prompt
             resume, fork = woken, False
         if on_event is not None:
@@ -195,7 +271,7 @@ class Workflow:
             label = _label(step, attempt)
 
             def remember(session_id: str, name: str = step.name) -> None:
-                ctx["_sessions"][name] = session_id
+                state.sessions[name] = session_id
                 lineage.remember(name, session_id)  # a kill mid-step resumes this session
 
             runtime.on_session = remember
@@ -205,14 +281,14 @@ class Workflow:
                 )
             finally:
                 runtime.on_session = None  # the gate's own runs (a judge) are not this step's
-            ctx["_results"][step.name] = result
+            state.results[step.name] = result
             if result.session_id:
-                ctx["_sessions"][step.name] = result.session_id
+                state.sessions[step.name] = result.session_id
                 lineage.remember(step.name, result.session_id)
             try:
                 passed = result.ok and await _passes(step, result, ctx)
             except StepAbort as exc:
-                ctx["_aborted"] = str(exc)
+                state.aborted = str(exc)
                 passed = False
                 break
             if passed:
@@ -241,10 +317,10 @@ def _text(value: str | Callable[[Ctx], str] | None, ctx: Ctx) -> str:
     return value(ctx) if callable(value) else value
 
 
-def _session_of(step_name: str | None, ctx: Ctx, lineage: Lineage) -> str | None:
+def _session_of(step_name: str | None, sessions: dict[str, str], lineage: Lineage) -> str | None:
     if step_name is None:
         return None
-    found = ctx["_sessions"].get(step_name)
+    found = sessions.get(step_name)
     return str(found) if found else lineage.recall(step_name)
 
 

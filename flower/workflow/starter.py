@@ -32,13 +32,14 @@ from flower.core.runtime import StepResult
 from flower.core.workbench import Workbench
 from flower.core.workspace import in_git_repository, workbench_location
 from flower.errors import UsageError, WorkspaceError
-from flower.workflow.base import Ctx, Step, StepAbort, Workflow
+from flower.workflow.base import CTX_KEYS, Ctx, RunState, Step, StepAbort, Workflow
 
-BRIEF_KEY = "_brief"
-MISSING_KEY = "_missing"
-GOAL_KEY = "_goal"
-VERDICT_KEY = "_verdict"
-ROUND_KEY = "_round"
+# The ctx keys the seeds document for RunState.brief, .missing, .goal, .verdict, .round.
+BRIEF_KEY = CTX_KEYS["brief"]
+MISSING_KEY = CTX_KEYS["missing"]
+GOAL_KEY = CTX_KEYS["goal"]
+VERDICT_KEY = CTX_KEYS["verdict"]
+ROUND_KEY = CTX_KEYS["round"]
 
 CLARIFY_PROMPT = "这是人提出的诉求,先把它澄清成四节需求:\n\n{ask}"
 CLARIFY_RESUME = "继续澄清。问清楚之后,按规定的四节输出最终的需求。"
@@ -97,11 +98,11 @@ def clarify_step(
     def gate(result: StepResult, ctx: Ctx) -> bool:
         brief = Brief.parse(result.text)
         if not brief.complete():
-            ctx[MISSING_KEY] = brief.missing()
+            _note_missing(brief.missing())
             return False
         brief.write(path)
         _put_brief(ctx, name, brief)
-        ctx.pop(MISSING_KEY, None)
+        _note_missing(None)
         return True
 
     return Step(
@@ -113,13 +114,27 @@ def clarify_step(
         on_fail=on_fail,
         when=when,
         resume_prompt=CLARIFY_RESUME,
-        reduce=lambda result, ctx: str(ctx[BRIEF_KEY].prompt_block()),
+        reduce=lambda result, ctx: str(ctx[name]),
     )
 
 
 def _put_brief(ctx: Ctx, name: str, brief: Brief) -> None:
-    ctx[BRIEF_KEY] = brief
+    """The frozen brief: the run's state holds it, the step's output is its prompt block."""
+    if (state := RunState.current()) is not None:
+        state.brief = brief
     ctx[name] = brief.prompt_block()
+
+
+def _put_goal(ctx: Ctx, name: str, goal: Goal) -> None:
+    if (state := RunState.current()) is not None:
+        state.goal = goal
+    ctx[name] = goal.prompt_block()
+
+
+def _note_missing(missing: list[str] | None) -> None:
+    """What the last draft lacked (None once a draft was complete)."""
+    if (state := RunState.current()) is not None:
+        state.missing = missing
 
 
 def goal_step(
@@ -146,23 +161,24 @@ def goal_step(
             return True
         goal = Goal.load(path)
         if goal is not None and goal.complete():
-            ctx[GOAL_KEY], ctx[name] = goal, goal.prompt_block()
+            _put_goal(ctx, name, goal)
             return False
         return True
 
     def gate(result: StepResult, ctx: Ctx) -> bool:
         goal = Goal.parse(result.text)
         if not goal.complete():
-            ctx[MISSING_KEY] = goal.missing()
+            _note_missing(goal.missing())
             return False
         goal.write(path)
-        ctx[GOAL_KEY], ctx[name] = goal, goal.prompt_block()
-        ctx.pop(MISSING_KEY, None)
+        _put_goal(ctx, name, goal)
+        _note_missing(None)
         unverifiable = goal.unverifiable()
-        if unverifiable and ctx.get("_on_event") is not None:
+        state = RunState.current()
+        if unverifiable and state is not None and state.on_event is not None:
             payload = {"unverifiable": unverifiable, "total": len(goal.checks), "path": str(path)}
             text = f"{len(unverifiable)}/{len(goal.checks)} 条验收在这个环境里无法验证"
-            ctx["_on_event"](Event("task", text, payload=payload))
+            state.on_event(Event("task", text, payload=payload))
         return True
 
     return Step(
@@ -173,7 +189,7 @@ def goal_step(
         gate=gate,
         on_fail=on_fail,
         when=when,
-        reduce=lambda result, ctx: str(ctx[GOAL_KEY].prompt_block()),
+        reduce=lambda result, ctx: str(ctx[name]),
     )
 
 
@@ -197,43 +213,44 @@ def with_goal(
     judger = spec or judge(label, channel, instructions=instructions, can_run=can_run, **spec_kw)
 
     async def gate(result: StepResult, ctx: Ctx) -> bool:
-        runtime = ctx.get("_runtime")
-        if runtime is None:
+        state = RunState.current()
+        if state is None:
             raise StepAbort("拿不到 Runtime,无法判定目标")
-        ctx[ROUND_KEY] = ctx.get(ROUND_KEY, 0) + 1
-        goal = _current_goal(ctx, path)
-        ruling = await runtime.run(
+        state.round += 1
+        goal = _current_goal(state, path)
+        ruling = await state.runtime.run(
             judger,
             VERIFY_PROMPT.format(goal=goal.prompt_block(), report=result.text),
-            step_name=f"{label}#{ctx[ROUND_KEY]}",
-            on_event=ctx.get("_on_event"),
+            step_name=f"{label}#{state.round}",
+            on_event=state.on_event,
         )
         verdict = Verdict.parse(ruling.text)
-        ctx[VERDICT_KEY] = verdict
+        state.verdict = verdict
         if verdict.achieved:
             return True
         if not verdict.unreachable:
             if not verdict.ok:
                 verdict.reason = verdict.reason or AMBIGUOUS_REASON  # ambiguity is "not yet"
             return False
-        return await _ask_about_unreachable(channel, verdict, goal, path, ctx)
+        return await _ask_about_unreachable(channel, verdict, goal, path, state)
 
     def on_reject(result: StepResult, ctx: Ctx) -> str:
-        verdict = ctx.get(VERDICT_KEY)
-        return verdict.feedback() if isinstance(verdict, Verdict) else ""
+        state = RunState.current()
+        verdict = state.verdict if state is not None else None
+        return verdict.feedback() if verdict is not None else ""
 
     return replace(step, retries=max(0, rounds - 1), gate=gate, on_reject=on_reject)
 
 
-def _current_goal(ctx: Ctx, path: Path) -> Goal:
-    held = ctx.get(GOAL_KEY)
-    if isinstance(held, Goal) and held.complete():
+def _current_goal(state: RunState, path: Path) -> Goal:
+    held = state.goal
+    if held is not None and held.complete():
         return held
     return Goal.load(path) or Goal()
 
 
 async def _ask_about_unreachable(
-    channel: HumanChannel, verdict: Verdict, goal: Goal, path: Path, ctx: Ctx
+    channel: HumanChannel, verdict: Verdict, goal: Goal, path: Path, state: RunState
 ) -> bool:
     """The judge says the goal cannot be reached here: only a human can decide."""
     question = f"裁判认为目标无法达成:{verdict.reason or '(没有给出理由)'}\n怎么办?"
@@ -248,7 +265,7 @@ async def _ask_about_unreachable(
             raise StepAbort("要修改目标,但没有人给出新的目标")
         amended = goal.amend(change.answer)
         amended.write(path)
-        ctx[GOAL_KEY] = amended
+        state.goal = amended
         return False
     verdict.reason = f"{verdict.reason}\n人说:{ask.answer}".strip()  # "your verdict is wrong"
     return False

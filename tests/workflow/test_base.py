@@ -14,7 +14,7 @@ from flower.core.events import Event
 from flower.core.lineage import Lineage
 from flower.core.runtime import Runtime, StepResult
 from flower.testing import Always, FakeAPI, Reply, Request, When, rules, text
-from flower.workflow import Ctx, Step, StepAbort, StepFailed, Workflow
+from flower.workflow import Ctx, RunState, Step, StepAbort, StepFailed, Workflow
 
 pytestmark = pytest.mark.anyio
 
@@ -238,3 +238,26 @@ async def test_manifest_has_a_row_per_attempt_with_its_label(
     )
     rows = json.loads(runtime.manifest_path.read_text())
     assert [r["step"] for r in rows] == ["w", "w#retry1"]
+
+
+async def test_execute_returns_the_typed_state_and_gates_reach_it(
+    flower_env: FakeAPI, make_runtime: Any
+) -> None:
+    """The run's state is a RunState; the seeds' `_` keys in ctx are copies of it."""
+    flower_env.script = echo_prompt
+    seen: list[RunState | None] = []
+
+    def gate(result: StepResult, ctx: Ctx) -> bool:
+        seen.append(RunState.current())
+        ctx["_failed_at"] = "a write here steers nothing"
+        raise StepAbort("cannot be judged")
+
+    runtime = make_runtime()
+    flow = Workflow([Step("a", PLAIN, "a", gate=gate), Step("b", PLAIN, "b")])
+    state = await flow.execute(runtime)
+    assert seen == [state] and RunState.current() is None  # set for the run only
+    assert (state.aborted, state.failed_at) == ("cannot be judged", "a")
+    assert state.runtime is runtime and list(state.results) == ["a"]
+    assert state.ctx["_aborted"] == "cannot be judged" and state.ctx["_failed_at"] == "a"
+    assert state.ctx["_results"] is state.results and state.ctx["_channel"] is None
+    assert "_verdict" not in state.ctx and "b" not in state.ctx
