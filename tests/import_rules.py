@@ -58,14 +58,15 @@ def _private(name: str) -> bool:
 
 
 def _says_why(lines: list[str], lineno: int) -> bool:
-    """`# lazy: ...` on the import's line, or above it (over the imports of the same group)."""
+    """`# lazy: ...` on the import's line, or in the comment above it (over the imports of
+    the same group)."""
     if WHY in lines[lineno - 1]:
         return True
     for line in reversed(lines[: lineno - 1]):
         text = line.strip()
-        if text.startswith("#"):
-            return WHY in text
-        if not text.startswith(("import ", "from ")):
+        if text.startswith("#") and WHY in text:
+            return True
+        if not text.startswith(("#", "import ", "from ")):
             return False
     return False
 

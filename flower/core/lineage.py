@@ -43,7 +43,7 @@ class Lineage:
     @cached_property
     def project_key(self) -> str:
         """The session-store project key the SDK derives from this workspace."""
-        # Imported here: the SDK takes about a second to import, and recall() (wake_state,
+        # lazy: the SDK takes about a second to import, and recall() (wake_state,
         # `flower status`) must not pay for it.
         from claude_agent_sdk import project_key_for_directory
 

@@ -69,13 +69,14 @@ def ensure_image(
         return
     if context is None or not (context / "Dockerfile").is_file():
         found = (
-            "is not here"
+            f"the image {tag} is not here"
             if built_for is None
-            else f"was built for flowerbox {built_for or 'an unknown version'}, not {__version__}"
+            else f"the image {tag} was built for flowerbox {built_for or 'an unknown version'}, "
+            f"not {__version__}"
         )
         raise BoxError(
-            f"the image {tag} {found}, and there is no Dockerfile to build it from: run "
-            "`flowerbox build` in a flowerbox checkout, or pass --image"
+            f"{found}, and there is no Dockerfile to build it from: run `flowerbox build` in a "
+            "flowerbox checkout, or pass --image"
         )
     buildargs = {wire.VERSION_BUILD_ARG: __version__}
     if base_image:
