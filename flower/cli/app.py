@@ -4,6 +4,7 @@
 that is not a command is routed to `go`, so the ask needs no subcommand in front of it.
 """
 
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -16,11 +17,14 @@ from flower.cli.answer import answer, send
 from flower.cli.demo import demo
 from flower.cli.go import go
 from flower.cli.once import once
+from flower.cli.resume import resume
 from flower.cli.run import run
 from flower.cli.setup import setup
 from flower.cli.status import status
+from flower.core.workspace import BRIEF_NAME, workbench_location
 
 GO = "go"
+UNFINISHED_HINT = "This folder holds an unfinished run: `flower resume` continues it."
 
 
 class AskFirst(TyperGroup):
@@ -32,6 +36,33 @@ class AskFirst(TyperGroup):
         if args and args[0] not in self.commands and not args[0].startswith("-"):
             args = [GO, *args]
         return super().resolve_command(ctx, args)
+
+    def format_help(self, ctx: _click.Context, formatter: _click.HelpFormatter) -> None:
+        """The help, and below it how to continue when this folder holds an unfinished run
+        (bare `flower` prints this)."""
+        super().format_help(ctx, formatter)
+        if not unfinished_here(Path.cwd()):
+            return
+        if formatter.getvalue():  # click's plain help: it prints the formatter afterwards
+            formatter.write_paragraph()
+            formatter.write_text(UNFINISHED_HINT)
+        else:  # typer's rich help has printed itself already
+            typer.echo(f"\n{UNFINISHED_HINT}")
+
+
+def unfinished_here(workspace: Path) -> bool:
+    """A run's brief is frozen in this folder's workbench (or beside it, isolated), so a
+    run can be resumed here. Cheap unless a brief is there: `flower --help` stays fast."""
+    briefs = [
+        workbench_location(workspace.resolve(), isolate=isolate) / "notes" / BRIEF_NAME
+        for isolate in (False, True)
+    ]
+    if not any(brief.is_file() for brief in briefs):
+        return False
+    # lazy: the document parser is only worth loading when a brief is there
+    from flower.core.brief import Brief
+
+    return any((found := Brief.load(brief)) is not None and found.complete() for brief in briefs)
 
 
 app = typer.Typer(
@@ -67,6 +98,7 @@ def root(
 app.command(name=GO)(go)
 app.command(no_args_is_help=True)(once)
 app.command(no_args_is_help=True)(run)
+app.command()(resume)
 app.command()(demo)
 app.command()(setup)
 app.command()(status)

@@ -22,6 +22,7 @@ from flower.cli.exits import Exit, exit_codes
 from flower.cli.options import Events, RunDirOption, Verbose, Workspace
 from flower.cli.render import Render
 from flower.core.env import describe, load_dotenv
+from flower.core.rundir import RunDir
 
 if TYPE_CHECKING:  # the real imports load the SDK: done late, so `flower --help` stays fast
     from flower.core.runtime import Runtime
@@ -80,7 +81,7 @@ def go(
     """Clarify the ask, freeze a goal, and work on it until a judge says it is achieved."""
     # lazy: Runtime and the starter load the SDK, which `flower --help` must not pay for
     from flower.core.runtime import Runtime, usable_run_dir
-    from flower.workflow.starter import starter_flow, wake_state
+    from flower.workflow.starter import repeated_ask, starter_flow, wake_state
 
     console = Console(stderr=json_out, highlight=False, soft_wrap=True)
     with exit_codes():
@@ -98,7 +99,8 @@ def go(
         state = wake_state(ws, run_dir=run_dir, isolate=isolate)
         if wake and state["woke"] and not new:
             ask = ""  # an ask would amend the brief and set the goal again
-        console.print(_describe_wake(state, new=new), style="bold")
+        repeated = bool(ask.strip()) and repeated_ask(RunDir(run_dir).ask_history, ask)
+        console.print(_describe_wake(state, new=new, ask=ask, repeated=repeated), style="bold")
         flow = starter_flow(
             ask,
             workspace=ws,
@@ -170,7 +172,7 @@ async def drive(
     try:
         state: RunState = await terminal.run(flow.execute(runtime, on_event=on_event))
     except asyncio.CancelledError:
-        console.print(f"stopped ({terminal.stopped_by}); run again in this folder to resume")
+        console.print(f"stopped ({terminal.stopped_by}); `flower resume` here continues it")
         return None, True
     finally:
         heartbeat.cancel()
@@ -221,10 +223,14 @@ def _summary(state: RunState | None, runtime: Runtime) -> dict[str, Any]:
     }
 
 
-def _describe_wake(state: dict[str, Any], *, new: bool) -> str:
+def _describe_wake(state: dict[str, Any], *, new: bool, ask: str, repeated: bool) -> str:
     if new or not state["woke"]:
         return f"fresh run in {state['workspace']} (workbench {state['workbench']})"
     parts = [f"waking the run in {state['workspace']}: the brief is complete"]
+    if repeated:
+        parts.append("the same ask as before, so nothing is added (`flower resume` does this)")
+    elif ask.strip():
+        parts.append("a new ask: it is added to the brief and the goal is set again from it")
     if state["goal_complete"]:
         parts.append(f"goal: {state['goal_statement'].splitlines()[0][:80]}")
     if state["sessions"]:

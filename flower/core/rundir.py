@@ -4,6 +4,8 @@
       sessions.db              every session's transcript (flower.stores)
       manifest.json            one row per finished step, kept across processes
       lineage.json             step name -> session id, per workspace (flower.core.lineage)
+      ask-history.json         the asks this run was started or amended with (the starter):
+                               the same ask again continues the run instead of amending it
       asks.json                the questions waiting for a human (flower.core.inbox)
       inbox/<drop>.json        answers and messages dropped by other processes
       inbox/rejected/          dropped files that could not be used, kept with a log line
@@ -41,6 +43,7 @@ class RunDir:
     ASKS: ClassVar[str] = "asks.json"
     INBOX: ClassVar[str] = "inbox"
     REJECTED: ClassVar[str] = "rejected"
+    ASK_HISTORY: ClassVar[str] = "ask-history.json"
     ASIDE: ClassVar[str] = "aside"
     WORKBENCH: ClassVar[str] = "workbench"
     EVENTS: ClassVar[str] = "events"
@@ -64,6 +67,10 @@ class RunDir:
     @property
     def asks(self) -> Path:
         return self.path / self.ASKS
+
+    @property
+    def ask_history(self) -> Path:
+        return self.path / self.ASK_HISTORY
 
     @property
     def inbox(self) -> Path:

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-__all__ = ["WORKBENCH_DIRNAME", "in_git_repository", "workbench_location"]
+__all__ = ["BRIEF_NAME", "WORKBENCH_DIRNAME", "in_git_repository", "workbench_location"]
 
 WORKBENCH_DIRNAME = ".flower"
+BRIEF_NAME = "需求.md"  # the starter's brief, in the workbench's notes/
 """The workbench's folder name inside a workspace (Workbench's default `dirname`)."""
 
 

@@ -29,8 +29,9 @@ from flower.core.lineage import Lineage
 from flower.core.roles import clarify, coordinator, judge, worker
 from flower.core.rundir import RunDir
 from flower.core.runtime import StepResult
+from flower.core.statefile import atomic_write_json, read_json
 from flower.core.workbench import Workbench
-from flower.core.workspace import in_git_repository, workbench_location
+from flower.core.workspace import BRIEF_NAME, in_git_repository, workbench_location
 from flower.errors import UsageError, WorkspaceError
 from flower.workflow.base import CTX_KEYS, Ctx, RunState, Step, StepAbort, Workflow
 
@@ -286,7 +287,7 @@ def starter_flow(
     timeout_s: float | None = 1800.0,
     instructions: str = "",
     worker_prompt: str = "你负责实现。每改一处就跑一次验证,别攒到最后。",
-    brief_name: str = "需求.md",
+    brief_name: str = BRIEF_NAME,
     goal_name: str = "目标.md",
     log_name: str = "问答记录.md",
 ) -> Workflow:
@@ -295,6 +296,8 @@ def starter_flow(
     A complete brief on disk means a wake: the new ask lands in three places at once (the
     brief, amended; the goal, set again from it; the coordinator, told directly), and a
     missing one fails silently (it would work by the old criteria, or be judged by them).
+    An ask the run was already started or amended with (`run_dir`'s ask-history.json) is no
+    new ask: the run continues as it was, as with no ask at all.
 
     Raises:
         WorkspaceError: isolation outside a git repository (before any money is spent).
@@ -318,6 +321,11 @@ def starter_flow(
     said = ask.strip()
     if not woke and not said:
         raise UsageError(NO_ASK_ERROR)
+    history = RunDir(Path(run_dir).expanduser()).ask_history
+    if woke and said and repeated_ask(history, said):
+        said = ""  # the same ask again: continue the run, never amend it with itself
+    if said:
+        _record_ask(history, said, fresh=not woke)
     channel = HumanChannel(
         log_path=workbench.notes / log_name,
         amend_path=brief_path,
@@ -357,6 +365,29 @@ def starter_flow(
     return Workflow(steps, name="starter", channel=channel, workbench=workbench, continuous=not new)
 
 
+def repeated_ask(history: Path, ask: str) -> bool:
+    """Whether `ask` is one this run was already started or amended with (its words, not
+    the brief's rewording of them: the clarifier never copies an ask verbatim)."""
+    return _words(ask) in {_words(given) for given in _given(history)}
+
+
+def _record_ask(history: Path, ask: str, *, fresh: bool) -> None:
+    """Remember the ask a run starts with (a fresh run forgets the earlier run's), and each
+    ask that amended it."""
+    given = [] if fresh else _given(history)
+    history.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_json(history, [*given, ask])
+
+
+def _given(history: Path) -> list[str]:
+    given = read_json(history, [])
+    return [str(ask) for ask in given] if isinstance(given, list) else []
+
+
+def _words(text: str) -> str:
+    return " ".join(text.split())
+
+
 def _archive_documents(workbench: Workbench, *paths: Path) -> None:
     """--new: move the frozen documents aside so nothing wakes; they are kept, not deleted."""
     present = [p for p in paths if p.exists()]
@@ -373,7 +404,7 @@ def wake_state(
     *,
     run_dir: str | Path = "runs",
     isolate: bool = False,
-    brief_name: str = "需求.md",
+    brief_name: str = BRIEF_NAME,
     goal_name: str = "目标.md",
 ) -> dict[str, Any]:
     """A read-only probe before starting (not a byte is written): will a run here wake or

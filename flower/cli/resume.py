@@ -1,0 +1,88 @@
+"""`flower resume`: continue the unfinished run in this workspace, whatever stopped it.
+
+The one way to continue after Ctrl+C, SIGTERM, a kill or a crash: the brief and the goal
+stay as they are (nothing is amended, nothing set again), each step's session is resumed
+from lineage.json, and the coordinator is not told anything new. `flower "the same ask"`
+does the same (the starter recognises an ask it was already given); a different ask amends
+the run instead. Whether the run isolated its workers is read from where its workbench is.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from flower.cli.exits import exit_codes
+from flower.cli.go import go
+from flower.cli.options import Events, RunDirOption, Verbose, Workspace
+from flower.errors import UsageError
+
+NOTHING_TO_RESUME = (
+    "nothing to resume in {ws}: no run here has a complete brief (a run stopped before "
+    'its brief was frozen starts again with `flower "ask"`)'
+)
+
+
+def resume(
+    workspace: Workspace = Path("."),
+    run_dir: RunDirOption = Path("runs"),
+    rounds: Annotated[int, typer.Option(help="Judged rounds of work at most.", min=1)] = 3,
+    timeout: Annotated[
+        float, typer.Option(help="Seconds to wait for an answer; 0 = fully unattended.")
+    ] = 1800.0,
+    model: Annotated[str | None, typer.Option(help="Model id or alias (sonnet, opus...).")] = None,
+    budget: Annotated[
+        float | None, typer.Option(help="Stop spending once the run has cost this many USD.")
+    ] = None,
+    verbose: Verbose = False,
+    events: Events = None,
+    json_out: Annotated[
+        bool, typer.Option("--json", help="Print a machine-readable summary on stdout at the end.")
+    ] = False,
+) -> None:
+    """Continue the unfinished run here: its brief, goal and sessions, nothing redone."""
+    ws = workspace.expanduser().resolve()
+    with exit_codes():
+        isolate = _isolated(ws, run_dir)
+    go(
+        "",
+        workspace=ws,
+        run_dir=run_dir,
+        new=False,
+        wake=True,
+        isolate=isolate,
+        clarify_only=False,
+        no_goal=False,
+        rounds=rounds,
+        judge_can_run=False,
+        max_asks=None,
+        timeout=timeout,
+        no_trim=False,
+        model=model,
+        budget=budget,
+        verbose=verbose,
+        events=events,
+        json_out=json_out,
+    )
+
+
+def _isolated(ws: Path, run_dir: Path) -> bool:
+    """Whether the run to resume isolated its workers (its workbench sits beside the
+    repository): the newer of the two when both hold a complete brief.
+
+    Raises:
+        UsageError: neither does: there is nothing to resume.
+    """
+    # lazy: the starter loads the SDK, which `flower --help` must not pay for
+    from flower.workflow.starter import wake_state
+
+    found = [
+        (Path(state["brief"]).stat().st_mtime, isolate)
+        for isolate in (False, True)
+        if (state := wake_state(ws, run_dir=run_dir, isolate=isolate))["woke"]
+    ]
+    if not found:
+        raise UsageError(NOTHING_TO_RESUME.format(ws=ws))
+    return max(found)[1]

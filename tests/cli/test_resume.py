@@ -1,0 +1,109 @@
+"""Continuing a stopped run (issue 19, item 1): `flower resume`, or the same ask again, picks
+the run up where it was (the frozen goal and the brief untouched, the coordinator told
+nothing new); a genuinely new ask amends the run and says so. The real CLI, the scripted
+cast, a run stopped mid-work by SIGTERM."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from flower.testing import DEMO_ASK, FakeAPI, Reply, Request, When, rules, starter_cast, text, tool
+from tests.cli.conftest import FLOWER, flower
+
+WAKE_WORDS = "人在唤醒这次运行时补充了"  # what the coordinator is told of a new ask on a wake
+NOTES = Path(".flower") / "notes"
+
+
+def _stopped_mid_work(fake_api: FakeAPI, cli_env: dict[str, str], workspace: Path) -> None:
+    """A run stopped while its worker runs a slow tool: brief and goal frozen, work begun."""
+    slow = "python3 -c 'import time; time.sleep(60)'"
+
+    def worker(request: Request) -> Reply:
+        return text("slept") if request.tool_results() else tool("Bash", {"command": slow})
+
+    fake_api.script = rules((When(kind="subagent"), worker), (When(), starter_cast()))
+    proc = subprocess.Popen(
+        [*FLOWER, DEMO_ASK, "--timeout", "0", "-w", str(workspace)],
+        env=cli_env,
+        cwd=workspace.parent,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        assert fake_api.wait_for(lambda reqs: any(r.kind == "subagent" for r in reqs), 120)
+        time.sleep(1.0)
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 130, err
+    assert "`flower resume` here continues it" in out
+
+
+@pytest.mark.parametrize("how", ["resume", "the same ask"])
+def test_continuing_redoes_nothing_and_amends_nothing(
+    fake_api: FakeAPI, cli_env: dict[str, str], workspace: Path, how: str
+) -> None:
+    _stopped_mid_work(fake_api, cli_env, workspace)
+    bare = flower(env=cli_env, cwd=workspace)  # `flower` alone, in the folder
+    assert "This folder holds an unfinished run: `flower resume` continues it." in bare.stdout
+    goal = (workspace / NOTES / "目标.md").read_bytes()
+    brief = (workspace / NOTES / "需求.md").read_bytes()
+    before = len(fake_api.requests)
+    fake_api.script = starter_cast()
+    again = ["resume"] if how == "resume" else [f"  {DEMO_ASK} "]  # spacing is not a new ask
+    done = flower(
+        *again, "--timeout", "0", "--json", "-w", str(workspace), env=cli_env, cwd=workspace.parent
+    )
+    assert done.returncode == 0, done.stderr
+    summary = json.loads(done.stdout)
+    assert summary["status"] == "achieved"
+    assert "设定目标" not in [
+        step["step"] for step in summary["steps"]
+    ]  # the goal is not set again
+    assert (workspace / NOTES / "目标.md").read_bytes() == goal  # byte for byte
+    assert (workspace / NOTES / "需求.md").read_bytes() == brief  # not amended with itself
+    later = fake_api.requests[before:]
+    assert later and not any(r.contains(WAKE_WORDS) for r in later)
+    if how == "the same ask":
+        assert "the same ask as before, so nothing is added" in done.stderr
+
+
+def test_a_new_ask_amends_the_run_and_says_so(
+    fake_api: FakeAPI, cli_env: dict[str, str], workspace: Path
+) -> None:
+    _stopped_mid_work(fake_api, cli_env, workspace)
+    fake_api.script = starter_cast()
+    new_ask = ["再打印一行 world", "--timeout", "0", "--json", "-w", str(workspace)]
+    done = flower(*new_ask, env=cli_env, cwd=workspace.parent)
+    assert done.returncode == 0, done.stderr
+    assert "a new ask: it is added to the brief" in done.stderr
+    assert "再打印一行 world" in (workspace / NOTES / "需求.md").read_text()
+    steps = [step["step"] for step in json.loads(done.stdout)["steps"]]
+    assert "设定目标" in steps  # the goal is set again from the amended brief
+    assert any(r.contains(WAKE_WORDS) for r in fake_api.main_requests())
+    # and that ask, given again, is no newer than the first time
+    again = flower(*new_ask, env=cli_env, cwd=workspace.parent)
+    assert again.returncode == 0, again.stderr
+    assert "the same ask as before" in again.stderr
+    assert "设定目标" not in [step["step"] for step in json.loads(again.stdout)["steps"]]
+
+
+def test_resume_with_nothing_to_resume_says_so(
+    fake_api: FakeAPI, cli_env: dict[str, str], workspace: Path
+) -> None:
+    assert "This folder holds an unfinished run" not in flower(env=cli_env, cwd=workspace).stdout
+    done = flower("resume", "-w", str(workspace), env=cli_env, cwd=workspace.parent)
+    assert done.returncode == 2
+    assert "nothing to resume in" in done.stderr and 'flower "ask"' in done.stderr
+    assert not (workspace / ".flower").exists() and not (workspace.parent / "runs").exists()
