@@ -18,6 +18,11 @@ in /proc and kill.
   they are ignored, so that the CLI, not this process, decides what they mean.
 - this process is SIGKILLed: the CLI gets SIGKILL (its own death signal).
 
+A resumed session runs in a temp CLAUDE_CONFIG_DIR (`claude-resume-*`) that the SDK removes
+when the session ends, which a killed flower never reaches. This process writes OWNER_FILE into
+it ("<flower's pid> <its start time>"), so the next run of the workspace can tell a dead run's
+folder from a live one's (flower/core/leftovers.py).
+
 The parent-death signal follows the *thread* that forked: the SDK spawns the CLI from the
 event loop's thread (anyio.open_process), which lives as long as the loop that uses the CLI.
 """
@@ -38,6 +43,8 @@ IGNORED = (signal.SIGINT, signal.SIGHUP, signal.SIGQUIT)
 ENV_PYTHON = "FLOWER_REAPER_PYTHON"
 ENV_CLI = "FLOWER_REAPER_CLI"
 ENV_PARENT = "FLOWER_REAPER_PARENT"
+RESUME_PREFIX = "claude-resume-"  # the SDK's tempfile.mkdtemp prefix (session_resume.py)
+OWNER_FILE = ".flower-owner"
 
 _libc = ctypes.CDLL(None, use_errno=True)
 
@@ -62,6 +69,27 @@ def parents() -> dict[int, int]:
             continue  # gone meanwhile
         found[int(name)] = int(fields[1])
     return found
+
+
+def started(pid: int) -> str | None:
+    """The process's start time in clock ticks since boot (with the pid, an identity that a
+    reused pid does not share); None when it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            return stat.read().rsplit(b")", 1)[1].split()[19].decode()
+    except OSError:
+        return None
+
+
+def mark_owner(config_dir: str, parent: int) -> None:
+    """Name the flower process that owns this resumed session's temp folder (best effort)."""
+    with contextlib.suppress(OSError):
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
+        fd = os.open(os.path.join(config_dir, OWNER_FILE), flags, 0o600)
+        try:
+            os.write(fd, f"{parent} {started(parent)}\n".encode())
+        finally:
+            os.close(fd)
 
 
 def descendants(root: int) -> list[int]:
@@ -123,6 +151,9 @@ def main(argv: list[str]) -> int:
     prctl(PR_SET_PDEATHSIG, PARENT_GONE)
     if os.getppid() != parent:  # flower died before the death signal was armed
         return 128 + PARENT_GONE
+    config_dir = os.environ.get("CLAUDE_CONFIG_DIR", "")
+    if os.path.basename(config_dir).startswith(RESUME_PREFIX):
+        mark_owner(config_dir, parent)
     me = os.getpid()
     child = os.fork()
     if child == 0:
