@@ -2,7 +2,8 @@
 
 Everything the CLI is told comes from here: which tools exist and which are pre-approved, the
 system prompt (Claude Code's own, with the role's instructions appended, never replaced), the
-settings sources (none when portable), the plugin dir, the session store and how to resume.
+settings sources (none when portable), the plugin dir, the session store, how to resume, and
+which program starts the CLI (lifeline.py: on Linux, one that makes it die with flower).
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 from claude_agent_sdk import ClaudeAgentOptions, SessionStore
+
+from flower.core.lifeline import lifeline
 
 # plugin/ at the root of a source checkout (three levels above this file); a pip install
 # ships the same plugin inside the package as flower/plugin (pyproject's force-include).
@@ -152,6 +155,9 @@ def build_options(
     env = {**SESSION_STATE_ENV, **spec.env, **(spec.compact.env() if spec.compact else {})}
     if spec.permission_mode == "bypassPermissions" and os.geteuid() == 0:
         env["IS_SANDBOX"] = "1"  # the CLI refuses bypassPermissions as root otherwise
+    tether = lifeline()  # the CLI dies with this process (Linux; lifeline.py)
+    if tether is not None:
+        env.update(tether.env)
     plugins: list[Any] = (
         [{"type": "local", "path": str(PLUGIN_DIR)}] if use_plugin and PLUGIN_DIR.is_dir() else []
     )
@@ -169,6 +175,7 @@ def build_options(
         agents=spec.agents,
         hooks=spec.hooks,  # type: ignore[arg-type]
         env=env,
+        cli_path=tether.cli_path if tether else None,
         cwd=cwd,
         setting_sources=[] if portable else ["project"],
         plugins=plugins,

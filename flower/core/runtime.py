@@ -46,6 +46,7 @@ from flower.core.env import check_credentials, load_dotenv
 from flower.core.events import Event, normalize
 from flower.core.guard import wants_isolation
 from flower.core.handoff import Handoff, is_overflow
+from flower.core.leftovers import sweep
 from flower.core.manifest import record_rows
 from flower.core.mounting import session_spec
 from flower.core.resilience import Resilience, classify
@@ -137,6 +138,7 @@ class Runtime:
             raise RunDirError(
                 self.run_dir, f"cannot create run_dir {self.run_dir} ({exc.strerror}): pass another"
             ) from exc
+        sweep(self.workspace)  # the temp folders of this workspace's killed runs
         self.workbench: Workbench | None = (
             Workbench(self.workspace, home=RunDir(self.run_dir).workbench)
             if workbench is True

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -15,6 +17,8 @@ from flower.core.agent import (
     build_options,
     default_window,
 )
+from flower.core.lifeline import LAUNCHER, bundled_cli, lifeline
+from flower.core.reaper import ENV_CLI, ENV_PARENT
 
 
 def test_instructions_are_appended_to_claude_codes_prompt_never_replacing_it() -> None:
@@ -79,7 +83,15 @@ def test_spec_fields_map_one_to_one(tmp_path: Path) -> None:
         ["/x"],
         "batched",
     )
-    assert options.env == {**SESSION_STATE_ENV, "X": "1"}
+    tether = lifeline()
+    assert options.env == {**SESSION_STATE_ENV, "X": "1", **(tether.env if tether else {})}
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the lifeline is Linux's")
+def test_on_linux_the_cli_is_started_through_the_reaper() -> None:
+    options = build_options(AgentSpec("a", ""))
+    assert options.cli_path == str(LAUNCHER) and os.access(LAUNCHER, os.X_OK)
+    assert options.env[ENV_CLI] == bundled_cli() and options.env[ENV_PARENT] == str(os.getpid())
 
 
 def test_compact_policy_wins_over_spec_env() -> None:

@@ -1,0 +1,172 @@
+"""The process between flower and the Claude Code CLI: the CLI's tree dies with flower.
+
+Run as a script (`python -I -S reaper.py CLI-ARGS...`, through reaper.sh, which the SDK runs as
+its `cli_path`), so it imports the standard library only. Linux only: it needs prctl.
+
+Why a process in between, and not only a parent-death signal on the CLI: the CLI starts its
+Bash tools in sessions of their own, so a signal to the CLI or its process group never reaches
+them. This process is a *child subreaper*: whatever the CLI leaves behind is re-parented to it
+instead of to init, so "everything below me" is always its own descendants, which it can find
+in /proc and kill.
+
+    flower ──(PDEATHSIG: SIGUSR1)── reaper ──(PDEATHSIG: SIGKILL)── claude ── bash tools ...
+
+- flower dies (even by SIGKILL): the kernel sends SIGUSR1 here; the whole tree is killed.
+- the CLI exits: what it left running is killed, and this process exits with its code.
+- SIGTERM (the SDK closing the CLI) is passed on to the CLI, which ends as it chooses.
+- SIGINT, SIGHUP, SIGQUIT from a terminal reach the CLI directly (one process group); here
+  they are ignored, so that the CLI, not this process, decides what they mean.
+- this process is SIGKILLed: the CLI gets SIGKILL (its own death signal).
+
+A resumed session runs in a temp CLAUDE_CONFIG_DIR (`claude-resume-*`) that the SDK removes
+when the session ends, which a killed flower never reaches. This process writes OWNER_FILE into
+it ("<flower's pid> <its start time>"), so the next run of the workspace can tell a dead run's
+folder from a live one's (flower/core/leftovers.py).
+
+The parent-death signal follows the *thread* that forked: the SDK spawns the CLI from the
+event loop's thread (anyio.open_process), which lives as long as the loop that uses the CLI.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import signal
+import sys
+from types import FrameType
+
+PR_SET_PDEATHSIG = 1
+PR_SET_CHILD_SUBREAPER = 36
+PARENT_GONE = signal.SIGUSR1
+IGNORED = (signal.SIGINT, signal.SIGHUP, signal.SIGQUIT)
+ENV_PYTHON = "FLOWER_REAPER_PYTHON"
+ENV_CLI = "FLOWER_REAPER_CLI"
+ENV_PARENT = "FLOWER_REAPER_PARENT"
+RESUME_PREFIX = "claude-resume-"  # the SDK's tempfile.mkdtemp prefix (session_resume.py)
+OWNER_FILE = ".flower-owner"
+
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+def prctl(option: int, value: int) -> None:
+    if _libc.prctl(option, value, 0, 0, 0) != 0:
+        errno = ctypes.get_errno()
+        raise OSError(errno, os.strerror(errno))
+
+
+def parents() -> dict[int, int]:
+    """pid -> parent pid of every process this user can see in /proc."""
+    found: dict[int, int] = {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as stat:
+                # "pid (comm) state ppid ...": comm may hold spaces and parentheses
+                fields = stat.read().rsplit(b")", 1)[1].split()
+        except OSError:
+            continue  # gone meanwhile
+        found[int(name)] = int(fields[1])
+    return found
+
+
+def started(pid: int) -> str | None:
+    """The process's start time in clock ticks since boot (with the pid, an identity that a
+    reused pid does not share); None when it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            return stat.read().rsplit(b")", 1)[1].split()[19].decode()
+    except OSError:
+        return None
+
+
+def mark_owner(config_dir: str, parent: int) -> None:
+    """Name the flower process that owns this resumed session's temp folder (best effort)."""
+    with contextlib.suppress(OSError):
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
+        fd = os.open(os.path.join(config_dir, OWNER_FILE), flags, 0o600)
+        try:
+            os.write(fd, f"{parent} {started(parent)}\n".encode())
+        finally:
+            os.close(fd)
+
+
+def descendants(root: int) -> list[int]:
+    children: dict[int, list[int]] = {}
+    for pid, ppid in parents().items():
+        children.setdefault(ppid, []).append(pid)
+    found, todo = [], list(children.get(root, []))
+    while todo:
+        pid = todo.pop()
+        found.append(pid)
+        todo.extend(children.get(pid, []))
+    return found
+
+
+def kill_tree() -> None:
+    """SIGKILL every descendant and reap them; returns when no child is left.
+
+    Killed processes' children are re-parented here (subreaper), so each round finds what
+    appeared since the last one; waitpid ends the loop with ECHILD.
+    """
+    me = os.getpid()
+    while True:
+        for pid in descendants(me):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        try:
+            os.waitpid(-1, 0)
+        except ChildProcessError:
+            return
+
+
+def _parent_gone(signum: int, frame: FrameType | None) -> None:
+    kill_tree()
+    os._exit(128 + PARENT_GONE)
+
+
+def _exec_cli(cli: str, argv: list[str], reaper: int) -> None:
+    """In the forked child: default signals, die with the reaper, become the CLI."""
+    for sig in IGNORED:
+        signal.signal(sig, signal.SIG_DFL)
+    try:
+        prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        if os.getppid() != reaper:  # the reaper died before the line above took effect
+            os._exit(128 + signal.SIGKILL)
+        os.execv(cli, [cli, *argv])
+    except OSError as exc:
+        print(f"flower: cannot start the Claude Code CLI {cli}: {exc}", file=sys.stderr)
+    os._exit(127)
+
+
+def main(argv: list[str]) -> int:
+    cli = os.environ.pop(ENV_CLI)
+    parent = int(os.environ.pop(ENV_PARENT))
+    os.environ.pop(ENV_PYTHON, None)
+    for sig in IGNORED:
+        signal.signal(sig, signal.SIG_IGN)
+    signal.signal(PARENT_GONE, _parent_gone)
+    prctl(PR_SET_CHILD_SUBREAPER, 1)
+    prctl(PR_SET_PDEATHSIG, PARENT_GONE)
+    if os.getppid() != parent:  # flower died before the death signal was armed
+        return 128 + PARENT_GONE
+    config_dir = os.environ.get("CLAUDE_CONFIG_DIR", "")
+    if os.path.basename(config_dir).startswith(RESUME_PREFIX):
+        mark_owner(config_dir, parent)
+    me = os.getpid()
+    child = os.fork()
+    if child == 0:
+        _exec_cli(cli, argv, me)
+    signal.signal(signal.SIGTERM, lambda signum, frame: os.kill(child, signum))
+    while True:  # reap orphans re-parented here as they end, until the CLI itself ends
+        pid, status = os.waitpid(-1, 0)
+        if pid == child:
+            break
+    kill_tree()
+    code = os.waitstatus_to_exitcode(status)
+    return code if code >= 0 else 128 - code
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
