@@ -141,14 +141,15 @@ def build_options(
     portable: bool = True,
     add_dirs: list[str] | None = None,
     flush: str = "eager",
-    prelude: str = "",
+    context: str = "",
 ) -> ClaudeAgentOptions:
     """Compile an AgentSpec into ClaudeAgentOptions.
 
-    prelude: text placed before the instructions in the appended system prompt (Runtime puts
-    the workbench index there).
+    context: text placed after the instructions in the appended system prompt (Runtime puts
+    the workbench's rules and index there). It changes as the workbench fills, and a prompt
+    cache keys on the prefix: last, it leaves the role's instructions in the cached part.
     """
-    append = "\n\n".join(part for part in (prelude, spec.instructions) if part)
+    append = "\n\n".join(part for part in (spec.instructions, context) if part)
     system_prompt: dict[str, Any] = {"type": "preset", "preset": "claude_code"}
     if append:
         system_prompt["append"] = append

@@ -362,7 +362,7 @@ class Runtime:
             fork=fork,
             resume_at=resume_at,
             portable=self.portable,
-            prelude=self._prelude(spec),
+            context=self._workbench_context(spec),
         )
         handoff_due = False
         try:
@@ -439,7 +439,7 @@ class Runtime:
             handoff=self.handoff,
         )
 
-    def _prelude(self, spec: AgentSpec) -> str:
+    def _workbench_context(self, spec: AgentSpec) -> str:
         """The workbench index and rules, for sessions that use the workbench."""
         return self.workbench.prompt_block() if self.workbench and spec.workbench else ""
 

@@ -22,11 +22,11 @@ from flower.core.reaper import ENV_CLI, ENV_PARENT
 
 
 def test_instructions_are_appended_to_claude_codes_prompt_never_replacing_it() -> None:
-    options = build_options(AgentSpec("a", "Be terse."), prelude="INDEX")
+    options = build_options(AgentSpec("a", "Be terse."), context="INDEX")
     assert options.system_prompt == {
         "type": "preset",
         "preset": "claude_code",
-        "append": "INDEX\n\nBe terse.",
+        "append": "Be terse.\n\nINDEX",  # the workbench index, which changes, goes last
     }
     assert build_options(AgentSpec("a", "")).system_prompt == {
         "type": "preset",
