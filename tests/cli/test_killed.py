@@ -4,6 +4,7 @@ where it was, and a budget that spans the wake counts what the killed attempt sp
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -16,7 +17,7 @@ from flower.testing import FakeAPI, Reply, Request, When, rules, text, tool
 from flower.testing.demo import DEMO_ASK, starter_cast, verdict_reply
 from tests.cli.conftest import FLOWER, flower
 
-SLOW = "python3 -c 'import time; time.sleep(120)'"
+SLOW = "echo $$ > {pidfile}; exec sleep 120"
 
 
 def kill_in_round_two(fake_api: FakeAPI, env: dict[str, str], workspace: Path) -> None:
@@ -24,13 +25,15 @@ def kill_in_round_two(fake_api: FakeAPI, env: dict[str, str], workspace: Path) -
     SIGKILL flower, and the rest of its process group after it."""
     cast = starter_cast()
     workers: list[str] = []
+    pidfile = workspace.parent / "sleeper.pid"
+    slow = SLOW.format(pidfile=pidfile)
 
     def worker(request: Request) -> Reply:
         if request.agent_id not in workers:
             workers.append(str(request.agent_id))
         if len(workers) < 2:
             return cast(request)  # round 1: write hello.py and run it
-        return tool("Bash", {"command": SLOW}) if not request.tool_results() else text("slept")
+        return tool("Bash", {"command": slow}) if not request.tool_results() else text("slept")
 
     judged: list[int] = []
 
@@ -48,18 +51,20 @@ def kill_in_round_two(fake_api: FakeAPI, env: dict[str, str], workspace: Path) -
         [*FLOWER, DEMO_ASK, "--timeout", "0", "--rounds", "3", "-w", str(workspace)],
         env=env,
         cwd=workspace.parent,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
         start_new_session=True,
     )
     try:
-        busy = lambda reqs: any(SLOW in json.dumps(r.body) for r in reqs)  # noqa: E731
-        assert fake_api.wait_for(lambda reqs: len(workers) >= 2 and busy(reqs), 180)
+        assert fake_api.wait_for(lambda reqs: len(workers) >= 2 and pidfile.is_file(), 180)
         os.kill(proc.pid, signal.SIGKILL)  # flower first, nothing gets to say goodbye
         proc.wait(timeout=30)
     finally:
         os.killpg(proc.pid, signal.SIGKILL)  # its CLI too (issue 19, item 2 is elsewhere)
-        proc.communicate(timeout=30)
+        proc.wait(timeout=30)
+        if pidfile.is_file() and (sleeper := pidfile.read_text().strip()).isdigit():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(sleeper), signal.SIGKILL)  # the worker's tool, in its own group
     assert proc.returncode == -signal.SIGKILL
     assert len(judged) == 1
 
