@@ -152,7 +152,12 @@ class WriterLock:
             if stale != self.path and not writer_alive(stale):
                 with contextlib.suppress(FileNotFoundError):
                     stale.unlink()
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        while True:
+            try:
+                fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+                break
+            except FileNotFoundError:  # another writer's release removed the empty folder
+                self.path.parent.mkdir(parents=True, exist_ok=True)
         fcntl.flock(fd, fcntl.LOCK_EX)  # a reader's probe holds it for microseconds at most
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"{os.getpid()} {socket.gethostname()}\n".encode(), 0)
@@ -165,6 +170,8 @@ class WriterLock:
             self.path.unlink()
         os.close(self._fd)
         self._fd = None
+        with contextlib.suppress(OSError):  # the last writer out leaves no empty folder
+            self.path.parent.rmdir()
 
 
 class ManifestWriter:
