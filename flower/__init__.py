@@ -48,6 +48,7 @@ _HOMES = {
     "flower.core.handoff": ("Handoff",),
     "flower.core.human": ("DECLINED", "OVER_BUDGET", "TIMEOUT", "Ask", "HumanChannel"),
     "flower.core.lineage": ("Lineage",),
+    "flower.core.pricing": ("DEFAULT_PRICES", "Price", "PriceTable", "token_count"),
     "flower.core.resilience": ("Resilience", "classify"),
     "flower.core.roles": (
         "CLARIFY_RULES",
@@ -96,6 +97,7 @@ __all__ = [
     "CREDENTIALS",
     "CompactPolicy",
     "DECLINED",
+    "DEFAULT_PRICES",
     "EphemeralPolicy",
     "Event",
     "EventKind",
@@ -110,6 +112,8 @@ __all__ = [
     "ORACLE_RULES",
     "OVER_BUDGET",
     "PLUGIN_DIR",
+    "Price",
+    "PriceTable",
     "PrunePolicy",
     "PruningSessionStore",
     "Resilience",
@@ -153,6 +157,7 @@ __all__ = [
     "read_json",
     "spill_guard",
     "starter_flow",
+    "token_count",
     "update_json",
     "wake_state",
     "wants_isolation",
@@ -211,6 +216,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see
     from flower.core.handoff import Handoff
     from flower.core.human import DECLINED, OVER_BUDGET, TIMEOUT, Ask, HumanChannel
     from flower.core.lineage import Lineage
+    from flower.core.pricing import DEFAULT_PRICES, Price, PriceTable, token_count
     from flower.core.resilience import Resilience, classify
     from flower.core.roles import (
         CLARIFY_RULES,

@@ -23,7 +23,8 @@ from rich.markup import escape
 from rich.table import Table
 
 from flower.cli.exits import exit_codes
-from flower.cli.status import lineage_steps, read_only, read_rows
+from flower.cli.status import lineage_steps, outcome_cell, read_only, read_rows
+from flower.core.manifest import row_state
 from flower.core.rundir import RunDir
 from flower.errors import RunDirError
 
@@ -41,7 +42,17 @@ TARGET_FIELDS = (
 )
 """The input field that says what a tool call was about, first present wins."""
 
-STEP_FIELDS = ("step", "run", "session_id", "ok", "attempts", "cost_usd", "num_turns", "error")
+STEP_FIELDS = (
+    "step",
+    "run",
+    "session_id",
+    "ok",
+    "attempts",
+    "cost_usd",
+    "num_turns",
+    "error",
+    "usage",
+)
 
 Stats = dict[str, Any]
 
@@ -116,7 +127,10 @@ def report(run_dir: Path) -> dict[str, Any]:
     largest.sort(key=lambda r: r["chars"], reverse=True)
     return {
         "run_dir": str(run_dir.resolve()),
-        "steps": [{k: row.get(k) for k in STEP_FIELDS} for row in steps],
+        "steps": [
+            {**{k: row.get(k) for k in STEP_FIELDS}, "state": row_state(row, run_dir)}
+            for row in steps
+        ],
         "sessions": sessions,
         "totals": _totals(steps, sessions),
         "largest_results": largest[:LARGEST],
@@ -288,7 +302,7 @@ def render(data: dict[str, Any]) -> RenderableType:
         for row in data["steps"]:
             steps.add_row(
                 escape(str(row["step"])),
-                "[green]yes[/]" if row["ok"] else "[red]no[/]",
+                outcome_cell(row),
                 str(row["attempts"]),
                 str(row["num_turns"]),
                 _usd(row["cost_usd"]),

@@ -27,6 +27,7 @@ from rich.table import Table
 
 from flower.cli.exits import Exit, exit_codes
 from flower.core.inbox import pending_asks
+from flower.core.manifest import row_state
 from flower.core.rundir import RunDir
 from flower.core.statefile import StateFileError, read_json
 from flower.core.workbench import Workbench
@@ -136,14 +137,15 @@ def find_workbench(run_dir: Path, workspace: Path | None) -> Path | None:
 def snapshot(run_dir: Path, workbench: Path | None = None) -> dict[str, Any]:
     """Everything `flower status` shows, as JSON-ready data. Never raises for a bad file.
 
-    Keys: run_dir, steps (manifest rows with duration_s), sessions (session_id, project_key,
-    steps, entries, subagents, last_write), total_cost_usd, aside_cost_usd, errors
+    Keys: run_dir, steps (manifest rows with duration_s, and state: ended, running, or
+    interrupted when the process that wrote a running row is gone), sessions (session_id,
+    project_key, steps, entries, subagents, last_write), total_cost_usd, aside_cost_usd, errors
     ({step, error} per failed attempt), pending_asks (asks.json as written), workbench
     (path and file counts, or None), problems (what could not be read, and why).
     """
     problems: list[str] = []
     layout = RunDir(run_dir)
-    steps = [_step(row) for row in read_rows(layout.manifest, problems)]
+    steps = [_step(row, run_dir) for row in read_rows(layout.manifest, problems)]
     try:
         asks = pending_asks(run_dir)
     except StateFileError as exc:
@@ -192,14 +194,17 @@ def _number(value: Any) -> float:
     return float(value) if isinstance(value, int | float) else 0.0
 
 
-def _step(row: dict[str, Any]) -> dict[str, Any]:
+def _step(row: dict[str, Any], run_dir: Path) -> dict[str, Any]:
     started, ended = _number(row.get("started_at")), _number(row.get("ended_at"))
     errors = row.get("errors") if isinstance(row.get("errors"), list) else []
+    usage = row.get("usage")
     return {
         "step": str(row.get("step", "?")),
         "run": row.get("run"),
+        "state": row_state(row, run_dir),
         "session_id": row.get("session_id"),
         "ok": bool(row.get("ok")),
+        "usage": usage if isinstance(usage, dict) else {},
         "attempts": row.get("attempts", 1),
         "cost_usd": _number(row.get("cost_usd")),
         "num_turns": row.get("num_turns", 0),
@@ -317,7 +322,7 @@ def render(data: dict[str, Any]) -> RenderableType:
             flags.append(f"{len(row['retired'])} sessions retired")
         steps.add_row(
             escape(row["step"]) + (f" [dim]({', '.join(flags)})[/]" if flags else ""),
-            "[green]yes[/]" if row["ok"] else "[red]no[/]",
+            outcome_cell(row),
             str(row["attempts"]),
             f"${row['cost_usd']:.4f}",
             str(row["num_turns"]),
@@ -371,6 +376,15 @@ def render(data: dict[str, Any]) -> RenderableType:
         parts.append(f"workbench {escape(bench['path'])}: {counts}")
     parts += [f"[yellow]problem[/] {escape(p)}" for p in data["problems"]]
     return Group(*parts)
+
+
+def outcome_cell(row: dict[str, Any]) -> str:
+    """The "ok" cell of a step row: yes, no, running, or interrupted (its process is gone)."""
+    if row["state"] == "running":
+        return "[yellow]running[/]"
+    if row["state"] == "interrupted":
+        return "[red]interrupted[/]"
+    return "[green]yes[/]" if row["ok"] else "[red]no[/]"
 
 
 def _when(row: dict[str, Any]) -> str:

@@ -4,9 +4,9 @@ knows SDK message types; the workflow, the CLI and flowerbox consume Events only
 The 15 kinds (a wire format: a kind is added, never renamed; UIs keep an `else` branch):
 
     kind         emitted by        text                          payload (besides context)
-    text         normalize         what the model said           subagent?, session_id
-    thinking     normalize         the model's thinking          subagent?
-    tool_call    normalize         one-line summary of input     id, input, subagent?
+    text         normalize         what the model said           subagent?, session_id, usage
+    thinking     normalize         the model's thinking          subagent?, usage
+    tool_call    normalize         one-line summary of input     id, input, subagent?, usage
     tool_result  normalize         the result, flattened         tool_use_id, is_error, subagent?
     denied       normalize         why a call was refused        tool_use_id, subagent?
     error        normalize         synthetic "API Error: ..."    error, synthetic / mirror
@@ -25,7 +25,8 @@ normalize() does four things beyond the translation (seed 004): subagent lines c
 payload["subagent"] (the parent Agent call's id) so they never mix with the main text;
 synthetic API-error messages become kind "error", never "text"; compact boundaries become
 "reset"; every event from an assistant message carries payload["context"] = input +
-cache_read + cache_creation tokens, the sole input of the handoff decision.
+cache_read + cache_creation tokens, the sole input of the handoff decision, and the response's
+`message_id`, `model` and `usage` (what the manifest's running row counts and prices).
 """
 
 from __future__ import annotations
@@ -188,6 +189,11 @@ def _assistant(message: AssistantMessage) -> list[Event]:
         payload = {**base, "error": message.error, "synthetic": True}
         return [Event("error", text, payload=payload, raw=message)]
     base["context"] = context_level(message.usage)
+    # What this API response used so far (the stream's message_start figures; the CLI sends
+    # one AssistantMessage per content block, all with the same id and usage).
+    base["message_id"] = message.message_id
+    base["model"] = message.model
+    base["usage"] = dict(message.usage or {})
     events = []
     for block in message.content:
         match block:

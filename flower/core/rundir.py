@@ -2,10 +2,12 @@
 
     <run_dir>/
       sessions.db              every session's transcript (flower.stores)
-      manifest.json            one row per finished step, kept across processes
+      manifest.json            one row per step, opened when it starts, kept across processes
+      writers/<run id>.lock    held (flock) by each live writer of manifest rows
       lineage.json             step name -> session id, per workspace (flower.core.lineage)
       ask-history.json         the asks this run was started or amended with (the starter):
                                the same ask again continues the run instead of amending it
+      progress.json            per workspace: the processes of the run, each step's round
       asks.json                the questions waiting for a human (flower.core.inbox)
       inbox/<drop>.json        answers and messages dropped by other processes
       inbox/rejected/          dropped files that could not be used, kept with a log line
@@ -39,6 +41,8 @@ class RunDir:
 
     SESSIONS: ClassVar[str] = "sessions.db"
     MANIFEST: ClassVar[str] = "manifest.json"
+    WRITERS: ClassVar[str] = "writers"
+    PROGRESS: ClassVar[str] = "progress.json"
     LINEAGE: ClassVar[str] = "lineage.json"
     ASKS: ClassVar[str] = "asks.json"
     INBOX: ClassVar[str] = "inbox"
@@ -59,6 +63,14 @@ class RunDir:
     @property
     def manifest(self) -> Path:
         return self.path / self.MANIFEST
+
+    def writer(self, run_id: str) -> Path:
+        """The lock a live Runtime of run `run_id` holds while it may write running rows."""
+        return self.path / self.WRITERS / f"{run_id}.lock"
+
+    @property
+    def progress(self) -> Path:
+        return self.path / self.PROGRESS
 
     @property
     def lineage(self) -> Path:

@@ -12,7 +12,9 @@ Runtime owns the workspace, the session store (always the pruning layer over ses
 the workbench and the policies. It drives the CLI through ClaudeSDKClient (interrupt needs
 it, and query() cuts background work at 600 s), ends a step when the CLI reports itself idle
 (the one signal that also covers background subagents waking the session for another turn),
-and writes manifest.json with append semantics that are safe across processes.
+and writes manifest.json with append semantics that are safe across processes: a step's row
+is opened when it starts and rewritten as usage streams in (flower.core.manifest), so a
+killed process leaves its step's tokens, cost and session behind.
 
 Errors (flower.errors; each is also the RuntimeError or ValueError the seeds name):
     CredentialsError   no credentials (the four-line message of check_credentials)
@@ -30,6 +32,8 @@ handoff is flower.core.takeover.
 from __future__ import annotations
 
 import asyncio
+import os
+import socket
 import threading
 import time
 import uuid
@@ -41,13 +45,13 @@ from typing import Any
 from claude_agent_sdk import ClaudeSDKClient, ClaudeSDKError, ResultError
 
 from flower.core.agent import AgentSpec, HandoffPolicy, build_options
-from flower.core.attempt import Attempt, AttemptEnd
+from flower.core.attempt import TOKEN_FIELDS, Attempt, AttemptEnd
 from flower.core.env import check_credentials, load_dotenv
 from flower.core.events import Event, normalize
 from flower.core.guard import wants_isolation
 from flower.core.handoff import Handoff, is_overflow
 from flower.core.leftovers import sweep
-from flower.core.manifest import record_rows
+from flower.core.manifest import ENDED, RUNNING, ManifestWriter, WriterLock
 from flower.core.mounting import session_spec
 from flower.core.resilience import Resilience, classify
 from flower.core.rundir import RunDir
@@ -81,13 +85,19 @@ class StepResult:
     resumed: bool = False
     retired: list[str] = field(default_factory=list)
     context: int = 0
+    usage: dict[str, int] = field(default_factory=dict)
+    """Tokens and API calls of every attempt (subagents' included), counted as they stream:
+    api_calls, input_tokens, output_tokens, cache_read_input_tokens,
+    cache_creation_input_tokens (output as the stream's start reports it: an undercount)."""
 
 
 class Runtime:
     """Holds the workspace, the store and the policies; runs steps.
 
     Beyond the seeds' parameters, `budget_usd` caps the whole run: each attempt's CLI budget
-    is what is left of it, and a step starts no attempt once it is spent.
+    is what is left of it, and a step starts no attempt once it is spent. `spent_before` is
+    what earlier processes of the same run spent (a woken Workflow sets it from the
+    manifest, killed attempts included); the budget counts it.
     """
 
     # The seeds' constants, as text: what a StepResult may record. Runtime itself branches on
@@ -153,6 +163,13 @@ class Runtime:
         )
         self.run_id = f"{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
         self.results: list[StepResult] = []
+        self.spent_before = 0.0
+        self.writer = ManifestWriter(self.manifest_path, run=self.run_id)
+        self._writer_lock = WriterLock(RunDir(self.run_dir).writer(self.run_id))
+        self._rows: list[dict[str, Any]] = []  # the finished steps' rows
+        self._step: StepResult | None = None  # the step under way
+        self._inflight: Attempt | None = None  # its attempt under way
+        self._changes = 0
         self.on_session: Callable[[str], None] | None = None
         self._ctx = 0
         self._warned = False
@@ -181,9 +198,13 @@ class Runtime:
         self._require_git_for_isolation(spec)
         result = StepResult(step=step_name or spec.name, started_at=time.time())
         self._ctx, self._warned = 0, False
+        self._step, self._inflight = result, None
+        await asyncio.to_thread(self._open_row)
         try:
             await self._loop(spec, prompt, result, resume, fork, resume_at, on_event or _ignore)
         except asyncio.CancelledError:
+            if self._inflight is not None:  # what it streamed before the stop is spent
+                self._account(result, self._inflight, final=False)
             result.error = AttemptEnd.STOPPED.value
             result.session_id = self._session or result.session_id
             self._finish(result)
@@ -197,6 +218,8 @@ class Runtime:
         result.ok = result.error is None
         result.ended_at = time.time()
         self.results.append(result)
+        self._rows.append(self._row(result, ENDED))
+        self._step = self._inflight = None
 
     async def _loop(
         self,
@@ -272,7 +295,7 @@ class Runtime:
         """What the run may still spend (None: no run budget)."""
         if self.budget_usd is None:
             return None
-        return self.budget_usd - self.total_cost() - result.cost_usd
+        return self.budget_usd - self.spent_before - self.total_cost() - result.cost_usd
 
     async def _recover(self, number: int, attempt: Attempt, emit: EventSink) -> bool:
         """Whether to try again after failed attempt `number`; waits as long as it takes."""
@@ -354,6 +377,7 @@ class Runtime:
             usage = await asyncio.to_thread(self.store.usage, resume)
             baseline = (usage.cost_usd or 0.0) if usage else 0.0
         attempt = Attempt(baseline=baseline)
+        self._inflight = attempt
         options = build_options(
             self._session_spec(spec),
             cwd=self.workspace,
@@ -462,12 +486,18 @@ class Runtime:
             self._session = attempt.session_id
             if self.on_session is not None:
                 self.on_session(attempt.session_id)
+        if attempt.changes != self._changes:  # new usage, a result, a session: update the row
+            self._changes = attempt.changes
+            self.writer.offer(self._manifest_rows())
 
     def _account(self, result: StepResult, attempt: Attempt, *, final: bool = True) -> None:
         """Fold an attempt's cost and turns into the step. A final attempt (not the handoff
         writer) also sets where the step stands: session, context, error, text."""
-        result.cost_usd += attempt.cost
+        result.cost_usd += attempt.cost_so_far
         result.num_turns += attempt.turns
+        result.usage = _sum_usage(result.usage, attempt)
+        if attempt is self._inflight:
+            self._inflight = None
         if not final:
             return
         result.session_id = attempt.session_id or result.session_id
@@ -480,12 +510,39 @@ class Runtime:
         """Cost of every step this Runtime ran."""
         return sum(r.cost_usd for r in self.results)
 
+    def _row(self, result: StepResult, state: str) -> dict[str, Any]:
+        row = manifest_row(result, run=self.run_id)
+        row.update(state=state, pid=os.getpid(), host=_HOST)
+        return row
+
+    def _manifest_rows(self) -> list[dict[str, Any]]:
+        """The finished steps' rows, then the running step's: what it has spent so far,
+        the attempt under way included."""
+        step = self._step
+        if step is None:
+            return list(self._rows)
+        live = replace(step)
+        attempt = self._inflight
+        if attempt is not None:
+            live.cost_usd += attempt.cost_so_far
+            live.num_turns += attempt.turns
+            live.usage = _sum_usage(step.usage, attempt)
+            live.session_id = attempt.session_id or step.session_id
+        return [*self._rows, self._row(live, RUNNING)]
+
+    def _open_row(self) -> None:
+        """The step's row, written before its first attempt starts (under a writer lock a
+        reader can tell dead from alive by)."""
+        self._writer_lock.hold()
+        self.writer.write(self._manifest_rows())
+
     def _write_manifest(self) -> None:
-        rows = [manifest_row(r, run=self.run_id) for r in self.results]
-        record_rows(self.manifest_path, rows, run=self.run_id)
+        self.writer.write(self._manifest_rows())
 
     def close(self) -> None:
-        """Close the session store's connection."""
+        """Close the session store's connection; stop the manifest's background writer."""
+        self.writer.close()
+        self._writer_lock.release()
         self.store.close()
 
 
@@ -504,6 +561,16 @@ def manifest_row(result: StepResult, *, run: str) -> dict[str, Any]:
     row["run"] = run
     row["text"] = result.text[:MANIFEST_TEXT_LIMIT]
     return row
+
+
+def _sum_usage(usage: dict[str, int], attempt: Attempt) -> dict[str, int]:
+    total = {"api_calls": usage.get("api_calls", 0) + attempt.api_calls}
+    for name in TOKEN_FIELDS:
+        total[name] = usage.get(name, 0) + attempt.usage[name]
+    return total
+
+
+_HOST = socket.gethostname()
 
 
 def _smaller(a: float | None, b: float | None) -> float | None:

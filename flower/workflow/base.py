@@ -21,6 +21,12 @@ changes nothing); they start with "_" so they never collide with a step name:
     _aborted    the message of a StepAbort raised by a gate
     _failed_at  the step that failed with on_fail="stop" (unset when the run got through)
     _brief, _goal, _verdict, _round, _missing   the starter's (flower.workflow.starter)
+
+A run survives its process (flower.core.progress, `<run_dir>/progress.json`): a step under
+way records its attempt index and `RunState.round`, and a woken step carries on from them
+(its next label and judge are the ones the killed process would have used, and its retries
+count across the kill); a woken run's Runtime is told what the run's earlier processes spent
+(`Runtime.spent_before`, from their manifest rows), so a budget spans the wake.
 """
 
 from __future__ import annotations
@@ -37,6 +43,8 @@ from flower.core.events import Event
 from flower.core.goal import Goal, Verdict
 from flower.core.human import HumanChannel
 from flower.core.lineage import Lineage
+from flower.core.manifest import spent
+from flower.core.progress import Progress
 from flower.core.runtime import EventSink, Runtime, StepResult
 from flower.core.workbench import Workbench
 from flower.errors import FlowerError
@@ -225,11 +233,15 @@ class Workflow:
     ) -> None:
         runtime, ctx, on_event = state.runtime, state.ctx, state.on_event
         lineage = Lineage(runtime.run_dir, runtime.workspace)
+        progress = Progress(runtime.run_dir, runtime.workspace)
+        woke = self.continuous and bool(lineage.sessions())
+        earlier = progress.join(runtime.run_id, woke=woke)
+        runtime.spent_before = spent(runtime.manifest_path, earlier) if earlier else 0.0
         for index, step in enumerate(self.steps):
             if step.when is not None and not step.when(ctx):
                 state.skipped.append(step.name)
                 continue
-            result, passed = await self._run_step(state, step, index, lineage)
+            result, passed = await self._run_step(state, step, index, lineage, progress)
             if on_step is not None:
                 on_step(step, result)
             if passed:
@@ -245,7 +257,7 @@ class Workflow:
                 break
 
     async def _run_step(
-        self, state: RunState, step: Step, index: int, lineage: Lineage
+        self, state: RunState, step: Step, index: int, lineage: Lineage, progress: Progress
     ) -> tuple[StepResult, bool]:
         """All attempts of one step; the last StepResult and whether the gate passed."""
         runtime, ctx, on_event = state.runtime, state.ctx, state.on_event
@@ -253,10 +265,14 @@ class Workflow:
         first_resume = _session_of(step.resume_from, state.sessions, lineage)
         prompt, resume, fork = first_prompt, first_resume, step.fork and first_resume is not None
         woken = self._woken_session(runtime, step, lineage)
+        start = 0
         if woken is not None:
             state.woke.append(step.name)
             prompt = _text(step.resume_prompt, ctx) if step.resume_prompt else first_prompt
             resume, fork = woken, False
+            where = progress.step(step.name)  # the round the killed process was in
+            start = min(where.get("attempt", 0), step.retries)
+            state.round = where.get("round", state.round)
         if on_event is not None:
             payload = {
                 "index": index,
@@ -267,8 +283,9 @@ class Workflow:
             on_event(Event("step", step.name, payload=payload))
         result = StepResult(step=step.name)
         passed = False
-        for attempt in range(step.retries + 1):
+        for attempt in range(start, step.retries + 1):
             label = _label(step, attempt)
+            progress.record(step.name, attempt=attempt, round=state.round)
 
             def remember(session_id: str, name: str = step.name) -> None:
                 state.sessions[name] = session_id
@@ -299,6 +316,7 @@ class Workflow:
             else:
                 prompt, resume = first_prompt, first_resume
                 fork = step.fork and first_resume is not None
+        progress.forget(step.name)  # ended: a later wake starts its rounds afresh
         return result, passed
 
     def _woken_session(self, runtime: Runtime, step: Step, lineage: Lineage) -> str | None:

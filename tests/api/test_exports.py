@@ -26,6 +26,8 @@ ADDED = {
     "update_json",
     "workbench_location",
 }
+# Added by issue 19: the price table the gateway and Runtime's running accounts share.
+ADDED |= {"DEFAULT_PRICES", "Price", "PriceTable", "token_count"}
 
 
 def test_the_public_names_all_resolve() -> None:

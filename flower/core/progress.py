@@ -1,0 +1,98 @@
+"""progress.json: how far a workspace's run has come, for the process that wakes it.
+
+Per workspace realpath (as lineage.json keys them): `runs`, the ids of the flower processes
+that worked on the run since it started fresh (a woken run adds itself; its budget counts
+what the others' manifest rows cost, a killed attempt's included), and `steps`, each step
+under way with the index of its current attempt and the round its judge last ruled on, so a
+wake continues the round (round 2 stays round 2, and `--rounds` counts across the kill)::
+
+    {"workspaces": {"/home/me/proj": {"runs": ["20260101-120000-ab12cd", ...],
+                                      "steps": {"干活": {"attempt": 1, "round": 1}}}}}
+
+A step's entry is dropped when the step ends (passed or given up), so a later wake of a
+finished run starts its rounds afresh. Writes go through statefile (lock + atomic replace).
+"""
+
+from __future__ import annotations
+
+import os
+import unicodedata
+from pathlib import Path
+from typing import Any
+
+from flower.core.rundir import RunDir
+from flower.core.statefile import CorruptStateError, read_json, update_json
+
+__all__ = ["Progress"]
+
+_EMPTY: dict[str, Any] = {"workspaces": {}}
+
+
+class Progress:
+    """The progress of `workspace`'s run in `<run_dir>/progress.json`."""
+
+    def __init__(self, run_dir: str | Path, workspace: str | Path) -> None:
+        self.path = RunDir(Path(run_dir)).progress
+        self.workspace = unicodedata.normalize("NFC", os.path.realpath(workspace))
+
+    def join(self, run_id: str, *, woke: bool) -> list[str]:
+        """Record that process `run_id` works on the run now; return the earlier processes'
+        ids (none when the run starts fresh: `woke` False forgets them, and every step)."""
+        earlier: list[str] = []
+
+        def add(data: Any) -> Any:
+            mine = self._workspaces(data).setdefault(self.workspace, {})
+            runs = [r for r in mine.get("runs", []) if isinstance(r, str)] if woke else []
+            if not woke:
+                mine["steps"] = {}
+            earlier.extend(r for r in runs if r != run_id)
+            mine["runs"] = [*earlier, run_id]
+            return data
+
+        update_json(self.path, add, default=_EMPTY)
+        return earlier
+
+    def step(self, name: str) -> dict[str, int]:
+        """Where step `name` stood ({"attempt": index, "round": judged}), or {} if it is
+        not under way."""
+        entry = self._mine(read_json(self.path, _EMPTY)).get("steps", {}).get(name)
+        if not isinstance(entry, dict):
+            return {}
+        return {k: v for k, v in entry.items() if isinstance(v, int) and v >= 0}
+
+    def record(self, name: str, *, attempt: int, round: int) -> None:
+        """Step `name` is at attempt index `attempt`, its judge has ruled `round` times."""
+        self._update(name, {"attempt": attempt, "round": round})
+
+    def forget(self, name: str) -> None:
+        """Step `name` ended: a later wake starts its rounds afresh."""
+        self._update(name, None)
+
+    def _update(self, name: str, entry: dict[str, int] | None) -> None:
+        def change(data: Any) -> Any:
+            steps = self._workspaces(data).setdefault(self.workspace, {}).setdefault("steps", {})
+            if entry is None:
+                steps.pop(name, None)
+            else:
+                steps[name] = entry
+            return data
+
+        update_json(self.path, change, default=_EMPTY)
+
+    def _mine(self, data: Any) -> dict[str, Any]:
+        mine = self._workspaces(data).get(self.workspace)
+        return mine if isinstance(mine, dict) else {}
+
+    def _workspaces(self, data: Any) -> dict[str, Any]:
+        workspaces = data.get("workspaces") if isinstance(data, dict) else None
+        if not isinstance(workspaces, dict) or not all(
+            isinstance(e, dict) and isinstance(e.get("steps", {}), dict)
+            for e in workspaces.values()
+        ):
+            raise CorruptStateError(
+                self.path,
+                f"{self.path} is not a progress file of this flower (expected "
+                '{"workspaces": {path: {"runs": [...], "steps": {...}}}}); it was left '
+                "untouched: move it aside to start the rounds afresh",
+            )
+        return workspaces
