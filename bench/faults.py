@@ -89,8 +89,10 @@ class Job:
     summary: dict[str, object]
 
 
-def cast(workspace: Path, *, faults: bool) -> Script:
-    """The whole cast; with `faults`, each role meets its fault once."""
+def cast(workspace: Path, *, faults: bool, stalled: list[int] | None = None) -> Script:
+    """The whole cast; with `faults`, each role meets its fault once. `stalled` gets the
+    index of the request the round-2 worker is kept waiting on (ten seconds: the kill comes
+    then, at the same point in every run)."""
     question = tool("mcp__human__ask", {"question": "要测负数吗?"}, id="toolu_q_negative")
 
     def clarifier(request: Request) -> Reply:
@@ -158,6 +160,9 @@ def cast(workspace: Path, *, faults: bool) -> Script:
         ]
         for call in calls:
             if call.tool_ids[0] not in done:
+                if stalled is not None and negative and call.tool_ids[0].startswith("read_"):
+                    stalled.append(request.index)
+                    return replace(call, delay=10.0)
                 return call
         return text("写好了,测试通过。")
 
@@ -199,10 +204,10 @@ def _first_fails(script: Script, fault: Fault, count: int, *, say: str = "") -> 
 
 def _handoff() -> Reply:
     sections = {
+        "正在做": "第 1 轮刚开始,还没派活",
         "已定结论": "calc.py 的 add 用最简单的写法",
-        "已完成": "第一轮已派给实现者",
-        "下一步": "等实现者写完,交给裁判",
-        "现场": "工作区根目录",
+        "下一步": "看一眼工作区,把 calc.py 和测试派给实现者",
+        "现场": "工作区根目录,还没有文件",
     }
     return text("\n\n".join(f"## {title}\n{body}" for title, body in sections.items()))
 
@@ -244,7 +249,8 @@ class Faulted(Job):
 def run_faulted(root: Path) -> Faulted:
     """The job through the six faults: killed in round 2, then the same ask again."""
     ws = workspace_in(root)
-    with FakeAPI(cast(ws, faults=True)) as api:
+    stalled: list[int] = []
+    with FakeAPI(cast(ws, faults=True, stalled=stalled)) as api:
         env = job_env(api, root / "home")
         proc = subprocess.Popen(
             [*FLOWER, ASK, "--timeout", "0", "--json", "-w", str(ws)],
@@ -259,8 +265,7 @@ def run_faulted(root: Path) -> Faulted:
             sent = _flower("send", SEND, ws=ws, env=env)
             if sent.returncode != 0:
                 raise RuntimeError(f"flower send failed: {sent.stderr}")
-            _wait(api, lambda r: r.kind == "subagent" and "也测负数" in r.conversation_text, proc)
-            time.sleep(0.5)  # the round-2 worker is under way
+            _wait(api, lambda r: r.index in stalled, proc)  # the round-2 worker, mid-work
             proc.send_signal(signal.SIGKILL)
             out, err = proc.communicate(timeout=60)
         finally:
@@ -371,8 +376,8 @@ def main() -> int:
     by_bytes = request_bytes(faulted.requests) / request_bytes(clean.requests)
     by_cache = cache_aware(faulted.requests) / cache_aware(clean.requests)
     print(f"requests:          {len(clean.requests)} clean, {len(faulted.requests)} faulted")
-    print(f"request bytes:     {by_bytes:.2f}x the fault-free run (target <= {BYTES_TARGET})")
-    print(f"cache-aware:       {by_cache:.2f}x the fault-free run (target <= {CACHED_TARGET})")
+    print(f"request bytes:     {by_bytes:.3f}x the fault-free run (target <= {BYTES_TARGET})")
+    print(f"cache-aware:       {by_cache:.3f}x the fault-free run (target <= {CACHED_TARGET})")
     print(f"after the kill:    {len(faulted.after_kill)} requests from the killed run")
     ok = by_bytes <= BYTES_TARGET and by_cache <= CACHED_TARGET and not faulted.after_kill
     return 0 if ok else 1

@@ -9,6 +9,7 @@ import os
 from pathlib import Path
 
 from bench.faults import SEND, run_faulted
+from flower.core.manifest import INTERRUPTED, row_state
 
 
 def test_six_faults_and_a_kill_end_achieved_with_nothing_redone_or_left(tmp_path: Path) -> None:
@@ -24,10 +25,11 @@ def test_six_faults_and_a_kill_end_achieved_with_nothing_redone_or_left(tmp_path
     steps = [step["step"] for step in job.summary["steps"]]  # type: ignore[union-attr,index]
     assert "设定目标" not in steps  # the goal is not set again after the kill
     assert "干活·判定#2" in steps and "干活·判定#1" not in steps  # round 2 is still round 2
-    rows = json.loads((job.workspace.parent / "runs" / "manifest.json").read_text())
-    killed = [row for row in rows if row.get("state") == "killed"]
-    assert killed and killed[0]["session_id"]
-    assert killed[0]["input_tokens"] + killed[0]["output_tokens"] > 0
+    runs = job.workspace.parent / "runs"
+    rows = json.loads((runs / "manifest.json").read_text())
+    killed = [row for row in rows if row_state(row, runs) == INTERRUPTED]
+    assert len(killed) == 1 and killed[0]["session_id"]  # the attempt the kill cut short
+    assert killed[0]["usage"]["input_tokens"] > 0 and killed[0]["cost_usd"] > 0
     temp = Path(os.environ.get("TMPDIR", "/tmp"))
     assert not [p for p in temp.glob("claude-resume-*") if str(job.workspace) in _owner(p)]
 
