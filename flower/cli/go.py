@@ -19,7 +19,17 @@ import typer
 from rich.console import Console
 
 from flower.cli.exits import Exit, exit_codes
-from flower.cli.options import Events, RunDirOption, Verbose, Workspace
+from flower.cli.options import (
+    AnswerTimeout,
+    Budget,
+    Events,
+    JsonOut,
+    Model,
+    Rounds,
+    RunDirOption,
+    Verbose,
+    Workspace,
+)
 from flower.cli.render import Render
 from flower.core.env import describe, load_dotenv
 from flower.core.rundir import RunDir
@@ -55,28 +65,22 @@ def go(
     no_goal: Annotated[
         bool, typer.Option("--no-goal", help="No goal and no judge: just do the work.")
     ] = False,
-    rounds: Annotated[int, typer.Option(help="Judged rounds of work at most.", min=1)] = 3,
+    rounds: Rounds = 3,
     judge_can_run: Annotated[
         bool, typer.Option("--judge-can-run", help="Let the judge run commands (Bash).")
     ] = False,
     max_asks: Annotated[
         int | None, typer.Option(help="Questions the agents may ask you (0 = none).", min=0)
     ] = None,
-    timeout: Annotated[
-        float, typer.Option(help="Seconds to wait for an answer; 0 = fully unattended.")
-    ] = 1800.0,
+    timeout: AnswerTimeout = 1800.0,
     no_trim: Annotated[
         bool, typer.Option("--no-trim", help="Do not spill old big tool results on resume.")
     ] = False,
-    model: Annotated[str | None, typer.Option(help="Model id or alias (sonnet, opus...).")] = None,
-    budget: Annotated[
-        float | None, typer.Option(help="Stop spending once the run has cost this many USD.")
-    ] = None,
+    model: Model = None,
+    budget: Budget = None,
     verbose: Verbose = False,
     events: Events = None,
-    json_out: Annotated[
-        bool, typer.Option("--json", help="Print a machine-readable summary on stdout at the end.")
-    ] = False,
+    json_out: JsonOut = False,
 ) -> None:
     """Clarify the ask, freeze a goal, and work on it until a judge says it is achieved."""
     # lazy: Runtime and the starter load the SDK, which `flower --help` must not pay for

@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from flower.cli.exits import STDERR, Exit, exit_codes
-from flower.cli.options import Events, RunDirOption, Verbose, Workspace
+from flower.cli.options import Events, Model, RunDirOption, Verbose, Workspace
 from flower.cli.render import Render
 from flower.core.env import describe, load_dotenv
 
@@ -22,7 +22,7 @@ def once(
     prompt: Annotated[str, typer.Argument(help="What the agent should do.")],
     workspace: Workspace = Path("."),
     run_dir: RunDirOption = Path("runs"),
-    model: Annotated[str | None, typer.Option(help="Model id or alias (sonnet, opus...).")] = None,
+    model: Model = None,
     budget: Annotated[
         float | None, typer.Option(help="Stop the step once it has cost this many USD.")
     ] = None,

@@ -22,3 +22,14 @@ Events = Annotated[
 Verbose = Annotated[
     bool, typer.Option("--verbose", "-v", help="Say where each credential came from.")
 ]
+Rounds = Annotated[int, typer.Option(help="Judged rounds of work at most.", min=1)]
+AnswerTimeout = Annotated[
+    float, typer.Option(help="Seconds to wait for an answer; 0 = fully unattended.")
+]
+Model = Annotated[str | None, typer.Option(help="Model id or alias (sonnet, opus...).")]
+Budget = Annotated[
+    float | None, typer.Option(help="Stop spending once the run has cost this many USD.")
+]
+JsonOut = Annotated[
+    bool, typer.Option("--json", help="Print a machine-readable summary on stdout at the end.")
+]

@@ -10,13 +10,20 @@ the run instead. Whether the run isolated its workers is read from where its wor
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
-
-import typer
 
 from flower.cli.exits import exit_codes
 from flower.cli.go import go
-from flower.cli.options import Events, RunDirOption, Verbose, Workspace
+from flower.cli.options import (
+    AnswerTimeout,
+    Budget,
+    Events,
+    JsonOut,
+    Model,
+    Rounds,
+    RunDirOption,
+    Verbose,
+    Workspace,
+)
 from flower.errors import UsageError
 
 NOTHING_TO_RESUME = (
@@ -28,19 +35,13 @@ NOTHING_TO_RESUME = (
 def resume(
     workspace: Workspace = Path("."),
     run_dir: RunDirOption = Path("runs"),
-    rounds: Annotated[int, typer.Option(help="Judged rounds of work at most.", min=1)] = 3,
-    timeout: Annotated[
-        float, typer.Option(help="Seconds to wait for an answer; 0 = fully unattended.")
-    ] = 1800.0,
-    model: Annotated[str | None, typer.Option(help="Model id or alias (sonnet, opus...).")] = None,
-    budget: Annotated[
-        float | None, typer.Option(help="Stop spending once the run has cost this many USD.")
-    ] = None,
+    rounds: Rounds = 3,
+    timeout: AnswerTimeout = 1800.0,
+    model: Model = None,
+    budget: Budget = None,
     verbose: Verbose = False,
     events: Events = None,
-    json_out: Annotated[
-        bool, typer.Option("--json", help="Print a machine-readable summary on stdout at the end.")
-    ] = False,
+    json_out: JsonOut = False,
 ) -> None:
     """Continue the unfinished run here: its brief, goal and sessions, nothing redone."""
     ws = workspace.expanduser().resolve()

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
-from flower.testing import FakeAPI
+from flower.testing import DEMO_ASK, FakeAPI, Reply, Request, When, rules, starter_cast, text, tool
 
 FLOWER = [sys.executable, "-m", "flower.cli"]
 
@@ -31,3 +33,34 @@ def flower(
     return subprocess.run(
         [*FLOWER, *args], env=env, cwd=cwd, capture_output=True, text=True, timeout=timeout
     )
+
+
+def stop_mid_work(
+    api: FakeAPI, env: dict[str, str], workspace: Path
+) -> subprocess.CompletedProcess[str]:
+    """`flower DEMO_ASK` SIGTERMed while its worker runs a slow tool: the brief and the goal
+    frozen, the work begun. Returns the stopped run's exit code and output."""
+    slow = "python3 -c 'import time; time.sleep(60)'"
+
+    def worker(request: Request) -> Reply:
+        return text("slept") if request.tool_results() else tool("Bash", {"command": slow})
+
+    api.script = rules((When(kind="subagent"), worker), (When(), starter_cast()))
+    proc = subprocess.Popen(
+        [*FLOWER, DEMO_ASK, "--timeout", "0", "-w", str(workspace)],
+        env=env,
+        cwd=workspace.parent,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        assert api.wait_for(lambda reqs: any(r.kind == "subagent" for r in reqs), 120)
+        time.sleep(1.0)  # the slow tool is running in the worker
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)

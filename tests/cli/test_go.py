@@ -4,15 +4,13 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
-import time
 from pathlib import Path
 
 from flower.core.lineage import Lineage
-from flower.testing import FakeAPI, Reply, Request, When, rules, text, tool
+from flower.testing import FakeAPI
 from flower.testing.demo import DEMO_ASK, starter_cast
-from tests.cli.conftest import FLOWER, flower
+from tests.cli.conftest import FLOWER, flower, stop_mid_work
 
 
 def test_an_unattended_run_reaches_its_goal_and_says_so_in_json(
@@ -104,34 +102,9 @@ def test_a_second_ask_in_the_folder_wakes_the_run(
 def test_sigterm_mid_step_then_the_next_ask_resumes_the_same_session(
     fake_api: FakeAPI, cli_env: dict[str, str], workspace: Path
 ) -> None:
-    slow = "python3 -c 'import time; time.sleep(60)'"
-
-    def worker(request: Request) -> Reply:
-        if request.tool_results():
-            return text("slept")
-        return tool("Bash", {"command": slow})
-
-    cast = starter_cast()
-    fake_api.script = rules((When(kind="subagent"), worker), (When(), cast))
-    proc = subprocess.Popen(
-        [*FLOWER, DEMO_ASK, "--timeout", "0", "-w", str(workspace)],
-        env=cli_env,
-        cwd=workspace.parent,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
-    try:
-        assert fake_api.wait_for(lambda reqs: any(r.kind == "subagent" for r in reqs), 120)
-        time.sleep(1.0)  # the slow tool is running in the worker
-        proc.send_signal(signal.SIGTERM)
-        out, err = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-    assert proc.returncode == 130, err
-    assert "stopped (SIGTERM)" in out
+    stopped_run = stop_mid_work(fake_api, cli_env, workspace)
+    assert stopped_run.returncode == 130, stopped_run.stderr
+    assert "stopped (SIGTERM)" in stopped_run.stdout
     runs = workspace.parent / "runs"
     stopped = Lineage(runs, workspace).recall("干活")
     rows = json.loads((runs / "manifest.json").read_text())

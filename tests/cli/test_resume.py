@@ -6,48 +6,21 @@ cast, a run stopped mid-work by SIGTERM."""
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
-import time
 from pathlib import Path
 
 import pytest
 
-from flower.testing import DEMO_ASK, FakeAPI, Reply, Request, When, rules, starter_cast, text, tool
-from tests.cli.conftest import FLOWER, flower
+from flower.testing import DEMO_ASK, FakeAPI, starter_cast
+from tests.cli.conftest import flower, stop_mid_work
 
 WAKE_WORDS = "人在唤醒这次运行时补充了"  # what the coordinator is told of a new ask on a wake
 NOTES = Path(".flower") / "notes"
 
 
 def _stopped_mid_work(fake_api: FakeAPI, cli_env: dict[str, str], workspace: Path) -> None:
-    """A run stopped while its worker runs a slow tool: brief and goal frozen, work begun."""
-    slow = "python3 -c 'import time; time.sleep(60)'"
-
-    def worker(request: Request) -> Reply:
-        return text("slept") if request.tool_results() else tool("Bash", {"command": slow})
-
-    fake_api.script = rules((When(kind="subagent"), worker), (When(), starter_cast()))
-    proc = subprocess.Popen(
-        [*FLOWER, DEMO_ASK, "--timeout", "0", "-w", str(workspace)],
-        env=cli_env,
-        cwd=workspace.parent,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
-    try:
-        assert fake_api.wait_for(lambda reqs: any(r.kind == "subagent" for r in reqs), 120)
-        time.sleep(1.0)
-        proc.send_signal(signal.SIGTERM)
-        out, err = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-    assert proc.returncode == 130, err
-    assert "`flower resume` here continues it" in out
+    stopped = stop_mid_work(fake_api, cli_env, workspace)
+    assert stopped.returncode == 130, stopped.stderr
+    assert "`flower resume` here continues it" in stopped.stdout
 
 
 @pytest.mark.parametrize("how", ["resume", "the same ask"])
