@@ -9,8 +9,10 @@ Tree (each class lives beside the code that raises it; the leaves carry their da
     │   │                              isolated workers need one (flower.errors)
     │   ├── RunDirError                `path`: a file, or a folder that holds no run
     │   │                              (flower.errors)
-    │   └── DotenvError                `path`: a .env file flower was told to read
-    │                                  (flower.core.env)
+    │   ├── DotenvError                `path`: a .env file flower was told to read
+    │   │                              (flower.core.env)
+    │   └── RunBusyError               `run_dir`, `holder`: another flower run holds the
+    │                                  run directory (flower.core.runlock)
     ├── CredentialsError (RuntimeError) no API key or token anywhere flower looks
     │                                  (flower.errors)
     ├── StateFileError (ValueError)    `path`: a JSON state file (flower.core.statefile)

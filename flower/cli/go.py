@@ -9,6 +9,7 @@ is unreachable and nobody answered); 130 stopped (Ctrl+C twice, SIGTERM, SIGHUP)
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import sys
@@ -31,13 +32,14 @@ from flower.cli.options import (
     Workspace,
 )
 from flower.cli.render import Render
-from flower.core.env import describe, load_dotenv
+from flower.core.env import check_credentials, describe, load_dotenv
 from flower.core.rundir import RunDir
+from flower.core.runlock import holding_the_run
 
 if TYPE_CHECKING:  # the real imports load the SDK: done late, so `flower --help` stays fast
     from flower.core.runtime import Runtime
     from flower.workflow.base import RunState, Workflow
-from flower.errors import WorkspaceError
+from flower.errors import CredentialsError, WorkspaceError
 
 
 def go(
@@ -88,7 +90,7 @@ def go(
     from flower.workflow.starter import repeated_ask, starter_flow, wake_state
 
     console = Console(stderr=json_out, highlight=False, soft_wrap=True)
-    with exit_codes():
+    with exit_codes(), contextlib.ExitStack() as held:
         if model:
             os.environ["ANTHROPIC_MODEL"] = model
         load_dotenv()
@@ -99,7 +101,10 @@ def go(
             raise WorkspaceError(
                 ws, f"workspace {ws} is not a folder: create it or pass -w <folder>"
             )
+        if problem := check_credentials():  # before anything is created here
+            raise CredentialsError(problem)
         run_dir = usable_run_dir(run_dir)
+        held.enter_context(holding_the_run(run_dir, ["flower", "go", ask]))
         state = wake_state(ws, run_dir=run_dir, isolate=isolate)
         if wake and state["woke"] and not new:
             ask = ""  # an ask would amend the brief and set the goal again

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from pathlib import Path
 from typing import Annotated
 
@@ -14,6 +15,7 @@ from flower.cli.exits import STDERR, Exit, exit_codes
 from flower.cli.options import Events, Model, RunDirOption, Verbose, Workspace
 from flower.cli.render import Render
 from flower.core.env import describe, load_dotenv
+from flower.core.runlock import holding_the_run
 
 ONCE_INSTRUCTIONS = "Do the task you are given, then reply with a short summary of what you did."
 
@@ -42,11 +44,12 @@ def once(
     from flower.core.runtime import Runtime
 
     console = Console(highlight=False, soft_wrap=True)
-    with exit_codes():
+    with exit_codes(), contextlib.ExitStack() as held:
         if verbose:
             load_dotenv()
             console.print(describe(), style="dim")
-        runtime = Runtime(workspace=workspace, run_dir=run_dir)
+        runtime = Runtime(workspace=workspace, run_dir=run_dir)  # checks credentials first
+        held.enter_context(holding_the_run(runtime.run_dir, ["flower", "once", prompt]))
         spec = AgentSpec(
             "once",
             ONCE_INSTRUCTIONS,

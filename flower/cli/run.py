@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import importlib.util
 from pathlib import Path
 from typing import Annotated, Any
@@ -14,6 +15,7 @@ from rich.console import Console
 from flower.cli.exits import exit_codes
 from flower.cli.go import drive, outcome
 from flower.cli.options import Events, RunDirOption, Workspace
+from flower.core.runlock import holding_the_run
 from flower.errors import UsageError
 
 
@@ -34,11 +36,12 @@ def run(
     from flower.core.runtime import Runtime  # lazy: loads the SDK (`flower --help`)
 
     console = Console(highlight=False, soft_wrap=True)
-    with exit_codes():
+    with exit_codes(), contextlib.ExitStack() as held:
         flow = load_workflow(file)
         runtime = Runtime(
             workspace=workspace, run_dir=run_dir, workbench=flow.workbench or workbench
         )
+        held.enter_context(holding_the_run(runtime.run_dir, ["flower", "run", str(file)]))
         try:
             ran, stopped = asyncio.run(
                 drive(flow, runtime, console, unattended=timeout == 0, events=events)

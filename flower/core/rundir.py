@@ -2,6 +2,7 @@
 
     <run_dir>/
       sessions.db              every session's transcript (flower.stores)
+      run.lock                 held (flock) by the one flower run using this directory
       manifest.json            one row per step, opened when it starts, kept across processes
       writers/<run id>.lock    held (flock) by each live writer of manifest rows
       lineage.json             step name -> session id, per workspace (flower.core.lineage)
@@ -42,6 +43,7 @@ class RunDir:
     SESSIONS: ClassVar[str] = "sessions.db"
     MANIFEST: ClassVar[str] = "manifest.json"
     WRITERS: ClassVar[str] = "writers"
+    RUN_LOCK: ClassVar[str] = "run.lock"
     PROGRESS: ClassVar[str] = "progress.json"
     LINEAGE: ClassVar[str] = "lineage.json"
     ASKS: ClassVar[str] = "asks.json"
@@ -63,6 +65,11 @@ class RunDir:
     @property
     def manifest(self) -> Path:
         return self.path / self.MANIFEST
+
+    @property
+    def run_lock(self) -> Path:
+        """Held for a run's life: one flower run per run directory (flower.core.runlock)."""
+        return self.path / self.RUN_LOCK
 
     def writer(self, run_id: str) -> Path:
         """The lock a live Runtime of run `run_id` holds while it may write running rows."""

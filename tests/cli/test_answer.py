@@ -65,6 +65,13 @@ def test_a_live_run_waiting_on_its_clarifier_takes_the_answer_and_finishes(
         while not pending_asks(runs) and run.poll() is None and time.monotonic() < deadline:
             time.sleep(0.1)
         [waiting] = pending_asks(runs)
+        # A second run in the same run directory is refused and touches nothing (issue 20)
+        for second in (["something else", "--timeout", "0", "-w", str(workspace)], ["once", "x"]):
+            refused = flower(*second, "--run-dir", str(runs), env=cli_env, cwd=workspace)
+            assert refused.returncode == 2, refused.stderr
+            assert f"another flower run is going in {runs} (pid {run.pid}" in refused.stderr
+            assert "`flower answer ID" in refused.stderr.replace("\n", " ")
+        assert pending_asks(runs) == [waiting]  # the first run's question is still there
         answer = ("answer", waiting["id"], "pypy", "--run-dir", str(runs))
         answered = flower(*answer, env=cli_env, cwd=workspace)
         assert answered.returncode == 0, answered.stderr

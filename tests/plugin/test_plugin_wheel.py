@@ -44,10 +44,14 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture
 def installed(wheel: Path, tmp_path: Path) -> Path:
-    """The wheel unpacked as site-packages (a wheel is that tree, zipped)."""
+    """The wheel unpacked as site-packages (a wheel is that tree, zipped), each file's mode
+    restored from the archive as pip does (flower/core/reaper.sh must stay executable)."""
     site = tmp_path / "site-packages"
     with zipfile.ZipFile(wheel) as archive:
         archive.extractall(site)
+        for info in archive.infolist():
+            if mode := (info.external_attr >> 16) & 0o777:
+                (site / info.filename).chmod(mode)
     return site
 
 

@@ -79,7 +79,8 @@ def test_a_load_leaves_the_collector_as_it_found_it(tmp_path: Path) -> None:
         try:
             frozen = gc.get_freeze_count()
             assert store.view(KEY) == [entry(0), entry(1)]
-            assert gc.get_freeze_count() == frozen and held
+            # not unfrozen (a thread of another test may freeze more meanwhile: >=)
+            assert gc.get_freeze_count() >= frozen and held
         finally:
             gc.unfreeze()
     finally:

@@ -1,0 +1,82 @@
+"""One flower run per run directory: a lock held for the run's whole life (issue 20).
+
+Two runs in one run directory resume each other's sessions, rewrite each other's asks.json
+and redo each other's work. So `flower "ask"`, `resume`, `once` and `run` hold an exclusive
+flock on `<run_dir>/run.lock` until they exit (the kernel drops it when the process dies, so
+a killed run never leaves it held); a second one is refused at once with what to do
+instead. The lock file says who holds it. In flowerbox the workspace's runs/ is the box's
+run directory too, so a flower on the host and the flower in a box see the same lock.
+`status`, `answer` and `send` talk to a running run and take no lock.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import socket
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from flower.core.rundir import RunDir
+from flower.errors import UsageError
+
+__all__ = ["RunBusyError", "holding_the_run"]
+
+
+class RunBusyError(UsageError):
+    """Another flower run holds this run directory; `holder` is what its lock file says."""
+
+    def __init__(self, run_dir: Path, holder: dict[str, Any]) -> None:
+        who = f"pid {holder.get('pid', '?')} on {holder.get('host', '?')}"
+        since = holder.get("started", "?")
+        doing = " ".join(str(part) for part in holder.get("command", [])) or "flower"
+        super().__init__(
+            f"another flower run is going in {run_dir} ({who}, since {since}: {doing}). "
+            "Only one run at a time uses a run directory: `flower status` shows it, "
+            '`flower answer ID "text"` answers its questions, `flower send "text"` tells it '
+            "something; stop it (Ctrl+C in its terminal, `flowerbox stop` for a box) before "
+            "starting another, or pass --run-dir for a run of its own"
+        )
+        self.run_dir = run_dir
+        self.holder = holder
+
+
+@contextlib.contextmanager
+def holding_the_run(run_dir: Path, command: list[str]) -> Iterator[None]:
+    """Hold `run_dir`'s run lock for the block (and no longer than this process lives).
+
+    Raises:
+        RunBusyError: another live process holds it.
+    """
+    path = RunDir(run_dir).run_lock
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise RunBusyError(run_dir, _holder(fd)) from None
+        me = {
+            "pid": os.getpid(),
+            "host": socket.gethostname(),
+            "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "command": command,
+        }
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, json.dumps(me, ensure_ascii=False).encode(), 0)
+        yield
+    finally:
+        os.close(fd)  # the flock goes with the last descriptor
+
+
+def _holder(fd: int) -> dict[str, Any]:
+    """What the lock's holder wrote about itself (empty if it has not yet, or wrote junk)."""
+    try:
+        data = json.loads(os.pread(fd, 64 * 1024, 0) or b"{}")
+    except ValueError:
+        return {}
+    return data if isinstance(data, dict) else {}
