@@ -68,7 +68,6 @@ def test_a_planted_import_breaks_its_contract(
     done = _lint_imports(root)
     assert done.returncode == 1, done.stdout + done.stderr
     assert "BROKEN" in done.stdout and broken in done.stdout.replace("\n", " ")
-    assert str(root) not in str(ROOT)  # the copy, not the tree, was checked
 
 
 def test_the_untouched_copy_keeps_the_contracts(tmp_path: Path) -> None:

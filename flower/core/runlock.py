@@ -74,9 +74,23 @@ def holding_the_run(run_dir: Path, command: list[str]) -> Iterator[None]:
 
 
 def _holder(fd: int) -> dict[str, Any]:
-    """What the lock's holder wrote about itself (empty if it has not yet, or wrote junk)."""
+    """What the lock's holder wrote about itself (empty if it has not yet, or wrote junk).
+    In a flowerbox workspace the box can write this file: every string is cut short and
+    loses control characters before it reaches a terminal in an error message."""
     try:
-        data = json.loads(os.pread(fd, 64 * 1024, 0) or b"{}")
+        data = json.loads(os.pread(fd, 16 * 1024, 0) or b"{}")
     except ValueError:
         return {}
-    return data if isinstance(data, dict) else {}
+    if not isinstance(data, dict):
+        return {}
+    command = data.get("command")
+    return {
+        "pid": _printable(data.get("pid")),
+        "host": _printable(data.get("host")),
+        "started": _printable(data.get("started")),
+        "command": [_printable(part) for part in command[:20]] if isinstance(command, list) else [],
+    }
+
+
+def _printable(value: object) -> str:
+    return "".join(ch for ch in str(value)[:200] if ch.isprintable())

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import asyncio
-import gc
 import json
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -58,30 +59,45 @@ def test_the_handed_out_list_is_a_copy(tmp_path: Path) -> None:
         store.close()
 
 
+GC_CHECK = """
+import asyncio, gc, sys
+from flower.stores import SqliteSessionStore
+from tests.stores.test_recent import KEY, entry
+store = SqliteSessionStore(sys.argv[1])
+try:
+    asyncio.run(store.append(KEY, [entry(0), entry(1)]))
+    assert gc.isenabled()
+    store.view(KEY)
+    assert gc.isenabled() and gc.get_freeze_count() == 0
+    gc.disable()
+    try:
+        store.view(KEY)
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+    held = [{"frozen": n} for n in range(10)]
+    gc.freeze()
+    try:
+        frozen = gc.get_freeze_count()
+        assert store.view(KEY) == [entry(0), entry(1)]
+        assert gc.get_freeze_count() == frozen and held
+    finally:
+        gc.unfreeze()
+finally:
+    store.close()
+"""
+
+
 def test_a_load_leaves_the_collector_as_it_found_it(tmp_path: Path) -> None:
     # load() pauses the GC and hands its objects to the oldest generation; the GC's
     # on/off state and a process's own frozen objects (a pre-fork gc.freeze()) stay as
-    # they were, and the load's objects are not frozen.
-    store = SqliteSessionStore(tmp_path / "s.db")
-    try:
-        asyncio.run(store.append(KEY, [entry(0), entry(1)]))
-        assert gc.isenabled()
-        store.view(KEY)
-        assert gc.isenabled() and gc.get_freeze_count() == 0
-        gc.disable()
-        try:
-            store.view(KEY)
-            assert not gc.isenabled()
-        finally:
-            gc.enable()
-        held = [{"frozen": n} for n in range(10)]
-        gc.freeze()
-        try:
-            frozen = gc.get_freeze_count()
-            assert store.view(KEY) == [entry(0), entry(1)]
-            # not unfrozen (a thread of another test may freeze more meanwhile: >=)
-            assert gc.get_freeze_count() >= frozen and held
-        finally:
-            gc.unfreeze()
-    finally:
-        store.close()
+    # they were, and the load's objects are not frozen. The collector is the process's:
+    # checked in a fresh interpreter, where no other test's thread can touch it meanwhile.
+    done = subprocess.run(
+        [sys.executable, "-c", GC_CHECK, str(tmp_path / "s.db")],
+        cwd=Path(__file__).resolve().parents[2],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
