@@ -39,7 +39,19 @@ def test_an_unattended_run_leaves_the_users_files_and_state_on_the_host(
         env=box_env(real_api, host_user),
     )
     assert done.returncode == 0, done.stderr[-3000:]
-    assert parse_document(done.stdout)["status"] == "achieved"
+    summary = parse_document(done.stdout)  # stdout is the one document, nothing else
+    assert summary["status"] == "achieved"
+    # One run id for both CLIs: flower inside ran under the id flowerbox gave the box.
+    assert {
+        row["run"] for row in json.loads((user_workspace / "runs/manifest.json").read_text())
+    } == {summary["run_id"]}
+    logs = as_user(
+        host_user,
+        [FLOWERBOX, "logs", summary["run_id"]],
+        cwd=user_workspace,
+        env=box_env(real_api, host_user),
+    )
+    assert logs.returncode == 0, logs.stderr
     # Isolation is on: the worker wrote in its own git worktree, kept because it changed.
     [hello] = (user_workspace / ".claude" / "worktrees").glob("agent-*/hello.py")
     assert hello.read_text() == 'print("hello")\n'
