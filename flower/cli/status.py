@@ -67,6 +67,16 @@ def status(
             show_default=False,
         ),
     ] = None,
+    run: Annotated[
+        str | None,
+        typer.Option(
+            "--run",
+            "-r",
+            help="Only this run (its id, or the id's unique start), as flower and flowerbox "
+            "print it.",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """Show a run's steps, sessions, cost, errors and pending questions."""
     with exit_codes(json_command="flower status" if as_json else None):
@@ -77,17 +87,21 @@ def status(
                 "(default ./runs, or the --run-dir you gave it)",
             )
         workbench = find_workbench(run_dir, workspace)
+        if run is not None:
+            run = one_run(snapshot(run_dir), run)
     console = Console(highlight=False, soft_wrap=True)
     if not follow:
-        show(console, snapshot(run_dir, workbench), as_json=as_json)
+        show(console, snapshot(run_dir, workbench, run_id=run), as_json=as_json)
         return
     try:
-        _follow(console, run_dir, workbench, as_json=as_json)
+        _follow(console, run_dir, workbench, as_json=as_json, run_id=run)
     except KeyboardInterrupt:
         raise typer.Exit(Exit.OK) from None
 
 
-def _follow(console: Console, run_dir: Path, workbench: Path | None, *, as_json: bool) -> None:
+def _follow(
+    console: Console, run_dir: Path, workbench: Path | None, *, as_json: bool, run_id: str | None
+) -> None:
     """Redraw on every change worth it, until no run holds the run directory any more; the
     last redraw (the run's end) is marked `final`. The watcher also wakes each second, and a
     redraw happens only when the data differ: a change made while the watcher was starting,
@@ -99,13 +113,13 @@ def _follow(console: Console, run_dir: Path, workbench: Path | None, *, as_json:
 
     paths = [run_dir] if workbench is None else [run_dir, workbench]
     ticks = watch(*paths, watch_filter=_worth_a_redraw, rust_timeout=1000, yield_on_timeout=True)
-    shown = snapshot(run_dir, workbench)
+    shown = snapshot(run_dir, workbench, run_id=run_id)
     if as_json or not console.is_terminal:
         show(console, shown, as_json=as_json)
         if shown["final"]:
             return
         for _ in ticks:
-            data = snapshot(run_dir, workbench)
+            data = snapshot(run_dir, workbench, run_id=run_id)
             if data != shown:
                 if not as_json:
                     console.rule(datetime.datetime.now().strftime("%H:%M:%S"))
@@ -116,7 +130,7 @@ def _follow(console: Console, run_dir: Path, workbench: Path | None, *, as_json:
         return
     with Live(render(shown), console=console, auto_refresh=False) as live:
         for _ in ticks:
-            data = snapshot(run_dir, workbench)
+            data = snapshot(run_dir, workbench, run_id=run_id)
             if data != shown:
                 live.update(render(data), refresh=True)
                 shown = data
@@ -150,17 +164,41 @@ def find_workbench(run_dir: Path, workspace: Path | None) -> Path | None:
     return next((c for c in candidates if c.is_dir()), None)
 
 
-def snapshot(run_dir: Path, workbench: Path | None = None) -> dict[str, Any]:
+def one_run(data: dict[str, Any], given: str) -> str:
+    """The id of the one run of `data` that `given` names (its id or the id's unique start).
+
+    Raises:
+        RunDirError: none does, or several do.
+    """
+    found = [r["run_id"] for r in data["runs"] if r["run_id"] and r["run_id"].startswith(given)]
+    if len(found) == 1:
+        return str(found[0])
+    listed = ", ".join(r["run_id"] or "?" for r in data["runs"]) or "none"
+    problem = "no run" if not found else "several runs"
+    raise RunDirError(
+        Path(data["run_dir"]),
+        f"{problem} in {data['run_dir']} match {given!r} (runs there: {listed}): pass one of "
+        "those ids, or its unique start",
+    )
+
+
+def snapshot(
+    run_dir: Path, workbench: Path | None = None, *, run_id: str | None = None
+) -> dict[str, Any]:
     """Everything `flower status` shows, as a `flower status` document (flower.cli.contract,
     docs/json.md). Never raises for a bad file: what could not be read is in `problems`.
 
     `runs` groups the attempts by the flower process that made them, oldest first, each with
     its state (RUN_STATES), pid, current attempt and the questions it waits on; `live` says
-    whether a run holds the run directory now.
+    whether a run holds the run directory now. `run_id` keeps that run's attempts only.
     """
     problems: list[str] = []
     layout = RunDir(run_dir)
-    rows = read_rows(layout.manifest, problems)
+    rows = [
+        row
+        for row in read_rows(layout.manifest, problems)
+        if run_id is None or row.get("run") == run_id
+    ]
     attempts = [contract.attempt(row, run_dir) for row in rows]
     try:
         asks = pending_asks(run_dir)

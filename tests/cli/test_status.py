@@ -303,3 +303,19 @@ def test_follow_in_tables_redraws_too(tmp_path: Path, claude_home: Path) -> None
         write_asks(runs, [{"id": "q1", "question": "Go on?", "options": [], "asked_at": 0}])
         assert follow.wait_for("Go on?"), follow.seen
         assert follow.interrupt() == 0
+
+
+def test_status_shows_one_run_by_its_id_or_its_start(tmp_path: Path, claude_home: Path) -> None:
+    runs = tmp_path / "runs"
+    for run in ("20261201-100000-aaaaaa", "20261201-110000-bbbbbb"):
+        record_rows(runs / "manifest.json", [{"step": f"step-{run[-1]}", "ok": True}], run=run)
+    env = offline_env(claude_home)
+    picked = flower("status", str(runs), "--run", "20261201-11", "--json", env=env, cwd=tmp_path)
+    assert picked.returncode == 0, picked.stderr
+    [run] = parse_document(picked.stdout)["runs"]
+    assert run["run_id"] == "20261201-110000-bbbbbb" and run["steps"][0]["step"] == "step-b"
+    several = flower("status", str(runs), "-r", "20261201", "--json", env=env, cwd=tmp_path)
+    assert several.returncode == 2
+    assert "several runs" in parse_document(several.stdout)["error"]["message"]
+    none = flower("status", str(runs), "-r", "nope", env=env, cwd=tmp_path)
+    assert none.returncode == 2 and "20261201-100000-aaaaaa" in none.stderr
