@@ -31,7 +31,7 @@ SCHEMA_VERSION = 1
 SCHEMA_FILE = "output.schema.json"
 DIGITS = 6  # costs and durations: a millionth of a dollar or of a second is enough
 
-# What to do about each kind of refusal, for errors whose class says nothing of its own.
+# The fix of a refusal that names none of its own (no `fix`, no advice after a colon).
 USAGE_FIX = "run the command with --help to see what it takes"
 
 
