@@ -1,14 +1,16 @@
 """The `flower` command line: a thin typer layer over the library.
 
-Two pieces are public for other front ends (flowerbox re-uses them): `Render`, which turns
-Events into terminal lines, and `setup`, the typer command that writes the credentials.
+Three pieces are public for other front ends (flowerbox re-uses them): `Render`, which turns
+Events into terminal lines, `setup`, the typer command that writes the credentials, and the
+`--json` contract (`contract`: documents, the error shape, times, the schema).
 
 They are imported here, not on first use: a lazy `setup` would be shadowed by its own
 submodule `flower.cli.setup` as soon as anything imported that. It costs `flower --help`
 nothing (the app imports every command anyway), and neither imports the SDK.
 """
 
+from flower.cli import contract
 from flower.cli.render import Render
 from flower.cli.setup import setup
 
-__all__ = ["Render", "setup"]
+__all__ = ["Render", "contract", "setup"]

@@ -14,6 +14,7 @@ from typer.core import TyperGroup
 from flower import __version__
 from flower.cli.analyze import analyze
 from flower.cli.answer import answer, send
+from flower.cli.contract import JsonRefusals
 from flower.cli.demo import demo
 from flower.cli.go import go
 from flower.cli.once import once
@@ -27,7 +28,7 @@ GO = "go"
 UNFINISHED_HINT = "This folder holds an unfinished run: `flower resume` continues it."
 
 
-class AskFirst(TyperGroup):
+class AskFirst(JsonRefusals, TyperGroup):
     """Routes `flower "some ask" ...` to the go command."""
 
     def resolve_command(

@@ -12,7 +12,8 @@ from rich.console import Console
 from rich.markup import escape
 
 from flower.cli.exits import STDERR, Exit, exit_codes
-from flower.cli.options import Events, Model, RunDirOption, Verbose, Workspace
+from flower.cli.go import finish
+from flower.cli.options import Events, JsonOut, Model, RunDirOption, Verbose, Workspace
 from flower.cli.render import Render
 from flower.core.env import describe, load_dotenv
 from flower.core.runlock import holding_the_run
@@ -36,6 +37,7 @@ def once(
     ] = None,
     verbose: Verbose = False,
     events: Events = None,
+    json_out: JsonOut = False,
 ) -> None:
     """Run one step and exit: 0 if it succeeded, 1 if it failed, 2 on bad input."""
     # lazy: these load the SDK, which `flower --help` must not pay for
@@ -43,8 +45,8 @@ def once(
     from flower.core.agent import AgentSpec
     from flower.core.runtime import Runtime
 
-    console = Console(highlight=False, soft_wrap=True)
-    with exit_codes(), contextlib.ExitStack() as held:
+    console = Console(stderr=json_out, highlight=False, soft_wrap=True)
+    with exit_codes("flower once" if json_out else None), contextlib.ExitStack() as held:
         if verbose:
             load_dotenv()
             console.print(describe(), style="dim")
@@ -68,4 +70,5 @@ def once(
                 log.close()
     if not result.ok:
         STDERR.print(f"[bold red]step failed:[/] {escape(str(result.error))}")
-    raise typer.Exit(Exit.OK if result.ok else Exit.FAILED)
+    code, status = (Exit.OK, "done") if result.ok else (Exit.FAILED, "failed")
+    finish(console, runtime, "flower once", status, code, as_json=json_out)

@@ -36,7 +36,6 @@ import os
 import socket
 import threading
 import time
-import uuid
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -45,7 +44,8 @@ from typing import Any
 from claude_agent_sdk import ClaudeSDKClient, ClaudeSDKError, ResultError
 
 from flower.core.agent import AgentSpec, HandoffPolicy, build_options
-from flower.core.attempt import TOKEN_FIELDS, Attempt, AttemptEnd
+from flower.core.attempt import TOKEN_FIELDS, Attempt
+from flower.core.ends import AttemptEnd
 from flower.core.env import check_credentials, load_dotenv
 from flower.core.events import Event, normalize
 from flower.core.guard import wants_isolation
@@ -54,7 +54,7 @@ from flower.core.leftovers import sweep
 from flower.core.manifest import ENDED, RUNNING, ManifestWriter, WriterLock
 from flower.core.mounting import session_spec
 from flower.core.resilience import Resilience, classify
-from flower.core.rundir import RunDir
+from flower.core.rundir import RunDir, this_run_id
 from flower.core.takeover import take_over
 from flower.core.workbench import Workbench
 from flower.core.workspace import in_git_repository
@@ -161,7 +161,7 @@ class Runtime:
             prune=PrunePolicy(keep_denials=keep_denials),
             ephemeral=_policy(ephemeral, EphemeralPolicy),
         )
-        self.run_id = f"{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
+        self.run_id = this_run_id()
         self.results: list[StepResult] = []
         self.spent_before = 0.0
         self.writer = ManifestWriter(self.manifest_path, run=self.run_id)

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from flower import RunDir
+from flower import RUN_ID_ENV, RunDir
 from flowerbox import wire
 from flowerbox.box.untrusted import read_bytes, real_folder, regular_file
 from flowerbox.errors import ConfigError
@@ -183,6 +183,7 @@ def agent_env(spec: BoxSpec) -> dict[str, str]:
         "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
         # wait_online probes the gateway's view of the real upstream, not the relay.
         "FLOWER_HEALTH_URL": f"{api}/health",
+        RUN_ID_ENV: spec.run_id,  # flower inside runs under flowerbox's id: one id for both
     }
     if spec.net == "allowlist":  # everything else leaves through the egress proxy
         proxy = f"http://127.0.0.1:{wire.PROXY_PORT}"

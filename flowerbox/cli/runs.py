@@ -15,7 +15,6 @@ FlowerboxErrors: exit 2 with a message that says what to do (flowerbox.cli.app).
 
 from __future__ import annotations
 
-import json
 import select
 import signal
 import sys
@@ -30,7 +29,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from flower.cli import Render
+from flower.cli import Render, contract
 from flowerbox.box.options import BoxOptions
 from flowerbox.box.untrusted import clean
 from flowerbox.cli.options import Workspace
@@ -74,7 +73,7 @@ def ps(
     found = records.all_runs() if all_runs else records.runs_of(where)
     rows = [summary(run) for run in found]
     if as_json:
-        typer.echo(json.dumps(rows, ensure_ascii=False, indent=2))
+        contract.emit(contract.document("flowerbox ps", runs=rows))
         return
     if not rows:
         STDERR.print(f'no flowerbox runs in {where}: `flowerbox "ask" --detach` starts one')
@@ -89,7 +88,8 @@ def ps(
     for row in rows:
         cost = "" if row["cost_usd"] is None else f"${row['cost_usd']:.4f}"
         asks = " ".join(ask["id"] for ask in row["pending_asks"])
-        cells = [row["run_id"], row["status"], row["age"], cost, asks, _short(row["command"])]
+        age = records.age_text(row["age_s"])
+        cells = [row["run_id"], row["status"], age, cost, asks, _short(row["command"])]
         if all_runs:
             cells.append(str(row["workspace"]))
         table.add_row(*(escape(cell) for cell in cells))

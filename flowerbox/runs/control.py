@@ -23,7 +23,7 @@ from typing import Any
 from rich.console import Console
 from rich.markup import escape
 
-from flower import Event, RunDir
+from flower import Event, RunDir, iso_utc
 from flowerbox.box.engine import Box, connect
 from flowerbox.box.untrusted import clean_data, exists, read_from, real_folder
 from flowerbox.box.untrusted import drop as drop_file
@@ -61,9 +61,9 @@ def summary(run: Run) -> dict[str, Any]:
         "run_id": run.run_id,
         "status": run.status,
         "exit_code": run.exit_code,
-        "age": records.age(run),
-        "started": run.meta.get("started"),
-        "ended": run.meta.get("ended"),
+        "age_s": records.age(run),
+        "started_at": iso_utc(records.moment(run, "started")),
+        "ended_at": iso_utc(records.moment(run, "ended")),
         "cost_usd": run.cost_usd(),
         "workspace": run.meta.get("workspace"),
         "command": run.meta.get("command", []),

@@ -320,13 +320,24 @@ def _decode(cls: type[Any], value: Any) -> Any:
 # --- helpers ------------------------------------------------------------------------------
 
 
-def age(run: Run, now: float | None = None) -> str:
-    """How long ago the run started: 12s, 5m, 3h, 2d."""
+def moment(run: Run, key: str) -> float | None:
+    """The run's `started` or `ended` time (meta.json, host-only) as a Unix time."""
     try:
-        started = datetime.fromisoformat(str(run.meta.get("started"))).timestamp()
+        return datetime.fromisoformat(str(run.meta.get(key))).timestamp()
     except ValueError:
+        return None
+
+
+def age(run: Run, now: float | None = None) -> int | None:
+    """How many seconds ago the run started (None when its meta does not say)."""
+    started = moment(run, "started")
+    return None if started is None else max(0, int((now or time.time()) - started))
+
+
+def age_text(seconds: int | None) -> str:
+    """An age as ps shows it: 12s, 5m, 3h, 2d."""
+    if seconds is None:
         return "?"
-    seconds = max(0, int((now or time.time()) - started))
     for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
         if seconds >= size:
             return f"{seconds // size}{unit}"

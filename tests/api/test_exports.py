@@ -28,6 +28,8 @@ ADDED = {
 }
 # Added by issue 19: the price table the gateway and Runtime's running accounts share.
 ADDED |= {"DEFAULT_PRICES", "Price", "PriceTable", "token_count"}
+# Added by issue 20: one run id for both CLIs, and the time format of every --json document.
+ADDED |= {"RUN_ID_ENV", "iso_utc", "new_run_id"}
 
 
 def test_the_public_names_all_resolve() -> None:

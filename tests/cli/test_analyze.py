@@ -13,6 +13,7 @@ import pytest
 
 from flower.cli.analyze import transcript_stats
 from flower.testing import FakeAPI, When, rules, sequence, text, tool
+from tests.json_contract import parse_document
 
 FLOWER = [sys.executable, "-m", "flower.cli"]
 LEAKY = ("ANTHROPIC_", "CLAUDE_", "FLOWER_")
@@ -84,7 +85,7 @@ def test_analyze_counts_what_the_model_was_asked_to_do(
     before = {p.name: p.read_bytes() for p in run_dir.iterdir()}
     done = flower("analyze", str(run_dir), "--json", env=offline_env(claude_home), cwd=run_dir)
     assert done.returncode == 0, done.stderr
-    data = json.loads(done.stdout)
+    data = parse_document(done.stdout)
     (row,) = json.loads((run_dir / "manifest.json").read_text())
     (session,) = data["sessions"]
     assert session["session_id"] == row["session_id"] and session["steps"] == ["once"]

@@ -28,6 +28,7 @@ from flowerbox.cli.app import app
 from flowerbox.errors import RunError
 from flowerbox.runs import control, records
 from flowerbox.runs.detach import carried, remaining_budget, resume_command
+from tests.json_contract import parse_document
 
 runner = CliRunner()
 SECRET = "sk-ant-real-secret-runs-0123456789"
@@ -200,7 +201,7 @@ def test_ps_shows_the_pending_question_and_answer_reaches_the_channel(
         time.sleep(0.02)
     listed = runner.invoke(app, ["ps", "--json", "-w", str(ws)])
     assert listed.exit_code == 0, listed.output
-    [row] = json.loads(listed.stdout)
+    [row] = parse_document(listed.stdout)["runs"]
     assert row["run_id"] == spec.run_id and row["status"] == "running"
     assert row["pending_asks"] == [
         {"id": "q1", "question": "用哪个解释器?", "options": ["python3", "pypy"]}
@@ -345,7 +346,7 @@ def test_ps_all_lists_every_workspace_with_its_folder(xdg_state: Path, tmp_path:
     here = runner.invoke(app, ["ps", "-w", str(tmp_path / "one")])
     assert first.run_id in here.stdout and second.run_id not in here.stdout
     listed = runner.invoke(app, ["ps", "--all", "--json"])
-    rows = {row["run_id"]: row for row in json.loads(listed.stdout)}
+    rows = {row["run_id"]: row for row in parse_document(listed.stdout)["runs"]}
     assert rows[first.run_id]["status"] == "running" and rows[first.run_id]["exit_code"] is None
     assert (rows[second.run_id]["status"], rows[second.run_id]["exit_code"]) == ("failed", 1)
     assert rows[second.run_id]["workspace"] == str(tmp_path / "two")
