@@ -65,6 +65,7 @@ _HOMES = {
     "flower.core.rundir": ("RunDir",),
     "flower.core.runtime": ("Runtime", "StepResult"),
     "flower.core.statefile": ("StateFileError", "atomic_write_json", "read_json", "update_json"),
+    "flower.core.timeline": ("Timeline", "read_timeline"),
     "flower.core.workbench": ("Workbench",),
     "flower.core.workspace": ("in_git_repository", "workbench_location"),
     "flower.errors": ("FlowerError",),
@@ -125,6 +126,7 @@ __all__ = [
     "StepAbort",
     "StepResult",
     "TIMEOUT",
+    "Timeline",
     "TrimPolicy",
     "TrimmingSessionStore",
     "Verdict",
@@ -155,6 +157,7 @@ __all__ = [
     "oracle",
     "parse_dotenv",
     "read_json",
+    "read_timeline",
     "spill_guard",
     "starter_flow",
     "token_count",
@@ -233,6 +236,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see
     from flower.core.rundir import RunDir
     from flower.core.runtime import Runtime, StepResult
     from flower.core.statefile import StateFileError, atomic_write_json, read_json, update_json
+    from flower.core.timeline import Timeline, read_timeline
     from flower.core.workbench import Workbench
     from flower.core.workspace import in_git_repository, workbench_location
     from flower.errors import FlowerError

@@ -15,7 +15,8 @@ Events = Annotated[
     Path | None,
     typer.Option(
         "--events",
-        help="Also write every event as a JSON line to this file (flowerbox logs reads it).",
+        help="Write every event as a JSON line to this file (flowerbox logs and flower report "
+        "read it) [default: RUN_DIR/events/<run id>.jsonl].",
         show_default=False,
     ),
 ]

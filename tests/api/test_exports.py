@@ -28,6 +28,8 @@ ADDED = {
 }
 # Added by issue 19: the price table the gateway and Runtime's running accounts share.
 ADDED |= {"DEFAULT_PRICES", "Price", "PriceTable", "token_count"}
+# Added by issue 20: the run's timeline, which flowerbox's `report RUN` draws from the host.
+ADDED |= {"Timeline", "read_timeline"}
 
 
 def test_the_public_names_all_resolve() -> None:
