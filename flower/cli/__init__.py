@@ -2,15 +2,17 @@
 
 Three pieces are public for other front ends (flowerbox re-uses them): `Render`, which turns
 Events into terminal lines, `setup`, the typer command that writes the credentials, and
-`write_report`, which draws a Timeline as the report's page, SVG and PNG.
+`write_report`, which draws a Timeline as the report's page, SVG and PNG (with its options
+`SvgOut` and `PngOut`).
 
 They are imported here, not on first use: a lazy `setup` would be shadowed by its own
 submodule `flower.cli.setup` as soon as anything imported that. It costs `flower --help`
 nothing (the app imports every command anyway), and neither imports the SDK.
 """
 
+from flower.cli.options import PngOut, SvgOut
 from flower.cli.render import Render
 from flower.cli.report import write_report
 from flower.cli.setup import setup
 
-__all__ = ["Render", "setup", "write_report"]
+__all__ = ["PngOut", "Render", "SvgOut", "setup", "write_report"]

@@ -22,10 +22,11 @@ from rich.console import Console
 
 from flower.cli.browser import screenshot
 from flower.cli.exits import exit_codes
+from flower.cli.options import PngOut, SvgOut, existing_run_dir
 from flower.cli.picture import framed, page, size, svg
 from flower.core.rundir import RunDir
 from flower.core.timeline import Timeline, read_timeline
-from flower.errors import RunDirError, UsageError
+from flower.errors import UsageError
 
 REPORT_NAME = "report.html"
 
@@ -44,23 +45,13 @@ def report(
             "--out", "-o", help="The HTML page [default: RUN_DIR/report.html].", show_default=False
         ),
     ] = None,
-    svg_out: Annotated[
-        Path | None, typer.Option("--svg", help="Also write the picture as SVG here.")
-    ] = None,
-    png_out: Annotated[
-        Path | None,
-        typer.Option("--png", help="Also write it as PNG here (needs a headless Chromium)."),
-    ] = None,
+    svg_out: SvgOut = None,
+    png_out: PngOut = None,
 ) -> None:
     """Draw the run: steps, rounds, attempts, faults, handoffs, waits, cost and context."""
     console = Console(stderr=True, highlight=False, soft_wrap=True)
     with exit_codes():
-        if not run_dir.is_dir():
-            raise RunDirError(
-                run_dir,
-                f"no run directory at {run_dir}: pass the run_dir of a flower run "
-                "(default ./runs, or the --run-dir you gave it)",
-            )
+        existing_run_dir(run_dir)
         # lazy: the model's window comes from flower.core.agent, which loads the SDK
         from flower.core.agent import default_window
 

@@ -26,13 +26,13 @@ from rich.markup import escape
 from rich.table import Table
 
 from flower.cli.exits import Exit, exit_codes
+from flower.cli.options import existing_run_dir
 from flower.core.inbox import pending_asks
 from flower.core.manifest import row_state
 from flower.core.rundir import RunDir
 from flower.core.statefile import StateFileError, read_json
 from flower.core.workbench import Workbench
 from flower.core.workspace import workbench_location
-from flower.errors import RunDirError
 
 # Files whose changes say nothing new: locks, writers' temps, SQLite's shared memory (which a
 # reader touches too: watching it would make --follow redraw itself forever).
@@ -61,13 +61,7 @@ def status(
 ) -> None:
     """Show a run's steps, sessions, cost, errors and pending questions."""
     with exit_codes():
-        if not run_dir.is_dir():
-            raise RunDirError(
-                run_dir,
-                f"no run directory at {run_dir}: pass the run_dir of a flower run "
-                "(default ./runs, or the --run-dir you gave it)",
-            )
-        workbench = find_workbench(run_dir, workspace)
+        workbench = find_workbench(existing_run_dir(run_dir), workspace)
     console = Console(highlight=False, soft_wrap=True)
     if not follow:
         show(console, snapshot(run_dir, workbench), as_json=as_json)

@@ -33,7 +33,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from flower import FlowerError
-from flower.cli import Render, write_report
+from flower.cli import PngOut, Render, SvgOut, write_report
 from flowerbox.box.options import BoxOptions
 from flowerbox.box.untrusted import clean
 from flowerbox.cli.options import Workspace
@@ -196,13 +196,8 @@ def report(
             show_default=False,
         ),
     ] = None,
-    svg_out: Annotated[
-        Path | None, typer.Option("--svg", help="Also write the picture as SVG here.")
-    ] = None,
-    png_out: Annotated[
-        Path | None,
-        typer.Option("--png", help="Also write it as PNG here (needs a headless Chromium)."),
-    ] = None,
+    svg_out: SvgOut = None,
+    png_out: PngOut = None,
 ) -> None:
     """Draw a run as `flower report` does: steps, rounds, faults, waits, cost, context."""
     found = find(workspace, run)

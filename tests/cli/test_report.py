@@ -7,6 +7,7 @@ import json
 import os
 import xml.etree.ElementTree as ET
 from pathlib import Path
+from subprocess import CompletedProcess
 
 import pytest
 
@@ -56,15 +57,21 @@ def test_a_faulted_run_is_drawn_with_its_rounds_faults_and_verdicts(tmp_path: Pa
 def test_the_end_of_a_run_says_how_to_draw_it(
     fake_api: FakeAPI, cli_env: dict[str, str], workspace: Path
 ) -> None:
-    fake_api.script = starter_cast()
-    done = flower(DEMO_ASK, "--timeout", "0", "-w", "ws", env=cli_env, cwd=workspace.parent)
-    assert done.returncode == 0, done.stderr
+    done = demo_run(fake_api, cli_env, workspace)
     line = done.stdout.strip().splitlines()[-1]
     assert line == "the run drawn: flower report runs -w ws"
     drawn = flower(*line.split()[4:], env=cli_env, cwd=workspace.parent)
     assert drawn.returncode == 0, drawn.stderr
     html = (workspace.parent / "runs" / "report.html").read_text()
     assert "flower run · ws · achieved" in html and "两条都核对过" in html  # the verdict's reason
+
+
+def demo_run(api: FakeAPI, env: dict[str, str], workspace: Path) -> CompletedProcess[str]:
+    """The demo ask, run to its end in `workspace` (`-w ws`, from the folder above it)."""
+    api.script = starter_cast()
+    done = flower(DEMO_ASK, "--timeout", "0", "-w", workspace.name, env=env, cwd=workspace.parent)
+    assert done.returncode == 0, done.stderr
+    return done
 
 
 HOSTILE = "<script>document.title='pwned'</script></svg></title><img src=x onerror=alert(1)>"
@@ -75,9 +82,7 @@ def test_hostile_names_verdicts_and_files_stay_text(
 ) -> None:
     """What a box could write into runs/: markup in a step name, a verdict, an event and a
     question; a link where the page goes; a link to a secret as an events file; a FIFO."""
-    fake_api.script = starter_cast()
-    done = flower(DEMO_ASK, "--timeout", "0", "-w", str(workspace), env=cli_env, cwd=tmp_path)
-    assert done.returncode == 0, done.stderr
+    demo_run(fake_api, cli_env, workspace)
     runs = tmp_path / "runs"
     rows = json.loads((runs / "manifest.json").read_text())
     rows[0]["step"] = HOSTILE + "x" * 100_000
@@ -121,9 +126,7 @@ def test_hostile_names_verdicts_and_files_stay_text(
 def test_png_without_a_browser_says_what_to_install(
     fake_api: FakeAPI, cli_env: dict[str, str], workspace: Path, tmp_path: Path
 ) -> None:
-    fake_api.script = starter_cast()
-    done = flower(DEMO_ASK, "--timeout", "0", "-w", str(workspace), env=cli_env, cwd=tmp_path)
-    assert done.returncode == 0, done.stderr
+    demo_run(fake_api, cli_env, workspace)
     env = {**cli_env, "FLOWER_CHROMIUM": "no-such-browser"}
     drawn = flower("report", "--png", "r.png", env=env, cwd=tmp_path)
     assert drawn.returncode == 2
@@ -143,9 +146,7 @@ def test_nothing_to_draw_exits_2(tmp_path: Path, cli_env: dict[str, str], made: 
 def test_a_report_is_written_where_asked_even_with_no_events_file(
     fake_api: FakeAPI, cli_env: dict[str, str], workspace: Path, tmp_path: Path
 ) -> None:
-    fake_api.script = starter_cast()
-    done = flower(DEMO_ASK, "--timeout", "0", "-w", str(workspace), env=cli_env, cwd=tmp_path)
-    assert done.returncode == 0, done.stderr
+    demo_run(fake_api, cli_env, workspace)
     for events in (tmp_path / "runs" / "events").iterdir():
         events.unlink()  # a run from before events were kept by default
     out = tmp_path / "out.html"
