@@ -65,8 +65,9 @@ _HOMES = {
     "flower.core.rundir": ("RUN_ID_ENV", "RunDir", "new_run_id"),
     "flower.core.runtime": ("Runtime", "StepResult"),
     "flower.core.statefile": ("StateFileError", "atomic_write_json", "read_json", "update_json"),
-    "flower.core.workbench": ("Workbench",),
+    "flower.core.timeline": ("Timeline", "read_timeline"),
     "flower.core.times": ("iso_utc",),
+    "flower.core.workbench": ("Workbench",),
     "flower.core.workspace": ("in_git_repository", "workbench_location"),
     "flower.errors": ("FlowerError",),
     "flower.stores": (
@@ -127,6 +128,7 @@ __all__ = [
     "StepAbort",
     "StepResult",
     "TIMEOUT",
+    "Timeline",
     "TrimPolicy",
     "TrimmingSessionStore",
     "Verdict",
@@ -159,6 +161,7 @@ __all__ = [
     "oracle",
     "parse_dotenv",
     "read_json",
+    "read_timeline",
     "spill_guard",
     "starter_flow",
     "token_count",
@@ -237,6 +240,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see
     from flower.core.rundir import RUN_ID_ENV, RunDir, new_run_id
     from flower.core.runtime import Runtime, StepResult
     from flower.core.statefile import StateFileError, atomic_write_json, read_json, update_json
+    from flower.core.timeline import Timeline, read_timeline
     from flower.core.times import iso_utc
     from flower.core.workbench import Workbench
     from flower.core.workspace import in_git_repository, workbench_location

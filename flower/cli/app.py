@@ -18,6 +18,7 @@ from flower.cli.contract import JsonRefusals
 from flower.cli.demo import demo
 from flower.cli.go import go
 from flower.cli.once import once
+from flower.cli.report import report
 from flower.cli.resume import resume
 from flower.cli.run import run
 from flower.cli.setup import setup
@@ -103,6 +104,7 @@ app.command()(resume)
 app.command()(demo)
 app.command()(setup)
 app.command()(status)
+app.command()(report)
 app.command(no_args_is_help=True)(analyze)
 app.command(no_args_is_help=True)(answer)
 app.command(no_args_is_help=True)(send)

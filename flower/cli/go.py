@@ -32,6 +32,7 @@ from flower.cli.options import (
     Workspace,
 )
 from flower.cli.render import Render
+from flower.cli.report import report_command
 from flower.core.env import check_credentials, describe, load_dotenv
 from flower.core.labels import parse_label
 from flower.core.rundir import RunDir
@@ -150,8 +151,9 @@ async def drive(
     events: Path | None = None,
 ) -> tuple[RunState | None, bool]:
     """Run the workflow with the terminal attached; (its state, or None when stopped, and
-    whether it was stopped). `events`: also write every event there as a JSON line
-    (flower.cli.eventlog)."""
+    whether it was stopped). Every event is also written as a JSON line to `events`, by
+    default the run directory's events/<run id>.jsonl (flower.cli.eventlog; `flower report`
+    draws from it)."""
     # lazy: both load the SDK (through Event and Runtime); `flower --help` stays fast
     from flower.cli.eventlog import EventLog
     from flower.cli.interact import Terminal
@@ -165,13 +167,12 @@ async def drive(
         interactive=interactive,
     )
 
-    log = EventLog(events) if events is not None else None
+    log = EventLog(events or RunDir(runtime.run_dir).events(runtime.run_id))
 
     def on_event(event: Any) -> None:
         terminal.observe(event)
         render(event)
-        if log is not None:
-            log(event)
+        log(event)
 
     heartbeat = asyncio.ensure_future(render.heartbeat())
     try:
@@ -181,8 +182,7 @@ async def drive(
         return None, True
     finally:
         heartbeat.cancel()
-        if log is not None:
-            log.close()
+        log.close()
     return state, False
 
 
@@ -212,11 +212,14 @@ def finish(
     state: RunState | None = None,
     as_json: bool,
 ) -> NoReturn:
-    """End a command that ran steps: its last line, or its JSON document, and its exit."""
+    """End a command that ran steps: its last lines (how it ended, how to draw it), or its
+    JSON document, and its exit."""
+    drawn = report_command(runtime.run_dir, runtime.workspace)
     if as_json:
-        contract.emit(run_document(runtime, command, status, code, state=state))
+        contract.emit(run_document(runtime, command, status, code, state=state) | {"report": drawn})
     else:
         console.print(f"{status} · ${runtime.total_cost():.4f} · exit {int(code)}", style="bold")
+        console.print(f"the run drawn: {drawn}", style="dim")
     raise typer.Exit(code)
 
 

@@ -16,6 +16,7 @@ from flower.cli.go import finish
 from flower.cli.options import Events, JsonOut, Model, RunDirOption, Verbose, Workspace
 from flower.cli.render import Render
 from flower.core.env import describe, load_dotenv
+from flower.core.rundir import RunDir
 from flower.core.runlock import holding_the_run
 
 ONCE_INSTRUCTIONS = "Do the task you are given, then reply with a short summary of what you did."
@@ -60,14 +61,13 @@ def once(
             max_budget_usd=budget,
             permission_mode="acceptEdits",
         )
-        log = EventLog(events) if events is not None else None
+        log = EventLog(events or RunDir(runtime.run_dir).events(runtime.run_id))
         on_event = tee(Render(console, verbose=verbose), log)
         try:
             result = asyncio.run(runtime.run(spec, prompt, on_event=on_event))
         finally:
             runtime.close()
-            if log is not None:
-                log.close()
+            log.close()
     if not result.ok:
         STDERR.print(f"[bold red]step failed:[/] {escape(str(result.error))}")
     code, status = (Exit.OK, "done") if result.ok else (Exit.FAILED, "failed")

@@ -25,6 +25,7 @@ from rich.table import Table
 
 from flower.cli import contract
 from flower.cli.exits import Exit, exit_codes
+from flower.cli.options import existing_run_dir
 from flower.core.ends import AttemptEnd
 from flower.core.inbox import pending_asks
 from flower.core.manifest import INTERRUPTED, RUNNING, writer_alive
@@ -80,13 +81,7 @@ def status(
 ) -> None:
     """Show a run's steps, sessions, cost, errors and pending questions."""
     with exit_codes(json_command="flower status" if as_json else None):
-        if not run_dir.is_dir():
-            raise RunDirError(
-                run_dir,
-                f"no run directory at {run_dir}: pass the run_dir of a flower run "
-                "(default ./runs, or the --run-dir you gave it)",
-            )
-        workbench = find_workbench(run_dir, workspace)
+        workbench = find_workbench(existing_run_dir(run_dir), workspace)
         if run is not None:
             run = one_run(snapshot(run_dir), run)
     console = Console(highlight=False, soft_wrap=True)

@@ -114,6 +114,16 @@ class BoxSpec:
         """One JSON line per decision of the egress proxy."""
         return self.gateway_dir / wire.EGRESS_LOG
 
+    def stderr_log(self, role: str) -> Path:
+        """Where the host keeps a container's stderr (`role`: agent or gateway) once it is
+        removed: host-only, written by the host from the engine's log, never by the box."""
+        return self.state_dir / f"{role}.stderr.log"
+
+    @property
+    def requests_log(self) -> Path:
+        """One JSON line per request the gateway answered (`flowerbox logs --requests`)."""
+        return self.gateway_dir / wire.REQUESTS_LOG
+
     @property
     def events_file(self) -> Path:
         """flower's Events as JSON lines, written inside the box (`--events`): box-written,
@@ -282,6 +292,8 @@ def gateway_kwargs(spec: BoxSpec) -> dict[str, Any]:
         f"{SECRETS_IN_GATEWAY}/{wire.CREDENTIALS_FILE}",
         "--usage",
         str(spec.usage_file),
+        "--requests",
+        str(spec.requests_log),
     ]
     if spec.budget_usd is not None:
         command += ["--budget", str(spec.budget_usd)]

@@ -8,7 +8,11 @@ Every box run (attached or detached) has a host-only folder, BoxSpec.state_dir
                        box from this alone.
     output.log         the agent's stdout and stderr (detached)
     supervisor.log     the detached supervisor's own lines
-    gateway/           the gateway's usage ledger and egress log (mounted into it alone)
+    agent.stderr.log, gateway.stderr.log
+                       each container's stderr, kept by the host as it removes the container
+                       (flowerbox.box.engine; its last 4 MiB)
+    gateway/           the gateway's usage ledger, its request log (one JSON line per API
+                       request) and egress log (mounted into it alone)
 
 flower's Events are the one record written inside the box (`--events`, into the workspace's
 runs/events/<run_id>.jsonl): the host reads them, and the questions in runs/asks.json, only
@@ -24,6 +28,7 @@ Errors:
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import time
@@ -46,6 +51,7 @@ META = "meta.json"
 OUTPUT = "output.log"
 SUPERVISOR_LOG = "supervisor.log"
 MAX_ASKS_BYTES = 256 * 1024
+REQUESTS_READ = 16 * 1024 * 1024  # the end of a run's request log that `logs --requests` reads
 
 STARTING, RUNNING, LOST = "starting", "running", "lost"
 LIVE = (STARTING, RUNNING)
@@ -198,6 +204,30 @@ def usage(spec: BoxSpec) -> dict[str, Any]:
 
 
 # --- reading ------------------------------------------------------------------------------
+
+
+def requests(run: Run) -> list[dict[str, Any]]:
+    """The run's API requests as its gateway logged them, oldest first (the log's last
+    REQUESTS_READ bytes); every text cleaned of terminal controls, for the model and the path
+    are what the box sent."""
+    try:
+        with run.spec().requests_log.open("rb") as handle:
+            size = handle.seek(0, 2)
+            handle.seek(max(0, size - REQUESTS_READ))
+            data = handle.read(REQUESTS_READ)
+    except FileNotFoundError:
+        return []
+    except OSError as exc:
+        raise RunError(f"cannot read the request log of run {run.run_id}: {exc}") from exc
+    rows = []
+    for line in data.splitlines():
+        try:
+            row = json.loads(line)
+        except ValueError:
+            continue  # the first line, cut by the seek; or a line being written
+        if isinstance(row, dict):
+            rows.append(clean_data(row))
+    return rows
 
 
 def load(state_dir: Path) -> Run | None:

@@ -67,7 +67,7 @@ def run_dir(fake_api: FakeAPI, claude_home: Path, workspace: Path) -> Path:
 
 
 def test_status_of_a_real_run(run_dir: Path, claude_home: Path) -> None:
-    before = {p.name: p.read_bytes() for p in run_dir.iterdir()}
+    before = {p: p.read_bytes() for p in run_dir.rglob("*") if p.is_file()}  # events/ too
     (row,) = json.loads((run_dir / "manifest.json").read_text())
     done = flower("status", str(run_dir), env=offline_env(claude_home), cwd=run_dir.parent)
     assert done.returncode == 0, done.stderr
@@ -75,7 +75,7 @@ def test_status_of_a_real_run(run_dir: Path, claude_home: Path) -> None:
     assert row["session_id"][:8] in done.stdout
     assert f"total cost: ${row['cost_usd']:.4f}" in done.stdout
     # Nothing written, not even SQLite's -shm/-wal beside a database at rest.
-    assert {p.name: p.read_bytes() for p in run_dir.iterdir()} == before
+    assert {p: p.read_bytes() for p in run_dir.rglob("*") if p.is_file()} == before
 
 
 def test_status_json_is_the_same_data(run_dir: Path, claude_home: Path) -> None:

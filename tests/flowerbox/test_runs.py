@@ -34,17 +34,6 @@ runner = CliRunner()
 SECRET = "sk-ant-real-secret-runs-0123456789"
 
 
-@pytest.fixture
-def xdg_state(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
-    """A private run index (XDG_STATE_HOME) and no credentials in the environment."""
-    for name in list(os.environ):
-        if name.startswith(("ANTHROPIC_", "FLOWER_", "CLAUDE_")):
-            monkeypatch.delenv(name)
-    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
-    monkeypatch.setenv("HOME", str(tmp_path / "home"))
-    return tmp_path / "state"
-
-
 def make_spec(ws: Path, run_id: str, **changes: object) -> BoxSpec:
     spec = BoxSpec(
         image="flowerbox:dev",
