@@ -364,16 +364,19 @@ def test_a_line_typed_in_attach_answers_the_question_or_becomes_a_message(
             target=cli_runs.read_answers, args=(records.find(spec.workspace, None), done)
         )
         reader.start()
-        keyboard.write("python3\n")
-        keyboard.flush()
-        ask = asked.result(10)
-        assert (ask.state, ask.answer) == ("answered", "python3")
-        keyboard.write("顺便加个测试\n")
-        keyboard.flush()
-        while not human._unread and time.monotonic() < deadline:
-            time.sleep(0.02)
-        done.set()
-        reader.join(5)
+        try:
+            keyboard.write("python3\n")
+            keyboard.flush()
+            ask = asked.result(30)  # a deadline, not a speed check: loaded CI machines are slow
+            assert (ask.state, ask.answer) == ("answered", "python3")
+            keyboard.write("顺便加个测试\n")
+            keyboard.flush()
+            deadline = time.monotonic() + 30
+            while not human._unread and time.monotonic() < deadline:
+                time.sleep(0.02)
+        finally:
+            done.set()  # the reader stops before its stdin closes, whatever happened
+            reader.join(5)
     assert human._unread[-1][1] == "顺便加个测试" and not reader.is_alive()
 
 
