@@ -1,10 +1,10 @@
 """The `flower` command line: a thin typer layer over the library.
 
-Four pieces are public for other front ends (flowerbox re-uses them): `Render`, which turns
+Five pieces are public for other front ends (flowerbox re-uses them): `Render`, which turns
 Events into terminal lines, `setup`, the typer command that writes the credentials,
 `write_report`, which draws a Timeline as the report's page, SVG and PNG (with its options
-`SvgOut` and `PngOut`), and the `--json` contract (`contract`: documents, the error shape,
-the schema).
+`SvgOut` and `PngOut`), the `--json` contract (`contract`: documents, the error shape,
+the schema), and `table_console`, where tables go (never cut off a terminal).
 
 They are imported here, not on first use: a lazy `setup` would be shadowed by its own
 submodule `flower.cli.setup` as soon as anything imported that. It costs `flower --help`
@@ -16,5 +16,6 @@ from flower.cli.options import PngOut, SvgOut
 from flower.cli.render import Render
 from flower.cli.report import write_report
 from flower.cli.setup import setup
+from flower.cli.tables import table_console
 
-__all__ = ["PngOut", "Render", "SvgOut", "contract", "setup", "write_report"]
+__all__ = ["PngOut", "Render", "SvgOut", "contract", "setup", "table_console", "write_report"]

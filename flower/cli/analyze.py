@@ -17,13 +17,14 @@ from typing import Annotated, Any
 
 import typer
 from rich import box
-from rich.console import Console, Group, RenderableType
+from rich.console import Group, RenderableType
 from rich.markup import escape
 from rich.table import Table
 
 from flower.cli import contract
 from flower.cli.exits import exit_codes
 from flower.cli.status import lineage_steps, outcome_cell, read_only, read_rows
+from flower.cli.tables import table_console
 from flower.core.rundir import RunDir
 from flower.errors import RunDirError
 
@@ -64,7 +65,7 @@ def analyze(
     if as_json:
         contract.emit(data)
     else:
-        Console(highlight=False, soft_wrap=True).print(render(data))
+        table_console().print(render(data))
 
 
 # -- the data ----------------------------------------------------------------------------

@@ -26,6 +26,7 @@ from rich.table import Table
 from flower.cli import contract
 from flower.cli.exits import Exit, exit_codes
 from flower.cli.options import existing_run_dir
+from flower.cli.tables import table_console
 from flower.core.ends import AttemptEnd
 from flower.core.inbox import pending_asks
 from flower.core.manifest import INTERRUPTED, RUNNING, writer_alive
@@ -84,7 +85,7 @@ def status(
         workbench = find_workbench(existing_run_dir(run_dir), workspace)
         if run is not None:
             run = one_run(snapshot(run_dir), run)
-    console = Console(highlight=False, soft_wrap=True)
+    console = table_console()
     if not follow:
         show(console, snapshot(run_dir, workbench, run_id=run), as_json=as_json)
         return
@@ -117,7 +118,7 @@ def _follow(
             data = snapshot(run_dir, workbench, run_id=run_id)
             if data != shown:
                 if not as_json:
-                    console.rule(datetime.datetime.now().strftime("%H:%M:%S"))
+                    console.print(f"-- {datetime.datetime.now():%H:%M:%S} --", style="dim")
                 show(console, data, as_json=as_json)
                 shown = data
             if not data["live"]:

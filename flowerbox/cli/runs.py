@@ -32,7 +32,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from flower import FlowerError
-from flower.cli import PngOut, Render, SvgOut, contract, write_report
+from flower.cli import PngOut, Render, SvgOut, contract, table_console, write_report
 from flowerbox.box.options import BoxOptions
 from flowerbox.box.untrusted import clean
 from flowerbox.cli.options import Workspace
@@ -82,7 +82,7 @@ def ps(
     if not rows:
         STDERR.print(f'no flowerbox runs in {where}: `flowerbox "ask" --detach` starts one')
         return
-    console = Console(highlight=False, soft_wrap=True)
+    console = table_console()
     table = Table(box=None, pad_edge=False)
     columns = ["RUN", "STATUS", "AGE", "COST", "QUESTIONS", "COMMAND"]
     for column in columns:  # never cut a run id: it is what the other commands take
@@ -93,7 +93,8 @@ def ps(
         cost = "" if row["cost_usd"] is None else f"${row['cost_usd']:.4f}"
         asks = " ".join(ask["id"] for ask in row["pending_asks"])
         age = records.age_text(row["age_s"])
-        cells = [row["run_id"], row["status"], age, cost, asks, _short(row["command"])]
+        command = _short(row["command"], width=48 if console.is_terminal else None)
+        cells = [row["run_id"], row["status"], age, cost, asks, command]
         if all_runs:
             cells.append(str(row["workspace"]))
         table.add_row(*(escape(cell) for cell in cells))
@@ -105,9 +106,10 @@ def ps(
             console.print(f'  answer: flowerbox answer {ask["id"]} "..." -r {row["run_id"]}')
 
 
-def _short(command: list[str], width: int = 48) -> str:
+def _short(command: list[str], width: int | None) -> str:
+    """The command as one line, cut to `width` on a terminal (never in a log)."""
     text = " ".join(part if part and " " not in part else repr(part) for part in command)
-    return text if len(text) <= width else text[: width - 1] + "…"
+    return text if width is None or len(text) <= width else text[: width - 1] + "…"
 
 
 @app.command()

@@ -319,3 +319,18 @@ def test_status_shows_one_run_by_its_id_or_its_start(tmp_path: Path, claude_home
     assert "several runs" in parse_document(several.stdout)["error"]["message"]
     none = flower("status", str(runs), "-r", "nope", env=env, cwd=tmp_path)
     assert none.returncode == 2 and "20261201-100000-aaaaaa" in none.stderr
+
+
+@pytest.mark.parametrize("command", ["status", "analyze"])
+def test_off_a_terminal_no_cell_is_cut(tmp_path: Path, claude_home: Path, command: str) -> None:
+    """In CI (no tty, COLUMNS=80) the tables print every cell whole: costs, names, errors."""
+    runs = tmp_path / "runs"
+    name = "a step whose name is long enough to need more than eighty columns on its own"
+    error = "the upstream answered 529 overloaded three times in a row, then the step gave up"
+    row = {"step": name, "ok": False, "cost_usd": 0.041234, "error": error, "state": "ended"}
+    record_rows(runs / "manifest.json", [row], run="r1")
+    env = offline_env(claude_home) | {"COLUMNS": "80"}
+    done = flower(command, str(runs), env=env, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert name in done.stdout and error in done.stdout and "$0.0412" in done.stdout
+    assert "…" not in done.stdout

@@ -344,6 +344,15 @@ def test_ps_all_lists_every_workspace_with_its_folder(xdg_state: Path, tmp_path:
     assert first.run_id in table.stdout and second.run_id in table.stdout
 
 
+def test_ps_in_a_log_cuts_neither_paths_nor_commands(xdg_state: Path, tmp_path: Path) -> None:
+    deep = tmp_path / "a-workspace-folder-with-a-name-long-enough-to-pass-eighty-columns-alone"
+    ask = ["go", "add a --json flag to the report command and document it in the README"]
+    spec = started(deep, "20260101-000000-030303", command=ask)
+    table = runner.invoke(app, ["ps", "--all"], env={"COLUMNS": "80"})  # CliRunner: no tty
+    assert str(deep) in table.stdout and ask[1] in table.stdout and "…" not in table.stdout
+    assert spec.run_id in table.stdout
+
+
 def test_a_line_typed_in_attach_answers_the_question_or_becomes_a_message(
     xdg_state: Path,
     tmp_path: Path,
