@@ -2,11 +2,11 @@
 
 run() loops over attempts (CLI sessions) and leaves the loop by one of four exits (seeds,
 "Runtime.run"): success; a human interrupt (resume the same session with the human's words
-and INTERRUPT_NOTE, not counted as an attempt); a full context (the session writes its own
-handoff, budget lifted and no UI events, and a brand-new session starts from it, capped at
-max_generations); a retryable failure (Event "retry", wait for the network, back off, resume
-the same session with resume_prompt). Errors go to StepResult.errors and the manifest, never
-into the context.
+and INTERRUPT_NOTE, not counted as an attempt; with no session to resume, the step ends with
+error INTERRUPTED, never ok); a full context (the session writes its own handoff, budget
+lifted and no UI events, and a brand-new session starts from it, capped at max_generations);
+a retryable failure (Event "retry", wait for the network, back off, resume the same session
+with resume_prompt). Errors go to StepResult.errors and the manifest, never into the context.
 
 Runtime owns the workspace, the session store (always the pruning layer over sessions.db),
 the workbench and the policies. It drives the CLI through ClaudeSDKClient (interrupt needs
@@ -253,7 +253,9 @@ class Runtime:
             if said is not None:
                 attempt.end = AttemptEnd.INTERRUPTED
             if attempt.end is AttemptEnd.INTERRUPTED:  # exit 2: the human interrupted
-                if attempt.session_id is None:
+                if attempt.session_id is None:  # nothing to resume: stop, and say why
+                    result.errors += [attempt.error] if attempt.error else []
+                    result.error = AttemptEnd.INTERRUPTED.value
                     break
                 number -= 1
                 resume, fork, resume_at = attempt.session_id, False, None
