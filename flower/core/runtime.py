@@ -201,7 +201,8 @@ class Runtime:
         self._step, self._inflight = result, None
         await asyncio.to_thread(self._open_row)
         try:
-            await self._loop(spec, prompt, result, resume, fork, resume_at, on_event or _ignore)
+            emit = _naming(result.step, on_event or _ignore)
+            await self._loop(spec, prompt, result, resume, fork, resume_at, emit)
         except asyncio.CancelledError:
             if self._inflight is not None:  # what it streamed before the stop is spent
                 self._account(result, self._inflight, final=False)
@@ -581,6 +582,18 @@ def _smaller(a: float | None, b: float | None) -> float | None:
 
 def _ignore(event: Event) -> None:
     """The event sink when the caller gave none."""
+
+
+def _naming(step: str, sink: EventSink) -> EventSink:
+    """`sink`, with the step named in the events Runtime answers for (seed 004: retry carries
+    `step, attempt`, handoff `phase, step, context, window`), the CLI's own retries included."""
+
+    def named(event: Event) -> None:
+        if event.kind in ("retry", "handoff"):
+            event.payload.setdefault("step", step)
+        sink(event)
+
+    return named
 
 
 def _policy(value: Any, kind: type[Any]) -> Any:
