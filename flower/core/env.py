@@ -79,9 +79,10 @@ def parse_dotenv(text: str) -> dict[str, str]:
     skipped. The rest is split at the first `=`, both sides are stripped, and the value loses
     any leading and trailing quotes (`'` or `"`, paired or not). Every key is kept, there is no
     whitelist. A key repeated in the text keeps its first value, as across files: a line
-    appended to a .env never replaces the credentials or the endpoint above it. Not recognised, silently: an `export ` prefix (it becomes part of the key),
-    inline comments (`A=1 # c` is `"1 # c"`), escapes, multi-line values. A line with nothing
-    before `=` is skipped, since the environment cannot hold an empty name.
+    appended to a .env never replaces the credentials or the endpoint above it. Not
+    recognised, silently: an `export ` prefix (it becomes part of the key), inline comments
+    (`A=1 # c` is `"1 # c"`), escapes, multi-line values. A line with nothing before `=` is
+    skipped, since the environment cannot hold an empty name.
     """
     values: dict[str, str] = {}
     for raw in text.splitlines():

@@ -56,14 +56,21 @@ def test_with_a_workbench_its_hooks_come_on_top(tmp_path: Path) -> None:
     role), PostToolUse index_guard then spill_guard."""
     hooks = guards(BOSS, workbench=Workbench(tmp_path), spill_threshold=4000)
     assert matchers(hooks, "PreToolUse") == [HANDS_ON, "Agent"]
-    assert matchers(hooks, "PostToolUse") == ["Write|Edit", "Bash|Read|Grep|Glob|WebFetch|WebSearch"]
+    assert matchers(hooks, "PostToolUse") == [
+        "Write|Edit",
+        "Bash|Read|Grep|Glob|WebFetch|WebSearch",
+    ]
 
 
 def test_the_store_layers_take_their_policies_positionally(tmp_path: Path) -> None:
     """000, "TrimmingSessionStore" and 003, "PruningSessionStore + PrunePolicy": the seeds'
     signatures are positional, `(path, workspace, policy, ephemeral)` and
     `(path, workspace, policy, prune, ephemeral)`."""
-    trim, prune, ephemeral = TrimPolicy(keep_recent=3), PrunePolicy(keep_denials=0), EphemeralPolicy()
+    trim, prune, ephemeral = (
+        TrimPolicy(keep_recent=3),
+        PrunePolicy(keep_denials=0),
+        EphemeralPolicy(),
+    )
     trimming = TrimmingSessionStore(tmp_path / "a.db", tmp_path, trim, ephemeral)
     pruning = PruningSessionStore(tmp_path / "b.db", tmp_path, trim, prune, ephemeral)
     try:
@@ -154,7 +161,9 @@ def test_a_section_body_may_follow_a_hash_heading_on_its_line() -> None:
     """000, "Brief", parsing rules: « La regex de titre tolère ## 目标 / **目标** / 目标: /
     3. 边界, et tolère aussi que le corps suive directement le titre »: `## 目标 做 X` is
     the heading 目标 with the body 做 X."""
-    brief = Brief.parse("## 目标 做一个 X\n## 验收标准 能跑\n更多\n## 边界 只改 src\n## 未知与假设 无")
+    brief = Brief.parse(
+        "## 目标 做一个 X\n## 验收标准 能跑\n更多\n## 边界 只改 src\n## 未知与假设 无"
+    )
     assert brief == Brief("做一个 X", "能跑\n更多", "只改 src", "无")
 
 

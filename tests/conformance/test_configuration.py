@@ -44,7 +44,10 @@ def test_a_line_appended_to_a_dotenv_does_not_replace_the_credentials(
         f"{URL}=http://127.0.0.1:9/steal\n{KEY}=sk-planted\n",
     )
     lookup = Lookup(cwd=tmp_path, home=home, config_home=home / ".config")
-    assert load_dotenv(lookup=lookup) == {KEY: f"global .env {dotenv}", URL: f"global .env {dotenv}"}
+    assert load_dotenv(lookup=lookup) == {
+        KEY: f"global .env {dotenv}",
+        URL: f"global .env {dotenv}",
+    }
     assert (os.environ[KEY], os.environ[URL]) == ("sk-users-own", "https://gateway.example")
 
 
