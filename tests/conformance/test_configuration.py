@@ -13,8 +13,9 @@ from pathlib import Path
 import pytest
 
 from flower.core.agent import AgentSpec
-from flower.core.env import Lookup, load_dotenv, parse_dotenv
+from flower.core.env import DotenvError, Lookup, load_dotenv, parse_dotenv
 from flower.core.runtime import Runtime
+from flower.errors import FlowerError
 from flower.testing import FakeAPI, sequence, text
 from tests.conformance.conftest import write
 
@@ -88,3 +89,27 @@ async def test_the_cli_is_given_the_first_credentials_of_the_dotenv(
     assert result.ok and result.text == "done"
     assert fake_api.saw_key("sk-users-own") and not fake_api.saw_key("sk-planted")
     assert planted.requests == []
+
+
+@pytest.mark.parametrize("case", ["not utf-8", "flower_env names no file"])
+def test_a_dotenv_runtime_cannot_read_stops_it_with_what_to_do(
+    flower_env: FakeAPI, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, environ: None, case: str
+) -> None:
+    """003, "Priorité de recherche des credentials": the seed is silent on a .env that cannot
+    be read. As decisions.md records, Runtime() stops with a DotenvError (a FlowerError: exit 2
+    at the CLI) that names the file and says what to do, and a $FLOWER_ENV naming no file is
+    that error too, never a silent fall back to other credentials."""
+    if case == "not utf-8":
+        bad = tmp_path / ".env"  # flower_env runs the test from tmp_path: this is ./.env
+        bad.write_bytes(b"ANTHROPIC_MODEL=caf\xe9\n")
+        fix = "flower reads it for its settings: make it readable UTF-8 text, or move it away"
+    else:
+        bad = tmp_path / "typo.env"
+        monkeypatch.setenv("FLOWER_ENV", str(bad))
+        fix = "fix the path, or unset FLOWER_ENV"
+    (tmp_path / "ws").mkdir()
+    with pytest.raises(DotenvError) as raised:
+        Runtime(workspace=tmp_path / "ws", run_dir=tmp_path / "runs")
+    assert isinstance(raised.value, FlowerError) and raised.value.path == bad
+    assert str(raised.value).startswith(f"{bad}: ") and str(raised.value).endswith(fix)
+    assert not (tmp_path / "runs").exists()
