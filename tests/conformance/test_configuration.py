@@ -7,16 +7,22 @@ each test names the section of the page.
 
 from __future__ import annotations
 
+import json
 import os
+import sqlite3
 from pathlib import Path
 
 import pytest
+from typer.testing import CliRunner
 
+from flower.cli.app import app
 from flower.core.agent import AgentSpec
 from flower.core.env import DotenvError, Lookup, load_dotenv, parse_dotenv
 from flower.core.runtime import Runtime
 from flower.errors import FlowerError
-from flower.testing import FakeAPI, sequence, text
+from flower.stores import SqliteSessionStore
+from flower.testing import Always, FakeAPI, sequence, text
+from tests.cli.conftest import flower, offline_env
 from tests.conformance.conftest import write
 
 KEY = "ANTHROPIC_API_KEY"
@@ -113,3 +119,105 @@ def test_a_dotenv_runtime_cannot_read_stops_it_with_what_to_do(
     assert isinstance(raised.value, FlowerError) and raised.value.path == bad
     assert str(raised.value).startswith(f"{bad}: ") and str(raised.value).endswith(fix)
     assert not (tmp_path / "runs").exists()
+
+
+SEED_SCHEMA = """
+CREATE TABLE entries (
+    store_key TEXT NOT NULL,
+    seq       INTEGER NOT NULL,
+    uid       TEXT,
+    payload   TEXT NOT NULL,
+    PRIMARY KEY (store_key, seq)
+);
+CREATE UNIQUE INDEX entries_uid
+    ON entries(store_key, uid) WHERE uid IS NOT NULL;
+CREATE TABLE meta (
+    store_key TEXT PRIMARY KEY,
+    mtime     INTEGER NOT NULL,
+    next_seq  INTEGER NOT NULL
+);
+CREATE TABLE summaries (
+    project_key TEXT NOT NULL,
+    session_id  TEXT NOT NULL,
+    mtime       INTEGER NOT NULL,
+    data        TEXT NOT NULL,
+    PRIMARY KEY (project_key, session_id)
+);
+"""
+
+
+def shape(db: Path) -> dict[str, list[tuple[object, ...]]]:
+    """Each table's columns (name, type, not null, pk) and each index's definition."""
+    conn = sqlite3.connect(db)
+    try:
+        tables = [n for (n,) in conn.execute("SELECT name FROM sqlite_schema WHERE type='table'")]
+        found = {
+            t: [r[1:3] + r[3:4] + r[5:6] for r in conn.execute(f"PRAGMA table_info({t})")]
+            for t in tables
+        }
+        for (sql,) in conn.execute(
+            "SELECT sql FROM sqlite_schema WHERE type='index' AND sql IS NOT NULL"
+        ):
+            found.setdefault("indexes", []).append((" ".join(sql.split()),))
+        return found
+    finally:
+        conn.close()
+
+
+def test_sessions_db_holds_the_seeds_three_tables_and_the_migration_record(tmp_path: Path) -> None:
+    """003, "Schéma de sessions.db": three tables with the seed's DDL. As decisions.md records,
+    a fourth, `_flower_migrations(name, applied_at)`, names the schema changes applied, and a
+    file of the seeds' flower (the three tables alone) is adopted as it is."""
+    seed = tmp_path / "seed.db"
+    conn = sqlite3.connect(seed)
+    conn.executescript(SEED_SCHEMA)
+    conn.close()
+    ours = SqliteSessionStore(tmp_path / "ours.db")
+    ours.close()
+    expected = shape(seed)
+    expected["_flower_migrations"] = [("name", "TEXT", 0, 1), ("applied_at", "TEXT", 1, 0)]
+    assert shape(tmp_path / "ours.db") == expected
+    adopted = SqliteSessionStore(seed)  # the seeds' file: opened, recorded, not rebuilt
+    adopted.close()
+    assert shape(seed) == expected
+
+
+def test_the_run_and_once_paths_put_the_workbench_in_the_run_dir_with_w(
+    fake_api: FakeAPI, claude_home: Path, workspace: Path
+) -> None:
+    """003, "Disposition sur disque", `<run_dir>/`: « workbench/ seulement en chemin run / once
+    et avec -W ». `flower once -W` and `flower run -W` give the agent a workbench in
+    runs/workbench/, shown to it in its system prompt; without -W there is none."""
+    fake_api.script = Always(text("done"))
+    env = offline_env(fake_api, claude_home)
+    flow = write(
+        workspace.parent / "flow.py",
+        "from flower import AgentSpec, Step, Workflow\n"
+        'workflow = Workflow([Step("one", AgentSpec("one", "Answer."), "hi")])\n',
+    )
+    for args, runs in (
+        (["once", "hi", "-W"], workspace.parent / "once-runs"),
+        (["run", str(flow), "-W", "--timeout", "0"], workspace.parent / "run-runs"),
+        (["once", "hi"], workspace.parent / "plain-runs"),
+    ):
+        fake_api.reset()
+        done = flower(*args, "-w", str(workspace), "--run-dir", str(runs), env=env, cwd=workspace)
+        assert done.returncode == 0, done.stderr
+        with_workbench = "-W" in args
+        assert (runs / "workbench" / "INDEX.md").is_file() is with_workbench
+        shown = f"工作台在 {runs / 'workbench'}/" in fake_api.main_requests()[0].system_text
+        assert shown is with_workbench, args
+    assert not (workspace / ".flower").exists()  # the run dir's workbench, not the workspace's
+
+
+def test_the_offline_run_report_is_flower_analyze(tmp_path: Path) -> None:
+    """003, "<run_dir>/": « consultable hors ligne ... avec sqlite3 ou tools/analyze_run.py ».
+    As decisions.md records, the script is the `flower analyze RUN_DIR` command (one tool,
+    installed with flower), reading sessions.db and manifest.json without writing a byte."""
+    runs = tmp_path / "runs"
+    SqliteSessionStore(runs / "sessions.db").close()
+    before = {p.name: p.read_bytes() for p in runs.iterdir()}
+    done = CliRunner().invoke(app, ["analyze", str(runs), "--json"])
+    assert done.exit_code == 0, done.output
+    assert json.loads(done.output)["totals"]["api_calls"] == 0
+    assert {p.name: p.read_bytes() for p in runs.iterdir()} == before
