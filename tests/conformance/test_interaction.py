@@ -7,10 +7,7 @@ against the fake API. The docstring of each test names the section of the page.
 
 from __future__ import annotations
 
-import os
-import pty
 import signal
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -35,8 +32,8 @@ from flower.testing import (
     text,
     tool,
 )
-from tests.cli.conftest import FLOWER, offline_env
-from tests.cli.test_interactive import Screen
+from tests.cli.conftest import offline_env
+from tests.cli.test_interactive import in_terminal
 
 BASH = AgentSpec("worker", "", allowed_tools=["Bash"])
 
@@ -107,19 +104,9 @@ def test_the_terminal_waits_for_a_side_question_before_it_exits(
         (When(kind="subagent"), worker),
         (When(), starter_cast(ask_human=False)),
     )
-    main, follower = pty.openpty()
-    proc = subprocess.Popen(
-        [*FLOWER, DEMO_ASK, "--timeout", "120", "-w", str(workspace)],
-        stdin=follower,
-        stdout=follower,
-        stderr=follower,
-        env={**offline_env(fake_api, claude_home), "NO_COLOR": "1", "COLUMNS": "200"},
-        cwd=workspace.parent,
-        start_new_session=True,
-    )
-    os.close(follower)
-    screen = Screen(main)
-    try:
+    env = offline_env(fake_api, claude_home)
+    ask = (DEMO_ASK, "--timeout", "120", "-w", str(workspace))
+    with in_terminal(*ask, env=env, cwd=workspace.parent) as (proc, screen):
         assert fake_api.wait_for(lambda reqs: bool(slept), 120)
         screen.type("?做到哪了")
         screen.expect("等旁路问答答完再退出")
@@ -127,10 +114,6 @@ def test_the_terminal_waits_for_a_side_question_before_it_exits(
             proc.send_signal(signal.SIGINT)
         screen.expect("achieved")
         assert proc.wait(timeout=60) == 0
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-        os.close(main)
     answer, status = screen.text.find("旁路问答:还在跑"), screen.text.find("achieved")
     if ctrl_c:
         assert answer == -1 and "中断" not in screen.text  # no interrupt prompt either
