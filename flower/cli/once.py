@@ -13,7 +13,15 @@ from rich.markup import escape
 
 from flower.cli.exits import STDERR, Exit, exit_codes
 from flower.cli.go import finish
-from flower.cli.options import Events, JsonOut, Model, RunDirOption, Verbose, Workspace
+from flower.cli.options import (
+    Events,
+    JsonOut,
+    Model,
+    RunDirOption,
+    RunWorkbench,
+    Verbose,
+    Workspace,
+)
 from flower.cli.render import Render
 from flower.core.env import describe, load_dotenv
 from flower.core.rundir import RunDir
@@ -36,6 +44,7 @@ def once(
             help="Tools the agent may use without asking (repeatable).", show_default=False
         ),
     ] = None,
+    workbench: RunWorkbench = False,
     verbose: Verbose = False,
     events: Events = None,
     json_out: JsonOut = False,
@@ -51,7 +60,8 @@ def once(
         if verbose:
             load_dotenv()
             console.print(describe(), style="dim")
-        runtime = Runtime(workspace=workspace, run_dir=run_dir)  # checks credentials first
+        # Credentials are checked first, before anything (the workbench too) is created.
+        runtime = Runtime(workspace=workspace, run_dir=run_dir, workbench=workbench)
         held.enter_context(holding_the_run(runtime.run_dir, ["flower", "once", prompt]))
         spec = AgentSpec(
             "once",

@@ -23,6 +23,12 @@ Events = Annotated[
         show_default=False,
     ),
 ]
+RunWorkbench = Annotated[
+    bool,
+    typer.Option(
+        "-W", help="A workbench in the run dir's workbench/ (for `run`: if the workflow has none)."
+    ),
+]
 Verbose = Annotated[
     bool, typer.Option("--verbose", "-v", help="Say where each credential came from.")
 ]

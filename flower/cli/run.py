@@ -14,7 +14,7 @@ from rich.console import Console
 
 from flower.cli.exits import exit_codes
 from flower.cli.go import drive, finish, outcome
-from flower.cli.options import Events, JsonOut, RunDirOption, Workspace
+from flower.cli.options import Events, JsonOut, RunDirOption, RunWorkbench, Workspace
 from flower.core.runlock import holding_the_run
 from flower.errors import UsageError
 
@@ -23,9 +23,7 @@ def run(
     file: Annotated[Path, typer.Argument(help="A Python file defining `workflow` or `build()`.")],
     workspace: Workspace = Path("."),
     run_dir: RunDirOption = Path("runs"),
-    workbench: Annotated[
-        bool, typer.Option("-W", help="A workbench under the run dir, if the workflow has none.")
-    ] = False,
+    workbench: RunWorkbench = False,
     timeout: Annotated[
         float, typer.Option(help="0 = unattended: no stdin thread, Ctrl+C stops.")
     ] = 1800.0,

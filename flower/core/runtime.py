@@ -2,11 +2,11 @@
 
 run() loops over attempts (CLI sessions) and leaves the loop by one of four exits (seeds,
 "Runtime.run"): success; a human interrupt (resume the same session with the human's words
-and INTERRUPT_NOTE, not counted as an attempt); a full context (the session writes its own
-handoff, budget lifted and no UI events, and a brand-new session starts from it, capped at
-max_generations); a retryable failure (Event "retry", wait for the network, back off, resume
-the same session with resume_prompt). Errors go to StepResult.errors and the manifest, never
-into the context.
+and INTERRUPT_NOTE, not counted as an attempt; with no session to resume, the step ends with
+error INTERRUPTED, never ok); a full context (the session writes its own handoff, budget
+lifted and no UI events, and a brand-new session starts from it, capped at max_generations);
+a retryable failure (Event "retry", wait for the network, back off, resume the same session
+with resume_prompt). Errors go to StepResult.errors and the manifest, never into the context.
 
 Runtime owns the workspace, the session store (always the pruning layer over sessions.db),
 the workbench and the policies. It drives the CLI through ClaudeSDKClient (interrupt needs
@@ -201,7 +201,8 @@ class Runtime:
         self._step, self._inflight = result, None
         await asyncio.to_thread(self._open_row)
         try:
-            await self._loop(spec, prompt, result, resume, fork, resume_at, on_event or _ignore)
+            emit = _naming(result.step, on_event or _ignore)
+            await self._loop(spec, prompt, result, resume, fork, resume_at, emit)
         except asyncio.CancelledError:
             if self._inflight is not None:  # what it streamed before the stop is spent
                 self._account(result, self._inflight, final=False)
@@ -253,7 +254,9 @@ class Runtime:
             if said is not None:
                 attempt.end = AttemptEnd.INTERRUPTED
             if attempt.end is AttemptEnd.INTERRUPTED:  # exit 2: the human interrupted
-                if attempt.session_id is None:
+                if attempt.session_id is None:  # nothing to resume: stop, and say why
+                    result.errors += [attempt.error] if attempt.error else []
+                    result.error = AttemptEnd.INTERRUPTED.value
                     break
                 number -= 1
                 resume, fork, resume_at = attempt.session_id, False, None
@@ -579,6 +582,18 @@ def _smaller(a: float | None, b: float | None) -> float | None:
 
 def _ignore(event: Event) -> None:
     """The event sink when the caller gave none."""
+
+
+def _naming(step: str, sink: EventSink) -> EventSink:
+    """`sink`, with the step named in the events Runtime answers for (seed 004: retry carries
+    `step, attempt`, handoff `phase, step, context, window`), the CLI's own retries included."""
+
+    def named(event: Event) -> None:
+        if event.kind in ("retry", "handoff"):
+            event.payload.setdefault("step", step)
+        sink(event)
+
+    return named
 
 
 def _policy(value: Any, kind: type[Any]) -> Any:

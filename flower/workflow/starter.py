@@ -298,7 +298,8 @@ def starter_flow(
     brief, amended; the goal, set again from it; the coordinator, told directly), and a
     missing one fails silently (it would work by the old criteria, or be judged by them).
     An ask the run was already started or amended with (`run_dir`'s ask-history.json) is no
-    new ask: the run continues as it was, as with no ask at all.
+    new ask: the run continues as it was, as with no ask at all. `instructions` are the
+    coordinator's own rules, after COORDINATOR_RULES (the seed shows "": the default).
 
     Raises:
         WorkspaceError: isolation outside a git repository (before any money is spent).
