@@ -141,7 +141,7 @@ def go(
         summary = {"status": status, "exit_code": int(code), **_summary(ran, runtime)}
         sys.stdout.write(json.dumps(summary, ensure_ascii=False, indent=2) + "\n")
     else:
-        console.print(f"{status} · ${runtime.total_cost():.4f} · exit {int(code)}", style="bold")
+        console.print(f"{status} · ${runtime.spent():.4f} · exit {int(code)}", style="bold")
     raise typer.Exit(code)
 
 
@@ -160,7 +160,7 @@ async def drive(
     from flower.cli.eventlog import EventLog
     from flower.cli.interact import Terminal
 
-    render = Render(console)
+    render = Render(console, spent=runtime.spent)
     interactive = sys.stdin.isatty() and not unattended
     terminal = Terminal(
         runtime,
@@ -185,6 +185,8 @@ async def drive(
         return None, True
     finally:
         heartbeat.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await heartbeat  # its last status line is drawn before the end line
         if log is not None:
             log.close()
     return state, False
@@ -212,7 +214,7 @@ def _summary(state: RunState | None, runtime: Runtime) -> dict[str, Any]:
         "workspace": str(runtime.workspace),
         "run_dir": str(runtime.run_dir),
         "run_id": runtime.run_id,
-        "cost_usd": round(runtime.total_cost(), 6),
+        "cost_usd": round(runtime.spent(), 6),  # the run's, its earlier processes' included
         "failed_at": state.failed_at if state is not None else None,
         "aborted": state.aborted if state is not None else None,
         "verdict": None

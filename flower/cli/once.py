@@ -59,7 +59,7 @@ def once(
             permission_mode="acceptEdits",
         )
         log = EventLog(events) if events is not None else None
-        on_event = tee(Render(console, verbose=verbose), log)
+        on_event = tee(Render(console, verbose=verbose, spent=runtime.spent), log)
         try:
             result = asyncio.run(runtime.run(spec, prompt, on_event=on_event))
         finally:

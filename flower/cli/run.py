@@ -49,7 +49,7 @@ def run(
         finally:
             runtime.close()
     code, status = outcome(ran, stopped=stopped, clarify_only=False, goal=False)
-    console.print(f"{status} · ${runtime.total_cost():.4f} · exit {int(code)}", style="bold")
+    console.print(f"{status} · ${runtime.spent():.4f} · exit {int(code)}", style="bold")
     raise typer.Exit(code)
 
 

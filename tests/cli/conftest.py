@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import codecs
 import os
+import re
+import select
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -64,3 +68,43 @@ def stop_mid_work(
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
     return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+
+
+ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+
+
+class Screen:
+    """A process's terminal (the parent side of a pty): what it printed so far, without
+    terminal controls, and a keyboard. Read while waiting, so the process never blocks on a
+    full terminal."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self.raw = ""
+        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+
+    def wait_until(self, done: Callable[[], bool], timeout: float = 90) -> bool:
+        """Read the screen until `done()` holds; False if it did not within `timeout`."""
+        deadline = time.monotonic() + timeout
+        while not done():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            if select.select([self.fd], [], [], min(left, 0.2))[0]:
+                try:
+                    chunk = os.read(self.fd, 65536)
+                except OSError:  # the process closed the terminal
+                    return done()
+                self.raw += self._decoder.decode(chunk)
+        return True
+
+    @property
+    def text(self) -> str:
+        return ANSI.sub("", self.raw)  # over the whole: a control may span two reads
+
+    def expect(self, needle: str, timeout: float = 90) -> None:
+        seen = self.wait_until(lambda: needle in self.text, timeout)
+        assert seen, f"never saw {needle!r}; screen:\n{self.text[-3000:]}"
+
+    def type(self, line: str) -> None:
+        os.write(self.fd, (line + "\n").encode())

@@ -5,25 +5,156 @@ answers cost, priced from the usage each one reported."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
+import pty
 import re
 import signal
 import subprocess
 import time
+from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from rich.console import Console
 
-from flower.testing import FakeAPI, Usage, text, tool
-from tests.cli.conftest import FLOWER, flower
+from flower.cli.render import Render
+from flower.core.events import Event
+from flower.testing import FakeAPI, Reply, Request, Usage, When, rules, text, tool
+from flower.testing.demo import DEMO_ASK, starter_cast, verdict_reply
+from tests.cli.conftest import FLOWER, Screen, flower
 
 SLOW = "python3 -c 'import time; time.sleep(60)'"
 # Answers with real weight: thousands of output tokens (what a stream's start undercounts)
 # and cached input (priced apart), so a figure that misses either is off by cents.
 WEIGHT = Usage(output_tokens=3000, cache_read_input_tokens=40_000)
 FIGURE = re.compile(r"\$(\d+\.\d{4})")
+
+
+def weighty_job(api: FakeAPI) -> None:
+    """The starter cast, every answer weighty. The coordinator delegates whenever its last
+    delegation did not come back done; the first and third workers run a slow command (the
+    times to interrupt and to stop the run); the first judge of the work says "not yet", so
+    round 2 resumes the coordinator's session."""
+    cast = starter_cast()
+    judged: list[str] = []
+
+    def coordinator(request: Request) -> Reply:
+        said = [m for m in request.messages if m.get("role") == "assistant"]
+        calls = [b for b in said[-1]["content"] if b.get("type") == "tool_use"] if said else []
+        done = [request.result_for(c["id"]) for c in calls]
+        if done and all(r is not None and not r.is_error for r in done):
+            return text(f"第 {len(api.agent_ids())} 个 worker 写好了 hello.py。")
+        brief = {"description": "写 hello.py", "prompt": "写 hello.py 并运行。"}
+        return tool("Agent", {**brief, "subagent_type": "coder", "run_in_background": False})
+
+    def worker(request: Request) -> Reply:
+        order = api.agent_ids().index(str(request.agent_id))
+        if order in (0, 2) and not request.tool_results():
+            return tool("Bash", {"command": SLOW})
+        return cast(request)
+
+    def judge(request: Request) -> Reply:
+        session = str(request.headers.get("x-claude-code-session-id"))
+        if session not in judged:
+            judged.append(session)
+        return verdict_reply("未达成" if judged.index(session) == 0 else "达成")
+
+    script = rules(
+        (When(kind="subagent"), worker),
+        (When(kind="main", system_contains="你是裁判", contains="设定目标"), cast),
+        (When(kind="main", system_contains="你是裁判"), judge),
+        (When(kind="main", system_contains="你是协调者"), coordinator),
+        (When(), cast),
+    )
+    api.script = lambda request: replace(script(request), usage=WEIGHT)
+
+
+@pytest.fixture
+def terminal() -> Iterator[tuple[int, int]]:
+    parent, child = pty.openpty()
+    yield parent, child
+    for fd in (parent, child):
+        with contextlib.suppress(OSError):
+            os.close(fd)
+
+
+def test_every_cost_a_user_sees_is_what_the_api_answers_cost(
+    fake_api: FakeAPI, cli_env: dict[str, str], workspace: Path, terminal: tuple[int, int]
+) -> None:
+    weighty_job(fake_api)
+    parent, child = terminal
+    env = {**cli_env, "NO_COLOR": "1", "COLUMNS": "200"}
+    run = subprocess.Popen(
+        [*FLOWER, DEMO_ASK, "--timeout", "120", "-w", str(workspace)],
+        stdin=child,
+        stdout=child,
+        stderr=child,
+        env=env,
+        cwd=workspace.parent,
+        start_new_session=True,
+    )
+    os.close(child)
+    screen = Screen(parent)
+
+    def workers() -> int:
+        return len(fake_api.agent_ids())
+
+    try:
+        screen.expect("waiting for you: q1")
+        screen.type("python3")
+        assert screen.wait_until(lambda: workers() == 1, 120)
+        screen.wait_until(lambda: False, 1.5)  # the first worker's slow command runs
+        run.send_signal(signal.SIGINT)  # Ctrl+C: interrupt, then say something
+        screen.expect("中断:输入要告诉代理的话")
+        screen.type("先别跑那个命令")
+        screen.expect("已打断")
+        screen.expect("round 2/3")  # judged "not yet": the coordinator's session resumed
+        assert screen.wait_until(lambda: workers() == 3, 120)
+        screen.wait_until(lambda: False, 1.5)  # the third worker's slow command runs
+        run.send_signal(signal.SIGTERM)
+        screen.expect("exit 130")
+        assert run.wait(timeout=60) == 130
+    finally:
+        if run.poll() is None:
+            os.killpg(run.pid, signal.SIGKILL)
+    before = fake_api.cost()
+    stopped = screen.text[screen.text.rindex("stopped") :]
+    assert FIGURE.search(stopped) and float(FIGURE.findall(stopped)[0]) == pytest.approx(
+        before, abs=5e-5
+    ), stopped  # the end line
+    live = screen.text[: screen.text.rindex("stopped")]
+    assert float(FIGURE.findall(live)[-1]) == pytest.approx(before, abs=5e-5)  # the live line
+
+    log = workspace.parent / "events.jsonl"
+    woken = flower(
+        "resume", "--timeout", "0", "--json", "--events", str(log), "-w", str(workspace),
+        env=env, cwd=workspace.parent,
+    )  # fmt: skip
+    assert woken.returncode == 0, woken.stderr
+    total = fake_api.cost()
+    assert total > before > 0.5  # dollars, not fractions of a cent
+    summary = json.loads(woken.stdout)
+    assert summary["status"] == "achieved"
+    assert summary["cost_usd"] == pytest.approx(total, abs=1e-6)  # the run's, both processes
+    assert float(FIGURE.findall(woken.stderr)[-1]) == pytest.approx(total, abs=5e-5)
+    replay = Render(Console(file=io.StringIO()))  # another process's view: flowerbox attach
+    for line in log.read_text().splitlines():
+        replay(Event.from_json(json.loads(line)))
+    assert float(FIGURE.findall(replay.status_line())[0]) == pytest.approx(total, abs=5e-5)
+
+    runs = workspace.parent / "runs"
+    rows = json.loads((runs / "manifest.json").read_text())
+    assert sum(r["cost_usd"] for r in rows) == pytest.approx(total, abs=1e-6)
+    status = flower("status", str(runs), "--json", env=env, cwd=workspace.parent)
+    assert json.loads(status.stdout)["total_cost_usd"] == pytest.approx(total, abs=1e-6)
+    table = flower("status", str(runs), env=env, cwd=workspace.parent)
+    assert f"total cost: ${total:.4f}" in table.stdout
+    report = flower("analyze", str(runs), "--json", env=env, cwd=workspace.parent)
+    assert json.loads(report.stdout)["totals"]["cost_usd"] == pytest.approx(total, abs=1e-6)
 
 
 def test_status_counts_what_the_running_step_has_spent(

@@ -240,6 +240,26 @@ async def test_manifest_has_a_row_per_attempt_with_its_label(
     assert [r["step"] for r in rows] == ["w", "w#retry1"]
 
 
+async def test_each_round_of_a_step_that_has_several_is_announced(
+    flower_env: FakeAPI, make_runtime: Any
+) -> None:
+    flower_env.script = echo_prompt
+    verdicts = iter([False, True])
+    step = Step(
+        "w",
+        PLAIN,
+        "go",
+        retries=2,
+        gate=lambda r, c: next(verdicts),
+        on_reject=lambda r, c: "again",
+    )
+    seen: list[Event] = []
+    await Workflow([step]).run(make_runtime(), on_event=seen.append)
+    headers = [(e.text, e.payload) for e in seen if e.kind == "step"]
+    first = {"index": 0, "total": 1, "resumed": False, "woke": 0, "round": 1, "rounds": 3}
+    assert headers == [("w", first), ("w", {**first, "resumed": True, "round": 2})]
+
+
 async def test_execute_returns_the_typed_state_and_gates_reach_it(
     flower_env: FakeAPI, make_runtime: Any
 ) -> None:
