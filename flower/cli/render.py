@@ -78,7 +78,8 @@ class Render:
         parts.append(f"{elapsed // 3600:02d}:{elapsed // 60 % 60:02d}:{elapsed % 60:02d}")
         parts.append(f"${self.cost:.4f}")
         if self.window:
-            parts.append(f"context {round(100 * self.context / self.window)}%")
+            share = 100 * self.context / self.window
+            parts.append(f"context {share:.0f}%" if share >= 10 else f"context {share:.1f}%")
         else:
             parts.append(f"context {self.context // 1000}k")
         if self.waiting:

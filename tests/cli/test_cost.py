@@ -24,7 +24,7 @@ from rich.console import Console
 from flower.cli.render import Render
 from flower.core.events import Event
 from flower.testing import FakeAPI, Reply, Request, Usage, When, rules, text, tool
-from flower.testing.demo import DEMO_ASK, starter_cast, verdict_reply
+from flower.testing.demo import DEMO_ASK, starter_cast
 from tests.cli.conftest import FLOWER, Screen, flower
 
 SLOW = "python3 -c 'import time; time.sleep(60)'"
@@ -39,13 +39,12 @@ def weighty_job(api: FakeAPI) -> None:
     delegation did not come back done; the first and third workers run a slow command (the
     times to interrupt and to stop the run); the first judge of the work says "not yet", so
     round 2 resumes the coordinator's session."""
-    cast = starter_cast()
-    judged: list[str] = []
+    cast = starter_cast(verdicts=["未达成", "达成"])
 
     def coordinator(request: Request) -> Reply:
-        said = [m for m in request.messages if m.get("role") == "assistant"]
-        calls = [b for b in said[-1]["content"] if b.get("type") == "tool_use"] if said else []
-        done = [request.result_for(c["id"]) for c in calls]
+        said = [m.get("content") for m in request.messages if m.get("role") == "assistant"]
+        last = said[-1] if said and isinstance(said[-1], list) else []
+        done = [request.result_for(b["id"]) for b in last if b.get("type") == "tool_use"]
         if done and all(r is not None and not r.is_error for r in done):
             return text(f"第 {len(api.agent_ids())} 个 worker 写好了 hello.py。")
         brief = {"description": "写 hello.py", "prompt": "写 hello.py 并运行。"}
@@ -57,16 +56,8 @@ def weighty_job(api: FakeAPI) -> None:
             return tool("Bash", {"command": SLOW})
         return cast(request)
 
-    def judge(request: Request) -> Reply:
-        session = str(request.headers.get("x-claude-code-session-id"))
-        if session not in judged:
-            judged.append(session)
-        return verdict_reply("未达成" if judged.index(session) == 0 else "达成")
-
     script = rules(
         (When(kind="subagent"), worker),
-        (When(kind="main", system_contains="你是裁判", contains="设定目标"), cast),
-        (When(kind="main", system_contains="你是裁判"), judge),
         (When(kind="main", system_contains="你是协调者"), coordinator),
         (When(), cast),
     )

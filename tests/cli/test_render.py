@@ -38,7 +38,8 @@ def test_the_status_line_has_step_round_time_cost_context_and_who_waits() -> Non
         "· 干活 3/3 · round 2/3 · 00:01:05 · $1.9362 · context 25% · waiting for you: q1"
     )  # the run's cost (not the session's cost_usd), the main thread's context
     render(Event("ask", "which?", payload={"id": "q1", "state": "answered", "answer": "a"}))
-    assert "waiting" not in render.status_line()
+    render(Event("text", "little", payload={"context": 4_000}))
+    assert render.status_line().endswith("· context 2.0%")  # no question waits; a tenth shown
 
 
 def test_a_step_of_one_attempt_has_no_round_and_an_unknown_window_shows_tokens() -> None:
