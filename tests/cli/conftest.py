@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import codecs
+import contextlib
 import os
+import pty
 import re
 import select
 import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -39,6 +41,45 @@ def flower(
     )
 
 
+def start_flower(*args: str, env: dict[str, str], cwd: Path) -> subprocess.Popen[str]:
+    """`flower ARGS` in the background, in a process group of its own, output captured."""
+    return subprocess.Popen(
+        [*FLOWER, *args],
+        env=env,
+        cwd=cwd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+
+
+@contextlib.contextmanager
+def on_a_terminal(
+    *args: str, env: dict[str, str], cwd: Path
+) -> Iterator[tuple[subprocess.Popen[bytes], Screen]]:
+    """`flower ARGS` on a terminal of its own (a pty; no colour, 200 columns), and its screen.
+    Killed with its process group if it is still running at the end."""
+    parent, child = pty.openpty()
+    proc = subprocess.Popen(
+        [*FLOWER, *args],
+        stdin=child,
+        stdout=child,
+        stderr=child,
+        env={**env, "NO_COLOR": "1", "COLUMNS": "200"},
+        cwd=cwd,
+        start_new_session=True,
+    )
+    os.close(child)
+    try:
+        yield proc, Screen(parent)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=30)
+        os.close(parent)
+
+
 def stop_mid_work(
     api: FakeAPI, env: dict[str, str], workspace: Path
 ) -> subprocess.CompletedProcess[str]:
@@ -50,14 +91,8 @@ def stop_mid_work(
         return text("slept") if request.tool_results() else tool("Bash", {"command": slow})
 
     api.script = rules((When(kind="subagent"), worker), (When(), starter_cast()))
-    proc = subprocess.Popen(
-        [*FLOWER, DEMO_ASK, "--timeout", "0", "-w", str(workspace)],
-        env=env,
-        cwd=workspace.parent,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
+    proc = start_flower(
+        DEMO_ASK, "--timeout", "0", "-w", str(workspace), env=env, cwd=workspace.parent
     )
     try:
         assert api.wait_for(lambda reqs: any(r.kind == "subagent" for r in reqs), 120)
@@ -101,6 +136,10 @@ class Screen:
     @property
     def text(self) -> str:
         return ANSI.sub("", self.raw)  # over the whole: a control may span two reads
+
+    def pause(self, seconds: float) -> None:
+        """Let `seconds` pass, reading what is printed meanwhile."""
+        self.wait_until(lambda: False, seconds)
 
     def expect(self, needle: str, timeout: float = 90) -> None:
         seen = self.wait_until(lambda: needle in self.text, timeout)

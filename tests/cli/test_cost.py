@@ -5,16 +5,12 @@ answers cost, priced from the usage each one reported."""
 
 from __future__ import annotations
 
-import contextlib
 import io
 import json
 import os
-import pty
 import re
 import signal
-import subprocess
 import time
-from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 
@@ -25,7 +21,7 @@ from flower.cli.render import Render
 from flower.core.events import Event
 from flower.testing import FakeAPI, Reply, Request, Usage, When, rules, text, tool
 from flower.testing.demo import DEMO_ASK, starter_cast
-from tests.cli.conftest import FLOWER, Screen, flower
+from tests.cli.conftest import flower, on_a_terminal, start_flower
 
 SLOW = "python3 -c 'import time; time.sleep(60)'"
 # Answers with real weight: thousands of output tokens (what a stream's start undercounts)
@@ -64,66 +60,39 @@ def weighty_job(api: FakeAPI) -> None:
     api.script = lambda request: replace(script(request), usage=WEIGHT)
 
 
-@pytest.fixture
-def terminal() -> Iterator[tuple[int, int]]:
-    parent, child = pty.openpty()
-    yield parent, child
-    for fd in (parent, child):
-        with contextlib.suppress(OSError):
-            os.close(fd)
-
-
 def test_every_cost_a_user_sees_is_what_the_api_answers_cost(
-    fake_api: FakeAPI, cli_env: dict[str, str], workspace: Path, terminal: tuple[int, int]
+    fake_api: FakeAPI, cli_env: dict[str, str], workspace: Path
 ) -> None:
     weighty_job(fake_api)
-    parent, child = terminal
-    env = {**cli_env, "NO_COLOR": "1", "COLUMNS": "200"}
-    run = subprocess.Popen(
-        [*FLOWER, DEMO_ASK, "--timeout", "120", "-w", str(workspace)],
-        stdin=child,
-        stdout=child,
-        stderr=child,
-        env=env,
-        cwd=workspace.parent,
-        start_new_session=True,
-    )
-    os.close(child)
-    screen = Screen(parent)
 
     def workers() -> int:
         return len(fake_api.agent_ids())
 
-    try:
+    args = (DEMO_ASK, "--timeout", "120", "-w", str(workspace))
+    with on_a_terminal(*args, env=cli_env, cwd=workspace.parent) as (run, screen):
         screen.expect("waiting for you: q1")
         screen.type("python3")
         assert screen.wait_until(lambda: workers() == 1, 120)
-        screen.wait_until(lambda: False, 1.5)  # the first worker's slow command runs
+        screen.pause(1.5)  # the first worker's slow command runs
         run.send_signal(signal.SIGINT)  # Ctrl+C: interrupt, then say something
         screen.expect("中断:输入要告诉代理的话")
         screen.type("先别跑那个命令")
         screen.expect("已打断")
         screen.expect("round 2/3")  # judged "not yet": the coordinator's session resumed
         assert screen.wait_until(lambda: workers() == 3, 120)
-        screen.wait_until(lambda: False, 1.5)  # the third worker's slow command runs
+        screen.pause(1.5)  # the third worker's slow command runs
         run.send_signal(signal.SIGTERM)
         screen.expect("exit 130")
         assert run.wait(timeout=60) == 130
-    finally:
-        if run.poll() is None:
-            os.killpg(run.pid, signal.SIGKILL)
     before = fake_api.cost()
-    stopped = screen.text[screen.text.rindex("stopped") :]
-    assert FIGURE.search(stopped) and float(FIGURE.findall(stopped)[0]) == pytest.approx(
-        before, abs=5e-5
-    ), stopped  # the end line
-    live = screen.text[: screen.text.rindex("stopped")]
-    assert float(FIGURE.findall(live)[-1]) == pytest.approx(before, abs=5e-5)  # the live line
+    live, end = screen.text.rsplit("stopped", 1)  # the end line: stopped · $… · exit 130
+    assert float(FIGURE.findall(end)[0]) == pytest.approx(before, abs=5e-5), end
+    assert float(FIGURE.findall(live)[-1]) == pytest.approx(before, abs=5e-5)  # its last state
 
     log = workspace.parent / "events.jsonl"
     woken = flower(
         "resume", "--timeout", "0", "--json", "--events", str(log), "-w", str(workspace),
-        env=env, cwd=workspace.parent,
+        env=cli_env, cwd=workspace.parent,
     )  # fmt: skip
     assert woken.returncode == 0, woken.stderr
     total = fake_api.cost()
@@ -140,11 +109,11 @@ def test_every_cost_a_user_sees_is_what_the_api_answers_cost(
     runs = workspace.parent / "runs"
     rows = json.loads((runs / "manifest.json").read_text())
     assert sum(r["cost_usd"] for r in rows) == pytest.approx(total, abs=1e-6)
-    status = flower("status", str(runs), "--json", env=env, cwd=workspace.parent)
+    status = flower("status", str(runs), "--json", env=cli_env, cwd=workspace.parent)
     assert json.loads(status.stdout)["total_cost_usd"] == pytest.approx(total, abs=1e-6)
-    table = flower("status", str(runs), env=env, cwd=workspace.parent)
+    table = flower("status", str(runs), env=cli_env, cwd=workspace.parent)
     assert f"total cost: ${total:.4f}" in table.stdout
-    report = flower("analyze", str(runs), "--json", env=env, cwd=workspace.parent)
+    report = flower("analyze", str(runs), "--json", env=cli_env, cwd=workspace.parent)
     assert json.loads(report.stdout)["totals"]["cost_usd"] == pytest.approx(total, abs=1e-6)
 
 
@@ -159,15 +128,8 @@ def test_status_counts_what_the_running_step_has_spent(
         usage=WEIGHT,
     )
     runs = workspace.parent / "runs"
-    run = subprocess.Popen(
-        [*FLOWER, "once", "sleep a while", "-w", str(workspace), "--run-dir", str(runs)],
-        env=cli_env,
-        cwd=workspace.parent,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
+    args = ("once", "sleep a while", "-w", str(workspace), "--run-dir", str(runs))
+    run = start_flower(*args, env=cli_env, cwd=workspace.parent)
     try:
         assert fake_api.wait_for(lambda requests: len(requests) == 1, 60)
         time.sleep(2.0)  # the command runs; the turn has no result yet

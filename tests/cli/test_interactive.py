@@ -4,16 +4,12 @@ interrupt with Ctrl+C (the SIGINT a terminal sends) and see the same session res
 from __future__ import annotations
 
 import json
-import os
-import pty
 import signal
-import subprocess
-import time
 from pathlib import Path
 
 from flower.testing import FakeAPI, Reply, Request, When, rules, text, tool
 from flower.testing.demo import DEMO_ASK, starter_cast
-from tests.cli.conftest import FLOWER, Screen
+from tests.cli.conftest import on_a_terminal
 
 
 def test_answer_mail_oracle_and_interrupt_in_one_run(
@@ -40,25 +36,13 @@ def test_answer_mail_oracle_and_interrupt_in_one_run(
         (When(kind="subagent"), worker),
         (When(), starter_cast()),
     )
-    main, follower = pty.openpty()
-    env = {**cli_env, "NO_COLOR": "1", "COLUMNS": "200"}
-    proc = subprocess.Popen(
-        [*FLOWER, DEMO_ASK, "--timeout", "120", "-w", str(workspace)],
-        stdin=follower,
-        stdout=follower,
-        stderr=follower,
-        env=env,
-        cwd=workspace.parent,
-        start_new_session=True,
-    )
-    os.close(follower)
-    screen = Screen(main)
-    try:
+    args = (DEMO_ASK, "--timeout", "120", "-w", str(workspace))
+    with on_a_terminal(*args, env=cli_env, cwd=workspace.parent) as (proc, screen):
         screen.expect("?? q1: 用哪个 Python 解释器?")
         screen.type("python3")  # answers the pending ask
         screen.expect("q1 answered: python3")
-        assert fake_api.wait_for(lambda reqs: bool(slept), 120)
-        time.sleep(1.0)  # the worker's long command is running
+        assert screen.wait_until(lambda: bool(slept), 120)
+        screen.pause(1.0)  # the worker's long command is running
         screen.type("另外也打印 world")  # nobody asks: it goes to the inbox
         screen.expect("✉ you said: 另外也打印 world")
         screen.type("?做到哪了")
@@ -69,10 +53,6 @@ def test_answer_mail_oracle_and_interrupt_in_one_run(
         screen.expect("已打断")
         screen.expect("achieved")
         assert proc.wait(timeout=120) == 0
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-        os.close(main)
     boss = [r for r in fake_api.main_requests() if "你是协调者" in r.system_text]
     resumed = [r for r in boss if "改用 pypy" in r.conversation_text]
     assert resumed, "the coordinator never heard the interrupt"

@@ -104,10 +104,14 @@ async def test_on_reject_resumes_the_rejected_session_with_its_feedback(
         on_reject=lambda r, ctx: "not yet: the tests fail",
     )
     runtime = make_runtime()
-    await Workflow([step]).run(runtime)
+    seen: list[Event] = []
+    await Workflow([step]).run(runtime, on_event=seen.append)
     first, second = runtime.results
     assert second.step == "work#round2" and second.session_id == first.session_id
     assert flower_env.main_requests()[-1].prompt == "not yet: the tests fail"
+    headers = [(e.text, e.payload) for e in seen if e.kind == "step"]  # each round announced
+    one = {"index": 0, "total": 1, "resumed": False, "woke": 0, "round": 1, "rounds": 3}
+    assert headers == [("work", one), ("work", {**one, "resumed": True, "round": 2})]
 
 
 @pytest.mark.parametrize("feedback", ["", None])
@@ -238,26 +242,6 @@ async def test_manifest_has_a_row_per_attempt_with_its_label(
     )
     rows = json.loads(runtime.manifest_path.read_text())
     assert [r["step"] for r in rows] == ["w", "w#retry1"]
-
-
-async def test_each_round_of_a_step_that_has_several_is_announced(
-    flower_env: FakeAPI, make_runtime: Any
-) -> None:
-    flower_env.script = echo_prompt
-    verdicts = iter([False, True])
-    step = Step(
-        "w",
-        PLAIN,
-        "go",
-        retries=2,
-        gate=lambda r, c: next(verdicts),
-        on_reject=lambda r, c: "again",
-    )
-    seen: list[Event] = []
-    await Workflow([step]).run(make_runtime(), on_event=seen.append)
-    headers = [(e.text, e.payload) for e in seen if e.kind == "step"]
-    first = {"index": 0, "total": 1, "resumed": False, "woke": 0, "round": 1, "rounds": 3}
-    assert headers == [("w", first), ("w", {**first, "resumed": True, "round": 2})]
 
 
 async def test_execute_returns_the_typed_state_and_gates_reach_it(
