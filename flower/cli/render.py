@@ -114,9 +114,9 @@ class Render:
         payload = event.payload
         sub = bool(payload.get("subagent"))
         indent, style = ("    ", "dim") if sub else ("", "")
-        if not sub and payload.get("context"):
-            self.context = int(payload["context"])
-        if isinstance(payload.get("run_cost_usd"), int | float):
+        if not sub and (level := _count(payload.get("context"))):
+            self.context = level
+        if isinstance(payload.get("run_cost_usd"), int | float):  # an event log is data
             self._cost = float(payload["run_cost_usd"])
         match event.kind:
             case "text":
@@ -132,14 +132,15 @@ class Render:
                 self._line(indent, event.text, "bold red")
             case "retry" | "reset" | "handoff":
                 self._line(indent, f"~ {event.kind}: {event.text}", "magenta")
-            case "session" if isinstance(payload.get("window"), int):
+            case "session" if _count(payload.get("window")):
                 self.window = payload["window"]
             case "step":
                 self._step(event)
             case "ask":
                 self._ask(event)
-            case "task" if "unverifiable" in payload:
-                self._line("", f"! {event.text}: {', '.join(payload['unverifiable'])}", "yellow")
+            case "task" if isinstance(payload.get("unverifiable"), list):
+                unverifiable = ", ".join(map(str, payload["unverifiable"]))
+                self._line("", f"! {event.text}: {unverifiable}", "yellow")
             case "result" if self._live is None:
                 self._line("", self.status_line(), "dim")
             case _:
@@ -153,12 +154,12 @@ class Render:
     def _step(self, event: Event) -> None:
         payload = event.payload
         self.step = event.text
-        self.steps = (payload.get("index", 0) + 1, payload.get("total", 0))
-        self.rounds = (payload.get("round", 0), payload.get("rounds", 0))
+        self.steps = (_count(payload.get("index")) + 1, _count(payload.get("total")))
+        self.rounds = (_count(payload.get("round")), _count(payload.get("rounds")))
         title = f"{event.text} ({self.steps[0]}/{self.steps[1]})"
         if self.rounds[1]:
             title += " · round {}/{}".format(*self.rounds)
-        self.console.rule(title + (" (resumed)" if payload.get("resumed") else ""))
+        self.console.rule(escape(title + (" (resumed)" if payload.get("resumed") else "")))
         self.last_print = time.monotonic()
 
     def _ask(self, event: Event) -> None:
@@ -170,8 +171,8 @@ class Render:
         ident, state = str(payload.get("id", "?")), payload.get("state")
         if state == "asked":
             self.waiting[ident] = None
-            options = payload.get("options") or []
-            choices = f"  [{' / '.join(options)}]" if options else ""
+            options = payload.get("options") if isinstance(payload.get("options"), list) else []
+            choices = f"  [{' / '.join(map(str, options))}]" if options else ""
             self._line("", f"?? {ident}: {event.text}{choices}", "bold yellow")
             self._line("", "   (type your answer and press Enter)", "yellow")
         else:
@@ -183,3 +184,9 @@ class Render:
         body = escape(text)
         self.console.print(f"{indent}[{style}]{body}[/]" if style else f"{indent}{body}")
         self.last_print = time.monotonic()
+
+
+def _count(value: object) -> int:
+    """A payload's count as a number to show: anything but a non-negative int is 0 (an event
+    log from another process, a box's, is data, never trusted to be well formed)."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0

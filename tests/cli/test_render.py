@@ -75,3 +75,21 @@ async def test_on_a_terminal_the_status_is_one_live_line_that_keeps_its_last_sta
     assert frames and "$2.2500 · context 25% · waiting for you: q1" in last  # the end state
     assert "?? q1: which?" in out  # the output goes above it
     assert "$1.0000 · context 25% · waiting for you: q1" in out  # it followed the events
+
+
+def test_an_event_log_a_box_wrote_can_neither_crash_nor_style_the_line() -> None:
+    """`flowerbox attach` renders the box's event log: data, never trusted to be well formed."""
+    render = Render(console(terminal=False))
+    planted = [
+        {"kind": "step", "text": "[bold red]x[/]", "payload": {"index": "9", "round": [1]}},
+        {"kind": "session", "payload": {"window": "all", "session_id": 7}},
+        {"kind": "text", "text": "t", "payload": {"context": "52k"}},
+        {"kind": "result", "payload": {"run_cost_usd": "9.99"}},
+        {"kind": "ask", "text": "q", "payload": {"id": ["q"], "state": "asked", "options": 5}},
+        {"kind": "task", "text": "t", "payload": {"unverifiable": 3}},
+    ]
+    for line in planted:
+        render(Event.from_json(line))
+    out = render.console.file.getvalue()  # type: ignore[attr-defined]
+    assert "[bold red]x[/] (1/0)" in out  # shown as it is, not as markup
+    assert render.status_line().endswith("· $0.0000 · context 0k · waiting for you: ['q']")
