@@ -87,9 +87,10 @@ class StepResult:
     retired: list[str] = field(default_factory=list)
     context: int = 0
     usage: dict[str, int] = field(default_factory=dict)
-    """Tokens and API calls of every attempt (subagents' included), counted as they stream:
-    api_calls, input_tokens, output_tokens, cache_read_input_tokens,
-    cache_creation_input_tokens (output as the stream's start reports it: an undercount)."""
+    """Tokens and API calls of every attempt (subagents' included), each response counted
+    once: api_calls, input_tokens, output_tokens, cache_read_input_tokens,
+    cache_creation_input_tokens (as its transcript entry reports them; as its stream opened,
+    output undercounted, until that arrives: flower.core.spend)."""
 
 
 class Runtime:
