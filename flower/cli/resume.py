@@ -45,7 +45,7 @@ def resume(
 ) -> None:
     """Continue the unfinished run here: its brief, goal and sessions, nothing redone."""
     ws = workspace.expanduser().resolve()
-    with exit_codes():
+    with exit_codes("flower go" if json_out else None):  # the go path's document, below
         isolate = _isolated(ws, run_dir)
     go(
         "",

@@ -36,7 +36,6 @@ import os
 import socket
 import threading
 import time
-import uuid
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -45,7 +44,8 @@ from typing import Any
 from claude_agent_sdk import ClaudeSDKClient, ClaudeSDKError, ResultError
 
 from flower.core.agent import AgentSpec, HandoffPolicy, build_options
-from flower.core.attempt import Attempt, AttemptEnd
+from flower.core.attempt import Attempt
+from flower.core.ends import AttemptEnd
 from flower.core.env import check_credentials, load_dotenv
 from flower.core.events import Event, normalize
 from flower.core.guard import wants_isolation
@@ -54,7 +54,7 @@ from flower.core.leftovers import sweep
 from flower.core.manifest import ENDED, RUNNING, ManifestWriter, WriterLock
 from flower.core.mounting import session_spec
 from flower.core.resilience import Resilience, classify
-from flower.core.rundir import RunDir
+from flower.core.rundir import RunDir, this_run_id
 from flower.core.spend import TOKEN_FIELDS
 from flower.core.takeover import take_over
 from flower.core.workbench import Workbench
@@ -164,7 +164,7 @@ class Runtime:
             ephemeral=_policy(ephemeral, EphemeralPolicy),
         )
         self.store.on_append = self._on_append
-        self.run_id = f"{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
+        self.run_id = this_run_id()
         self.results: list[StepResult] = []
         self.spent_before = 0.0
         self.writer = ManifestWriter(self.manifest_path, run=self.run_id)
@@ -295,8 +295,10 @@ class Runtime:
                 result.resumed = True
 
     def _budget_left(self) -> float | None:
-        """What the run may still spend (None: no run budget)."""
-        return None if self.budget_usd is None else self.budget_usd - self.spent()
+        """What the run may still spend, the runs it continues counted (None: no budget)."""
+        if self.budget_usd is None:
+            return None
+        return self.budget_usd - self.spent_before - self.spent()
 
     async def _recover(self, number: int, attempt: Attempt, emit: EventSink) -> bool:
         """Whether to try again after failed attempt `number`; waits as long as it takes."""
@@ -527,11 +529,11 @@ class Runtime:
         return sum(r.cost_usd for r in self.results)
 
     def spent(self) -> float:
-        """What the run has cost so far: its earlier processes (`spent_before`), every step
-        this Runtime ran, and the step under way with its attempt in flight. The one figure
-        the budget, the live line, the end line and the summary all use."""
+        """What this run has cost so far: every step this Runtime ran, and the step under way
+        with its attempt in flight. The figure the live line, the end line and the run's
+        document show (with `spent_before`, the runs it continues, the budget counts it)."""
         step = self._live_step()
-        return self.spent_before + self.total_cost() + (step.cost_usd if step else 0.0)
+        return self.total_cost() + (step.cost_usd if step else 0.0)
 
     def _row(self, result: StepResult, state: str) -> dict[str, Any]:
         row = manifest_row(result, run=self.run_id)

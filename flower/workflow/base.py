@@ -42,6 +42,7 @@ from flower.core.brief import Brief
 from flower.core.events import Event
 from flower.core.goal import Goal, Verdict
 from flower.core.human import HumanChannel
+from flower.core.labels import attempt_label
 from flower.core.lineage import Lineage
 from flower.core.manifest import spent
 from flower.core.progress import Progress
@@ -286,7 +287,7 @@ class Workflow:
                 if step.retries:
                     payload.update(round=attempt + 1, rounds=step.retries + 1)
                 on_event(Event("step", step.name, payload=payload))
-            label = _label(step, attempt)
+            label = attempt_label(step.name, attempt, judged_again=step.on_reject is not None)
             progress.record(step.name, attempt=attempt, round=state.round)
 
             def remember(session_id: str, name: str = step.name) -> None:
@@ -342,14 +343,6 @@ def _session_of(step_name: str | None, sessions: dict[str, str], lineage: Lineag
         return None
     found = sessions.get(step_name)
     return str(found) if found else lineage.recall(step_name)
-
-
-def _label(step: Step, attempt: int) -> str:
-    """The manifest name of an attempt: name, then name#round2... (on_reject: the same
-    session, judged again) or name#retry1... (a fresh start)."""
-    if attempt == 0:
-        return step.name
-    return f"{step.name}#round{attempt + 1}" if step.on_reject else f"{step.name}#retry{attempt}"
 
 
 async def _passes(step: Step, result: StepResult, ctx: Ctx) -> bool:

@@ -22,6 +22,7 @@ from flower.core.events import Event
 from flower.testing import FakeAPI, Reply, Request, Usage, When, rules, text, tool
 from flower.testing.demo import DEMO_ASK, starter_cast
 from tests.cli.conftest import flower, on_a_terminal, start_flower
+from tests.json_contract import parse_document
 
 SLOW = "python3 -c 'import time; time.sleep(60)'"
 # Answers with real weight: thousands of output tokens (what a stream's start undercounts)
@@ -64,6 +65,7 @@ def test_every_cost_a_user_sees_is_what_the_api_answers_cost(
     fake_api: FakeAPI, cli_env: dict[str, str], workspace: Path
 ) -> None:
     weighty_job(fake_api)
+    ws = workspace.parent
 
     def workers() -> int:
         return len(fake_api.agent_ids())
@@ -96,25 +98,28 @@ def test_every_cost_a_user_sees_is_what_the_api_answers_cost(
     )  # fmt: skip
     assert woken.returncode == 0, woken.stderr
     total = fake_api.cost()
-    assert total > before > 0.5  # dollars, not fractions of a cent
-    summary = json.loads(woken.stdout)
+    woke = total - before  # what the woken run spent
+    assert woke > before > 0.5  # dollars, not fractions of a cent
+    summary = parse_document(woken.stdout)
     assert summary["status"] == "achieved"
-    assert summary["cost_usd"] == pytest.approx(total, abs=1e-6)  # the run's, both processes
-    assert float(FIGURE.findall(woken.stderr)[-1]) == pytest.approx(total, abs=5e-5)
+    assert summary["cost_usd"] == pytest.approx(woke, abs=1e-6)  # this run's (one run id)
+    assert float(FIGURE.findall(woken.stderr)[-1]) == pytest.approx(woke, abs=5e-5)
     replay = Render(Console(file=io.StringIO()))  # another process's view: flowerbox attach
     for line in log.read_text().splitlines():
         replay(Event.from_json(json.loads(line)))
-    assert float(FIGURE.findall(replay.status_line())[0]) == pytest.approx(total, abs=5e-5)
+    assert float(FIGURE.findall(replay.status_line())[0]) == pytest.approx(woke, abs=5e-5)
 
     runs = workspace.parent / "runs"
     rows = json.loads((runs / "manifest.json").read_text())
     assert sum(r["cost_usd"] for r in rows) == pytest.approx(total, abs=1e-6)
-    status = flower("status", str(runs), "--json", env=cli_env, cwd=workspace.parent)
-    assert json.loads(status.stdout)["total_cost_usd"] == pytest.approx(total, abs=1e-6)
-    table = flower("status", str(runs), env=cli_env, cwd=workspace.parent)
+    status = parse_document(flower("status", str(runs), "--json", env=cli_env, cwd=ws).stdout)
+    assert status["total_cost_usd"] == pytest.approx(total, abs=1e-6)
+    each = [run["cost_usd"] for run in status["runs"]]  # oldest first
+    assert each == [pytest.approx(before, abs=1e-6), pytest.approx(woke, abs=1e-6)]
+    table = flower("status", str(runs), env=cli_env, cwd=ws)
     assert f"total cost: ${total:.4f}" in table.stdout
-    report = flower("analyze", str(runs), "--json", env=cli_env, cwd=workspace.parent)
-    assert json.loads(report.stdout)["totals"]["cost_usd"] == pytest.approx(total, abs=1e-6)
+    report = parse_document(flower("analyze", str(runs), "--json", env=cli_env, cwd=ws).stdout)
+    assert report["totals"]["cost_usd"] == pytest.approx(total, abs=1e-6)
 
 
 def test_status_counts_what_the_running_step_has_spent(
@@ -139,9 +144,9 @@ def test_status_counts_what_the_running_step_has_spent(
     finally:
         if run.poll() is None:
             os.killpg(run.pid, signal.SIGKILL)
-    data = json.loads(status.stdout)
-    [row] = data["steps"]
-    assert row["state"] == "running"
+    data = parse_document(status.stdout)
+    [run] = data["runs"]
+    assert run["state"] == "running" and run["current"]
     assert data["total_cost_usd"] == pytest.approx(during, abs=1e-6) and during > 0.05
     assert run.returncode == 0, err
     assert float(FIGURE.findall(out)[-1]) == pytest.approx(fake_api.cost(), abs=5e-5)

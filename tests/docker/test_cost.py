@@ -4,7 +4,6 @@ session (the case where flower's live cost used to fall behind the gateway's).""
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 
@@ -13,6 +12,7 @@ import pytest
 from flower.testing import FakeAPI
 from flower.testing.demo import DEMO_ASK, starter_cast
 from tests.docker.e2e import FLOWERBOX, as_user, box_env, usage_of
+from tests.json_contract import parse_document
 
 pytestmark = pytest.mark.docker
 
@@ -28,8 +28,8 @@ def test_flowers_figure_for_a_resumed_round_is_the_gateways(
         env=box_env(real_api, host_user),
     )
     assert done.returncode == 0, done.stderr[-3000:]
-    summary = json.loads(done.stdout[done.stdout.index("{") :])
-    assert [s["step"] for s in summary["steps"]][-2:] == ["干活#round2", "干活·判定#2"]
+    summary = parse_document(done.stdout[done.stdout.index("{") :])
+    assert [s["name"] for s in summary["steps"]][-2:] == ["干活#round2", "干活·判定#2"]
     metered = usage_of(host_user, user_workspace)["total_cost_usd"]
     assert summary["cost_usd"] == pytest.approx(metered, abs=2e-6)  # flower's, the gateway's
     assert metered == pytest.approx(real_api.cost(), abs=2e-6)  # and what the answers cost
