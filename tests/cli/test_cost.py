@@ -92,18 +92,18 @@ def test_every_cost_a_user_sees_is_what_the_api_answers_cost(
     assert float(FIGURE.findall(live)[-1]) == pytest.approx(before, abs=5e-5)  # its last state
 
     log = workspace.parent / "events.jsonl"
-    woken = flower(
-        "resume", "--timeout", "0", "--json", "--events", str(log), "-w", str(workspace),
-        env=cli_env, cwd=workspace.parent,
-    )  # fmt: skip
+    args = ("resume", "--timeout", "0", "--events", str(log), "-w", str(workspace))
+    woken = flower(*args, env=cli_env, cwd=ws)
     assert woken.returncode == 0, woken.stderr
     total = fake_api.cost()
     woke = total - before  # what the woken run spent
-    assert woke > before > 0.5  # dollars, not fractions of a cent
-    summary = parse_document(woken.stdout)
-    assert summary["status"] == "achieved"
-    assert summary["cost_usd"] == pytest.approx(woke, abs=1e-6)  # this run's (one run id)
-    assert float(FIGURE.findall(woken.stderr)[-1]) == pytest.approx(woke, abs=5e-5)
+    assert min(before, woke) > 0.5  # dollars, not fractions of a cent
+    live, end = woken.stdout.rsplit("achieved", 1)  # achieved · $woke ($total with ...) · exit 0
+    assert [float(f) for f in FIGURE.findall(end)] == [
+        pytest.approx(woke, abs=5e-5),
+        pytest.approx(total, abs=5e-5),  # with the run it continues
+    ]
+    assert float(FIGURE.findall(live)[-1]) == pytest.approx(woke, abs=5e-5)
     replay = Render(Console(file=io.StringIO()))  # another process's view: flowerbox attach
     for line in log.read_text().splitlines():
         replay(Event.from_json(json.loads(line)))
@@ -133,7 +133,7 @@ def test_status_counts_what_the_running_step_has_spent(
         usage=WEIGHT,
     )
     runs = workspace.parent / "runs"
-    args = ("once", "sleep a while", "-w", str(workspace), "--run-dir", str(runs))
+    args = ("once", "sleep a while", "--json", "-w", str(workspace), "--run-dir", str(runs))
     run = start_flower(*args, env=cli_env, cwd=workspace.parent)
     try:
         assert fake_api.wait_for(lambda requests: len(requests) == 1, 60)
@@ -145,8 +145,9 @@ def test_status_counts_what_the_running_step_has_spent(
         if run.poll() is None:
             os.killpg(run.pid, signal.SIGKILL)
     data = parse_document(status.stdout)
-    [run] = data["runs"]
-    assert run["state"] == "running" and run["current"]
+    [shown] = data["runs"]
+    assert shown["state"] == "running" and shown["current"]
     assert data["total_cost_usd"] == pytest.approx(during, abs=1e-6) and during > 0.05
     assert run.returncode == 0, err
-    assert float(FIGURE.findall(out)[-1]) == pytest.approx(fake_api.cost(), abs=5e-5)
+    assert parse_document(out)["cost_usd"] == pytest.approx(fake_api.cost(), abs=1e-6)
+    assert float(FIGURE.findall(err)[-1]) == pytest.approx(fake_api.cost(), abs=5e-5)
