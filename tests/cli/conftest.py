@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import codecs
+import contextlib
 import os
+import pty
+import re
+import select
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -35,6 +41,45 @@ def flower(
     )
 
 
+def start_flower(*args: str, env: dict[str, str], cwd: Path) -> subprocess.Popen[str]:
+    """`flower ARGS` in the background, in a process group of its own, output captured."""
+    return subprocess.Popen(
+        [*FLOWER, *args],
+        env=env,
+        cwd=cwd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+
+
+@contextlib.contextmanager
+def on_a_terminal(
+    *args: str, env: dict[str, str], cwd: Path
+) -> Iterator[tuple[subprocess.Popen[bytes], Screen]]:
+    """`flower ARGS` on a terminal of its own (a pty; no colour, 200 columns), and its screen.
+    Killed with its process group if it is still running at the end."""
+    parent, child = pty.openpty()
+    proc = subprocess.Popen(
+        [*FLOWER, *args],
+        stdin=child,
+        stdout=child,
+        stderr=child,
+        env={**env, "NO_COLOR": "1", "COLUMNS": "200"},
+        cwd=cwd,
+        start_new_session=True,
+    )
+    os.close(child)
+    try:
+        yield proc, Screen(parent)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=30)
+        os.close(parent)
+
+
 def stop_mid_work(
     api: FakeAPI, env: dict[str, str], workspace: Path
 ) -> subprocess.CompletedProcess[str]:
@@ -46,14 +91,8 @@ def stop_mid_work(
         return text("slept") if request.tool_results() else tool("Bash", {"command": slow})
 
     api.script = rules((When(kind="subagent"), worker), (When(), starter_cast()))
-    proc = subprocess.Popen(
-        [*FLOWER, DEMO_ASK, "--timeout", "0", "-w", str(workspace)],
-        env=env,
-        cwd=workspace.parent,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
+    proc = start_flower(
+        DEMO_ASK, "--timeout", "0", "-w", str(workspace), env=env, cwd=workspace.parent
     )
     try:
         assert api.wait_for(lambda reqs: any(r.kind == "subagent" for r in reqs), 120)
@@ -64,3 +103,47 @@ def stop_mid_work(
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
     return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+
+
+ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+
+
+class Screen:
+    """A process's terminal (the parent side of a pty): what it printed so far, without
+    terminal controls, and a keyboard. Read while waiting, so the process never blocks on a
+    full terminal."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self.raw = ""
+        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+
+    def wait_until(self, done: Callable[[], bool], timeout: float = 90) -> bool:
+        """Read the screen until `done()` holds; False if it did not within `timeout`."""
+        deadline = time.monotonic() + timeout
+        while not done():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            if select.select([self.fd], [], [], min(left, 0.2))[0]:
+                try:
+                    chunk = os.read(self.fd, 65536)
+                except OSError:  # the process closed the terminal
+                    return done()
+                self.raw += self._decoder.decode(chunk)
+        return True
+
+    @property
+    def text(self) -> str:
+        return ANSI.sub("", self.raw)  # over the whole: a control may span two reads
+
+    def pause(self, seconds: float) -> None:
+        """Let `seconds` pass, reading what is printed meanwhile."""
+        self.wait_until(lambda: False, seconds)
+
+    def expect(self, needle: str, timeout: float = 90) -> None:
+        seen = self.wait_until(lambda: needle in self.text, timeout)
+        assert seen, f"never saw {needle!r}; screen:\n{self.text[-3000:]}"
+
+    def type(self, line: str) -> None:
+        os.write(self.fd, (line + "\n").encode())

@@ -3,71 +3,13 @@ interrupt with Ctrl+C (the SIGINT a terminal sends) and see the same session res
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
-import pty
-import re
-import select
 import signal
-import subprocess
-import time
-from collections.abc import Iterator
 from pathlib import Path
 
 from flower.testing import FakeAPI, Reply, Request, When, rules, text, tool
 from flower.testing.demo import DEMO_ASK, starter_cast
-from tests.cli.conftest import FLOWER
-
-ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
-
-
-class Screen:
-    """The process's terminal: what it printed so far, and a keyboard."""
-
-    def __init__(self, fd: int) -> None:
-        self.fd = fd
-        self.text = ""
-
-    def expect(self, needle: str, timeout: float = 90) -> None:
-        deadline = time.monotonic() + timeout
-        while needle not in self.text:
-            left = deadline - time.monotonic()
-            assert left > 0, f"never saw {needle!r}; screen:\n{self.text[-3000:]}"
-            if select.select([self.fd], [], [], min(left, 0.2))[0]:
-                try:
-                    self.text += ANSI.sub("", os.read(self.fd, 65536).decode(errors="replace"))
-                except OSError:  # the process closed the terminal
-                    break
-        assert needle in self.text, f"never saw {needle!r}; screen:\n{self.text[-3000:]}"
-
-    def type(self, line: str) -> None:
-        os.write(self.fd, (line + "\n").encode())
-
-
-@contextlib.contextmanager
-def in_terminal(
-    *args: str, env: dict[str, str], cwd: Path
-) -> Iterator[tuple[subprocess.Popen[bytes], Screen]]:
-    """`flower ARGS` on a pseudo-terminal (its stdin, stdout and stderr), killed if it is
-    still running at the end."""
-    main, follower = pty.openpty()
-    proc = subprocess.Popen(
-        [*FLOWER, *args],
-        stdin=follower,
-        stdout=follower,
-        stderr=follower,
-        env={**env, "NO_COLOR": "1", "COLUMNS": "200"},
-        cwd=cwd,
-        start_new_session=True,
-    )
-    os.close(follower)
-    try:
-        yield proc, Screen(main)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-        os.close(main)
+from tests.cli.conftest import on_a_terminal
 
 
 def test_answer_mail_oracle_and_interrupt_in_one_run(
@@ -94,14 +36,13 @@ def test_answer_mail_oracle_and_interrupt_in_one_run(
         (When(kind="subagent"), worker),
         (When(), starter_cast()),
     )
-    with in_terminal(
-        DEMO_ASK, "--timeout", "120", "-w", str(workspace), env=cli_env, cwd=workspace.parent
-    ) as (proc, screen):
+    args = (DEMO_ASK, "--timeout", "120", "-w", str(workspace))
+    with on_a_terminal(*args, env=cli_env, cwd=workspace.parent) as (proc, screen):
         screen.expect("?? q1: 用哪个 Python 解释器?")
         screen.type("python3")  # answers the pending ask
         screen.expect("q1 answered: python3")
-        assert fake_api.wait_for(lambda reqs: bool(slept), 120)
-        time.sleep(1.0)  # the worker's long command is running
+        assert screen.wait_until(lambda: bool(slept), 120)
+        screen.pause(1.0)  # the worker's long command is running
         screen.type("另外也打印 world")  # nobody asks: it goes to the inbox
         screen.expect("✉ you said: 另外也打印 world")
         screen.type("?做到哪了")

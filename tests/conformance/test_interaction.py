@@ -32,8 +32,7 @@ from flower.testing import (
     text,
     tool,
 )
-from tests.cli.conftest import offline_env
-from tests.cli.test_interactive import in_terminal
+from tests.cli.conftest import offline_env, on_a_terminal
 
 BASH = AgentSpec("worker", "", allowed_tools=["Bash"])
 
@@ -106,7 +105,7 @@ def test_the_terminal_waits_for_a_side_question_before_it_exits(
     )
     env = offline_env(fake_api, claude_home)
     ask = (DEMO_ASK, "--timeout", "120", "-w", str(workspace))
-    with in_terminal(*ask, env=env, cwd=workspace.parent) as (proc, screen):
+    with on_a_terminal(*ask, env=env, cwd=workspace.parent) as (proc, screen):
         assert fake_api.wait_for(lambda reqs: bool(slept), 120)
         screen.type("?做到哪了")
         screen.expect("等旁路问答答完再退出")
