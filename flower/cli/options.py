@@ -33,3 +33,14 @@ Budget = Annotated[
 JsonOut = Annotated[
     bool, typer.Option("--json", help="Print a machine-readable summary on stdout at the end.")
 ]
+FinishOption = Annotated[
+    str | None,
+    typer.Option(
+        "--finish",
+        metavar="branch|merge|patch",
+        help="With --isolate, what becomes of the work at the end: branch (the default: it "
+        "stays on the branch flower/<run id>), merge (also merged into your checkout once the "
+        "goal is achieved), patch (also written to runs/patches/<run id>.patch).",
+        show_default=False,
+    ),
+]

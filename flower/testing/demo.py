@@ -2,11 +2,14 @@
 coordinator and its worker. `flower demo` runs it; tests of the go path use it too.
 
 The roles are told apart by their system prompts (the rule texts of flower.core.roles). The
-worker writes hello.py in its working directory and runs it; the judge's verdict is chosen
-by `verdict` (a word of the Verdict table: 达成, 未达成, 无法达成).
+worker writes hello.py in its working directory and runs it (or does what `worker` scripts);
+the judge's verdict is chosen by `verdict` (a word of the Verdict table: 达成, 未达成,
+无法达成), or, given a sequence, one word per judged round (the last one stands after it).
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 from flower.testing.replies import Reply, text, tool
 from flower.testing.request import Request
@@ -93,8 +96,22 @@ def _coordinator(request: Request) -> Reply:
     return text(f"第 {len(delegated)} 轮:hello.py 已写好并验证。")
 
 
-def starter_cast(*, verdict: str = "达成", ask_human: bool = True) -> Rules:
-    """The whole cast. `ask_human`: the clarifier asks one question first."""
+def _judge(verdicts: Sequence[str]) -> Script:
+    """Rule on round N (the coordinator's report says 第 N 轮) with the N-th word."""
+
+    def rule(request: Request) -> Reply:
+        found = [n for n in range(len(verdicts), 0, -1) if f"第 {n} 轮" in request.prompt]
+        return verdict_reply(verdicts[found[0] - 1] if found else verdicts[-1])
+
+    return rule
+
+
+def starter_cast(
+    *, verdict: str | Sequence[str] = "达成", ask_human: bool = True, worker: Script = _worker
+) -> Rules:
+    """The whole cast. `ask_human`: the clarifier asks one question first. `worker` answers
+    every subagent request."""
+    verdicts = [verdict] if isinstance(verdict, str) else list(verdict)
     question = tool(
         "mcp__human__ask",
         {"question": "用哪个 Python 解释器?", "options": ["python3", "pypy"]},
@@ -107,10 +124,10 @@ def starter_cast(*, verdict: str = "达成", ask_human: bool = True) -> Rules:
         return text(BRIEF)
 
     cast: list[tuple[When, Script]] = [
-        (When(kind="subagent"), _worker),
+        (When(kind="subagent"), worker),
         (When(kind="main", system_contains="你是澄清者"), clarifier),
         (When(kind="main", system_contains="你是裁判", contains="设定目标"), Always(text(GOAL))),
-        (When(kind="main", system_contains="你是裁判"), Always(verdict_reply(verdict))),
+        (When(kind="main", system_contains="你是裁判"), _judge(verdicts)),
         (When(kind="main", system_contains="你是协调者"), _coordinator),
     ]
     return rules(*cast)
