@@ -11,6 +11,8 @@ CLI's WorktreeCreate hook: with it registered, the CLI makes none of its own)::
     collect(path, ...)     the worker stopped (SubagentStop): its changes are committed there
                            and the branch moves to that commit; a worker that ran beside
                            another is merged with the tip (on a conflict its worktree stays)
+    review()               <run_dir>/worktrees/review, a checkout of the branch's tip for
+                           the judge (the user's checkout does not have the work)
     clean()                every worktree of the run collected, removed, pruned
 
 So each worker starts from everything the earlier ones did, the run's work is one branch,
@@ -35,9 +37,10 @@ from flower.core.hooks import Placed, as_handler
 from flower.core.progress import Progress
 from flower.core.rundir import RunDir
 
-__all__ = ["PREFIX", "Branch", "Worktrees"]
+__all__ = ["PREFIX", "REVIEW", "Branch", "Worktrees"]
 
 PREFIX = "flower"
+REVIEW = "review"  # the judge's checkout; workers' worktrees are agent-<id>
 REPORT_CHARS = 4000  # of a worker's report, kept in its commit's message
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
 
@@ -104,7 +107,7 @@ class Worktrees:
         branch there. Other folders (the checkout itself, a non-isolated worker's cwd) are
         left alone."""
         path = next((p for p in (path, *path.parents) if self.owns(p)), self.root)
-        if path == self.root:
+        if path in (self.root, self.root / REVIEW):
             return
         with self._lock:
             branch = self.branch()
@@ -136,6 +139,19 @@ class Worktrees:
             head = must(path, "rev-parse", "HEAD").strip()
         must(self.workspace, "update-ref", branch.ref, head, tip)
         self._conflicts.pop(path, None)
+
+    def review(self) -> Path | None:
+        """A fresh checkout of the branch's tip for whoever judges the work, or None while
+        no worker has started. What is changed there is never collected."""
+        with self._lock:
+            branch = self.branch()
+            if branch is None:
+                return None
+            path = self.root / REVIEW
+            if path in self.leftovers():
+                must(self.workspace, "worktree", "remove", "--force", str(path))
+            must(self.workspace, "worktree", "add", "--quiet", "--detach", str(path), branch.ref)
+            return path
 
     def leftovers(self) -> list[Path]:
         """The worktrees of this run that git still knows."""

@@ -110,6 +110,10 @@ def test_two_isolated_rounds_stack_on_one_branch_and_the_checkout_is_untouched(
         "notes": [],
     }
     assert summary["delivery"]["commits"][0]["subject"].startswith("coder ")
+    # Each judge was shown where the branch's work is checked out: not in the checkout.
+    review = workspace.parent / "runs" / "worktrees" / "review"
+    judged = [q.prompt for q in fake_api.main_requests() if "<本轮汇报>" in q.prompt]
+    assert len(judged) == 2 and all(f"{branch} 上" in p and str(review) in p for p in judged)
 
 
 def test_finish_merge_brings_the_work_into_the_checkout_and_says_so(

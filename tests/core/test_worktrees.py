@@ -123,3 +123,20 @@ def test_merge_waits_for_the_goal_and_never_overwrites_a_local_change(
     assert refused.notes[0].startswith("not merged: git said:")
     assert (ws / "a.txt").read_text() == "the user's own edit\n"
     assert not (ws / ".git" / "MERGE_HEAD").exists()
+
+
+def test_the_judge_reviews_the_tip_and_what_it_changes_is_never_collected(
+    trees: Worktrees, ws: Path
+) -> None:
+    assert trees.review() is None  # no worker yet: the checkout is the work
+    trees.collect(work(trees, "agent-1", **{"b.txt": "round 1\n"}), who="c", report="r1")
+    review = trees.review()
+    assert review is not None and (review / "b.txt").read_text() == "round 1\n"
+    (review / "b.txt").write_text("the judge's scribble\n")
+    trees.collect(work(trees, "agent-2", **{"c.txt": "round 2\n"}), who="c", report="r2")
+    again = trees.review()
+    assert again == review and (review / "c.txt").is_file()
+    assert (review / "b.txt").read_text() == "round 1\n"
+    trees.collect(review, who="judge", report="")
+    assert trees.clean() == [] and not review.exists()
+    assert git(ws, "show", "flower/r1:b.txt") == "round 1"
