@@ -47,7 +47,7 @@ if TYPE_CHECKING:  # the real imports load the SDK: done late, so `flower --help
     from flower.core.delivery import Delivery, Finish
     from flower.core.runtime import Runtime
     from flower.workflow.base import RunState, Workflow
-from flower.core.exclude import exclude, unexcluded
+from flower.core.exclude import git_exclude, git_unexcluded
 from flower.errors import CredentialsError, UsageError, WorkspaceError
 
 FINISH_VALUES = ("branch", "merge", "patch")
@@ -179,7 +179,7 @@ def _check_finish(finish: str | None, *, isolate: bool) -> None:
 def _offer_exclude(ws: Path, folders: list[Path], console: Console, *, asks: bool) -> None:
     """On a repository's first run: keep the run's folders out of `git status` (this clone
     only). Asked on a terminal; done and said otherwise (a CI clone is thrown away)."""
-    missing = unexcluded(ws, folders)
+    missing = git_unexcluded(ws, folders)
     if not missing:
         return
     shown = " and ".join(missing)
@@ -190,7 +190,7 @@ def _offer_exclude(ws: Path, folders: list[Path], console: Console, *, asks: boo
         err=True,
     ):
         return
-    path = exclude(ws, missing)
+    path = git_exclude(ws, missing)
     console.print(
         f"added {shown} to {path} (git ignores them in this clone; delete the lines to undo)"
     )

@@ -5,8 +5,8 @@ the workspace; in a git repository both show up as untracked, and a hurried `git
 commits transcripts. `.git/info/exclude` is git's per-clone ignore file: nothing versioned
 changes, and deleting the line undoes it.
 
-    missing = unexcluded(workspace, [run_dir, workbench])   # ["/runs/"]: not ignored yet
-    exclude(workspace, missing)                             # appended to info/exclude
+    missing = git_unexcluded(workspace, [run_dir, workbench])   # ["/runs/"]: not ignored yet
+    git_exclude(workspace, missing)                           # appended to info/exclude
 """
 
 from __future__ import annotations
@@ -15,10 +15,10 @@ from pathlib import Path
 
 from flower.core.git import git, must
 
-__all__ = ["exclude", "unexcluded"]
+__all__ = ["git_exclude", "git_unexcluded"]
 
 
-def unexcluded(workspace: Path, folders: list[Path]) -> list[str]:
+def git_unexcluded(workspace: Path, folders: list[Path]) -> list[str]:
     """Patterns (`/runs/`, anchored at the repository's top) for those `folders` that lie
     inside the workspace's repository and that git does not ignore yet; [] outside git."""
     found = git(workspace, "rev-parse", "--show-toplevel")
@@ -36,7 +36,7 @@ def unexcluded(workspace: Path, folders: list[Path]) -> list[str]:
     return patterns
 
 
-def exclude(workspace: Path, patterns: list[str]) -> Path:
+def git_exclude(workspace: Path, patterns: list[str]) -> Path:
     """Append `patterns` to the repository's info/exclude; returns that file's path."""
     path = Path(
         must(workspace, "rev-parse", "--path-format=absolute", "--git-path", "info/exclude").strip()

@@ -21,7 +21,9 @@ from types import FrameType
 from typing import TextIO
 
 from rich.console import Console
+from rich.prompt import Confirm
 
+from flower import RunDir, git_exclude, git_unexcluded
 from flowerbox.box import state
 from flowerbox.box.engine import CHECKOUT, Box, connect, ensure_image, image_id
 from flowerbox.box.options import BoxOptions
@@ -81,6 +83,8 @@ def launch(
         spec = spec if resume_of is None else carried(spec, resume_of)
         resumed_from = None if resume_of is None else resume_of.run_id
         _tell_masked_env(spec.workspace)
+        if raw is None and spec.git == "dir" and not RunDir(spec.run_dir).holds_a_run():
+            _keep_runs_out_of_git(spec.workspace, spec.run_dir)
         spec = before_run(spec, image_id=image_id(client, options.image))
         prepared = Prepared(spec)
         prepared.write_secrets()  # last: every check has passed
@@ -140,6 +144,23 @@ def _tell_masked_env(workspace: Path) -> None:
                 style="yellow",
             ),
         )
+
+
+def _keep_runs_out_of_git(workspace: Path, run_dir: Path) -> None:
+    """A workspace's first run: runs/ out of `git status`, in the user's own clone and
+    before the box's gitdir is copied from it (what flower in the box would write there
+    never comes back). Asked on a terminal, done and said otherwise."""
+    missing = git_unexcluded(workspace, [run_dir])
+    if not missing:
+        return
+    shown = " and ".join(missing)
+    question = (
+        f"flower keeps {shown} in {workspace}: add it to .git/info/exclude (this clone only)?"
+    )
+    if sys.stdin.isatty() and not Confirm.ask(question, console=STDERR, default=True):
+        return
+    path = git_exclude(workspace, missing)
+    STDERR.print(f"added {shown} to {path} (git ignores it in this clone; delete the line to undo)")
 
 
 def _write(stream: TextIO) -> Callable[[bytes], None]:

@@ -28,6 +28,8 @@ ADDED = {
 }
 # Added by issue 19: the price table the gateway and Runtime's running accounts share.
 ADDED |= {"DEFAULT_PRICES", "Price", "PriceTable", "token_count"}
+# Added by issue 20: flowerbox keeps runs/ out of the user's `git status` on the host.
+ADDED |= {"git_exclude", "git_unexcluded"}
 
 
 def test_the_public_names_all_resolve() -> None:
