@@ -16,8 +16,9 @@ CLI's WorktreeCreate hook: with it registered, the CLI makes none of its own)::
     clean()                every worktree of the run collected, removed, pruned
 
 So each worker starts from everything the earlier ones did, the run's work is one branch,
-`flower/<run id>` (the id of the run's first process, from progress.json), and the user's
-checkout, index and HEAD are never touched. What becomes of the branch at the end is
+`flower/<run id>` (the id of the process its first worker started in; every later process
+of the run finds it in progress.json), and the user's checkout, index and HEAD are never
+touched. What becomes of the branch at the end is
 flower.core.delivery's.
 """
 

@@ -6,6 +6,7 @@
     t0 = time.time()                    # then the box runs, and stops
     moved = quarantine(workspace, since=t0, run_id=run_id, start_layout=kind)  # first
     result = bring_back(shadow, run_id=run_id)     # branches -> flowerbox/<run id>/<name>
+                                        # (flower's flower/<id>: its own name, never forced)
     print(*moved.lines(), *result.lines(), sep="\n")
 
 `quarantine` comes before any other git the host runs in the workspace after a run (in a
