@@ -33,25 +33,6 @@ _SETTINGS = (
     "-c", "merge.autoStash=false",
     "-c", "core.quotePath=false",
 )  # fmt: skip
-# `git rev-parse --local-env-vars`: a caller's repository, never ours to follow.
-_LOCAL_ENV = (
-    "GIT_ALTERNATE_OBJECT_DIRECTORIES",
-    "GIT_COMMON_DIR",
-    "GIT_CONFIG",
-    "GIT_CONFIG_COUNT",
-    "GIT_CONFIG_PARAMETERS",
-    "GIT_DIR",
-    "GIT_GRAFT_FILE",
-    "GIT_IMPLICIT_WORK_TREE",
-    "GIT_INDEX_FILE",
-    "GIT_INTERNAL_SUPER_PREFIX",
-    "GIT_NO_REPLACE_OBJECTS",
-    "GIT_OBJECT_DIRECTORY",
-    "GIT_PREFIX",
-    "GIT_REPLACE_REF_BASE",
-    "GIT_SHALLOW_FILE",
-    "GIT_WORK_TREE",
-)
 
 
 class GitError(FlowerError):
@@ -81,8 +62,18 @@ def _identity(cwd: Path) -> tuple[tuple[str, str], ...]:
     )
 
 
+@functools.cache
+def _local_env() -> frozenset[str]:
+    """The variables that name a caller's repository (`GIT_DIR`, `GIT_WORK_TREE`, ...), as
+    this git lists them: never ours to follow."""
+    listed = subprocess.run(
+        ["git", "rev-parse", "--local-env-vars"], capture_output=True, text=True, check=False
+    )
+    return frozenset(listed.stdout.split())
+
+
 def _base_env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in _LOCAL_ENV}
+    env = {k: v for k, v in os.environ.items() if k not in _local_env()}
     env["GIT_TERMINAL_PROMPT"] = "0"
     return env
 

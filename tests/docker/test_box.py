@@ -28,20 +28,28 @@ from tests.docker.e2e import FLOWERBOX, REAL, as_user, box_env, ledger, usage_of
 pytestmark = pytest.mark.docker
 
 
+def unattended(
+    api: FakeAPI, user: tuple[str, int, int], ws: Path, ask: str
+) -> tuple[subprocess.CompletedProcess[str], dict[str, Any]]:
+    """`flowerbox ASK --timeout 0 --json` as `user`, which must succeed; its JSON summary."""
+    done = as_user(
+        user,
+        [FLOWERBOX, ask, "--timeout", "0", "--json", "-w", str(ws)],
+        cwd=ws,
+        env=box_env(api, user),
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done, json.loads(done.stdout[done.stdout.index("{") :])
+
+
 def test_an_unattended_run_leaves_the_users_files_and_state_on_the_host(
     real_api: FakeAPI, host_user: tuple[str, int, int], user_workspace: Path, flowerbox_image: str
 ) -> None:
     real_api.script = starter_cast()
-    done = as_user(
-        host_user,
-        [FLOWERBOX, DEMO_ASK, "--timeout", "0", "--json", "-w", str(user_workspace)],
-        cwd=user_workspace,
-        env=box_env(real_api, host_user),
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert json.loads(done.stdout[done.stdout.index("{") :])["status"] == "achieved"
+    _, summary = unattended(real_api, host_user, user_workspace, DEMO_ASK)
+    assert summary["status"] == "achieved"
     # Isolation is on: the worker's work is on the run's branch, the checkout untouched.
-    branch = json.loads(done.stdout[done.stdout.index("{") :])["delivery"]["branch"]
+    branch = summary["delivery"]["branch"]
     git = ["git", "-C", str(user_workspace)]
     shown = as_user(host_user, [*git, "show", f"{branch}:hello.py"], cwd=user_workspace)
     assert shown.stdout == 'print("hello")\n' and not (user_workspace / "hello.py").exists()
@@ -72,14 +80,8 @@ def test_an_isolated_box_run_stacks_its_rounds_on_one_branch_on_the_host(
 
     head, checked_out = repo("rev-parse", "HEAD"), repo("symbolic-ref", "--short", "HEAD")
     real_api.script = starter_cast(verdict=["未达成", "达成"], ask_human=False, worker=calc_worker)
-    done = as_user(
-        host_user,
-        [FLOWERBOX, ASK, "--timeout", "0", "--json", "-w", str(user_workspace)],
-        cwd=user_workspace,
-        env=box_env(real_api, host_user),
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    delivery = json.loads(done.stdout[done.stdout.index("{") :])["delivery"]
+    done, summary = unattended(real_api, host_user, user_workspace, ASK)
+    delivery = summary["delivery"]
     branch = delivery["branch"]
     assert branch.startswith("flower/") and delivery["files"] == ["calc.py"]
     commits = repo("rev-list", "--reverse", f"{head}..{branch}").split()
