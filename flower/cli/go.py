@@ -154,14 +154,12 @@ def go(
         finally:
             runtime.close()
     code, status = outcome(ran, stopped=stopped, clarify_only=clarify_only, goal=not no_goal)
-    delivery = _deliver(runtime, finish, achieved=code == Exit.OK, console=console)
+    delivery = deliver_work(runtime, finish, achieved=code == Exit.OK, console=console)
     if json_out:
         summary = {"status": status, "exit_code": int(code), **_summary(ran, runtime)}
         summary["delivery"] = delivery.to_json() if delivery is not None else None
         sys.stdout.write(json.dumps(summary, ensure_ascii=False, indent=2) + "\n")
     else:
-        for line in delivery.lines() if delivery is not None else []:
-            console.print(line, markup=False)
         console.print(f"{status} · ${runtime.total_cost():.4f} · exit {int(code)}", style="bold")
     raise typer.Exit(code)
 
@@ -196,21 +194,24 @@ def _offer_exclude(ws: Path, folders: list[Path], console: Console, *, asks: boo
     )
 
 
-def _deliver(
+def deliver_work(
     runtime: Runtime, finish: str | None, *, achieved: bool, console: Console
 ) -> Delivery | None:
-    """The isolated workers' work, delivered as `finish` asks (None: no isolated worker
-    ran). A delivery that fails is said, never changes the run's exit code."""
+    """The isolated workers' work, delivered as `finish` asks and said on `console` (None:
+    no isolated worker ran). A delivery that fails is said, never changes the exit code."""
     # lazy: delivery loads the worktrees' hooks, which load the SDK
     from flower.core.delivery import deliver
     from flower.core.git import GitError
 
     try:
         how = cast("Finish", finish or "branch")  # _check_finish allowed it
-        return deliver(runtime.worktrees, finish=how, achieved=achieved)
+        delivery = deliver(runtime.worktrees, finish=how, achieved=achieved)
     except GitError as exc:
         console.print(f"the run's work could not be delivered: {exc}", markup=False)
         return None
+    for line in delivery.lines() if delivery is not None else []:
+        console.print(line, markup=False)
+    return delivery
 
 
 async def drive(

@@ -14,6 +14,9 @@ from flower.testing import (
     FakeAPI,
     Reply,
     Request,
+    When,
+    rules,
+    sequence,
     starter_cast,
     text,
     tool,
@@ -169,3 +172,41 @@ def test_a_finish_that_cannot_be_done_is_refused_before_anything_runs(
     done = flower(ASK, *options, "-w", str(workspace), env=cli_env, cwd=workspace.parent)
     assert done.returncode == 2 and said in done.stderr
     assert fake_api.requests == []
+
+
+WORKFLOW = """
+from flower import Step, Workflow, coordinator, worker
+
+coder = worker("writes code", "You are the coder.", isolate=True)
+workflow = Workflow([Step("work", coordinator("boss", "", {"coder": coder}), "write calc.py")])
+"""
+
+
+def test_a_workflow_of_your_own_with_isolated_workers_is_delivered_too(
+    fake_api: FakeAPI, cli_env: dict[str, str], workspace: Path
+) -> None:
+    head = repo(workspace)
+    flow = workspace.parent / "flow.py"
+    flow.write_text(WORKFLOW)
+    delegate = tool(
+        "Agent",
+        {
+            "description": "d",
+            "prompt": "calc.py",
+            "subagent_type": "coder",
+            "run_in_background": False,
+        },
+        id="toolu_delegate",
+    )
+    fake_api.script = rules(
+        (When(kind="subagent"), calc_worker),
+        (When(kind="main"), sequence(delegate, text("delegated"))),
+    )
+    done = flower(
+        "run", str(flow), "--timeout", "0", "-w", str(workspace), env=cli_env, cwd=workspace.parent
+    )
+    assert done.returncode == 0, done.stderr
+    [said] = [line for line in done.stdout.splitlines() if line.startswith("the work is on")]
+    branch = said.split()[5].rstrip(":")
+    assert git(workspace, "show", f"{branch}:calc.py") + "\n" == BUGGY
+    untouched(workspace, head)
