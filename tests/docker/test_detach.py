@@ -65,12 +65,19 @@ def wait_until_ended(ws: Path, run_id: str, timeout: float = 300) -> dict[str, A
     raise AssertionError(f"{run_id} still {meta['status']} after {timeout:.0f}s")
 
 
-def left_behind(client: DockerClient, meta: dict[str, Any]) -> list[str]:
-    """Containers and private /tmp folders of the run that still exist."""
+def left_behind(client: DockerClient, meta: dict[str, Any], timeout: float = 60) -> list[str]:
+    """Containers and private /tmp folders of the run that still exist once its keeper is
+    done: the end is recorded first, the folders go after the host's after-run work (the
+    branches brought back, the notes), so they are given `timeout` seconds to go."""
     run = f"dev.flower.box.run={meta['run_id']}"
-    found = [str(c.name) for c in client.containers.list(all=True, filters={"label": run})]
     folders = (meta["spec"]["socket_dir"], meta["spec"]["secrets_dir"])
-    return found + [folder for folder in folders if Path(folder).exists()]
+    deadline = time.monotonic() + timeout
+    while True:
+        found = [str(c.name) for c in client.containers.list(all=True, filters={"label": run})]
+        found += [folder for folder in folders if Path(folder).exists()]
+        if not found or time.monotonic() > deadline:
+            return found
+        time.sleep(0.5)
 
 
 def detach(
