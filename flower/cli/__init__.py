@@ -1,14 +1,21 @@
 """The `flower` command line: a thin typer layer over the library.
 
-Two pieces are public for other front ends (flowerbox re-uses them): `Render`, which turns
-Events into terminal lines, and `setup`, the typer command that writes the credentials.
+Five pieces are public for other front ends (flowerbox re-uses them): `Render`, which turns
+Events into terminal lines, `setup`, the typer command that writes the credentials,
+`write_report`, which draws a Timeline as the report's page, SVG and PNG (with its options
+`SvgOut` and `PngOut`), the `--json` contract (`contract`: documents, the error shape,
+the schema), and `table_console`, where tables go (never cut off a terminal).
 
 They are imported here, not on first use: a lazy `setup` would be shadowed by its own
 submodule `flower.cli.setup` as soon as anything imported that. It costs `flower --help`
 nothing (the app imports every command anyway), and neither imports the SDK.
 """
 
+from flower.cli import contract
+from flower.cli.options import PngOut, SvgOut
 from flower.cli.render import Render
+from flower.cli.report import write_report
 from flower.cli.setup import setup
+from flower.cli.tables import table_console
 
-__all__ = ["Render", "setup"]
+__all__ = ["PngOut", "Render", "SvgOut", "contract", "setup", "table_console", "write_report"]

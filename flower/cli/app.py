@@ -14,9 +14,11 @@ from typer.core import TyperGroup
 from flower import __version__
 from flower.cli.analyze import analyze
 from flower.cli.answer import answer, send
+from flower.cli.contract import JsonRefusals
 from flower.cli.demo import demo
 from flower.cli.go import go
 from flower.cli.once import once
+from flower.cli.report import report
 from flower.cli.resume import resume
 from flower.cli.run import run
 from flower.cli.setup import setup
@@ -27,7 +29,7 @@ GO = "go"
 UNFINISHED_HINT = "This folder holds an unfinished run: `flower resume` continues it."
 
 
-class AskFirst(TyperGroup):
+class AskFirst(JsonRefusals, TyperGroup):
     """Routes `flower "some ask" ...` to the go command."""
 
     def resolve_command(
@@ -102,6 +104,7 @@ app.command()(resume)
 app.command()(demo)
 app.command()(setup)
 app.command()(status)
+app.command()(report)
 app.command(no_args_is_help=True)(analyze)
 app.command(no_args_is_help=True)(answer)
 app.command(no_args_is_help=True)(send)

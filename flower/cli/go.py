@@ -7,7 +7,7 @@ is unreachable and nobody answered); 130 stopped (Ctrl+C twice, SIGTERM, SIGHUP)
 
 With --isolate the workers' work is delivered at the end (flower.core.delivery): the branch,
 its commits and files and the command that applies it are the last lines (and the JSON
-summary's `delivery`). A first run in a git repository offers to keep runs/ (and an inner
+document's `delivery`). A first run in a git repository offers to keep runs/ (and an inner
 workbench) out of `git status` through .git/info/exclude: asked on a terminal, done and said
 otherwise.
 """
@@ -16,15 +16,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import os
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, cast
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn, cast
 
 import typer
 from rich.console import Console
 
+from flower.cli import contract
 from flower.cli.exits import Exit, exit_codes
 from flower.cli.options import (
     AnswerTimeout,
@@ -39,7 +39,9 @@ from flower.cli.options import (
     Workspace,
 )
 from flower.cli.render import Render
+from flower.cli.report import report_command
 from flower.core.env import check_credentials, describe, load_dotenv
+from flower.core.labels import parse_label
 from flower.core.rundir import RunDir
 from flower.core.runlock import holding_the_run
 
@@ -94,7 +96,7 @@ def go(
     verbose: Verbose = False,
     events: Events = None,
     json_out: JsonOut = False,
-    finish: FinishOption = None,
+    finish_as: FinishOption = None,
 ) -> None:
     """Clarify the ask, freeze a goal, and work on it until a judge says it is achieved."""
     # lazy: Runtime and the starter load the SDK, which `flower --help` must not pay for
@@ -102,7 +104,7 @@ def go(
     from flower.workflow.starter import repeated_ask, starter_flow, wake_state
 
     console = Console(stderr=json_out, highlight=False, soft_wrap=True)
-    with exit_codes(), contextlib.ExitStack() as held:
+    with exit_codes("flower go" if json_out else None), contextlib.ExitStack() as held:
         if model:
             os.environ["ANTHROPIC_MODEL"] = model
         load_dotenv()
@@ -115,7 +117,7 @@ def go(
             )
         if problem := check_credentials():  # before anything is created here
             raise CredentialsError(problem)
-        _check_finish(finish, isolate=isolate)
+        _check_finish(finish_as, isolate=isolate)
         run_dir = usable_run_dir(run_dir)
         first = not RunDir(run_dir).holds_a_run()
         held.enter_context(holding_the_run(run_dir, ["flower", "go", ask]))
@@ -154,14 +156,10 @@ def go(
         finally:
             runtime.close()
     code, status = outcome(ran, stopped=stopped, clarify_only=clarify_only, goal=not no_goal)
-    delivery = deliver_work(runtime, finish, achieved=code == Exit.OK, console=console)
-    if json_out:
-        summary = {"status": status, "exit_code": int(code), **_summary(ran, runtime)}
-        summary["delivery"] = delivery.to_json() if delivery is not None else None
-        sys.stdout.write(json.dumps(summary, ensure_ascii=False, indent=2) + "\n")
-    else:
-        console.print(f"{status} · ${runtime.total_cost():.4f} · exit {int(code)}", style="bold")
-    raise typer.Exit(code)
+    delivery = deliver_work(runtime, finish_as, achieved=code == Exit.OK, console=console)
+    finish(
+        console, runtime, "flower go", status, code, state=ran, as_json=json_out, delivery=delivery
+    )
 
 
 def _check_finish(finish: str | None, *, isolate: bool) -> None:
@@ -197,21 +195,18 @@ def _offer_exclude(ws: Path, folders: list[Path], console: Console, *, asks: boo
 def deliver_work(
     runtime: Runtime, finish: str | None, *, achieved: bool, console: Console
 ) -> Delivery | None:
-    """The isolated workers' work, delivered as `finish` asks and said on `console` (None:
-    no isolated worker ran). A delivery that fails is said, never changes the exit code."""
+    """The isolated workers' work, delivered as `finish` asks (None: no isolated worker
+    ran). A delivery that fails is said, never changes the exit code."""
     # lazy: delivery loads the worktrees' hooks, which load the SDK
     from flower.core.delivery import deliver
     from flower.core.git import GitError
 
     try:
         how = cast("Finish", finish or "branch")  # _check_finish allowed it
-        delivery = deliver(runtime.worktrees, finish=how, achieved=achieved)
+        return deliver(runtime.worktrees, finish=how, achieved=achieved)
     except GitError as exc:
         console.print(f"the run's work could not be delivered: {exc}", markup=False)
         return None
-    for line in delivery.lines() if delivery is not None else []:
-        console.print(line, markup=False)
-    return delivery
 
 
 async def drive(
@@ -223,8 +218,9 @@ async def drive(
     events: Path | None = None,
 ) -> tuple[RunState | None, bool]:
     """Run the workflow with the terminal attached; (its state, or None when stopped, and
-    whether it was stopped). `events`: also write every event there as a JSON line
-    (flower.cli.eventlog)."""
+    whether it was stopped). Every event is also written as a JSON line to `events`, by
+    default the run directory's events/<run id>.jsonl (flower.cli.eventlog; `flower report`
+    draws from it)."""
     # lazy: both load the SDK (through Event and Runtime); `flower --help` stays fast
     from flower.cli.eventlog import EventLog
     from flower.cli.interact import Terminal
@@ -238,13 +234,12 @@ async def drive(
         interactive=interactive,
     )
 
-    log = EventLog(events) if events is not None else None
+    log = EventLog(events or RunDir(runtime.run_dir).events(runtime.run_id))
 
     def on_event(event: Any) -> None:
         terminal.observe(event)
         render(event)
-        if log is not None:
-            log(event)
+        log(event)
 
     heartbeat = asyncio.ensure_future(render.heartbeat())
     try:
@@ -254,8 +249,7 @@ async def drive(
         return None, True
     finally:
         heartbeat.cancel()
-        if log is not None:
-            log.close()
+        log.close()
     return state, False
 
 
@@ -275,30 +269,54 @@ def outcome(
     return (Exit.OK, "achieved") if achieved else (Exit.FAILED, "not_achieved")
 
 
-def _summary(state: RunState | None, runtime: Runtime) -> dict[str, Any]:
+def finish(
+    console: Console,
+    runtime: Runtime,
+    command: str,
+    status: str,
+    code: Exit,
+    *,
+    state: RunState | None = None,
+    as_json: bool,
+    delivery: Delivery | None = None,
+) -> NoReturn:
+    """End a command that ran steps: its last lines (where the isolated workers' work is, how
+    it ended, how to draw it), or its JSON document, and its exit."""
+    drawn = report_command(runtime.run_dir, runtime.workspace)
+    if as_json:
+        document = run_document(runtime, command, status, code, state=state)
+        delivered = {"delivery": delivery.to_json() if delivery is not None else None}
+        contract.emit(document | delivered | {"report": drawn})
+    else:
+        for line in delivery.lines() if delivery is not None else []:
+            console.print(line, markup=False)
+        console.print(f"{status} · ${runtime.total_cost():.4f} · exit {int(code)}", style="bold")
+        console.print(f"the run drawn: {drawn}", style="dim")
+    raise typer.Exit(code)
+
+
+def run_document(
+    runtime: Runtime, command: str, status: str, code: Exit, *, state: RunState | None
+) -> dict[str, Any]:
+    """What a run did, as its `--json` document: the same attempt records `flower status`
+    shows, read back from the manifest this run wrote."""
     verdict = state.verdict if state is not None else None
-    return {
-        "workspace": str(runtime.workspace),
-        "run_dir": str(runtime.run_dir),
-        "run_id": runtime.run_id,
-        "cost_usd": round(runtime.total_cost(), 6),
-        "failed_at": state.failed_at if state is not None else None,
-        "aborted": state.aborted if state is not None else None,
-        "verdict": None
+    failed_at = state.failed_at if state is not None else None
+    return contract.document(
+        command,
+        status=status,
+        exit_code=int(code),
+        run_id=runtime.run_id,
+        workspace=str(runtime.workspace),
+        run_dir=str(runtime.run_dir),
+        cost_usd=runtime.total_cost(),
+        failed_at=None if failed_at is None else parse_label(failed_at).step,
+        aborted=state.aborted if state is not None else None,
+        verdict=None
         if verdict is None
         else {"state": verdict.state, "reason": verdict.reason, "failed": verdict.failed},
-        "steps": [
-            {
-                "step": r.step,
-                "ok": r.ok,
-                "attempts": r.attempts,
-                "cost_usd": round(r.cost_usd, 6),
-                "session_id": r.session_id,
-                "error": r.error,
-            }
-            for r in runtime.results
-        ],
-    }
+        steps=contract.run_attempts(runtime.run_dir, runtime.run_id),
+    )
 
 
 def _describe_wake(state: dict[str, Any], *, new: bool, ask: str, repeated: bool) -> str:

@@ -1,9 +1,12 @@
-"""The options several commands share, declared once."""
+"""The options several commands share, declared once (flowerbox's report takes --svg and
+--png from here too), and the check of a run directory that status and report read."""
 
 from pathlib import Path
 from typing import Annotated
 
 import typer
+
+from flower.errors import RunDirError
 
 Workspace = Annotated[
     Path, typer.Option("--workspace", "-w", help="The folder the work happens in.")
@@ -15,8 +18,15 @@ Events = Annotated[
     Path | None,
     typer.Option(
         "--events",
-        help="Also write every event as a JSON line to this file (flowerbox logs reads it).",
+        help="Write every event as a JSON line to this file (flowerbox logs and flower report "
+        "read it) [default: RUN_DIR/events/<run id>.jsonl].",
         show_default=False,
+    ),
+]
+RunWorkbench = Annotated[
+    bool,
+    typer.Option(
+        "-W", help="A workbench in the run dir's workbench/ (for `run`: if the workflow has none)."
     ),
 ]
 Verbose = Annotated[
@@ -33,6 +43,11 @@ Budget = Annotated[
 JsonOut = Annotated[
     bool, typer.Option("--json", help="Print a machine-readable summary on stdout at the end.")
 ]
+SvgOut = Annotated[Path | None, typer.Option("--svg", help="Also write the picture as SVG here.")]
+PngOut = Annotated[
+    Path | None,
+    typer.Option("--png", help="Also write it as PNG here (needs a headless Chromium)."),
+]
 FinishOption = Annotated[
     str | None,
     typer.Option(
@@ -44,3 +59,14 @@ FinishOption = Annotated[
         show_default=False,
     ),
 ]
+
+
+def existing_run_dir(run_dir: Path) -> Path:
+    """`run_dir` if it is a folder (status and report read one; they never create it)."""
+    if not run_dir.is_dir():
+        raise RunDirError(
+            run_dir,
+            f"no run directory at {run_dir}: pass the run_dir of a flower run "
+            "(default ./runs, or the --run-dir you gave it)",
+        )
+    return run_dir

@@ -43,11 +43,11 @@ def resume(
     verbose: Verbose = False,
     events: Events = None,
     json_out: JsonOut = False,
-    finish: FinishOption = None,
+    finish_as: FinishOption = None,
 ) -> None:
     """Continue the unfinished run here: its brief, goal and sessions, nothing redone."""
     ws = workspace.expanduser().resolve()
-    with exit_codes():
+    with exit_codes("flower go" if json_out else None):  # the go path's document, below
         isolate = _isolated(ws, run_dir)
     go(
         "",
@@ -68,7 +68,7 @@ def resume(
         verbose=verbose,
         events=events,
         json_out=json_out,
-        finish=finish,
+        finish_as=finish_as,
     )
 
 

@@ -14,8 +14,8 @@ import typer
 from rich.console import Console
 
 from flower.cli.exits import Exit, exit_codes
-from flower.cli.go import deliver_work, drive, outcome
-from flower.cli.options import Events, RunDirOption, Workspace
+from flower.cli.go import deliver_work, drive, finish, outcome
+from flower.cli.options import Events, JsonOut, RunDirOption, RunWorkbench, Workspace
 from flower.core.runlock import holding_the_run
 from flower.errors import UsageError
 
@@ -24,20 +24,19 @@ def run(
     file: Annotated[Path, typer.Argument(help="A Python file defining `workflow` or `build()`.")],
     workspace: Workspace = Path("."),
     run_dir: RunDirOption = Path("runs"),
-    workbench: Annotated[
-        bool, typer.Option("-W", help="A workbench under the run dir, if the workflow has none.")
-    ] = False,
+    workbench: RunWorkbench = False,
     timeout: Annotated[
         float, typer.Option(help="0 = unattended: no stdin thread, Ctrl+C stops.")
     ] = 1800.0,
     events: Events = None,
+    json_out: JsonOut = False,
 ) -> None:
     """Run a user's Workflow: 0 if every step passed, 1 if one failed, 3 if it stopped
     waiting for a human, 130 if stopped."""
     from flower.core.runtime import Runtime  # lazy: loads the SDK (`flower --help`)
 
-    console = Console(highlight=False, soft_wrap=True)
-    with exit_codes(), contextlib.ExitStack() as held:
+    console = Console(stderr=json_out, highlight=False, soft_wrap=True)
+    with exit_codes("flower run" if json_out else None), contextlib.ExitStack() as held:
         flow = load_workflow(file)
         runtime = Runtime(
             workspace=workspace, run_dir=run_dir, workbench=flow.workbench or workbench
@@ -50,9 +49,10 @@ def run(
         finally:
             runtime.close()
     code, status = outcome(ran, stopped=stopped, clarify_only=False, goal=False)
-    deliver_work(runtime, None, achieved=code == Exit.OK, console=console)
-    console.print(f"{status} · ${runtime.total_cost():.4f} · exit {int(code)}", style="bold")
-    raise typer.Exit(code)
+    delivery = deliver_work(runtime, None, achieved=code == Exit.OK, console=console)
+    finish(
+        console, runtime, "flower run", status, code, state=ran, as_json=json_out, delivery=delivery
+    )
 
 
 def load_workflow(file: Path) -> Any:

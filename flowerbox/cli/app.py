@@ -28,7 +28,7 @@ from rich.markup import escape
 from typer.core import TyperGroup
 
 from flower import FlowerError
-from flower.cli import setup
+from flower.cli import contract, setup
 from flowerbox import __version__
 from flowerbox.cli import box, checks, runs
 from flowerbox.errors import FlowerboxError
@@ -36,17 +36,21 @@ from flowerbox.errors import FlowerboxError
 STDERR = Console(stderr=True, highlight=False, soft_wrap=True)
 
 
-class FlowerboxGroup(TyperGroup):
+class FlowerboxGroup(contract.JsonRefusals, TyperGroup):
     """Every command runs under this: a FlowerboxError is what the user can fix, so it is
     said on stderr (its message says how) and the exit code is 2. So is a FlowerError: the
     host side reads flower's .env files and state files through flower, whose refusals (a
-    bad .env, a corrupt record) are the user's to fix too."""
+    bad .env, a corrupt record) are the user's to fix too. With --json, the refusal is
+    also one error document on stdout (flower.cli.contract)."""
 
     def invoke(self, ctx: Any) -> Any:  # typer's own (vendored) click.Context
         try:
             return super().invoke(ctx)
         except (FlowerboxError, FlowerError) as exc:
             STDERR.print(f"[bold red]error:[/] {escape(str(exc))}")
+            if self.json_mode:
+                command = f"flowerbox {ctx.invoked_subcommand or 'go'}"
+                contract.emit(contract.refusal(command, exc, 2))
             raise typer.Exit(2) from exc
 
 

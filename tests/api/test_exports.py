@@ -28,6 +28,10 @@ ADDED = {
 }
 # Added by issue 19: the price table the gateway and Runtime's running accounts share.
 ADDED |= {"DEFAULT_PRICES", "Price", "PriceTable", "token_count"}
+# Added by issue 20: one run id for both CLIs, and the time format of every --json document.
+ADDED |= {"RUN_ID_ENV", "iso_utc", "new_run_id"}
+# Added by issue 20: the run's timeline, which flowerbox's `report RUN` draws from the host.
+ADDED |= {"Timeline", "read_timeline"}
 # Added by issue 20: flowerbox keeps runs/ out of the user's `git status` on the host.
 ADDED |= {"git_exclude", "git_unexcluded"}
 

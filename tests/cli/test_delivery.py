@@ -125,10 +125,11 @@ def test_finish_merge_brings_the_work_into_the_checkout_and_says_so(
     head = repo(workspace)
     done = run_isolated(fake_api, cli_env, workspace, "--finish", "merge")
     assert done.returncode == 0, done.stderr
-    last = done.stdout.strip().splitlines()[-2:]
-    assert last[0].startswith("the work is merged into your checkout from branch flower/")
-    assert "2 commit(s)" in last[0] and last[0].endswith("1 file(s): calc.py")
-    assert last[1].startswith("achieved · $")
+    lines = done.stdout.strip().splitlines()
+    said, ended = lines[-3:-1]  # the run drawn is the very last line
+    assert said.startswith("the work is merged into your checkout from branch flower/")
+    assert "2 commit(s)" in said and said.endswith("1 file(s): calc.py")
+    assert ended.startswith("achieved · $")
     assert (workspace / "calc.py").read_text() == FIXED
     assert git(workspace, "rev-list", "--count", f"{head}..HEAD") == "2"
     assert git(workspace, "status", "--porcelain") == ""

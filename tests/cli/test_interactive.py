@@ -3,6 +3,7 @@ interrupt with Ctrl+C (the SIGINT a terminal sends) and see the same session res
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import pty
@@ -11,6 +12,7 @@ import select
 import signal
 import subprocess
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 from flower.testing import FakeAPI, Reply, Request, When, rules, text, tool
@@ -43,6 +45,31 @@ class Screen:
         os.write(self.fd, (line + "\n").encode())
 
 
+@contextlib.contextmanager
+def in_terminal(
+    *args: str, env: dict[str, str], cwd: Path
+) -> Iterator[tuple[subprocess.Popen[bytes], Screen]]:
+    """`flower ARGS` on a pseudo-terminal (its stdin, stdout and stderr), killed if it is
+    still running at the end."""
+    main, follower = pty.openpty()
+    proc = subprocess.Popen(
+        [*FLOWER, *args],
+        stdin=follower,
+        stdout=follower,
+        stderr=follower,
+        env={**env, "NO_COLOR": "1", "COLUMNS": "200"},
+        cwd=cwd,
+        start_new_session=True,
+    )
+    os.close(follower)
+    try:
+        yield proc, Screen(main)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+        os.close(main)
+
+
 def test_answer_mail_oracle_and_interrupt_in_one_run(
     fake_api: FakeAPI, cli_env: dict[str, str], workspace: Path
 ) -> None:
@@ -67,20 +94,9 @@ def test_answer_mail_oracle_and_interrupt_in_one_run(
         (When(kind="subagent"), worker),
         (When(), starter_cast()),
     )
-    main, follower = pty.openpty()
-    env = {**cli_env, "NO_COLOR": "1", "COLUMNS": "200"}
-    proc = subprocess.Popen(
-        [*FLOWER, DEMO_ASK, "--timeout", "120", "-w", str(workspace)],
-        stdin=follower,
-        stdout=follower,
-        stderr=follower,
-        env=env,
-        cwd=workspace.parent,
-        start_new_session=True,
-    )
-    os.close(follower)
-    screen = Screen(main)
-    try:
+    with in_terminal(
+        DEMO_ASK, "--timeout", "120", "-w", str(workspace), env=cli_env, cwd=workspace.parent
+    ) as (proc, screen):
         screen.expect("?? q1: 用哪个 Python 解释器?")
         screen.type("python3")  # answers the pending ask
         screen.expect("q1 answered: python3")
@@ -96,10 +112,6 @@ def test_answer_mail_oracle_and_interrupt_in_one_run(
         screen.expect("已打断")
         screen.expect("achieved")
         assert proc.wait(timeout=120) == 0
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-        os.close(main)
     boss = [r for r in fake_api.main_requests() if "你是协调者" in r.system_text]
     resumed = [r for r in boss if "改用 pypy" in r.conversation_text]
     assert resumed, "the coordinator never heard the interrupt"

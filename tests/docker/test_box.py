@@ -24,6 +24,7 @@ from flower.testing import Always, FakeAPI, Reply, Request, Usage, When, rules, 
 from flower.testing.demo import DEMO_ASK, starter_cast
 from tests.cli.test_delivery import ASK, BUGGY, FIXED, calc_worker
 from tests.docker.e2e import FLOWERBOX, REAL, as_user, box_env, ledger, usage_of, user_argv
+from tests.json_contract import parse_document
 
 pytestmark = pytest.mark.docker
 
@@ -39,7 +40,7 @@ def unattended(
         env=box_env(api, user),
     )
     assert done.returncode == 0, done.stderr[-3000:]
-    return done, json.loads(done.stdout[done.stdout.index("{") :])
+    return done, parse_document(done.stdout)  # stdout is the one document, nothing else
 
 
 def test_an_unattended_run_leaves_the_users_files_and_state_on_the_host(
@@ -48,8 +49,20 @@ def test_an_unattended_run_leaves_the_users_files_and_state_on_the_host(
     real_api.script = starter_cast()
     _, summary = unattended(real_api, host_user, user_workspace, DEMO_ASK)
     assert summary["status"] == "achieved"
+    # One run id for both CLIs: flower inside ran under the id flowerbox gave the box.
+    assert {
+        row["run"] for row in json.loads((user_workspace / "runs/manifest.json").read_text())
+    } == {summary["run_id"]}
+    logs = as_user(
+        host_user,
+        [FLOWERBOX, "logs", summary["run_id"]],
+        cwd=user_workspace,
+        env=box_env(real_api, host_user),
+    )
+    assert logs.returncode == 0, logs.stderr
     # Isolation is on: the worker's work is on the run's branch, the checkout untouched.
     branch = summary["delivery"]["branch"]
+    assert branch == f"flower/{summary['run_id']}"
     git = ["git", "-C", str(user_workspace)]
     shown = as_user(host_user, [*git, "show", f"{branch}:hello.py"], cwd=user_workspace)
     assert shown.stdout == 'print("hello")\n' and not (user_workspace / "hello.py").exists()

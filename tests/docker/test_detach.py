@@ -26,6 +26,7 @@ from flower.core.lineage import Lineage
 from flower.testing import FakeAPI, Reply, Request, When, rules, sequence, text, tool
 from flower.testing.demo import DEMO_ASK, starter_cast
 from tests.docker.e2e import FLOWERBOX, USER, as_user, box_env, metas, state_of, user_argv
+from tests.json_contract import parse_document
 
 pytestmark = pytest.mark.docker
 
@@ -56,28 +57,34 @@ def meta_of(ws: Path, run_id: str) -> dict[str, Any]:
 
 
 def wait_until_ended(ws: Path, run_id: str, timeout: float = 300) -> dict[str, Any]:
+    """The run's meta once it has ended and its keeper has exited: the end is recorded
+    first (whatever the aftermath does), the keeper then reports and cleans up."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         meta = meta_of(ws, run_id)
-        if meta["status"] not in ("starting", "running"):
+        if meta["status"] not in ("starting", "running") and not _alive(meta.get("keeper_pid")):
             return meta
         time.sleep(0.5)
     raise AssertionError(f"{run_id} still {meta['status']} after {timeout:.0f}s")
 
 
-def left_behind(client: DockerClient, meta: dict[str, Any], timeout: float = 60) -> list[str]:
-    """Containers and private /tmp folders of the run that still exist once its keeper is
-    done: the end is recorded first, the folders go after the host's after-run work (the
-    branches brought back, the notes), so they are given `timeout` seconds to go."""
+def _alive(pid: object) -> bool:
+    """Whether process `pid` runs (a zombie nobody reaped yet has ended)."""
+    if not isinstance(pid, int):
+        return False
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def left_behind(client: DockerClient, meta: dict[str, Any]) -> list[str]:
+    """Containers and private /tmp folders of the run that still exist."""
     run = f"dev.flower.box.run={meta['run_id']}"
+    found = [str(c.name) for c in client.containers.list(all=True, filters={"label": run})]
     folders = (meta["spec"]["socket_dir"], meta["spec"]["secrets_dir"])
-    deadline = time.monotonic() + timeout
-    while True:
-        found = [str(c.name) for c in client.containers.list(all=True, filters={"label": run})]
-        found += [folder for folder in folders if Path(folder).exists()]
-        if not found or time.monotonic() > deadline:
-            return found
-        time.sleep(0.5)
+    return found + [folder for folder in folders if Path(folder).exists()]
 
 
 def detach(
@@ -133,7 +140,7 @@ def test_a_detached_run_waits_for_a_question_answered_from_the_host(
     while time.monotonic() < deadline:
         ps = as_user(host_user, [FLOWERBOX, "ps", "--json"], cwd=ws, env=env)
         assert ps.returncode == 0, ps.stderr
-        rows = json.loads(ps.stdout)
+        rows = parse_document(ps.stdout)["runs"]
         if rows and rows[-1]["pending_asks"]:
             break
         time.sleep(0.5)
@@ -223,7 +230,9 @@ def test_stop_mid_step_then_resume_continues_the_same_session(
     boss = [r for r in real_api.main_requests() if "你是协调者" in r.system_text]
     assert boss[-1].headers.get("x-claude-code-session-id") == session  # the same session
     assert left_behind(docker_client, second) == []
-    ps = json.loads(as_user(host_user, [FLOWERBOX, "ps", "--json"], cwd=ws, env=env).stdout)
+    ps = parse_document(as_user(host_user, [FLOWERBOX, "ps", "--json"], cwd=ws, env=env).stdout)[
+        "runs"
+    ]
     assert [(r["run_id"], r["status"]) for r in ps] == [(run_id, "stopped"), (new_id, "done")]
 
 
@@ -239,7 +248,9 @@ def test_a_run_whose_supervisor_was_killed_is_lost_until_stop_cleans_it_up(
     worker_busy(real_api)
     os.kill(meta_of(ws, run_id)["keeper_pid"], signal.SIGKILL)
     time.sleep(0.5)
-    [row] = json.loads(as_user(host_user, [FLOWERBOX, "ps", "--json"], cwd=ws, env=env).stdout)
+    [row] = parse_document(as_user(host_user, [FLOWERBOX, "ps", "--json"], cwd=ws, env=env).stdout)[
+        "runs"
+    ]
     assert (row["run_id"], row["status"]) == (run_id, "lost")
     assert docker_client.containers.get(f"flowerbox-{run_id}").status == "running"
     refused = as_user(host_user, [FLOWERBOX, "again", "-d"], cwd=ws, env=env)

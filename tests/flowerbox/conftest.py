@@ -199,3 +199,14 @@ def start_relay() -> Iterator[Callable[..., RelayProcess]]:
             process.wait(timeout=10)
             if process.stdout is not None:
                 process.stdout.close()
+
+
+@pytest.fixture
+def xdg_state(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
+    """A private run index (XDG_STATE_HOME) and no credentials in the environment."""
+    for name in list(os.environ):
+        if name.startswith(("ANTHROPIC_", "FLOWER_", "CLAUDE_")):
+            monkeypatch.delenv(name)
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    return tmp_path / "state"
