@@ -33,6 +33,7 @@ _HOMES = {
         "parse_dotenv",
     ),
     "flower.core.events": ("Event", "EventKind", "normalize"),
+    "flower.core.exclude": ("git_exclude", "git_unexcluded"),
     "flower.core.goal": ("Goal", "Verdict"),
     "flower.core.guard": (
         "delegate_guard",
@@ -146,6 +147,8 @@ __all__ = [
     "default_window",
     "delegate_guard",
     "describe",
+    "git_exclude",
+    "git_unexcluded",
     "goal_step",
     "in_git_repository",
     "index_guard",
@@ -208,6 +211,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see
         parse_dotenv,
     )
     from flower.core.events import Event, EventKind, normalize
+    from flower.core.exclude import git_exclude, git_unexcluded
     from flower.core.goal import Goal, Verdict
     from flower.core.guard import (
         delegate_guard,

@@ -22,6 +22,9 @@ Tree (each class lives beside the code that raises it; the leaves carry their da
     │                                  (flower.core.workbench)
     ├── StoreError                     `path`, `problem`, `fix`: sessions.db cannot be used
     │                                  (flower.stores)
+    ├── GitError                       `said`: git refused flower's own bookkeeping (a
+    │                                  worker's commit, the run's branch, a merge)
+    │                                  (flower.core.git)
     ├── StepAbort                      a gate says retrying will not help
     │                                  (flower.workflow.base)
     ├── StepFailed                     `step`, `result`: a step with on_fail="raise" did not

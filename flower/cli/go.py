@@ -4,6 +4,12 @@ Exit codes (flower.cli.exits): 0 the goal was achieved (or, with --no-goal, the 
 succeeded; with --clarify-only, the brief is complete); 1 not achieved or a step failed;
 2 bad input or missing credentials; 3 stopped waiting for a human (the judge says the goal
 is unreachable and nobody answered); 130 stopped (Ctrl+C twice, SIGTERM, SIGHUP), resumable.
+
+With --isolate the workers' work is delivered at the end (flower.core.delivery): the branch,
+its commits and files and the command that applies it are the last lines (and the JSON
+document's `delivery`). A first run in a git repository offers to keep runs/ (and an inner
+workbench) out of `git status` through .git/info/exclude: asked on a terminal, done and said
+otherwise.
 """
 
 from __future__ import annotations
@@ -13,7 +19,7 @@ import contextlib
 import os
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, NoReturn
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn, cast
 
 import typer
 from rich.console import Console
@@ -24,6 +30,7 @@ from flower.cli.options import (
     AnswerTimeout,
     Budget,
     Events,
+    FinishOption,
     JsonOut,
     Model,
     Rounds,
@@ -39,9 +46,13 @@ from flower.core.rundir import RunDir
 from flower.core.runlock import holding_the_run
 
 if TYPE_CHECKING:  # the real imports load the SDK: done late, so `flower --help` stays fast
+    from flower.core.delivery import Delivery, Finish
     from flower.core.runtime import Runtime
     from flower.workflow.base import RunState, Workflow
-from flower.errors import CredentialsError, WorkspaceError
+from flower.core.exclude import git_exclude, git_unexcluded
+from flower.errors import CredentialsError, UsageError, WorkspaceError
+
+FINISH_VALUES = ("branch", "merge", "patch")
 
 
 def go(
@@ -85,6 +96,7 @@ def go(
     verbose: Verbose = False,
     events: Events = None,
     json_out: JsonOut = False,
+    finish_as: FinishOption = None,
 ) -> None:
     """Clarify the ask, freeze a goal, and work on it until a judge says it is achieved."""
     # lazy: Runtime and the starter load the SDK, which `flower --help` must not pay for
@@ -105,9 +117,14 @@ def go(
             )
         if problem := check_credentials():  # before anything is created here
             raise CredentialsError(problem)
+        _check_finish(finish_as, isolate=isolate)
         run_dir = usable_run_dir(run_dir)
+        first = not RunDir(run_dir).holds_a_run()
         held.enter_context(holding_the_run(run_dir, ["flower", "go", ask]))
         state = wake_state(ws, run_dir=run_dir, isolate=isolate)
+        if first:
+            asks = sys.stdin.isatty() and timeout != 0
+            _offer_exclude(ws, [run_dir, Path(state["workbench"])], console, asks=asks)
         if wake and state["woke"] and not new:
             ask = ""  # an ask would amend the brief and set the goal again
         repeated = bool(ask.strip()) and repeated_ask(RunDir(run_dir).ask_history, ask)
@@ -139,7 +156,57 @@ def go(
         finally:
             runtime.close()
     code, status = outcome(ran, stopped=stopped, clarify_only=clarify_only, goal=not no_goal)
-    finish(console, runtime, "flower go", status, code, state=ran, as_json=json_out)
+    delivery = deliver_work(runtime, finish_as, achieved=code == Exit.OK, console=console)
+    finish(
+        console, runtime, "flower go", status, code, state=ran, as_json=json_out, delivery=delivery
+    )
+
+
+def _check_finish(finish: str | None, *, isolate: bool) -> None:
+    if finish is not None and finish not in FINISH_VALUES:
+        raise UsageError(f"--finish {finish!r} is not one of {', '.join(FINISH_VALUES)}")
+    if finish is not None and not isolate:
+        raise UsageError(
+            f"--finish {finish} is for isolated runs: without --isolate the workers change "
+            "your checkout directly; add --isolate, or leave --finish out"
+        )
+
+
+def _offer_exclude(ws: Path, folders: list[Path], console: Console, *, asks: bool) -> None:
+    """On a repository's first run: keep the run's folders out of `git status` (this clone
+    only). Asked on a terminal; done and said otherwise (a CI clone is thrown away)."""
+    missing = git_unexcluded(ws, folders)
+    if not missing:
+        return
+    shown = " and ".join(missing)
+    if asks and not typer.confirm(
+        f"flower keeps {shown} here: add them to .git/info/exclude so git status ignores "
+        "them (this clone only)?",
+        default=True,
+        err=True,
+    ):
+        return
+    path = git_exclude(ws, missing)
+    console.print(
+        f"added {shown} to {path} (git ignores them in this clone; delete the lines to undo)"
+    )
+
+
+def deliver_work(
+    runtime: Runtime, finish: str | None, *, achieved: bool, console: Console
+) -> Delivery | None:
+    """The isolated workers' work, delivered as `finish` asks (None: no isolated worker
+    ran). A delivery that fails is said, never changes the exit code."""
+    # lazy: delivery loads the worktrees' hooks, which load the SDK
+    from flower.core.delivery import deliver
+    from flower.core.git import GitError
+
+    try:
+        how = cast("Finish", finish or "branch")  # _check_finish allowed it
+        return deliver(runtime.worktrees, finish=how, achieved=achieved)
+    except GitError as exc:
+        console.print(f"the run's work could not be delivered: {exc}", markup=False)
+        return None
 
 
 async def drive(
@@ -213,13 +280,18 @@ def finish(
     *,
     state: RunState | None = None,
     as_json: bool,
+    delivery: Delivery | None = None,
 ) -> NoReturn:
-    """End a command that ran steps: its last lines (how it ended, how to draw it), or its
-    JSON document, and its exit."""
+    """End a command that ran steps: its last lines (where the isolated workers' work is, how
+    it ended, how to draw it), or its JSON document, and its exit."""
     drawn = report_command(runtime.run_dir, runtime.workspace)
     if as_json:
-        contract.emit(run_document(runtime, command, status, code, state=state) | {"report": drawn})
+        document = run_document(runtime, command, status, code, state=state)
+        delivered = {"delivery": delivery.to_json() if delivery is not None else None}
+        contract.emit(document | delivered | {"report": drawn})
     else:
+        for line in delivery.lines() if delivery is not None else []:
+            console.print(line, markup=False)
         spent = f"${runtime.spent():.4f}"
         if runtime.spent_before:  # a woken run: the whole job's too
             spent += f" (${runtime.spent_before + runtime.spent():.4f} with the runs it continues)"

@@ -48,6 +48,17 @@ PngOut = Annotated[
     Path | None,
     typer.Option("--png", help="Also write it as PNG here (needs a headless Chromium)."),
 ]
+FinishOption = Annotated[
+    str | None,
+    typer.Option(
+        "--finish",
+        metavar="branch|merge|patch",
+        help="With --isolate, what becomes of the work at the end: branch (the default: it "
+        "stays on the branch flower/<run id>), merge (also merged into your checkout once the "
+        "goal is achieved), patch (also written to runs/patches/<run id>.patch).",
+        show_default=False,
+    ),
+]
 
 
 def existing_run_dir(run_dir: Path) -> Path:

@@ -17,6 +17,7 @@ from flower.cli.options import (
     AnswerTimeout,
     Budget,
     Events,
+    FinishOption,
     JsonOut,
     Model,
     Rounds,
@@ -42,6 +43,7 @@ def resume(
     verbose: Verbose = False,
     events: Events = None,
     json_out: JsonOut = False,
+    finish_as: FinishOption = None,
 ) -> None:
     """Continue the unfinished run here: its brief, goal and sessions, nothing redone."""
     ws = workspace.expanduser().resolve()
@@ -66,6 +68,7 @@ def resume(
         verbose=verbose,
         events=events,
         json_out=json_out,
+        finish_as=finish_as,
     )
 
 

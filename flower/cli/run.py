@@ -1,5 +1,6 @@
 """`flower run FILE.py`: run your own Workflow, found as a module-level `workflow` or a
-`build()` function returning one."""
+`build()` function returning one. Isolated workers' work is delivered as `flower go` does,
+on the run's branch (the checkout untouched)."""
 
 from __future__ import annotations
 
@@ -12,8 +13,8 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 
-from flower.cli.exits import exit_codes
-from flower.cli.go import drive, finish, outcome
+from flower.cli.exits import Exit, exit_codes
+from flower.cli.go import deliver_work, drive, finish, outcome
 from flower.cli.options import Events, JsonOut, RunDirOption, RunWorkbench, Workspace
 from flower.core.runlock import holding_the_run
 from flower.errors import UsageError
@@ -48,7 +49,10 @@ def run(
         finally:
             runtime.close()
     code, status = outcome(ran, stopped=stopped, clarify_only=False, goal=False)
-    finish(console, runtime, "flower run", status, code, state=ran, as_json=json_out)
+    delivery = deliver_work(runtime, None, achieved=code == Exit.OK, console=console)
+    finish(
+        console, runtime, "flower run", status, code, state=ran, as_json=json_out, delivery=delivery
+    )
 
 
 def load_workflow(file: Path) -> Any:

@@ -4,21 +4,39 @@ A guard decides (see `flower.core.guard`); this module speaks. `as_matcher(patte
 wraps a decision function into the async callback and `HookMatcher` the SDK wants, and
 `hook_output(decision)` writes the output dict the CLI reads:
 
-    Deny(reason)       PreToolUse  permissionDecision "deny" + permissionDecisionReason
-    Rewrite(input)     PreToolUse  permissionDecision "allow" + updatedInput (the full input)
-    Replace(output)    PostToolUse updatedToolOutput
-    None               {}          no opinion
+    Deny(reason)       PreToolUse      permissionDecision "deny" + permissionDecisionReason
+    Rewrite(input)     PreToolUse      permissionDecision "allow" + updatedInput (the full input)
+    Replace(output)    PostToolUse     updatedToolOutput
+    Placed(path)       WorktreeCreate  worktreePath: the worktree made (flower.core.worktrees)
+    None               {}              no opinion
+
+`as_handler(handler)` does the same for a hook that is no tool's: the handler gets the hook
+input and runs in a worker thread (it may run git), one call at a time per handler.
 """
 
 from __future__ import annotations
 
+import asyncio
+import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, cast
 
 from claude_agent_sdk import HookContext, HookInput, HookJSONOutput, HookMatcher
 
-__all__ = ["Decision", "Deny", "Guard", "Replace", "Rewrite", "as_matcher", "hook_output"]
+__all__ = [
+    "Decision",
+    "Deny",
+    "Guard",
+    "Handler",
+    "Placed",
+    "Replace",
+    "Rewrite",
+    "as_handler",
+    "as_matcher",
+    "hook_output",
+]
 
 
 @dataclass(frozen=True)
@@ -42,9 +60,18 @@ class Replace:
     output: Any
 
 
-Decision = Deny | Rewrite | Replace
+@dataclass(frozen=True)
+class Placed:
+    """WorktreeCreate: the worktree was made at `path` (with the hook, the CLI makes none)."""
+
+    path: Path
+
+
+Decision = Deny | Rewrite | Replace | Placed
 Guard = Callable[[str, dict[str, Any], Mapping[str, Any]], Decision | None]
 """A decision with its settings bound: ``(tool_name, tool_input, hook_input) -> ...``."""
+Handler = Callable[[Mapping[str, Any]], Decision | None]
+"""A hook that is no tool's: ``(hook_input) -> ...``."""
 
 
 def hook_output(decision: Decision | None) -> HookJSONOutput:
@@ -70,6 +97,10 @@ def hook_output(decision: Decision | None) -> HookJSONOutput:
             return {
                 "hookSpecificOutput": {"hookEventName": "PostToolUse", "updatedToolOutput": output}
             }
+        case Placed(path):
+            return {
+                "hookSpecificOutput": {"hookEventName": "WorktreeCreate", "worktreePath": str(path)}
+            }
     return {}
 
 
@@ -90,3 +121,20 @@ def as_matcher(pattern: str, guard: Guard) -> HookMatcher:
         )
 
     return HookMatcher(matcher=pattern, hooks=[callback])
+
+
+def as_handler(handler: Handler, *, timeout: float = 600) -> HookMatcher:
+    """A HookMatcher (for every input of its event) whose callback runs `handler` in a
+    worker thread, one call at a time: the event loop keeps streaming meanwhile."""
+    one_at_a_time = threading.Lock()
+
+    def serial(data: Mapping[str, Any]) -> Decision | None:
+        with one_at_a_time:
+            return handler(data)
+
+    async def callback(
+        hook_input: HookInput, tool_use_id: str | None, context: HookContext
+    ) -> HookJSONOutput:
+        return hook_output(await asyncio.to_thread(serial, cast(Mapping[str, Any], hook_input)))
+
+    return HookMatcher(hooks=[callback], timeout=timeout)

@@ -1,6 +1,7 @@
-"""What an AgentSpec becomes when a Runtime runs it: its guards mounted (docs/guards.md) and
-its environment completed (resilience, the spill's output cap, the CLI's compaction line).
-Pure functions of the spec and the Runtime's policies: the same inputs, the same session.
+"""What an AgentSpec becomes when a Runtime runs it: its guards mounted (docs/guards.md), the
+worktree hooks of its isolated workers (flower.core.worktrees) and its environment completed
+(resilience, the spill's output cap, the CLI's compaction line). Pure functions of the spec
+and the Runtime's policies: the same inputs, the same session.
 """
 
 from __future__ import annotations
@@ -9,9 +10,16 @@ from dataclasses import replace
 from typing import Any
 
 from flower.core.agent import AgentSpec, HandoffPolicy
-from flower.core.guard import merge_hooks, role_hooks, whitelist_guard, workbench_hooks
+from flower.core.guard import (
+    merge_hooks,
+    role_hooks,
+    wants_isolation,
+    whitelist_guard,
+    workbench_hooks,
+)
 from flower.core.resilience import Resilience
 from flower.core.workbench import Workbench
+from flower.core.worktrees import Worktrees
 
 __all__ = ["CLI_COMPACT_BELOW_WINDOW", "HANDOFF_LEAD", "SPILL_ENV", "guards", "session_spec"]
 
@@ -35,8 +43,10 @@ def session_spec(
     spill_threshold: int | None,
     resilience: Resilience,
     handoff: HandoffPolicy,
+    worktrees: Worktrees | None = None,
 ) -> AgentSpec:
-    """`spec` as a Runtime runs it; the spec's own env entries win over the Runtime's."""
+    """`spec` as a Runtime runs it; the spec's own env entries win over the Runtime's.
+    `worktrees` makes the worktrees of the spec's isolated workers, if it has any."""
     spills = bool(spill_threshold and spec.workbench and workbench is not None)
     env = {
         **resilience.env(),
@@ -44,9 +54,11 @@ def session_spec(
         **_compaction_env(spec, handoff),
         **spec.env,
     }
-    return replace(
-        spec, hooks=guards(spec, workbench=workbench, spill_threshold=spill_threshold), env=env
-    )
+    hooks = guards(spec, workbench=workbench, spill_threshold=spill_threshold)
+    isolates = any(wants_isolation(agent) for agent in (spec.agents or {}).values())
+    if worktrees is not None and isolates:
+        hooks = merge_hooks(hooks, worktrees.hooks())
+    return replace(spec, hooks=hooks, env=env)
 
 
 def guards(

@@ -4,10 +4,14 @@ Per workspace realpath (as lineage.json keys them): `runs`, the ids of the flowe
 that worked on the run since it started fresh (a woken run adds itself; its budget counts
 what the others' manifest rows cost, a killed attempt's included), and `steps`, each step
 under way with the index of its current attempt and the round its judge last ruled on, so a
-wake continues the round (round 2 stays round 2, and `--rounds` counts across the kill)::
+wake continues the round (round 2 stays round 2, and `--rounds` counts across the kill), and
+`branch`, the git branch the run's isolated workers deliver to and the commit it started from
+(flower.core.worktrees), so every process of the run stacks its work on the same branch::
 
     {"workspaces": {"/home/me/proj": {"runs": ["20260101-120000-ab12cd", ...],
-                                      "steps": {"干活": {"attempt": 1, "round": 1}}}}}
+                                      "steps": {"干活": {"attempt": 1, "round": 1}},
+                                      "branch": {"name": "flower/20260101-120000-ab12cd",
+                                                 "base": "<sha>"}}}}
 
 A step's entry is dropped when the step ends (passed or given up), so a later wake of a
 finished run starts its rounds afresh. Writes go through statefile (lock + atomic replace).
@@ -37,7 +41,8 @@ class Progress:
 
     def join(self, run_id: str, *, woke: bool) -> list[str]:
         """Record that process `run_id` works on the run now; return the earlier processes'
-        ids (none when the run starts fresh: `woke` False forgets them, and every step)."""
+        ids (none when the run starts fresh: `woke` False forgets them, every step and the
+        branch)."""
         earlier: list[str] = []
 
         def add(data: Any) -> Any:
@@ -45,6 +50,7 @@ class Progress:
             runs = [r for r in mine.get("runs", []) if isinstance(r, str)] if woke else []
             if not woke:
                 mine["steps"] = {}
+                mine.pop("branch", None)
             earlier.extend(r for r in runs if r != run_id)
             mine["runs"] = [*earlier, run_id]
             return data
@@ -67,6 +73,26 @@ class Progress:
     def forget(self, name: str) -> None:
         """Step `name` ended: a later wake starts its rounds afresh."""
         self._update(name, None)
+
+    def branch(self) -> dict[str, str]:
+        """The run's branch ({"name": ..., "base": ...}), or {} before its first worker."""
+        entry = self._mine(read_json(self.path, _EMPTY)).get("branch")
+        if not isinstance(entry, dict):
+            return {}
+        return {k: v for k, v in entry.items() if k in ("name", "base") and isinstance(v, str)}
+
+    def claim_branch(self, name: str, base: str) -> dict[str, str]:
+        """Record `name` (from `base`) as the run's branch unless it has one already; the
+        branch that stands (a run's processes agree on the first one recorded)."""
+
+        def claim(data: Any) -> Any:
+            mine = self._workspaces(data).setdefault(self.workspace, {})
+            if not isinstance(mine.get("branch"), dict):
+                mine["branch"] = {"name": name, "base": base}
+            return data
+
+        update_json(self.path, claim, default=_EMPTY)
+        return self.branch()
 
     def _update(self, name: str, entry: dict[str, int] | None) -> None:
         def change(data: Any) -> Any:

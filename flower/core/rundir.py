@@ -15,6 +15,9 @@
       aside/                   the side session of `?` questions: a run directory of its own
       workbench/               the workbench of `flower run -W`
       events/<run id>.jsonl    a run's Events (`--events`; flowerbox passes this path)
+      worktrees/<agent>/       the git worktrees of isolated workers, while the run lasts
+                               (flower.core.worktrees)
+      patches/<run id>.patch   the run's work as a patch (`--finish patch`)
       home/                    flowerbox: the CLI's HOME inside the box
 
 Runtime, status, analyze, answer, the inbox and flowerbox (on the host) all find these files
@@ -72,6 +75,8 @@ class RunDir:
     WORKBENCH: ClassVar[str] = "workbench"
     EVENTS: ClassVar[str] = "events"
     HOME: ClassVar[str] = "home"
+    WORKTREES: ClassVar[str] = "worktrees"
+    PATCHES: ClassVar[str] = "patches"
 
     def __init__(self, path: str | Path) -> None:
         object.__setattr__(self, "path", Path(path))
@@ -133,6 +138,15 @@ class RunDir:
     def events(self, run_id: str) -> Path:
         """The Events file of run `run_id` (JSON lines, flower.cli.eventlog)."""
         return self.path / self.EVENTS / f"{run_id}.jsonl"
+
+    @property
+    def worktrees(self) -> Path:
+        """Where isolated workers' git worktrees are made (one folder per worker)."""
+        return self.path / self.WORKTREES
+
+    def patch(self, run_id: str) -> Path:
+        """The patch `--finish patch` writes for the run whose first process was `run_id`."""
+        return self.path / self.PATCHES / f"{run_id}.patch"
 
     def new_drop(self) -> Path:
         """A fresh path in the inbox for one answer or message. Names sort in drop order

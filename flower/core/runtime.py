@@ -19,14 +19,15 @@ killed process leaves its step's tokens, cost and session behind.
 Errors (flower.errors; each is also the RuntimeError or ValueError the seeds name):
     CredentialsError   no credentials (the four-line message of check_credentials)
     WorkspaceError     a workspace that is not a folder; at run(), an isolated worker in a
-                       workspace that is not a git repository
+                       workspace that is not a git repository or has no commit yet
     RunDirError        a run_dir that is a file, or that cannot be created
 
 Guards are mounted from the AgentSpec (flower.core.mounting; docs/guards.md): whitelist_guard
 unless the spec is delegate_only; delegate_guard and isolate_guard as the role asks, with or
 without a workbench; index_guard and spill_guard (and the workbench index in the system
-prompt) only when this Runtime has a workbench and the spec wants one. The context-full exit's
-handoff is flower.core.takeover.
+prompt) only when this Runtime has a workbench and the spec wants one. Isolated workers work in
+worktrees `Runtime.worktrees` makes, stacked on the run's branch (flower.core.worktrees). The
+context-full exit's handoff is flower.core.takeover.
 """
 
 from __future__ import annotations
@@ -48,6 +49,7 @@ from flower.core.attempt import Attempt
 from flower.core.ends import AttemptEnd
 from flower.core.env import check_credentials, load_dotenv
 from flower.core.events import Event, normalize
+from flower.core.git import git
 from flower.core.guard import wants_isolation
 from flower.core.handoff import Handoff, is_overflow
 from flower.core.leftovers import sweep
@@ -59,6 +61,7 @@ from flower.core.spend import TOKEN_FIELDS
 from flower.core.takeover import take_over
 from flower.core.workbench import Workbench
 from flower.core.workspace import in_git_repository
+from flower.core.worktrees import Worktrees
 from flower.errors import CredentialsError, RunDirError, WorkspaceError
 from flower.stores import EphemeralPolicy, PrunePolicy, PruningSessionStore, TrimPolicy
 
@@ -165,6 +168,7 @@ class Runtime:
         )
         self.store.on_append = self._on_append
         self.run_id = this_run_id()
+        self.worktrees = Worktrees(self.workspace, self.run_dir, self.run_id)
         self.results: list[StepResult] = []
         self.spent_before = 0.0
         self.writer = ManifestWriter(self.manifest_path, run=self.run_id)
@@ -467,6 +471,7 @@ class Runtime:
             spill_threshold=self.spill_threshold,
             resilience=self.resilience,
             handoff=self.handoff,
+            worktrees=self.worktrees,
         )
 
     def _workbench_context(self, spec: AgentSpec) -> str:
@@ -482,6 +487,13 @@ class Runtime:
                 f"worker {marked[0]!r} is isolated in a git worktree, but {self.workspace} is "
                 "not a git repository: run `git init` there, or drop the isolation "
                 "(worker(..., isolate=False) / --no-isolate)",
+            )
+        if marked and git(self.workspace, "rev-parse", "--verify", "-q", "HEAD").returncode:
+            raise WorkspaceError(
+                self.workspace,
+                f"worker {marked[0]!r} works in a git worktree made from your last commit, "
+                f"and {self.workspace} has none yet: commit once (`git commit --allow-empty "
+                "-m start`), or drop the isolation (--no-isolate)",
             )
 
     def _observe(self, attempt: Attempt, event: Event) -> None:

@@ -2,9 +2,9 @@
 coordinator and its worker. `flower demo` runs it; tests of the go path use it too.
 
 The roles are told apart by their system prompts (the rule texts of flower.core.roles). The
-worker writes hello.py in its working directory and runs it; the judge's verdict is chosen
-by `verdict` (a word of the Verdict table: 达成, 未达成, 无法达成), or round by round by
-`verdicts`.
+worker writes hello.py in its working directory and runs it (or does what `worker` scripts);
+the judge's verdict is chosen by `verdict` (a word of the Verdict table: 达成, 未达成,
+无法达成), or, given a sequence, one word per judged round (the last one stands after it).
 """
 
 from __future__ import annotations
@@ -110,10 +110,12 @@ def _judge(words: Sequence[str]) -> Script:
 
 
 def starter_cast(
-    *, verdict: str = "达成", verdicts: Sequence[str] = (), ask_human: bool = True
+    *, verdict: str | Sequence[str] = "达成", ask_human: bool = True, worker: Script = _worker
 ) -> Rules:
-    """The whole cast. `ask_human`: the clarifier asks one question first. `verdicts`: the
-    verdict of each judged round in turn, the last one repeating (instead of `verdict`)."""
+    """The whole cast. `ask_human`: the clarifier asks one question first. `worker` answers
+    every subagent request. `verdict`: one word, or one per judged round in turn (the last
+    one repeating)."""
+    verdicts = [verdict] if isinstance(verdict, str) else list(verdict)
     question = tool(
         "mcp__human__ask",
         {"question": "用哪个 Python 解释器?", "options": ["python3", "pypy"]},
@@ -126,10 +128,10 @@ def starter_cast(
         return text(BRIEF)
 
     cast: list[tuple[When, Script]] = [
-        (When(kind="subagent"), _worker),
+        (When(kind="subagent"), worker),
         (When(kind="main", system_contains="你是澄清者"), clarifier),
         (When(kind="main", system_contains="你是裁判", contains="设定目标"), Always(text(GOAL))),
-        (When(kind="main", system_contains="你是裁判"), _judge(verdicts or [verdict])),
+        (When(kind="main", system_contains="你是裁判"), _judge(verdicts)),
         (When(kind="main", system_contains="你是协调者"), _coordinator),
     ]
     return rules(*cast)

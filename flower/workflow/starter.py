@@ -14,6 +14,7 @@ the workbench sits outside the repository, at <parent>/.flower-<name>.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -29,7 +30,7 @@ from flower.core.labels import judge_label
 from flower.core.lineage import Lineage
 from flower.core.roles import clarify, coordinator, judge, worker
 from flower.core.rundir import RunDir
-from flower.core.runtime import StepResult
+from flower.core.runtime import Runtime, StepResult
 from flower.core.statefile import atomic_write_json, read_json
 from flower.core.workbench import Workbench
 from flower.core.workspace import BRIEF_NAME, in_git_repository, workbench_location
@@ -49,6 +50,10 @@ GOAL_PROMPT = "根据下面冻结的需求,设定目标和验收清单:\n\n{brie
 VERIFY_PROMPT = (
     "独立判定这一轮的工作是否达成了冻结的目标。自己去工作区核对,不要只信汇报。\n\n"
     "{goal}\n\n<本轮汇报>\n{report}\n</本轮汇报>"
+)
+REVIEW_NOTE = (
+    "\n\n这次运行的成果在分支 {branch} 上,工作区本身不会被改动;分支的最新状态已检出在 "
+    "{path}:到那里核对。"
 )
 WORK_PROMPT = "按下面冻结的需求和目标完成工作。\n\n{brief}\n\n{goal}"
 WAKE_PROMPT = "人在唤醒这次运行时补充了:\n\n{said}\n\n需求和目标已按这句话更新,照新的标准继续工作。"
@@ -208,8 +213,10 @@ def with_goal(
     **spec_kw: Any,
 ) -> Step:
     """Put a goal guard on `step`: after each round a fresh judge session rules against the
-    frozen goal; the step passes only on "achieved". Built with dataclasses.replace, so
-    every other field of `step` (resume_prompt included) is kept."""
+    frozen goal; the step passes only on "achieved". When isolated workers did the work, the
+    judge is told where the run's branch is checked out for it (Worktrees.review). Built
+    with dataclasses.replace, so every other field of `step` (resume_prompt included) is
+    kept."""
     path = Path(goal_path)
     label = name or judge_label(step.name)
     judger = spec or judge(label, channel, instructions=instructions, can_run=can_run, **spec_kw)
@@ -220,9 +227,10 @@ def with_goal(
             raise StepAbort("拿不到 Runtime,无法判定目标")
         state.round += 1
         goal = _current_goal(state, path)
+        prompt = VERIFY_PROMPT.format(goal=goal.prompt_block(), report=result.text)
         ruling = await state.runtime.run(
             judger,
-            VERIFY_PROMPT.format(goal=goal.prompt_block(), report=result.text),
+            prompt + await asyncio.to_thread(_review_note, state.runtime),
             step_name=f"{label}#{state.round}",
             on_event=state.on_event,
         )
@@ -242,6 +250,15 @@ def with_goal(
         return verdict.feedback() if verdict is not None else ""
 
     return replace(step, retries=max(0, rounds - 1), gate=gate, on_reject=on_reject)
+
+
+def _review_note(runtime: Runtime) -> str:
+    """Where the judge finds the work of isolated workers (never in the user's checkout)."""
+    review = runtime.worktrees.review()
+    branch = runtime.worktrees.branch()
+    if review is None or branch is None:
+        return ""
+    return REVIEW_NOTE.format(branch=branch.name, path=review)
 
 
 def _current_goal(state: RunState, path: Path) -> Goal:

@@ -6,6 +6,7 @@
     t0 = time.time()                    # then the box runs, and stops
     moved = quarantine(workspace, since=t0, run_id=run_id, start_layout=kind)  # first
     result = bring_back(shadow, run_id=run_id)     # branches -> flowerbox/<run id>/<name>
+                                        # (flower's flower/<id>: its own name, never forced)
     print(*moved.lines(), *result.lines(), sep="\n")
 
 `quarantine` comes before any other git the host runs in the workspace after a run (in a
@@ -41,9 +42,11 @@ Nothing the box wrote ever raises: a bad ref, object or name is skipped and repo
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import os
 import re
+import shlex
 import shutil
 import stat
 import struct
@@ -72,7 +75,11 @@ __all__ = [
 
 Layout = Literal["dir", "file", "none"]
 PREFIX = "flowerbox"  # the user gets refs/heads/flowerbox/<run id>/<box branch>
-WORKER_WORKTREES = (".claude", "worktrees")  # where the CLI isolates workers
+# flower's delivery branch, flower/<flower's run id> (flower.core.worktrees): it comes back
+# under its own name when that makes a new branch or fast-forwards one of flower's own
+DELIVERY = re.compile(r"flower/[0-9]{8}-[0-9]{6}-[0-9a-f]{6}")
+WORKER_WORKTREES = (("runs", "worktrees"), (".claude", "worktrees"))  # flower's, the CLI's
+SHOWN_FILES = 10
 MAX_REF_BYTES = 4096  # a loose ref or HEAD: a hash and a newline
 MAX_PACKED_REFS = 64 << 20
 MAX_REFS = 10_000  # branches read from S; more are skipped and reported
@@ -135,30 +142,53 @@ class Skipped:
 
 
 @dataclass(frozen=True)
+class Work:
+    """The run's work on a delivery branch, as the user's repository holds it now."""
+
+    ref: str  # where it came back: its own name, or under the run's prefix
+    commits: int  # since the checkout's HEAD at the start
+    files: tuple[str, ...]
+    apply: str  # the command that merges it into the checkout
+
+    def lines(self) -> list[str]:
+        shown = ", ".join(self.files[:SHOWN_FILES])
+        more = f" and {len(self.files) - SHOWN_FILES} more" if len(self.files) > SHOWN_FILES else ""
+        return [
+            f"the run's work is on {self.ref}: {self.commits} commit(s), "
+            f"{len(self.files)} file(s): {shown}{more}",
+            f"  apply it: {self.apply}",
+        ]
+
+
+@dataclass(frozen=True)
 class BroughtBack:
-    """What bring_back did: `branches` maps each box branch to the user's ref holding it."""
+    """What bring_back did: `branches` maps each box branch to the user's ref holding it
+    (`ref(name)`: the run's prefix, except for the `delivered` ones, under their own name)."""
 
     run_id: str
     branches: dict[str, str] = field(default_factory=dict)  # box name -> sha
     fast_forwarded: str | None = None  # the user's branch moved to the box's commit
     note: str | None = None  # why the user's branch was not moved, or its index not reset
     skipped: tuple[Skipped, ...] = ()
+    delivered: tuple[str, ...] = ()  # delivery branches that came back under their own name
+    work: tuple[Work, ...] = ()  # what each delivery branch holds
 
     def ref(self, name: str) -> str:
-        return f"{PREFIX}/{self.run_id}/{name}"
+        return name if name in self.delivered else f"{PREFIX}/{self.run_id}/{name}"
 
     def lines(self) -> list[str]:
         """What the CLI prints at the end of a run: where the results are."""
-        out: list[str] = []
-        if self.branches:
+        out = [line for work in self.work for line in work.lines()]
+        others = sorted(n for n in self.branches if not DELIVERY.fullmatch(n))
+        if others:
             shown = [
                 f"{self.ref(n)} (fast-forwarded {n})" if n == self.fast_forwarded else self.ref(n)
-                for n in sorted(self.branches)
+                for n in others
             ]
             out.append(f"the run's branches: {', '.join(shown)}")
-            first = self.ref(sorted(self.branches)[0])
+            first = self.ref(others[0])
             out.append(f"  see them with `git log {first}` (or `git branch --list '{PREFIX}/*'`)")
-        else:
+        elif not self.branches:
             out.append("the run made no new commits on any branch")
         if self.note:
             out.append(f"  {self.note}")
@@ -183,8 +213,9 @@ class Quarantined:
         ]
         if workers:  # flower's own worker worktrees: expected, said once
             out.append(
-                f"the workers' {len(workers)} worktree(s) under .claude/worktrees keep their "
-                "files; their git links were set aside (their commits are on the branches below)"
+                f"the workers' {len(workers)} worktree(s) left by a stopped run keep their "
+                "files; their git links were set aside (what they committed is on the branches "
+                "below)"
             )
         if not self.complete:
             out.append(
@@ -196,7 +227,7 @@ class Quarantined:
 
 def _in_worker_worktree(path: Path) -> bool:
     parts = path.parts
-    return any(parts[i : i + 2] == WORKER_WORKTREES for i in range(len(parts) - 1))
+    return any(parts[i : i + 2] in WORKER_WORKTREES for i in range(len(parts) - 1))
 
 
 # -- host git ---------------------------------------------------------------------------------
@@ -519,16 +550,24 @@ def bring_back(shadow: Shadow, *, run_id: str, max_bytes: int = MAX_OBJECT_BYTES
     skipped = found.skipped
     wanted = _wanted(shadow, found, skipped)
     branches: dict[str, str] = {}
+    own: tuple[str, ...] = ()
     if wanted:
         with tempfile.TemporaryDirectory(prefix="flowerbox-bring-") as tmp:
             bare = Path(tmp) / "t.git"
             _make_bare(bare, shadow)
             _copy_objects(shadow.gitdir, bare, max_bytes, hexlen, skipped)
             staged = _stage_refs(bare, wanted, skipped)
-            branches = _fetch(shadow.workspace, bare, staged, run_id, skipped)
+            own = tuple(n for n in sorted(staged) if _delivered(shadow.workspace, bare, n, staged))
+            branches = _fetch(shadow.workspace, bare, staged, run_id, own, skipped)
     forwarded, left = _fast_forward(shadow, found.head, branches, run_id)
     _remove(shadow.gitdir)
-    return BroughtBack(run_id, branches, forwarded, left, tuple(skipped))
+    done = BroughtBack(run_id, branches, forwarded, left, tuple(skipped), own)
+    work = tuple(
+        _work(shadow, done.ref(n), sha)
+        for n, sha in sorted(branches.items())
+        if DELIVERY.fullmatch(n)
+    )
+    return dataclasses.replace(done, work=work)
 
 
 def _check_prefix(workspace: Path, run_id: str) -> None:
@@ -714,29 +753,65 @@ def _stage_refs(bare: Path, wanted: dict[str, str], skipped: list[Skipped]) -> d
     return staged
 
 
+def _delivered(workspace: Path, bare: Path, name: str, staged: dict[str, str]) -> bool:
+    """Fetch flower's delivery branch `name` under its own name: a new branch, or a
+    fast-forward of the user's (a fetch without `+` never rewrites one); False for any other
+    name, or when git refuses (then it comes back under the run's prefix)."""
+    if not DELIVERY.fullmatch(name):
+        return False
+    return _fetch_specs(workspace, bare, [f"{staged[name]}:refs/heads/{name}"]) is None
+
+
 def _fetch(
-    workspace: Path, bare: Path, staged: dict[str, str], run_id: str, skipped: list[Skipped]
+    workspace: Path,
+    bare: Path,
+    staged: dict[str, str],
+    run_id: str,
+    own: tuple[str, ...],
+    skipped: list[Skipped],
 ) -> dict[str, str]:
-    """Fetch T's refs into the user's repository with every object checked (fsck); when the
-    whole fetch fails, each ref alone, so one bad branch does not keep the others out."""
-    specs = {n: f"+{ref}:refs/heads/{PREFIX}/{run_id}/{n}" for n, ref in staged.items()}
-    if not specs:
-        return {}
-    if _fetch_specs(workspace, bare, list(specs.values())) is not None:
+    """Fetch T's refs (but the `own` ones, fetched already) into the user's repository with
+    every object checked (fsck); when the whole fetch fails, each ref alone, so one bad
+    branch does not keep the others out."""
+    specs = {
+        n: f"+{ref}:refs/heads/{PREFIX}/{run_id}/{n}" for n, ref in staged.items() if n not in own
+    }
+    if len(specs) and _fetch_specs(workspace, bare, list(specs.values())) is not None:
         for name, spec in specs.items():
             error = _fetch_specs(workspace, bare, [spec])
             if error is not None:
                 skipped.append(Skipped(name, f"git fetch refused it: {error}"))
     names = {f"refs/heads/{PREFIX}/{run_id}/{n}": n for n in specs}
+    names |= {f"refs/heads/{n}": n for n in own}
     out = _must(
         "-C",
         str(workspace),
         "for-each-ref",
         "--format=%(objectname) %(refname)",
         f"refs/heads/{PREFIX}/{run_id}/",
+        *(f"refs/heads/{n}" for n in own),
     )
     pairs = (line.split(" ", 1) for line in out.splitlines())
     return {names[ref]: sha for sha, ref in pairs if ref in names}
+
+
+def _work(shadow: Shadow, ref: str, sha: str) -> Work:
+    """What a delivery branch holds over the checkout's HEAD at the start, read from the
+    user's repository (its objects checked by the fetch), never from S."""
+    ws = str(shadow.workspace)
+    base = None
+    if shadow.head_sha:
+        found = _git("-C", ws, "merge-base", shadow.head_sha, sha)
+        base = found.stdout.strip() if found.returncode == 0 else None
+    span = f"{base}..{sha}" if base else sha
+    commits = int(_must("-C", ws, "rev-list", "--count", span).strip() or 0)
+    if base:
+        listed = _must("-C", ws, "diff", "--name-only", "-z", base, sha)
+    else:
+        listed = _must("-C", ws, "ls-tree", "-r", "--name-only", "-z", sha)
+    files = tuple(listed.split("\0")[:-1])
+    apply = f"git -C {shlex.quote(ws)} merge {ref}"
+    return Work(ref, commits, files, apply)
 
 
 def _fetch_specs(workspace: Path, bare: Path, specs: list[str]) -> str | None:

@@ -140,8 +140,8 @@ def demo(image: Image = DEFAULT_IMAGE, base_image: BaseImage = None) -> None:
         options = BoxOptions(workspace=workspace, image=image, base_image=base_image)
         code = launch(["go", DEMO_ASK, "--timeout", "0"], options)
     STDERR.print(
-        f"look around: {workspace} (runs/ holds the sessions; the workers' worktrees "
-        "are under .claude/worktrees)"
+        f"look around: {workspace} (runs/ holds the sessions; the work is on the run's "
+        "branch: git branch --list 'flower/*')"
     )
     raise typer.Exit(code)
 

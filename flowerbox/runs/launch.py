@@ -22,6 +22,7 @@ from typing import TextIO
 
 from rich.console import Console
 
+from flower import RunDir, git_exclude, git_unexcluded, workbench_location
 from flowerbox.box import state
 from flowerbox.box.engine import CHECKOUT, Box, connect, ensure_image, image_id
 from flowerbox.box.options import BoxOptions
@@ -81,6 +82,8 @@ def launch(
         spec = spec if resume_of is None else carried(spec, resume_of)
         resumed_from = None if resume_of is None else resume_of.run_id
         _tell_masked_env(spec.workspace)
+        if raw is None and spec.git == "dir" and not RunDir(spec.run_dir).holds_a_run():
+            _keep_runs_out_of_git(spec)
         spec = before_run(spec, image_id=image_id(client, options.image))
         prepared = Prepared(spec)
         prepared.write_secrets()  # last: every check has passed
@@ -140,6 +143,22 @@ def _tell_masked_env(workspace: Path) -> None:
                 style="yellow",
             ),
         )
+
+
+def _keep_runs_out_of_git(spec: BoxSpec) -> None:
+    """A workspace's first run: the folders flowerbox and flower keep in it (runs/, and
+    .flower/ without isolation) out of `git status`, in the user's own clone and before the
+    box's gitdir is copied from it. Done and said, never asked: flower in the box would
+    find them unexcluded and write its own line where it never comes back."""
+    folders = [spec.run_dir]
+    if spec.workbench is None and spec.command[1:2] == ("go",):
+        folders.append(workbench_location(spec.workspace))
+    missing = git_unexcluded(spec.workspace, folders)
+    if not missing:
+        return
+    shown = " and ".join(missing)
+    path = git_exclude(spec.workspace, missing)
+    STDERR.print(f"added {shown} to {path} (git ignores them in this clone; delete to undo)")
 
 
 def _write(stream: TextIO) -> Callable[[bytes], None]:

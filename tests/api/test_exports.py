@@ -32,6 +32,8 @@ ADDED |= {"DEFAULT_PRICES", "Price", "PriceTable", "token_count"}
 ADDED |= {"RUN_ID_ENV", "iso_utc", "new_run_id"}
 # Added by issue 20: the run's timeline, which flowerbox's `report RUN` draws from the host.
 ADDED |= {"Timeline", "read_timeline"}
+# Added by issue 20: flowerbox keeps runs/ out of the user's `git status` on the host.
+ADDED |= {"git_exclude", "git_unexcluded"}
 
 
 def test_the_public_names_all_resolve() -> None:

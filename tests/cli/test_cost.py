@@ -36,7 +36,7 @@ def weighty_job(api: FakeAPI) -> None:
     delegation did not come back done; the first and third workers run a slow command (the
     times to interrupt and to stop the run); the first judge of the work says "not yet", so
     round 2 resumes the coordinator's session."""
-    cast = starter_cast(verdicts=["未达成", "达成"])
+    cast = starter_cast(verdict=["未达成", "达成"])
 
     def coordinator(request: Request) -> Reply:
         said = [m.get("content") for m in request.messages if m.get("role") == "assistant"]

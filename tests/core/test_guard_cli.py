@@ -51,6 +51,12 @@ def git_init(path: Path) -> None:
         subprocess.run(command, cwd=path, check=True)
 
 
+def git(path: Path, *args: str) -> str:
+    return subprocess.run(
+        ["git", *args], cwd=path, capture_output=True, text=True, check=True
+    ).stdout
+
+
 def delegate(subagent_type: str, prompt: str = "do the work") -> Reply:
     return tool(
         "Agent",
@@ -214,13 +220,15 @@ async def test_an_isolated_worker_really_works_in_a_git_worktree(
         ),
         (When(kind="main"), sequence(delegate("coder"), text("delegated"))),
     )
-    result = await make_runtime().run(coordinator("协调者", "", {"coder": coder}), "go")
+    runtime = make_runtime()
+    result = await runtime.run(coordinator("协调者", "", {"coder": coder}), "go")
     assert result.ok
     tree = Path(flower_env.subagent_requests()[-1].last_tool_results()[0].text.strip())
-    assert tree.parent == workspace / ".claude" / "worktrees" and tree.name.startswith("agent-")
-    # A worktree with changes is kept: the work is there, and not in the shared checkout.
-    assert (tree / "made.txt").read_text() == "work\n"
-    assert not (workspace / "made.txt").exists()
+    # flower made the worktree (the CLI's WorktreeCreate hook), in the run dir, not the checkout
+    assert tree.parent == workspace.parent / "runs" / "worktrees" and tree.name.startswith("agent-")
+    # The worker's stop committed its work on the run's branch; the shared checkout has none.
+    assert git(workspace, "show", f"flower/{runtime.run_id}:made.txt") == "work\n"
+    assert not (workspace / "made.txt").exists() and not (workspace / ".claude").exists()
 
 
 async def test_an_isolated_worker_outside_git_fails_before_the_cli_starts(
@@ -228,6 +236,16 @@ async def test_an_isolated_worker_outside_git_fails_before_the_cli_starts(
 ) -> None:
     coder = worker("writes code", "You are the coder.", isolate=True)
     with pytest.raises(ValueError, match="git init"):
+        await make_runtime().run(coordinator("协调者", "", {"coder": coder}), "go")
+    assert flower_env.requests == []
+
+
+async def test_an_isolated_worker_in_a_repository_without_a_commit_fails_first(
+    flower_env: FakeAPI, make_runtime: Any, workspace: Path
+) -> None:
+    git(workspace, "init", "-q")
+    coder = worker("writes code", "You are the coder.", isolate=True)
+    with pytest.raises(ValueError, match="commit once"):
         await make_runtime().run(coordinator("协调者", "", {"coder": coder}), "go")
     assert flower_env.requests == []
 

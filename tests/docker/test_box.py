@@ -22,24 +22,32 @@ from docker import DockerClient  # noqa: TID251 - these tests inspect the engine
 
 from flower.testing import Always, FakeAPI, Reply, Request, Usage, When, rules, text, tool
 from flower.testing.demo import DEMO_ASK, starter_cast
+from tests.cli.test_delivery import ASK, BUGGY, FIXED, calc_worker
 from tests.docker.e2e import FLOWERBOX, REAL, as_user, box_env, ledger, usage_of, user_argv
 from tests.json_contract import parse_document
 
 pytestmark = pytest.mark.docker
 
 
+def unattended(
+    api: FakeAPI, user: tuple[str, int, int], ws: Path, ask: str
+) -> tuple[subprocess.CompletedProcess[str], dict[str, Any]]:
+    """`flowerbox ASK --timeout 0 --json` as `user`, which must succeed; its JSON summary."""
+    done = as_user(
+        user,
+        [FLOWERBOX, ask, "--timeout", "0", "--json", "-w", str(ws)],
+        cwd=ws,
+        env=box_env(api, user),
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done, parse_document(done.stdout)  # stdout is the one document, nothing else
+
+
 def test_an_unattended_run_leaves_the_users_files_and_state_on_the_host(
     real_api: FakeAPI, host_user: tuple[str, int, int], user_workspace: Path, flowerbox_image: str
 ) -> None:
     real_api.script = starter_cast()
-    done = as_user(
-        host_user,
-        [FLOWERBOX, DEMO_ASK, "--timeout", "0", "--json", "-w", str(user_workspace)],
-        cwd=user_workspace,
-        env=box_env(real_api, host_user),
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    summary = parse_document(done.stdout)  # stdout is the one document, nothing else
+    _, summary = unattended(real_api, host_user, user_workspace, DEMO_ASK)
     assert summary["status"] == "achieved"
     # One run id for both CLIs: flower inside ran under the id flowerbox gave the box.
     assert {
@@ -52,10 +60,12 @@ def test_an_unattended_run_leaves_the_users_files_and_state_on_the_host(
         env=box_env(real_api, host_user),
     )
     assert logs.returncode == 0, logs.stderr
-    # Isolation is on: the worker wrote in its own git worktree, kept because it changed.
-    [hello] = (user_workspace / ".claude" / "worktrees").glob("agent-*/hello.py")
-    assert hello.read_text() == 'print("hello")\n'
-    assert (hello.stat().st_uid, hello.stat().st_gid) == host_user[1:]
+    # Isolation is on: the worker's work is on the run's branch, the checkout untouched.
+    branch = summary["delivery"]["branch"]
+    assert branch == f"flower/{summary['run_id']}"
+    git = ["git", "-C", str(user_workspace)]
+    shown = as_user(host_user, [*git, "show", f"{branch}:hello.py"], cwd=user_workspace)
+    assert shown.stdout == 'print("hello")\n' and not (user_workspace / "hello.py").exists()
     runs = user_workspace / "runs"
     assert (runs / "manifest.json").is_file() and (runs / "sessions.db").is_file()
     assert (runs / "manifest.json").stat().st_uid == host_user[1]
@@ -66,6 +76,43 @@ def test_an_unattended_run_leaves_the_users_files_and_state_on_the_host(
     assert usage["requests"] >= 5 and REAL not in ledger(host_user, user_workspace).read_text()
     # Every request the agent's side sent carried the placeholder, and nothing else.
     assert usage["client_credentials"] == {"placeholder": usage["requests"]}
+
+
+def test_an_isolated_box_run_stacks_its_rounds_on_one_branch_on_the_host(
+    real_api: FakeAPI, host_user: tuple[str, int, int], user_workspace: Path, flowerbox_image: str
+) -> None:
+    """Issue 20, item 3 from a box: round 2 starts from round 1's file, the host ends with the
+    branch flower/<run id> (no prefix, no stray worktree or branch), the checkout and its
+    `git status` untouched (runs/ excluded on the first run), and says where the work is."""
+    git = ["git", "-C", str(user_workspace)]
+
+    def repo(*args: str) -> str:
+        done = as_user(host_user, [*git, *args], cwd=user_workspace)
+        assert done.returncode == 0, done.stderr
+        return done.stdout.strip()
+
+    head, checked_out = repo("rev-parse", "HEAD"), repo("symbolic-ref", "--short", "HEAD")
+    real_api.script = starter_cast(verdict=["未达成", "达成"], ask_human=False, worker=calc_worker)
+    done, summary = unattended(real_api, host_user, user_workspace, ASK)
+    delivery = summary["delivery"]
+    branch = delivery["branch"]
+    assert branch.startswith("flower/") and delivery["files"] == ["calc.py"]
+    commits = repo("rev-list", "--reverse", f"{head}..{branch}").split()
+    assert [c["sha"] for c in delivery["commits"]] == commits and len(commits) == 2
+    assert repo("show", f"{commits[0]}:calc.py") + "\n" == BUGGY
+    assert repo("show", f"{branch}:calc.py") + "\n" == FIXED
+    looks = [r.text.strip() for q in real_api.subagent_requests() for r in q.tool_results()]
+    assert BUGGY.strip() in looks  # round 2's worker saw round 1's file
+    assert repo("rev-parse", "HEAD") == head and repo("status", "--porcelain") == ""
+    branches = repo("for-each-ref", "--format=%(refname:short)", "refs/heads").split()
+    assert sorted(branches) == sorted([branch, checked_out])
+    assert repo("worktree", "list", "--porcelain").count("worktree ") == 1
+    assert not (user_workspace / "calc.py").exists()
+    assert not (user_workspace / ".claude").exists()
+    assert not (user_workspace / "runs" / "worktrees").exists()
+    assert "/runs/" in (user_workspace / ".git" / "info" / "exclude").read_text()
+    assert f"the run's work is on {branch}: 2 commit(s), 1 file(s): calc.py" in done.stderr
+    assert f"apply it: git -C '{user_workspace}' merge {branch}" in done.stderr
 
 
 PROBE = r"""

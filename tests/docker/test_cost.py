@@ -20,7 +20,7 @@ pytestmark = pytest.mark.docker
 def test_flowers_figure_for_a_resumed_round_is_the_gateways(
     real_api: FakeAPI, host_user: tuple[str, int, int], user_workspace: Path, flowerbox_image: str
 ) -> None:
-    real_api.script = starter_cast(verdicts=["未达成", "达成"])
+    real_api.script = starter_cast(verdict=["未达成", "达成"])
     done = as_user(
         host_user,
         [FLOWERBOX, DEMO_ASK, "--timeout", "0", "--rounds", "2", "--json"],

@@ -177,6 +177,66 @@ def test_no_git_metadata_the_box_writes_takes_effect_on_the_host(
     assert outside_digest(host_user) == before
 
 
+DELIVERY_ATTACK = """
+set -e
+start=$(git symbolic-ref --short HEAD)
+git checkout -q -b flower/20261201-120000-abc123
+echo work > calc.py && git add calc.py && {identity} commit -q -m work
+git checkout -q --orphan rewrite && git rm -rqf . && echo other > other.txt && git add other.txt
+{identity} commit -q -m rewrite && git branch -f flower/20261201-000000-aaaaaa HEAD
+git checkout -q -f "$start"
+H=$(git rev-parse flower/20261201-120000-abc123)
+for name in "flower/x$(printf '\\033')[2J" flower/-evil flower/20261201-120000-abc125.lock; do
+  printf '%s\\n' "$H" > ".git/refs/heads/$name"
+done
+for hook in reference-transaction post-checkout post-merge post-commit; do
+  printf '#!/bin/sh\\ntouch {mark}\\n' > .git/hooks/$hook && chmod +x .git/hooks/$hook
+done
+mkdir -p runs/worktrees/agent-1 runs/worktrees/agent-2
+ln -s /home/{user}/.ssh runs/worktrees/agent-1/.git
+git init -q runs/evil && git -C runs/evil config core.fsmonitor 'touch {mark}'
+echo "gitdir: $PWD/runs/evil/.git" > runs/worktrees/agent-2/.git
+echo planted
+"""
+
+
+def test_a_delivery_the_box_forges_moves_no_branch_of_the_users_and_runs_nothing(
+    real_api: FakeAPI,
+    host_user: User,
+    user_workspace: Path,
+    flowerbox_image: str,
+    mark: Path,
+) -> None:
+    """Issue 20, item 3: flower's delivery branch comes back under its own name, so the box
+    tries to use that: a flower/ branch that rewrites one of the user's, hostile names,
+    hooks in its gitdir, and stopped workers' worktrees whose .git is a link or points at a
+    gitdir with an fsmonitor. Only the new branch comes back as itself; nothing runs."""
+    git = ["git", "-C", str(user_workspace)]
+    mine = "flower/20261201-000000-aaaaaa"
+    as_user(host_user, [*git, "branch", mine], cwd=user_workspace)
+    before = outside_digest(host_user)
+    script = DELIVERY_ATTACK.format(mark=mark, identity=IDENTITY, user=host_user[0])
+    plant(real_api, user_workspace, script)
+    done = flowerbox(host_user, user_workspace, "once", "work", env=box_env(real_api, host_user))
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "planted" in tool_output(real_api)
+    listed = as_user(host_user, [*git, "for-each-ref", "--format=%(refname)"], cwd=user_workspace)
+    refs = listed.stdout.split()
+    assert "refs/heads/flower/20261201-120000-abc123" in refs  # the box's new branch, as itself
+    [run_id] = metas(host_user, user_workspace)
+    assert f"refs/heads/flowerbox/{run_id}/{mine}" in refs  # the rewrite: under the prefix
+    shown = as_user(host_user, [*git, "log", "--format=%s", mine], cwd=user_workspace).stdout
+    assert shown.split() == ["start"]  # the user's branch did not move
+    assert not [r for r in refs if "evil" in r or ".lock" in r or "\x1b" in r]
+    assert "not brought back" in done.stderr and "\x1b" not in done.stderr
+    assert users_git(host_user, user_workspace) == [0, 0, 0]
+    for nested in ("agent-1", "agent-2"):
+        where = user_workspace / "runs" / "worktrees" / nested
+        assert users_git(host_user, user_workspace, where)[0] == 0
+    assert not mark.exists(), "the agent's code ran on the host"
+    assert outside_digest(host_user) == before
+
+
 def test_a_protected_folder_cannot_be_swapped_by_renaming_its_parent(
     real_api: FakeAPI, host_user: User, user_workspace: Path, flowerbox_image: str
 ) -> None:

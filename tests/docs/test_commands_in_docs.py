@@ -140,3 +140,28 @@ def test_the_ci_example_runs_flowerbox_unattended_with_the_key_from_a_secret() -
     assert holder["env"]["ANTHROPIC_API_KEY"] == "${{ secrets.ANTHROPIC_API_KEY }}"
     assert "secrets." not in holder["run"], "never in a command line"
     assert any(line.startswith("flowerbox ") for line in holder["run"].splitlines())
+
+
+def test_the_ci_example_delivers_a_patch_and_keeps_transcripts_only_when_asked() -> None:
+    """Issue 20, item 3: the artifact is the work (a patch made on the host from the run's
+    branch), not the transcripts and the box's home; the box runs where no token can write,
+    and no token sits in the checkout's .git/config for the box to read."""
+    workflow = yaml.safe_load(CI_EXAMPLE.read_text(encoding="utf-8"))
+    box_job = workflow["jobs"]["ask"]
+    assert "permissions" not in box_job and workflow["permissions"] == {"contents": "read"}
+    checkout = box_job["steps"][0]
+    assert checkout["with"]["persist-credentials"] is False
+    uploads = [s for s in box_job["steps"] if str(s.get("uses", "")).startswith("actions/upload")]
+    default = [s for s in uploads if "inputs." not in str(s.get("if", ""))]
+    assert len(default) == 1 and default[0]["with"]["path"].split() == [
+        "summary.json",
+        "flower.patch",
+    ]
+    [kept] = [s for s in uploads if s not in default]
+    assert kept["if"] == "always() && inputs.transcripts"
+    assert "!project/runs/home/" in kept["with"]["path"].split()
+    patch = next(s for s in box_job["steps"] if "flower.patch" in s.get("run", ""))
+    assert "refs/heads/flower/" in patch["run"]
+    pull = workflow["jobs"]["pull-request"]
+    assert pull["needs"] == "ask" and pull["permissions"]["contents"] == "write"
+    assert "flower.patch" in str(pull["steps"])

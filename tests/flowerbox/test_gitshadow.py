@@ -792,11 +792,120 @@ def test_a_shallow_clone_brings_back(tmp_path: Path, make_box: Callable[..., Box
 
 
 def test_the_workers_worktrees_are_said_once_and_anything_else_by_its_path(tmp_path: Path) -> None:
-    worker = tmp_path / ".claude" / "worktrees" / "agent-1" / ".git.flowerbox-r"
+    worker = tmp_path / "runs" / "worktrees" / "agent-1" / ".git.flowerbox-r"  # flower's
+    cli = tmp_path / ".claude" / "worktrees" / "agent-2" / ".git.flowerbox-r"  # the CLI's own
     nested = tmp_path / "src" / "worktrees" / ".git.flowerbox-r"  # a user folder of that name
-    lines = gitshadow.Quarantined(moved=(worker, worker.with_name("x"), nested)).lines()
+    lines = gitshadow.Quarantined(moved=(worker, cli, nested)).lines()
     assert lines == [
         f"git metadata the run made, renamed aside (git ignores it): {nested}",
-        "the workers' 2 worktree(s) under .claude/worktrees keep their files; their git links "
-        "were set aside (their commits are on the branches below)",
+        "the workers' 2 worktree(s) left by a stopped run keep their files; their git links "
+        "were set aside (what they committed is on the branches below)",
     ]
+
+
+# -- bring_back: the run's delivery branch (flower/<run id>, flower.core.worktrees) ------------
+
+DELIVERY = "flower/20261201-120000-abc123"
+
+
+def deliver_in_box(box: Box, name: str = DELIVERY, *files: str) -> str:
+    """What flower in the box does: commits on a branch of its own, the checkout left alone."""
+    start = box.git("rev-parse", "HEAD").strip()
+    box.git("checkout", "-q", "-b", name)
+    for file in files or ("calc.py",):
+        sha = box.commit(file)
+    box.git("checkout", "-q", "main")
+    assert box.git("rev-parse", "HEAD").strip() == start
+    return sha
+
+
+def test_the_runs_delivery_branch_comes_back_under_its_own_name(box: Box) -> None:
+    sha = deliver_in_box(box, DELIVERY, "calc.py", "test_calc.py")
+    result = box.back()
+    assert result.branches == {DELIVERY: sha} and result.ref(DELIVERY) == DELIVERY
+    assert git(box.ws, "rev-parse", DELIVERY).strip() == sha
+    assert git(box.ws, "branch", "--list", "flowerbox/*") == ""  # no second copy
+    assert git(box.ws, "status", "--porcelain") == "" and not (box.ws / "calc.py").exists()
+    assert result.lines()[:2] == [
+        f"the run's work is on {DELIVERY}: 2 commit(s), 2 file(s): calc.py, test_calc.py",
+        f"  apply it: git -C {box.ws} merge {DELIVERY}",
+    ]
+    box.user_is_safe()
+
+
+def test_a_woken_runs_branch_is_fast_forwarded_never_rewritten(
+    repo: Path, make_box: Callable[..., Box], tmp_path: Path
+) -> None:
+    git(repo, "branch", DELIVERY)  # brought back by the run's earlier box
+    earlier = git(repo, "rev-parse", DELIVERY).strip()
+    box = make_box(repo)
+    box.git("checkout", "-q", DELIVERY)
+    sha = box.commit("round2.py")
+    box.git("checkout", "-q", "main")
+    assert box.back().ref(DELIVERY) == DELIVERY
+    assert git(repo, "rev-list", "--count", f"{earlier}..{DELIVERY}").strip() == "1"
+    assert git(repo, "rev-parse", DELIVERY).strip() == sha
+
+
+@pytest.mark.parametrize(
+    "planted",
+    ["the users branch of that name", "a name not of flower's making", "a forced rewrite"],
+)
+def test_a_planted_delivery_branch_never_moves_a_branch_of_the_users(
+    repo: Path, make_box: Callable[..., Box], planted: str
+) -> None:
+    """The box may name any branch flower/...: only a new one, or a fast-forward of one of
+    flower's own, comes back under that name; anything else keeps the run's prefix."""
+    name = "flower/mine" if planted == "a name not of flower's making" else DELIVERY
+    if planted == "a forced rewrite":
+        git(repo, "branch", DELIVERY)
+    box = make_box(repo)
+    if planted == "the users branch of that name":  # made during the run, apart from the box's
+        git(repo, "checkout", "-q", "-b", DELIVERY)
+        git(repo, "commit", "-q", "--allow-empty", "-m", "the user's own")
+        git(repo, "checkout", "-q", "main")
+    mine = git(repo, "for-each-ref", "refs/heads/flower/")
+    if planted == "a forced rewrite":
+        box.git("branch", "-D", DELIVERY)
+        box.git("checkout", "-q", "--orphan", DELIVERY)
+        sha = box.commit("rewritten.py")
+        box.git("checkout", "-q", "-f", "main")
+    else:
+        sha = deliver_in_box(box, name)
+    result = box.back()
+    assert result.ref(name) == f"flowerbox/{RUN}/{name}"
+    assert git(repo, "rev-parse", result.ref(name)).strip() == sha
+    assert git(repo, "for-each-ref", "refs/heads/flower/") == mine
+    box.user_is_safe()
+
+
+def test_the_delivery_line_shows_no_terminal_controls(box: Box) -> None:
+    deliver_in_box(box, DELIVERY, "x\x1b]0;title\x07.py")
+    assert all("\x1b" not in line and "\x07" not in line for line in box.back().lines())
+
+
+def test_a_delivery_with_planted_hooks_and_worktree_links_runs_nothing_on_the_host(
+    box: Box, since: float
+) -> None:
+    """What a hostile box leaves around its delivery: hooks in its gitdir, and a stopped
+    worker's worktree whose `.git` is a link to the user's secret or a gitdir with an
+    fsmonitor. The host brings the branch back and the user's git runs none of it."""
+    sha = deliver_in_box(box)
+    for name in HOOKS:
+        hook = box.s / "hooks" / name
+        hook.write_text(f"#!/bin/sh\n{evil(box.marker)}\n")
+        hook.chmod(0o755)
+    linked, planted = (box.ws / "runs" / "worktrees" / n for n in ("agent-1", "agent-2"))
+    linked.mkdir(parents=True)
+    (linked / ".git").symlink_to(box.outside / "secret")
+    evil_dir = box.ws / "runs" / "evil"
+    git(box.ws, "init", "-q", str(evil_dir))
+    git(evil_dir, "config", "core.fsmonitor", evil(box.marker))
+    planted.mkdir()
+    (planted / ".git").write_text(f"gitdir: {evil_dir / '.git'}\n")
+    moved = quarantine(box, since)
+    assert {p.parent for p in moved} >= {linked, planted}
+    result = box.back()
+    assert result.branches == {DELIVERY: sha} and result.delivered == (DELIVERY,)
+    box.user_is_safe()
+    box.user_is_safe(planted)
