@@ -1,7 +1,8 @@
 """The `flower` command line: a thin typer layer over the library.
 
-Two pieces are public for other front ends (flowerbox re-uses them): `Render`, which turns
-Events into terminal lines, and `setup`, the typer command that writes the credentials.
+Pieces public for other front ends (flowerbox re-uses them): `Render`, which turns Events
+into terminal lines; `setup`, the typer command that writes the credentials; and
+`AskRouter` with `HELP_OPTIONS`, the root group whose first word may be the ask.
 
 They are imported here, not on first use: a lazy `setup` would be shadowed by its own
 submodule `flower.cli.setup` as soon as anything imported that. It costs `flower --help`
@@ -9,6 +10,7 @@ nothing (the app imports every command anyway), and neither imports the SDK.
 """
 
 from flower.cli.render import Render
+from flower.cli.routing import HELP_OPTIONS, AskRouter
 from flower.cli.setup import setup
 
-__all__ = ["Render", "setup"]
+__all__ = ["HELP_OPTIONS", "AskRouter", "Render", "setup"]

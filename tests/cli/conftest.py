@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import fcntl
 import os
+import pty
+import re
+import select
 import signal
 import subprocess
 import sys
+import termios
 import time
 from pathlib import Path
 
@@ -64,3 +69,53 @@ def stop_mid_work(
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
     return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+
+
+ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+
+
+class Screen:
+    """The process's terminal: what it printed so far, and a keyboard."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self.text = ""
+
+    def expect(self, needle: str, timeout: float = 90) -> None:
+        deadline = time.monotonic() + timeout
+        while needle not in self.text:
+            left = deadline - time.monotonic()
+            assert left > 0, f"never saw {needle!r}; screen:\n{self.text[-3000:]}"
+            if select.select([self.fd], [], [], min(left, 0.2))[0]:
+                try:
+                    self.text += ANSI.sub("", os.read(self.fd, 65536).decode(errors="replace"))
+                except OSError:  # the process closed the terminal
+                    break
+        assert needle in self.text, f"never saw {needle!r}; screen:\n{self.text[-3000:]}"
+
+    def type(self, line: str) -> None:
+        os.write(self.fd, (line + "\n").encode())
+
+
+def on_a_terminal(
+    args: list[str], *, env: dict[str, str], cwd: Path
+) -> tuple[subprocess.Popen[bytes], Screen]:
+    """`flower ARGS...` with a pty as its controlling terminal (so Ctrl+C typed there reaches
+    its whole foreground process group, as in a real terminal), and that terminal's screen."""
+    main, follower = pty.openpty()
+
+    def own_terminal() -> None:
+        os.setsid()
+        fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+
+    proc = subprocess.Popen(
+        [*FLOWER, *args],
+        stdin=follower,
+        stdout=follower,
+        stderr=follower,
+        env={**env, "NO_COLOR": "1", "COLUMNS": "200"},
+        cwd=cwd,
+        preexec_fn=own_terminal,  # the child only calls setsid and an ioctl: fork-safe
+    )
+    os.close(follower)
+    return proc, Screen(main)

@@ -6,8 +6,6 @@ from __future__ import annotations
 import json
 import os
 import pty
-import re
-import select
 import signal
 import subprocess
 import time
@@ -15,32 +13,7 @@ from pathlib import Path
 
 from flower.testing import FakeAPI, Reply, Request, When, rules, text, tool
 from flower.testing.demo import DEMO_ASK, starter_cast
-from tests.cli.conftest import FLOWER
-
-ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
-
-
-class Screen:
-    """The process's terminal: what it printed so far, and a keyboard."""
-
-    def __init__(self, fd: int) -> None:
-        self.fd = fd
-        self.text = ""
-
-    def expect(self, needle: str, timeout: float = 90) -> None:
-        deadline = time.monotonic() + timeout
-        while needle not in self.text:
-            left = deadline - time.monotonic()
-            assert left > 0, f"never saw {needle!r}; screen:\n{self.text[-3000:]}"
-            if select.select([self.fd], [], [], min(left, 0.2))[0]:
-                try:
-                    self.text += ANSI.sub("", os.read(self.fd, 65536).decode(errors="replace"))
-                except OSError:  # the process closed the terminal
-                    break
-        assert needle in self.text, f"never saw {needle!r}; screen:\n{self.text[-3000:]}"
-
-    def type(self, line: str) -> None:
-        os.write(self.fd, (line + "\n").encode())
+from tests.cli.conftest import FLOWER, Screen
 
 
 def test_answer_mail_oracle_and_interrupt_in_one_run(

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import typer
 from typer.testing import CliRunner
 
 from flowerbox import __version__
@@ -16,7 +17,7 @@ from flowerbox.box.options import BoxOptions
 from flowerbox.box.prepare import prepare
 from flowerbox.box.spec import agent_kwargs
 from flowerbox.box.terminal import docker_run_args
-from flowerbox.cli.app import app, route
+from flowerbox.cli.app import FlowerboxGroup, app
 
 SECRET = "sk-ant-real-secret-cli-0123456789"
 runner = CliRunner()
@@ -117,9 +118,28 @@ def test_run_refuses_a_file_outside_the_workspace(
 
 
 def test_the_new_commands_are_commands_not_asks() -> None:
-    assert route(["run", "flow.py"]) == ["run", "flow.py"]
-    assert route(["shell", "--", "id"]) == ["shell", "--", "id"]
-    assert route(["run tests"]) == ["go", "run tests"]
+    group = typer.main.get_command(app)
+    assert isinstance(group, FlowerboxGroup)
+    with group.make_context("flowerbox", [], resilient_parsing=True) as ctx:
+        assert group.route(ctx, ["run", "flow.py"]) == ["run", "flow.py"]
+        assert group.route(ctx, ["shell", "--", "id"]) == ["shell", "--", "id"]
+        assert group.route(ctx, ["run tests"]) == ["go", "run tests"]
+
+
+@pytest.mark.parametrize("args", [[], ["help"], ["-h"], ["--help"]])
+def test_help_in_every_spelling_is_the_help_and_exit_0(args: list[str]) -> None:
+    done = runner.invoke(app, args)
+    assert done.exit_code == 0, done.output
+    assert "Usage:" in done.output and "Commands" in done.output
+
+
+def test_a_look_alike_is_refused_before_any_box(home: Path) -> None:
+    """Off a terminal (the test runner's stdin is not one), `flowerbox atach` names the
+    command it looks like; it never reaches `go`, which would start containers."""
+    done = runner.invoke(app, ["atach"])
+    assert done.exit_code == 2
+    said = " ".join(done.output.replace("│", " ").split())
+    assert "`flowerbox attach` mistyped" in said and "`flowerbox go atach`" in said
 
 
 def test_no_engine_exits_2_saying_how_to_start_one_and_leaves_nothing(project: Path) -> None:
