@@ -39,7 +39,12 @@ from flower.core.runlock import holding_the_run
 if TYPE_CHECKING:  # the real imports load the SDK: done late, so `flower --help` stays fast
     from flower.core.runtime import Runtime
     from flower.workflow.base import RunState, Workflow
-from flower.errors import CredentialsError, WorkspaceError
+from flower.errors import CredentialsError, UsageError, WorkspaceError
+
+NO_ASK = (
+    'no ask: say what you want done, e.g. flower "add a --verbose flag" (only a run whose '
+    "brief is complete continues without one: `flower resume`)"
+)
 
 
 def go(
@@ -104,8 +109,10 @@ def go(
         if problem := check_credentials():  # before anything is created here
             raise CredentialsError(problem)
         run_dir = usable_run_dir(run_dir)
+        state = wake_state(ws, run_dir=run_dir, isolate=isolate)  # reads, writes nothing
+        if not ask.strip() and (new or not state["woke"]):
+            raise UsageError(NO_ASK)  # before the lock or the workbench is made
         held.enter_context(holding_the_run(run_dir, ["flower", "go", ask]))
-        state = wake_state(ws, run_dir=run_dir, isolate=isolate)
         if wake and state["woke"] and not new:
             ask = ""  # an ask would amend the brief and set the goal again
         repeated = bool(ask.strip()) and repeated_ask(RunDir(run_dir).ask_history, ask)

@@ -12,12 +12,16 @@ from rich.console import Console
 from rich.markup import escape
 
 from flower.cli.exits import STDERR, Exit, exit_codes
-from flower.cli.options import Events, Model, RunDirOption, Verbose, Workspace
+from flower.cli.options import Events, Model, RunDirOption, StepBudget, Verbose, Workspace
 from flower.cli.render import Render
 from flower.core.env import describe, load_dotenv
 from flower.core.runlock import holding_the_run
+from flower.errors import UsageError
 
 ONCE_INSTRUCTIONS = "Do the task you are given, then reply with a short summary of what you did."
+NO_PROMPT = (
+    'an empty prompt: say what the agent should do, e.g. flower once "add a test for parse()"'
+)
 
 
 def once(
@@ -25,9 +29,7 @@ def once(
     workspace: Workspace = Path("."),
     run_dir: RunDirOption = Path("runs"),
     model: Model = None,
-    budget: Annotated[
-        float | None, typer.Option(help="Stop the step once it has cost this many USD.")
-    ] = None,
+    budget: StepBudget = None,
     allow: Annotated[
         list[str] | None,
         typer.Option(
@@ -45,6 +47,8 @@ def once(
 
     console = Console(highlight=False, soft_wrap=True)
     with exit_codes(), contextlib.ExitStack() as held:
+        if not prompt.strip():
+            raise UsageError(NO_PROMPT)
         if verbose:
             load_dotenv()
             console.print(describe(), style="dim")

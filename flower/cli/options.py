@@ -1,9 +1,32 @@
-"""The options several commands share, declared once."""
+"""The options several commands share, declared once, and the checks of their values.
+
+A value flower cannot use is refused by the option itself (typer's exit 2 with the option's
+name), before anything is created or spent: a negative timeout or budget, an empty model.
+"""
 
 from pathlib import Path
 from typing import Annotated
 
 import typer
+
+
+def positive_usd(value: float | None) -> float | None:
+    """A budget: more than 0 USD, or None for no limit."""
+    if value is not None and not value > 0:
+        raise typer.BadParameter(
+            f"{value:g} USD is no budget: pass more than 0, or leave the option out for no limit"
+        )
+    return value
+
+
+def model_name(value: str | None) -> str | None:
+    """A model id or alias, never blank: an empty one would silently mean the default."""
+    if value is not None and not value.strip():
+        raise typer.BadParameter(
+            "an empty model name: pass an id or alias (sonnet, opus...), or leave --model out"
+        )
+    return value
+
 
 Workspace = Annotated[
     Path, typer.Option("--workspace", "-w", help="The folder the work happens in.")
@@ -24,11 +47,19 @@ Verbose = Annotated[
 ]
 Rounds = Annotated[int, typer.Option(help="Judged rounds of work at most.", min=1)]
 AnswerTimeout = Annotated[
-    float, typer.Option(help="Seconds to wait for an answer; 0 = fully unattended.")
+    float, typer.Option(help="Seconds to wait for an answer; 0 = fully unattended.", min=0)
 ]
-Model = Annotated[str | None, typer.Option(help="Model id or alias (sonnet, opus...).")]
+Model = Annotated[
+    str | None,
+    typer.Option(help="Model id or alias (sonnet, opus...).", callback=model_name),
+]
 Budget = Annotated[
-    float | None, typer.Option(help="Stop spending once the run has cost this many USD.")
+    float | None,
+    typer.Option(help="Stop spending once the run has cost this many USD.", callback=positive_usd),
+]
+StepBudget = Annotated[
+    float | None,
+    typer.Option(help="Stop the step once it has cost this many USD.", callback=positive_usd),
 ]
 JsonOut = Annotated[
     bool, typer.Option("--json", help="Print a machine-readable summary on stdout at the end.")

@@ -27,7 +27,7 @@ def run(
         bool, typer.Option("-W", help="A workbench under the run dir, if the workflow has none.")
     ] = False,
     timeout: Annotated[
-        float, typer.Option(help="0 = unattended: no stdin thread, Ctrl+C stops.")
+        float, typer.Option(help="0 = unattended: no stdin thread, Ctrl+C stops.", min=0)
     ] = 1800.0,
     events: Events = None,
 ) -> None:

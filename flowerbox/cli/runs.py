@@ -30,7 +30,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from flower.cli import Render
+from flower.cli import Render, positive_usd
 from flowerbox.box.options import BoxOptions
 from flowerbox.box.untrusted import clean
 from flowerbox.cli.options import Workspace
@@ -238,7 +238,10 @@ def resume(
     ] = None,
     budget: Annotated[
         float | None,
-        typer.Option(help="USD for the rest of the run (default: what is left of its budget)."),
+        typer.Option(
+            help="USD for the rest of the run (default: what is left of its budget).",
+            callback=positive_usd,
+        ),
     ] = None,
 ) -> None:
     """Continue a run that ended: a new box, the same settings, the same sessions.

@@ -95,6 +95,21 @@ def test_the_root_and_home_folders_are_refused(
         assert "refusing to mount" in result.stderr and "-w <project folder>" in result.stderr
 
 
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["x", "--budget", "-1"], "-1 USD is no budget"),
+        (["once", "x", "--budget", "0"], "0 USD is no budget"),
+        (["x", "--disk-budget", "-1"], "'--disk-budget'"),
+        (["resume", "--budget", "-2"], "-2 USD is no budget"),
+    ],
+)
+def test_a_number_flowerbox_cannot_use_is_refused(home: Path, args: list[str], said: str) -> None:
+    done = runner.invoke(app, args)
+    assert done.exit_code == 2
+    assert said in " ".join(done.output.replace("│", " ").split())
+
+
 def test_no_credentials_is_flowers_four_line_message(project: Path) -> None:
     result = runner.invoke(app, ["once", "hi", "-w", str(project)])
     assert result.exit_code == 2
