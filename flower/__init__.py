@@ -66,7 +66,12 @@ _HOMES = {
     "flower.core.runtime": ("Runtime", "StepResult"),
     "flower.core.statefile": ("StateFileError", "atomic_write_json", "read_json", "update_json"),
     "flower.core.workbench": ("Workbench",),
-    "flower.core.workspace": ("in_git_repository", "workbench_location"),
+    "flower.core.workspace": (
+        "in_git_repository",
+        "shown",
+        "workbench_location",
+        "workspace_refusal",
+    ),
     "flower.errors": ("FlowerError",),
     "flower.stores": (
         "EphemeralPolicy",
@@ -155,6 +160,7 @@ __all__ = [
     "oracle",
     "parse_dotenv",
     "read_json",
+    "shown",
     "spill_guard",
     "starter_flow",
     "token_count",
@@ -166,6 +172,7 @@ __all__ = [
     "workbench_hooks",
     "workbench_location",
     "worker",
+    "workspace_refusal",
 ]
 
 
@@ -234,7 +241,12 @@ if TYPE_CHECKING:  # what type checkers and IDEs see
     from flower.core.runtime import Runtime, StepResult
     from flower.core.statefile import StateFileError, atomic_write_json, read_json, update_json
     from flower.core.workbench import Workbench
-    from flower.core.workspace import in_git_repository, workbench_location
+    from flower.core.workspace import (
+        in_git_repository,
+        shown,
+        workbench_location,
+        workspace_refusal,
+    )
     from flower.errors import FlowerError
     from flower.stores import (
         EphemeralPolicy,

@@ -30,6 +30,7 @@ from flower.cli.options import (
     RunDirOption,
     Verbose,
     Workspace,
+    workspace_folder,
 )
 from flower.cli.render import Render
 from flower.core.env import check_credentials, describe, load_dotenv
@@ -39,7 +40,7 @@ from flower.core.runlock import holding_the_run
 if TYPE_CHECKING:  # the real imports load the SDK: done late, so `flower --help` stays fast
     from flower.core.runtime import Runtime
     from flower.workflow.base import RunState, Workflow
-from flower.errors import CredentialsError, UsageError, WorkspaceError
+from flower.errors import CredentialsError, UsageError
 
 NO_ASK = (
     'no ask: say what you want done, e.g. flower "add a --verbose flag" (only a run whose '
@@ -101,11 +102,7 @@ def go(
         load_dotenv()
         if verbose:
             console.print(describe(), style="dim")
-        ws = workspace.expanduser().resolve()
-        if not ws.is_dir():
-            raise WorkspaceError(
-                ws, f"workspace {ws} is not a folder: create it or pass -w <folder>"
-            )
+        ws = workspace_folder(workspace)
         if problem := check_credentials():  # before anything is created here
             raise CredentialsError(problem)
         run_dir = usable_run_dir(run_dir)

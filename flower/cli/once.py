@@ -12,7 +12,15 @@ from rich.console import Console
 from rich.markup import escape
 
 from flower.cli.exits import STDERR, Exit, exit_codes
-from flower.cli.options import Events, Model, RunDirOption, StepBudget, Verbose, Workspace
+from flower.cli.options import (
+    Events,
+    Model,
+    RunDirOption,
+    StepBudget,
+    Verbose,
+    Workspace,
+    workspace_folder,
+)
 from flower.cli.render import Render
 from flower.core.env import describe, load_dotenv
 from flower.core.runlock import holding_the_run
@@ -52,7 +60,8 @@ def once(
         if verbose:
             load_dotenv()
             console.print(describe(), style="dim")
-        runtime = Runtime(workspace=workspace, run_dir=run_dir)  # checks credentials first
+        ws = workspace_folder(workspace)
+        runtime = Runtime(workspace=ws, run_dir=run_dir)  # checks credentials first
         held.enter_context(holding_the_run(runtime.run_dir, ["flower", "once", prompt]))
         spec = AgentSpec(
             "once",

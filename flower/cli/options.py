@@ -2,12 +2,38 @@
 
 A value flower cannot use is refused by the option itself (typer's exit 2 with the option's
 name), before anything is created or spent: a negative timeout or budget, an empty model.
+The workspace is checked by `workspace_folder` in the command's body, whose refusals are
+flower's own sentences (exit 2 through flower.cli.exits).
 """
 
 from pathlib import Path
 from typing import Annotated
 
 import typer
+
+from flower.core.workspace import shown, workspace_refusal
+from flower.errors import WorkspaceError
+
+
+def workspace_folder(path: Path) -> Path:
+    """The workspace's realpath; a WorkspaceError when flower must not work there: not a
+    folder, a system folder, your home folder itself (a run there fills it with runs/ and
+    .flower/ and lets agents loose on all of it), or a name that is not UTF-8."""
+    ws = path.expanduser().resolve()
+    if not ws.is_dir():
+        raise WorkspaceError(
+            ws, f"workspace {shown(ws)} is not a folder: create it or pass -w <folder>"
+        )
+    why = workspace_refusal(ws)
+    if why is None and ws == Path.home().resolve():
+        why = "your home folder"
+    if why is not None:
+        raise WorkspaceError(
+            ws,
+            f"refusing to work in {shown(ws)}, {why}: run flower from a project folder "
+            "(or pass -w <project folder>)",
+        )
+    return ws
 
 
 def positive_usd(value: float | None) -> float | None:

@@ -23,6 +23,7 @@ from flower.cli.options import (
     RunDirOption,
     Verbose,
     Workspace,
+    workspace_folder,
 )
 from flower.errors import UsageError
 
@@ -44,8 +45,8 @@ def resume(
     json_out: JsonOut = False,
 ) -> None:
     """Continue the unfinished run here: its brief, goal and sessions, nothing redone."""
-    ws = workspace.expanduser().resolve()
     with exit_codes():
+        ws = workspace_folder(workspace)
         isolate = _isolated(ws, run_dir)
     go(
         "",

@@ -14,7 +14,7 @@ from rich.console import Console
 
 from flower.cli.exits import exit_codes
 from flower.cli.go import drive, outcome
-from flower.cli.options import Events, RunDirOption, Workspace
+from flower.cli.options import Events, RunDirOption, Workspace, workspace_folder
 from flower.core.runlock import holding_the_run
 from flower.errors import UsageError
 
@@ -37,10 +37,9 @@ def run(
 
     console = Console(highlight=False, soft_wrap=True)
     with exit_codes(), contextlib.ExitStack() as held:
+        ws = workspace_folder(workspace)
         flow = load_workflow(file)
-        runtime = Runtime(
-            workspace=workspace, run_dir=run_dir, workbench=flow.workbench or workbench
-        )
+        runtime = Runtime(workspace=ws, run_dir=run_dir, workbench=flow.workbench or workbench)
         held.enter_context(holding_the_run(runtime.run_dir, ["flower", "run", str(file)]))
         try:
             ran, stopped = asyncio.run(

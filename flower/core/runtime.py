@@ -18,9 +18,10 @@ killed process leaves its step's tokens, cost and session behind.
 
 Errors (flower.errors; each is also the RuntimeError or ValueError the seeds name):
     CredentialsError   no credentials (the four-line message of check_credentials)
-    WorkspaceError     a workspace that is not a folder; at run(), an isolated worker in a
-                       workspace that is not a git repository
-    RunDirError        a run_dir that is a file, or that cannot be created
+    WorkspaceError     a workspace that is not a folder or whose name is not UTF-8; at run(),
+                       an isolated worker in a workspace that is not a git repository
+    RunDirError        a run_dir that is a file, that cannot be created, or whose name is
+                       not UTF-8
 
 Guards are mounted from the AgentSpec (flower.core.mounting; docs/guards.md): whitelist_guard
 unless the spec is delegate_only; delegate_guard and isolate_guard as the role asks, with or
@@ -57,7 +58,7 @@ from flower.core.resilience import Resilience, classify
 from flower.core.rundir import RunDir
 from flower.core.takeover import take_over
 from flower.core.workbench import Workbench
-from flower.core.workspace import in_git_repository
+from flower.core.workspace import in_git_repository, shown, undecodable
 from flower.errors import CredentialsError, RunDirError, WorkspaceError
 from flower.stores import EphemeralPolicy, PrunePolicy, PruningSessionStore, TrimPolicy
 
@@ -130,7 +131,14 @@ class Runtime:
         if not self.workspace.is_dir():
             raise WorkspaceError(
                 self.workspace,
-                f"workspace {self.workspace} is not a folder: create it or pass an existing one",
+                f"workspace {shown(self.workspace)} is not a folder: create it or pass an "
+                "existing one",
+            )
+        if undecodable(self.workspace):
+            raise WorkspaceError(
+                self.workspace,
+                f"workspace {shown(self.workspace)} has a name that is not valid UTF-8, which "
+                "the Claude Code CLI cannot work in: rename it",
             )
         self.run_dir = usable_run_dir(run_dir)
         # Credentials before anything is created: a failed start leaves nothing behind.
@@ -550,6 +558,10 @@ def usable_run_dir(run_dir: str | Path) -> Path:
     """`run_dir` as an absolute path, or a RunDirError if it cannot be one (it is a file)."""
     path = Path(run_dir).expanduser()
     path = path if path.is_absolute() else (Path.cwd() / path).resolve()
+    if undecodable(path):
+        raise RunDirError(
+            path, f"run_dir {shown(path)} has a name that is not valid UTF-8: pass another"
+        )
     if path.exists() and not path.is_dir():
         raise RunDirError(path, f"run_dir {path} is a file: pass a folder (or a new path)")
     return path

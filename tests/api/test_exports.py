@@ -28,6 +28,8 @@ ADDED = {
 }
 # Added by issue 19: the price table the gateway and Runtime's running accounts share.
 ADDED |= {"DEFAULT_PRICES", "Price", "PriceTable", "token_count"}
+# Added by issue 21: the folders no run may work in, said the same by flower and flowerbox.
+ADDED |= {"shown", "workspace_refusal"}
 
 
 def test_the_public_names_all_resolve() -> None:

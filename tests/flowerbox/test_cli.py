@@ -110,6 +110,19 @@ def test_a_number_flowerbox_cannot_use_is_refused(home: Path, args: list[str], s
     assert said in " ".join(done.output.replace("│", " ").split())
 
 
+def test_a_workspace_whose_name_is_not_utf8_is_refused_before_any_box(
+    home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ANTHROPIC_API_KEY", SECRET)
+    bad = home.parent / os.fsdecode(b"caf\xe9")
+    bad.mkdir()
+    done = runner.invoke(app, ["once", "hi", "-w", str(bad)])
+    assert done.exit_code == 2
+    said = " ".join(done.stderr.split())
+    assert "refusing to mount" in said and "caf\\xe9 into the box, a folder whose name" in said
+    assert list(bad.iterdir()) == []
+
+
 def test_no_credentials_is_flowers_four_line_message(project: Path) -> None:
     result = runner.invoke(app, ["once", "hi", "-w", str(project)])
     assert result.exit_code == 2

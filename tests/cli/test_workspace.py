@@ -1,0 +1,57 @@
+"""Where flower refuses to work: system folders, your home folder itself, a folder whose
+name is not UTF-8. Exit 2 at once, one sentence, nothing created, nothing spent."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from flower.testing import FakeAPI
+from tests.cli.conftest import flower
+
+
+def said(stderr: str) -> str:
+    return " ".join(stderr.replace("│", " ").split())
+
+
+@pytest.mark.parametrize("command", [["x"], ["once", "x"], ["resume"], ["run", "flow.py"]])
+def test_the_home_folder_itself_is_refused(
+    fake_api: FakeAPI, cli_env: dict[str, str], tmp_path: Path, command: list[str]
+) -> None:
+    home = tmp_path / "user"
+    home.mkdir()
+    env = {**cli_env, "HOME": str(home), "XDG_CONFIG_HOME": str(home / ".config")}
+    done = flower(*command, env=env, cwd=home)
+    assert done.returncode == 2
+    assert f"refusing to work in {home}, your home folder" in said(done.stderr)
+    assert "-w <project folder>" in said(done.stderr)
+    assert list(home.iterdir()) == [] and fake_api.requests == []
+    below = home / "project"  # a project below the home is the common case
+    below.mkdir()
+    assert "refusing" not in flower("", env=env, cwd=below).stderr
+
+
+@pytest.mark.parametrize("folder", ["/", "/usr", "/etc/ssl", "/tmp"])
+def test_system_folders_are_refused(
+    fake_api: FakeAPI, cli_env: dict[str, str], tmp_path: Path, folder: str
+) -> None:
+    done = flower("x", "-w", folder, env=cli_env, cwd=tmp_path)
+    assert done.returncode == 2
+    assert f"refusing to work in {folder}, a system folder" in said(done.stderr)
+    assert fake_api.requests == [] and list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("command", [["x", "--timeout", "0"], ["once", "x"]])
+def test_a_name_that_is_not_utf8_stops_at_once_with_exit_2(
+    fake_api: FakeAPI, cli_env: dict[str, str], tmp_path: Path, command: list[str]
+) -> None:
+    """It was retried with backoff (412 s) and ended in a watchfiles traceback, exit 1."""
+    bad = tmp_path / os.fsdecode(b"caf\xe9")
+    bad.mkdir()
+    done = flower(*command, env=cli_env, cwd=bad, timeout=60)
+    assert done.returncode == 2, done.stderr
+    assert "caf\\xe9, a folder whose name is not valid UTF-8" in said(done.stderr)
+    assert "Traceback" not in done.stderr and len(done.stderr.splitlines()) <= 2
+    assert list(bad.iterdir()) == [] and fake_api.requests == []
