@@ -62,6 +62,7 @@ _HOMES = {
         "oracle",
         "worker",
     ),
+    "flower.core.inbox": ("ANSWER_COMMAND_ENV",),
     "flower.core.rundir": ("RunDir",),
     "flower.core.runtime": ("Runtime", "StepResult"),
     "flower.core.statefile": ("StateFileError", "atomic_write_json", "read_json", "update_json"),
@@ -94,6 +95,7 @@ _HOMES = {
 _WHERE = {name: module for module, names in _HOMES.items() for name in names}
 
 __all__ = [
+    "ANSWER_COMMAND_ENV",
     "AgentSpec",
     "Ask",
     "Brief",
@@ -222,6 +224,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see
     )
     from flower.core.handoff import Handoff
     from flower.core.human import DECLINED, OVER_BUDGET, TIMEOUT, Ask, HumanChannel
+    from flower.core.inbox import ANSWER_COMMAND_ENV
     from flower.core.lineage import Lineage
     from flower.core.pricing import DEFAULT_PRICES, Price, PriceTable, token_count
     from flower.core.resilience import Resilience, classify

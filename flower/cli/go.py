@@ -13,6 +13,7 @@ import contextlib
 import json
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -34,6 +35,7 @@ from flower.cli.options import (
 )
 from flower.cli.render import Render
 from flower.core.env import check_credentials, describe, load_dotenv
+from flower.core.inbox import ANSWER_COMMAND_ENV, answer_command
 from flower.core.rundir import RunDir
 from flower.core.runlock import holding_the_run
 
@@ -42,6 +44,12 @@ if TYPE_CHECKING:  # the real imports load the SDK: done late, so `flower --help
     from flower.workflow.base import RunState, Workflow
 from flower.errors import CredentialsError, UsageError
 
+ANSWER_WAIT = 1800.0  # seconds a question waits when someone can answer it
+NO_TERMINAL = (
+    "stdin is not a terminal, so the agents' questions are not waited for (--timeout 0); "
+    "to answer them from another terminal with `flower answer`, pass --timeout SECONDS"
+)
+TYPE_ANSWER = "type your answer and press Enter"
 NO_ASK = (
     'no ask: say what you want done, e.g. flower "add a --verbose flag" (only a run whose '
     "brief is complete continues without one: `flower resume`)"
@@ -80,7 +88,7 @@ def go(
     max_asks: Annotated[
         int | None, typer.Option(help="Questions the agents may ask you (0 = none).", min=0)
     ] = None,
-    timeout: AnswerTimeout = 1800.0,
+    timeout: AnswerTimeout = None,
     no_trim: Annotated[
         bool, typer.Option("--no-trim", help="Do not spill old big tool results on resume.")
     ] = False,
@@ -114,6 +122,7 @@ def go(
             ask = ""  # an ask would amend the brief and set the goal again
         repeated = bool(ask.strip()) and repeated_ask(RunDir(run_dir).ask_history, ask)
         console.print(_describe_wake(state, new=new, ask=ask, repeated=repeated), style="bold")
+        timeout = answer_wait(timeout, say=lambda line: console.print(line, style="yellow"))
         flow = starter_flow(
             ask,
             workspace=ws,
@@ -149,6 +158,17 @@ def go(
     raise typer.Exit(code)
 
 
+def answer_wait(timeout: float | None, *, say: Callable[[str], None]) -> float:
+    """--timeout as given; without it, ANSWER_WAIT when someone can answer (a terminal, or
+    $FLOWER_ANSWER_COMMAND: flowerbox's `flowerbox answer`), else 0, said once."""
+    if timeout is not None:
+        return timeout
+    if sys.stdin.isatty() or os.environ.get(ANSWER_COMMAND_ENV):
+        return ANSWER_WAIT
+    say(NO_TERMINAL)
+    return 0.0
+
+
 async def drive(
     flow: Workflow,
     runtime: Runtime,
@@ -164,8 +184,9 @@ async def drive(
     from flower.cli.eventlog import EventLog
     from flower.cli.interact import Terminal
 
-    render = Render(console)
     interactive = sys.stdin.isatty() and not unattended
+    elsewhere = f"answer from another terminal: {answer_command(runtime.run_dir)}"
+    render = Render(console, answer_hint=TYPE_ANSWER if interactive else elsewhere)
     terminal = Terminal(
         runtime,
         flow.channel,

@@ -73,7 +73,13 @@ Verbose = Annotated[
 ]
 Rounds = Annotated[int, typer.Option(help="Judged rounds of work at most.", min=1)]
 AnswerTimeout = Annotated[
-    float, typer.Option(help="Seconds to wait for an answer; 0 = fully unattended.", min=0)
+    float | None,
+    typer.Option(
+        help="Seconds to wait for an answer; 0 = fully unattended. Default: 1800 on a "
+        "terminal (or where $FLOWER_ANSWER_COMMAND says how answers come), else 0.",
+        min=0,
+        show_default=False,
+    ),
 ]
 Model = Annotated[
     str | None,

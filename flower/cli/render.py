@@ -26,9 +26,18 @@ HEARTBEAT_S = 30.0
 class Render:
     """Prints Events to a rich Console (NO_COLOR and non-terminals are handled by rich)."""
 
-    def __init__(self, console: Console | None = None, *, verbose: bool = False) -> None:
+    def __init__(
+        self,
+        console: Console | None = None,
+        *,
+        verbose: bool = False,
+        answer_hint: str | None = None,
+    ) -> None:
         self.console = console or Console(highlight=False, soft_wrap=True)
         self.verbose = verbose
+        # How this UI's user answers a question, `{id}` for its id; None says nothing (a
+        # renderer must not promise "type your answer" where nobody reads what is typed).
+        self.answer_hint = answer_hint
         self.started = time.monotonic()
         self.last_print = self.started
         self.step = ""
@@ -100,7 +109,8 @@ class Render:
             options = payload.get("options") or []
             choices = f"  [{' / '.join(options)}]" if options else ""
             self._line("", f"?? {ident}: {event.text}{choices}", "bold yellow")
-            self._line("", "   (type your answer and press Enter)", "yellow")
+            if self.answer_hint:
+                self._line("", f"   ({self.answer_hint.replace('{id}', str(ident))})", "yellow")
         else:
             answer = f": {payload.get('answer')}" if payload.get("answer") else ""
             self._line("", f"   {ident} {state}{answer}", "yellow")

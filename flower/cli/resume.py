@@ -37,7 +37,7 @@ def resume(
     workspace: Workspace = Path("."),
     run_dir: RunDirOption = Path("runs"),
     rounds: Rounds = 3,
-    timeout: AnswerTimeout = 1800.0,
+    timeout: AnswerTimeout = None,
     model: Model = None,
     budget: Budget = None,
     verbose: Verbose = False,

@@ -13,8 +13,8 @@ import typer
 from rich.console import Console
 
 from flower.cli.exits import exit_codes
-from flower.cli.go import drive, outcome
-from flower.cli.options import Events, RunDirOption, Workspace, workspace_folder
+from flower.cli.go import answer_wait, drive, outcome
+from flower.cli.options import AnswerTimeout, Events, RunDirOption, Workspace, workspace_folder
 from flower.core.runlock import holding_the_run
 from flower.errors import UsageError
 
@@ -26,9 +26,7 @@ def run(
     workbench: Annotated[
         bool, typer.Option("-W", help="A workbench under the run dir, if the workflow has none.")
     ] = False,
-    timeout: Annotated[
-        float, typer.Option(help="0 = unattended: no stdin thread, Ctrl+C stops.", min=0)
-    ] = 1800.0,
+    timeout: AnswerTimeout = None,
     events: Events = None,
 ) -> None:
     """Run a user's Workflow: 0 if every step passed, 1 if one failed, 3 if it stopped
@@ -41,6 +39,7 @@ def run(
         flow = load_workflow(file)
         runtime = Runtime(workspace=ws, run_dir=run_dir, workbench=flow.workbench or workbench)
         held.enter_context(holding_the_run(runtime.run_dir, ["flower", "run", str(file)]))
+        timeout = answer_wait(timeout, say=lambda line: console.print(line, style="yellow"))
         try:
             ran, stopped = asyncio.run(
                 drive(flow, runtime, console, unattended=timeout == 0, events=events)

@@ -16,7 +16,6 @@ FlowerboxErrors: exit 2 with a message that says what to do (flowerbox.cli.app).
 from __future__ import annotations
 
 import json
-import select
 import signal
 import sys
 import threading
@@ -32,6 +31,7 @@ from rich.table import Table
 
 from flower.cli import Render, positive_usd
 from flowerbox.box.options import BoxOptions
+from flowerbox.box.spec import answer_command
 from flowerbox.box.untrusted import clean
 from flowerbox.cli.options import Workspace
 from flowerbox.errors import BoxError, ConfigError, RunError
@@ -42,6 +42,7 @@ from flowerbox.runs.control import (
     ended_error,
     find,
     follow_events,
+    read_answers,
     reap,
     status_text,
     stop_run,
@@ -98,7 +99,7 @@ def ps(
         for ask in row["pending_asks"]:
             options = f"  [{' / '.join(ask['options'])}]" if ask.get("options") else ""
             console.print(f"{row['run_id']} {ask['id']}: {escape(ask['question'])}{options}")
-            console.print(f'  answer: flowerbox answer {ask["id"]} "..." -r {row["run_id"]}')
+            console.print(f"  answer: {answer_command(row['run_id']).replace('{id}', ask['id'])}")
 
 
 def _short(command: list[str], width: int = 48) -> str:
@@ -116,7 +117,8 @@ def logs(
 ) -> None:
     """Show a run's events (flower's own rendering); -f follows a live run to its end."""
     found = find(workspace, run)
-    render = Render(Console(highlight=False, soft_wrap=True))
+    console = Console(highlight=False, soft_wrap=True)
+    render = Render(console, answer_hint=answer_command(found.run_id))
     try:
         final = follow_events(found, render, follow=follow)
     except KeyboardInterrupt:
@@ -147,8 +149,12 @@ def attach(run: RunArg = None, workspace: Workspace = None) -> None:
     done = threading.Event()
     if sys.stdin.isatty():
         threading.Thread(target=read_answers, args=(found, done), daemon=True).start()
+    hint = "type your answer and press Enter" if sys.stdin.isatty() else None
+    render = Render(
+        Console(highlight=False, soft_wrap=True), answer_hint=hint or answer_command(found.run_id)
+    )
     try:
-        final = follow_events(found, Render(Console(highlight=False, soft_wrap=True)), follow=True)
+        final = follow_events(found, render, follow=True)
     except KeyboardInterrupt:
         raise typer.Exit(130) from None
     finally:
@@ -175,24 +181,6 @@ def _report_end(run: Run) -> int | None:
             tail = handle.read().decode("utf-8", errors="replace").splitlines()[-20:]
         STDERR.print(escape(clean("\n".join(tail))), style="dim")
     return run.exit_code
-
-
-def read_answers(run: Run, done: threading.Event) -> None:
-    """A typed line answers the oldest pending question, or goes to the run's inbox."""
-    while not done.is_set():
-        if not select.select([sys.stdin], [], [], 0.2)[0]:
-            continue
-        line = sys.stdin.readline()
-        if not line:
-            return
-        text = line.strip()
-        if not text:
-            continue
-        pending = run.pending_asks()
-        if pending:
-            drop(run, {"answer": str(pending[0]["id"]), "text": text})
-        else:
-            drop(run, {"send": text})
 
 
 @app.command()

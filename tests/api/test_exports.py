@@ -30,6 +30,8 @@ ADDED = {
 ADDED |= {"DEFAULT_PRICES", "Price", "PriceTable", "token_count"}
 # Added by issue 21: the folders no run may work in, said the same by flower and flowerbox.
 ADDED |= {"shown", "workspace_refusal"}
+# ... and the variable flowerbox tells the box's flower how its questions are answered by.
+ADDED |= {"ANSWER_COMMAND_ENV"}
 
 
 def test_the_public_names_all_resolve() -> None:

@@ -35,8 +35,15 @@ def cli_env(fake_api: FakeAPI, claude_home: Path) -> dict[str, str]:
 def flower(
     *args: str, env: dict[str, str], cwd: Path, timeout: float = 180
 ) -> subprocess.CompletedProcess[str]:
+    """`flower ARGS...` as a script runs it: stdin is not a terminal (it is /dev/null)."""
     return subprocess.run(
-        [*FLOWER, *args], env=env, cwd=cwd, capture_output=True, text=True, timeout=timeout
+        [*FLOWER, *args],
+        env=env,
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        stdin=subprocess.DEVNULL,
     )
 
 

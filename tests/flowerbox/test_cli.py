@@ -9,7 +9,6 @@ import sys
 from pathlib import Path
 
 import pytest
-import typer
 from typer.testing import CliRunner
 
 from flowerbox import __version__
@@ -17,7 +16,8 @@ from flowerbox.box.options import BoxOptions
 from flowerbox.box.prepare import prepare
 from flowerbox.box.spec import agent_kwargs
 from flowerbox.box.terminal import docker_run_args
-from flowerbox.cli.app import FlowerboxGroup, app
+from flowerbox.cli.app import app
+from tests.flowerbox.conftest import routed
 
 SECRET = "sk-ant-real-secret-cli-0123456789"
 runner = CliRunner()
@@ -146,12 +146,9 @@ def test_run_refuses_a_file_outside_the_workspace(
 
 
 def test_the_new_commands_are_commands_not_asks() -> None:
-    group = typer.main.get_command(app)
-    assert isinstance(group, FlowerboxGroup)
-    with group.make_context("flowerbox", [], resilient_parsing=True) as ctx:
-        assert group.route(ctx, ["run", "flow.py"]) == ["run", "flow.py"]
-        assert group.route(ctx, ["shell", "--", "id"]) == ["shell", "--", "id"]
-        assert group.route(ctx, ["run tests"]) == ["go", "run tests"]
+    assert routed(["run", "flow.py"]) == ["run", "flow.py"]
+    assert routed(["shell", "--", "id"]) == ["shell", "--", "id"]
+    assert routed(["run tests"]) == ["go", "run tests"]
 
 
 @pytest.mark.parametrize("args", [[], ["help"], ["-h"], ["--help"]])
