@@ -2,7 +2,7 @@
 
 run() loops over attempts (CLI sessions) and leaves the loop by one of four exits (seeds,
 "Runtime.run"): success; a human interrupt (resume the same session with the human's words
-and INTERRUPT_NOTE, not counted as an attempt); a full context (the session writes its own
+and INTERRUPT_NOTE, or CARRY_ON_NOTE when they said nothing; not counted as an attempt); a full context (the session writes its own
 handoff, budget lifted and no UI events, and a brand-new session starts from it, capped at
 max_generations); a retryable failure (Event "retry", wait for the network, back off, resume
 the same session with resume_prompt). Errors go to StepResult.errors and the manifest, never
@@ -111,6 +111,15 @@ class Runtime:
         "back as interrupted or cancelled, that is the normal side effect of the interruption, "
         "not a failure of the environment: redo it if it is still needed.)"
     )
+    CARRY_ON_NOTE = (
+        "(The human interrupted you without a word: carry on with your task from where you "
+        "were, do not wait for instructions. If a tool call that was in flight came back as "
+        "interrupted or cancelled, that is the normal side effect of the interruption, not a "
+        "failure of the environment: redo it if it is still needed.)"
+    )
+    """What resumes the session after an interrupt with nothing said: without it, a model
+    told "the user doesn't want to proceed" stops and waits, and its empty reply would end
+    the step (and, under a goal, be judged as a round)."""
 
     def __init__(
         self,
@@ -265,7 +274,7 @@ class Runtime:
                     break
                 number -= 1
                 resume, fork, resume_at = attempt.session_id, False, None
-                prompt = f"{said}\n\n{self.INTERRUPT_NOTE}" if said else self.INTERRUPT_NOTE
+                prompt = f"{said}\n\n{self.INTERRUPT_NOTE}" if said else self.CARRY_ON_NOTE
                 result.error = None
                 continue
             if attempt.error is None and attempt.end is None:  # exit 1: success
