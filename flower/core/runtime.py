@@ -2,11 +2,11 @@
 
 run() loops over attempts (CLI sessions) and leaves the loop by one of four exits (seeds,
 "Runtime.run"): success; a human interrupt (resume the same session with the human's words
-and INTERRUPT_NOTE, or CARRY_ON_NOTE when they said nothing; not counted as an attempt); a full context (the session writes its own
-handoff, budget lifted and no UI events, and a brand-new session starts from it, capped at
-max_generations); a retryable failure (Event "retry", wait for the network, back off, resume
-the same session with resume_prompt). Errors go to StepResult.errors and the manifest, never
-into the context.
+and INTERRUPT_NOTE, or CARRY_ON_NOTE when they said nothing; not counted as an attempt); a
+full context (the session writes its own handoff, budget lifted and no UI events, and a
+brand-new session starts from it, capped at max_generations); a retryable failure (Event
+"retry", wait for the network, back off, resume the same session with resume_prompt).
+Errors go to StepResult.errors and the manifest, never into the context.
 
 Runtime owns the workspace, the session store (always the pruning layer over sessions.db),
 the workbench and the policies. It drives the CLI through ClaudeSDKClient (interrupt needs

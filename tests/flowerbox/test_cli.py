@@ -123,6 +123,49 @@ def test_a_workspace_whose_name_is_not_utf8_is_refused_before_any_box(
     assert list(bad.iterdir()) == []
 
 
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["x", "--timout", "0"], "flower go would refuse this: No such option: --timout"),
+        (["go", "x", "--timeout", "-5"], "flower go would refuse this: Invalid value for"),
+        (["once", "x", "--model", ""], "flower once would refuse this: Invalid value for"),
+        (["x", "--run-dir", "elsewhere"], "--run-dir: set by the program that runs flower go"),
+        (["run", "flow.py", "--frob"], "flower run would refuse this: No such option: --frob"),
+    ],
+)
+def test_flowers_options_are_checked_on_the_host_before_any_container(
+    project: Path, monkeypatch: pytest.MonkeyPatch, args: list[str], said: str
+) -> None:
+    """A typo used to start the gateway and the agent's container before flower inside
+    reported it. No engine here: reaching the engine would be a different error."""
+    monkeypatch.setenv("ANTHROPIC_API_KEY", SECRET)
+    monkeypatch.setenv("DOCKER_HOST", "unix:///tmp/nonexistent.sock")
+    (project / "flow.py").write_text("")
+    monkeypatch.chdir(project)
+    done = runner.invoke(app, [*args, "-w", str(project)])
+    assert done.exit_code == 2, done.output
+    assert said in " ".join(done.stderr.split())
+    assert not (project / "runs").exists()
+
+
+@pytest.mark.parametrize(
+    ("command", "flowers"),
+    [
+        ("go", ["--timeout", "--rounds", "--json", "--model", "--verbose"]),
+        ("once", ["--model", "--allow", "--verbose"]),
+        ("run", ["-W", "--timeout"]),
+    ],
+)
+def test_a_box_commands_help_lists_the_flower_options_it_passes_on(
+    command: str, flowers: list[str]
+) -> None:
+    done = runner.invoke(app, [command, "--help"], terminal_width=200)
+    assert done.exit_code == 0
+    passed_on = done.output.split(f"Any other option goes to `flower {command}` in the box")[1]
+    assert all(option in passed_on for option in flowers), passed_on
+    assert "--run-dir" not in passed_on and "--events" not in passed_on
+
+
 def test_no_credentials_is_flowers_four_line_message(project: Path) -> None:
     result = runner.invoke(app, ["once", "hi", "-w", str(project)])
     assert result.exit_code == 2
