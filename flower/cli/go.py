@@ -34,7 +34,7 @@ from flower.cli.options import (
     workspace_folder,
 )
 from flower.cli.render import Render
-from flower.core.env import check_credentials, describe, load_dotenv
+from flower.core.env import describe, load_dotenv, require_credentials
 from flower.core.inbox import ANSWER_COMMAND_ENV, answer_command
 from flower.core.rundir import RunDir
 from flower.core.runlock import holding_the_run
@@ -42,7 +42,7 @@ from flower.core.runlock import holding_the_run
 if TYPE_CHECKING:  # the real imports load the SDK: done late, so `flower --help` stays fast
     from flower.core.runtime import Runtime
     from flower.workflow.base import RunState, Workflow
-from flower.errors import CredentialsError, UsageError
+from flower.errors import UsageError
 
 ANSWER_WAIT = 1800.0  # seconds a question waits when someone can answer it
 NO_TERMINAL = (
@@ -111,8 +111,7 @@ def go(
         if verbose:
             console.print(describe(), style="dim")
         ws = workspace_folder(workspace)
-        if problem := check_credentials():  # before anything is created here
-            raise CredentialsError(problem)
+        require_credentials()  # before anything is created here
         run_dir = usable_run_dir(run_dir)
         state = wake_state(ws, run_dir=run_dir, isolate=isolate)  # reads, writes nothing
         if not ask.strip() and (new or not state["woke"]):

@@ -15,6 +15,7 @@ from rich.console import Console
 from flower.cli.exits import exit_codes
 from flower.cli.go import answer_wait, drive, outcome
 from flower.cli.options import AnswerTimeout, Events, RunDirOption, Workspace, workspace_folder
+from flower.core.env import require_credentials
 from flower.core.runlock import holding_the_run
 from flower.errors import UsageError
 
@@ -36,6 +37,7 @@ def run(
     console = Console(highlight=False, soft_wrap=True)
     with exit_codes(), contextlib.ExitStack() as held:
         ws = workspace_folder(workspace)
+        require_credentials()  # before the file runs: its workflow may create folders
         flow = load_workflow(file)
         runtime = Runtime(workspace=ws, run_dir=run_dir, workbench=flow.workbench or workbench)
         held.enter_context(holding_the_run(runtime.run_dir, ["flower", "run", str(file)]))

@@ -22,6 +22,8 @@ Errors (flower.errors; each is also the RuntimeError or ValueError the seeds nam
                        an isolated worker in a workspace that is not a git repository
     RunDirError        a run_dir that is a file, that cannot be created, or whose name is
                        not UTF-8
+    StateFileError     a state file of run_dir that does not parse or has a shape this
+                       flower does not write (flower.core.runcheck; sessions.db: StoreError)
 
 Guards are mounted from the AgentSpec (flower.core.mounting; docs/guards.md): whitelist_guard
 unless the spec is delegate_only; delegate_guard and isolate_guard as the role asks, with or
@@ -47,7 +49,7 @@ from claude_agent_sdk import ClaudeSDKClient, ClaudeSDKError, ResultError
 
 from flower.core.agent import AgentSpec, HandoffPolicy, build_options
 from flower.core.attempt import TOKEN_FIELDS, Attempt, AttemptEnd
-from flower.core.env import check_credentials, load_dotenv
+from flower.core.env import require_credentials
 from flower.core.events import Event, normalize
 from flower.core.guard import wants_isolation
 from flower.core.handoff import Handoff, is_overflow
@@ -55,11 +57,12 @@ from flower.core.leftovers import sweep
 from flower.core.manifest import ENDED, RUNNING, ManifestWriter, WriterLock
 from flower.core.mounting import session_spec
 from flower.core.resilience import Resilience, classify
+from flower.core.runcheck import check_state_files
 from flower.core.rundir import RunDir
 from flower.core.takeover import take_over
 from flower.core.workbench import Workbench
 from flower.core.workspace import in_git_repository, shown, undecodable
-from flower.errors import CredentialsError, RunDirError, WorkspaceError
+from flower.errors import RunDirError, WorkspaceError
 from flower.stores import EphemeralPolicy, PrunePolicy, PruningSessionStore, TrimPolicy
 
 EventSink = Callable[[Event], None]
@@ -150,10 +153,8 @@ class Runtime:
                 "the Claude Code CLI cannot work in: rename it",
             )
         self.run_dir = usable_run_dir(run_dir)
-        # Credentials before anything is created: a failed start leaves nothing behind.
-        load_dotenv()
-        if problem := check_credentials():
-            raise CredentialsError(problem)
+        require_credentials()  # before anything is created: a failed start leaves nothing
+        check_state_files(self.run_dir, self.workspace)  # before anything is spent
         self.portable = portable
         self.spill_threshold = spill_threshold
         self.resilience = _policy(resilience, Resilience)

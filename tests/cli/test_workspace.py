@@ -55,3 +55,28 @@ def test_a_name_that_is_not_utf8_stops_at_once_with_exit_2(
     assert "caf\\xe9, a folder whose name is not valid UTF-8" in said(done.stderr)
     assert "Traceback" not in done.stderr and len(done.stderr.splitlines()) <= 2
     assert list(bad.iterdir()) == [] and fake_api.requests == []
+
+
+WORKFLOW_WITH_A_WORKBENCH = """
+from pathlib import Path
+from flower import Step, Workbench, Workflow, worker
+
+def build():
+    Workbench(Path.cwd())  # a workflow may make folders as it is built
+    return Workflow([Step("hi", worker(), "say hi")])
+"""
+
+
+@pytest.mark.parametrize("command", [["x", "--timeout", "0"], ["once", "x"], ["run", "../flow.py"]])
+def test_no_credentials_is_said_before_anything_is_created(
+    fake_api: FakeAPI, cli_env: dict[str, str], workspace: Path, command: list[str]
+) -> None:
+    """The docs promise it; `flower run` made the workflow's workbench first."""
+    (workspace.parent / "flow.py").write_text(WORKFLOW_WITH_A_WORKBENCH)
+    env = {k: v for k, v in cli_env.items() if k != "ANTHROPIC_API_KEY"}
+    done = flower(*command, env=env, cwd=workspace)
+    assert done.returncode == 2
+    assert "No credentials" in done.stderr
+    assert list(workspace.iterdir()) == [] and sorted(workspace.parent.iterdir()) == sorted(
+        [workspace, workspace.parent / "flow.py"]
+    )
