@@ -160,12 +160,7 @@ class Runtime:
         self.resilience = _policy(resilience, Resilience)
         self.handoff = _policy(handoff, HandoffPolicy)
         self.budget_usd = budget_usd
-        try:
-            self.run_dir.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise RunDirError(
-                self.run_dir, f"cannot create run_dir {self.run_dir} ({exc.strerror}): pass another"
-            ) from exc
+        RunDir(self.run_dir).create()
         sweep(self.workspace)  # the temp folders of this workspace's killed runs
         self.workbench: Workbench | None = (
             Workbench(self.workspace, home=RunDir(self.run_dir).workbench)

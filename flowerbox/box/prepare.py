@@ -41,7 +41,7 @@ from flowerbox.box import gitshadow, state
 from flowerbox.box.options import BoxOptions
 from flowerbox.box.spec import NETS, BoxSpec, protected_paths
 from flowerbox.box.untrusted import open_dir, real_folder, regular_file
-from flowerbox.errors import ConfigError, CredentialsError
+from flowerbox.errors import ConfigError, CredentialsError, UntrustedFileError
 from flowerbox.sidecar.egress import Policy, parse_host
 
 CREDENTIAL_KEYS = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL")
@@ -138,7 +138,8 @@ def prepare(command: list[str], options: BoxOptions) -> Prepared:
 
     Raises:
         ConfigError: a refused workspace (workspace_of), one whose git flowerbox cannot
-            isolate, a planted link where a mount source must be, an unusable --net,
+            isolate, one where runs/ (or, isolated, the workbench beside it) cannot be
+            made, a planted link where a mount source must be, an unusable --net,
             --allow, --allow-preset, FLOWERBOX_EGRESS_HOSTS entry or protect list.
         CredentialsError: no credentials (flower's message, and the hint about a workspace .env).
     """
@@ -154,11 +155,26 @@ def prepare(command: list[str], options: BoxOptions) -> Prepared:
     load_credentials(ws)
     run_dir = ws / RUNS
     home = RunDir(run_dir).home
-    with open_dir(ws, home.relative_to(ws), create=True):
-        pass  # made through folders only: no planted link redirects it
+    try:
+        with open_dir(ws, home.relative_to(ws), create=True):
+            pass  # made through folders only: no planted link redirects it
+    except UntrustedFileError:
+        raise
+    except OSError as exc:
+        raise ConfigError(
+            f"cannot create {run_dir} ({exc.strerror}): flowerbox keeps each run's sessions "
+            f"and records in the workspace; make {ws} writable"
+        ) from exc
     workbench = workbench_location(ws, isolate=True) if isolate else None
     if workbench is not None:
-        workbench.mkdir(exist_ok=True)
+        try:
+            workbench.mkdir(exist_ok=True)
+        except OSError as exc:
+            raise ConfigError(
+                f"cannot create the workbench {workbench} beside the repository "
+                f"({exc.strerror}): isolated workers share it there; make {ws.parent} "
+                "writable, or pass --no-isolate (the workbench then lives in the workspace)"
+            ) from exc
         if not real_folder(ws.parent, workbench.name):
             raise ConfigError(f"{workbench} is not a folder (a link?): remove it and retry")
     run_id = f"{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"

@@ -4,12 +4,14 @@ name is not UTF-8. Exit 2 at once, one sentence, nothing created, nothing spent.
 from __future__ import annotations
 
 import os
+import subprocess
 from pathlib import Path
 
 import pytest
 
 from flower.testing import FakeAPI
-from tests.cli.conftest import flower
+from tests.cli.conftest import FLOWER, flower
+from tests.conftest import unprivileged
 
 
 def said(stderr: str) -> str:
@@ -80,3 +82,44 @@ def test_no_credentials_is_said_before_anything_is_created(
     assert list(workspace.iterdir()) == [] and sorted(workspace.parent.iterdir()) == sorted(
         [workspace, workspace.parent / "flow.py"]
     )
+
+
+def flower_without_privilege(
+    *args: str, env: dict[str, str], cwd: Path
+) -> subprocess.CompletedProcess[str]:
+    """`flower ARGS...` for which file permissions hold, even when the tests run as root."""
+    return subprocess.run(
+        unprivileged([*FLOWER, *args]),
+        env=env,
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+    )
+
+
+def test_a_workspace_flower_cannot_write_is_exit_2_in_one_sentence(
+    fake_api: FakeAPI, cli_env: dict[str, str], workspace: Path, tmp_path: Path
+) -> None:
+    """A permanent local fault: the go path printed a 62-line traceback (exit 1), and the
+    workbench's message suggested `home=`, an argument of the Python API the CLI has not."""
+    workspace.chmod(0o555)
+    try:
+        for command in (["x", "--timeout", "0"], ["once", "x"]):
+            done = flower_without_privilege(*command, env=cli_env, cwd=workspace)
+            assert done.returncode == 2, done.stderr
+            said = " ".join(done.stderr.split())
+            assert f"cannot write the run directory {workspace}/runs (Permission denied)" in said
+            assert "Traceback" not in said and "(--run-dir)" in said
+        elsewhere = str(tmp_path / "runs-elsewhere")
+        done = flower_without_privilege(
+            "x", "--timeout", "0", "--run-dir", elsewhere, env=cli_env, cwd=workspace
+        )
+        assert done.returncode == 2
+        said = " ".join(done.stderr.split())
+        assert f"cannot create workbench folder {workspace}/.flower (Permission denied)" in said
+        assert "home=" not in said and "Traceback" not in said
+    finally:
+        workspace.chmod(0o755)
+    assert fake_api.requests == []

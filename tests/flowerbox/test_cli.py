@@ -17,6 +17,7 @@ from flowerbox.box.prepare import prepare
 from flowerbox.box.spec import agent_kwargs
 from flowerbox.box.terminal import docker_run_args
 from flowerbox.cli.app import app
+from tests.conftest import unprivileged
 from tests.flowerbox.conftest import routed
 
 SECRET = "sk-ant-real-secret-cli-0123456789"
@@ -231,6 +232,52 @@ def test_no_engine_exits_2_saying_how_to_start_one_and_leaves_nothing(project: P
     assert done.returncode == 2, done.stderr
     assert "cannot reach a Docker engine" in done.stderr and "dockerd" in done.stderr
     assert not ours() - before
+
+
+@pytest.mark.parametrize(
+    ("locked", "args", "said"),
+    [
+        (
+            "parent",
+            ["x"],
+            "cannot create the workbench {parent}/.flower-{name} beside the repository "
+            "(Permission denied): isolated workers share it there; make {parent} writable, "
+            "or pass --no-isolate",
+        ),
+        (
+            "workspace",
+            ["once", "x"],
+            "cannot create {ws}/runs (Permission denied): flowerbox keeps each run's "
+            "sessions and records in the workspace; make {ws} writable",
+        ),
+    ],
+)
+def test_a_folder_flowerbox_cannot_write_is_exit_2_in_one_sentence(
+    project: Path, home: Path, locked: str, args: list[str], said: str
+) -> None:
+    """It was a 58-line traceback and exit 1 (the workbench beside the repository), or a
+    message from inside the box suggesting `home=`, which the CLI has not."""
+    folder = project if locked == "workspace" else project.parent
+    env = {
+        **os.environ,
+        "ANTHROPIC_API_KEY": SECRET,
+        "DOCKER_HOST": "unix:///tmp/nonexistent.sock",  # never an engine: checks come first
+    }
+    folder.chmod(0o555)
+    try:
+        done = subprocess.run(
+            unprivileged([sys.executable, "-m", "flowerbox", *args, "-w", str(project)]),
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=60,
+            check=False,
+        )
+    finally:
+        folder.chmod(0o755)
+    assert done.returncode == 2, done.stderr
+    wanted = said.format(parent=project.parent, name=project.name, ws=project)
+    assert wanted in " ".join(done.stderr.split()) and "Traceback" not in done.stderr
 
 
 def test_version_names_the_pieces_that_matter() -> None:
