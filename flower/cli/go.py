@@ -27,10 +27,13 @@ from flower.cli.options import (
     Events,
     JsonOut,
     Model,
+    OfflineWait,
+    Retries,
     Rounds,
     RunDirOption,
     Verbose,
     Workspace,
+    resilience,
     workspace_folder,
 )
 from flower.cli.render import Render
@@ -94,6 +97,8 @@ def go(
     ] = False,
     model: Model = None,
     budget: Budget = None,
+    retries: Retries = None,
+    offline_wait: OfflineWait = None,
     verbose: Verbose = False,
     events: Events = None,
     json_out: JsonOut = False,
@@ -141,6 +146,7 @@ def go(
             trim=not no_trim,
             workbench=flow.workbench or False,
             budget_usd=budget,
+            resilience=resilience(retries, offline_wait),
         )
         try:
             ran, stopped = asyncio.run(

@@ -15,10 +15,13 @@ from flower.cli.exits import STDERR, Exit, exit_codes
 from flower.cli.options import (
     Events,
     Model,
+    OfflineWait,
+    Retries,
     RunDirOption,
     StepBudget,
     Verbose,
     Workspace,
+    resilience,
     workspace_folder,
 )
 from flower.cli.render import Render
@@ -44,6 +47,8 @@ def once(
             help="Tools the agent may use without asking (repeatable).", show_default=False
         ),
     ] = None,
+    retries: Retries = None,
+    offline_wait: OfflineWait = None,
     verbose: Verbose = False,
     events: Events = None,
 ) -> None:
@@ -61,7 +66,8 @@ def once(
             load_dotenv()
             console.print(describe(), style="dim")
         ws = workspace_folder(workspace)
-        runtime = Runtime(workspace=ws, run_dir=run_dir)  # checks credentials first
+        policy = resilience(retries, offline_wait)
+        runtime = Runtime(workspace=ws, run_dir=run_dir, resilience=policy)  # credentials first
         held.enter_context(holding_the_run(runtime.run_dir, ["flower", "once", prompt]))
         spec = AgentSpec(
             "once",

@@ -6,13 +6,25 @@ The workspace is checked by `workspace_folder` in the command's body, whose refu
 flower's own sentences (exit 2 through flower.cli.exits).
 """
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
+from flower.core.resilience import Resilience
 from flower.core.workspace import shown, workspace_refusal
 from flower.errors import WorkspaceError
+
+
+def resilience(retries: int | None, offline_wait: float | None) -> Resilience:
+    """The run's Resilience: --retries and --offline-wait where given, its defaults else."""
+    policy = Resilience()
+    if retries is not None:
+        policy = replace(policy, max_attempts=retries)
+    if offline_wait is not None:
+        policy = replace(policy, max_offline_wait=offline_wait)
+    return policy
 
 
 def workspace_folder(path: Path) -> Path:
@@ -92,6 +104,27 @@ Budget = Annotated[
 StepBudget = Annotated[
     float | None,
     typer.Option(help="Stop the step once it has cost this many USD.", callback=positive_usd),
+]
+Retries = Annotated[
+    int | None,
+    typer.Option(
+        "--retries",
+        help="Attempts a step gets at most when the API or the network fails (1: none again; "
+        f"default {Resilience.max_attempts}).",
+        min=1,
+        show_default=False,
+    ),
+]
+OfflineWait = Annotated[
+    float | None,
+    typer.Option(
+        "--offline-wait",
+        metavar="SECONDS",
+        help="How long a step waits for the API to be reachable again before it gives up "
+        f"(default {Resilience.max_offline_wait:g}).",
+        min=0,
+        show_default=False,
+    ),
 ]
 JsonOut = Annotated[
     bool, typer.Option("--json", help="Print a machine-readable summary on stdout at the end.")

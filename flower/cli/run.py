@@ -14,7 +14,16 @@ from rich.console import Console
 
 from flower.cli.exits import exit_codes
 from flower.cli.go import answer_wait, drive, outcome
-from flower.cli.options import AnswerTimeout, Events, RunDirOption, Workspace, workspace_folder
+from flower.cli.options import (
+    AnswerTimeout,
+    Events,
+    OfflineWait,
+    Retries,
+    RunDirOption,
+    Workspace,
+    resilience,
+    workspace_folder,
+)
 from flower.core.env import require_credentials
 from flower.core.runlock import holding_the_run
 from flower.errors import UsageError
@@ -28,6 +37,8 @@ def run(
         bool, typer.Option("-W", help="A workbench under the run dir, if the workflow has none.")
     ] = False,
     timeout: AnswerTimeout = None,
+    retries: Retries = None,
+    offline_wait: OfflineWait = None,
     events: Events = None,
 ) -> None:
     """Run a user's Workflow: 0 if every step passed, 1 if one failed, 3 if it stopped
@@ -39,7 +50,12 @@ def run(
         ws = workspace_folder(workspace)
         require_credentials()  # before the file runs: its workflow may create folders
         flow = load_workflow(file)
-        runtime = Runtime(workspace=ws, run_dir=run_dir, workbench=flow.workbench or workbench)
+        runtime = Runtime(
+            workspace=ws,
+            run_dir=run_dir,
+            workbench=flow.workbench or workbench,
+            resilience=resilience(retries, offline_wait),
+        )
         held.enter_context(holding_the_run(runtime.run_dir, ["flower", "run", str(file)]))
         timeout = answer_wait(timeout, say=lambda line: console.print(line, style="yellow"))
         try:
