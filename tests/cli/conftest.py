@@ -105,10 +105,11 @@ class Screen:
 
 
 def on_a_terminal(
-    args: list[str], *, env: dict[str, str], cwd: Path
+    args: list[str], *, env: dict[str, str], cwd: Path, program: list[str] = FLOWER
 ) -> tuple[subprocess.Popen[bytes], Screen]:
-    """`flower ARGS...` with a pty as its controlling terminal (so Ctrl+C typed there reaches
-    its whole foreground process group, as in a real terminal), and that terminal's screen."""
+    """`flower ARGS...` (or `program ARGS...`) with a pty as its controlling terminal (so
+    Ctrl+C typed there reaches its whole foreground process group, as in a real terminal),
+    and that terminal's screen."""
     main, follower = pty.openpty()
 
     def own_terminal() -> None:
@@ -116,7 +117,7 @@ def on_a_terminal(
         fcntl.ioctl(0, termios.TIOCSCTTY, 0)
 
     proc = subprocess.Popen(
-        [*FLOWER, *args],
+        [*program, *args],
         stdin=follower,
         stdout=follower,
         stderr=follower,
