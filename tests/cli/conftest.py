@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 import pty
@@ -12,6 +13,7 @@ import subprocess
 import sys
 import termios
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -104,12 +106,18 @@ class Screen:
         os.write(self.fd, (line + "\n").encode())
 
 
+@contextlib.contextmanager
 def on_a_terminal(
-    args: list[str], *, env: dict[str, str], cwd: Path, program: list[str] = FLOWER
-) -> tuple[subprocess.Popen[bytes], Screen]:
+    args: list[str],
+    *,
+    env: dict[str, str],
+    cwd: Path,
+    program: list[str] = FLOWER,
+    stop: signal.Signals = signal.SIGKILL,
+) -> Iterator[tuple[subprocess.Popen[bytes], Screen]]:
     """`flower ARGS...` (or `program ARGS...`) with a pty as its controlling terminal (so
     Ctrl+C typed there reaches its whole foreground process group, as in a real terminal),
-    and that terminal's screen."""
+    and that terminal's screen; on the way out, `stop` ends it if it still runs."""
     main, follower = pty.openpty()
 
     def own_terminal() -> None:
@@ -126,4 +134,10 @@ def on_a_terminal(
         preexec_fn=own_terminal,  # the child only calls setsid and an ioctl: fork-safe
     )
     os.close(follower)
-    return proc, Screen(main)
+    try:
+        yield proc, Screen(main)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, stop)  # its own session: the group is its pid
+            proc.wait(timeout=120)
+        os.close(main)

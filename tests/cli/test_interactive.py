@@ -5,25 +5,22 @@ from __future__ import annotations
 
 import json
 import os
-import pty
 import signal
-import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from flower.core.runtime import Runtime
 from flower.testing import FakeAPI, Reply, Request, When, rules, text, tool
 from flower.testing.demo import DEMO_ASK, starter_cast
-from tests.cli.conftest import FLOWER, Screen, on_a_terminal
+from tests.cli.conftest import on_a_terminal
 
 
-def test_answer_mail_oracle_and_interrupt_in_one_run(
-    fake_api: FakeAPI, cli_env: dict[str, str], workspace: Path
-) -> None:
-    slept: list[str] = []
+def slow_then_quick(workspace: Path, slept: list[str]) -> Callable[[Request], Reply]:
+    """A worker whose first run is a long command (time to talk to the run, or to press
+    Ctrl+C); later ones write hello.py at once. `slept` gets the first one's agent id."""
 
     def worker(request: Request) -> Reply:
-        """The first worker runs a long command (time to talk to the run); later ones are quick."""
         if not slept and not request.tool_results():
             slept.append(str(request.agent_id))
             return tool("Bash", {"command": "python3 -c 'import time; time.sleep(60)'"})
@@ -33,28 +30,23 @@ def test_answer_mail_oracle_and_interrupt_in_one_run(
             )
         return text("hello.py 写好了")
 
+    return worker
+
+
+def test_answer_mail_oracle_and_interrupt_in_one_run(
+    fake_api: FakeAPI, cli_env: dict[str, str], workspace: Path
+) -> None:
+    slept: list[str] = []
     fake_api.script = rules(
         (
             When(kind="main", system_contains="你是旁路问答"),
             lambda r: text("协调者在等 worker 跑完"),
         ),
-        (When(kind="subagent"), worker),
+        (When(kind="subagent"), slow_then_quick(workspace, slept)),
         (When(), starter_cast()),
     )
-    main, follower = pty.openpty()
-    env = {**cli_env, "NO_COLOR": "1", "COLUMNS": "200"}
-    proc = subprocess.Popen(
-        [*FLOWER, DEMO_ASK, "--timeout", "120", "-w", str(workspace)],
-        stdin=follower,
-        stdout=follower,
-        stderr=follower,
-        env=env,
-        cwd=workspace.parent,
-        start_new_session=True,
-    )
-    os.close(follower)
-    screen = Screen(main)
-    try:
+    args = [DEMO_ASK, "--timeout", "120", "-w", str(workspace)]
+    with on_a_terminal(args, env=cli_env, cwd=workspace.parent) as (proc, screen):
         screen.expect("?? q1: 用哪个 Python 解释器?")
         screen.type("python3")  # answers the pending ask
         screen.expect("q1 answered: python3")
@@ -64,16 +56,12 @@ def test_answer_mail_oracle_and_interrupt_in_one_run(
         screen.expect("✉ you said: 另外也打印 world")
         screen.type("?做到哪了")
         screen.expect("旁路问答:协调者在等 worker 跑完")
-        proc.send_signal(signal.SIGINT)  # Ctrl+C
+        proc.send_signal(signal.SIGINT)  # Ctrl+C, to flower alone
         screen.expect("中断:输入要告诉代理的话")
         screen.type("改用 pypy")
         screen.expect("已打断")
         screen.expect("achieved")
         assert proc.wait(timeout=120) == 0
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-        os.close(main)
     boss = [r for r in fake_api.main_requests() if "你是协调者" in r.system_text]
     resumed = [r for r in boss if "改用 pypy" in r.conversation_text]
     assert resumed, "the coordinator never heard the interrupt"
@@ -96,21 +84,10 @@ def test_ctrl_c_typed_in_the_terminal_interrupts_without_burning_a_judged_round(
     with the network's resume prompt, or an empty report judged as a round. Now only flower
     gets it; Enter alone resumes the same session telling the agent to carry on."""
     slept: list[str] = []
-
-    def worker(request: Request) -> Reply:
-        if not slept and not request.tool_results():
-            slept.append(str(request.agent_id))
-            return tool("Bash", {"command": "python3 -c 'import time; time.sleep(60)'"})
-        if not request.tool_results():
-            return tool(
-                "Write", {"file_path": f"{workspace}/hello.py", "content": 'print("hello")\n'}
-            )
-        return text("hello.py 写好了")
-
+    worker = slow_then_quick(workspace, slept)
     fake_api.script = rules((When(kind="subagent"), worker), (When(), starter_cast()))
     args = [DEMO_ASK, "--timeout", "120", "-w", str(workspace)]
-    proc, screen = on_a_terminal(args, env=cli_env, cwd=workspace.parent)
-    try:
+    with on_a_terminal(args, env=cli_env, cwd=workspace.parent) as (proc, screen):
         screen.expect("?? q1: 用哪个 Python 解释器?")
         screen.type("python3")
         assert fake_api.wait_for(lambda reqs: bool(slept), 120)
@@ -121,10 +98,6 @@ def test_ctrl_c_typed_in_the_terminal_interrupts_without_burning_a_judged_round(
         screen.type("")
         screen.expect("achieved")
         assert proc.wait(timeout=120) == 0
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-        os.close(screen.fd)
     assert "~ retry" not in screen.text  # no attempt failed
     rows = json.loads((workspace.parent / "runs" / "manifest.json").read_text())
     work = [row for row in rows if row["step"].startswith("干活")]

@@ -3,8 +3,6 @@ option starts a paid run by accident (flower.cli.routing)."""
 
 from __future__ import annotations
 
-import os
-import signal
 from pathlib import Path
 
 import pytest
@@ -59,16 +57,12 @@ def test_a_look_alike_off_a_terminal_is_refused_naming_the_command(
 def test_a_look_alike_on_a_terminal_asks_first_and_no_means_nothing_starts(
     fake_api: FakeAPI, cli_env: dict[str, str], workspace: Path
 ) -> None:
-    proc, screen = on_a_terminal(["statu", "-w", str(workspace)], env=cli_env, cwd=workspace)
-    try:
+    args = ["statu", "-w", str(workspace)]
+    with on_a_terminal(args, env=cli_env, cwd=workspace) as (proc, screen):
         screen.expect("Start a run whose whole ask is 'statu'? [y/N]")
         screen.type("n")
         screen.expect("nothing started; did you mean")
         assert proc.wait(timeout=30) == 2
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-        os.close(screen.fd)
     assert list(workspace.iterdir()) == [] and fake_api.requests == []
 
 
@@ -77,15 +71,10 @@ def test_a_look_alike_confirmed_on_a_terminal_is_the_ask(
 ) -> None:
     fake_api.script = starter_cast()
     args = ["statu", "--timeout", "0", "-w", str(workspace)]
-    proc, screen = on_a_terminal(args, env=cli_env, cwd=workspace)
-    try:
+    with on_a_terminal(args, env=cli_env, cwd=workspace) as (_, screen):
         screen.expect("[y/N]")
         screen.type("y")
-        screen.expect("fresh run in")
-    finally:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=30)
-        os.close(screen.fd)
+        screen.expect("fresh run in")  # then it is ended: the test has seen what it needs
 
 
 def test_a_sentence_or_go_word_is_an_ask_as_before(

@@ -165,27 +165,21 @@ def test_the_key_is_typed_at_a_hidden_prompt_and_enter_keeps_it(
     api: FakeAPI, tmp_path: Path
 ) -> None:
     env = env_for(tmp_path)
-    proc, screen = on_a_terminal(["setup", "--base-url", api.url], env=env, cwd=tmp_path)
-    try:
-        screen.expect("ANTHROPIC_API_KEY:")
+    with on_a_terminal(["setup", "--base-url", api.url], env=env, cwd=tmp_path) as (proc, typed):
+        typed.expect("ANTHROPIC_API_KEY:")
         time.sleep(1.0)  # getpass flushes what was typed before it took the terminal
-        screen.type(RIGHT)
-        screen.expect("ok:")
+        typed.type(RIGHT)
+        typed.expect("ok:")
         assert proc.wait(timeout=30) == 0
-    finally:
-        os.close(screen.fd)
-    assert RIGHT not in screen.text  # hidden input is not echoed
+    assert RIGHT not in typed.text  # hidden input is not echoed
     assert f"ANTHROPIC_API_KEY={RIGHT}" in dotenv(tmp_path).read_text()
-    proc, screen = on_a_terminal(["setup", "claude-x"], env=env, cwd=tmp_path)
-    try:
-        screen.expect("(Enter keeps sk-a... (29 chars))")
+    with on_a_terminal(["setup", "claude-x"], env=env, cwd=tmp_path) as (proc, kept):
+        kept.expect("(Enter keeps sk-a... (29 chars))")
         time.sleep(1.0)
-        screen.type("")  # Enter: keep the key
-        screen.expect("ok:")
+        kept.type("")  # Enter: keep the key
+        kept.expect("ok:")
         assert proc.wait(timeout=30) == 0
-    finally:
-        os.close(screen.fd)
-    assert RIGHT not in screen.text
+    assert RIGHT not in kept.text
     assert f"ANTHROPIC_API_KEY={RIGHT}" in dotenv(tmp_path).read_text()
     assert api.requests[-1].body["model"] == "claude-x"
 

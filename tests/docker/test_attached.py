@@ -41,8 +41,9 @@ def test_a_line_typed_into_an_attached_run_answers_its_question(
     }
     # no --timeout: flower in the box has no terminal, but it is told answers come from the host
     program = [sys.executable, "-m", "flowerbox"]
-    proc, screen = on_a_terminal([DEMO_ASK, "-w", str(ws)], env=env, cwd=ws, program=program)
-    try:
+    with on_a_terminal(
+        [DEMO_ASK, "-w", str(ws)], env=env, cwd=ws, program=program, stop=signal.SIGTERM
+    ) as (proc, screen):  # SIGTERM: flowerbox stops its box and removes the containers
         screen.expect("A line typed here answers the run's oldest open question", timeout=300)
         screen.expect("?? q1: 用哪个 Python 解释器?", timeout=300)
         screen.expect('(answer from another terminal: flowerbox answer q1 "..." -r ')
@@ -50,11 +51,6 @@ def test_a_line_typed_into_an_attached_run_answers_its_question(
         screen.expect("q1 answered: pypy")
         screen.expect("achieved", timeout=300)
         assert proc.wait(timeout=120) == 0
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGTERM)
-            proc.wait(timeout=120)
-        os.close(screen.fd)
     assert "type your answer" not in screen.text
     assert any("pypy" in r.conversation_text for r in real_api.main_requests())  # the answer
     assert not leftovers(docker_client, ws)
