@@ -63,9 +63,11 @@ _HOMES = {
         "worker",
     ),
     "flower.core.inbox": ("ANSWER_COMMAND_ENV",),
-    "flower.core.rundir": ("RunDir",),
+    "flower.core.rundir": ("RUN_ID_ENV", "RunDir", "new_run_id"),
     "flower.core.runtime": ("Runtime", "StepResult"),
     "flower.core.statefile": ("StateFileError", "atomic_write_json", "read_json", "update_json"),
+    "flower.core.timeline": ("Timeline", "read_timeline"),
+    "flower.core.times": ("iso_utc",),
     "flower.core.workbench": ("Workbench",),
     "flower.core.workspace": (
         "in_git_repository",
@@ -123,6 +125,7 @@ __all__ = [
     "PriceTable",
     "PrunePolicy",
     "PruningSessionStore",
+    "RUN_ID_ENV",
     "Resilience",
     "RunDir",
     "Runtime",
@@ -132,6 +135,7 @@ __all__ = [
     "StepAbort",
     "StepResult",
     "TIMEOUT",
+    "Timeline",
     "TrimPolicy",
     "TrimmingSessionStore",
     "Verdict",
@@ -153,15 +157,18 @@ __all__ = [
     "in_git_repository",
     "index_guard",
     "is_ephemeral",
+    "iso_utc",
     "isolate_guard",
     "isolated",
     "judge",
     "load_dotenv",
     "merge_hooks",
+    "new_run_id",
     "normalize",
     "oracle",
     "parse_dotenv",
     "read_json",
+    "read_timeline",
     "shown",
     "spill_guard",
     "starter_flow",
@@ -240,9 +247,11 @@ if TYPE_CHECKING:  # what type checkers and IDEs see
         oracle,
         worker,
     )
-    from flower.core.rundir import RunDir
+    from flower.core.rundir import RUN_ID_ENV, RunDir, new_run_id
     from flower.core.runtime import Runtime, StepResult
     from flower.core.statefile import StateFileError, atomic_write_json, read_json, update_json
+    from flower.core.timeline import Timeline, read_timeline
+    from flower.core.times import iso_utc
     from flower.core.workbench import Workbench
     from flower.core.workspace import (
         in_git_repository,

@@ -47,7 +47,10 @@ __all__ = ["CredentialsError", "FlowerError", "RunDirError", "UsageError", "Work
 
 class FlowerError(Exception):
     """Base of every error flower raises on purpose; its message names the problem and the
-    fix. The CLI turns it into that message and exit 2 (flower.cli.exits)."""
+    fix. The CLI turns it into that message and exit 2 (flower.cli.exits). `fix`, where a
+    class or an instance sets it, is the fix alone, for `--json` documents."""
+
+    fix: str | None = None
 
 
 class UsageError(FlowerError, ValueError):
@@ -73,6 +76,11 @@ class RunDirError(UsageError):
 class CredentialsError(FlowerError, RuntimeError):
     """No credentials: `problem` is check_credentials()'s message (where flower looked, what
     to set)."""
+
+    fix = (
+        "run `flower setup` (it saves your key where flower and flowerbox read it), or set "
+        "ANTHROPIC_API_KEY in ./.env or in the environment"
+    )
 
     def __init__(self, problem: str) -> None:
         super().__init__(problem)

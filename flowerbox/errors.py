@@ -28,7 +28,11 @@ from pathlib import Path
 
 
 class FlowerboxError(Exception):
-    """The base of every error flowerbox raises on purpose."""
+    """The base of every error flowerbox raises on purpose. `fix`, where a class or an
+    instance sets it, is what to do alone, for `--json` documents (else it is read from the
+    message's last clause)."""
+
+    fix: str | None = None
 
 
 class ConfigError(FlowerboxError):

@@ -34,6 +34,7 @@ CREDENTIALS_FILE = "credentials.env"
 OBJECTS_IN_BOX = "/run/flowerbox-git/objects"  # the user's git objects, read-only
 USAGE_FILE = "usage.json"  # the gateway's ledger, in the run's host-only gateway folder
 EGRESS_LOG = "egress.jsonl"  # one JSON line per egress decision, next to it
+REQUESTS_LOG = "requests.jsonl"  # one JSON line per API request the gateway answered, too
 
 # --- entry modules: what each container (or the host's keeper) runs with `python -m` -------
 GATEWAY_MODULE = "flowerbox.sidecar.gateway"

@@ -11,20 +11,20 @@ from __future__ import annotations
 
 import json
 import sqlite3
-import sys
 from collections import Counter
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 from rich import box
-from rich.console import Console, Group, RenderableType
+from rich.console import Group, RenderableType
 from rich.markup import escape
 from rich.table import Table
 
+from flower.cli import contract
 from flower.cli.exits import exit_codes
 from flower.cli.status import lineage_steps, outcome_cell, read_only, read_rows, unreadable
-from flower.core.manifest import row_state
+from flower.cli.tables import table_console
 from flower.core.rundir import RunDir
 from flower.errors import RunDirError
 
@@ -42,18 +42,6 @@ TARGET_FIELDS = (
 )
 """The input field that says what a tool call was about, first present wins."""
 
-STEP_FIELDS = (
-    "step",
-    "run",
-    "session_id",
-    "ok",
-    "attempts",
-    "cost_usd",
-    "num_turns",
-    "error",
-    "usage",
-)
-
 Stats = dict[str, Any]
 
 
@@ -62,7 +50,7 @@ def analyze(
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
 ) -> None:
     """Report tokens, cost, tool calls, denials, errors and compactions of a finished run."""
-    with exit_codes():
+    with exit_codes("flower analyze" if as_json else None):
         if not run_dir.is_dir():
             raise RunDirError(
                 run_dir, f"no run directory at {run_dir}: pass the run_dir of a flower run"
@@ -75,9 +63,9 @@ def analyze(
             )
         data = report(run_dir)
     if as_json:
-        sys.stdout.write(json.dumps(data, ensure_ascii=False, indent=2) + "\n")
+        contract.emit(data)
     else:
-        Console(highlight=False, soft_wrap=True).print(render(data))
+        table_console().print(render(data))
 
 
 # -- the data ----------------------------------------------------------------------------
@@ -123,16 +111,14 @@ def report(run_dir: Path) -> dict[str, Any]:
             largest += session.pop("results")
             sessions.append(session)
     largest.sort(key=lambda r: r["chars"], reverse=True)
-    return {
-        "run_dir": str(run_dir.resolve()),
-        "steps": [
-            {**{k: row.get(k) for k in STEP_FIELDS}, "state": row_state(row, run_dir)}
-            for row in steps
-        ],
-        "sessions": sessions,
-        "totals": _totals(steps, sessions),
-        "largest_results": largest[:LARGEST],
-    }
+    return contract.document(
+        "flower analyze",
+        run_dir=str(run_dir.resolve()),
+        steps=[contract.attempt(row, run_dir) for row in steps],
+        sessions=sessions,
+        totals=_totals(steps, sessions),
+        largest_results=largest[:LARGEST],
+    )
 
 
 def read_transcripts(db: Path) -> list[Stats]:
@@ -299,7 +285,7 @@ def render(data: dict[str, Any]) -> RenderableType:
         )
         for row in data["steps"]:
             steps.add_row(
-                escape(str(row["step"])),
+                escape(str(row["name"])),
                 outcome_cell(row),
                 str(row["attempts"]),
                 str(row["num_turns"]),

@@ -14,9 +14,11 @@ from typer import _click  # typer >= 0.26 vendors click; its group speaks these 
 from flower import __version__
 from flower.cli.analyze import analyze
 from flower.cli.answer import answer, send
+from flower.cli.contract import JsonRefusals
 from flower.cli.demo import demo
 from flower.cli.go import go
 from flower.cli.once import once
+from flower.cli.report import report
 from flower.cli.resume import resume
 from flower.cli.routing import HELP_OPTIONS, AskRouter
 from flower.cli.run import run
@@ -28,7 +30,7 @@ GO = "go"
 UNFINISHED_HINT = "This folder holds an unfinished run: `flower resume` continues it."
 
 
-class AskFirst(AskRouter):
+class AskFirst(JsonRefusals, AskRouter):
     """Routes `flower "some ask" ...` to the go command."""
 
     ask_command = GO
@@ -98,6 +100,7 @@ app.command()(resume)
 app.command()(demo)
 app.command()(setup)
 app.command()(status)
+app.command()(report)
 app.command(no_args_is_help=True)(analyze)
 app.command(no_args_is_help=True)(answer)
 app.command(no_args_is_help=True)(send)

@@ -14,6 +14,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
+from flower.cli.contract import emit, refusal
 from flower.errors import FlowerError
 
 # Messages are never hard-wrapped: they end up in CI logs and get grepped.
@@ -31,12 +32,16 @@ class Exit(IntEnum):
 
 
 @contextmanager
-def exit_codes() -> Iterator[None]:
-    """Turn a FlowerError into its message on stderr and exit 2, Ctrl+C into exit 130."""
+def exit_codes(json_command: str | None = None) -> Iterator[None]:
+    """Turn a FlowerError into its message on stderr and exit 2, Ctrl+C into exit 130.
+    With `json_command` (the command runs with --json) the refusal is also one JSON
+    document on stdout, so a script reading stdout always gets one (flower.cli.contract)."""
     try:
         yield
     except FlowerError as exc:
         STDERR.print(f"[bold red]error:[/] {escape(str(exc))}")
+        if json_command is not None:
+            emit(refusal(json_command, exc, Exit.USAGE))
         raise typer.Exit(Exit.USAGE) from exc
     except KeyboardInterrupt as exc:
         STDERR.print("[yellow]interrupted[/]")

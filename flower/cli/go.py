@@ -10,16 +10,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
 from rich.console import Console
 
+from flower.cli import contract
 from flower.cli.exits import Exit, exit_codes
 from flower.cli.options import (
     AnswerTimeout,
@@ -37,8 +37,10 @@ from flower.cli.options import (
     workspace_folder,
 )
 from flower.cli.render import Render
+from flower.cli.report import report_command
 from flower.core.env import describe, load_dotenv, require_credentials
 from flower.core.inbox import ANSWER_COMMAND_ENV, answer_command
+from flower.core.labels import parse_label
 from flower.core.rundir import RunDir
 from flower.core.runlock import holding_the_run
 
@@ -109,7 +111,7 @@ def go(
     from flower.workflow.starter import repeated_ask, starter_flow, wake_state
 
     console = Console(stderr=json_out, highlight=False, soft_wrap=True)
-    with exit_codes(), contextlib.ExitStack() as held:
+    with exit_codes("flower go" if json_out else None), contextlib.ExitStack() as held:
         if model:
             os.environ["ANTHROPIC_MODEL"] = model
         load_dotenv()
@@ -155,12 +157,7 @@ def go(
         finally:
             runtime.close()
     code, status = outcome(ran, stopped=stopped, clarify_only=clarify_only, goal=not no_goal)
-    if json_out:
-        summary = {"status": status, "exit_code": int(code), **_summary(ran, runtime)}
-        sys.stdout.write(json.dumps(summary, ensure_ascii=False, indent=2) + "\n")
-    else:
-        console.print(f"{status} · ${runtime.total_cost():.4f} · exit {int(code)}", style="bold")
-    raise typer.Exit(code)
+    finish(console, runtime, "flower go", status, code, state=ran, as_json=json_out)
 
 
 def answer_wait(timeout: float | None, *, say: Callable[[str], None]) -> float:
@@ -183,8 +180,9 @@ async def drive(
     events: Path | None = None,
 ) -> tuple[RunState | None, bool]:
     """Run the workflow with the terminal attached; (its state, or None when stopped, and
-    whether it was stopped). `events`: also write every event there as a JSON line
-    (flower.cli.eventlog)."""
+    whether it was stopped). Every event is also written as a JSON line to `events`, by
+    default the run directory's events/<run id>.jsonl (flower.cli.eventlog; `flower report`
+    draws from it)."""
     # lazy: both load the SDK (through Event and Runtime); `flower --help` stays fast
     from flower.cli.eventlog import EventLog
     from flower.cli.interact import Terminal
@@ -199,13 +197,12 @@ async def drive(
         interactive=interactive,
     )
 
-    log = EventLog(events) if events is not None else None
+    log = EventLog(events or RunDir(runtime.run_dir).events(runtime.run_id))
 
     def on_event(event: Any) -> None:
         terminal.observe(event)
         render(event)
-        if log is not None:
-            log(event)
+        log(event)
 
     heartbeat = asyncio.ensure_future(render.heartbeat())
     try:
@@ -215,8 +212,7 @@ async def drive(
         return None, True
     finally:
         heartbeat.cancel()
-        if log is not None:
-            log.close()
+        log.close()
     return state, False
 
 
@@ -236,30 +232,49 @@ def outcome(
     return (Exit.OK, "achieved") if achieved else (Exit.FAILED, "not_achieved")
 
 
-def _summary(state: RunState | None, runtime: Runtime) -> dict[str, Any]:
+def finish(
+    console: Console,
+    runtime: Runtime,
+    command: str,
+    status: str,
+    code: Exit,
+    *,
+    state: RunState | None = None,
+    as_json: bool,
+) -> NoReturn:
+    """End a command that ran steps: its last lines (how it ended, how to draw it), or its
+    JSON document, and its exit."""
+    drawn = report_command(runtime.run_dir, runtime.workspace)
+    if as_json:
+        contract.emit(run_document(runtime, command, status, code, state=state) | {"report": drawn})
+    else:
+        console.print(f"{status} · ${runtime.total_cost():.4f} · exit {int(code)}", style="bold")
+        console.print(f"the run drawn: {drawn}", style="dim")
+    raise typer.Exit(code)
+
+
+def run_document(
+    runtime: Runtime, command: str, status: str, code: Exit, *, state: RunState | None
+) -> dict[str, Any]:
+    """What a run did, as its `--json` document: the same attempt records `flower status`
+    shows, read back from the manifest this run wrote."""
     verdict = state.verdict if state is not None else None
-    return {
-        "workspace": str(runtime.workspace),
-        "run_dir": str(runtime.run_dir),
-        "run_id": runtime.run_id,
-        "cost_usd": round(runtime.total_cost(), 6),
-        "failed_at": state.failed_at if state is not None else None,
-        "aborted": state.aborted if state is not None else None,
-        "verdict": None
+    failed_at = state.failed_at if state is not None else None
+    return contract.document(
+        command,
+        status=status,
+        exit_code=int(code),
+        run_id=runtime.run_id,
+        workspace=str(runtime.workspace),
+        run_dir=str(runtime.run_dir),
+        cost_usd=runtime.total_cost(),
+        failed_at=None if failed_at is None else parse_label(failed_at).step,
+        aborted=state.aborted if state is not None else None,
+        verdict=None
         if verdict is None
         else {"state": verdict.state, "reason": verdict.reason, "failed": verdict.failed},
-        "steps": [
-            {
-                "step": r.step,
-                "ok": r.ok,
-                "attempts": r.attempts,
-                "cost_usd": round(r.cost_usd, 6),
-                "session_id": r.session_id,
-                "error": r.error,
-            }
-            for r in runtime.results
-        ],
-    }
+        steps=contract.run_attempts(runtime.run_dir, runtime.run_id),
+    )
 
 
 def _describe_wake(state: dict[str, Any], *, new: bool, ask: str, repeated: bool) -> str:

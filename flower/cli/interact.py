@@ -26,6 +26,7 @@ from flower.core.runtime import Runtime
 
 ORACLE_WINDOW = 60  # the last events the oracle is shown
 ORACLE_PROMPT = "有人在运行中问:{question}\n\n最近的事件(最新的在最后):\n{events}"
+ORACLE_WAIT = "等旁路问答答完再退出(Ctrl+C 不等)。"
 INTERRUPT_HINT = (
     "中断:输入要告诉代理的话,回车后它在同一个会话里接着干"
     "(正在跑的工具调用会被打断,子代理手上的半成品会丢);直接回车=只是打断;再按一次 Ctrl+C 退出。"
@@ -71,7 +72,9 @@ class Terminal:
         if self.interactive:
             threading.Thread(target=self._read_stdin, daemon=True, name="stdin").start()
         try:
-            return await self._main
+            done = await self._main
+            await self._side_questions_answered()
+            return done
         finally:
             self._stop.set()
             for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
@@ -85,13 +88,16 @@ class Terminal:
 
     def _stop_run(self, why: str) -> None:
         """Stop at once: the step in flight is recorded, lineage already points at its
-        session, so the next `flower "ask"` in this folder resumes it."""
+        session, so the next `flower "ask"` in this folder resumes it. Side questions still
+        being answered are dropped."""
         self.stopped_by = self.stopped_by or why
-        if self._main is not None:
-            self._main.cancel()
+        for task in (self._main, *self._side_tasks):
+            if task is not None:
+                task.cancel()
 
     def _on_ctrl_c(self) -> None:
-        if not self.interactive or self._interrupting:
+        finished = self._main is not None and self._main.done()  # only side questions left
+        if not self.interactive or self._interrupting or finished:
             self._stop_run("SIGINT")
             return
         self._interrupting = True
@@ -139,6 +145,13 @@ class Terminal:
         self._loop.call_soon_threadsafe(start)
 
     # --- the oracle ------------------------------------------------------------------------
+
+    async def _side_questions_answered(self) -> None:
+        """Seed 004's reference terminal: the run is over, but a `?` question still being
+        answered is waited for (its answer was asked and paid for); a stop skips the wait."""
+        if self._side_tasks:
+            self.say(ORACLE_WAIT)
+            await asyncio.wait(set(self._side_tasks))
 
     async def _ask_oracle(self, question: str) -> None:
         """A read-only side session under <run_dir>/aside: its cost and sessions never enter

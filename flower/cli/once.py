@@ -12,12 +12,15 @@ from rich.console import Console
 from rich.markup import escape
 
 from flower.cli.exits import STDERR, Exit, exit_codes
+from flower.cli.go import finish
 from flower.cli.options import (
     Events,
+    JsonOut,
     Model,
     OfflineWait,
     Retries,
     RunDirOption,
+    RunWorkbench,
     StepBudget,
     Verbose,
     Workspace,
@@ -26,6 +29,7 @@ from flower.cli.options import (
 )
 from flower.cli.render import Render
 from flower.core.env import describe, load_dotenv
+from flower.core.rundir import RunDir
 from flower.core.runlock import holding_the_run
 from flower.errors import UsageError
 
@@ -47,10 +51,12 @@ def once(
             help="Tools the agent may use without asking (repeatable).", show_default=False
         ),
     ] = None,
+    workbench: RunWorkbench = False,
     retries: Retries = None,
     offline_wait: OfflineWait = None,
     verbose: Verbose = False,
     events: Events = None,
+    json_out: JsonOut = False,
 ) -> None:
     """Run one step and exit: 0 if it succeeded, 1 if it failed, 2 on bad input."""
     # lazy: these load the SDK, which `flower --help` must not pay for
@@ -58,16 +64,20 @@ def once(
     from flower.core.agent import AgentSpec
     from flower.core.runtime import Runtime
 
-    console = Console(highlight=False, soft_wrap=True)
-    with exit_codes(), contextlib.ExitStack() as held:
+    console = Console(stderr=json_out, highlight=False, soft_wrap=True)
+    with exit_codes("flower once" if json_out else None), contextlib.ExitStack() as held:
         if not prompt.strip():
             raise UsageError(NO_PROMPT)
         if verbose:
             load_dotenv()
             console.print(describe(), style="dim")
-        ws = workspace_folder(workspace)
-        policy = resilience(retries, offline_wait)
-        runtime = Runtime(workspace=ws, run_dir=run_dir, resilience=policy)  # credentials first
+        # Credentials are checked first, before anything (the workbench too) is created.
+        runtime = Runtime(
+            workspace=workspace_folder(workspace),
+            run_dir=run_dir,
+            workbench=workbench,
+            resilience=resilience(retries, offline_wait),
+        )
         held.enter_context(holding_the_run(runtime.run_dir, ["flower", "once", prompt]))
         spec = AgentSpec(
             "once",
@@ -77,14 +87,14 @@ def once(
             max_budget_usd=budget,
             permission_mode="acceptEdits",
         )
-        log = EventLog(events) if events is not None else None
+        log = EventLog(events or RunDir(runtime.run_dir).events(runtime.run_id))
         on_event = tee(Render(console, verbose=verbose), log)
         try:
             result = asyncio.run(runtime.run(spec, prompt, on_event=on_event))
         finally:
             runtime.close()
-            if log is not None:
-                log.close()
+            log.close()
     if not result.ok:
         STDERR.print(f"[bold red]step failed:[/] {escape(str(result.error))}")
-    raise typer.Exit(Exit.OK if result.ok else Exit.FAILED)
+    code, status = (Exit.OK, "done") if result.ok else (Exit.FAILED, "failed")
+    finish(console, runtime, "flower once", status, code, as_json=json_out)

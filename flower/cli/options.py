@@ -1,4 +1,6 @@
-"""The options several commands share, declared once, and the checks of their values.
+"""The options several commands share, declared once (flowerbox's report takes --svg and
+--png from here too), the checks of their values, and the check of a run directory that
+status and report read.
 
 A value flower cannot use is refused by the option itself (typer's exit 2 with the option's
 name), before anything is created or spent: a negative timeout or budget, an empty model.
@@ -14,7 +16,7 @@ import typer
 
 from flower.core.resilience import Resilience
 from flower.core.workspace import shown, workspace_refusal
-from flower.errors import WorkspaceError
+from flower.errors import RunDirError, WorkspaceError
 
 
 def resilience(retries: int | None, offline_wait: float | None) -> Resilience:
@@ -76,8 +78,15 @@ Events = Annotated[
     Path | None,
     typer.Option(
         "--events",
-        help="Also write every event as a JSON line to this file (flowerbox logs reads it).",
+        help="Write every event as a JSON line to this file (flowerbox logs and flower report "
+        "read it) [default: RUN_DIR/events/<run id>.jsonl].",
         show_default=False,
+    ),
+]
+RunWorkbench = Annotated[
+    bool,
+    typer.Option(
+        "-W", help="A workbench in the run dir's workbench/ (for `run`: if the workflow has none)."
     ),
 ]
 Verbose = Annotated[
@@ -129,3 +138,19 @@ OfflineWait = Annotated[
 JsonOut = Annotated[
     bool, typer.Option("--json", help="Print a machine-readable summary on stdout at the end.")
 ]
+SvgOut = Annotated[Path | None, typer.Option("--svg", help="Also write the picture as SVG here.")]
+PngOut = Annotated[
+    Path | None,
+    typer.Option("--png", help="Also write it as PNG here (needs a headless Chromium)."),
+]
+
+
+def existing_run_dir(run_dir: Path) -> Path:
+    """`run_dir` if it is a folder (status and report read one; they never create it)."""
+    if not run_dir.is_dir():
+        raise RunDirError(
+            run_dir,
+            f"no run directory at {run_dir}: pass the run_dir of a flower run "
+            "(default ./runs, or the --run-dir you gave it)",
+        )
+    return run_dir

@@ -49,7 +49,7 @@ def resume(
     json_out: JsonOut = False,
 ) -> None:
     """Continue the unfinished run here: its brief, goal and sessions, nothing redone."""
-    with exit_codes():
+    with exit_codes("flower go" if json_out else None):  # the go path's document, below
         ws = workspace_folder(workspace)
         isolate = _isolated(ws, run_dir)
     go(

@@ -13,13 +13,15 @@ import typer
 from rich.console import Console
 
 from flower.cli.exits import exit_codes
-from flower.cli.go import answer_wait, drive, outcome
+from flower.cli.go import answer_wait, drive, finish, outcome
 from flower.cli.options import (
     AnswerTimeout,
     Events,
+    JsonOut,
     OfflineWait,
     Retries,
     RunDirOption,
+    RunWorkbench,
     Workspace,
     resilience,
     workspace_folder,
@@ -33,20 +35,19 @@ def run(
     file: Annotated[Path, typer.Argument(help="A Python file defining `workflow` or `build()`.")],
     workspace: Workspace = Path("."),
     run_dir: RunDirOption = Path("runs"),
-    workbench: Annotated[
-        bool, typer.Option("-W", help="A workbench under the run dir, if the workflow has none.")
-    ] = False,
+    workbench: RunWorkbench = False,
     timeout: AnswerTimeout = None,
     retries: Retries = None,
     offline_wait: OfflineWait = None,
     events: Events = None,
+    json_out: JsonOut = False,
 ) -> None:
     """Run a user's Workflow: 0 if every step passed, 1 if one failed, 3 if it stopped
     waiting for a human, 130 if stopped."""
     from flower.core.runtime import Runtime  # lazy: loads the SDK (`flower --help`)
 
-    console = Console(highlight=False, soft_wrap=True)
-    with exit_codes(), contextlib.ExitStack() as held:
+    console = Console(stderr=json_out, highlight=False, soft_wrap=True)
+    with exit_codes("flower run" if json_out else None), contextlib.ExitStack() as held:
         ws = workspace_folder(workspace)
         require_credentials()  # before the file runs: its workflow may create folders
         flow = load_workflow(file)
@@ -65,8 +66,7 @@ def run(
         finally:
             runtime.close()
     code, status = outcome(ran, stopped=stopped, clarify_only=False, goal=False)
-    console.print(f"{status} · ${runtime.total_cost():.4f} · exit {int(code)}", style="bold")
-    raise typer.Exit(code)
+    finish(console, runtime, "flower run", status, code, state=ran, as_json=json_out)
 
 
 def load_workflow(file: Path) -> Any:

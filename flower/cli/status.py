@@ -11,9 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime
-import json
 import sqlite3
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from shlex import quote
@@ -25,11 +23,16 @@ from rich.console import Console, Group, RenderableType
 from rich.markup import escape
 from rich.table import Table
 
+from flower.cli import contract
 from flower.cli.exits import Exit, exit_codes
+from flower.cli.options import existing_run_dir
+from flower.cli.tables import table_console
+from flower.core.ends import AttemptEnd
 from flower.core.inbox import pending_asks
-from flower.core.manifest import row_state
+from flower.core.manifest import INTERRUPTED, RUNNING, writer_alive
 from flower.core.rundir import RunDir
 from flower.core.statefile import StateFileError, read_json
+from flower.core.times import iso_utc
 from flower.core.workbench import Workbench
 from flower.core.workspace import workbench_location
 from flower.errors import RunDirError
@@ -38,13 +41,21 @@ from flower.errors import RunDirError
 # reader touches too: watching it would make --follow redraw itself forever).
 _QUIET_SUFFIXES = (".lock", ".tmp", "-shm", "-journal")
 
+# How a run stands (`runs[].state`): RUNNING (its process works), and:
+WAITING = "waiting"  # its process waits for a human's answer
+DONE = "done"  # it ended on its own, whatever the verdict
+STOPPED = "stopped"  # it was stopped from outside (SIGTERM, Ctrl+C): resumable
+LOST = "lost"  # its process died mid-attempt (killed, crashed): resumable
+RUN_STATES = (RUNNING, WAITING, DONE, STOPPED, LOST)
+
 
 def status(
     run_dir: Annotated[
         Path, typer.Argument(help="The run directory (sessions.db, manifest.json...).")
     ] = Path("runs"),
     follow: Annotated[
-        bool, typer.Option("--follow", "-f", help="Redraw whenever the run writes; Ctrl+C ends.")
+        bool,
+        typer.Option("--follow", "-f", help="Redraw as the run writes, until it ends (or Ctrl+C)."),
     ] = False,
     as_json: Annotated[
         bool, typer.Option("--json", help="Print the data as JSON (one line per redraw).")
@@ -58,53 +69,69 @@ def status(
             show_default=False,
         ),
     ] = None,
+    run: Annotated[
+        str | None,
+        typer.Option(
+            "--run",
+            "-r",
+            help="Only this run (its id, or the id's unique start), as flower and flowerbox "
+            "print it.",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """Show a run's steps, sessions, cost, errors and pending questions."""
-    with exit_codes():
-        if not run_dir.is_dir():
-            raise RunDirError(
-                run_dir,
-                f"no run directory at {run_dir}: pass the run_dir of a flower run "
-                "(default ./runs, or the --run-dir you gave it)",
-            )
-        workbench = find_workbench(run_dir, workspace)
-    console = Console(highlight=False, soft_wrap=True)
+    with exit_codes(json_command="flower status" if as_json else None):
+        workbench = find_workbench(existing_run_dir(run_dir), workspace)
+        if run is not None:
+            run = one_run(snapshot(run_dir), run)
+    console = table_console()
     if not follow:
-        show(console, snapshot(run_dir, workbench), as_json=as_json)
+        show(console, snapshot(run_dir, workbench, run_id=run), as_json=as_json)
         return
     try:
-        _follow(console, run_dir, workbench, as_json=as_json)
+        _follow(console, run_dir, workbench, as_json=as_json, run_id=run)
     except KeyboardInterrupt:
         raise typer.Exit(Exit.OK) from None
 
 
-def _follow(console: Console, run_dir: Path, workbench: Path | None, *, as_json: bool) -> None:
-    """Redraw on every change worth it. The watcher also wakes each second, and a redraw
-    happens only when the data differ: a change made while the watcher was starting, or on a
-    filesystem without inotify events (some bind mounts), still shows within a second."""
+def _follow(
+    console: Console, run_dir: Path, workbench: Path | None, *, as_json: bool, run_id: str | None
+) -> None:
+    """Redraw on every change worth it, until no run holds the run directory any more; the
+    last redraw (the run's end) is marked `final`. The watcher also wakes each second, and a
+    redraw happens only when the data differ: a change made while the watcher was starting,
+    or on a filesystem without inotify events (some bind mounts), still shows within a
+    second."""
     # lazy: only --follow watches and redraws
     from rich.live import Live
     from watchfiles import watch
 
     paths = [run_dir] if workbench is None else [run_dir, workbench]
     ticks = watch(*paths, watch_filter=_worth_a_redraw, rust_timeout=1000, yield_on_timeout=True)
-    shown = snapshot(run_dir, workbench)
+    shown = snapshot(run_dir, workbench, run_id=run_id)
     if as_json or not console.is_terminal:
         show(console, shown, as_json=as_json)
+        if shown["final"]:
+            return
         for _ in ticks:
-            data = snapshot(run_dir, workbench)
+            data = snapshot(run_dir, workbench, run_id=run_id)
             if data != shown:
                 if not as_json:
-                    console.rule(datetime.datetime.now().strftime("%H:%M:%S"))
+                    console.print(f"-- {datetime.datetime.now():%H:%M:%S} --", style="dim")
                 show(console, data, as_json=as_json)
                 shown = data
+            if not data["live"]:
+                return
         return
     with Live(render(shown), console=console, auto_refresh=False) as live:
         for _ in ticks:
-            data = snapshot(run_dir, workbench)
+            data = snapshot(run_dir, workbench, run_id=run_id)
             if data != shown:
                 live.update(render(data), refresh=True)
                 shown = data
+            if not data["live"]:
+                return
 
 
 def _worth_a_redraw(change: object, path: str) -> bool:
@@ -114,8 +141,7 @@ def _worth_a_redraw(change: object, path: str) -> bool:
 def show(console: Console, data: dict[str, Any], *, as_json: bool) -> None:
     """Print `data` as tables, or as one line of JSON (flushed: a pipe reader sees it now)."""
     if as_json:
-        sys.stdout.write(json.dumps(data, ensure_ascii=False) + "\n")
-        sys.stdout.flush()
+        contract.emit(data, indent=None)
     else:
         console.print(render(data))
         console.file.flush()
@@ -134,47 +160,123 @@ def find_workbench(run_dir: Path, workspace: Path | None) -> Path | None:
     return next((c for c in candidates if c.is_dir()), None)
 
 
-def snapshot(run_dir: Path, workbench: Path | None = None) -> dict[str, Any]:
-    """Everything `flower status` shows, as JSON-ready data. Never raises for a bad file.
+def one_run(data: dict[str, Any], given: str) -> str:
+    """The id of the one run of `data` that `given` names (its id or the id's unique start).
 
-    Keys: run_dir, steps (manifest rows with duration_s, and state: ended, running, or
-    interrupted when the process that wrote a running row is gone), sessions (session_id,
-    project_key, steps, entries, subagents, last_write), total_cost_usd, aside_cost_usd, errors
-    ({step, error} per failed attempt), pending_asks (asks.json as written), workbench
-    (path and file counts, or None), problems (what could not be read, and why).
+    Raises:
+        RunDirError: none does, or several do.
+    """
+    found = [r["run_id"] for r in data["runs"] if r["run_id"] and r["run_id"].startswith(given)]
+    if len(found) == 1:
+        return str(found[0])
+    listed = ", ".join(r["run_id"] or "?" for r in data["runs"]) or "none"
+    problem = "no run" if not found else "several runs"
+    raise RunDirError(
+        Path(data["run_dir"]),
+        f"{problem} in {data['run_dir']} match {given!r} (runs there: {listed}): pass one of "
+        "those ids, or its unique start",
+    )
+
+
+def snapshot(
+    run_dir: Path, workbench: Path | None = None, *, run_id: str | None = None
+) -> dict[str, Any]:
+    """Everything `flower status` shows, as a `flower status` document (flower.cli.contract,
+    docs/json.md). Never raises for a bad file: what could not be read is in `problems`.
+
+    `runs` groups the attempts by the flower process that made them, oldest first, each with
+    its state (RUN_STATES), pid, current attempt and the questions it waits on; `live` says
+    whether a run holds the run directory now. `run_id` keeps that run's attempts only.
     """
     problems: list[str] = []
     layout = RunDir(run_dir)
-    steps = [_step(row, run_dir) for row in read_rows(layout.manifest, problems)]
+    rows = [
+        row
+        for row in read_rows(layout.manifest, problems)
+        if run_id is None or row.get("run") == run_id
+    ]
+    attempts = [contract.attempt(row, run_dir) for row in rows]
     try:
         asks = pending_asks(run_dir)
     except StateFileError as exc:
         problems.append(str(exc))
         asks = []
     named = lineage_steps(layout.lineage, problems)
-    for row in steps:
+    for row in attempts:
         if row["session_id"]:
             named.setdefault(row["session_id"], [])
-            if row["step"] not in named[row["session_id"]]:
-                named[row["session_id"]].append(row["step"])
+            if row["name"] not in named[row["session_id"]]:
+                named[row["session_id"]].append(row["name"])
     sessions = [
         {**record, "steps": named.get(record["session_id"], [])}
         for record in read_sessions(layout.sessions, problems)
     ]
     aside = read_rows(layout.aside.manifest, problems)
-    return {
-        "run_dir": str(run_dir.resolve()),
-        "steps": steps,
-        "sessions": sessions,
-        "total_cost_usd": round(sum(row["cost_usd"] for row in steps), 6),
-        "aside_cost_usd": round(sum((_number(row.get("cost_usd")) for row in aside), 0.0), 6),
-        "errors": [
-            {"step": row["step"], "error": error} for row in steps for error in row["errors"]
+    live = writer_alive(layout.run_lock)
+    return contract.document(
+        "flower status",
+        run_dir=str(run_dir.resolve()),
+        live=live,
+        runs=group_runs(rows, attempts, asks),
+        sessions=sessions,
+        total_cost_usd=round(sum(row["cost_usd"] for row in attempts), 6),
+        aside_cost_usd=round(sum((_number(row.get("cost_usd")) for row in aside), 0.0), 6),
+        errors=[
+            {"step": row["step"], "name": row["name"], "error": error}
+            for row in attempts
+            for error in row["errors"]
         ],
-        "pending_asks": asks,
-        "workbench": None if workbench is None else _workbench(workbench),
-        "problems": problems,
-    }
+        pending_asks=[_ask(a) for a in asks if isinstance(a, dict)],
+        workbench=None if workbench is None else _workbench(workbench),
+        problems=problems,
+        final=not live,
+    )
+
+
+def group_runs(
+    rows: list[dict[str, Any]], attempts: list[dict[str, Any]], asks: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """The attempts grouped by run, each run with its state and what it is doing now."""
+    runs: dict[str | None, dict[str, Any]] = {}
+    for row, shaped in zip(rows, attempts, strict=True):
+        run = runs.setdefault(shaped["run_id"], {"run_id": shaped["run_id"], "steps": []})
+        run["steps"].append(shaped)
+        pid = row.get("pid")
+        run["pid"] = pid if isinstance(pid, int) and not isinstance(pid, bool) else None
+        host = row.get("host")
+        run["host"] = host if isinstance(host, str) else None
+    for run in runs.values():
+        steps = run["steps"]
+        current = next((s for s in reversed(steps) if s["state"] == RUNNING), None)
+        starts = [s["started_at"] for s in steps if s["started_at"]]
+        ends = [s["ended_at"] for s in steps if s["ended_at"]]
+        run["state"] = run_state(steps, waiting=bool(asks))
+        run["waiting_for"] = [str(a.get("id")) for a in asks] if run["state"] == WAITING else []
+        run["current"] = current
+        run["started_at"] = min(starts) if starts else None
+        run["ended_at"] = None if current is not None or not ends else max(ends)
+        run["cost_usd"] = round(sum(s["cost_usd"] for s in steps), 6)
+    return list(runs.values())  # the manifest's order: a run's rows sit where it first wrote
+
+
+def _ask(ask: dict[str, Any]) -> dict[str, Any]:
+    """A pending question as documents show it: its time in ISO-8601 UTC."""
+    asked = ask.get("asked_at")
+    return {**ask, "asked_at": iso_utc(asked) if isinstance(asked, int | float) else None}
+
+
+def run_state(steps: list[dict[str, Any]], *, waiting: bool) -> str:
+    """How a run stands, from its attempts: a live one is running (or waiting for a human
+    when a question is pending); an ended one was lost (killed mid-attempt), stopped (from
+    outside, resumable) or is done (whatever its verdict: `flower analyze` says more)."""
+    states = {s["state"] for s in steps}
+    if RUNNING in states:
+        return WAITING if waiting else RUNNING
+    if INTERRUPTED in states:
+        return LOST
+    if any(s["error"] == AttemptEnd.STOPPED.value for s in steps):
+        return STOPPED
+    return DONE
 
 
 def read_rows(path: Path, problems: list[str]) -> list[dict[str, Any]]:
@@ -192,30 +294,6 @@ def read_rows(path: Path, problems: list[str]) -> list[dict[str, Any]]:
 
 def _number(value: Any) -> float:
     return float(value) if isinstance(value, int | float) else 0.0
-
-
-def _step(row: dict[str, Any], run_dir: Path) -> dict[str, Any]:
-    started, ended = _number(row.get("started_at")), _number(row.get("ended_at"))
-    errors = row.get("errors") if isinstance(row.get("errors"), list) else []
-    usage = row.get("usage")
-    return {
-        "step": str(row.get("step", "?")),
-        "run": row.get("run"),
-        "state": row_state(row, run_dir),
-        "session_id": row.get("session_id"),
-        "ok": bool(row.get("ok")),
-        "usage": usage if isinstance(usage, dict) else {},
-        "attempts": row.get("attempts", 1),
-        "cost_usd": _number(row.get("cost_usd")),
-        "num_turns": row.get("num_turns", 0),
-        "error": row.get("error"),
-        "errors": [str(e) for e in errors or []],
-        "resumed": bool(row.get("resumed")),
-        "retired": row.get("retired") or [],
-        "started_at": started or None,
-        "ended_at": ended or None,
-        "duration_s": round(ended - started, 3) if started and ended >= started else None,
-    }
 
 
 def lineage_steps(path: Path, problems: list[str]) -> dict[str, list[str]]:
@@ -292,12 +370,8 @@ def read_sessions(db: Path, problems: list[str]) -> list[dict[str, Any]]:
             record["entries"] = int(count)
     found = sorted(sessions.values(), key=lambda r: r["mtime"], reverse=True)
     for record in found:
-        record["last_write"] = _iso(record.pop("mtime") / 1000)
+        record["last_write"] = iso_utc(record.pop("mtime") / 1000)
     return found
-
-
-def _iso(epoch: float) -> str:
-    return datetime.datetime.fromtimestamp(epoch).astimezone().isoformat(timespec="seconds")
 
 
 def _workbench(root: Path) -> dict[str, Any]:
@@ -314,33 +388,11 @@ def _workbench(root: Path) -> dict[str, Any]:
 
 
 def render(data: dict[str, Any]) -> RenderableType:
-    """The tables of `flower status`."""
+    """The tables of `flower status`: one per run, then sessions, cost, questions."""
     parts: list[RenderableType] = [f"[bold]{escape(data['run_dir'])}[/]"]
-    steps = Table(
-        "step",
-        "ok",
-        "attempts",
-        "cost",
-        "turns",
-        "time",
-        "error",
-        title="steps",
-        box=box.SIMPLE_HEAD,
-    )
-    for row in data["steps"]:
-        flags = ["resumed"] if row["resumed"] else []
-        if row["retired"]:
-            flags.append(f"{len(row['retired'])} sessions retired")
-        steps.add_row(
-            escape(row["step"]) + (f" [dim]({', '.join(flags)})[/]" if flags else ""),
-            outcome_cell(row),
-            str(row["attempts"]),
-            f"${row['cost_usd']:.4f}",
-            str(row["num_turns"]),
-            _when(row),
-            escape(str(row["error"] or "")),
-        )
-    parts.append(steps if data["steps"] else "[dim]no step has finished yet[/]")
+    parts += [_run_table(run) for run in data["runs"]]
+    if not data["runs"]:
+        parts.append("[dim]no step has started yet[/]")
     if data["sessions"]:
         sessions = Table(
             "session", "steps", "entries", "subagents", title="sessions", box=box.SIMPLE_HEAD
@@ -352,14 +404,14 @@ def render(data: dict[str, Any]) -> RenderableType:
                 escape(", ".join(s["steps"])),
                 str(s["entries"]),
                 str(s["subagents"]),
-                s["last_write"][5:19].replace("T", " "),
+                _local(s["last_write"]),
             )
         parts.append(sessions)
     total = f"total cost: ${data['total_cost_usd']:.4f}"
     if data["aside_cost_usd"]:
         total += f" (+ ${data['aside_cost_usd']:.4f} of oracle asides)"
     parts.append(total)
-    parts += [f"[red]error[/] {escape(e['step'])}: {escape(e['error'])}" for e in data["errors"]]
+    parts += [f"[red]error[/] {escape(e['name'])}: {escape(e['error'])}" for e in data["errors"]]
     if data["pending_asks"]:
         asks = Table(
             "id",
@@ -389,6 +441,54 @@ def render(data: dict[str, Any]) -> RenderableType:
     return Group(*parts)
 
 
+def _run_table(run: dict[str, Any]) -> Table:
+    """One run's attempts, titled with its id, state, pid, cost and current step."""
+    title = [f"run {run['run_id'] or '?'}", _STATE_STYLE[run["state"]]]
+    if run["state"] in (RUNNING, WAITING) and run["pid"] is not None:
+        title.append(f"pid {run['pid']}")
+    title.append(f"${run['cost_usd']:.4f}")
+    if run["current"] is not None:
+        now = run["current"]
+        title.append(f"now {now['name']} (${now['cost_usd']:.4f} so far)")
+    if run["waiting_for"]:
+        title.append(f"waiting for you: {', '.join(run['waiting_for'])}")
+    table = Table(
+        "step",
+        "ok",
+        "attempts",
+        "cost",
+        "turns",
+        "time",
+        "error",
+        title=escape(" · ".join(title)),
+        title_justify="left",
+        box=box.SIMPLE_HEAD,
+    )
+    for row in run["steps"]:
+        flags = ["resumed"] if row["resumed"] else []
+        if row["retired"]:
+            flags.append(f"{len(row['retired'])} sessions retired")
+        table.add_row(
+            escape(row["name"]) + (f" [dim]({', '.join(flags)})[/]" if flags else ""),
+            outcome_cell(row),
+            str(row["attempts"]),
+            f"${row['cost_usd']:.4f}",
+            str(row["num_turns"]),
+            _when(row),
+            escape(str(row["error"] or "")),
+        )
+    return table
+
+
+_STATE_STYLE = {
+    RUNNING: "running",
+    WAITING: "waiting for a human",
+    DONE: "done",
+    STOPPED: "stopped (resumable)",
+    LOST: "lost: its process died (resumable)",
+}
+
+
 def outcome_cell(row: dict[str, Any]) -> str:
     """The "ok" cell of a step row: yes, no, running, or interrupted (its process is gone)."""
     if row["state"] == "running":
@@ -401,5 +501,11 @@ def outcome_cell(row: dict[str, Any]) -> str:
 def _when(row: dict[str, Any]) -> str:
     if row["started_at"] is None:
         return ""
-    start = datetime.datetime.fromtimestamp(row["started_at"]).strftime("%m-%d %H:%M:%S")
+    start = _local(row["started_at"])
     return start if row["duration_s"] is None else f"{start} ({row['duration_s']:.0f} s)"
+
+
+def _local(moment: str) -> str:
+    """An ISO-8601 UTC time as the terminal shows it: local, month to second."""
+    parsed = datetime.datetime.fromisoformat(moment.replace("Z", "+00:00"))
+    return parsed.astimezone().strftime("%m-%d %H:%M:%S")

@@ -18,9 +18,9 @@ says why Runtime itself ended the attempt, never mixed into the error text.
 
 from __future__ import annotations
 
-from enum import Enum
 from typing import Any
 
+from flower.core.ends import AttemptEnd
 from flower.core.events import Event
 from flower.core.pricing import PriceTable, token_count
 
@@ -33,16 +33,6 @@ TOKEN_FIELDS = (
     "cache_creation_input_tokens",
 )
 PRICES = PriceTable()
-
-
-class AttemptEnd(Enum):
-    """Why Runtime ended an attempt itself: control flow, not a failure of the CLI. The
-    values are the seeds' Runtime constants (STOPPED is what a cancelled step records as its
-    StepResult.error)."""
-
-    INTERRUPTED = "interrupted-by-human"  # resume the same session with the human's words
-    HANDOFF_DUE = "context-full-handoff"  # the context reached the handoff line
-    STOPPED = "stopped-from-outside"  # the step's task was cancelled (SIGTERM, SIGHUP)
 
 
 class Attempt:

@@ -12,8 +12,10 @@ Parsing rules (docs/documents.md has the examples):
 - A heading is a line naming a section title or alias (case-insensitive), in any of these
   forms: `## 目标` (any `#` level), `**目标**`, `目标:` / `目标：`, `3. 边界` / `3、边界` /
   `3) 边界`, combinations of them (`## 1. **目标**`), or the bare title alone on its line.
-- The body may start on the heading line after a colon, or after the closing `**` of a bold
-  heading (`目标: 做一个 X`, `**目标** 做一个 X`), and runs to the next heading.
+- The body may start on the heading line after a colon, after the closing `**` of a bold
+  heading, or after a space on a `#` heading (`目标: 做一个 X`, `**目标** 做一个 X`,
+  `## 目标 做一个 X`), and runs to the next heading. Elsewhere a line whose first word merely
+  starts with a title (`## 目标管理`, a body's `1. 目标 文件存在`) is text.
 - Names are tried longest first, so `未知` never swallows `未知与假设`.
 - A repeated section keeps its first non-empty body; the placeholder `(未填)` is empty.
 - Text before the first heading is ignored.
@@ -120,7 +122,8 @@ class Sections:
         colon = bool(match["colon"])
         if not colon and after.startswith(tuple(_COLONS)):
             after, colon = after[1:].strip(), True
-        if after and not colon and not match["bold"]:
+        spaced = bool(match["hash"]) and line[match.end("name") :][:1] in (" ", "\t")
+        if after and not (colon or match["bold"] or spaced):
             return None  # `## 目标管理` or `Next steps were...`: a word that merely starts so
         return self._owner[match["name"].casefold()], after
 

@@ -6,7 +6,7 @@ reads every existing file of the lookup order below; the first value seen for a 
 so the priority is per key, not per file, and nothing overrides the process environment:
 
 1. the process environment (never overwritten);
-2. the file named by `$FLOWER_ENV` (only when that variable is set);
+2. the file named by `$FLOWER_ENV` (only when that variable is set; it must exist);
 3. `./.env` in the current directory;
 4. `${XDG_CONFIG_HOME:-~/.config}/flower/.env`, the global file `flower setup` writes;
 5. the source checkout's `.env`, three levels above this file (running from source only);
@@ -17,8 +17,8 @@ so the priority is per key, not per file, and nothing overrides the process envi
 An empty value still occupies its key: `ANTHROPIC_AUTH_TOKEN=` in a higher file hides every
 lower one, and `check_credentials()` then reports the credentials missing.
 
-Errors: `DotenvError` (a named .env file cannot be read; a flower.errors.UsageError). A broken
-settings.json never raises.
+Errors: `DotenvError` (a .env file cannot be read, or the file named by `$FLOWER_ENV` or an
+explicit path does not exist; a flower.errors.UsageError). A broken settings.json never raises.
 """
 
 from __future__ import annotations
@@ -79,9 +79,11 @@ def parse_dotenv(text: str) -> dict[str, str]:
     Each line is stripped; empty lines, lines starting with `#` and lines without `=` are
     skipped. The rest is split at the first `=`, both sides are stripped, and the value loses
     any leading and trailing quotes (`'` or `"`, paired or not). Every key is kept, there is no
-    whitelist. Not recognised, silently: an `export ` prefix (it becomes part of the key),
-    inline comments (`A=1 # c` is `"1 # c"`), escapes, multi-line values. A line with nothing
-    before `=` is skipped, since the environment cannot hold an empty name.
+    whitelist. A key repeated in the text keeps its first value, as across files: a line
+    appended to a .env never replaces the credentials or the endpoint above it. Not
+    recognised, silently: an `export ` prefix (it becomes part of the key), inline comments
+    (`A=1 # c` is `"1 # c"`), escapes, multi-line values. A line with nothing before `=` is
+    skipped, since the environment cannot hold an empty name.
     """
     values: dict[str, str] = {}
     for raw in text.splitlines():
@@ -90,7 +92,7 @@ def parse_dotenv(text: str) -> dict[str, str]:
             continue
         key, _, value = line.partition("=")
         key = key.strip()
-        if key:
+        if key and key not in values:
             values[key] = value.strip().strip("'\"")
     return values
 
@@ -171,7 +173,9 @@ def _read_dotenv(path: Path) -> dict[str, str]:
         return parse_dotenv(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError) as exc:
         raise DotenvError(
-            path, f"cannot read this .env file ({exc}); fix its permissions or encoding (UTF-8)"
+            path,
+            f"cannot read this .env file ({exc}); flower reads it for its settings: "
+            "make it readable UTF-8 text, or move it away",
         ) from exc
 
 
@@ -203,6 +207,12 @@ def _sources(
         yield f"explicit {explicit}", _read_dotenv(explicit)
         return
     lookup = lookup or Lookup.from_process()
+    if lookup.flower_env is not None and not lookup.flower_env.is_file():
+        # Named on purpose: falling back to other files could pick other credentials.
+        raise DotenvError(
+            lookup.flower_env,
+            "no such .env file, but FLOWER_ENV names it; fix the path, or unset FLOWER_ENV",
+        )
     for label, file in lookup.dotenv_files():
         if file.is_file():
             yield f"{label} {file}", _read_dotenv(file)
@@ -218,7 +228,8 @@ def load_dotenv(path: str | Path | None = None, *, lookup: Lookup | None = None)
     `os.environ`, even with an empty value, is never overwritten.
 
     Raises:
-        DotenvError: a .env file exists but cannot be read, or `path` does not exist.
+        DotenvError: a .env file exists but cannot be read, or `path` (or `$FLOWER_ENV`)
+            names no file.
     """
     set_now: dict[str, str] = {}
     for origin, values in _sources(path, lookup):

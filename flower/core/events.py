@@ -13,7 +13,8 @@ The 15 kinds (a wire format: a kind is added, never renamed; UIs keep an `else` 
     session      normalize         "session <id>"                session_id, model, cwd, tools
     result       normalize         the turn's final text         session_id, cost_usd, num_turns,
                                                                  is_error, terminal_reason, ...
-    retry        normalize/Runtime "retrying ..."                attempt, status, delay_s, source
+    retry        normalize/Runtime "retrying ..."                step, attempt, status, delay_s,
+                                                                 source
     reset        normalize         "context compacted"           trigger, pre_tokens, post_tokens
     status       normalize         CLI state, rate limits        status / state / rate_limit
     task         normalize/goal    subagent task lifecycle       task_id, status, tool_use_id

@@ -25,6 +25,7 @@ through a RunDir, so a name is spelled in this module only. A state file's lock
 from __future__ import annotations
 
 import os
+import re
 import time
 import uuid
 from dataclasses import dataclass
@@ -33,7 +34,24 @@ from typing import ClassVar
 
 from flower.errors import RunDirError
 
-__all__ = ["RunDir"]
+__all__ = ["RUN_ID_ENV", "RunDir", "new_run_id", "this_run_id"]
+
+# flowerbox names the run it starts here, so one id works with both CLIs (`flowerbox logs ID`
+# takes the id `flower "ask" --json` reports).
+RUN_ID_ENV = "FLOWER_RUN_ID"
+_RUN_ID = re.compile(r"\d{8}-\d{6}-[0-9a-f]{6}")
+
+
+def new_run_id() -> str:
+    """A new run id: when it started (sortable, local time) and six random hex digits."""
+    return f"{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
+
+
+def this_run_id() -> str:
+    """The id this process runs under: the one flowerbox gave it (RUN_ID_ENV, used once: a
+    second Runtime in the same process gets a new id), else a new one."""
+    given = os.environ.pop(RUN_ID_ENV, "")
+    return given if _RUN_ID.fullmatch(given) else new_run_id()
 
 
 @dataclass(frozen=True)

@@ -34,12 +34,15 @@ class RunBusyError(UsageError):
         who = f"pid {holder.get('pid', '?')} on {holder.get('host', '?')}"
         since = holder.get("started", "?")
         doing = " ".join(str(part) for part in holder.get("command", [])) or "flower"
+        self.fix = (
+            '`flower status` shows it, `flower answer ID "text"` answers its questions, '
+            '`flower send "text"` tells it something; stop it (Ctrl+C in its terminal, '
+            "`flowerbox stop` for a box) before starting another, or pass --run-dir for a "
+            "run of its own"
+        )
         super().__init__(
             f"another flower run is going in {run_dir} ({who}, since {since}: {doing}). "
-            "Only one run at a time uses a run directory: `flower status` shows it, "
-            '`flower answer ID "text"` answers its questions, `flower send "text"` tells it '
-            "something; stop it (Ctrl+C in its terminal, `flowerbox stop` for a box) before "
-            "starting another, or pass --run-dir for a run of its own"
+            f"Only one run at a time uses a run directory: {self.fix}"
         )
         self.run_dir = run_dir
         self.holder = holder

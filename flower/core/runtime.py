@@ -2,11 +2,12 @@
 
 run() loops over attempts (CLI sessions) and leaves the loop by one of four exits (seeds,
 "Runtime.run"): success; a human interrupt (resume the same session with the human's words
-and INTERRUPT_NOTE, or CARRY_ON_NOTE when they said nothing; not counted as an attempt); a
-full context (the session writes its own handoff, budget lifted and no UI events, and a
-brand-new session starts from it, capped at max_generations); a retryable failure (Event
-"retry", wait for the network, back off, resume the same session with resume_prompt).
-Errors go to StepResult.errors and the manifest, never into the context.
+and INTERRUPT_NOTE, or CARRY_ON_NOTE when they said nothing; not counted as an attempt; with
+no session to resume, the step ends with error INTERRUPTED, never ok); a full context (the
+session writes its own handoff, budget lifted and no UI events, and a brand-new session
+starts from it, capped at max_generations); a retryable failure (Event "retry", wait for the
+network, back off, resume the same session with resume_prompt). Errors go to
+StepResult.errors and the manifest, never into the context.
 
 Runtime owns the workspace, the session store (always the pruning layer over sessions.db),
 the workbench and the policies. It drives the CLI through ClaudeSDKClient (interrupt needs
@@ -39,7 +40,6 @@ import os
 import socket
 import threading
 import time
-import uuid
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -48,7 +48,8 @@ from typing import Any
 from claude_agent_sdk import ClaudeSDKClient, ClaudeSDKError, ResultError
 
 from flower.core.agent import AgentSpec, HandoffPolicy, build_options
-from flower.core.attempt import TOKEN_FIELDS, Attempt, AttemptEnd
+from flower.core.attempt import TOKEN_FIELDS, Attempt
+from flower.core.ends import AttemptEnd
 from flower.core.env import require_credentials
 from flower.core.events import Event, normalize
 from flower.core.guard import wants_isolation
@@ -58,7 +59,7 @@ from flower.core.manifest import ENDED, RUNNING, ManifestWriter, WriterLock
 from flower.core.mounting import session_spec
 from flower.core.resilience import Resilience, classify
 from flower.core.runcheck import check_state_files
-from flower.core.rundir import RunDir
+from flower.core.rundir import RunDir, this_run_id
 from flower.core.takeover import take_over
 from flower.core.workbench import Workbench
 from flower.core.workspace import in_git_repository, shown, undecodable
@@ -174,7 +175,7 @@ class Runtime:
             prune=PrunePolicy(keep_denials=keep_denials),
             ephemeral=_policy(ephemeral, EphemeralPolicy),
         )
-        self.run_id = f"{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
+        self.run_id = this_run_id()
         self.results: list[StepResult] = []
         self.spent_before = 0.0
         self.writer = ManifestWriter(self.manifest_path, run=self.run_id)
@@ -214,7 +215,8 @@ class Runtime:
         self._step, self._inflight = result, None
         await asyncio.to_thread(self._open_row)
         try:
-            await self._loop(spec, prompt, result, resume, fork, resume_at, on_event or _ignore)
+            emit = _naming(result.step, on_event or _ignore)
+            await self._loop(spec, prompt, result, resume, fork, resume_at, emit)
         except asyncio.CancelledError:
             if self._inflight is not None:  # what it streamed before the stop is spent
                 self._account(result, self._inflight, final=False)
@@ -266,7 +268,9 @@ class Runtime:
             if said is not None:
                 attempt.end = AttemptEnd.INTERRUPTED
             if attempt.end is AttemptEnd.INTERRUPTED:  # exit 2: the human interrupted
-                if attempt.session_id is None:
+                if attempt.session_id is None:  # nothing to resume: stop, and say why
+                    result.errors += [attempt.error] if attempt.error else []
+                    result.error = AttemptEnd.INTERRUPTED.value
                     break
                 number -= 1
                 resume, fork, resume_at = attempt.session_id, False, None
@@ -596,6 +600,18 @@ def _smaller(a: float | None, b: float | None) -> float | None:
 
 def _ignore(event: Event) -> None:
     """The event sink when the caller gave none."""
+
+
+def _naming(step: str, sink: EventSink) -> EventSink:
+    """`sink`, with the step named in the events Runtime answers for (seed 004: retry carries
+    `step, attempt`, handoff `phase, step, context, window`), the CLI's own retries included."""
+
+    def named(event: Event) -> None:
+        if event.kind in ("retry", "handoff"):
+            event.payload.setdefault("step", step)
+        sink(event)
+
+    return named
 
 
 def _policy(value: Any, kind: type[Any]) -> Any:

@@ -268,7 +268,6 @@ class PruningSessionStore(TrimmingSessionStore):
         self,
         path: str | Path,
         workspace: str | Path,
-        *,
         policy: TrimPolicy | None = None,
         prune: PrunePolicy | None = None,
         ephemeral: EphemeralPolicy | None = None,

@@ -284,7 +284,6 @@ class TrimmingSessionStore(SqliteSessionStore):
         self,
         path: str | Path,
         workspace: str | Path,
-        *,
         policy: TrimPolicy | None = None,
         ephemeral: EphemeralPolicy | None = None,
     ) -> None:

@@ -42,6 +42,7 @@ from flower.core.brief import Brief
 from flower.core.events import Event
 from flower.core.goal import Goal, Verdict
 from flower.core.human import HumanChannel
+from flower.core.labels import attempt_label
 from flower.core.lineage import Lineage
 from flower.core.manifest import spent
 from flower.core.progress import Progress
@@ -284,7 +285,7 @@ class Workflow:
         result = StepResult(step=step.name)
         passed = False
         for attempt in range(start, step.retries + 1):
-            label = _label(step, attempt)
+            label = attempt_label(step.name, attempt, judged_again=step.on_reject is not None)
             progress.record(step.name, attempt=attempt, round=state.round)
 
             def remember(session_id: str, name: str = step.name) -> None:
@@ -340,14 +341,6 @@ def _session_of(step_name: str | None, sessions: dict[str, str], lineage: Lineag
         return None
     found = sessions.get(step_name)
     return str(found) if found else lineage.recall(step_name)
-
-
-def _label(step: Step, attempt: int) -> str:
-    """The manifest name of an attempt: name, then name#round2... (on_reject: the same
-    session, judged again) or name#retry1... (a fresh start)."""
-    if attempt == 0:
-        return step.name
-    return f"{step.name}#round{attempt + 1}" if step.on_reject else f"{step.name}#retry{attempt}"
 
 
 async def _passes(step: Step, result: StepResult, ctx: Ctx) -> bool:

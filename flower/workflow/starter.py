@@ -25,6 +25,7 @@ from flower.core.events import Event
 from flower.core.goal import Goal, Verdict
 from flower.core.human import HumanChannel
 from flower.core.inbox import pending_asks
+from flower.core.labels import judge_label
 from flower.core.lineage import Lineage
 from flower.core.roles import clarify, coordinator, judge, worker
 from flower.core.rundir import RunDir
@@ -210,7 +211,7 @@ def with_goal(
     frozen goal; the step passes only on "achieved". Built with dataclasses.replace, so
     every other field of `step` (resume_prompt included) is kept."""
     path = Path(goal_path)
-    label = name or f"{step.name}·判定"
+    label = name or judge_label(step.name)
     judger = spec or judge(label, channel, instructions=instructions, can_run=can_run, **spec_kw)
 
     async def gate(result: StepResult, ctx: Ctx) -> bool:
@@ -297,7 +298,8 @@ def starter_flow(
     brief, amended; the goal, set again from it; the coordinator, told directly), and a
     missing one fails silently (it would work by the old criteria, or be judged by them).
     An ask the run was already started or amended with (`run_dir`'s ask-history.json) is no
-    new ask: the run continues as it was, as with no ask at all.
+    new ask: the run continues as it was, as with no ask at all. `instructions` are the
+    coordinator's own rules, after COORDINATOR_RULES (the seed shows "": the default).
 
     Raises:
         WorkspaceError: isolation outside a git repository (before any money is spent).

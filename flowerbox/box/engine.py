@@ -28,6 +28,8 @@ from flowerbox.errors import BoxError
 CHECKOUT = Path(__file__).resolve().parents[2]  # where the Dockerfile is, from a checkout
 SOCKET_WAIT_S = 30.0
 STOP_GRACE_S = 30
+STDERR_KEPT = 4 * 1024 * 1024  # the end of each container's stderr the host keeps
+STDERR_LINES = 100_000
 
 
 def connect(client: DockerClient | None = None) -> DockerClient:
@@ -188,12 +190,32 @@ class Box:
                 self._agent.stop(timeout=STOP_GRACE_S)
 
     def remove(self) -> None:
-        for container in (self._agent, self._gateway):
+        """Remove both containers, their stderr kept first in the run's host-only records
+        (the gateway's request lines, the agent's errors: both vanish with a container)."""
+        for role, container in (("agent", self._agent), ("gateway", self._gateway)):
             if container is None:
                 continue
+            self._keep_stderr(container, self.spec.stderr_log(role))
             with contextlib.suppress(APIError, NotFound):
                 container.remove(force=True)
         self._agent = self._gateway = None
+
+    def _keep_stderr(self, container: Any, path: Path) -> None:
+        """The last STDERR_KEPT bytes of the container's stderr into `path`, when the run's
+        record folder exists (a self-test's box has none); a best effort, never a failure."""
+        if not path.parent.is_dir():
+            return
+        kept = bytearray()
+        with contextlib.suppress(APIError, NotFound, DockerException, OSError):
+            logs = container.logs(
+                stream=True, follow=False, stdout=False, stderr=True, tail=STDERR_LINES
+            )
+            for chunk in logs:
+                kept += chunk
+                if len(kept) > 2 * STDERR_KEPT:
+                    del kept[:-STDERR_KEPT]
+        with contextlib.suppress(OSError):
+            path.write_bytes(bytes(kept[-STDERR_KEPT:]))
 
     def _start(self, kwargs: dict[str, Any]) -> Any:
         try:

@@ -20,8 +20,6 @@ import ipaddress
 import os
 import shutil
 import tempfile
-import time
-import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
@@ -32,6 +30,7 @@ from flower import (
     RunDir,
     check_credentials,
     load_dotenv,
+    new_run_id,
     shown,
     workbench_location,
     workspace_refusal,
@@ -177,7 +176,7 @@ def prepare(command: list[str], options: BoxOptions) -> Prepared:
             ) from exc
         if not real_folder(ws.parent, workbench.name):
             raise ConfigError(f"{workbench} is not a folder (a link?): remove it and retry")
-    run_id = f"{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
+    run_id = new_run_id()
     state.sweep_secrets()  # leftovers of killed CLIs (a live gateway read its own long ago)
     # Short paths under /tmp: a unix socket path must fit in 108 bytes.
     socket_dir = Path(tempfile.mkdtemp(prefix="fbx-", dir="/tmp"))

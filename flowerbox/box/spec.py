@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from flower import ANSWER_COMMAND_ENV, RunDir
+from flower import ANSWER_COMMAND_ENV, RUN_ID_ENV, RunDir
 from flowerbox import wire
 from flowerbox.box.untrusted import read_bytes, real_folder, regular_file
 from flowerbox.errors import ConfigError
@@ -114,6 +114,16 @@ class BoxSpec:
         """One JSON line per decision of the egress proxy."""
         return self.gateway_dir / wire.EGRESS_LOG
 
+    def stderr_log(self, role: str) -> Path:
+        """Where the host keeps a container's stderr (`role`: agent or gateway) once it is
+        removed: host-only, written by the host from the engine's log, never by the box."""
+        return self.state_dir / f"{role}.stderr.log"
+
+    @property
+    def requests_log(self) -> Path:
+        """One JSON line per request the gateway answered (`flowerbox logs --requests`)."""
+        return self.gateway_dir / wire.REQUESTS_LOG
+
     @property
     def events_file(self) -> Path:
         """flower's Events as JSON lines, written inside the box (`--events`): box-written,
@@ -188,6 +198,7 @@ def agent_env(spec: BoxSpec) -> dict[str, str]:
         "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
         # wait_online probes the gateway's view of the real upstream, not the relay.
         "FLOWER_HEALTH_URL": f"{api}/health",
+        RUN_ID_ENV: spec.run_id,  # flower inside runs under flowerbox's id: one id for both
         # flower inside has no terminal: its questions are answered from the host, so it
         # waits for them and says how (flowerbox answer; or typed into an attached run).
         ANSWER_COMMAND_ENV: answer_command(spec.run_id),
@@ -289,6 +300,8 @@ def gateway_kwargs(spec: BoxSpec) -> dict[str, Any]:
         f"{SECRETS_IN_GATEWAY}/{wire.CREDENTIALS_FILE}",
         "--usage",
         str(spec.usage_file),
+        "--requests",
+        str(spec.requests_log),
     ]
     if spec.budget_usd is not None:
         command += ["--budget", str(spec.budget_usd)]

@@ -5,10 +5,13 @@
             meta.json, meta.json.lock       the run, its BoxSpec, status, cost (resume reads
                                             only this)
             output.log, supervisor.log      the detached agent's output, its keeper's lines
+            agent.stderr.log,               each container's stderr, kept as it is removed
+            gateway.stderr.log
+            report.html                     `flowerbox report`'s page
             provenance-start.json           the repository before the run
             watched/                        the start copies of files a box must not change
             gateway/                        mounted into the gateway container only: the
-                                            usage ledger and the egress log
+                                            usage ledger, the request log, the egress log
         secrets/<run_id>/credentials.env    0600, read once by the gateway as it starts, then
                                             removed (and swept after a killed CLI)
     $XDG_STATE_HOME/flowerbox-box/<run_id>/ what a box may write outside the workspace: the

@@ -26,7 +26,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from flower import FlowerError
-from flower.cli import HELP_OPTIONS, AskRouter, setup
+from flower.cli import HELP_OPTIONS, AskRouter, contract, setup
 from flowerbox import __version__
 from flowerbox.cli import box, checks, runs
 from flowerbox.errors import FlowerboxError
@@ -34,11 +34,12 @@ from flowerbox.errors import FlowerboxError
 STDERR = Console(stderr=True, highlight=False, soft_wrap=True)
 
 
-class FlowerboxGroup(AskRouter):
+class FlowerboxGroup(contract.JsonRefusals, AskRouter):
     """Every command runs under this: a FlowerboxError is what the user can fix, so it is
     said on stderr (its message says how) and the exit code is 2. So is a FlowerError: the
     host side reads flower's .env files and state files through flower, whose refusals (a
-    bad .env, a corrupt record) are the user's to fix too. A first argument that names no
+    bad .env, a corrupt record) are the user's to fix too. With --json, the refusal is
+    also one error document on stdout (flower.cli.contract). A first argument that names no
     command is the ask of `go`, as with flower (the help words and look-alikes included)."""
 
     def invoke(self, ctx: Any) -> Any:  # typer's own (vendored) click.Context
@@ -46,6 +47,9 @@ class FlowerboxGroup(AskRouter):
             return super().invoke(ctx)
         except (FlowerboxError, FlowerError) as exc:
             STDERR.print(f"[bold red]error:[/] {escape(str(exc))}")
+            if self.json_mode:
+                command = f"flowerbox {ctx.invoked_subcommand or 'go'}"
+                contract.emit(contract.refusal(command, exc, 2))
             raise typer.Exit(2) from exc
 
 

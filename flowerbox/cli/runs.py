@@ -3,6 +3,8 @@
     flowerbox ps [--all] [--json]        runs of this workspace (or all): status, age, cost,
                                          and the questions they wait on, with their ids
     flowerbox logs [RUN] [-f]            the run's events; -f follows until the run ends
+    flowerbox logs [RUN] --requests      the API requests its gateway answered (--json too)
+    flowerbox report [RUN]               the run drawn: an HTML page (--svg, --png too)
     flowerbox attach [RUN]               follow, answer questions, Ctrl+C stops the run
     flowerbox stop [RUN]                 SIGTERM: flower records its step, exit 130, resumable
     flowerbox resume [RUN]               a new box continuing the same flower run and sessions
@@ -15,21 +17,21 @@ FlowerboxErrors: exit 2 with a message that says what to do (flowerbox.cli.app).
 
 from __future__ import annotations
 
-import json
 import signal
 import sys
 import threading
 from dataclasses import replace
 from pathlib import Path
 from types import FrameType
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from flower.cli import Render, positive_usd
+from flower import FlowerError
+from flower.cli import PngOut, Render, SvgOut, contract, positive_usd, table_console, write_report
 from flowerbox.box.options import BoxOptions
 from flowerbox.box.spec import answer_command
 from flowerbox.box.untrusted import clean
@@ -47,6 +49,7 @@ from flowerbox.runs.control import (
     status_text,
     stop_run,
     summary,
+    timeline,
 )
 from flowerbox.runs.detach import remaining_budget, resume_command
 from flowerbox.runs.launch import launch
@@ -75,12 +78,12 @@ def ps(
     found = records.all_runs() if all_runs else records.runs_of(where)
     rows = [summary(run) for run in found]
     if as_json:
-        typer.echo(json.dumps(rows, ensure_ascii=False, indent=2))
+        contract.emit(contract.document("flowerbox ps", runs=rows))
         return
     if not rows:
         STDERR.print(f'no flowerbox runs in {where}: `flowerbox "ask" --detach` starts one')
         return
-    console = Console(highlight=False, soft_wrap=True)
+    console = table_console()
     table = Table(box=None, pad_edge=False)
     columns = ["RUN", "STATUS", "AGE", "COST", "QUESTIONS", "COMMAND"]
     for column in columns:  # never cut a run id: it is what the other commands take
@@ -90,7 +93,9 @@ def ps(
     for row in rows:
         cost = "" if row["cost_usd"] is None else f"${row['cost_usd']:.4f}"
         asks = " ".join(ask["id"] for ask in row["pending_asks"])
-        cells = [row["run_id"], row["status"], row["age"], cost, asks, _short(row["command"])]
+        age = records.age_text(row["age_s"])
+        command = _short(row["command"], width=48 if console.is_terminal else None)
+        cells = [row["run_id"], row["status"], age, cost, asks, command]
         if all_runs:
             cells.append(str(row["workspace"]))
         table.add_row(*(escape(cell) for cell in cells))
@@ -102,9 +107,10 @@ def ps(
             console.print(f"  answer: {answer_command(row['run_id']).replace('{id}', ask['id'])}")
 
 
-def _short(command: list[str], width: int = 48) -> str:
+def _short(command: list[str], width: int | None) -> str:
+    """The command as one line, cut to `width` on a terminal (never in a log)."""
     text = " ".join(part if part and " " not in part else repr(part) for part in command)
-    return text if len(text) <= width else text[: width - 1] + "…"
+    return text if width is None or len(text) <= width else text[: width - 1] + "…"
 
 
 @app.command()
@@ -113,10 +119,27 @@ def logs(
     follow: Annotated[
         bool, typer.Option("--follow", "-f", help="Keep following until the run ends.")
     ] = False,
+    requests: Annotated[
+        bool,
+        typer.Option(
+            "--requests", help="The API requests the run's gateway answered, one per line."
+        ),
+    ] = False,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="With --requests: print them as JSON.")
+    ] = False,
     workspace: Workspace = None,
 ) -> None:
     """Show a run's events (flower's own rendering); -f follows a live run to its end."""
     found = find(workspace, run)
+    if requests or as_json:
+        if follow or not requests:
+            raise ConfigError(
+                "--requests shows the request log as it is now: without -f; "
+                "--json goes with --requests"
+            )
+        _show_requests(records.requests(found), as_json=as_json)
+        return
     console = Console(highlight=False, soft_wrap=True)
     render = Render(console, answer_hint=answer_command(found.run_id))
     try:
@@ -124,6 +147,74 @@ def logs(
     except KeyboardInterrupt:
         raise typer.Exit(0) from None  # only the following ends; the run goes on
     _report_end(final)
+
+
+def _show_requests(rows: list[dict[str, Any]], *, as_json: bool) -> None:
+    """The gateway's request log, a line per request as the gateway wrote it to stderr (or
+    JSON), and its total."""
+    if as_json:
+        contract.emit(contract.document("flowerbox logs", requests=rows))
+        return
+    if not rows:
+        STDERR.print("no requests logged for this run (yet)")
+        return
+    spent = 0.0
+    for row in rows:
+        tokens = row["tokens"] if isinstance(row.get("tokens"), dict) else {}
+        cost = row.get("cost_usd")
+        cost = cost if isinstance(cost, int | float) else None
+        spent += cost or 0.0
+        fields = [
+            str(row.get("time", ""))[11:23],
+            str(row.get("method", "")),
+            str(row.get("path", "")),
+            str(row.get("status", "")),
+            str(row.get("model", "")),
+            *(f"{short}={tokens[name]}" for name, short in _TOKENS.items() if name in tokens),
+            "" if cost is None else f"${cost:.4f}",
+            f"{row.get('ms', '')}ms",
+            str(row.get("note", "")),
+        ]
+        typer.echo(" ".join(field for field in fields if field))
+    STDERR.print(f"{len(rows)} requests · ${spent:.4f}")
+
+
+_TOKENS = {
+    "input_tokens": "in",
+    "output_tokens": "out",
+    "cache_read_input_tokens": "cache_read",
+    "cache_creation_input_tokens": "cache_write",
+}
+
+
+@app.command()
+def report(
+    run: RunArg = None,
+    workspace: Workspace = None,
+    out: Annotated[
+        Path | None,
+        typer.Option(
+            "--out",
+            "-o",
+            help="The HTML page [default: report.html in the run's host-only records].",
+            show_default=False,
+        ),
+    ] = None,
+    svg_out: SvgOut = None,
+    png_out: PngOut = None,
+) -> None:
+    """Draw a run as `flower report` does: steps, rounds, faults, waits, cost, context."""
+    found = find(workspace, run)
+    drawn = timeline(found)
+    if not drawn.bars:
+        raise RunError(f"run {found.run_id} recorded no steps yet: nothing to draw")
+    html = out or found.state_dir / "report.html"
+    try:
+        written = write_report(drawn, html=html, svg_path=svg_out, png_path=png_out)
+    except FlowerError as exc:
+        raise ConfigError(str(exc)) from exc
+    for path in written:
+        STDERR.print(f"wrote {path}")
 
 
 @app.command()

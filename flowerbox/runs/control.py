@@ -26,7 +26,8 @@ from typing import Any, TextIO
 from rich.console import Console
 from rich.markup import escape
 
-from flower import Event, RunDir
+from flower import Event, RunDir, Timeline, iso_utc, read_timeline
+from flowerbox.box import state
 from flowerbox.box.engine import Box, connect
 from flowerbox.box.untrusted import clean_data, exists, read_from, real_folder
 from flowerbox.box.untrusted import drop as drop_file
@@ -39,6 +40,7 @@ STDERR = Console(stderr=True, highlight=False, soft_wrap=True)
 DELIVERY_WAIT_S = 10.0  # how long answer/send wait to see the run take the file
 EVENTS_CHUNK = 1024 * 1024  # read at a time from a run's events file
 END_WAIT_S = 60.0  # how long stop waits for the run's keeper to record the end
+MAX_RESUMES = 100  # how far back a report follows a run's resumed_from
 
 
 def find(workspace: Path | None, run: str | None) -> Run:
@@ -64,9 +66,9 @@ def summary(run: Run) -> dict[str, Any]:
         "run_id": run.run_id,
         "status": run.status,
         "exit_code": run.exit_code,
-        "age": records.age(run),
-        "started": run.meta.get("started"),
-        "ended": run.meta.get("ended"),
+        "age_s": records.age(run),
+        "started_at": iso_utc(records.moment(run, "started")),
+        "ended_at": iso_utc(records.moment(run, "ended")),
         "cost_usd": run.cost_usd(),
         "workspace": run.meta.get("workspace"),
         "command": run.meta.get("command", []),
@@ -126,6 +128,37 @@ def follow_events(run: Run, sink: Callable[[Any], Any], *, follow: bool) -> Run:
             drain()
             return latest
     return latest
+
+
+def timeline(run: Run) -> Timeline:
+    """The run drawn as flower's report draws it, read from the box-written run dir through
+    flowerbox.box.untrusted (no link followed, regular files only, bounded). Its events are
+    those of this box run and of the runs it resumed (host-only records name them)."""
+    # lazy: the model's default window comes from flower.core.agent, which loads the SDK
+    from flower import default_window
+
+    spec = run.spec()
+    try:
+        below = spec.run_dir.relative_to(spec.workspace)
+    except ValueError as exc:
+        raise RunError(f"run {run.run_id} keeps its run dir outside its workspace") from exc
+
+    def read(relative: str, limit: int) -> bytes | None:
+        return read_from(spec.workspace, below / relative, offset=0, limit=limit)
+
+    chain = [run.run_id]
+    while len(chain) < MAX_RESUMES and (earlier := _resumed_from(chain[-1])) is not None:
+        chain.append(earlier)
+    events = [RunDir(".").events(run_id).as_posix() for run_id in reversed(chain)]
+    return read_timeline(
+        spec.run_dir, workspace=spec.workspace, events=events, read=read, window=default_window()
+    )
+
+
+def _resumed_from(run_id: str) -> str | None:
+    found = records.load(state.run_folder(run_id))
+    earlier = found.meta.get("resumed_from") if found is not None else None
+    return earlier if isinstance(earlier, str) and state.RUN_ID.fullmatch(earlier) else None
 
 
 def stop_run(run: Run) -> Run:

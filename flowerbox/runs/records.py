@@ -8,7 +8,11 @@ Every box run (attached or detached) has a host-only folder, BoxSpec.state_dir
                        box from this alone.
     output.log         the agent's stdout and stderr (detached)
     supervisor.log     the detached supervisor's own lines
-    gateway/           the gateway's usage ledger and egress log (mounted into it alone)
+    agent.stderr.log, gateway.stderr.log
+                       each container's stderr, kept by the host as it removes the container
+                       (flowerbox.box.engine; its last 4 MiB)
+    gateway/           the gateway's usage ledger, its request log (one JSON line per API
+                       request) and egress log (mounted into it alone)
 
 flower's Events are the one record written inside the box (`--events`, into the workspace's
 runs/events/<run_id>.jsonl): the host reads them, and the questions in runs/asks.json, only
@@ -24,6 +28,7 @@ Errors:
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import time
@@ -46,6 +51,7 @@ META = "meta.json"
 OUTPUT = "output.log"
 SUPERVISOR_LOG = "supervisor.log"
 MAX_ASKS_BYTES = 256 * 1024
+REQUESTS_READ = 16 * 1024 * 1024  # the end of a run's request log that `logs --requests` reads
 
 STARTING, RUNNING, LOST = "starting", "running", "lost"
 LIVE = (STARTING, RUNNING)
@@ -200,6 +206,30 @@ def usage(spec: BoxSpec) -> dict[str, Any]:
 # --- reading ------------------------------------------------------------------------------
 
 
+def requests(run: Run) -> list[dict[str, Any]]:
+    """The run's API requests as its gateway logged them, oldest first (the log's last
+    REQUESTS_READ bytes); every text cleaned of terminal controls, for the model and the path
+    are what the box sent."""
+    try:
+        with run.spec().requests_log.open("rb") as handle:
+            size = handle.seek(0, 2)
+            handle.seek(max(0, size - REQUESTS_READ))
+            data = handle.read(REQUESTS_READ)
+    except FileNotFoundError:
+        return []
+    except OSError as exc:
+        raise RunError(f"cannot read the request log of run {run.run_id}: {exc}") from exc
+    rows = []
+    for line in data.splitlines():
+        try:
+            row = json.loads(line)
+        except ValueError:
+            continue  # the first line, cut by the seek; or a line being written
+        if isinstance(row, dict):
+            rows.append(clean_data(row))
+    return rows
+
+
 def load(state_dir: Path) -> Run | None:
     """The run recorded in `state_dir`; None when there is none (or it cannot be read)."""
     try:
@@ -320,13 +350,24 @@ def _decode(cls: type[Any], value: Any) -> Any:
 # --- helpers ------------------------------------------------------------------------------
 
 
-def age(run: Run, now: float | None = None) -> str:
-    """How long ago the run started: 12s, 5m, 3h, 2d."""
+def moment(run: Run, key: str) -> float | None:
+    """The run's `started` or `ended` time (meta.json, host-only) as a Unix time."""
     try:
-        started = datetime.fromisoformat(str(run.meta.get("started"))).timestamp()
+        return datetime.fromisoformat(str(run.meta.get(key))).timestamp()
     except ValueError:
+        return None
+
+
+def age(run: Run, now: float | None = None) -> int | None:
+    """How many seconds ago the run started (None when its meta does not say)."""
+    started = moment(run, "started")
+    return None if started is None else max(0, int((now or time.time()) - started))
+
+
+def age_text(seconds: int | None) -> str:
+    """An age as ps shows it: 12s, 5m, 3h, 2d."""
+    if seconds is None:
         return "?"
-    seconds = max(0, int((now or time.time()) - started))
     for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
         if seconds >= size:
             return f"{seconds // size}{unit}"

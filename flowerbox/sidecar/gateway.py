@@ -1,7 +1,7 @@
 """The credential-injecting gateway: the only process of a box that holds the real API key.
 
     python -m flowerbox.sidecar.gateway --socket DIR/api.sock --credentials creds.env \\
-        --usage usage.json [--budget USD] [--prices prices.json] \\
+        --usage usage.json [--requests requests.jsonl] [--budget USD] [--prices prices.json] \\
         [--proxy-socket DIR/proxy.sock --egress-log egress.jsonl --allow DOMAIN ...]
 
 It listens on a unix socket (mode 0600) that the agent's container reaches through
@@ -36,8 +36,9 @@ to `--egress-log` (docs/egress.md).
 
 The credentials file is read once at start and its values are never logged, printed or
 passed on in argv or an environment. One line per request goes to stderr: method, path,
-status, model, tokens, cost, milliseconds. SIGTERM (or SIGINT) closes the socket, removes
-the socket file and exits 0.
+status, model, tokens, cost, milliseconds; with `--requests` the same, as a JSON line, to that
+file (the run's host-only gateway folder: `flowerbox logs --requests` shows it after the
+container is gone). SIGTERM (or SIGINT) closes the socket, removes the socket file and exits 0.
 
 Errors: `GatewayError` (unusable credentials file; the message names the file, not values).
 """
@@ -70,7 +71,7 @@ from flowerbox.sidecar.egress import Policy
 from flowerbox.sidecar.http import Incoming, RequestReader, linger_close
 from flowerbox.sidecar.meter import Meter, Reservation, UsageReader, json_object
 from flowerbox.sidecar.pricing import PriceTable, load_prices, token_count
-from flowerbox.sidecar.proxy import HOP_BY_HOP, EgressLog, EgressProxy, PrivateUnixServer
+from flowerbox.sidecar.proxy import HOP_BY_HOP, EgressProxy, JsonLines, PrivateUnixServer
 from flowerbox.wire import PLACEHOLDER_KEY
 
 __all__ = [
@@ -129,6 +130,7 @@ HEALTH_TIMEOUT = 3.0
 # The CLI's own request timeout (X-Stainless-Timeout) is 600 s; a stream idle longer is dead.
 UPSTREAM_TIMEOUT = 600.0
 CHUNK = 64 * 1024
+MODEL_SHOWN = 100  # a model name is the client's to choose: logged cut short
 # The hop-by-hop headers, and the framing the gateway sets itself on each side.
 _HOP_BY_HOP = HOP_BY_HOP | {"transfer-encoding", "content-length"}
 
@@ -285,12 +287,14 @@ class Gateway(PrivateUnixServer):
         credentials: Credentials,
         meter: Meter,
         log: TextIO = sys.stderr,
+        requests: JsonLines | None = None,
         admission_wait: float = ADMISSION_WAIT,
     ) -> None:
         self.credentials = credentials
         self.upstream = Upstream(credentials.base_url)
         self.meter = meter
         self.log = log
+        self.requests = requests or JsonLines(None)
         self.admission_wait = admission_wait
         self.secrets = credentials.secrets()
         self._log_lock = threading.Lock()
@@ -303,6 +307,12 @@ class Gateway(PrivateUnixServer):
     def line(self, text: str) -> None:
         with self._log_lock:
             print(f"flowerbox-gateway: {self.scrub(text)}", file=self.log, flush=True)
+
+    def record(self, **fields: Any) -> None:
+        """One request's line in the requests file, its texts scrubbed like a log line."""
+        self.requests.record(
+            **{k: self.scrub(v) if isinstance(v, str) else v for k, v in fields.items()}
+        )
 
     def scrub(self, text: str) -> str:
         """`text` with every secret of the credentials file (the key, the token, the base
@@ -347,6 +357,7 @@ class _Connection(socketserver.BaseRequestHandler):
         with contextlib.suppress(OSError):
             self.request.sendall(head.encode() + data)
         self.server.line(f"- - {exc.status} refused: {exc}")
+        self.server.record(method="-", path="-", status=exc.status, note=f"refused: {exc}")
 
 
 class _Exchange:
@@ -443,11 +454,10 @@ class _Exchange:
             usage["output_tokens"] = max(token_count(usage.get("output_tokens")), reader.deltas)
             model = reader.model or model or "unknown"
             tokens, cost = meter.add(model, usage, reservation=reservation)
-            summary = " ".join(f"{k.removesuffix('_tokens')}={v}" for k, v in tokens.items())
-            self._done(status, model, f"{summary} ${cost:.4f}")
+            self._done(status, model, tokens=tokens, cost=cost)
         elif reservation is not None and 200 <= status < 300:
             cost = meter.keep(reservation, model or "unknown")
-            self._done(status, model, f"no usage arrived: charged its worst case ${cost:.4f}")
+            self._done(status, model, "no usage arrived: charged its worst case", cost=cost)
         else:
             if reservation is not None:
                 meter.release(reservation)
@@ -505,11 +515,32 @@ class _Exchange:
             self.reader.send(h11.Data(data=data))
         self.reader.send(h11.EndOfMessage())
 
-    def _done(self, status: int, model: str | None = None, note: str = "") -> None:
-        ms = (time.perf_counter() - self.started) * 1000
-        target = _shown(self.incoming.target)
-        fields = [self.incoming.method, target, str(status), model or "-", note, f"{ms:.0f}ms"]
-        self.gateway.line(" ".join(f for f in fields if f))
+    def _done(
+        self,
+        status: int,
+        model: str | None = None,
+        note: str = "",
+        *,
+        tokens: dict[str, int] | None = None,
+        cost: float | None = None,
+    ) -> None:
+        """The request's line on stderr and in the requests file."""
+        ms = round((time.perf_counter() - self.started) * 1000)
+        target, model = _shown(self.incoming.target), _shown(model or "-", MODEL_SHOWN)
+        counted = " ".join(f"{k.removesuffix('_tokens')}={v}" for k, v in (tokens or {}).items())
+        spent = "" if cost is None else f"${cost:.4f}"
+        fields = [self.incoming.method, target, str(status), model, counted, note, spent]
+        self.gateway.line(" ".join(f for f in [*fields, f"{ms}ms"] if f))
+        self.gateway.record(
+            method=self.incoming.method,
+            path=target,
+            status=status,
+            model=model,
+            tokens=tokens or {},
+            cost_usd=None if cost is None else round(cost, 6),
+            ms=ms,
+            note=note,
+        )
 
 
 def _chunks(response: http.client.HTTPResponse) -> Iterator[bytes]:
@@ -523,9 +554,10 @@ def _error(kind: str, message: str) -> dict[str, Any]:
     return {"type": "error", "error": {"type": kind, "message": message}}
 
 
-def _shown(target: str) -> str:
-    """A request target for a message or a log line: what the client sent, cut short."""
-    return target if len(target) <= 200 else target[:200] + "..."
+def _shown(text: str, limit: int = 200) -> str:
+    """A request target (or model) for a message or a log line: what the client sent, cut
+    short."""
+    return text if len(text) <= limit else text[:limit] + "..."
 
 
 def _endpoint_message(method: str, target: str) -> str:
@@ -544,6 +576,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--socket", type=Path, required=True, help="unix socket to listen on")
     parser.add_argument("--credentials", type=Path, required=True, help=".env with the key")
     parser.add_argument("--usage", type=Path, required=True, help="usage JSON, rewritten live")
+    parser.add_argument("--requests", type=Path, help="JSON lines, one per request")
     parser.add_argument("--budget", type=float, help="USD; model requests are refused after it")
     parser.add_argument("--prices", type=Path, help="JSON prices laid over the shipped table")
     egress = parser.add_argument_group("egress proxy (docs/egress.md)")
@@ -561,6 +594,7 @@ def main(argv: list[str] | None = None) -> int:
         prices = load_prices(args.prices) if args.prices else PriceTable()
         policy = Policy.parse(args.allow, args.allow_preset)
         egress_log = _egress_log(args.egress_log) if args.proxy_socket else None
+        requests = _json_lines(args.requests, "requests log")
     except FlowerboxError as exc:  # this process's own entry: its one place for them
         print(f"flowerbox-gateway: {exc}", file=sys.stderr)
         return 2
@@ -569,7 +603,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.proxy_socket and egress_log is not None:
         # Bound before the API socket: whoever waits for api.sock finds the proxy up too.
         servers.append(EgressProxy(args.proxy_socket, policy=policy, log=egress_log))
-    gateway = Gateway(args.socket, credentials=credentials, meter=meter)
+    gateway = Gateway(args.socket, credentials=credentials, meter=meter, requests=requests)
     servers.append(gateway)
 
     def stop(signum: int, frame: object) -> None:
@@ -596,18 +630,25 @@ def main(argv: list[str] | None = None) -> int:
             server.server_close()
         if egress_log is not None:
             egress_log.close()
+        requests.close()
     gateway.line("stopped")
     return 0
 
 
-def _egress_log(path: Path | None) -> EgressLog:
+def _egress_log(path: Path | None) -> JsonLines:
     if path is None:
         raise GatewayError("--proxy-socket needs --egress-log: every decision is logged")
+    return _json_lines(path, "egress log")
+
+
+def _json_lines(path: Path | None, name: str) -> JsonLines:
+    """A JSON lines file opened for appending (None: no file)."""
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        return EgressLog(path)
+        if path is not None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        return JsonLines(path)
     except OSError as exc:
-        raise GatewayError(f"cannot open the egress log {path}: {exc}") from exc
+        raise GatewayError(f"cannot open the {name} {path}: {exc}") from exc
 
 
 if __name__ == "__main__":

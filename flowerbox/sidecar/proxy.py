@@ -1,7 +1,7 @@
 """The egress proxy: the agent's only way to the network, served by the gateway process on a
 unix socket (`/run/flowerbox/proxy.sock`; the relay inside makes it 127.0.0.1:3128).
 
-    proxy = EgressProxy(path, policy=Policy.parse(["pypi.org"]), log=EgressLog(jsonl_path))
+    proxy = EgressProxy(path, policy=Policy.parse(["pypi.org"]), log=JsonLines(jsonl_path))
     threading.Thread(target=proxy.serve_forever, daemon=True).start()
 
 Two request forms, filtered alike by `flowerbox.sidecar.egress.Policy`:
@@ -55,7 +55,7 @@ from flowerbox.sidecar.http import Incoming, RequestReader, linger_close
 
 __all__ = [
     "Connector",
-    "EgressLog",
+    "JsonLines",
     "EgressProxy",
     "PrivateUnixServer",
     "Resolver",
@@ -97,8 +97,9 @@ def system_resolver(host: str, port: int) -> list[IPAddress]:
     return found
 
 
-class EgressLog:
-    """One JSON line per decision, appended with a single write (0600; None: no file)."""
+class JsonLines:
+    """One JSON line per record (an egress decision, a gateway request), appended with a
+    single write, stamped with the time (0600; None: no file)."""
 
     def __init__(self, path: Path | None) -> None:
         self.path = path
@@ -107,7 +108,7 @@ class EgressLog:
     def record(self, **fields: Any) -> None:
         if self._fd is None:
             return
-        now = datetime.now(UTC).isoformat(timespec="milliseconds")
+        now = datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
         line = json.dumps({"time": now, **fields}, ensure_ascii=False) + "\n"
         os.write(self._fd, line.encode())
 
@@ -168,7 +169,7 @@ class EgressProxy(PrivateUnixServer):
         socket_path: Path,
         *,
         policy: Policy,
-        log: EgressLog,
+        log: JsonLines,
         resolver: Resolver = system_resolver,
         connector: Connector = socket.create_connection,
         connect_timeout: float = CONNECT_TIMEOUT,

@@ -28,6 +28,10 @@ ADDED = {
 }
 # Added by issue 19: the price table the gateway and Runtime's running accounts share.
 ADDED |= {"DEFAULT_PRICES", "Price", "PriceTable", "token_count"}
+# Added by issue 20: one run id for both CLIs, and the time format of every --json document.
+ADDED |= {"RUN_ID_ENV", "iso_utc", "new_run_id"}
+# Added by issue 20: the run's timeline, which flowerbox's `report RUN` draws from the host.
+ADDED |= {"Timeline", "read_timeline"}
 # Added by issue 21: the folders no run may work in, said the same by flower and flowerbox.
 ADDED |= {"shown", "workspace_refusal"}
 # ... and the variable flowerbox tells the box's flower how its questions are answered by.

@@ -13,6 +13,7 @@ import pytest
 
 from flower.cli.analyze import transcript_stats
 from flower.testing import FakeAPI, When, rules, sequence, text, tool
+from tests.json_contract import parse_document
 
 FLOWER = [sys.executable, "-m", "flower.cli"]
 LEAKY = ("ANTHROPIC_", "CLAUDE_", "FLOWER_")
@@ -81,10 +82,10 @@ def run_dir(fake_api: FakeAPI, claude_home: Path, workspace: Path) -> Path:
 def test_analyze_counts_what_the_model_was_asked_to_do(
     run_dir: Path, fake_api: FakeAPI, claude_home: Path
 ) -> None:
-    before = {p.name: p.read_bytes() for p in run_dir.iterdir()}
+    before = {p: p.read_bytes() for p in run_dir.rglob("*") if p.is_file()}  # events/ too
     done = flower("analyze", str(run_dir), "--json", env=offline_env(claude_home), cwd=run_dir)
     assert done.returncode == 0, done.stderr
-    data = json.loads(done.stdout)
+    data = parse_document(done.stdout)
     (row,) = json.loads((run_dir / "manifest.json").read_text())
     (session,) = data["sessions"]
     assert session["session_id"] == row["session_id"] and session["steps"] == ["once"]
@@ -107,7 +108,7 @@ def test_analyze_counts_what_the_model_was_asked_to_do(
     path = str(run_dir.parent / "ws" / "big.txt")  # long under pytest's tmp: cut at 60
     assert path.startswith(biggest["target"].removesuffix("…"))
     assert len(data["largest_results"]) == 5
-    assert {p.name: p.read_bytes() for p in run_dir.iterdir()} == before  # nothing written
+    assert {p: p.read_bytes() for p in run_dir.rglob("*") if p.is_file()} == before  # unwritten
 
 
 def test_analyze_tables_name_tools_and_the_subagent(run_dir: Path, claude_home: Path) -> None:

@@ -13,6 +13,7 @@ from flower.core.lineage import Lineage
 from flower.testing import FakeAPI
 from flower.testing.demo import DEMO_ASK, starter_cast
 from tests.cli.conftest import FLOWER, flower, stop_mid_work
+from tests.json_contract import parse_document
 
 
 def test_an_unattended_run_reaches_its_goal_and_says_so_in_json(
@@ -30,10 +31,17 @@ def test_an_unattended_run_reaches_its_goal_and_says_so_in_json(
         cwd=workspace.parent,
     )
     assert done.returncode == 0, done.stderr
-    summary = json.loads(done.stdout)  # stdout carries the JSON only; the events go to stderr
+    summary = parse_document(done.stdout)  # stdout carries the JSON only; the events go to stderr
     assert summary["status"] == "achieved" and summary["exit_code"] == 0
     assert summary["verdict"]["state"] == "achieved"
-    assert [s["step"] for s in summary["steps"]] == ["确认需求", "设定目标", "干活", "干活·判定#1"]
+    # Stable ids for scripts, the recorded labels for people.
+    assert [(s["step"], s["role"], s["round"]) for s in summary["steps"]] == [
+        ("clarify", "step", None),
+        ("goal", "step", None),
+        ("work", "step", None),
+        ("work", "judge", 1),
+    ]
+    assert [s["name"] for s in summary["steps"]] == ["确认需求", "设定目标", "干活", "干活·判定#1"]
     assert summary["cost_usd"] > 0
     assert (workspace / "hello.py").read_text() == 'print("hello")\n'
     assert "fresh run" in done.stderr and "q1 timeout" in done.stderr
@@ -56,9 +64,10 @@ def test_a_goal_not_reached_exits_1(
         cwd=workspace.parent,
     )
     assert done.returncode == 1, done.stderr
-    summary = json.loads(done.stdout)
-    assert summary["status"] == "not_achieved" and summary["failed_at"] == "干活"
-    assert [s["step"] for s in summary["steps"]][-2:] == ["干活#round2", "干活·判定#2"]
+    summary = parse_document(done.stdout)
+    assert summary["status"] == "not_achieved" and summary["failed_at"] == "work"
+    assert [s["name"] for s in summary["steps"]][-2:] == ["干活#round2", "干活·判定#2"]
+    assert [(s["role"], s["round"]) for s in summary["steps"]][-2:] == [("step", 2), ("judge", 2)]
 
 
 def test_an_unreachable_goal_with_nobody_to_ask_exits_3(
@@ -76,7 +85,7 @@ def test_an_unreachable_goal_with_nobody_to_ask_exits_3(
         cwd=workspace.parent,
     )
     assert done.returncode == 3, done.stderr
-    assert json.loads(done.stdout)["status"] == "needs_human"
+    assert parse_document(done.stdout)["status"] == "needs_human"
 
 
 def test_a_second_ask_in_the_folder_wakes_the_run(

@@ -16,6 +16,7 @@ from flower.core.lineage import Lineage
 from flower.testing import FakeAPI, Reply, Request, When, rules, text, tool
 from flower.testing.demo import DEMO_ASK, starter_cast, verdict_reply
 from tests.cli.conftest import FLOWER, flower
+from tests.json_contract import parse_document
 
 SLOW = "echo $$ > {pidfile}; exec sleep 120"
 
@@ -85,10 +86,12 @@ def test_a_killed_attempt_keeps_its_row_and_the_round_goes_on(
     assert row["usage"]["api_calls"] >= 1 and row["usage"]["input_tokens"] > 0
     assert row["cost_usd"] > 0
     status = flower("status", str(runs), "--json", env=cli_env, cwd=workspace.parent)
-    [shown] = [s for s in json.loads(status.stdout)["steps"] if s["step"] == "干活#round2"]
+    [run] = parse_document(status.stdout)["runs"]
+    assert run["state"] == "lost" and run["current"] is None  # its process is gone
+    [shown] = [s for s in run["steps"] if s["name"] == "干活#round2"]
     assert shown["state"] == "interrupted" and shown["cost_usd"] == row["cost_usd"]
     analyzed = flower("analyze", str(runs), "--json", env=cli_env, cwd=workspace.parent)
-    [seen] = [s for s in json.loads(analyzed.stdout)["steps"] if s["step"] == "干活#round2"]
+    [seen] = [s for s in parse_document(analyzed.stdout)["steps"] if s["name"] == "干活#round2"]
     assert seen["state"] == "interrupted" and seen["usage"] == row["usage"]
 
     fake_api.script = starter_cast()
@@ -97,7 +100,7 @@ def test_a_killed_attempt_keeps_its_row_and_the_round_goes_on(
         env=cli_env, cwd=workspace.parent,
     )  # fmt: skip
     assert again.returncode == 0, again.stderr
-    steps = [s["step"] for s in json.loads(again.stdout)["steps"]]
+    steps = [s["name"] for s in parse_document(again.stdout)["steps"]]
     assert steps == ["干活#round2", "干活·判定#2"]  # round 2 is still round 2
 
 

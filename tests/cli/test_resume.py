@@ -5,13 +5,13 @@ cast, a run stopped mid-work by SIGTERM."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
 
 from flower.testing import DEMO_ASK, FakeAPI, starter_cast
 from tests.cli.conftest import flower, stop_mid_work
+from tests.json_contract import parse_document
 
 WAKE_WORDS = "人在唤醒这次运行时补充了"  # what the coordinator is told of a new ask on a wake
 NOTES = Path(".flower") / "notes"
@@ -39,7 +39,7 @@ def test_continuing_redoes_nothing_and_amends_nothing(
         *again, "--timeout", "0", "--json", "-w", str(workspace), env=cli_env, cwd=workspace.parent
     )
     assert done.returncode == 0, done.stderr
-    summary = json.loads(done.stdout)
+    summary = parse_document(done.stdout)
     assert summary["status"] == "achieved"
     assert "设定目标" not in [
         step["step"] for step in summary["steps"]
@@ -62,14 +62,14 @@ def test_a_new_ask_amends_the_run_and_says_so(
     assert done.returncode == 0, done.stderr
     assert "a new ask: it is added to the brief" in done.stderr
     assert "再打印一行 world" in (workspace / NOTES / "需求.md").read_text()
-    steps = [step["step"] for step in json.loads(done.stdout)["steps"]]
-    assert "设定目标" in steps  # the goal is set again from the amended brief
+    steps = [step["step"] for step in parse_document(done.stdout)["steps"]]
+    assert "goal" in steps  # the goal is set again from the amended brief
     assert any(r.contains(WAKE_WORDS) for r in fake_api.main_requests())
     # and that ask, given again, is no newer than the first time
     again = flower(*new_ask, env=cli_env, cwd=workspace.parent)
     assert again.returncode == 0, again.stderr
     assert "the same ask as before" in again.stderr
-    assert "设定目标" not in [step["step"] for step in json.loads(again.stdout)["steps"]]
+    assert "goal" not in [step["step"] for step in parse_document(again.stdout)["steps"]]
 
 
 def test_resume_with_nothing_to_resume_says_so(

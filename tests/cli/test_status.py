@@ -16,8 +16,12 @@ from pathlib import Path
 import pytest
 
 from flower.core.inbox import write_asks
-from flower.core.manifest import record_rows
+from flower.core.manifest import WriterLock, record_rows
+from flower.core.rundir import RunDir
+from flower.core.runlock import holding_the_run
+from flower.core.times import iso_utc
 from flower.testing import FakeAPI, sequence, text, tool
+from tests.json_contract import parse_document
 
 FLOWER = [sys.executable, "-m", "flower.cli"]
 LEAKY = ("ANTHROPIC_", "CLAUDE_", "FLOWER_")
@@ -63,7 +67,7 @@ def run_dir(fake_api: FakeAPI, claude_home: Path, workspace: Path) -> Path:
 
 
 def test_status_of_a_real_run(run_dir: Path, claude_home: Path) -> None:
-    before = {p.name: p.read_bytes() for p in run_dir.iterdir()}
+    before = {p: p.read_bytes() for p in run_dir.rglob("*") if p.is_file()}  # events/ too
     (row,) = json.loads((run_dir / "manifest.json").read_text())
     done = flower("status", str(run_dir), env=offline_env(claude_home), cwd=run_dir.parent)
     assert done.returncode == 0, done.stderr
@@ -71,7 +75,7 @@ def test_status_of_a_real_run(run_dir: Path, claude_home: Path) -> None:
     assert row["session_id"][:8] in done.stdout
     assert f"total cost: ${row['cost_usd']:.4f}" in done.stdout
     # Nothing written, not even SQLite's -shm/-wal beside a database at rest.
-    assert {p.name: p.read_bytes() for p in run_dir.iterdir()} == before
+    assert {p: p.read_bytes() for p in run_dir.rglob("*") if p.is_file()} == before
 
 
 def test_status_json_is_the_same_data(run_dir: Path, claude_home: Path) -> None:
@@ -80,8 +84,10 @@ def test_status_json_is_the_same_data(run_dir: Path, claude_home: Path) -> None:
         "status", str(run_dir), "--json", env=offline_env(claude_home), cwd=run_dir.parent
     )
     assert done.returncode == 0, done.stderr
-    data = json.loads(done.stdout)
-    (step,) = data["steps"]
+    data = parse_document(done.stdout)
+    (run,) = data["runs"]
+    assert run["run_id"] == row["run"] and run["state"] == "done" and not data["live"]
+    (step,) = run["steps"]
     assert step["step"] == "once" and step["ok"] is True
     assert step["session_id"] == row["session_id"] and step["num_turns"] == 3
     (session,) = data["sessions"]
@@ -106,10 +112,52 @@ def test_pending_questions_show_with_their_ids(tmp_path: Path, claude_home: Path
     assert "waiting for you" in shown.stdout and "q7" in shown.stdout
     assert "Which database should the service use?" in shown.stdout
     assert "sqlite / postgres" in shown.stdout and '"answer": "q7"' not in shown.stdout
-    data = json.loads(
+    data = parse_document(
         flower("status", str(runs), "--json", env=offline_env(claude_home), cwd=tmp_path).stdout
     )
-    assert data["pending_asks"] == [ask]
+    assert data["pending_asks"] == [{**ask, "asked_at": iso_utc(ask["asked_at"])}]
+
+
+def test_status_groups_the_attempts_by_run_with_each_runs_state(
+    tmp_path: Path, claude_home: Path
+) -> None:
+    runs = tmp_path / "runs"
+    now = time.time()
+    record_rows(runs / "manifest.json", [{"step": "a", "ok": True, "state": "ended",
+        "cost_usd": 0.25, "started_at": now - 60, "ended_at": now - 50}], run="old")  # fmt: skip
+    stopped = {"step": "b", "ok": False, "state": "ended", "error": "stopped-from-outside"}
+    record_rows(runs / "manifest.json", [stopped], run="stopped")
+    record_rows(runs / "manifest.json", [{"step": "c", "state": "running"}], run="killed")
+    live = [
+        {"step": "干活", "ok": True, "state": "ended", "cost_usd": 0.5, "started_at": now - 9},
+        {"step": "干活·判定#1", "state": "running", "cost_usd": 0.125, "pid": os.getpid()},
+    ]
+    record_rows(runs / "manifest.json", live, run="live")
+    write_asks(runs, [{"id": "q1", "question": "Which?", "options": [], "asked_at": now}])
+    lock = WriterLock(RunDir(runs).writer("live"))
+    lock.hold()
+    try:
+        with holding_the_run(runs, ["flower", "go", "x"]):
+            data = parse_document(
+                flower(
+                    "status", str(runs), "--json", env=offline_env(claude_home), cwd=tmp_path
+                ).stdout
+            )
+            table = flower("status", str(runs), env=offline_env(claude_home), cwd=tmp_path)
+    finally:
+        lock.release()
+    states = {run["run_id"]: run["state"] for run in data["runs"]}
+    assert states == {"old": "done", "stopped": "stopped", "killed": "lost", "live": "waiting"}
+    [running] = [run for run in data["runs"] if run["run_id"] == "live"]
+    assert running["pid"] == os.getpid() and running["waiting_for"] == ["q1"]
+    assert running["current"]["step"] == "work" and running["current"]["role"] == "judge"
+    assert running["cost_usd"] == 0.625 and data["total_cost_usd"] == 0.875
+    assert data["live"] and not data["final"]
+    assert [run["run_id"] for run in data["runs"]][0] == "old"  # oldest first
+    assert "run old · done" in table.stdout
+    assert f"run live · waiting for a human · pid {os.getpid()} · $0.6250" in table.stdout
+    assert "now 干活·判定#1 ($0.1250 so far)" in table.stdout
+    assert "waiting for you: q1" in table.stdout
 
 
 def test_failed_attempts_are_listed(tmp_path: Path, claude_home: Path) -> None:
@@ -144,8 +192,8 @@ def test_a_locked_database_is_a_problem_line_not_a_crash(tmp_path: Path, claude_
         holder.execute("ROLLBACK")
         holder.close()
     assert done.returncode == 0, done.stderr
-    data = json.loads(done.stdout)
-    assert data["steps"][0]["step"] == "s" and data["sessions"] == []
+    data = parse_document(done.stdout)
+    assert data["runs"][0]["steps"][0]["step"] == "s" and data["sessions"] == []
     (problem,) = data["problems"]
     assert "sessions.db is busy" in problem and "locked" in problem
     assert "retry in a moment" in problem
@@ -204,20 +252,86 @@ def test_follow_redraws_when_the_manifest_changes_and_ctrl_c_exits_zero(
     runs = tmp_path / "runs"
     record_rows(runs / "manifest.json", [{"step": "first-step", "ok": True}], run="r1")
     env = offline_env(claude_home)
-    with Following(str(runs), "--follow", "--json", env=env, cwd=tmp_path) as follow:
+    with (
+        holding_the_run(runs, ["a run"]),  # a live run: --follow keeps following
+        Following(str(runs), "--follow", "--json", env=env, cwd=tmp_path) as follow,
+    ):
         assert follow.wait_for("first-step"), follow.seen
         rows = [{"step": "first-step", "ok": True}, {"step": "second-step", "ok": False}]
         record_rows(runs / "manifest.json", rows, run="r1")
         assert follow.wait_for("second-step"), follow.seen
-        assert json.loads(follow.seen[-1])["steps"][1]["step"] == "second-step"
+        last = parse_document(follow.seen[-1])
+        assert last["runs"][0]["steps"][1]["step"] == "second-step" and not last["final"]
         assert follow.interrupt() == 0
+
+
+def test_follow_ends_with_a_final_record_when_the_run_ends(
+    tmp_path: Path, claude_home: Path
+) -> None:
+    runs = tmp_path / "runs"
+    record_rows(runs / "manifest.json", [{"step": "only-step", "ok": True}], run="r1")
+    env = offline_env(claude_home)
+    with Following(str(runs), "-f", "--json", env=env, cwd=tmp_path) as follow:
+        with holding_the_run(runs, ["a run"]):
+            assert follow.wait_for("only-step"), follow.seen
+            assert not parse_document(follow.seen[-1])["final"]
+        assert follow.wait_for('"final": true'), follow.seen
+        assert follow.process.wait(timeout=10) == 0  # it ended on its own
+    records = [parse_document(line) for line in follow.seen]
+    assert [r["final"] for r in records][-1] is True and not records[-1]["live"]
+    assert [r["final"] for r in records].count(True) == 1
+
+
+def test_follow_of_a_run_dir_nobody_holds_prints_once_and_ends(
+    tmp_path: Path, claude_home: Path
+) -> None:
+    runs = tmp_path / "runs"
+    record_rows(runs / "manifest.json", [{"step": "only-step", "ok": True}], run="r1")
+    done = flower("status", str(runs), "-f", "--json", env=offline_env(claude_home), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    [record] = [parse_document(line) for line in done.stdout.splitlines()]
+    assert record["final"] and record["runs"][0]["state"] == "done"
 
 
 def test_follow_in_tables_redraws_too(tmp_path: Path, claude_home: Path) -> None:
     runs = tmp_path / "runs"
     runs.mkdir()
-    with Following(str(runs), "-f", env=offline_env(claude_home), cwd=tmp_path) as follow:
-        assert follow.wait_for("no step has finished yet"), follow.seen
+    with (
+        holding_the_run(runs, ["a run"]),
+        Following(str(runs), "-f", env=offline_env(claude_home), cwd=tmp_path) as follow,
+    ):
+        assert follow.wait_for("no step has started yet"), follow.seen
         write_asks(runs, [{"id": "q1", "question": "Go on?", "options": [], "asked_at": 0}])
         assert follow.wait_for("Go on?"), follow.seen
         assert follow.interrupt() == 0
+
+
+def test_status_shows_one_run_by_its_id_or_its_start(tmp_path: Path, claude_home: Path) -> None:
+    runs = tmp_path / "runs"
+    for run in ("20261201-100000-aaaaaa", "20261201-110000-bbbbbb"):
+        record_rows(runs / "manifest.json", [{"step": f"step-{run[-1]}", "ok": True}], run=run)
+    env = offline_env(claude_home)
+    picked = flower("status", str(runs), "--run", "20261201-11", "--json", env=env, cwd=tmp_path)
+    assert picked.returncode == 0, picked.stderr
+    [run] = parse_document(picked.stdout)["runs"]
+    assert run["run_id"] == "20261201-110000-bbbbbb" and run["steps"][0]["step"] == "step-b"
+    several = flower("status", str(runs), "-r", "20261201", "--json", env=env, cwd=tmp_path)
+    assert several.returncode == 2
+    assert "several runs" in parse_document(several.stdout)["error"]["message"]
+    none = flower("status", str(runs), "-r", "nope", env=env, cwd=tmp_path)
+    assert none.returncode == 2 and "20261201-100000-aaaaaa" in none.stderr
+
+
+@pytest.mark.parametrize("command", ["status", "analyze"])
+def test_off_a_terminal_no_cell_is_cut(tmp_path: Path, claude_home: Path, command: str) -> None:
+    """In CI (no tty, COLUMNS=80) the tables print every cell whole: costs, names, errors."""
+    runs = tmp_path / "runs"
+    name = "a step whose name is long enough to need more than eighty columns on its own"
+    error = "the upstream answered 529 overloaded three times in a row, then the step gave up"
+    row = {"step": name, "ok": False, "cost_usd": 0.041234, "error": error, "state": "ended"}
+    record_rows(runs / "manifest.json", [row], run="r1")
+    env = offline_env(claude_home) | {"COLUMNS": "80"}
+    done = flower(command, str(runs), env=env, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert name in done.stdout and error in done.stdout and "$0.0412" in done.stdout
+    assert "…" not in done.stdout

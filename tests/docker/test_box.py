@@ -23,6 +23,7 @@ from docker import DockerClient  # noqa: TID251 - these tests inspect the engine
 from flower.testing import Always, FakeAPI, Reply, Request, Usage, When, rules, text, tool
 from flower.testing.demo import DEMO_ASK, starter_cast
 from tests.docker.e2e import FLOWERBOX, REAL, as_user, box_env, ledger, usage_of, user_argv
+from tests.json_contract import parse_document
 
 pytestmark = pytest.mark.docker
 
@@ -38,7 +39,19 @@ def test_an_unattended_run_leaves_the_users_files_and_state_on_the_host(
         env=box_env(real_api, host_user),
     )
     assert done.returncode == 0, done.stderr[-3000:]
-    assert json.loads(done.stdout[done.stdout.index("{") :])["status"] == "achieved"
+    summary = parse_document(done.stdout)  # stdout is the one document, nothing else
+    assert summary["status"] == "achieved"
+    # One run id for both CLIs: flower inside ran under the id flowerbox gave the box.
+    assert {
+        row["run"] for row in json.loads((user_workspace / "runs/manifest.json").read_text())
+    } == {summary["run_id"]}
+    logs = as_user(
+        host_user,
+        [FLOWERBOX, "logs", summary["run_id"]],
+        cwd=user_workspace,
+        env=box_env(real_api, host_user),
+    )
+    assert logs.returncode == 0, logs.stderr
     # Isolation is on: the worker wrote in its own git worktree, kept because it changed.
     [hello] = (user_workspace / ".claude" / "worktrees").glob("agent-*/hello.py")
     assert hello.read_text() == 'print("hello")\n'

@@ -8,8 +8,10 @@ its own choosing, compose creates no bridge (no private-range address appears).
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -20,8 +22,16 @@ from tests.docker.e2e import REAL
 
 pytestmark = pytest.mark.docker
 
-COMPOSE = Path(__file__).resolve().parents[2] / "compose.yaml"
-HOST_GATEWAY = "services:\n  gateway:\n    network_mode: host\n"
+ROOT = Path(__file__).resolve().parents[2]
+COMPOSE = ROOT / "compose.yaml"
+# The override docs/deployment.md gives for an upstream on the host's loopback (the fake API).
+[HOST_GATEWAY] = [
+    textwrap.dedent(block)
+    for block in re.findall(
+        r"```yaml\n(.*?)```", (ROOT / "docs" / "deployment.md").read_text(), re.DOTALL
+    )
+    if "network_mode: host" in block
+]
 
 
 def test_compose_runs_flower_once_through_its_gateway(
@@ -66,12 +76,17 @@ def test_compose_runs_flower_once_through_its_gateway(
             timeout=300,
         )
         networks_during = {n.name for n in docker_client.networks.list()}
+        project_label = {"label": f"com.docker.compose.project=fbx{os.getpid()}"}
+        left_up = [c.name for c in docker_client.containers.list(filters=project_label)]
     finally:
         subprocess.run(
             [*base, "down"], env=env, cwd=user_workspace, capture_output=True, timeout=120
         )
     assert done.returncode == 0, done.stderr[-3000:]
     assert "hi from compose" in done.stdout
+    # `run --rm` leaves the gateway up (why the docs say `down`); `down` stops it.
+    assert [name for name in left_up if "gateway" in name] and len(left_up) == 1
+    assert docker_client.containers.list(all=True, filters=project_label) == []
     assert real_api.saw_key(REAL) and not real_api.saw_key("sk-flowerbox-placeholder")
     assert networks_during == networks_before  # compose made no network (no bridge address)
     assert (user_workspace / "runs" / "manifest.json").stat().st_uid == uid

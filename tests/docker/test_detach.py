@@ -26,6 +26,7 @@ from flower.core.lineage import Lineage
 from flower.testing import FakeAPI, Reply, Request, When, rules, sequence, text, tool
 from flower.testing.demo import DEMO_ASK, starter_cast
 from tests.docker.e2e import FLOWERBOX, USER, as_user, box_env, metas, state_of, user_argv
+from tests.json_contract import parse_document
 
 pytestmark = pytest.mark.docker
 
@@ -126,7 +127,7 @@ def test_a_detached_run_waits_for_a_question_answered_from_the_host(
     while time.monotonic() < deadline:
         ps = as_user(host_user, [FLOWERBOX, "ps", "--json"], cwd=ws, env=env)
         assert ps.returncode == 0, ps.stderr
-        rows = json.loads(ps.stdout)
+        rows = parse_document(ps.stdout)["runs"]
         if rows and rows[-1]["pending_asks"]:
             break
         time.sleep(0.5)
@@ -216,7 +217,9 @@ def test_stop_mid_step_then_resume_continues_the_same_session(
     boss = [r for r in real_api.main_requests() if "你是协调者" in r.system_text]
     assert boss[-1].headers.get("x-claude-code-session-id") == session  # the same session
     assert left_behind(docker_client, second) == []
-    ps = json.loads(as_user(host_user, [FLOWERBOX, "ps", "--json"], cwd=ws, env=env).stdout)
+    ps = parse_document(as_user(host_user, [FLOWERBOX, "ps", "--json"], cwd=ws, env=env).stdout)[
+        "runs"
+    ]
     assert [(r["run_id"], r["status"]) for r in ps] == [(run_id, "stopped"), (new_id, "done")]
 
 
@@ -232,7 +235,9 @@ def test_a_run_whose_supervisor_was_killed_is_lost_until_stop_cleans_it_up(
     worker_busy(real_api)
     os.kill(meta_of(ws, run_id)["keeper_pid"], signal.SIGKILL)
     time.sleep(0.5)
-    [row] = json.loads(as_user(host_user, [FLOWERBOX, "ps", "--json"], cwd=ws, env=env).stdout)
+    [row] = parse_document(as_user(host_user, [FLOWERBOX, "ps", "--json"], cwd=ws, env=env).stdout)[
+        "runs"
+    ]
     assert (row["run_id"], row["status"]) == (run_id, "lost")
     assert docker_client.containers.get(f"flowerbox-{run_id}").status == "running"
     refused = as_user(host_user, [FLOWERBOX, "again", "-d"], cwd=ws, env=env)

@@ -5,7 +5,6 @@ Attached (the CLI writes it) and detached (the run's supervisor writes it)."""
 
 from __future__ import annotations
 
-import json
 import subprocess
 import time
 from pathlib import Path
@@ -15,6 +14,7 @@ from docker import DockerClient  # noqa: TID251 - the image id the note must nam
 
 from flower.testing import FakeAPI, Reply, Request, When, rules, text, tool
 from tests.docker.e2e import FLOWERBOX, as_user, box_env, metas, usage_of
+from tests.json_contract import parse_document
 
 pytestmark = pytest.mark.docker
 
@@ -79,7 +79,7 @@ def test_a_commit_made_in_the_box_gets_a_note_on_the_host(
     hardened += "no-new-privileges, network none, read-only root"
     assert fields["box"].startswith(hardened), fields["box"]
     listed = as_user(host_user, [FLOWERBOX, "ps", "--json"], cwd=user_workspace)
-    [row] = json.loads(listed.stdout)
+    [row] = parse_document(listed.stdout)["runs"]
     assert row["box"]["cap_drop"] == ["ALL"] and row["box"]["read_only_root"] is True
     assert fields["claude-code"] and fields["flower"]
     assert (

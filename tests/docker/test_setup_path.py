@@ -5,7 +5,6 @@ real one and accepts only that key."""
 
 from __future__ import annotations
 
-import json
 import os
 import stat
 from pathlib import Path
@@ -16,6 +15,7 @@ from flower.testing import FakeAPI, text
 from flower.testing.demo import DEMO_ASK, starter_cast
 from flower.testing.request import fingerprint
 from tests.docker.e2e import FLOWERBOX, REAL, as_user, box_env, usage_of
+from tests.json_contract import parse_document
 
 pytestmark = pytest.mark.docker
 
@@ -52,7 +52,7 @@ def test_setup_then_ask_runs_on_the_saved_key_alone(
         env=env,  # no ANTHROPIC_* at all: the key comes from the file setup wrote
     )
     assert done.returncode == 0, done.stderr[-3000:]
-    assert json.loads(done.stdout[done.stdout.index("{") :])["status"] == "achieved"
+    assert parse_document(done.stdout)["status"] == "achieved"
     assert len(real_api.requests) > probes
     assert {request.key_fingerprint for request in real_api.requests} == {fingerprint(REAL)}
     usage = usage_of(host_user, user_workspace)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import ast
 import importlib
 import re
+import sys
 from pathlib import Path
 
 import pytest
@@ -40,10 +41,16 @@ def test_every_block_compiles_and_imports_what_exists() -> None:
 
 
 async def test_the_smallest_workflow_passes_the_pages_own_test(
-    flower_env: FakeAPI, tmp_path: Path
+    flower_env: FakeAPI, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    namespace: dict[str, object] = {"__name__": "workflow_design_page"}
-    exec(block_with('workflow = Workflow([Step("hello"'), namespace)
+    """Each block as a reader copies it: the workflow saved as hello_flow.py, the test run
+    alone in a namespace of its own (it imports the workflow, as the page says)."""
+    code = tmp_path / "code"
+    code.mkdir()
+    (code / "hello_flow.py").write_text(block_with('workflow = Workflow([Step("hello"'))
+    monkeypatch.syspath_prepend(str(code))
+    monkeypatch.delitem(sys.modules, "hello_flow", raising=False)
+    namespace: dict[str, object] = {"__name__": "test_hello_flow"}
     exec(block_with("async def test_hello"), namespace)
     workspace = tmp_path / "project"
     workspace.mkdir()

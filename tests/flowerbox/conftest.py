@@ -213,3 +213,14 @@ def routed(args: list[str]) -> list[str]:
     assert isinstance(group, FlowerboxGroup)
     with group.make_context("flowerbox", [], resilient_parsing=True) as ctx:
         return group.route(ctx, args)
+
+
+@pytest.fixture
+def xdg_state(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
+    """A private run index (XDG_STATE_HOME) and no credentials in the environment."""
+    for name in list(os.environ):
+        if name.startswith(("ANTHROPIC_", "FLOWER_", "CLAUDE_")):
+            monkeypatch.delenv(name)
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    return tmp_path / "state"

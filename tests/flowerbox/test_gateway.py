@@ -238,6 +238,30 @@ def test_json_replies_are_metered_per_model_and_unknown_models_say_so(
     assert usage["total_cost_usd"] == pytest.approx(21.0)
 
 
+def test_each_request_is_a_json_line_in_the_requests_log(
+    upstream: FakeAPI, start_gateway: Start, tmp_path: Path
+) -> None:
+    """What went only to stderr (and died with the container) is kept as data too."""
+    upstream.script = sequence(*(text("x", usage=Usage(1_000, 20)) for _ in range(2)))
+    log = tmp_path / "requests.jsonl"
+    gateway = start_gateway(upstream.url, args=("--requests", str(log)))
+    assert gateway.request("POST", MESSAGES, ask("claude-sonnet-4-5"))[0] == 200
+    odd = "\x1b]0;pwned\x07" + "m" * 500  # the model is the client's to name
+    assert gateway.request("POST", MESSAGES, ask(odd))[0] == 200
+    assert gateway.request("GET", "/v1/models")[0] == 403
+    gateway.settled(3)  # each line is written once the client has its answer: in any order
+    lines = [json.loads(line) for line in log.read_text().splitlines()]
+    first, second, refused = sorted(lines, key=lambda line: (line["status"], len(line["model"])))
+    assert first["method"] == "POST" and first["path"] == MESSAGES and first["status"] == 200
+    assert first["model"] == "claude-sonnet-4-5" and first["ms"] >= 0 and first["time"]
+    assert first["tokens"]["input_tokens"] == 1_000 and first["tokens"]["output_tokens"] == 20
+    assert first["cost_usd"] == pytest.approx(0.0033)
+    assert len(second["model"]) == 103 and second["model"].endswith("...")
+    assert refused["status"] == 403 and refused["note"].startswith("refused")
+    assert refused["cost_usd"] is None and REAL_KEY not in log.read_text()
+    assert stat.S_IMODE(log.stat().st_mode) == 0o600
+
+
 def test_one_connection_carries_several_requests(upstream: FakeAPI, start_gateway: Start) -> None:
     upstream.script = sequence(text("one"), text("two"), text("three"))
     gateway = start_gateway(upstream.url)

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from flowerbox.sidecar.egress import IPAddress, Policy
-from flowerbox.sidecar.proxy import EgressLog, EgressProxy, PrivateUnixServer
+from flowerbox.sidecar.proxy import EgressProxy, JsonLines, PrivateUnixServer
 from tests.flowerbox.conftest import GatewayProcess
 
 NAMES = {
@@ -86,7 +86,7 @@ def read_all(sock: socket.socket) -> bytes:
 
 def start_proxy(sockdir: Path, tmp_path: Path, allow: list[str]) -> Iterator[Proxy]:
     recorder = Recorder(dict(NAMES))
-    log = EgressLog(tmp_path / "egress.jsonl")
+    log = JsonLines(tmp_path / "egress.jsonl")
     server = EgressProxy(
         sockdir / "proxy.sock",
         policy=Policy.parse(allow),

@@ -28,20 +28,10 @@ from flowerbox.errors import RunError
 from flowerbox.runs import control, records
 from flowerbox.runs.detach import carried, remaining_budget, resume_command
 from tests.flowerbox.conftest import routed
+from tests.json_contract import parse_document
 
 runner = CliRunner()
 SECRET = "sk-ant-real-secret-runs-0123456789"
-
-
-@pytest.fixture
-def xdg_state(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
-    """A private run index (XDG_STATE_HOME) and no credentials in the environment."""
-    for name in list(os.environ):
-        if name.startswith(("ANTHROPIC_", "FLOWER_", "CLAUDE_")):
-            monkeypatch.delenv(name)
-    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
-    monkeypatch.setenv("HOME", str(tmp_path / "home"))
-    return tmp_path / "state"
 
 
 def make_spec(ws: Path, run_id: str, **changes: object) -> BoxSpec:
@@ -200,7 +190,7 @@ def test_ps_shows_the_pending_question_and_answer_reaches_the_channel(
         time.sleep(0.02)
     listed = runner.invoke(app, ["ps", "--json", "-w", str(ws)])
     assert listed.exit_code == 0, listed.output
-    [row] = json.loads(listed.stdout)
+    [row] = parse_document(listed.stdout)["runs"]
     assert row["run_id"] == spec.run_id and row["status"] == "running"
     assert row["pending_asks"] == [
         {"id": "q1", "question": "用哪个解释器?", "options": ["python3", "pypy"]}
@@ -345,13 +335,22 @@ def test_ps_all_lists_every_workspace_with_its_folder(xdg_state: Path, tmp_path:
     here = runner.invoke(app, ["ps", "-w", str(tmp_path / "one")])
     assert first.run_id in here.stdout and second.run_id not in here.stdout
     listed = runner.invoke(app, ["ps", "--all", "--json"])
-    rows = {row["run_id"]: row for row in json.loads(listed.stdout)}
+    rows = {row["run_id"]: row for row in parse_document(listed.stdout)["runs"]}
     assert rows[first.run_id]["status"] == "running" and rows[first.run_id]["exit_code"] is None
     assert (rows[second.run_id]["status"], rows[second.run_id]["exit_code"]) == ("failed", 1)
     assert rows[second.run_id]["workspace"] == str(tmp_path / "two")
     table = runner.invoke(app, ["ps", "--all"])  # 80 columns: the ids stay whole
     assert "WORKSPACE" in table.stdout
     assert first.run_id in table.stdout and second.run_id in table.stdout
+
+
+def test_ps_in_a_log_cuts_neither_paths_nor_commands(xdg_state: Path, tmp_path: Path) -> None:
+    deep = tmp_path / "a-workspace-folder-with-a-name-long-enough-to-pass-eighty-columns-alone"
+    ask = ["go", "add a --json flag to the report command and document it in the README"]
+    spec = started(deep, "20260101-000000-030303", command=ask)
+    table = runner.invoke(app, ["ps", "--all"], env={"COLUMNS": "80"})  # CliRunner: no tty
+    assert str(deep) in table.stdout and ask[1] in table.stdout and "…" not in table.stdout
+    assert spec.run_id in table.stdout
 
 
 def test_a_line_typed_in_attach_answers_the_question_or_becomes_a_message(
@@ -374,16 +373,19 @@ def test_a_line_typed_in_attach_answers_the_question_or_becomes_a_message(
             target=control.read_answers, args=(records.find(spec.workspace, None), done)
         )
         reader.start()
-        keyboard.write("python3\n")
-        keyboard.flush()
-        ask = asked.result(10)
-        assert (ask.state, ask.answer) == ("answered", "python3")
-        keyboard.write("顺便加个测试\n")
-        keyboard.flush()
-        while not human._unread and time.monotonic() < deadline:
-            time.sleep(0.02)
-        done.set()
-        reader.join(5)
+        try:
+            keyboard.write("python3\n")
+            keyboard.flush()
+            ask = asked.result(30)  # a deadline, not a speed check: loaded CI machines are slow
+            assert (ask.state, ask.answer) == ("answered", "python3")
+            keyboard.write("顺便加个测试\n")
+            keyboard.flush()
+            deadline = time.monotonic() + 30
+            while not human._unread and time.monotonic() < deadline:
+                time.sleep(0.02)
+        finally:
+            done.set()  # the reader stops before its stdin closes, whatever happened
+            reader.join(5)
     assert human._unread[-1][1] == "顺便加个测试" and not reader.is_alive()
 
 

@@ -1,0 +1,157 @@
+"""`flower report`: a real run on the fake model, drawn, then looked at in a real headless
+Chromium (its DOM and its screenshots); and the same with the run's files turned hostile."""
+
+from __future__ import annotations
+
+import json
+import os
+import xml.etree.ElementTree as ET
+from pathlib import Path
+from subprocess import CompletedProcess
+
+import pytest
+
+from bench.faults import run_faulted
+from flower.cli.picture import COLOURS, WAIT_COLOUR, size
+from flower.core.timeline import read_timeline
+from flower.testing import FakeAPI
+from flower.testing.demo import DEMO_ASK, starter_cast
+from tests.browser import chromium, count, dump_dom, pixels, screenshot
+from tests.cli.conftest import flower
+
+
+def test_a_faulted_run_is_drawn_with_its_rounds_faults_and_verdicts(tmp_path: Path) -> None:
+    job = run_faulted(tmp_path)  # six faults, a SIGKILL in round 2, then the same ask again
+    assert job.code == 0, job.summary
+    assert str(job.summary["report"]).startswith("flower report ")  # the JSON summary names it
+    chromium()
+    runs, page = tmp_path / "runs", tmp_path / "r.html"
+    drawing, png = tmp_path / "r.svg", tmp_path / "r.png"
+    env = {**os.environ, "HOME": str(tmp_path / "home")}
+    args = ["report", str(runs), "-w", str(job.workspace), "-o", str(page)]
+    done = flower(*args, "--svg", str(drawing), "--png", str(png), env=env, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+
+    dom = dump_dom(page)
+    assert "<title>flower run · ws · achieved · $" in dom
+    bars = [line for line in dom.split("<rect") if 'class="bar ' in line]
+    assert len(bars) == 7  # clarify, goal, work, judge #1, the killed round 2, round 2, judge #2
+    assert sum('class="bar unfinished"' in bar for bar in bars) == 1  # the killed attempt
+    assert sum('class="bar not_yet"' in bar for bar in bars) == 1  # round 1 rejected
+    for kind in ("fault", "retry", "handoff", "message"):
+        assert f'class="mark {kind}"' in dom, kind
+    assert 'class="wait"' in dom  # q1, which nobody answered
+    ET.fromstring(drawing.read_text())  # the SVG alone is well-formed XML
+
+    shot = tmp_path / "page.png"
+    screenshot(page, shot, width=1280, height=900)
+    for path in (shot, png):
+        width, height, rows = pixels(path)
+        assert count(rows, COLOURS["ok"]) > 2000, path  # the green bars are drawn
+        assert count(rows, COLOURS["not_yet"]) > 1000, path  # round 1's amber verdict
+        assert count(rows, COLOURS["unfinished"]) > 1000, path  # the killed attempt, blue
+        assert count(rows, WAIT_COLOUR) > 20, path
+    assert pixels(png)[:2] == size(read_timeline(runs, workspace=job.workspace))
+
+
+def test_the_end_of_a_run_says_how_to_draw_it(
+    fake_api: FakeAPI, cli_env: dict[str, str], workspace: Path
+) -> None:
+    done = demo_run(fake_api, cli_env, workspace)
+    line = done.stdout.strip().splitlines()[-1]
+    assert line == "the run drawn: flower report runs -w ws"
+    drawn = flower(*line.split()[4:], env=cli_env, cwd=workspace.parent)
+    assert drawn.returncode == 0, drawn.stderr
+    html = (workspace.parent / "runs" / "report.html").read_text()
+    assert "flower run · ws · achieved" in html and "两条都核对过" in html  # the verdict's reason
+
+
+def demo_run(api: FakeAPI, env: dict[str, str], workspace: Path) -> CompletedProcess[str]:
+    """The demo ask, run to its end in `workspace` (`-w ws`, from the folder above it)."""
+    api.script = starter_cast()
+    done = flower(DEMO_ASK, "--timeout", "0", "-w", workspace.name, env=env, cwd=workspace.parent)
+    assert done.returncode == 0, done.stderr
+    return done
+
+
+HOSTILE = "<script>document.title='pwned'</script></svg></title><img src=x onerror=alert(1)>"
+
+
+def test_hostile_names_verdicts_and_files_stay_text(
+    fake_api: FakeAPI, cli_env: dict[str, str], workspace: Path, tmp_path: Path
+) -> None:
+    """What a box could write into runs/: markup in a step name, a verdict, an event and a
+    question; a link where the page goes; a link to a secret as an events file; a FIFO."""
+    demo_run(fake_api, cli_env, workspace)
+    runs = tmp_path / "runs"
+    rows = json.loads((runs / "manifest.json").read_text())
+    rows[0]["step"] = HOSTILE + "x" * 100_000
+    rows[-1]["text"] = f"## 结论\n达成\n\n## 理由\n{HOSTILE}"
+    (runs / "manifest.json").write_text(json.dumps(rows))
+    run = rows[0]["run"]
+    events = runs / "events" / f"{run}.jsonl"
+    line = {"t": rows[0]["started_at"] + 0.5, "kind": "error", "text": HOSTILE, "payload": {}}
+    ask = {"kind": "question", "id": HOSTILE, "state": "asked"}
+    asked = {"t": rows[0]["started_at"] + 0.6, "kind": "ask", "text": HOSTILE, "payload": ask}
+    with events.open("a") as handle:
+        handle.write(json.dumps(line) + "\n" + json.dumps(asked) + "\n\x00\xff junk\n")
+    secret = tmp_path / "secret.txt"
+    secret.write_text("TOP-SECRET-VALUE")
+    (runs / "events" / "20990101-000000-aaaaaa.jsonl").symlink_to(secret)
+    progress = json.loads((runs / "progress.json").read_text())
+    progress["workspaces"][str(workspace)]["runs"].append("20990101-000000-aaaaaa")
+    (runs / "progress.json").write_text(json.dumps(progress))
+    (runs / "asks.json").unlink()
+    os.mkfifo(runs / "asks.json")  # opening it for reading would wait forever
+    victim = tmp_path / "victim.txt"
+    victim.write_text("untouched")
+    (runs / "report.html").symlink_to(victim)
+
+    drawn = flower("report", "runs", "-w", str(workspace), env=cli_env, cwd=tmp_path, timeout=60)
+    assert drawn.returncode == 0, drawn.stderr
+    assert victim.read_text() == "untouched"  # the planted link was replaced, not followed
+    page = runs / "report.html"
+    assert page.is_file() and not page.is_symlink()
+    html = page.read_text()
+    assert "TOP-SECRET-VALUE" not in html and "not read" in html  # the link was refused
+    assert len(html) < 200_000  # the 100 kB name was cut short
+    assert "&lt;script&gt;" in html and "<script" not in html
+    chromium()
+    dom = dump_dom(page)
+    assert "pwned" not in dom.split("</title>")[0]  # no script ran
+    assert "<script" not in dom and "<img" not in dom  # nothing broke out into markup
+    assert 'class="wait"' in dom and 'class="mark fault"' in dom  # yet they were drawn
+
+
+def test_png_without_a_browser_says_what_to_install(
+    fake_api: FakeAPI, cli_env: dict[str, str], workspace: Path, tmp_path: Path
+) -> None:
+    demo_run(fake_api, cli_env, workspace)
+    env = {**cli_env, "FLOWER_CHROMIUM": "no-such-browser"}
+    drawn = flower("report", "--png", "r.png", env=env, cwd=tmp_path)
+    assert drawn.returncode == 2
+    assert "--png needs a headless Chromium: install it" in drawn.stderr
+    assert (tmp_path / "runs" / "report.html").is_file()  # the page was written all the same
+
+
+@pytest.mark.parametrize("made", [False, True])
+def test_nothing_to_draw_exits_2(tmp_path: Path, cli_env: dict[str, str], made: bool) -> None:
+    if made:
+        (tmp_path / "runs").mkdir()
+    drawn = flower("report", env=cli_env, cwd=tmp_path)
+    assert drawn.returncode == 2
+    assert ("no steps recorded" if made else "no run directory at runs") in drawn.stderr
+
+
+def test_a_report_is_written_where_asked_even_with_no_events_file(
+    fake_api: FakeAPI, cli_env: dict[str, str], workspace: Path, tmp_path: Path
+) -> None:
+    demo_run(fake_api, cli_env, workspace)
+    for events in (tmp_path / "runs" / "events").iterdir():
+        events.unlink()  # a run from before events were kept by default
+    out = tmp_path / "out.html"
+    drawn = flower("report", "-w", str(workspace), "-o", str(out), env=cli_env, cwd=tmp_path)
+    assert drawn.returncode == 0, drawn.stderr
+    assert drawn.stderr.strip() == f"wrote {out}"
+    assert out.read_text().count('class="bar ') == 4
+    assert not (tmp_path / "runs" / "report.html").exists()
