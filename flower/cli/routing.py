@@ -11,7 +11,6 @@ terminal, naming the command that was probably meant. `go WORD` is always an ask
 from __future__ import annotations
 
 import sys
-from difflib import get_close_matches
 
 import typer
 from typer import _click  # typer >= 0.26 vendors click; its group speaks these types
@@ -22,7 +21,6 @@ HELP_OPTIONS = ["-h", "--help"]
 HELP_WORDS = frozenset({"help", "h", "?"})
 DASHES = "\u2010\u2011\u2012\u2013\u2014\u2015\u2212\ufe63\uff0d"
 """Dashes an editor or a chat app types in place of `-` (`—help`, `–timeout`)."""
-CLOSE = 0.75  # difflib's ratio for "a mistyped command": statu, stauts, resmue, anwser
 
 
 class AskRouter(TyperGroup):
@@ -57,8 +55,12 @@ class AskRouter(TyperGroup):
             return f"--{bare}" if bare.lower() in options else f"-{word[1:]}"
         if bare.lower() in options:
             return f"--{bare.lower()}"
-        close = get_close_matches(word.lower(), list(self.commands), n=1, cutoff=CLOSE)
-        return close[0] if close else None
+        close = [
+            name
+            for name in self.commands
+            if name != self.ask_command and mistyped(word.lower(), name)
+        ]
+        return min(close, key=lambda name: typos(word.lower(), name)) if close else None
 
     def _option_words(self, ctx: _click.Context) -> set[str]:
         """The long options of the group and of the ask's command, without their dashes."""
@@ -90,3 +92,25 @@ class AskRouter(TyperGroup):
             f"If it really is the ask, say so: `{prog} {self.ask_command} {word}`",
             ctx,
         )
+
+
+def mistyped(word: str, command: str) -> bool:
+    """`word` is `command` with one typo (a letter missing, extra, wrong, or two swapped:
+    statu, stauts, anwser), or two in a long command of about its length (anlyse); a real
+    word like "second" (not "send") or "report" (not "repo") is not."""
+    allowed = 2 if len(command) >= 6 and abs(len(word) - len(command)) <= 1 else 1
+    return typos(word, command) <= allowed
+
+
+def typos(a: str, b: str) -> int:
+    """The optimal string alignment distance: insertions, deletions, substitutions and
+    swaps of two neighbours, each one typo."""
+    rows = [list(range(len(b) + 1))]
+    for i, x in enumerate(a, 1):
+        row = [i]
+        for j, y in enumerate(b, 1):
+            row.append(min(rows[-1][j] + 1, row[j - 1] + 1, rows[-1][j - 1] + (x != y)))
+            if i > 1 and j > 1 and x == b[j - 2] and a[i - 2] == y:
+                row[j] = min(row[j], rows[-2][j - 2] + 1)
+        rows.append(row)
+    return rows[-1][-1]

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from flower.cli.routing import mistyped
 from flower.testing import FakeAPI, starter_cast
 from tests.cli.conftest import flower, on_a_terminal
 
@@ -80,7 +81,28 @@ def test_a_look_alike_confirmed_on_a_terminal_is_the_ask(
 def test_a_sentence_or_go_word_is_an_ask_as_before(
     fake_api: FakeAPI, cli_env: dict[str, str], workspace: Path
 ) -> None:
-    """Nothing in the way of a real ask: `go WORD` says so explicitly."""
-    for args in (["go", "statu"], ["add a status page"]):
+    """Nothing in the way of a real ask: `go WORD` says so explicitly, and a word that is no
+    typo of a command (`second` is two letters from `send`) is an ask as it is."""
+    for args in (["go", "statu"], ["add a status page"], ["second"], ["refactor"]):
         done = flower(*args, "-w", str(workspace / "nope"), env=cli_env, cwd=workspace)
         assert done.returncode == 2 and "is not a folder" in done.stderr  # reached go itself
+
+
+@pytest.mark.parametrize(
+    ("word", "command", "typo"),
+    [
+        ("statu", "status", True),  # a letter missing
+        ("stauts", "status", True),  # two swapped
+        ("anwser", "answer", True),
+        ("setpu", "setup", True),
+        ("anlyse", "analyze", True),  # two typos in a long command
+        ("sent", "send", True),
+        ("second", "send", False),  # a word of its own
+        ("repo", "report", False),
+        ("refactor", "resume", False),
+    ],
+)
+def test_a_typo_is_one_slip_of_the_keyboard_not_a_word_of_its_own(
+    word: str, command: str, typo: bool
+) -> None:
+    assert mistyped(word, command) is typo
