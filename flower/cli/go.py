@@ -189,7 +189,8 @@ async def drive(
 
     interactive = sys.stdin.isatty() and not unattended
     elsewhere = f"answer from another terminal: {answer_command(runtime.run_dir)}"
-    render = Render(console, answer_hint=TYPE_ANSWER if interactive else elsewhere)
+    hint = TYPE_ANSWER if interactive else elsewhere
+    render = Render(console, spent=runtime.spent, answer_hint=hint)
     terminal = Terminal(
         runtime,
         flow.channel,
@@ -212,6 +213,8 @@ async def drive(
         return None, True
     finally:
         heartbeat.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await heartbeat  # its last status line is drawn before the end line
         log.close()
     return state, False
 
@@ -248,7 +251,10 @@ def finish(
     if as_json:
         contract.emit(run_document(runtime, command, status, code, state=state) | {"report": drawn})
     else:
-        console.print(f"{status} · ${runtime.total_cost():.4f} · exit {int(code)}", style="bold")
+        spent = f"${runtime.spent():.4f}"
+        if runtime.spent_before:  # a woken run: the whole job's too
+            spent += f" (${runtime.spent_before + runtime.spent():.4f} with the runs it continues)"
+        console.print(f"{status} · {spent} · exit {int(code)}", style="bold")
         console.print(f"the run drawn: {drawn}", style="dim")
     raise typer.Exit(code)
 
@@ -267,7 +273,7 @@ def run_document(
         run_id=runtime.run_id,
         workspace=str(runtime.workspace),
         run_dir=str(runtime.run_dir),
-        cost_usd=runtime.total_cost(),
+        cost_usd=runtime.spent(),
         failed_at=None if failed_at is None else parse_label(failed_at).step,
         aborted=state.aborted if state is not None else None,
         verdict=None

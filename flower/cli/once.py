@@ -88,7 +88,7 @@ def once(
             permission_mode="acceptEdits",
         )
         log = EventLog(events or RunDir(runtime.run_dir).events(runtime.run_id))
-        on_event = tee(Render(console, verbose=verbose), log)
+        on_event = tee(Render(console, verbose=verbose, spent=runtime.spent), log)
         try:
             result = asyncio.run(runtime.run(spec, prompt, on_event=on_event))
         finally:

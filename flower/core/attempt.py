@@ -4,12 +4,8 @@ Runtime starts one Attempt per connection to the CLI (a first try, a resume afte
 an interrupt, a new generation after a handoff) and reads from it whether the step is over,
 how it ended, what it cost and how full the context is.
 
-Usage is counted as it streams: every API response the session (or one of its subagents)
-receives is counted once, by message id, from the usage its first content block carries (the
-stream's message_start figures, so output tokens are an undercount until the CLI's result).
-The CLI prices a turn only in its result (`total_cost_usd`); what streamed since the last
-result is priced with flower's price table (`estimate`), so an attempt killed mid-turn still
-has a cost. A result replaces the estimate with the CLI's own figure.
+What it cost is `spend` (flower.core.spend): every API response of the session or one of its
+subagents, priced one call at a time, and the CLI's own figure at each result.
 
 A failure stays data: `error` is the text shown and recorded, `status`, `error_kind` and
 `terminal_reason` are what the SDK said (resilience.classify reads them first), and `end`
@@ -22,24 +18,17 @@ from typing import Any
 
 from flower.core.ends import AttemptEnd
 from flower.core.events import Event
-from flower.core.pricing import PriceTable, token_count
+from flower.core.spend import Spend
 
 ABORTED = frozenset({"aborted_streaming", "aborted_tools"})
 TASK_ENDS = frozenset({"notification", "completed", "failed", "killed", "stopped"})
-TOKEN_FIELDS = (
-    "input_tokens",
-    "output_tokens",
-    "cache_read_input_tokens",
-    "cache_creation_input_tokens",
-)
-PRICES = PriceTable()
 
 
 class Attempt:
     """The running account of one CLI session (one `ClaudeSDKClient` connection)."""
 
-    def __init__(self, *, baseline: float = 0.0) -> None:
-        self.baseline = baseline  # the session's recorded cost before this attempt
+    def __init__(self, *, baseline: float = 0.0, since: float = 0.0) -> None:
+        self.spend = Spend(baseline=baseline, since=since)
         self.session_id: str | None = None
         self.text = ""
         self.error: str | None = None
@@ -47,7 +36,6 @@ class Attempt:
         self.error_kind: str | None = None  # AssistantMessage.error: "rate_limit", ...
         self.terminal_reason: str | None = None  # "api_error", "max_turns", ...
         self.end: AttemptEnd | None = None
-        self.last_total = 0.0
         self.turns = 0
         self.context = 0
         self.results = 0
@@ -55,22 +43,12 @@ class Attempt:
         self.idle = False
         self.reports_state = False
         self.tasks: set[str] = set()
-        self.usage: dict[str, int] = dict.fromkeys(TOKEN_FIELDS, 0)
-        self.api_calls = 0
-        self.estimate = 0.0  # the priced usage that streamed since the CLI's last result
         self.changes = 0  # bumped whenever usage, cost or the session changed
-        self._counted: set[str] = set()
 
     @property
     def cost(self) -> float:
-        """This attempt's cost as the CLI reported it: the session's running total (its last
-        result) minus what it had before."""
-        return max(0.0, self.last_total - self.baseline)
-
-    @property
-    def cost_so_far(self) -> float:
-        """`cost` plus the estimate of what streamed since the last result."""
-        return self.cost + self.estimate
+        """What this attempt has spent so far (flower.core.spend)."""
+        return self.spend.cost
 
     @property
     def done(self) -> bool:
@@ -83,7 +61,7 @@ class Attempt:
     def observe(self, event: Event) -> None:
         payload = event.payload
         if event.kind in ("text", "thinking", "tool_call"):
-            self._count(payload)
+            self.changes += self.spend.event(payload)
         match event.kind:
             case "session":
                 known = self.session_id
@@ -104,26 +82,15 @@ class Attempt:
             case "result":
                 self._result(event.text, payload)
 
-    def _count(self, payload: dict[str, Any]) -> None:
-        """Count an API response once (its first block); price it until a result does."""
-        message_id = payload.get("message_id")
-        usage = payload.get("usage")
-        if not message_id or message_id in self._counted or not isinstance(usage, dict):
-            return
-        self._counted.add(message_id)
-        self.api_calls += 1
-        for name in TOKEN_FIELDS:
-            self.usage[name] += token_count(usage.get(name))
-        price, _known = PRICES.lookup(str(payload.get("model") or ""))
-        self.estimate += price.cost(usage)
-        self.changes += 1
+    def observe_entries(self, entries: list[dict[str, Any]]) -> None:
+        """Transcript entries the SDK mirrored to the store (a response's final usage)."""
+        self.changes += self.spend.entries(entries)
 
     def _result(self, text: str, payload: dict[str, Any]) -> None:
         self.results += 1
         self.changes += 1
         self.session_id = payload.get("session_id") or self.session_id
-        self.last_total = float(payload.get("cost_usd") or 0.0)
-        self.estimate = 0.0  # the CLI has costed every response up to its result
+        self.spend.settle(float(payload.get("cost_usd") or 0.0))
         self.turns += int(payload.get("num_turns") or 0)
         self.aborted = payload.get("terminal_reason") in ABORTED
         if payload.get("is_error"):

@@ -11,15 +11,18 @@ The 15 kinds (a wire format: a kind is added, never renamed; UIs keep an `else` 
     denied       normalize         why a call was refused        tool_use_id, subagent?
     error        normalize         synthetic "API Error: ..."    error, synthetic / mirror
     session      normalize         "session <id>"                session_id, model, cwd, tools
+                                                                 (+ window, from Runtime)
     result       normalize         the turn's final text         session_id, cost_usd, num_turns,
                                                                  is_error, terminal_reason, ...
+                                                                 (+ run_cost_usd, Runtime)
     retry        normalize/Runtime "retrying ..."                step, attempt, status, delay_s,
                                                                  source
     reset        normalize         "context compacted"           trigger, pre_tokens, post_tokens
     status       normalize         CLI state, rate limits        status / state / rate_limit
     task         normalize/goal    subagent task lifecycle       task_id, status, tool_use_id
     ask          HumanChannel      the question / human's words  kind, id, state, options
-    step         Workflow.run      the step name                 index, total, resumed, woke
+    step         Workflow.run      the step name (each round)    index, total, resumed, woke,
+                                                                 round, rounds (if several)
     handoff      Runtime           the context level explained   phase, step, context, window
 
 normalize() does four things beyond the translation (seed 004): subagent lines carry

@@ -48,7 +48,7 @@ from typing import Any
 from claude_agent_sdk import ClaudeSDKClient, ClaudeSDKError, ResultError
 
 from flower.core.agent import AgentSpec, HandoffPolicy, build_options
-from flower.core.attempt import TOKEN_FIELDS, Attempt
+from flower.core.attempt import Attempt
 from flower.core.ends import AttemptEnd
 from flower.core.env import require_credentials
 from flower.core.events import Event, normalize
@@ -60,6 +60,7 @@ from flower.core.mounting import session_spec
 from flower.core.resilience import Resilience, classify
 from flower.core.runcheck import check_state_files
 from flower.core.rundir import RunDir, this_run_id
+from flower.core.spend import TOKEN_FIELDS
 from flower.core.takeover import take_over
 from flower.core.workbench import Workbench
 from flower.core.workspace import in_git_repository, shown, undecodable
@@ -91,9 +92,10 @@ class StepResult:
     retired: list[str] = field(default_factory=list)
     context: int = 0
     usage: dict[str, int] = field(default_factory=dict)
-    """Tokens and API calls of every attempt (subagents' included), counted as they stream:
-    api_calls, input_tokens, output_tokens, cache_read_input_tokens,
-    cache_creation_input_tokens (output as the stream's start reports it: an undercount)."""
+    """Tokens and API calls of every attempt (subagents' included), each response counted
+    once: api_calls, input_tokens, output_tokens, cache_read_input_tokens,
+    cache_creation_input_tokens (as its transcript entry reports them; as its stream opened,
+    output undercounted, until that arrives: flower.core.spend)."""
 
 
 class Runtime:
@@ -175,6 +177,7 @@ class Runtime:
             prune=PrunePolicy(keep_denials=keep_denials),
             ephemeral=_policy(ephemeral, EphemeralPolicy),
         )
+        self.store.on_append = self._on_append
         self.run_id = this_run_id()
         self.results: list[StepResult] = []
         self.spent_before = 0.0
@@ -251,7 +254,7 @@ class Runtime:
         while True:
             number += 1
             result.attempts = number
-            budget = self._budget_left(result)
+            budget = self._budget_left()
             if budget is not None and budget <= 0:
                 result.error = f"the run's budget of ${self.budget_usd:.2f} is spent"
                 break
@@ -308,11 +311,11 @@ class Runtime:
                 prompt = self.resilience.resume_prompt
                 result.resumed = True
 
-    def _budget_left(self, result: StepResult) -> float | None:
-        """What the run may still spend (None: no run budget)."""
+    def _budget_left(self) -> float | None:
+        """What the run may still spend, the runs it continues counted (None: no budget)."""
         if self.budget_usd is None:
             return None
-        return self.budget_usd - self.spent_before - self.total_cost() - result.cost_usd
+        return self.budget_usd - self.spent_before - self.spent()
 
     async def _recover(self, number: int, attempt: Attempt, emit: EventSink) -> bool:
         """Whether to try again after failed attempt `number`; waits as long as it takes."""
@@ -393,7 +396,7 @@ class Runtime:
             # the increase over what the resumed transcript had recorded before it.
             usage = await asyncio.to_thread(self.store.usage, resume)
             baseline = (usage.cost_usd or 0.0) if usage else 0.0
-        attempt = Attempt(baseline=baseline)
+        attempt = Attempt(baseline=baseline, since=time.time())
         self._inflight = attempt
         options = build_options(
             self._session_spec(spec),
@@ -503,14 +506,29 @@ class Runtime:
             self._session = attempt.session_id
             if self.on_session is not None:
                 self.on_session(attempt.session_id)
-        if attempt.changes != self._changes:  # new usage, a result, a session: update the row
+        self._offer_rows(attempt)
+        if event.kind == "result":  # what the run has cost, for whoever shows it
+            event.payload["run_cost_usd"] = round(self.spent(), 6)
+        elif event.kind == "session":  # what its context fills, for a level in percent
+            event.payload["window"] = self.handoff.window
+
+    def _on_append(self, key: Any, entries: list[Any]) -> None:
+        """The SDK stored transcript entries: complete responses of the attempt under way."""
+        attempt = self._inflight
+        if attempt is not None:
+            attempt.observe_entries(entries)
+            self._offer_rows(attempt)
+
+    def _offer_rows(self, attempt: Attempt) -> None:
+        """New usage, a result, a session: have the running row rewritten."""
+        if attempt.changes != self._changes:
             self._changes = attempt.changes
             self.writer.offer(self._manifest_rows())
 
     def _account(self, result: StepResult, attempt: Attempt, *, final: bool = True) -> None:
         """Fold an attempt's cost and turns into the step. A final attempt (not the handoff
         writer) also sets where the step stands: session, context, error, text."""
-        result.cost_usd += attempt.cost_so_far
+        result.cost_usd += attempt.cost
         result.num_turns += attempt.turns
         result.usage = _sum_usage(result.usage, attempt)
         if attempt is self._inflight:
@@ -527,25 +545,36 @@ class Runtime:
         """Cost of every step this Runtime ran."""
         return sum(r.cost_usd for r in self.results)
 
+    def spent(self) -> float:
+        """What this run has cost so far: every step this Runtime ran, and the step under way
+        with its attempt in flight. The figure the live line, the end line and the run's
+        document show (with `spent_before`, the runs it continues, the budget counts it)."""
+        step = self._live_step()
+        return self.total_cost() + (step.cost_usd if step else 0.0)
+
     def _row(self, result: StepResult, state: str) -> dict[str, Any]:
         row = manifest_row(result, run=self.run_id)
         row.update(state=state, pid=os.getpid(), host=_HOST)
         return row
 
     def _manifest_rows(self) -> list[dict[str, Any]]:
-        """The finished steps' rows, then the running step's: what it has spent so far,
-        the attempt under way included."""
+        """The finished steps' rows, then the running step's."""
+        live = self._live_step()
+        return list(self._rows) if live is None else [*self._rows, self._row(live, RUNNING)]
+
+    def _live_step(self) -> StepResult | None:
+        """The step under way as it stands now, the attempt in flight included."""
         step = self._step
         if step is None:
-            return list(self._rows)
+            return None
         live = replace(step)
         attempt = self._inflight
         if attempt is not None:
-            live.cost_usd += attempt.cost_so_far
+            live.cost_usd += attempt.cost
             live.num_turns += attempt.turns
             live.usage = _sum_usage(step.usage, attempt)
             live.session_id = attempt.session_id or step.session_id
-        return [*self._rows, self._row(live, RUNNING)]
+        return live
 
     def _open_row(self) -> None:
         """The step's row, written before its first attempt starts (under a writer lock a
@@ -585,9 +614,10 @@ def manifest_row(result: StepResult, *, run: str) -> dict[str, Any]:
 
 
 def _sum_usage(usage: dict[str, int], attempt: Attempt) -> dict[str, int]:
-    total = {"api_calls": usage.get("api_calls", 0) + attempt.api_calls}
+    spend = attempt.spend
+    total = {"api_calls": usage.get("api_calls", 0) + spend.api_calls}
     for name in TOKEN_FIELDS:
-        total[name] = usage.get(name, 0) + attempt.usage[name]
+        total[name] = usage.get(name, 0) + spend.usage[name]
     return total
 
 

@@ -52,8 +52,9 @@ class SessionUsage:
     ``cost_usd`` is the CLI's own cumulative figure from the last ``cost-state`` entry of the
     main transcript (it survives resume); None when the transcript has none. Token counts
     sum each API response once (the CLI writes one entry per content block, all with the
-    same usage) over the main and subagent transcripts; for streamed responses the CLI
-    records the ``message_start`` usage, so ``output_tokens`` can be an undercount.
+    same usage) over the main and subagent transcripts; the CLI writes an entry once its
+    response is complete, so ``output_tokens`` is the final count (CLI 2.1.332; the
+    SDK's AssistantMessage carries the ``message_start`` usage instead).
     ``context_tokens`` is the input side (fresh + cached) of the main thread's last response:
     how full its context was.
     """

@@ -125,10 +125,15 @@ class SqliteSessionStore(SessionStore):
 
     Raises :class:`StoreError` at construction if the file is not ours to use. Call
     :meth:`close` when done (or use the store as a context manager).
+
+    ``on_append``, if set, is called with every batch the SDK appended, once it is stored
+    (on the caller's event loop): how Runtime learns each response's final usage as soon as
+    the CLI has written it.
     """
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
+        self.on_append: Callable[[SessionKey, list[SessionStoreEntry]], None] | None = None
         self._lock = threading.Lock()
         self._recent = RecentTranscript()
         self._last_mtime = 0
@@ -233,6 +238,8 @@ class SqliteSessionStore(SessionStore):
 
     async def append(self, key: SessionKey, entries: list[SessionStoreEntry]) -> None:
         await anyio.to_thread.run_sync(self._append, key, entries)
+        if self.on_append is not None:
+            self.on_append(key, entries)
 
     async def load(self, key: SessionKey) -> list[SessionStoreEntry] | None:
         result: list[Any] | None = await anyio.to_thread.run_sync(self.view, key)

@@ -3,10 +3,13 @@ coordinator and its worker. `flower demo` runs it; tests of the go path use it t
 
 The roles are told apart by their system prompts (the rule texts of flower.core.roles). The
 worker writes hello.py in its working directory and runs it; the judge's verdict is chosen
-by `verdict` (a word of the Verdict table: 达成, 未达成, 无法达成).
+by `verdict` (a word of the Verdict table: 达成, 未达成, 无法达成), or round by round by
+`verdicts`.
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 from flower.testing.replies import Reply, text, tool
 from flower.testing.request import Request
@@ -93,8 +96,24 @@ def _coordinator(request: Request) -> Reply:
     return text(f"第 {len(delegated)} 轮:hello.py 已写好并验证。")
 
 
-def starter_cast(*, verdict: str = "达成", ask_human: bool = True) -> Rules:
-    """The whole cast. `ask_human`: the clarifier asks one question first."""
+def _judge(words: Sequence[str]) -> Script:
+    """Each judge session (one per judged round) rules with the next word; the last repeats."""
+    sessions: list[str] = []
+
+    def judge(request: Request) -> Reply:
+        session = request.headers.get("x-claude-code-session-id", "")
+        if session not in sessions:
+            sessions.append(session)
+        return verdict_reply(words[min(sessions.index(session), len(words) - 1)])
+
+    return judge
+
+
+def starter_cast(
+    *, verdict: str = "达成", verdicts: Sequence[str] = (), ask_human: bool = True
+) -> Rules:
+    """The whole cast. `ask_human`: the clarifier asks one question first. `verdicts`: the
+    verdict of each judged round in turn, the last one repeating (instead of `verdict`)."""
     question = tool(
         "mcp__human__ask",
         {"question": "用哪个 Python 解释器?", "options": ["python3", "pypy"]},
@@ -110,7 +129,7 @@ def starter_cast(*, verdict: str = "达成", ask_human: bool = True) -> Rules:
         (When(kind="subagent"), _worker),
         (When(kind="main", system_contains="你是澄清者"), clarifier),
         (When(kind="main", system_contains="你是裁判", contains="设定目标"), Always(text(GOAL))),
-        (When(kind="main", system_contains="你是裁判"), Always(verdict_reply(verdict))),
+        (When(kind="main", system_contains="你是裁判"), _judge(verdicts or [verdict])),
         (When(kind="main", system_contains="你是协调者"), _coordinator),
     ]
     return rules(*cast)

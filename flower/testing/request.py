@@ -85,6 +85,11 @@ class Request:
     received_at: float = 0.0
     answered: str = field(default="", compare=False)
     method: str = "POST"
+    usage: dict[str, Any] | None = field(default=None, compare=False)
+    """The usage the answer reported, as far as it reached the client: message_start's,
+    then message_delta's output count once that was sent (a cut stream keeps what went out);
+    None for an error or a stream cut before message_start."""
+    answer_model: str | None = field(default=None, compare=False)
 
     # --- who is asking -------------------------------------------------------------------
 
@@ -238,6 +243,8 @@ class Request:
             "key_fingerprint": self.key_fingerprint,
             "received_at": self.received_at,
             "answered": self.answered,
+            "answer_model": self.answer_model,
+            "usage": self.usage,
             "headers": self.headers,
             "body": self.body,
         }

@@ -28,6 +28,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+from flower.core.pricing import PriceTable
 from flower.testing.replies import Fault, Reply, Text, Thinking, ToolUse
 from flower.testing.request import Request, credential_of, fingerprint, redact
 from flower.testing.script import Script, ScriptError
@@ -162,6 +163,17 @@ class FakeAPI:
     def agent_ids(self) -> list[str]:
         """Distinct subagent ids, in order of first appearance."""
         return list(dict.fromkeys(r.agent_id for r in self.subagent_requests() if r.agent_id))
+
+    def cost(self, prices: PriceTable | None = None) -> float:
+        """What every answer so far cost, priced from the usage that reached the client (each
+        `Request.usage`) with `prices` (flower's table by default): the figure flower's
+        accounts and the flowerbox gateway's meter must both come to."""
+        table = prices or PriceTable()
+        return sum(
+            table.lookup(r.answer_model or r.model)[0].cost(r.usage)
+            for r in self.requests
+            if r.usage is not None
+        )
 
     def total_bytes(self) -> int:
         return sum(r.size for r in self.requests)
@@ -303,8 +315,10 @@ class _Handler(BaseHTTPRequestHandler):
         if fault is not None and (fault.kind == "reset" or not request.stream):
             return self._cut(Fault("reset"))  # no SSE to cut on a non-streaming request
         message = _message(request, reply)
+        request.answer_model = message["model"]
         if not request.stream:
             self._json(200, message)
+            request.usage = dict(message["usage"])
             return _summary(reply)
         self.send_response(200)
         self.send_header("content-type", "text/event-stream")
@@ -318,6 +332,7 @@ class _Handler(BaseHTTPRequestHandler):
                     return self._cut(fault)
                 self.wfile.write(f"event: {event}\ndata: {json.dumps(data)}\n\n".encode())
                 self.wfile.flush()
+                _deliver(request, event, data)
         except (BrokenPipeError, ConnectionResetError):
             return "client went away"
         return _summary(reply)
@@ -412,6 +427,14 @@ def _sse_events(message: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]
         },
     )
     yield "message_stop", {"type": "message_stop"}
+
+
+def _deliver(request: Request, event: str, data: dict[str, Any]) -> None:
+    """Record the usage an SSE event just told the client (as the gateway's meter reads it)."""
+    if event == "message_start":
+        request.usage = dict(data["message"]["usage"])
+    elif event == "message_delta" and request.usage is not None:
+        request.usage.update(data["usage"])
 
 
 def _block_events(index: int, block: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:

@@ -274,17 +274,19 @@ class Workflow:
             where = progress.step(step.name)  # the round the killed process was in
             start = min(where.get("attempt", 0), step.retries)
             state.round = where.get("round", state.round)
-        if on_event is not None:
-            payload = {
-                "index": index,
-                "total": len(self.steps),
-                "resumed": resume is not None,
-                "woke": int(woken is not None),
-            }
-            on_event(Event("step", step.name, payload=payload))
         result = StepResult(step=step.name)
         passed = False
         for attempt in range(start, step.retries + 1):
+            if on_event is not None:  # each round of a step that has several is announced
+                payload = {
+                    "index": index,
+                    "total": len(self.steps),
+                    "resumed": resume is not None,
+                    "woke": int(woken is not None),
+                }
+                if step.retries:
+                    payload.update(round=attempt + 1, rounds=step.retries + 1)
+                on_event(Event("step", step.name, payload=payload))
             label = attempt_label(step.name, attempt, judged_again=step.on_reject is not None)
             progress.record(step.name, attempt=attempt, round=state.round)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import codecs
 import contextlib
 import fcntl
 import os
@@ -13,7 +14,7 @@ import subprocess
 import sys
 import termios
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import pytest
@@ -49,6 +50,56 @@ def flower(
     )
 
 
+def start_flower(*args: str, env: dict[str, str], cwd: Path) -> subprocess.Popen[str]:
+    """`flower ARGS` in the background, in a process group of its own, output captured."""
+    return subprocess.Popen(
+        [*FLOWER, *args],
+        env=env,
+        cwd=cwd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+
+
+@contextlib.contextmanager
+def on_a_terminal(
+    *args: str,
+    env: dict[str, str],
+    cwd: Path,
+    program: Sequence[str] = FLOWER,
+    stop: signal.Signals = signal.SIGKILL,
+) -> Iterator[tuple[subprocess.Popen[bytes], Screen]]:
+    """`flower ARGS` (or `program ARGS`) on a terminal of its own (a pty; no colour, 200
+    columns) that is its controlling terminal, so Ctrl+C typed there reaches its whole
+    foreground process group as in a real terminal; and its screen. Ended with `stop` sent
+    to its process group if it is still running at the end."""
+    parent, child = pty.openpty()
+
+    def own_terminal() -> None:
+        os.setsid()
+        fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+
+    proc = subprocess.Popen(
+        [*program, *args],
+        stdin=child,
+        stdout=child,
+        stderr=child,
+        env={**env, "NO_COLOR": "1", "COLUMNS": "200"},
+        cwd=cwd,
+        preexec_fn=own_terminal,  # the child only calls setsid and an ioctl: fork-safe
+    )
+    os.close(child)
+    try:
+        yield proc, Screen(parent)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, stop)  # its own session: the group is its pid
+            proc.wait(timeout=120)
+        os.close(parent)
+
+
 def stop_mid_work(
     api: FakeAPI, env: dict[str, str], workspace: Path
 ) -> subprocess.CompletedProcess[str]:
@@ -60,14 +111,8 @@ def stop_mid_work(
         return text("slept") if request.tool_results() else tool("Bash", {"command": slow})
 
     api.script = rules((When(kind="subagent"), worker), (When(), starter_cast()))
-    proc = subprocess.Popen(
-        [*FLOWER, DEMO_ASK, "--timeout", "0", "-w", str(workspace)],
-        env=env,
-        cwd=workspace.parent,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
+    proc = start_flower(
+        DEMO_ASK, "--timeout", "0", "-w", str(workspace), env=env, cwd=workspace.parent
     )
     try:
         assert api.wait_for(lambda reqs: any(r.kind == "subagent" for r in reqs), 120)
@@ -84,60 +129,41 @@ ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 
 
 class Screen:
-    """The process's terminal: what it printed so far, and a keyboard."""
+    """A process's terminal (the parent side of a pty): what it printed so far, without
+    terminal controls, and a keyboard. Read while waiting, so the process never blocks on a
+    full terminal."""
 
     def __init__(self, fd: int) -> None:
         self.fd = fd
-        self.text = ""
+        self.raw = ""
+        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
 
-    def expect(self, needle: str, timeout: float = 90) -> None:
+    def wait_until(self, done: Callable[[], bool], timeout: float = 90) -> bool:
+        """Read the screen until `done()` holds; False if it did not within `timeout`."""
         deadline = time.monotonic() + timeout
-        while needle not in self.text:
+        while not done():
             left = deadline - time.monotonic()
-            assert left > 0, f"never saw {needle!r}; screen:\n{self.text[-3000:]}"
+            if left <= 0:
+                return False
             if select.select([self.fd], [], [], min(left, 0.2))[0]:
                 try:
-                    self.text += ANSI.sub("", os.read(self.fd, 65536).decode(errors="replace"))
+                    chunk = os.read(self.fd, 65536)
                 except OSError:  # the process closed the terminal
-                    break
-        assert needle in self.text, f"never saw {needle!r}; screen:\n{self.text[-3000:]}"
+                    return done()
+                self.raw += self._decoder.decode(chunk)
+        return True
+
+    @property
+    def text(self) -> str:
+        return ANSI.sub("", self.raw)  # over the whole: a control may span two reads
+
+    def pause(self, seconds: float) -> None:
+        """Let `seconds` pass, reading what is printed meanwhile."""
+        self.wait_until(lambda: False, seconds)
+
+    def expect(self, needle: str, timeout: float = 90) -> None:
+        seen = self.wait_until(lambda: needle in self.text, timeout)
+        assert seen, f"never saw {needle!r}; screen:\n{self.text[-3000:]}"
 
     def type(self, line: str) -> None:
         os.write(self.fd, (line + "\n").encode())
-
-
-@contextlib.contextmanager
-def on_a_terminal(
-    args: list[str],
-    *,
-    env: dict[str, str],
-    cwd: Path,
-    program: list[str] = FLOWER,
-    stop: signal.Signals = signal.SIGKILL,
-) -> Iterator[tuple[subprocess.Popen[bytes], Screen]]:
-    """`flower ARGS...` (or `program ARGS...`) with a pty as its controlling terminal (so
-    Ctrl+C typed there reaches its whole foreground process group, as in a real terminal),
-    and that terminal's screen; on the way out, `stop` ends it if it still runs."""
-    main, follower = pty.openpty()
-
-    def own_terminal() -> None:
-        os.setsid()
-        fcntl.ioctl(0, termios.TIOCSCTTY, 0)
-
-    proc = subprocess.Popen(
-        [*program, *args],
-        stdin=follower,
-        stdout=follower,
-        stderr=follower,
-        env={**env, "NO_COLOR": "1", "COLUMNS": "200"},
-        cwd=cwd,
-        preexec_fn=own_terminal,  # the child only calls setsid and an ioctl: fork-safe
-    )
-    os.close(follower)
-    try:
-        yield proc, Screen(main)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, stop)  # its own session: the group is its pid
-            proc.wait(timeout=120)
-        os.close(main)

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -45,13 +44,13 @@ def test_answer_mail_oracle_and_interrupt_in_one_run(
         (When(kind="subagent"), slow_then_quick(workspace, slept)),
         (When(), starter_cast()),
     )
-    args = [DEMO_ASK, "--timeout", "120", "-w", str(workspace)]
-    with on_a_terminal(args, env=cli_env, cwd=workspace.parent) as (proc, screen):
+    args = (DEMO_ASK, "--timeout", "120", "-w", str(workspace))
+    with on_a_terminal(*args, env=cli_env, cwd=workspace.parent) as (proc, screen):
         screen.expect("?? q1: 用哪个 Python 解释器?")
         screen.type("python3")  # answers the pending ask
         screen.expect("q1 answered: python3")
-        assert fake_api.wait_for(lambda reqs: bool(slept), 120)
-        time.sleep(1.0)  # the worker's long command is running
+        assert screen.wait_until(lambda: bool(slept), 120)
+        screen.pause(1.0)  # the worker's long command is running
         screen.type("另外也打印 world")  # nobody asks: it goes to the inbox
         screen.expect("✉ you said: 另外也打印 world")
         screen.type("?做到哪了")
@@ -86,15 +85,15 @@ def test_ctrl_c_typed_in_the_terminal_interrupts_without_burning_a_judged_round(
     slept: list[str] = []
     worker = slow_then_quick(workspace, slept)
     fake_api.script = rules((When(kind="subagent"), worker), (When(), starter_cast()))
-    args = [DEMO_ASK, "--timeout", "120", "-w", str(workspace)]
-    with on_a_terminal(args, env=cli_env, cwd=workspace.parent) as (proc, screen):
+    args = (DEMO_ASK, "--timeout", "120", "-w", str(workspace))
+    with on_a_terminal(*args, env=cli_env, cwd=workspace.parent) as (proc, screen):
         screen.expect("?? q1: 用哪个 Python 解释器?")
         screen.type("python3")
-        assert fake_api.wait_for(lambda reqs: bool(slept), 120)
-        time.sleep(1.0)  # the worker's long command is running
+        assert screen.wait_until(lambda: bool(slept), 120)
+        screen.pause(1.0)  # the worker's long command is running
         os.write(screen.fd, b"\x03")  # Ctrl+C, typed
         screen.expect("中断:输入要告诉代理的话")
-        time.sleep(5.0)  # the human reads the hint before pressing Enter
+        screen.pause(5.0)  # the human reads the hint before pressing Enter
         screen.type("")
         screen.expect("achieved")
         assert proc.wait(timeout=120) == 0

@@ -59,7 +59,7 @@ def test_a_look_alike_on_a_terminal_asks_first_and_no_means_nothing_starts(
     fake_api: FakeAPI, cli_env: dict[str, str], workspace: Path
 ) -> None:
     args = ["statu", "-w", str(workspace)]
-    with on_a_terminal(args, env=cli_env, cwd=workspace) as (proc, screen):
+    with on_a_terminal(*args, env=cli_env, cwd=workspace) as (proc, screen):
         screen.expect("Start a run whose whole ask is 'statu'? [y/N]")
         screen.type("n")
         screen.expect("nothing started; did you mean")
@@ -72,7 +72,7 @@ def test_a_look_alike_confirmed_on_a_terminal_is_the_ask(
 ) -> None:
     fake_api.script = starter_cast()
     args = ["statu", "--timeout", "0", "-w", str(workspace)]
-    with on_a_terminal(args, env=cli_env, cwd=workspace) as (_, screen):
+    with on_a_terminal(*args, env=cli_env, cwd=workspace) as (_, screen):
         screen.expect("[y/N]")
         screen.type("y")
         screen.expect("fresh run in")  # then it is ended: the test has seen what it needs

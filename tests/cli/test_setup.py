@@ -165,7 +165,7 @@ def test_the_key_is_typed_at_a_hidden_prompt_and_enter_keeps_it(
     api: FakeAPI, tmp_path: Path
 ) -> None:
     env = env_for(tmp_path)
-    with on_a_terminal(["setup", "--base-url", api.url], env=env, cwd=tmp_path) as (proc, typed):
+    with on_a_terminal("setup", "--base-url", api.url, env=env, cwd=tmp_path) as (proc, typed):
         typed.expect("ANTHROPIC_API_KEY:")
         time.sleep(1.0)  # getpass flushes what was typed before it took the terminal
         typed.type(RIGHT)
@@ -173,7 +173,7 @@ def test_the_key_is_typed_at_a_hidden_prompt_and_enter_keeps_it(
         assert proc.wait(timeout=30) == 0
     assert RIGHT not in typed.text  # hidden input is not echoed
     assert f"ANTHROPIC_API_KEY={RIGHT}" in dotenv(tmp_path).read_text()
-    with on_a_terminal(["setup", "claude-x"], env=env, cwd=tmp_path) as (proc, kept):
+    with on_a_terminal("setup", "claude-x", env=env, cwd=tmp_path) as (proc, kept):
         kept.expect("(Enter keeps sk-a... (29 chars))")
         time.sleep(1.0)
         kept.type("")  # Enter: keep the key

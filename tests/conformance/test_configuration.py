@@ -7,7 +7,6 @@ each test names the section of the page.
 
 from __future__ import annotations
 
-import json
 import os
 import sqlite3
 from pathlib import Path
@@ -24,6 +23,7 @@ from flower.stores import SqliteSessionStore
 from flower.testing import Always, FakeAPI, sequence, text
 from tests.cli.conftest import flower, offline_env
 from tests.conformance.conftest import write
+from tests.json_contract import parse_document
 
 KEY = "ANTHROPIC_API_KEY"
 URL = "ANTHROPIC_BASE_URL"
@@ -219,5 +219,5 @@ def test_the_offline_run_report_is_flower_analyze(tmp_path: Path) -> None:
     before = {p.name: p.read_bytes() for p in runs.iterdir()}
     done = CliRunner().invoke(app, ["analyze", str(runs), "--json"])
     assert done.exit_code == 0, done.output
-    assert json.loads(done.output)["totals"]["api_calls"] == 0
+    assert parse_document(done.output)["totals"]["api_calls"] == 0
     assert {p.name: p.read_bytes() for p in runs.iterdir()} == before

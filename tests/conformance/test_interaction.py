@@ -104,8 +104,8 @@ def test_the_terminal_waits_for_a_side_question_before_it_exits(
         (When(), starter_cast(ask_human=False)),
     )
     env = offline_env(fake_api, claude_home)
-    ask = [DEMO_ASK, "--timeout", "120", "-w", str(workspace)]
-    with on_a_terminal(ask, env=env, cwd=workspace.parent) as (proc, screen):
+    ask = (DEMO_ASK, "--timeout", "120", "-w", str(workspace))
+    with on_a_terminal(*ask, env=env, cwd=workspace.parent) as (proc, screen):
         assert fake_api.wait_for(lambda reqs: bool(slept), 120)
         screen.type("?做到哪了")
         screen.expect("等旁路问答答完再退出")

@@ -42,7 +42,7 @@ def test_a_line_typed_into_an_attached_run_answers_its_question(
     # no --timeout: flower in the box has no terminal, but it is told answers come from the host
     program = [sys.executable, "-m", "flowerbox"]
     with on_a_terminal(
-        [DEMO_ASK, "-w", str(ws)], env=env, cwd=ws, program=program, stop=signal.SIGTERM
+        DEMO_ASK, "-w", str(ws), env=env, cwd=ws, program=program, stop=signal.SIGTERM
     ) as (proc, screen):  # SIGTERM: flowerbox stops its box and removes the containers
         screen.expect("A line typed here answers the run's oldest open question", timeout=300)
         screen.expect("?? q1: 用哪个 Python 解释器?", timeout=300)

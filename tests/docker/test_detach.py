@@ -57,13 +57,26 @@ def meta_of(ws: Path, run_id: str) -> dict[str, Any]:
 
 
 def wait_until_ended(ws: Path, run_id: str, timeout: float = 300) -> dict[str, Any]:
+    """The run's meta once it has ended and its keeper has exited: the end is recorded
+    first (whatever the aftermath does), the keeper then reports and cleans up."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         meta = meta_of(ws, run_id)
-        if meta["status"] not in ("starting", "running"):
+        if meta["status"] not in ("starting", "running") and not _alive(meta.get("keeper_pid")):
             return meta
         time.sleep(0.5)
     raise AssertionError(f"{run_id} still {meta['status']} after {timeout:.0f}s")
+
+
+def _alive(pid: object) -> bool:
+    """Whether process `pid` runs (a zombie nobody reaped yet has ended)."""
+    if not isinstance(pid, int):
+        return False
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
 def left_behind(client: DockerClient, meta: dict[str, Any]) -> list[str]:

@@ -2,18 +2,22 @@
 
 from __future__ import annotations
 
+import contextlib
+import http.client
 import json
 import os
 import subprocess
 import sys
 import urllib.error
 import urllib.request
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from flower.testing import Always, FakeAPI, fingerprint, text, tool
+from flower.core.pricing import PriceTable
+from flower.testing import Always, FakeAPI, Usage, drop, fingerprint, http_error, text, tool
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -147,3 +151,30 @@ def test_process_mode_requires_the_key_from_the_environment(tmp_path: Path) -> N
             assert post(api, "/v1/messages", BODY, key="sk-from-env")[0] == 200
         finally:
             proc.terminate()
+
+
+def test_each_answer_records_the_usage_that_reached_the_client_and_its_price() -> None:
+    """What the gateway's meter would read off the same bytes: message_start's usage, then
+    message_delta's output count; a stream cut before message_delta keeps message_start's."""
+    whole = Usage(input_tokens=1000, output_tokens=300, cache_read_input_tokens=50)
+    replies = iter(
+        [
+            text("streamed", usage=whole),
+            text("not streamed", usage=whole),
+            text("cut", usage=whole, fault=drop(after_blocks=1)),
+            text("refused", fault=http_error(529)),
+        ]
+    )
+    with FakeAPI(lambda request: next(replies)) as api:
+        post(api, "/v1/messages", {**BODY, "stream": True})
+        post(api, "/v1/messages", {**BODY, "stream": False})
+        with contextlib.suppress(OSError, http.client.HTTPException):
+            post(api, "/v1/messages", {**BODY, "stream": True})
+        post(api, "/v1/messages", {**BODY, "stream": True})
+    streamed, plain, cut, refused = api.requests
+    final = {**asdict(whole), "output_tokens": 300}
+    assert streamed.usage == plain.usage == final
+    assert cut.usage == {**final, "output_tokens": 1}  # message_start's count only
+    assert refused.usage is None and streamed.answer_model == "claude-opus-5-5"
+    price = PriceTable().lookup("claude-opus-5-5")[0]
+    assert api.cost() == pytest.approx(2 * price.cost(final) + price.cost(cut.usage))

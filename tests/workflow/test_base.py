@@ -104,10 +104,14 @@ async def test_on_reject_resumes_the_rejected_session_with_its_feedback(
         on_reject=lambda r, ctx: "not yet: the tests fail",
     )
     runtime = make_runtime()
-    await Workflow([step]).run(runtime)
+    seen: list[Event] = []
+    await Workflow([step]).run(runtime, on_event=seen.append)
     first, second = runtime.results
     assert second.step == "work#round2" and second.session_id == first.session_id
     assert flower_env.main_requests()[-1].prompt == "not yet: the tests fail"
+    headers = [(e.text, e.payload) for e in seen if e.kind == "step"]  # each round announced
+    one = {"index": 0, "total": 1, "resumed": False, "woke": 0, "round": 1, "rounds": 3}
+    assert headers == [("work", one), ("work", {**one, "resumed": True, "round": 2})]
 
 
 @pytest.mark.parametrize("feedback", ["", None])

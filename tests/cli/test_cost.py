@@ -1,0 +1,153 @@
+"""Cost, exact everywhere (issue 20, item 1): a judged job with a resumed round, a Ctrl+C
+interrupt, a SIGTERM and a wake. Every figure flower shows (the live line, the end line,
+the JSON summary, the manifest, `status`, `analyze`) must come to what the fake API's own
+answers cost, priced from the usage each one reported."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import re
+import signal
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+from flower.cli.render import Render
+from flower.core.events import Event
+from flower.testing import FakeAPI, Reply, Request, Usage, When, rules, text, tool
+from flower.testing.demo import DEMO_ASK, starter_cast
+from tests.cli.conftest import flower, on_a_terminal, start_flower
+from tests.json_contract import parse_document
+
+SLOW = "python3 -c 'import time; time.sleep(60)'"
+# Answers with real weight: thousands of output tokens (what a stream's start undercounts)
+# and cached input (priced apart), so a figure that misses either is off by cents.
+WEIGHT = Usage(output_tokens=3000, cache_read_input_tokens=40_000)
+FIGURE = re.compile(r"\$(\d+\.\d{4})")
+
+
+def weighty_job(api: FakeAPI) -> None:
+    """The starter cast, every answer weighty. The coordinator delegates whenever its last
+    delegation did not come back done; the first and third workers run a slow command (the
+    times to interrupt and to stop the run); the first judge of the work says "not yet", so
+    round 2 resumes the coordinator's session."""
+    cast = starter_cast(verdicts=["未达成", "达成"])
+
+    def coordinator(request: Request) -> Reply:
+        said = [m.get("content") for m in request.messages if m.get("role") == "assistant"]
+        last = said[-1] if said and isinstance(said[-1], list) else []
+        done = [request.result_for(b["id"]) for b in last if b.get("type") == "tool_use"]
+        if done and all(r is not None and not r.is_error for r in done):
+            return text(f"第 {len(api.agent_ids())} 个 worker 写好了 hello.py。")
+        brief = {"description": "写 hello.py", "prompt": "写 hello.py 并运行。"}
+        return tool("Agent", {**brief, "subagent_type": "coder", "run_in_background": False})
+
+    def worker(request: Request) -> Reply:
+        order = api.agent_ids().index(str(request.agent_id))
+        if order in (0, 2) and not request.tool_results():
+            return tool("Bash", {"command": SLOW})
+        return cast(request)
+
+    script = rules(
+        (When(kind="subagent"), worker),
+        (When(kind="main", system_contains="你是协调者"), coordinator),
+        (When(), cast),
+    )
+    api.script = lambda request: replace(script(request), usage=WEIGHT)
+
+
+def test_every_cost_a_user_sees_is_what_the_api_answers_cost(
+    fake_api: FakeAPI, cli_env: dict[str, str], workspace: Path
+) -> None:
+    weighty_job(fake_api)
+    ws = workspace.parent
+
+    def workers() -> int:
+        return len(fake_api.agent_ids())
+
+    args = (DEMO_ASK, "--timeout", "120", "-w", str(workspace))
+    with on_a_terminal(*args, env=cli_env, cwd=workspace.parent) as (run, screen):
+        screen.expect("waiting for you: q1")
+        screen.type("python3")
+        assert screen.wait_until(lambda: workers() == 1, 120)
+        screen.pause(1.5)  # the first worker's slow command runs
+        run.send_signal(signal.SIGINT)  # Ctrl+C: interrupt, then say something
+        screen.expect("中断:输入要告诉代理的话")
+        screen.type("先别跑那个命令")
+        screen.expect("已打断")
+        screen.expect("round 2/3")  # judged "not yet": the coordinator's session resumed
+        assert screen.wait_until(lambda: workers() == 3, 120)
+        screen.pause(1.5)  # the third worker's slow command runs
+        run.send_signal(signal.SIGTERM)
+        screen.expect("exit 130")
+        assert run.wait(timeout=60) == 130
+    before = fake_api.cost()
+    live, end = screen.text.rsplit("stopped", 1)  # the end line: stopped · $… · exit 130
+    assert float(FIGURE.findall(end)[0]) == pytest.approx(before, abs=5e-5), end
+    assert float(FIGURE.findall(live)[-1]) == pytest.approx(before, abs=5e-5)  # its last state
+
+    log = workspace.parent / "events.jsonl"
+    args = ("resume", "--timeout", "0", "--events", str(log), "-w", str(workspace))
+    woken = flower(*args, env=cli_env, cwd=ws)
+    assert woken.returncode == 0, woken.stderr
+    total = fake_api.cost()
+    woke = total - before  # what the woken run spent
+    assert min(before, woke) > 0.5  # dollars, not fractions of a cent
+    live, end = woken.stdout.rsplit("achieved", 1)  # achieved · $woke ($total with ...) · exit 0
+    assert [float(f) for f in FIGURE.findall(end)] == [
+        pytest.approx(woke, abs=5e-5),
+        pytest.approx(total, abs=5e-5),  # with the run it continues
+    ]
+    assert float(FIGURE.findall(live)[-1]) == pytest.approx(woke, abs=5e-5)
+    replay = Render(Console(file=io.StringIO()))  # another process's view: flowerbox attach
+    for line in log.read_text().splitlines():
+        replay(Event.from_json(json.loads(line)))
+    assert float(FIGURE.findall(replay.status_line())[0]) == pytest.approx(woke, abs=5e-5)
+
+    runs = workspace.parent / "runs"
+    rows = json.loads((runs / "manifest.json").read_text())
+    assert sum(r["cost_usd"] for r in rows) == pytest.approx(total, abs=1e-6)
+    status = parse_document(flower("status", str(runs), "--json", env=cli_env, cwd=ws).stdout)
+    assert status["total_cost_usd"] == pytest.approx(total, abs=1e-6)
+    each = [run["cost_usd"] for run in status["runs"]]  # oldest first
+    assert each == [pytest.approx(before, abs=1e-6), pytest.approx(woke, abs=1e-6)]
+    table = flower("status", str(runs), env=cli_env, cwd=ws)
+    assert f"total cost: ${total:.4f}" in table.stdout
+    report = parse_document(flower("analyze", str(runs), "--json", env=cli_env, cwd=ws).stdout)
+    assert report["totals"]["cost_usd"] == pytest.approx(total, abs=1e-6)
+
+
+def test_status_counts_what_the_running_step_has_spent(
+    fake_api: FakeAPI, cli_env: dict[str, str], workspace: Path
+) -> None:
+    """Mid-step, before the CLI has costed the turn: `status` shows what was spent so far,
+    each finished response at its full output count."""
+    slow = "python3 -c 'import time; time.sleep(8)'"
+    fake_api.script = lambda request: replace(
+        text("slept") if request.tool_results() else tool("Bash", {"command": slow}),
+        usage=WEIGHT,
+    )
+    runs = workspace.parent / "runs"
+    args = ("once", "sleep a while", "--json", "-w", str(workspace), "--run-dir", str(runs))
+    run = start_flower(*args, env=cli_env, cwd=workspace.parent)
+    try:
+        assert fake_api.wait_for(lambda requests: len(requests) == 1, 60)
+        time.sleep(2.0)  # the command runs; the turn has no result yet
+        status = flower("status", str(runs), "--json", env=cli_env, cwd=workspace.parent)
+        during = fake_api.cost()
+        out, err = run.communicate(timeout=60)
+    finally:
+        if run.poll() is None:
+            os.killpg(run.pid, signal.SIGKILL)
+    data = parse_document(status.stdout)
+    [shown] = data["runs"]
+    assert shown["state"] == "running" and shown["current"]
+    assert data["total_cost_usd"] == pytest.approx(during, abs=1e-6) and during > 0.05
+    assert run.returncode == 0, err
+    assert parse_document(out)["cost_usd"] == pytest.approx(fake_api.cost(), abs=1e-6)
+    assert float(FIGURE.findall(err)[-1]) == pytest.approx(fake_api.cost(), abs=5e-5)
