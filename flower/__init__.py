@@ -63,13 +63,19 @@ _HOMES = {
         "oracle",
         "worker",
     ),
+    "flower.core.inbox": ("ANSWER_COMMAND_ENV",),
     "flower.core.rundir": ("RUN_ID_ENV", "RunDir", "new_run_id"),
     "flower.core.runtime": ("Runtime", "StepResult"),
     "flower.core.statefile": ("StateFileError", "atomic_write_json", "read_json", "update_json"),
     "flower.core.timeline": ("Timeline", "read_timeline"),
     "flower.core.times": ("iso_utc",),
     "flower.core.workbench": ("Workbench",),
-    "flower.core.workspace": ("in_git_repository", "workbench_location"),
+    "flower.core.workspace": (
+        "in_git_repository",
+        "shown",
+        "workbench_location",
+        "workspace_refusal",
+    ),
     "flower.errors": ("FlowerError",),
     "flower.stores": (
         "EphemeralPolicy",
@@ -92,6 +98,7 @@ _HOMES = {
 _WHERE = {name: module for module, names in _HOMES.items() for name in names}
 
 __all__ = [
+    "ANSWER_COMMAND_ENV",
     "AgentSpec",
     "Ask",
     "Brief",
@@ -165,6 +172,7 @@ __all__ = [
     "parse_dotenv",
     "read_json",
     "read_timeline",
+    "shown",
     "spill_guard",
     "starter_flow",
     "token_count",
@@ -176,6 +184,7 @@ __all__ = [
     "workbench_hooks",
     "workbench_location",
     "worker",
+    "workspace_refusal",
 ]
 
 
@@ -226,6 +235,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see
     )
     from flower.core.handoff import Handoff
     from flower.core.human import DECLINED, OVER_BUDGET, TIMEOUT, Ask, HumanChannel
+    from flower.core.inbox import ANSWER_COMMAND_ENV
     from flower.core.lineage import Lineage
     from flower.core.pricing import DEFAULT_PRICES, Price, PriceTable, token_count
     from flower.core.resilience import Resilience, classify
@@ -247,7 +257,12 @@ if TYPE_CHECKING:  # what type checkers and IDEs see
     from flower.core.timeline import Timeline, read_timeline
     from flower.core.times import iso_utc
     from flower.core.workbench import Workbench
-    from flower.core.workspace import in_git_repository, workbench_location
+    from flower.core.workspace import (
+        in_git_repository,
+        shown,
+        workbench_location,
+        workspace_refusal,
+    )
     from flower.errors import FlowerError
     from flower.stores import (
         EphemeralPolicy,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -29,3 +31,14 @@ def private_state(
     state = tmp_path_factory.mktemp("xdg-state")
     monkeypatch.setenv("XDG_STATE_HOME", str(state))
     return state
+
+
+def unprivileged(argv: list[str]) -> list[str]:
+    """`argv` run so that file permissions apply to it: as root (these machines, CI), with
+    every capability dropped (root then meets mode bits as their owner does); as anyone else,
+    as it is."""
+    if os.geteuid() != 0:
+        return argv
+    setpriv = shutil.which("setpriv")
+    assert setpriv, "setpriv (util-linux) is needed to run a command as root without privilege"
+    return [setpriv, "--bounding-set=-all", "--inh-caps=-all", *argv]

@@ -53,7 +53,8 @@ PAGES = (
         "flowerbox.cli.app",
         'A first word that names no command is the ask: `flowerbox "add a --json flag"` runs\n'
         '`flowerbox go "add a --json flag"`. Options a command does not know are passed on to\n'
-        "`flower` inside the box (`--timeout 0`, `--json`, `-W`...). Exit codes are flower's;\n"
+        "`flower` inside the box (`--timeout 0`, `--json`, `-W`...), checked by flower's own\n"
+        "parser on the host first (`flowerbox go --help` lists them). Exit codes are flower's;\n"
         "2 also covers what only the box can get wrong (no engine, no image, no credentials, a\n"
         "bad workspace). How the box is built and run: [../deployment.md](../deployment.md).",
     ),

@@ -23,7 +23,7 @@ from rich.table import Table
 
 from flower.cli import contract
 from flower.cli.exits import exit_codes
-from flower.cli.status import lineage_steps, outcome_cell, read_only, read_rows
+from flower.cli.status import lineage_steps, outcome_cell, read_only, read_rows, unreadable
 from flower.cli.tables import table_console
 from flower.core.rundir import RunDir
 from flower.errors import RunDirError
@@ -100,9 +100,7 @@ def report(run_dir: Path) -> dict[str, Any]:
         try:
             found = read_transcripts(db)
         except sqlite3.Error as exc:
-            raise RunDirError(
-                run_dir, f"{db} cannot be read ({exc}): if a run holds it busy, retry in a moment"
-            ) from exc
+            raise RunDirError(run_dir, unreadable(db, exc)) from exc
         for session in found:
             sid = session["session_id"]
             # The CLI's own cumulative cost when the transcript has it, else the manifest's.

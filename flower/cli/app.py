@@ -1,7 +1,8 @@
 """The typer application behind the `flower` console script.
 
 `flower "ask"` is the go path; every other first word names a command. A first argument
-that is not a command is routed to `go`, so the ask needs no subcommand in front of it.
+that is not a command is routed to `go`, so the ask needs no subcommand in front of it, and
+`help`, `-h` or nothing at all shows the help (flower.cli.routing).
 """
 
 from pathlib import Path
@@ -9,7 +10,6 @@ from typing import Annotated
 
 import typer
 from typer import _click  # typer >= 0.26 vendors click; its group speaks these types
-from typer.core import TyperGroup
 
 from flower import __version__
 from flower.cli.analyze import analyze
@@ -20,6 +20,7 @@ from flower.cli.go import go
 from flower.cli.once import once
 from flower.cli.report import report
 from flower.cli.resume import resume
+from flower.cli.routing import HELP_OPTIONS, AskRouter
 from flower.cli.run import run
 from flower.cli.setup import setup
 from flower.cli.status import status
@@ -29,15 +30,10 @@ GO = "go"
 UNFINISHED_HINT = "This folder holds an unfinished run: `flower resume` continues it."
 
 
-class AskFirst(JsonRefusals, TyperGroup):
+class AskFirst(JsonRefusals, AskRouter):
     """Routes `flower "some ask" ...` to the go command."""
 
-    def resolve_command(
-        self, ctx: _click.Context, args: list[str]
-    ) -> tuple[str | None, _click.Command | None, list[str]]:
-        if args and args[0] not in self.commands and not args[0].startswith("-"):
-            args = [GO, *args]
-        return super().resolve_command(ctx, args)
+    ask_command = GO
 
     def format_help(self, ctx: _click.Context, formatter: _click.HelpFormatter) -> None:
         """The help, and below it how to continue when this folder holds an unfinished run
@@ -71,8 +67,8 @@ app = typer.Typer(
     name="flower",
     cls=AskFirst,
     help='Run long-horizon work with Claude Code. Start with: flower "what you want done"',
-    no_args_is_help=True,
     add_completion=True,
+    context_settings={"help_option_names": HELP_OPTIONS},
 )
 
 

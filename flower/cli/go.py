@@ -18,6 +18,7 @@ import asyncio
 import contextlib
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, NoReturn, cast
 
@@ -33,14 +34,19 @@ from flower.cli.options import (
     FinishOption,
     JsonOut,
     Model,
+    OfflineWait,
+    Retries,
     Rounds,
     RunDirOption,
     Verbose,
     Workspace,
+    resilience,
+    workspace_folder,
 )
 from flower.cli.render import Render
 from flower.cli.report import report_command
-from flower.core.env import check_credentials, describe, load_dotenv
+from flower.core.env import describe, load_dotenv, require_credentials
+from flower.core.inbox import ANSWER_COMMAND_ENV, answer_command
 from flower.core.labels import parse_label
 from flower.core.rundir import RunDir
 from flower.core.runlock import holding_the_run
@@ -50,9 +56,20 @@ if TYPE_CHECKING:  # the real imports load the SDK: done late, so `flower --help
     from flower.core.runtime import Runtime
     from flower.workflow.base import RunState, Workflow
 from flower.core.exclude import git_exclude, git_unexcluded
-from flower.errors import CredentialsError, UsageError, WorkspaceError
+from flower.errors import UsageError
 
 FINISH_VALUES = ("branch", "merge", "patch")
+
+ANSWER_WAIT = 1800.0  # seconds a question waits when someone can answer it
+NO_TERMINAL = (
+    "stdin is not a terminal, so the agents' questions are not waited for (--timeout 0); "
+    "to answer them from another terminal with `flower answer`, pass --timeout SECONDS"
+)
+TYPE_ANSWER = "type your answer and press Enter"
+NO_ASK = (
+    'no ask: say what you want done, e.g. flower "add a --verbose flag" (only a run whose '
+    "brief is complete continues without one: `flower resume`)"
+)
 
 
 def go(
@@ -87,12 +104,14 @@ def go(
     max_asks: Annotated[
         int | None, typer.Option(help="Questions the agents may ask you (0 = none).", min=0)
     ] = None,
-    timeout: AnswerTimeout = 1800.0,
+    timeout: AnswerTimeout = None,
     no_trim: Annotated[
         bool, typer.Option("--no-trim", help="Do not spill old big tool results on resume.")
     ] = False,
     model: Model = None,
     budget: Budget = None,
+    retries: Retries = None,
+    offline_wait: OfflineWait = None,
     verbose: Verbose = False,
     events: Events = None,
     json_out: JsonOut = False,
@@ -110,18 +129,15 @@ def go(
         load_dotenv()
         if verbose:
             console.print(describe(), style="dim")
-        ws = workspace.expanduser().resolve()
-        if not ws.is_dir():
-            raise WorkspaceError(
-                ws, f"workspace {ws} is not a folder: create it or pass -w <folder>"
-            )
-        if problem := check_credentials():  # before anything is created here
-            raise CredentialsError(problem)
+        ws = workspace_folder(workspace)
+        require_credentials()  # before anything is created here
         _check_finish(finish_as, isolate=isolate)
         run_dir = usable_run_dir(run_dir)
         first = not RunDir(run_dir).holds_a_run()
+        state = wake_state(ws, run_dir=run_dir, isolate=isolate)  # reads, writes nothing
+        if not ask.strip() and (new or not state["woke"]):
+            raise UsageError(NO_ASK)  # before the lock or the workbench is made
         held.enter_context(holding_the_run(run_dir, ["flower", "go", ask]))
-        state = wake_state(ws, run_dir=run_dir, isolate=isolate)
         if first:
             asks = sys.stdin.isatty() and timeout != 0
             _offer_exclude(ws, [run_dir, Path(state["workbench"])], console, asks=asks)
@@ -129,6 +145,7 @@ def go(
             ask = ""  # an ask would amend the brief and set the goal again
         repeated = bool(ask.strip()) and repeated_ask(RunDir(run_dir).ask_history, ask)
         console.print(_describe_wake(state, new=new, ask=ask, repeated=repeated), style="bold")
+        timeout = answer_wait(timeout, say=lambda line: console.print(line, style="yellow"))
         flow = starter_flow(
             ask,
             workspace=ws,
@@ -148,6 +165,7 @@ def go(
             trim=not no_trim,
             workbench=flow.workbench or False,
             budget_usd=budget,
+            resilience=resilience(retries, offline_wait),
         )
         try:
             ran, stopped = asyncio.run(
@@ -209,6 +227,17 @@ def deliver_work(
         return None
 
 
+def answer_wait(timeout: float | None, *, say: Callable[[str], None]) -> float:
+    """--timeout as given; without it, ANSWER_WAIT when someone can answer (a terminal, or
+    $FLOWER_ANSWER_COMMAND: flowerbox's `flowerbox answer`), else 0, said once."""
+    if timeout is not None:
+        return timeout
+    if sys.stdin.isatty() or os.environ.get(ANSWER_COMMAND_ENV):
+        return ANSWER_WAIT
+    say(NO_TERMINAL)
+    return 0.0
+
+
 async def drive(
     flow: Workflow,
     runtime: Runtime,
@@ -225,8 +254,10 @@ async def drive(
     from flower.cli.eventlog import EventLog
     from flower.cli.interact import Terminal
 
-    render = Render(console, spent=runtime.spent)
     interactive = sys.stdin.isatty() and not unattended
+    elsewhere = f"answer from another terminal: {answer_command(runtime.run_dir)}"
+    hint = TYPE_ANSWER if interactive else elsewhere
+    render = Render(console, spent=runtime.spent, answer_hint=hint)
     terminal = Terminal(
         runtime,
         flow.channel,

@@ -17,17 +17,26 @@ from flower.cli.options import (
     Events,
     JsonOut,
     Model,
+    OfflineWait,
+    Retries,
     RunDirOption,
     RunWorkbench,
+    StepBudget,
     Verbose,
     Workspace,
+    resilience,
+    workspace_folder,
 )
 from flower.cli.render import Render
 from flower.core.env import describe, load_dotenv
 from flower.core.rundir import RunDir
 from flower.core.runlock import holding_the_run
+from flower.errors import UsageError
 
 ONCE_INSTRUCTIONS = "Do the task you are given, then reply with a short summary of what you did."
+NO_PROMPT = (
+    'an empty prompt: say what the agent should do, e.g. flower once "add a test for parse()"'
+)
 
 
 def once(
@@ -35,9 +44,7 @@ def once(
     workspace: Workspace = Path("."),
     run_dir: RunDirOption = Path("runs"),
     model: Model = None,
-    budget: Annotated[
-        float | None, typer.Option(help="Stop the step once it has cost this many USD.")
-    ] = None,
+    budget: StepBudget = None,
     allow: Annotated[
         list[str] | None,
         typer.Option(
@@ -45,6 +52,8 @@ def once(
         ),
     ] = None,
     workbench: RunWorkbench = False,
+    retries: Retries = None,
+    offline_wait: OfflineWait = None,
     verbose: Verbose = False,
     events: Events = None,
     json_out: JsonOut = False,
@@ -57,11 +66,18 @@ def once(
 
     console = Console(stderr=json_out, highlight=False, soft_wrap=True)
     with exit_codes("flower once" if json_out else None), contextlib.ExitStack() as held:
+        if not prompt.strip():
+            raise UsageError(NO_PROMPT)
         if verbose:
             load_dotenv()
             console.print(describe(), style="dim")
         # Credentials are checked first, before anything (the workbench too) is created.
-        runtime = Runtime(workspace=workspace, run_dir=run_dir, workbench=workbench)
+        runtime = Runtime(
+            workspace=workspace_folder(workspace),
+            run_dir=run_dir,
+            workbench=workbench,
+            resilience=resilience(retries, offline_wait),
+        )
         held.enter_context(holding_the_run(runtime.run_dir, ["flower", "once", prompt]))
         spec = AgentSpec(
             "once",

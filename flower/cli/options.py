@@ -1,12 +1,72 @@
 """The options several commands share, declared once (flowerbox's report takes --svg and
---png from here too), and the check of a run directory that status and report read."""
+--png from here too), the checks of their values, and the check of a run directory that
+status and report read.
 
+A value flower cannot use is refused by the option itself (typer's exit 2 with the option's
+name), before anything is created or spent: a negative timeout or budget, an empty model.
+The workspace is checked by `workspace_folder` in the command's body, whose refusals are
+flower's own sentences (exit 2 through flower.cli.exits).
+"""
+
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from flower.errors import RunDirError
+from flower.core.resilience import Resilience
+from flower.core.workspace import shown, workspace_refusal
+from flower.errors import RunDirError, WorkspaceError
+
+
+def resilience(retries: int | None, offline_wait: float | None) -> Resilience:
+    """The run's Resilience: --retries and --offline-wait where given, its defaults else."""
+    policy = Resilience()
+    if retries is not None:
+        policy = replace(policy, max_attempts=retries)
+    if offline_wait is not None:
+        policy = replace(policy, max_offline_wait=offline_wait)
+    return policy
+
+
+def workspace_folder(path: Path) -> Path:
+    """The workspace's realpath; a WorkspaceError when flower must not work there: not a
+    folder, a system folder, your home folder itself (a run there fills it with runs/ and
+    .flower/ and lets agents loose on all of it), or a name that is not UTF-8."""
+    ws = path.expanduser().resolve()
+    if not ws.is_dir():
+        raise WorkspaceError(
+            ws, f"workspace {shown(ws)} is not a folder: create it or pass -w <folder>"
+        )
+    why = workspace_refusal(ws)
+    if why is None and ws == Path.home().resolve():
+        why = "your home folder"
+    if why is not None:
+        raise WorkspaceError(
+            ws,
+            f"refusing to work in {shown(ws)}, {why}: run flower from a project folder "
+            "(or pass -w <project folder>)",
+        )
+    return ws
+
+
+def positive_usd(value: float | None) -> float | None:
+    """A budget: more than 0 USD, or None for no limit."""
+    if value is not None and not value > 0:
+        raise typer.BadParameter(
+            f"{value:g} USD is no budget: pass more than 0, or leave the option out for no limit"
+        )
+    return value
+
+
+def model_name(value: str | None) -> str | None:
+    """A model id or alias, never blank: an empty one would silently mean the default."""
+    if value is not None and not value.strip():
+        raise typer.BadParameter(
+            "an empty model name: pass an id or alias (sonnet, opus...), or leave --model out"
+        )
+    return value
+
 
 Workspace = Annotated[
     Path, typer.Option("--workspace", "-w", help="The folder the work happens in.")
@@ -34,11 +94,46 @@ Verbose = Annotated[
 ]
 Rounds = Annotated[int, typer.Option(help="Judged rounds of work at most.", min=1)]
 AnswerTimeout = Annotated[
-    float, typer.Option(help="Seconds to wait for an answer; 0 = fully unattended.")
+    float | None,
+    typer.Option(
+        help="Seconds to wait for an answer; 0 = fully unattended. Default: 1800 on a "
+        "terminal (or where $FLOWER_ANSWER_COMMAND says how answers come), else 0.",
+        min=0,
+        show_default=False,
+    ),
 ]
-Model = Annotated[str | None, typer.Option(help="Model id or alias (sonnet, opus...).")]
+Model = Annotated[
+    str | None,
+    typer.Option(help="Model id or alias (sonnet, opus...).", callback=model_name),
+]
 Budget = Annotated[
-    float | None, typer.Option(help="Stop spending once the run has cost this many USD.")
+    float | None,
+    typer.Option(help="Stop spending once the run has cost this many USD.", callback=positive_usd),
+]
+StepBudget = Annotated[
+    float | None,
+    typer.Option(help="Stop the step once it has cost this many USD.", callback=positive_usd),
+]
+Retries = Annotated[
+    int | None,
+    typer.Option(
+        "--retries",
+        help="Attempts a step gets at most when the API or the network fails (1: none again; "
+        f"default {Resilience.max_attempts}).",
+        min=1,
+        show_default=False,
+    ),
+]
+OfflineWait = Annotated[
+    float | None,
+    typer.Option(
+        "--offline-wait",
+        metavar="SECONDS",
+        help="How long a step waits for the API to be reachable again before it gives up "
+        f"(default {Resilience.max_offline_wait:g}).",
+        min=0,
+        show_default=False,
+    ),
 ]
 JsonOut = Annotated[
     bool, typer.Option("--json", help="Print a machine-readable summary on stdout at the end.")

@@ -39,7 +39,9 @@ class Render:
     """Prints Events to a rich Console (NO_COLOR and non-terminals are handled by rich).
 
     spent: where the run's cost comes from when Runtime runs in this process
-    (`Runtime.spent`); without it, from the events.
+    (`Runtime.spent`); without it, from the events. answer_hint: how this UI's user answers
+    a question, `{id}` standing for its id; None says nothing (a renderer must not promise
+    "type your answer" where nobody reads what is typed).
     """
 
     def __init__(
@@ -48,10 +50,12 @@ class Render:
         *,
         verbose: bool = False,
         spent: Callable[[], float] | None = None,
+        answer_hint: str | None = None,
     ) -> None:
         self.console = console or Console(highlight=False, soft_wrap=True)
         self.verbose = verbose
         self.spent = spent
+        self.answer_hint = answer_hint
         self.started = time.monotonic()
         self.last_print = self.started
         self.step = ""
@@ -174,7 +178,8 @@ class Render:
             options = payload.get("options") if isinstance(payload.get("options"), list) else []
             choices = f"  [{' / '.join(map(str, options))}]" if options else ""
             self._line("", f"?? {ident}: {event.text}{choices}", "bold yellow")
-            self._line("", "   (type your answer and press Enter)", "yellow")
+            if self.answer_hint:
+                self._line("", f"   ({self.answer_hint.replace('{id}', ident)})", "yellow")
         else:
             self.waiting.pop(ident, None)
             answer = f": {payload.get('answer')}" if payload.get("answer") else ""

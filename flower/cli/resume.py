@@ -20,10 +20,13 @@ from flower.cli.options import (
     FinishOption,
     JsonOut,
     Model,
+    OfflineWait,
+    Retries,
     Rounds,
     RunDirOption,
     Verbose,
     Workspace,
+    workspace_folder,
 )
 from flower.errors import UsageError
 
@@ -37,17 +40,19 @@ def resume(
     workspace: Workspace = Path("."),
     run_dir: RunDirOption = Path("runs"),
     rounds: Rounds = 3,
-    timeout: AnswerTimeout = 1800.0,
+    timeout: AnswerTimeout = None,
     model: Model = None,
     budget: Budget = None,
+    retries: Retries = None,
+    offline_wait: OfflineWait = None,
     verbose: Verbose = False,
     events: Events = None,
     json_out: JsonOut = False,
     finish_as: FinishOption = None,
 ) -> None:
     """Continue the unfinished run here: its brief, goal and sessions, nothing redone."""
-    ws = workspace.expanduser().resolve()
     with exit_codes("flower go" if json_out else None):  # the go path's document, below
+        ws = workspace_folder(workspace)
         isolate = _isolated(ws, run_dir)
     go(
         "",
@@ -65,6 +70,8 @@ def resume(
         no_trim=False,
         model=model,
         budget=budget,
+        retries=retries,
+        offline_wait=offline_wait,
         verbose=verbose,
         events=events,
         json_out=json_out,

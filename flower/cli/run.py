@@ -14,8 +14,20 @@ import typer
 from rich.console import Console
 
 from flower.cli.exits import Exit, exit_codes
-from flower.cli.go import deliver_work, drive, finish, outcome
-from flower.cli.options import Events, JsonOut, RunDirOption, RunWorkbench, Workspace
+from flower.cli.go import answer_wait, deliver_work, drive, finish, outcome
+from flower.cli.options import (
+    AnswerTimeout,
+    Events,
+    JsonOut,
+    OfflineWait,
+    Retries,
+    RunDirOption,
+    RunWorkbench,
+    Workspace,
+    resilience,
+    workspace_folder,
+)
+from flower.core.env import require_credentials
 from flower.core.runlock import holding_the_run
 from flower.errors import UsageError
 
@@ -25,9 +37,9 @@ def run(
     workspace: Workspace = Path("."),
     run_dir: RunDirOption = Path("runs"),
     workbench: RunWorkbench = False,
-    timeout: Annotated[
-        float, typer.Option(help="0 = unattended: no stdin thread, Ctrl+C stops.")
-    ] = 1800.0,
+    timeout: AnswerTimeout = None,
+    retries: Retries = None,
+    offline_wait: OfflineWait = None,
     events: Events = None,
     json_out: JsonOut = False,
 ) -> None:
@@ -37,11 +49,17 @@ def run(
 
     console = Console(stderr=json_out, highlight=False, soft_wrap=True)
     with exit_codes("flower run" if json_out else None), contextlib.ExitStack() as held:
+        ws = workspace_folder(workspace)
+        require_credentials()  # before the file runs: its workflow may create folders
         flow = load_workflow(file)
         runtime = Runtime(
-            workspace=workspace, run_dir=run_dir, workbench=flow.workbench or workbench
+            workspace=ws,
+            run_dir=run_dir,
+            workbench=flow.workbench or workbench,
+            resilience=resilience(retries, offline_wait),
         )
         held.enter_context(holding_the_run(runtime.run_dir, ["flower", "run", str(file)]))
+        timeout = answer_wait(timeout, say=lambda line: console.print(line, style="yellow"))
         try:
             ran, stopped = asyncio.run(
                 drive(flow, runtime, console, unattended=timeout == 0, events=events)

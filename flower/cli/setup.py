@@ -2,8 +2,10 @@
 
 The file is `${XDG_CONFIG_HOME:-~/.config}/flower/.env` (entry 4 of the lookup order in
 flower.core.env), mode 0600 in a 0700 folder, replaced atomically; its other lines are kept.
-The key is typed at a hidden prompt, or read from the environment variable named by
-`--key-from-env` (CI): a secret never appears in argv, on screen or in a log.
+The key is typed at a hidden prompt, read from the first line of stdin when stdin is not a
+terminal (`printf %s "$KEY" | flower setup`), or read from the environment variable named by
+`--key-from-env` (CI): a secret never appears in argv, on screen or in a log. What was given
+must look like a credential (flower.cli.setup.checked_secret) before anything is written.
 
 The probe is a real `POST <base>/v1/messages` with max_tokens=16 (never 1: a model that must
 think cannot fit its reasoning in one token and the server struggles for up to 30 s) and a 20 s
@@ -14,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import tempfile
 import time
 import urllib.error
@@ -40,6 +43,8 @@ PROBE_MODEL = "claude-sonnet-4-5"
 PROBE_TIMEOUT = 20.0
 PROBE_MAX_TOKENS = 16
 ANTHROPIC_VERSION = "2023-06-01"
+KEY_PREFIX = "sk-ant-"  # every key the Anthropic API issues starts so
+SHORTEST_SECRET = 8  # no key or token is shorter: catches a stray character, a cut paste
 
 
 @dataclass(frozen=True)
@@ -95,10 +100,14 @@ def setup(
         text = path.read_text(encoding="utf-8") if path.exists() else ""
         current = parse_dotenv(text)
         name, other = (AUTH_TOKEN, API_KEY) if token else (API_KEY, AUTH_TOKEN)
-        secret = _secret(name, key_from_env, current.get(name, ""))
+        url = _checked_url(base_url) if base_url is not None else None
+        endpoint = url or current.get(BASE_URL) or DEFAULT_BASE_URL
+        secret = checked_secret(
+            name, _secret(name, key_from_env, current.get(name, "")), endpoint=endpoint
+        )
         changes: dict[str, str | None] = {name: secret, other: None}
-        if base_url is not None:
-            changes[BASE_URL] = _checked_url(base_url)
+        if url is not None:
+            changes[BASE_URL] = url
         if model is not None:
             changes.update(dict.fromkeys(MODEL_KEYS, model))
         write_dotenv(path, set_keys(text, changes))
@@ -118,7 +127,7 @@ def setup(
         if not probe:
             return
         result = probe_credentials(
-            base_url=changes.get(BASE_URL) or current.get(BASE_URL) or DEFAULT_BASE_URL,
+            base_url=endpoint,
             secret=secret,
             bearer=token,
             model=model or current.get(MODEL_KEYS[0]) or PROBE_MODEL,
@@ -131,13 +140,22 @@ def setup(
 
 
 def _secret(name: str, key_from_env: str | None, existing: str) -> str:
-    """The secret to write: from the named variable, or typed (Enter keeps `existing`)."""
+    """The secret to write: from the named variable, typed at a terminal, or the first line
+    of stdin when it is not one (an empty line, or Enter at the prompt, keeps `existing`)."""
     if key_from_env is not None:
         value = os.environ.get(key_from_env, "").strip()
         if not value:
             raise UsageError(
                 f"--key-from-env {key_from_env}: that environment variable is unset or empty; "
                 "export the key in it first"
+            )
+        return value
+    if not sys.stdin.isatty():  # a hidden prompt needs a terminal: read what is piped in
+        value = sys.stdin.readline().strip() or existing
+        if not value:
+            raise UsageError(
+                f"no {name} on stdin, which is not a terminal: pipe it in "
+                "(printf '%s' \"$KEY\" | flower setup) or pass --key-from-env VAR"
             )
         return value
     keep = f" (Enter keeps {masked(existing)})" if existing else ""
@@ -147,6 +165,29 @@ def _secret(name: str, key_from_env: str | None, existing: str) -> str:
     value = typed.strip()
     if not value:
         raise UsageError(f"no {name} given: run `flower setup` again and paste it")
+    return value
+
+
+def checked_secret(name: str, value: str, *, endpoint: str) -> str:
+    """`value` if it can be a credential: printable ASCII without spaces, at least
+    SHORTEST_SECRET characters, and for an API key sent to the Anthropic API itself, starting
+    with `sk-ant-` (a gateway's keys and bearer tokens have shapes of their own)."""
+    if not value.isascii() or not value.isprintable() or any(c.isspace() for c in value):
+        raise UsageError(
+            f"the {name} given holds a space or a character no key has: paste the key alone "
+            "(no quotes, no `Bearer `, no other text)"
+        )
+    if len(value) < SHORTEST_SECRET:
+        raise UsageError(
+            f"the {name} given is {len(value)} characters long, too short for a key: "
+            "paste the whole key"
+        )
+    if name == API_KEY and endpoint == DEFAULT_BASE_URL and not value.startswith(KEY_PREFIX):
+        raise UsageError(
+            f"the {name} given ({masked(value)}) does not start with {KEY_PREFIX}, as keys of "
+            "the Anthropic API do: paste the key from console.anthropic.com, or pass --token "
+            "for a bearer token, or --base-url for a gateway with keys of its own"
+        )
     return value
 
 

@@ -332,6 +332,17 @@ def read_only(db: Path) -> Iterator[sqlite3.Connection]:
         conn.close()
 
 
+def unreadable(db: Path, exc: sqlite3.Error) -> str:
+    """What a failed read of `db` means, and what to do: wait for a busy one; move aside one
+    that is corrupt or is not a sessions database (waiting would not help)."""
+    if isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc):
+        return f"{db} is busy ({exc}): a run is writing it; retry in a moment"
+    return (
+        f"{db} cannot be read as a sessions database ({exc}): it is corrupt or not flower's; "
+        "move it aside (the next run starts a new one)"
+    )
+
+
 def read_sessions(db: Path, problems: list[str]) -> list[dict[str, Any]]:
     """The main transcripts of `db`, most recently written first ([] without a db)."""
     if not db.is_file():
@@ -343,7 +354,7 @@ def read_sessions(db: Path, problems: list[str]) -> list[dict[str, Any]]:
                 "(SELECT count(*) FROM entries e WHERE e.store_key = m.store_key) FROM meta m"
             ).fetchall()
     except sqlite3.Error as exc:
-        problems.append(f"{db} could not be read now ({exc}); the next redraw retries")
+        problems.append(unreadable(db, exc))
         return []
     sessions: dict[str, dict[str, Any]] = {}
     for store_key, mtime, count in rows:

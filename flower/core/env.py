@@ -29,7 +29,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from flower.errors import UsageError
+from flower.errors import CredentialsError, UsageError
 
 __all__ = [
     "KNOWN",
@@ -39,6 +39,7 @@ __all__ = [
     "describe",
     "load_dotenv",
     "parse_dotenv",
+    "require_credentials",
     "source_root",
 ]
 
@@ -255,6 +256,14 @@ def check_credentials() -> str | None:
         "or put ANTHROPIC_API_KEY=... in ./.env, or export it in your shell,\n"
         "or set FLOWER_ENV=/path/to/.env to name a file of your own."
     )
+
+
+def require_credentials() -> None:
+    """Load the .env files; CredentialsError (check_credentials' message) when no key is
+    set. Callers run it before they create anything, so a failed start leaves nothing."""
+    load_dotenv()
+    if problem := check_credentials():
+        raise CredentialsError(problem)
 
 
 def _shown(key: str, value: str) -> str:

@@ -13,9 +13,11 @@ there (DESIGN.md, "Pending questions across processes"):
 (flower.core.rundir.RunDir owns these names.)
 
 `drop_answer`, `drop_message` and `pending_asks` are for the other side (the CLI, flowerbox on
-the host); they need nothing but the path. A dropped file is written to a dot-named temp and
-renamed into place (RunDir.new_drop), so the watcher never reads half a file. Names sort in
-drop order.
+the host); they need nothing but the path. `answer_command` is how a person answers from
+elsewhere: `flower answer ...`, or what $FLOWER_ANSWER_COMMAND says (flowerbox sets it in a
+box, where the answer comes through `flowerbox answer` on the host). A dropped file is
+written to a dot-named temp and renamed into place (RunDir.new_drop), so the watcher never
+reads half a file. Names sort in drop order.
 """
 
 from __future__ import annotations
@@ -36,7 +38,19 @@ from watchfiles import Change, awatch
 from flower.core.rundir import RunDir
 from flower.core.statefile import atomic_write_json, read_json
 
-__all__ = ["Mailbox", "drop_answer", "drop_message", "pending_asks", "write_asks"]
+__all__ = [
+    "ANSWER_COMMAND_ENV",
+    "Mailbox",
+    "answer_command",
+    "drop_answer",
+    "drop_message",
+    "pending_asks",
+    "write_asks",
+]
+
+ANSWER_COMMAND_ENV = "FLOWER_ANSWER_COMMAND"
+"""A command line that answers this run's questions from elsewhere, `{id}` standing for the
+question's id. Set, it also means someone can answer: a run without a terminal waits."""
 
 logger = logging.getLogger(__name__)
 
@@ -45,6 +59,12 @@ def pending_asks(run_dir: str | Path) -> list[dict[str, Any]]:
     """The asks of the run in `run_dir` still waiting for a human; [] if none or no file."""
     asks: list[dict[str, Any]] = read_json(RunDir(Path(run_dir)).asks, [])
     return asks
+
+
+def answer_command(run_dir: Path) -> str:
+    """The command that answers question `{id}` of the run in `run_dir` from another
+    terminal: $FLOWER_ANSWER_COMMAND, else `flower answer {id} "..." --run-dir <run_dir>`."""
+    return os.environ.get(ANSWER_COMMAND_ENV) or f'flower answer {{id}} "..." --run-dir {run_dir}'
 
 
 def write_asks(run_dir: Path, asks: list[dict[str, Any]]) -> None:

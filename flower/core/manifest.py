@@ -36,6 +36,7 @@ __all__ = [
     "RUNNING",
     "ManifestWriter",
     "WriterLock",
+    "checked_rows",
     "merge_rows",
     "record_rows",
     "row_state",
@@ -81,15 +82,30 @@ def record_rows(path: Path, rows: Sequence[Mapping[str, Any]], *, run: str) -> l
     """
 
     def merge(current: Any) -> list[Any]:
-        if not isinstance(current, list):
-            raise CorruptStateError(
-                path,
-                f"{path} holds a JSON {type(current).__name__}, not a list of rows; it was "
-                "left untouched: move it aside and rerun",
-            )
-        return merge_rows(current, rows, run=run)
+        return merge_rows(checked_rows(path, current), rows, run=run)
 
     return update_json(path, merge, default=[])
+
+
+def checked_rows(path: Path, rows: Any) -> list[dict[str, Any]]:
+    """`rows`, read from the manifest at `path`, if they are a list of JSON objects.
+
+    Raises:
+        CorruptStateError: they are not; the file is left as it is.
+    """
+    if not isinstance(rows, list):
+        raise CorruptStateError(
+            path,
+            f"{path} holds a JSON {type(rows).__name__}, not a list of rows; it was "
+            "left untouched: move it aside and rerun",
+        )
+    if not all(isinstance(row, dict) for row in rows):
+        raise CorruptStateError(
+            path,
+            f"{path} holds a row that is not a JSON object; it was left untouched: "
+            "move it aside and rerun",
+        )
+    return rows
 
 
 def row_state(row: Mapping[str, Any], run_dir: Path) -> str:

@@ -58,6 +58,10 @@ class Progress:
         update_json(self.path, add, default=_EMPTY)
         return earlier
 
+    def check(self) -> None:
+        """Read the file as a wake will (CorruptStateError if it cannot be); writes nothing."""
+        self._workspaces(read_json(self.path, _EMPTY))
+
     def step(self, name: str) -> dict[str, int]:
         """Where step `name` stood ({"attempt": index, "round": judged}), or {} if it is
         not under way."""

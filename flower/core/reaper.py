@@ -14,8 +14,11 @@ in /proc and kill.
 - flower dies (even by SIGKILL): the kernel sends SIGUSR1 here; the whole tree is killed.
 - the CLI exits: what it left running is killed, and this process exits with its code.
 - SIGTERM (the SDK closing the CLI) is passed on to the CLI, which ends as it chooses.
-- SIGINT, SIGHUP, SIGQUIT from a terminal reach the CLI directly (one process group); here
-  they are ignored, so that the CLI, not this process, decides what they mean.
+- the CLI runs in a session of its own, without a controlling terminal: Ctrl+C (and the
+  other keys and hang-ups of a terminal) reach flower alone, which decides what they mean
+  (an interrupt through the SDK, a clean stop). Had the CLI got the terminal's SIGINT too, it
+  would end its turn by itself at the first Ctrl+C, before the human said anything: a failed
+  attempt, or an empty report judged as a round (issue 21). Here they are ignored.
 - this process is SIGKILLed: the CLI gets SIGKILL (its own death signal).
 
 A resumed session runs in a temp CLAUDE_CONFIG_DIR (`claude-resume-*`) that the SDK removes
@@ -127,10 +130,12 @@ def _parent_gone(signum: int, frame: FrameType | None) -> None:
 
 
 def _exec_cli(cli: str, argv: list[str], reaper: int) -> None:
-    """In the forked child: default signals, die with the reaper, become the CLI."""
+    """In the forked child: default signals, no terminal, die with the reaper, become the
+    CLI."""
     for sig in IGNORED:
         signal.signal(sig, signal.SIG_DFL)
     try:
+        os.setsid()
         prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
         if os.getppid() != reaper:  # the reaper died before the line above took effect
             os._exit(128 + signal.SIGKILL)

@@ -46,7 +46,9 @@ FATAL_REASONS = frozenset({"max_turns", "budget_exhausted", "prompt_too_long"})
 FATAL = re.compile(
     r"\b40[13]\b|invalid (?:x-)?api.?key|authenticat|unauthori[sz]ed|forbidden|permission_error"
     r"|credit balance|billing|maximum budget|budget (?:exhausted|exceeded)"
-    r"|maximum number of turns|API Error: 400|invalid_request",
+    r"|maximum number of turns|API Error: 400|invalid_request"
+    # The SDK could not start the CLI here (its wordings): a local fault no wait repairs.
+    r"|Failed to start Claude Code|Working directory does not exist|Claude Code not found",
     re.IGNORECASE,
 )
 RETRY = re.compile(

@@ -35,6 +35,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
+from flower.errors import RunDirError
+
 __all__ = ["RUN_ID_ENV", "RunDir", "new_run_id", "this_run_id"]
 
 # flowerbox names the run it starts here, so one id works with both CLIs (`flowerbox logs ID`
@@ -80,6 +82,22 @@ class RunDir:
 
     def __init__(self, path: str | Path) -> None:
         object.__setattr__(self, "path", Path(path))
+
+    def create(self) -> None:
+        """Make the folder (and its parents), or say what to do when that cannot be."""
+        try:
+            self.path.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise self.unwritable(exc) from exc
+
+    def unwritable(self, exc: OSError) -> RunDirError:
+        """The error for a run directory that cannot be made or written to: permissions, a
+        read-only disk, a file in the way. Never worth a retry: the user must act."""
+        return RunDirError(
+            self.path,
+            f"cannot write the run directory {self.path} ({exc.strerror or exc}): make it (or "
+            "the folder it is in) writable, or pass another one (--run-dir)",
+        )
 
     @property
     def sessions(self) -> Path:

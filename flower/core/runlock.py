@@ -54,10 +54,14 @@ def holding_the_run(run_dir: Path, command: list[str]) -> Iterator[None]:
 
     Raises:
         RunBusyError: another live process holds it.
+        RunDirError: the run directory cannot be made or written to.
     """
-    path = RunDir(run_dir).run_lock
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o644)
+    layout = RunDir(run_dir)
+    layout.create()
+    try:
+        fd = os.open(layout.run_lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o644)
+    except PermissionError as exc:
+        raise layout.unwritable(exc) from exc
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)

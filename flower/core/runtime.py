@@ -2,11 +2,12 @@
 
 run() loops over attempts (CLI sessions) and leaves the loop by one of four exits (seeds,
 "Runtime.run"): success; a human interrupt (resume the same session with the human's words
-and INTERRUPT_NOTE, not counted as an attempt; with no session to resume, the step ends with
-error INTERRUPTED, never ok); a full context (the session writes its own handoff, budget
-lifted and no UI events, and a brand-new session starts from it, capped at max_generations);
-a retryable failure (Event "retry", wait for the network, back off, resume the same session
-with resume_prompt). Errors go to StepResult.errors and the manifest, never into the context.
+and INTERRUPT_NOTE, or CARRY_ON_NOTE when they said nothing; not counted as an attempt; with
+no session to resume, the step ends with error INTERRUPTED, never ok); a full context (the
+session writes its own handoff, budget lifted and no UI events, and a brand-new session
+starts from it, capped at max_generations); a retryable failure (Event "retry", wait for the
+network, back off, resume the same session with resume_prompt). Errors go to
+StepResult.errors and the manifest, never into the context.
 
 Runtime owns the workspace, the session store (always the pruning layer over sessions.db),
 the workbench and the policies. It drives the CLI through ClaudeSDKClient (interrupt needs
@@ -18,9 +19,13 @@ killed process leaves its step's tokens, cost and session behind.
 
 Errors (flower.errors; each is also the RuntimeError or ValueError the seeds name):
     CredentialsError   no credentials (the four-line message of check_credentials)
-    WorkspaceError     a workspace that is not a folder; at run(), an isolated worker in a
-                       workspace that is not a git repository or has no commit yet
-    RunDirError        a run_dir that is a file, or that cannot be created
+    WorkspaceError     a workspace that is not a folder or whose name is not UTF-8; at run(),
+                       an isolated worker in a workspace that is not a git repository or has
+                       no commit yet
+    RunDirError        a run_dir that is a file, that cannot be created, or whose name is
+                       not UTF-8
+    StateFileError     a state file of run_dir that does not parse or has a shape this
+                       flower does not write (flower.core.runcheck; sessions.db: StoreError)
 
 Guards are mounted from the AgentSpec (flower.core.mounting; docs/guards.md): whitelist_guard
 unless the spec is delegate_only; delegate_guard and isolate_guard as the role asks, with or
@@ -47,7 +52,7 @@ from claude_agent_sdk import ClaudeSDKClient, ClaudeSDKError, ResultError
 from flower.core.agent import AgentSpec, HandoffPolicy, build_options
 from flower.core.attempt import Attempt
 from flower.core.ends import AttemptEnd
-from flower.core.env import check_credentials, load_dotenv
+from flower.core.env import require_credentials
 from flower.core.events import Event, normalize
 from flower.core.git import git
 from flower.core.guard import wants_isolation
@@ -56,13 +61,14 @@ from flower.core.leftovers import sweep
 from flower.core.manifest import ENDED, RUNNING, ManifestWriter, WriterLock
 from flower.core.mounting import session_spec
 from flower.core.resilience import Resilience, classify
+from flower.core.runcheck import check_state_files
 from flower.core.rundir import RunDir, this_run_id
 from flower.core.spend import TOKEN_FIELDS
 from flower.core.takeover import take_over
 from flower.core.workbench import Workbench
-from flower.core.workspace import in_git_repository
+from flower.core.workspace import in_git_repository, shown, undecodable
 from flower.core.worktrees import Worktrees
-from flower.errors import CredentialsError, RunDirError, WorkspaceError
+from flower.errors import RunDirError, WorkspaceError
 from flower.stores import EphemeralPolicy, PrunePolicy, PruningSessionStore, TrimPolicy
 
 EventSink = Callable[[Event], None]
@@ -115,6 +121,15 @@ class Runtime:
         "back as interrupted or cancelled, that is the normal side effect of the interruption, "
         "not a failure of the environment: redo it if it is still needed.)"
     )
+    CARRY_ON_NOTE = (
+        "(The human interrupted you without a word: carry on with your task from where you "
+        "were, do not wait for instructions. If a tool call that was in flight came back as "
+        "interrupted or cancelled, that is the normal side effect of the interruption, not a "
+        "failure of the environment: redo it if it is still needed.)"
+    )
+    """What resumes the session after an interrupt with nothing said: without it, a model
+    told "the user doesn't want to proceed" stops and waits, and its empty reply would end
+    the step (and, under a goal, be judged as a round)."""
 
     def __init__(
         self,
@@ -135,24 +150,24 @@ class Runtime:
         if not self.workspace.is_dir():
             raise WorkspaceError(
                 self.workspace,
-                f"workspace {self.workspace} is not a folder: create it or pass an existing one",
+                f"workspace {shown(self.workspace)} is not a folder: create it or pass an "
+                "existing one",
+            )
+        if undecodable(self.workspace):
+            raise WorkspaceError(
+                self.workspace,
+                f"workspace {shown(self.workspace)} has a name that is not valid UTF-8, which "
+                "the Claude Code CLI cannot work in: rename it",
             )
         self.run_dir = usable_run_dir(run_dir)
-        # Credentials before anything is created: a failed start leaves nothing behind.
-        load_dotenv()
-        if problem := check_credentials():
-            raise CredentialsError(problem)
+        require_credentials()  # before anything is created: a failed start leaves nothing
+        check_state_files(self.run_dir, self.workspace)  # before anything is spent
         self.portable = portable
         self.spill_threshold = spill_threshold
         self.resilience = _policy(resilience, Resilience)
         self.handoff = _policy(handoff, HandoffPolicy)
         self.budget_usd = budget_usd
-        try:
-            self.run_dir.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise RunDirError(
-                self.run_dir, f"cannot create run_dir {self.run_dir} ({exc.strerror}): pass another"
-            ) from exc
+        RunDir(self.run_dir).create()
         sweep(self.workspace)  # the temp folders of this workspace's killed runs
         self.workbench: Workbench | None = (
             Workbench(self.workspace, home=RunDir(self.run_dir).workbench)
@@ -267,7 +282,7 @@ class Runtime:
                     break
                 number -= 1
                 resume, fork, resume_at = attempt.session_id, False, None
-                prompt = f"{said}\n\n{self.INTERRUPT_NOTE}" if said else self.INTERRUPT_NOTE
+                prompt = f"{said}\n\n{self.INTERRUPT_NOTE}" if said else self.CARRY_ON_NOTE
                 result.error = None
                 continue
             if attempt.error is None and attempt.end is None:  # exit 1: success
@@ -594,6 +609,10 @@ def usable_run_dir(run_dir: str | Path) -> Path:
     """`run_dir` as an absolute path, or a RunDirError if it cannot be one (it is a file)."""
     path = Path(run_dir).expanduser()
     path = path if path.is_absolute() else (Path.cwd() / path).resolve()
+    if undecodable(path):
+        raise RunDirError(
+            path, f"run_dir {shown(path)} has a name that is not valid UTF-8: pass another"
+        )
     if path.exists() and not path.is_dir():
         raise RunDirError(path, f"run_dir {path} is a file: pass a folder (or a new path)")
     return path

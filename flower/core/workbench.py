@@ -195,15 +195,13 @@ def _make_dir(path: Path) -> None:
         path.mkdir(parents=True, exist_ok=True)
     except (FileExistsError, NotADirectoryError) as exc:
         raise WorkbenchError(
-            path,
-            f"workbench folder {path} exists and is not a directory; move that file away, "
-            "or pass home=<directory> (or another dirname=) to put the workbench elsewhere",
+            path, f"workbench folder {path} exists and is not a directory; move that file away"
         ) from exc
-    except OSError as exc:
+    except OSError as exc:  # a Python caller may also pass Workbench(home=...) elsewhere
         raise WorkbenchError(
             path,
-            f"cannot create workbench folder {path}: {exc.strerror}; pass home=<directory> "
-            "to put the workbench somewhere writable",
+            f"cannot create workbench folder {path} ({exc.strerror}): make {path.parent} "
+            "writable, or work in a folder you can write to",
         ) from exc
 
 

@@ -31,14 +31,16 @@ from flower import (
     check_credentials,
     load_dotenv,
     new_run_id,
+    shown,
     workbench_location,
+    workspace_refusal,
 )
 from flowerbox import wire
 from flowerbox.box import gitshadow, state
 from flowerbox.box.options import BoxOptions
 from flowerbox.box.spec import NETS, BoxSpec, protected_paths
 from flowerbox.box.untrusted import open_dir, real_folder, regular_file
-from flowerbox.errors import ConfigError, CredentialsError
+from flowerbox.errors import ConfigError, CredentialsError, UntrustedFileError
 from flowerbox.sidecar.egress import Policy, parse_host
 
 CREDENTIAL_KEYS = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL")
@@ -47,28 +49,9 @@ LOOPBACK = {"127.0.0.1", "localhost", "::1"}
 # Extra name=address lines for the gateway's /etc/hosts, so the proxy can reach a name the
 # DNS does not know (the tests map *.test names to the host's loopback this way).
 EGRESS_HOSTS_VAR = "FLOWERBOX_EGRESS_HOSTS"
-# Never a workspace, nor inside one of these (the system's own folders).
-SYSTEM_TREES = (
-    "/etc",
-    "/usr",
-    "/bin",
-    "/sbin",
-    "/lib",
-    "/lib32",
-    "/lib64",
-    "/boot",
-    "/dev",
-    "/proc",
-    "/sys",
-    "/run",
-    "/var/run",
-    "/var/lib/docker",
-    "/root",
-)
-# Never a workspace themselves (a project folder may lie below them: /var/lib/ci/x, /tmp/x).
-SYSTEM_FOLDERS = ("/", "/var", "/tmp", "/opt", "/srv", "/home", "/mnt", "/media")
+ROOT_HOME = "/root"  # root's home: flowerbox refuses it and all below it (flower allows below)
 SYSTEM_FOLDER = (
-    "refusing to mount {ws} into the box, a system folder: run flowerbox from a project "
+    "refusing to mount {ws} into the box, {why}: run flowerbox from a project "
     "folder (or pass -w <project folder>)"
 )
 SENSITIVE_FOLDER = (
@@ -118,9 +101,9 @@ def sensitive_folders() -> list[tuple[Path, str, bool]]:
 
 def workspace_of(path: Path | None) -> Path:
     """The workspace's realpath (the SDK keys sessions by it), refusing what must never be
-    mounted into a box: a system folder, a folder that is, holds or lies in one of the user's
-    sensitive folders (home, ~/.config, ~/.ssh, the credentials' folder...), or a name Docker
-    cannot mount.
+    mounted into a box: a system folder (flower's workspace_refusal, and /root), a folder that
+    is, holds or lies in one of the user's sensitive folders (home, ~/.config, ~/.ssh, the
+    credentials' folder...), or a name Docker or the CLI inside cannot take (not UTF-8).
 
     Raises:
         ConfigError: the message names the folder, why, and what to pass instead.
@@ -128,8 +111,9 @@ def workspace_of(path: Path | None) -> Path:
     ws = (path or Path.cwd()).expanduser().resolve()
     if not ws.is_dir():
         raise ConfigError(f"workspace {ws} is not a folder: pass -w <project folder>")
-    if str(ws) in SYSTEM_FOLDERS or any(ws.is_relative_to(tree) for tree in SYSTEM_TREES):
-        raise ConfigError(SYSTEM_FOLDER.format(ws=ws))
+    why = workspace_refusal(ws) or ("a system folder" if ws.is_relative_to(ROOT_HOME) else None)
+    if why is not None:
+        raise ConfigError(SYSTEM_FOLDER.format(ws=shown(ws), why=why))
     for folder, what, inside_ok in sensitive_folders():
         if (
             ws == folder
@@ -138,8 +122,8 @@ def workspace_of(path: Path | None) -> Path:
         ):
             raise ConfigError(SENSITIVE_FOLDER.format(ws=ws, folder=folder, what=what))
     if bad := sorted(UNMOUNTABLE & set(str(ws))):
-        shown = ", ".join(repr(c) for c in bad)
-        raise ConfigError(f"Docker cannot mount a path holding {shown}, as {ws} does: rename it")
+        chars = ", ".join(repr(c) for c in bad)
+        raise ConfigError(f"Docker cannot mount a path holding {chars}, as {ws} does: rename it")
     return ws
 
 
@@ -153,7 +137,8 @@ def prepare(command: list[str], options: BoxOptions) -> Prepared:
 
     Raises:
         ConfigError: a refused workspace (workspace_of), one whose git flowerbox cannot
-            isolate, a planted link where a mount source must be, an unusable --net,
+            isolate, one where runs/ (or, isolated, the workbench beside it) cannot be
+            made, a planted link where a mount source must be, an unusable --net,
             --allow, --allow-preset, FLOWERBOX_EGRESS_HOSTS entry or protect list.
         CredentialsError: no credentials (flower's message, and the hint about a workspace .env).
     """
@@ -169,11 +154,26 @@ def prepare(command: list[str], options: BoxOptions) -> Prepared:
     load_credentials(ws)
     run_dir = ws / RUNS
     home = RunDir(run_dir).home
-    with open_dir(ws, home.relative_to(ws), create=True):
-        pass  # made through folders only: no planted link redirects it
+    try:
+        with open_dir(ws, home.relative_to(ws), create=True):
+            pass  # made through folders only: no planted link redirects it
+    except UntrustedFileError:
+        raise
+    except OSError as exc:
+        raise ConfigError(
+            f"cannot create {run_dir} ({exc.strerror}): flowerbox keeps each run's sessions "
+            f"and records in the workspace; make {ws} writable"
+        ) from exc
     workbench = workbench_location(ws, isolate=True) if isolate else None
     if workbench is not None:
-        workbench.mkdir(exist_ok=True)
+        try:
+            workbench.mkdir(exist_ok=True)
+        except OSError as exc:
+            raise ConfigError(
+                f"cannot create the workbench {workbench} beside the repository "
+                f"({exc.strerror}): isolated workers share it there; make {ws.parent} "
+                "writable, or pass --no-isolate (the workbench then lives in the workspace)"
+            ) from exc
         if not real_folder(ws.parent, workbench.name):
             raise ConfigError(f"{workbench} is not a folder (a link?): remove it and retry")
     run_id = new_run_id()

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from flower import RUN_ID_ENV, RunDir
+from flower import ANSWER_COMMAND_ENV, RUN_ID_ENV, RunDir
 from flowerbox import wire
 from flowerbox.box.untrusted import read_bytes, real_folder, regular_file
 from flowerbox.errors import ConfigError
@@ -180,6 +180,11 @@ def _bind(path: Path, *, read_only: bool = False) -> dict[str, str]:
     return {"bind": str(path), "mode": "ro" if read_only else "rw"}
 
 
+def answer_command(run_id: str) -> str:
+    """How a person answers question `{id}` of run `run_id` from the host."""
+    return f'flowerbox answer {{id}} "..." -r {run_id}'
+
+
 def agent_env(spec: BoxSpec) -> dict[str, str]:
     """The agent's environment: nothing secret in it (the key is a placeholder)."""
     api = f"http://127.0.0.1:{wire.API_PORT}"
@@ -194,6 +199,9 @@ def agent_env(spec: BoxSpec) -> dict[str, str]:
         # wait_online probes the gateway's view of the real upstream, not the relay.
         "FLOWER_HEALTH_URL": f"{api}/health",
         RUN_ID_ENV: spec.run_id,  # flower inside runs under flowerbox's id: one id for both
+        # flower inside has no terminal: its questions are answered from the host, so it
+        # waits for them and says how (flowerbox answer; or typed into an attached run).
+        ANSWER_COMMAND_ENV: answer_command(spec.run_id),
     }
     if spec.net == "allowlist":  # everything else leaves through the egress proxy
         proxy = f"http://127.0.0.1:{wire.PROXY_PORT}"

@@ -18,17 +18,15 @@ and keeps its traceback.
 
 from __future__ import annotations
 
-import sys
 from importlib.metadata import version as installed
 from typing import Annotated, Any
 
 import typer
 from rich.console import Console
 from rich.markup import escape
-from typer.core import TyperGroup
 
 from flower import FlowerError
-from flower.cli import contract, setup
+from flower.cli import HELP_OPTIONS, AskRouter, contract, setup
 from flowerbox import __version__
 from flowerbox.cli import box, checks, runs
 from flowerbox.errors import FlowerboxError
@@ -36,12 +34,13 @@ from flowerbox.errors import FlowerboxError
 STDERR = Console(stderr=True, highlight=False, soft_wrap=True)
 
 
-class FlowerboxGroup(contract.JsonRefusals, TyperGroup):
+class FlowerboxGroup(contract.JsonRefusals, AskRouter):
     """Every command runs under this: a FlowerboxError is what the user can fix, so it is
     said on stderr (its message says how) and the exit code is 2. So is a FlowerError: the
     host side reads flower's .env files and state files through flower, whose refusals (a
     bad .env, a corrupt record) are the user's to fix too. With --json, the refusal is
-    also one error document on stdout (flower.cli.contract)."""
+    also one error document on stdout (flower.cli.contract). A first argument that names no
+    command is the ask of `go`, as with flower (the help words and look-alikes included)."""
 
     def invoke(self, ctx: Any) -> Any:  # typer's own (vendored) click.Context
         try:
@@ -58,7 +57,7 @@ app = typer.Typer(
     name="flowerbox",
     cls=FlowerboxGroup,
     help='Run flower unattended in a hardened container: flowerbox "what you want done"',
-    no_args_is_help=True,
+    context_settings={"help_option_names": HELP_OPTIONS},
 )
 for group in (box.app, runs.app, checks.app):
     app.add_typer(group)
@@ -101,20 +100,6 @@ def version() -> None:
     typer.echo(f"claude code {__cli_version__}")
 
 
-def route(args: list[str]) -> list[str]:
-    """A first argument that names no command (the empty ask included) is the ask: go."""
-    commands = {
-        command.name or getattr(command.callback, "__name__", "")
-        for typer_app in (app, *(info.typer_instance for info in app.registered_groups))
-        if typer_app is not None
-        for command in typer_app.registered_commands
-    }
-    if args and args[0] not in commands and not args[0].startswith("-"):
-        return ["go", *args]
-    return args
-
-
 def main() -> None:
     """Console-script entry point."""
-    sys.argv[1:] = route(sys.argv[1:])
     app()

@@ -16,6 +16,7 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
+from flower.cli import check_args, options_help
 from flowerbox.box.engine import CHECKOUT, connect, ensure_image
 from flowerbox.box.options import DEFAULT_IMAGE, DISK_BUDGET_GB, BoxOptions
 from flowerbox.box.prepare import workspace_of
@@ -38,9 +39,24 @@ from flowerbox.runs.launch import launch
 app = typer.Typer()
 STDERR = Console(stderr=True, highlight=False, soft_wrap=True)
 PASS_THROUGH = {"allow_extra_args": True, "ignore_unknown_options": True}
+SET_BY_FLOWERBOX = frozenset({"workspace", "run_dir", "isolate", "events", "budget"})
+"""flower's parameters flowerbox gives it itself (its own -w and --budget, the box's paths)."""
 
 
-@app.command(context_settings=PASS_THROUGH)
+def flower_options(command: str) -> str:
+    """The epilog of a box command: the flower options it passes on, and their help."""
+    listed = options_help(command, leave_out=SET_BY_FLOWERBOX)
+    return f"Any other option goes to `flower {command}` in the box (checked first):\n\n{listed}"
+
+
+def flower_args(command: str, args: list[str]) -> list[str]:
+    """`flower COMMAND ARGS...` as flower would parse it, checked on the host before any
+    container starts (a typo used to surface inside a started box); the argv to pass on."""
+    check_args(command, args, fixed=SET_BY_FLOWERBOX)
+    return [command, *args]
+
+
+@app.command(context_settings=PASS_THROUGH, epilog=flower_options("go"))
 def go(
     ctx: typer.Context,
     ask: Annotated[str, typer.Argument(help="What you want done, in one line.")] = "",
@@ -56,10 +72,11 @@ def go(
     disk_budget_gb: DiskBudget = DISK_BUDGET_GB,
 ) -> None:
     """flower "ask" in the box; any other option goes to flower (--timeout 0, --json...)."""
-    raise typer.Exit(launch(["go", ask, *ctx.args], box_options(ctx.params), detach=detach))
+    command = flower_args("go", [ask, *ctx.args])
+    raise typer.Exit(launch(command, box_options(ctx.params), detach=detach))
 
 
-@app.command(context_settings=PASS_THROUGH)
+@app.command(context_settings=PASS_THROUGH, epilog=flower_options("once"))
 def once(
     ctx: typer.Context,
     prompt: Annotated[str, typer.Argument(help="What the agent should do.")],
@@ -74,11 +91,12 @@ def once(
     disk_budget_gb: DiskBudget = DISK_BUDGET_GB,
 ) -> None:
     """flower once "prompt" in the box (one step, for CI jobs)."""
+    command = flower_args("once", [prompt, *ctx.args])
     options = box_options(ctx.params, isolate=False)
-    raise typer.Exit(launch(["once", prompt, *ctx.args], options, detach=detach))
+    raise typer.Exit(launch(command, options, detach=detach))
 
 
-@app.command(context_settings=PASS_THROUGH)
+@app.command(context_settings=PASS_THROUGH, epilog=flower_options("run"))
 def run(
     ctx: typer.Context,
     file: Annotated[Path, typer.Argument(help="A Python file in the workspace (`workflow`).")],
@@ -94,8 +112,9 @@ def run(
 ) -> None:
     """flower run FILE.py in the box; any other option goes to flower (--timeout 0, -W...)."""
     path = _inside_workspace(file, workspace_of(workspace))
+    command = flower_args("run", [str(path), *ctx.args])
     options = box_options(ctx.params, isolate=False)
-    raise typer.Exit(launch(["run", str(path), *ctx.args], options, detach=detach))
+    raise typer.Exit(launch(command, options, detach=detach))
 
 
 @app.command(context_settings=PASS_THROUGH)

@@ -14,6 +14,7 @@ from typing import Annotated, Any
 
 import typer
 
+from flower.cli import positive_usd
 from flowerbox.box.options import BoxOptions
 
 Workspace = Annotated[
@@ -25,7 +26,10 @@ BaseImage = Annotated[
     typer.Option(envvar="FLOWERBOX_BASE_IMAGE", help="Build the image on this base image."),
 ]
 Budget = Annotated[
-    float | None, typer.Option("--budget", help="The gateway refuses calls past this many USD.")
+    float | None,
+    typer.Option(
+        "--budget", help="The gateway refuses calls past this many USD.", callback=positive_usd
+    ),
 ]
 DiskBudget = Annotated[
     float,
@@ -34,6 +38,7 @@ DiskBudget = Annotated[
         envvar="FLOWERBOX_DISK_BUDGET_GB",
         metavar="GB",
         help="Stop the run (resumable) once its folders grew by this many GB; 0: no limit.",
+        min=0,
     ),
 ]
 Detach = Annotated[

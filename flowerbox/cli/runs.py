@@ -17,7 +17,6 @@ FlowerboxErrors: exit 2 with a message that says what to do (flowerbox.cli.app).
 
 from __future__ import annotations
 
-import select
 import signal
 import sys
 import threading
@@ -32,8 +31,9 @@ from rich.markup import escape
 from rich.table import Table
 
 from flower import FlowerError
-from flower.cli import PngOut, Render, SvgOut, contract, table_console, write_report
+from flower.cli import PngOut, Render, SvgOut, contract, positive_usd, table_console, write_report
 from flowerbox.box.options import BoxOptions
+from flowerbox.box.spec import answer_command
 from flowerbox.box.untrusted import clean
 from flowerbox.cli.options import Workspace
 from flowerbox.errors import BoxError, ConfigError, RunError
@@ -44,6 +44,7 @@ from flowerbox.runs.control import (
     ended_error,
     find,
     follow_events,
+    read_answers,
     reap,
     status_text,
     stop_run,
@@ -103,7 +104,7 @@ def ps(
         for ask in row["pending_asks"]:
             options = f"  [{' / '.join(ask['options'])}]" if ask.get("options") else ""
             console.print(f"{row['run_id']} {ask['id']}: {escape(ask['question'])}{options}")
-            console.print(f'  answer: flowerbox answer {ask["id"]} "..." -r {row["run_id"]}')
+            console.print(f"  answer: {answer_command(row['run_id']).replace('{id}', ask['id'])}")
 
 
 def _short(command: list[str], width: int | None) -> str:
@@ -139,7 +140,8 @@ def logs(
             )
         _show_requests(records.requests(found), as_json=as_json)
         return
-    render = Render(Console(highlight=False, soft_wrap=True))
+    console = Console(highlight=False, soft_wrap=True)
+    render = Render(console, answer_hint=answer_command(found.run_id))
     try:
         final = follow_events(found, render, follow=follow)
     except KeyboardInterrupt:
@@ -238,8 +240,12 @@ def attach(run: RunArg = None, workspace: Workspace = None) -> None:
     done = threading.Event()
     if sys.stdin.isatty():
         threading.Thread(target=read_answers, args=(found, done), daemon=True).start()
+    hint = "type your answer and press Enter" if sys.stdin.isatty() else None
+    render = Render(
+        Console(highlight=False, soft_wrap=True), answer_hint=hint or answer_command(found.run_id)
+    )
     try:
-        final = follow_events(found, Render(Console(highlight=False, soft_wrap=True)), follow=True)
+        final = follow_events(found, render, follow=True)
     except KeyboardInterrupt:
         raise typer.Exit(130) from None
     finally:
@@ -266,24 +272,6 @@ def _report_end(run: Run) -> int | None:
             tail = handle.read().decode("utf-8", errors="replace").splitlines()[-20:]
         STDERR.print(escape(clean("\n".join(tail))), style="dim")
     return run.exit_code
-
-
-def read_answers(run: Run, done: threading.Event) -> None:
-    """A typed line answers the oldest pending question, or goes to the run's inbox."""
-    while not done.is_set():
-        if not select.select([sys.stdin], [], [], 0.2)[0]:
-            continue
-        line = sys.stdin.readline()
-        if not line:
-            return
-        text = line.strip()
-        if not text:
-            continue
-        pending = run.pending_asks()
-        if pending:
-            drop(run, {"answer": str(pending[0]["id"]), "text": text})
-        else:
-            drop(run, {"send": text})
 
 
 @app.command()
@@ -329,7 +317,10 @@ def resume(
     ] = None,
     budget: Annotated[
         float | None,
-        typer.Option(help="USD for the rest of the run (default: what is left of its budget)."),
+        typer.Option(
+            help="USD for the rest of the run (default: what is left of its budget).",
+            callback=positive_usd,
+        ),
     ] = None,
 ) -> None:
     """Continue a run that ended: a new box, the same settings, the same sessions.

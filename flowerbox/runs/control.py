@@ -15,10 +15,13 @@ planted (DESIGN.md, "The trust boundary").
 from __future__ import annotations
 
 import json
+import select
+import sys
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import Any, TextIO
 
 from rich.console import Console
 from rich.markup import escape
@@ -195,6 +198,27 @@ def drop(run: Run, data: dict[str, str]) -> PurePosixPath:
     except (UntrustedFileError, OSError) as exc:
         raise RunError(f"cannot deliver to run {run.run_id}: {exc}") from exc
     return folder / name
+
+
+def read_answers(run: Run, done: threading.Event, stream: TextIO | None = None) -> None:
+    """Until `done` (or the end of `stream`, default stdin): a typed line answers the run's
+    oldest pending question, or goes to its inbox when none is pending (`flowerbox attach`,
+    and an attached run on a terminal). Polls, so `done` is seen; blank lines are skipped."""
+    stream = stream or sys.stdin
+    while not done.is_set():
+        if not select.select([stream], [], [], 0.2)[0]:
+            continue
+        line = stream.readline()
+        if not line:
+            return
+        text = line.strip()
+        if not text:
+            continue
+        pending = run.pending_asks()
+        if pending:
+            drop(run, {"answer": str(pending[0]["id"]), "text": text})
+        else:
+            drop(run, {"send": text})
 
 
 def deliver(run: Run, path: PurePosixPath) -> str:

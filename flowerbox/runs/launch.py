@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import signal
 import sys
+import threading
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -30,7 +31,9 @@ from flowerbox.box.prepare import Prepared, prepare
 from flowerbox.box.spec import BoxSpec
 from flowerbox.box.terminal import docker_cli_attach
 from flowerbox.box.untrusted import StreamCleaner, regular_file
+from flowerbox.runs import records
 from flowerbox.runs.boundary import after_run, before_run, report
+from flowerbox.runs.control import read_answers
 from flowerbox.runs.detach import carried, start_detached
 from flowerbox.runs.diskwatch import watch_disk
 from flowerbox.runs.records import ensure_idle, record, record_start
@@ -39,6 +42,10 @@ STDERR = Console(stderr=True, highlight=False, soft_wrap=True)
 ROOT_WARNING = (
     "flowerbox runs as root, so the box runs as uid 0 (every other restriction still holds). "
     "Run flowerbox as your own user (in the docker group) to avoid it."
+)
+TYPED_ANSWERS = (
+    "A line typed here answers the run's oldest open question (or, with none open, is sent "
+    "to the run); `flowerbox answer` does the same from another terminal."
 )
 NET_OPEN_WARNING = (
     "--net open: the agent's container has a network of its own; its traffic is neither "
@@ -103,12 +110,18 @@ def launch(
 
 def _attached(spec: BoxSpec, box: Box, raw: list[str] | None) -> int:
     """The box on this terminal: stopped gracefully on a signal or past the disk budget, and
-    the host's side of the boundary run once it is gone, whatever its end."""
+    the host's side of the boundary run once it is gone, whatever its end. On a terminal,
+    flower's questions are answered by typing (flower inside has no terminal: the lines go
+    through the run's inbox, as `flowerbox answer` sends them)."""
     code = 2
+    typed = threading.Event()
     try:
         if raw is not None and sys.stdin.isatty() and sys.stdout.isatty():
             code = box.run_attached(docker_cli_attach)
             return code
+        if raw is None and sys.stdin.isatty() and (run := records.load(spec.state_dir)):
+            STDERR.print(TYPED_ANSWERS, style="dim")
+            threading.Thread(target=read_answers, args=(run, typed), daemon=True).start()
 
         def stop(signum: int, frame: FrameType | None) -> None:
             box.stop()
@@ -119,6 +132,7 @@ def _attached(spec: BoxSpec, box: Box, raw: list[str] | None) -> int:
             code = box.run(write=_write(sys.stdout), write_err=_write(sys.stderr))
         return code
     finally:
+        typed.set()
         report(after_run(spec, code))
 
 

@@ -34,6 +34,10 @@ ADDED |= {"RUN_ID_ENV", "iso_utc", "new_run_id"}
 ADDED |= {"Timeline", "read_timeline"}
 # Added by issue 20: flowerbox keeps runs/ out of the user's `git status` on the host.
 ADDED |= {"git_exclude", "git_unexcluded"}
+# Added by issue 21: the folders no run may work in, said the same by flower and flowerbox.
+ADDED |= {"shown", "workspace_refusal"}
+# ... and the variable flowerbox tells the box's flower how its questions are answered by.
+ADDED |= {"ANSWER_COMMAND_ENV"}
 
 
 def test_the_public_names_all_resolve() -> None:

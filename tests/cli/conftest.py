@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import codecs
 import contextlib
+import fcntl
 import os
 import pty
 import re
@@ -11,8 +12,9 @@ import select
 import signal
 import subprocess
 import sys
+import termios
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import pytest
@@ -36,8 +38,15 @@ def cli_env(fake_api: FakeAPI, claude_home: Path) -> dict[str, str]:
 def flower(
     *args: str, env: dict[str, str], cwd: Path, timeout: float = 180
 ) -> subprocess.CompletedProcess[str]:
+    """`flower ARGS...` as a script runs it: stdin is not a terminal (it is /dev/null)."""
     return subprocess.run(
-        [*FLOWER, *args], env=env, cwd=cwd, capture_output=True, text=True, timeout=timeout
+        [*FLOWER, *args],
+        env=env,
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        stdin=subprocess.DEVNULL,
     )
 
 
@@ -56,27 +65,38 @@ def start_flower(*args: str, env: dict[str, str], cwd: Path) -> subprocess.Popen
 
 @contextlib.contextmanager
 def on_a_terminal(
-    *args: str, env: dict[str, str], cwd: Path
+    *args: str,
+    env: dict[str, str],
+    cwd: Path,
+    program: Sequence[str] = FLOWER,
+    stop: signal.Signals = signal.SIGKILL,
 ) -> Iterator[tuple[subprocess.Popen[bytes], Screen]]:
-    """`flower ARGS` on a terminal of its own (a pty; no colour, 200 columns), and its screen.
-    Killed with its process group if it is still running at the end."""
+    """`flower ARGS` (or `program ARGS`) on a terminal of its own (a pty; no colour, 200
+    columns) that is its controlling terminal, so Ctrl+C typed there reaches its whole
+    foreground process group as in a real terminal; and its screen. Ended with `stop` sent
+    to its process group if it is still running at the end."""
     parent, child = pty.openpty()
+
+    def own_terminal() -> None:
+        os.setsid()
+        fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+
     proc = subprocess.Popen(
-        [*FLOWER, *args],
+        [*program, *args],
         stdin=child,
         stdout=child,
         stderr=child,
         env={**env, "NO_COLOR": "1", "COLUMNS": "200"},
         cwd=cwd,
-        start_new_session=True,
+        preexec_fn=own_terminal,  # the child only calls setsid and an ioctl: fork-safe
     )
     os.close(child)
     try:
         yield proc, Screen(parent)
     finally:
         if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=30)
+            os.killpg(proc.pid, stop)  # its own session: the group is its pid
+            proc.wait(timeout=120)
         os.close(parent)
 
 

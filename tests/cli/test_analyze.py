@@ -126,6 +126,18 @@ def test_analyze_of_a_missing_or_empty_run_dir_exits_two(tmp_path: Path) -> None
     assert empty.returncode == 2 and "nothing ran" in empty.stderr
 
 
+def test_analyze_of_a_garbage_sessions_db_says_move_it_aside_not_retry(tmp_path: Path) -> None:
+    """It said "if a run holds it busy, retry": waiting never repairs a corrupt file."""
+    (tmp_path / "manifest.json").write_text("[]")
+    (tmp_path / "sessions.db").write_bytes(b"not a database at all" * 100)
+    done = flower("analyze", str(tmp_path), env=offline_env(tmp_path), cwd=tmp_path)
+    assert done.returncode == 2
+    said = " ".join(done.stderr.split())
+    assert "sessions.db cannot be read as a sessions database (file is not a database)" in said
+    assert "move it aside" in said and "retry" not in said
+    assert len(done.stderr.strip().splitlines()) <= 2 and "Traceback" not in done.stderr
+
+
 def _assistant(mid: str, block: dict[str, Any], **extra: Any) -> dict[str, Any]:
     message = {"id": mid, "model": "m", "content": [block], "usage": {"input_tokens": 10}}
     return {"type": "assistant", "message": message, **extra}

@@ -12,6 +12,7 @@ import typer
 
 from flower.cli.exits import Exit, exit_codes
 from flower.errors import FlowerError, RunDirError
+from flower.testing import PLACEHOLDER_KEY
 from tests.cli.conftest import FLOWER
 
 
@@ -32,7 +33,10 @@ def test_any_other_exception_is_not_swallowed(bug: Exception) -> None:
 
 
 def _flower(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """`flower ARGS` with a key that is never used (the credentials come before a workflow
+    file runs; these files fail before any request)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "CLAUDE_"))}
+    env["ANTHROPIC_API_KEY"] = PLACEHOLDER_KEY
     return subprocess.run(
         [*FLOWER, *args], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=60
     )

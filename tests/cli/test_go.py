@@ -7,6 +7,8 @@ import os
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from flower.core.lineage import Lineage
 from flower.testing import FakeAPI
 from flower.testing.demo import DEMO_ASK, starter_cast
@@ -130,7 +132,8 @@ def test_bad_input_gets_clear_messages_and_exit_2(
     fake_api: FakeAPI, cli_env: dict[str, str], workspace: Path, tmp_path: Path
 ) -> None:
     empty = flower("", "--timeout", "0", "-w", str(workspace), env=cli_env, cwd=workspace.parent)
-    assert empty.returncode == 2 and "要给一句诉求" in empty.stderr
+    assert empty.returncode == 2 and "no ask: say what you want done" in empty.stderr
+    assert list(workspace.iterdir()) == [] and not (workspace.parent / "runs").exists()
     missing = flower("x", "-w", str(tmp_path / "nope"), env=cli_env, cwd=tmp_path)
     assert missing.returncode == 2 and "is not a folder" in missing.stderr
     isolated = flower("x", "--isolate", "-w", str(workspace), env=cli_env, cwd=workspace.parent)
@@ -142,6 +145,30 @@ def test_bad_input_gets_clear_messages_and_exit_2(
     unknown = flower("x", "--frobnicate", env=cli_env, cwd=tmp_path)
     assert unknown.returncode == 2 and "No such option" in unknown.stderr
     assert fake_api.requests == []
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["x", "--timeout", "-5"], "'--timeout'"),
+        (["x", "--budget", "-1"], "-1 USD is no budget"),
+        (["x", "--budget", "0"], "0 USD is no budget"),
+        (["x", "--model", ""], "an empty model name"),
+        (["resume", "--budget", "nan"], "nan USD is no budget"),
+        (["once", "x", "--budget", "-0.5"], "-0.5 USD is no budget"),
+        (["once", "x", "--model", " "], "an empty model name"),
+        (["run", "flow.py", "--timeout", "-1"], "'--timeout'"),
+        (["once", ""], "an empty prompt: say what the agent should do"),
+        (["once", "  "], "an empty prompt: say what the agent should do"),
+    ],
+)
+def test_a_value_flower_cannot_use_is_refused_before_anything(
+    fake_api: FakeAPI, cli_env: dict[str, str], workspace: Path, args: list[str], said: str
+) -> None:
+    done = flower(*args, "-w", str(workspace), env=cli_env, cwd=workspace)
+    assert done.returncode == 2
+    assert said in " ".join(done.stderr.replace("│", " ").split())
+    assert list(workspace.iterdir()) == [] and fake_api.requests == []
 
 
 def test_flower_demo_runs_the_whole_cycle_without_a_key(tmp_path: Path) -> None:

@@ -6,18 +6,16 @@ import os
 import socket
 import stat
 import subprocess
-import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import typer
-from typer.testing import CliRunner
 
-from flower.cli.setup import MODEL_KEYS, set_keys, setup
+from flower.cli.setup import MODEL_KEYS, set_keys
 from flower.testing import Always, FakeAPI, text
+from tests.cli.conftest import FLOWER, on_a_terminal
 
-FLOWER = [sys.executable, "-m", "flower.cli"]
 RIGHT = "sk-ant-right-0123456789abcdef"
 WRONG = "sk-ant-wrong-0123456789abcdef"
 
@@ -39,14 +37,18 @@ def env_for(home: Path, **extra: str) -> dict[str, str]:
     }
 
 
-def flower_setup(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+def flower_setup(
+    *args: str, env: dict[str, str], stdin: str | None = None
+) -> subprocess.CompletedProcess[str]:
+    """`flower setup ARGS` without a terminal: stdin is `stdin` piped in, or /dev/null."""
     return subprocess.run(
         [*FLOWER, "setup", *args],
         env=env,
         capture_output=True,
         text=True,
         timeout=60,
-        stdin=subprocess.DEVNULL,
+        input=stdin,
+        stdin=subprocess.DEVNULL if stdin is None else None,
     )
 
 
@@ -160,26 +162,72 @@ def test_the_environment_shadowing_the_file_is_pointed_out(tmp_path: Path) -> No
 
 
 def test_the_key_is_typed_at_a_hidden_prompt_and_enter_keeps_it(
-    api: FakeAPI, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    api: FakeAPI, tmp_path: Path
 ) -> None:
-    monkeypatch.setenv("HOME", str(tmp_path))
-    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / ".config"))
-    monkeypatch.setenv("NO_PROXY", "127.0.0.1")
-    for name in [n for n in os.environ if n.startswith(("ANTHROPIC_", "FLOWER_"))]:
-        monkeypatch.delenv(name)
-    app = typer.Typer()
-    app.callback()(lambda: None)
-    app.command()(setup)
-    runner = CliRunner()
-    typed = runner.invoke(app, ["setup", "--base-url", api.url], input=RIGHT + "\n")
-    assert typed.exit_code == 0, typed.output
-    assert RIGHT not in typed.output  # hidden input is not echoed
+    env = env_for(tmp_path)
+    with on_a_terminal("setup", "--base-url", api.url, env=env, cwd=tmp_path) as (proc, typed):
+        typed.expect("ANTHROPIC_API_KEY:")
+        time.sleep(1.0)  # getpass flushes what was typed before it took the terminal
+        typed.type(RIGHT)
+        typed.expect("ok:")
+        assert proc.wait(timeout=30) == 0
+    assert RIGHT not in typed.text  # hidden input is not echoed
     assert f"ANTHROPIC_API_KEY={RIGHT}" in dotenv(tmp_path).read_text()
-    kept = runner.invoke(app, ["setup", "claude-x"], input="\n")  # Enter: keep the key
-    assert kept.exit_code == 0, kept.output
-    assert "Enter keeps sk-a... (29 chars)" in kept.output and RIGHT not in kept.output
+    with on_a_terminal("setup", "claude-x", env=env, cwd=tmp_path) as (proc, kept):
+        kept.expect("(Enter keeps sk-a... (29 chars))")
+        time.sleep(1.0)
+        kept.type("")  # Enter: keep the key
+        kept.expect("ok:")
+        assert proc.wait(timeout=30) == 0
+    assert RIGHT not in kept.text
     assert f"ANTHROPIC_API_KEY={RIGHT}" in dotenv(tmp_path).read_text()
     assert api.requests[-1].body["model"] == "claude-x"
+
+
+def test_without_a_terminal_the_key_comes_from_stdin(api: FakeAPI, tmp_path: Path) -> None:
+    """CI and scripts: `printf %s "$KEY" | flower setup`. Before, getpass warned and setup
+    ended with an empty error."""
+    piped = flower_setup("--base-url", api.url, env=env_for(tmp_path), stdin=RIGHT)
+    assert piped.returncode == 0, piped.stderr
+    assert f"ANTHROPIC_API_KEY={RIGHT}" in dotenv(tmp_path).read_text()
+    assert RIGHT not in piped.stdout + piped.stderr and "Warning" not in piped.stderr
+    kept = flower_setup("claude-x", "--no-probe", env=env_for(tmp_path), stdin="\n")
+    assert kept.returncode == 0 and f"ANTHROPIC_API_KEY={RIGHT}" in dotenv(tmp_path).read_text()
+
+
+def test_without_a_terminal_and_nothing_piped_it_says_how(tmp_path: Path) -> None:
+    done = flower_setup(env=env_for(tmp_path))  # stdin is /dev/null
+    assert done.returncode == 2
+    assert "no ANTHROPIC_API_KEY on stdin, which is not a terminal: pipe it in" in done.stderr
+    assert "--key-from-env VAR" in done.stderr and "Warning" not in done.stderr
+    assert not dotenv(tmp_path).exists()
+
+
+@pytest.mark.parametrize(
+    ("secret", "args", "said"),
+    [
+        ("x", [], "the ANTHROPIC_API_KEY given is 1 characters long, too short for a key"),
+        ("sk-ant-a b-0123456789", [], "holds a space or a character no key has"),
+        ("Bearer " + RIGHT, ["--token"], "holds a space or a character no key has"),
+        ("sk-ant-clé-0123456789", [], "holds a space or a character no key has"),
+        ("0123456789abcdef0123", [], "does not start with sk-ant-, as keys of the Anthropic"),
+    ],
+)
+def test_a_secret_that_is_no_credential_is_refused_before_writing(
+    tmp_path: Path, secret: str, args: list[str], said: str
+) -> None:
+    done = flower_setup(*args, "--no-probe", env=env_for(tmp_path), stdin=secret)
+    assert done.returncode == 2 and said in done.stderr
+    assert secret not in done.stdout + done.stderr
+    assert not dotenv(tmp_path).exists()
+
+
+def test_a_gateways_own_key_needs_no_anthropic_prefix(tmp_path: Path) -> None:
+    done = flower_setup(
+        "--base-url", "http://127.0.0.1:9", "--no-probe", env=env_for(tmp_path), stdin="gw-12345"
+    )
+    assert done.returncode == 0, done.stderr
+    assert "ANTHROPIC_API_KEY=gw-12345" in dotenv(tmp_path).read_text()
 
 
 def test_a_symlinked_dotenv_keeps_its_link(tmp_path: Path) -> None:

@@ -195,7 +195,8 @@ def test_a_locked_database_is_a_problem_line_not_a_crash(tmp_path: Path, claude_
     data = parse_document(done.stdout)
     assert data["runs"][0]["steps"][0]["step"] == "s" and data["sessions"] == []
     (problem,) = data["problems"]
-    assert "sessions.db could not be read now" in problem and "locked" in problem
+    assert "sessions.db is busy" in problem and "locked" in problem
+    assert "retry in a moment" in problem
 
 
 class Following:

@@ -46,6 +46,14 @@ def test_backoff_follows_the_seeds_numbers(attempt: int, low: float, high: float
         ("Request timed out", "retry"),
         ("ProcessError: Command failed with exit code 1", "other"),
         ("", "other"),
+        # the SDK could not start the CLI: local and permanent (issue 21), never a wait
+        (
+            "CLIConnectionError: Failed to start Claude Code: 'utf-8' codec can't encode "
+            "character '\\udcff' in position 14: surrogates not allowed",
+            "fatal",
+        ),
+        ("CLIConnectionError: Working directory does not exist: /gone", "fatal"),
+        ("CLINotFoundError: Claude Code not found at: /opt/claude", "fatal"),
     ],
 )
 def test_classify(text: str, kind: str) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -13,6 +14,7 @@ from flower.core.agent import AgentSpec
 from flower.core.events import Event
 from flower.core.lineage import Lineage
 from flower.core.runtime import Runtime
+from flower.errors import RunDirError, WorkspaceError
 from flower.testing import Always, FakeAPI, When, http_error, rules, sequence, text, tool
 
 pytestmark = pytest.mark.anyio
@@ -200,6 +202,23 @@ def test_a_workspace_that_does_not_exist(flower_env: FakeAPI, tmp_path: Path) ->
     with pytest.raises(ValueError, match="is not a folder"):
         Runtime(workspace=tmp_path / "absent", run_dir=tmp_path / "runs")
     assert not (tmp_path / "runs").exists()
+
+
+def test_a_name_that_is_not_utf8_is_refused_before_anything(
+    flower_env: FakeAPI, tmp_path: Path
+) -> None:
+    """The CLI cannot work in such a folder and JSON records cannot hold its name: a
+    permanent local fault, refused at once (it was retried with backoff, issue 21)."""
+    bad = tmp_path / os.fsdecode(b"caf\xe9")
+    bad.mkdir()
+    with pytest.raises(WorkspaceError, match=r"caf\\xe9 has a name that is not valid UTF-8"):
+        Runtime(workspace=bad, run_dir=tmp_path / "runs")
+    good = tmp_path / "ws"
+    good.mkdir()
+    with pytest.raises(RunDirError, match="not valid UTF-8"):
+        Runtime(workspace=good, run_dir=bad / "runs")
+    assert sorted(p.name for p in tmp_path.iterdir()) == [bad.name, "ws"]
+    assert list(bad.iterdir()) == []
 
 
 def test_a_run_dir_that_is_a_file(flower_env: FakeAPI, workspace: Path) -> None:

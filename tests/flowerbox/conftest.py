@@ -201,6 +201,20 @@ def start_relay() -> Iterator[Callable[..., RelayProcess]]:
                 process.stdout.close()
 
 
+def routed(args: list[str]) -> list[str]:
+    """What flowerbox's root group makes of a command line's first words (the ask routed to
+    `go`), without running anything."""
+    # lazy: only the routing tests need the CLI's typer app
+    import typer
+
+    from flowerbox.cli.app import FlowerboxGroup, app
+
+    group = typer.main.get_command(app)
+    assert isinstance(group, FlowerboxGroup)
+    with group.make_context("flowerbox", [], resilient_parsing=True) as ctx:
+        return group.route(ctx, args)
+
+
 @pytest.fixture
 def xdg_state(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
     """A private run index (XDG_STATE_HOME) and no credentials in the environment."""

@@ -16,7 +16,9 @@ from flowerbox.box.options import BoxOptions
 from flowerbox.box.prepare import prepare
 from flowerbox.box.spec import agent_kwargs
 from flowerbox.box.terminal import docker_run_args
-from flowerbox.cli.app import app, route
+from flowerbox.cli.app import app
+from tests.conftest import unprivileged
+from tests.flowerbox.conftest import routed
 
 SECRET = "sk-ant-real-secret-cli-0123456789"
 runner = CliRunner()
@@ -94,6 +96,77 @@ def test_the_root_and_home_folders_are_refused(
         assert "refusing to mount" in result.stderr and "-w <project folder>" in result.stderr
 
 
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["x", "--budget", "-1"], "-1 USD is no budget"),
+        (["once", "x", "--budget", "0"], "0 USD is no budget"),
+        (["x", "--disk-budget", "-1"], "'--disk-budget'"),
+        (["resume", "--budget", "-2"], "-2 USD is no budget"),
+    ],
+)
+def test_a_number_flowerbox_cannot_use_is_refused(home: Path, args: list[str], said: str) -> None:
+    done = runner.invoke(app, args)
+    assert done.exit_code == 2
+    assert said in " ".join(done.output.replace("│", " ").split())
+
+
+def test_a_workspace_whose_name_is_not_utf8_is_refused_before_any_box(
+    home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ANTHROPIC_API_KEY", SECRET)
+    bad = home.parent / os.fsdecode(b"caf\xe9")
+    bad.mkdir()
+    done = runner.invoke(app, ["once", "hi", "-w", str(bad)])
+    assert done.exit_code == 2
+    said = " ".join(done.stderr.split())
+    assert "refusing to mount" in said and "caf\\xe9 into the box, a folder whose name" in said
+    assert list(bad.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["x", "--timout", "0"], "flower go would refuse this: No such option: --timout"),
+        (["go", "x", "--timeout", "-5"], "flower go would refuse this: Invalid value for"),
+        (["once", "x", "--model", ""], "flower once would refuse this: Invalid value for"),
+        (["x", "--run-dir", "elsewhere"], "--run-dir: set by the program that runs flower go"),
+        (["run", "flow.py", "--frob"], "flower run would refuse this: No such option: --frob"),
+    ],
+)
+def test_flowers_options_are_checked_on_the_host_before_any_container(
+    project: Path, monkeypatch: pytest.MonkeyPatch, args: list[str], said: str
+) -> None:
+    """A typo used to start the gateway and the agent's container before flower inside
+    reported it. No engine here: reaching the engine would be a different error."""
+    monkeypatch.setenv("ANTHROPIC_API_KEY", SECRET)
+    monkeypatch.setenv("DOCKER_HOST", "unix:///tmp/nonexistent.sock")
+    (project / "flow.py").write_text("")
+    monkeypatch.chdir(project)
+    done = runner.invoke(app, [*args, "-w", str(project)])
+    assert done.exit_code == 2, done.output
+    assert said in " ".join(done.stderr.split())
+    assert not (project / "runs").exists()
+
+
+@pytest.mark.parametrize(
+    ("command", "flowers"),
+    [
+        ("go", ["--timeout", "--rounds", "--json", "--model", "--verbose"]),
+        ("once", ["--model", "--allow", "--verbose"]),
+        ("run", ["-W", "--timeout"]),
+    ],
+)
+def test_a_box_commands_help_lists_the_flower_options_it_passes_on(
+    command: str, flowers: list[str]
+) -> None:
+    done = runner.invoke(app, [command, "--help"], terminal_width=200)
+    assert done.exit_code == 0
+    passed_on = done.output.split(f"Any other option goes to `flower {command}` in the box")[1]
+    assert all(option in passed_on for option in flowers), passed_on
+    assert "--run-dir" not in passed_on and "--events" not in passed_on
+
+
 def test_no_credentials_is_flowers_four_line_message(project: Path) -> None:
     result = runner.invoke(app, ["once", "hi", "-w", str(project)])
     assert result.exit_code == 2
@@ -117,9 +190,25 @@ def test_run_refuses_a_file_outside_the_workspace(
 
 
 def test_the_new_commands_are_commands_not_asks() -> None:
-    assert route(["run", "flow.py"]) == ["run", "flow.py"]
-    assert route(["shell", "--", "id"]) == ["shell", "--", "id"]
-    assert route(["run tests"]) == ["go", "run tests"]
+    assert routed(["run", "flow.py"]) == ["run", "flow.py"]
+    assert routed(["shell", "--", "id"]) == ["shell", "--", "id"]
+    assert routed(["run tests"]) == ["go", "run tests"]
+
+
+@pytest.mark.parametrize("args", [[], ["help"], ["-h"], ["--help"]])
+def test_help_in_every_spelling_is_the_help_and_exit_0(args: list[str]) -> None:
+    done = runner.invoke(app, args)
+    assert done.exit_code == 0, done.output
+    assert "Usage:" in done.output and "Commands" in done.output
+
+
+def test_a_look_alike_is_refused_before_any_box(home: Path) -> None:
+    """Off a terminal (the test runner's stdin is not one), `flowerbox atach` names the
+    command it looks like; it never reaches `go`, which would start containers."""
+    done = runner.invoke(app, ["atach"])
+    assert done.exit_code == 2
+    said = " ".join(done.output.replace("│", " ").split())
+    assert "`flowerbox attach` mistyped" in said and "`flowerbox go atach`" in said
 
 
 def test_no_engine_exits_2_saying_how_to_start_one_and_leaves_nothing(project: Path) -> None:
@@ -143,6 +232,52 @@ def test_no_engine_exits_2_saying_how_to_start_one_and_leaves_nothing(project: P
     assert done.returncode == 2, done.stderr
     assert "cannot reach a Docker engine" in done.stderr and "dockerd" in done.stderr
     assert not ours() - before
+
+
+@pytest.mark.parametrize(
+    ("locked", "args", "said"),
+    [
+        (
+            "parent",
+            ["x"],
+            "cannot create the workbench {parent}/.flower-{name} beside the repository "
+            "(Permission denied): isolated workers share it there; make {parent} writable, "
+            "or pass --no-isolate",
+        ),
+        (
+            "workspace",
+            ["once", "x"],
+            "cannot create {ws}/runs (Permission denied): flowerbox keeps each run's "
+            "sessions and records in the workspace; make {ws} writable",
+        ),
+    ],
+)
+def test_a_folder_flowerbox_cannot_write_is_exit_2_in_one_sentence(
+    project: Path, home: Path, locked: str, args: list[str], said: str
+) -> None:
+    """It was a 58-line traceback and exit 1 (the workbench beside the repository), or a
+    message from inside the box suggesting `home=`, which the CLI has not."""
+    folder = project if locked == "workspace" else project.parent
+    env = {
+        **os.environ,
+        "ANTHROPIC_API_KEY": SECRET,
+        "DOCKER_HOST": "unix:///tmp/nonexistent.sock",  # never an engine: checks come first
+    }
+    folder.chmod(0o555)
+    try:
+        done = subprocess.run(
+            unprivileged([sys.executable, "-m", "flowerbox", *args, "-w", str(project)]),
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=60,
+            check=False,
+        )
+    finally:
+        folder.chmod(0o755)
+    assert done.returncode == 2, done.stderr
+    wanted = said.format(parent=project.parent, name=project.name, ws=project)
+    assert wanted in " ".join(done.stderr.split()) and "Traceback" not in done.stderr
 
 
 def test_version_names_the_pieces_that_matter() -> None:

@@ -23,11 +23,11 @@ from flowerbox.box import state
 from flowerbox.box.options import BoxOptions
 from flowerbox.box.prepare import prepare
 from flowerbox.box.spec import BoxSpec, Limits
-from flowerbox.cli import runs as cli_runs
 from flowerbox.cli.app import app
 from flowerbox.errors import RunError
 from flowerbox.runs import control, records
 from flowerbox.runs.detach import carried, remaining_budget, resume_command
+from tests.flowerbox.conftest import routed
 from tests.json_contract import parse_document
 
 runner = CliRunner()
@@ -370,7 +370,7 @@ def test_a_line_typed_in_attach_answers_the_question_or_becomes_a_message(
         monkeypatch.setattr("sys.stdin", typed)
         done = threading.Event()
         reader = threading.Thread(
-            target=cli_runs.read_answers, args=(records.find(spec.workspace, None), done)
+            target=control.read_answers, args=(records.find(spec.workspace, None), done)
         )
         reader.start()
         try:
@@ -390,11 +390,9 @@ def test_a_line_typed_in_attach_answers_the_question_or_becomes_a_message(
 
 
 def test_the_run_commands_are_commands_not_asks() -> None:
-    from flowerbox.cli.app import route
-
     for command in ("ps", "logs", "attach", "stop", "resume", "answer", "send"):
-        assert route([command, "x"]) == [command, "x"]
-    assert route(["stop the server"]) == ["go", "stop the server"]
+        assert routed([command, "x"]) == [command, "x"]
+    assert routed(["stop the server"]) == ["go", "stop the server"]
 
 
 def test_a_resumed_run_gets_what_is_left_of_its_budget_not_a_fresh_one(

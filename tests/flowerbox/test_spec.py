@@ -16,6 +16,7 @@ from flowerbox.box.spec import BoxSpec, agent_kwargs, gateway_kwargs
 from flowerbox.errors import ConfigError, CredentialsError
 from flowerbox.runs.boundary import before_run
 from flowerbox.wire import OBJECTS_IN_BOX, PLACEHOLDER_KEY
+from tests.flowerbox.conftest import routed
 
 SECRET = "sk-ant-real-secret-0123456789"
 
@@ -95,6 +96,10 @@ def test_the_agent_has_no_network_and_paths_stay_where_they_are(
         assert command[command.index("--") + 1 :] == flower
         assert agent["environment"]["ANTHROPIC_API_KEY"] == PLACEHOLDER_KEY
         assert agent["environment"]["FLOWER_HEALTH_URL"].endswith("/health")
+        # flower inside has no terminal: it is told how its questions are answered (and so
+        # waits for them), by the command that works on the host for this very run
+        answer = f'flowerbox answer {{id}} "..." -r {spec.run_id}'
+        assert agent["environment"]["FLOWER_ANSWER_COMMAND"] == answer
     finally:
         prepared.cleanup()
 
@@ -201,9 +206,7 @@ def test_a_root_user_gets_is_sandbox_and_nothing_else_changes(repo: Path) -> Non
 
 
 def test_the_ask_is_routed_to_go_even_when_empty() -> None:
-    from flowerbox.cli.app import route
-
-    assert route(["", "--timeout", "0"]) == ["go", "", "--timeout", "0"]
-    assert route(["fix the bug"]) == ["go", "fix the bug"]
-    assert route(["once", "x"]) == ["once", "x"] and route(["--version"]) == ["--version"]
-    assert route(["go", "x"]) == ["go", "x"] and route([]) == []
+    assert routed(["", "--timeout", "0"]) == ["go", "", "--timeout", "0"]
+    assert routed(["fix the bug"]) == ["go", "fix the bug"]
+    assert routed(["once", "x"]) == ["once", "x"] and routed(["--version"]) == ["--version"]
+    assert routed(["go", "x"]) == ["go", "x"] and routed([]) == ["--help"]

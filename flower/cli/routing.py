@@ -1,0 +1,116 @@
+"""The first word of `flower ...` (and `flowerbox ...`): a command, the help, or the ask.
+
+A first argument that names no command is the ask, routed to `go`, so `flower "fix the
+tests"` needs no subcommand. That shortcut has traps, closed here: nothing at all, `help`,
+`help COMMAND`, `-h` and `--help` show the help (exit 0); a single word that looks like a
+mistyped command or option (`statu`, `—help` with a typographic dash, `version`) would start
+a paid run, so it does only when a person at a terminal confirms it, and is refused off a
+terminal, naming the command that was probably meant. `go WORD` is always an ask.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import typer
+from typer import _click  # typer >= 0.26 vendors click; its group speaks these types
+from typer.core import TyperGroup
+
+HELP_OPTIONS = ["-h", "--help"]
+"""Every command's help options (the apps' context_settings)."""
+HELP_WORDS = frozenset({"help", "h", "?"})
+DASHES = "\u2010\u2011\u2012\u2013\u2014\u2015\u2212\ufe63\uff0d"
+"""Dashes an editor or a chat app types in place of `-` (`—help`, `–timeout`)."""
+
+
+class AskRouter(TyperGroup):
+    """A TyperGroup whose first argument may be the ask of `ask_command`, without traps."""
+
+    ask_command = "go"
+
+    def parse_args(self, ctx: _click.Context, args: list[str]) -> list[str]:
+        return super().parse_args(ctx, self.route(ctx, list(args)))
+
+    def route(self, ctx: _click.Context, args: list[str]) -> list[str]:
+        """`args` with the help words turned into --help and a bare ask behind `go`."""
+        if not args:
+            return ["--help"]
+        first, rest = args[0], args[1:]
+        if first.lower() in HELP_WORDS:
+            return [rest[0], "--help"] if rest and rest[0] in self.commands else ["--help"]
+        if first in self.commands or first.startswith("-"):
+            return args
+        if (meant := self.meant(ctx, first)) is not None:
+            self._confirm(ctx, first, meant)
+        return [self.ask_command, *args]
+
+    def meant(self, ctx: _click.Context, word: str) -> str | None:
+        """The command line `word` probably meant (`status`, `--help`), or None when it reads
+        as an ask: anything with a space in it, or a word like no command or option."""
+        if not word.strip() or any(c.isspace() for c in word):
+            return None
+        bare = word.lstrip("-" + DASHES)
+        options = self._option_words(ctx)
+        if word[0] in DASHES:
+            return f"--{bare}" if bare.lower() in options else f"-{word[1:]}"
+        if bare.lower() in options:
+            return f"--{bare.lower()}"
+        close = [
+            name
+            for name in self.commands
+            if name != self.ask_command and mistyped(word.lower(), name)
+        ]
+        return min(close, key=lambda name: typos(word.lower(), name)) if close else None
+
+    def _option_words(self, ctx: _click.Context) -> set[str]:
+        """The long options of the group and of the ask's command, without their dashes."""
+        commands = [self, self.commands.get(self.ask_command)]
+        return {
+            name.lstrip("-").lower()
+            for command in commands
+            if command is not None
+            for param in command.get_params(ctx)
+            for name in (*param.opts, *param.secondary_opts)
+            if name.startswith("--")
+        }
+
+    def _confirm(self, ctx: _click.Context, word: str, meant: str) -> None:
+        """Go on only if a person at a terminal says `word` really is the ask."""
+        prog = ctx.command_path
+        if sys.stdin.isatty():
+            question = (
+                f"{word!r} looks like `{prog} {meant}` mistyped. Start a run whose whole ask "
+                f"is {word!r}?"
+            )
+            if typer.confirm(question, default=False, err=True):
+                return
+            raise _click.exceptions.UsageError(
+                f"nothing started; did you mean `{prog} {meant}`?", ctx
+            )
+        raise _click.exceptions.UsageError(
+            f"{word!r} looks like `{prog} {meant}` mistyped, so no run was started. "
+            f"If it really is the ask, say so: `{prog} {self.ask_command} {word}`",
+            ctx,
+        )
+
+
+def mistyped(word: str, command: str) -> bool:
+    """`word` is `command` with one typo (a letter missing, extra, wrong, or two swapped:
+    statu, stauts, anwser), or two in a long command of about its length (anlyse); a real
+    word like "second" (not "send") or "report" (not "repo") is not."""
+    allowed = 2 if len(command) >= 6 and abs(len(word) - len(command)) <= 1 else 1
+    return typos(word, command) <= allowed
+
+
+def typos(a: str, b: str) -> int:
+    """The optimal string alignment distance: insertions, deletions, substitutions and
+    swaps of two neighbours, each one typo."""
+    rows = [list(range(len(b) + 1))]
+    for i, x in enumerate(a, 1):
+        row = [i]
+        for j, y in enumerate(b, 1):
+            row.append(min(rows[-1][j] + 1, row[j - 1] + 1, rows[-1][j - 1] + (x != y)))
+            if i > 1 and j > 1 and x == b[j - 2] and a[i - 2] == y:
+                row[j] = min(row[j], rows[-2][j - 2] + 1)
+        rows.append(row)
+    return rows[-1][-1]

@@ -1,0 +1,56 @@
+"""An attached run on a terminal (issue 21): flower in the box has no terminal, so its
+question says the `flowerbox answer` command that works on the host, and a line typed into
+flowerbox's own terminal answers it (it was printed to the user's shell after the run)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from docker import DockerClient  # noqa: TID251 - the test looks for containers left behind
+
+from flower.testing import FakeAPI
+from flower.testing.demo import DEMO_ASK, starter_cast
+from tests.cli.conftest import on_a_terminal
+from tests.docker.e2e import REAL
+from tests.docker.test_commands import leftovers
+
+pytestmark = pytest.mark.docker
+
+
+def test_a_line_typed_into_an_attached_run_answers_its_question(
+    real_api: FakeAPI, flowerbox_image: str, docker_client: DockerClient, tmp_path: Path
+) -> None:
+    ws = tmp_path / "project"
+    ws.mkdir()
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@localhost"]
+    for command in (["git", "init", "-q"], [*git, "commit", "-q", "--allow-empty", "-m", "0"]):
+        subprocess.run(command, cwd=ws, check=True, capture_output=True)
+    real_api.script = starter_cast()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "FLOWER"))}
+    env |= {
+        "ANTHROPIC_API_KEY": REAL,
+        "ANTHROPIC_BASE_URL": real_api.url,
+        "FLOWERBOX_IMAGE": flowerbox_image,
+        "HOME": str(tmp_path / "home"),
+        "XDG_CONFIG_HOME": str(tmp_path / "home" / ".config"),
+    }
+    # no --timeout: flower in the box has no terminal, but it is told answers come from the host
+    program = [sys.executable, "-m", "flowerbox"]
+    with on_a_terminal(
+        DEMO_ASK, "-w", str(ws), env=env, cwd=ws, program=program, stop=signal.SIGTERM
+    ) as (proc, screen):  # SIGTERM: flowerbox stops its box and removes the containers
+        screen.expect("A line typed here answers the run's oldest open question", timeout=300)
+        screen.expect("?? q1: 用哪个 Python 解释器?", timeout=300)
+        screen.expect('(answer from another terminal: flowerbox answer q1 "..." -r ')
+        screen.type("pypy")
+        screen.expect("q1 answered: pypy")
+        screen.expect("achieved", timeout=300)
+        assert proc.wait(timeout=120) == 0
+    assert "type your answer" not in screen.text
+    assert any("pypy" in r.conversation_text for r in real_api.main_requests())  # the answer
+    assert not leftovers(docker_client, ws)
