@@ -28,7 +28,7 @@ from flower.cli.options import (
     workspace_folder,
 )
 from flower.cli.render import Render
-from flower.core.env import describe, load_dotenv
+from flower.core.env import describe, load_dotenv, require_credentials
 from flower.core.rundir import RunDir
 from flower.core.runlock import holding_the_run
 from flower.errors import UsageError
@@ -62,7 +62,7 @@ def once(
     # lazy: these load the SDK, which `flower --help` must not pay for
     from flower.cli.eventlog import EventLog, tee
     from flower.core.agent import AgentSpec
-    from flower.core.runtime import Runtime
+    from flower.core.runtime import Runtime, usable_run_dir
 
     console = Console(stderr=json_out, highlight=False, soft_wrap=True)
     with exit_codes("flower once" if json_out else None), contextlib.ExitStack() as held:
@@ -71,14 +71,18 @@ def once(
         if verbose:
             load_dotenv()
             console.print(describe(), style="dim")
-        # Credentials are checked first, before anything (the workbench too) is created.
+        # Credentials first, before anything (the workbench too) is created; then the run
+        # lock, before Runtime opens the run directory's files a live run is writing.
+        ws = workspace_folder(workspace)
+        require_credentials()
+        run_dir = usable_run_dir(run_dir)
+        held.enter_context(holding_the_run(run_dir, ["flower", "once", prompt]))
         runtime = Runtime(
-            workspace=workspace_folder(workspace),
+            workspace=ws,
             run_dir=run_dir,
             workbench=workbench,
             resilience=resilience(retries, offline_wait),
         )
-        held.enter_context(holding_the_run(runtime.run_dir, ["flower", "once", prompt]))
         spec = AgentSpec(
             "once",
             ONCE_INSTRUCTIONS,

@@ -45,20 +45,22 @@ def run(
 ) -> None:
     """Run a user's Workflow: 0 if every step passed, 1 if one failed, 3 if it stopped
     waiting for a human, 130 if stopped."""
-    from flower.core.runtime import Runtime  # lazy: loads the SDK (`flower --help`)
+    # lazy: loads the SDK (`flower --help`)
+    from flower.core.runtime import Runtime, usable_run_dir
 
     console = Console(stderr=json_out, highlight=False, soft_wrap=True)
     with exit_codes("flower run" if json_out else None), contextlib.ExitStack() as held:
         ws = workspace_folder(workspace)
         require_credentials()  # before the file runs: its workflow may create folders
         flow = load_workflow(file)
+        run_dir = usable_run_dir(run_dir)  # the lock before Runtime opens what a run writes
+        held.enter_context(holding_the_run(run_dir, ["flower", "run", str(file)]))
         runtime = Runtime(
             workspace=ws,
             run_dir=run_dir,
             workbench=flow.workbench or workbench,
             resilience=resilience(retries, offline_wait),
         )
-        held.enter_context(holding_the_run(runtime.run_dir, ["flower", "run", str(file)]))
         timeout = answer_wait(timeout, say=lambda line: console.print(line, style="yellow"))
         try:
             ran, stopped = asyncio.run(

@@ -77,7 +77,9 @@ def test_a_live_run_waiting_on_its_clarifier_takes_the_answer_and_finishes(
         assert answered.returncode == 0, answered.stderr
         _, err = run.communicate(timeout=180)
     finally:
-        run.kill()
+        if run.poll() is None:
+            run.kill()
+            run.communicate()  # reaped and its pipes closed, whatever failed above
     assert run.returncode == 0, err.decode()[-3000:]
     shown = [r.result_for("toolu_demo_question") for r in fake_api.requests]
     assert any(result is not None and "pypy" in result.text for result in shown)

@@ -80,7 +80,9 @@ try:
     try:
         frozen = gc.get_freeze_count()
         assert store.view(KEY) == [entry(0), entry(1)]
-        assert gc.get_freeze_count() == frozen and held
+        # Still frozen (a load that unfroze would leave 0); a frozen object that died during
+        # the load leaves the permanent generation, so the count may only fall, never reset.
+        assert 0 < gc.get_freeze_count() <= frozen and held
     finally:
         gc.unfreeze()
 finally:
