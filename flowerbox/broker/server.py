@@ -16,7 +16,9 @@ and the cost lines work the same.
 
 Stopping the broker (SIGTERM) closes every socket but revokes nothing: a broker started again
 serves the runs still registered, at the same paths, after revoking the ones `alive` says are
-gone. Revocation is the run's end, told by flowerbox (`client.revoke`).
+gone, and the ones whose socket folder it cannot bind in any more (the folder is mounted into
+the run's box, which may have filled it with anything). Revocation is the run's end, told by
+flowerbox (`client.revoke`).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ import json
 import re
 import secrets
 import socketserver
+import sys
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -195,10 +198,14 @@ class Broker:
         self.runs: dict[str, ServedRun] = {}
         self._lock = threading.Lock()
         for entry in self.ledger.active():
-            if alive(entry.run_id, entry.socket_dir):
-                self._serve(entry)
-            else:
+            if not alive(entry.run_id, entry.socket_dir):
                 self.ledger.revoke(entry.run_id)
+                continue
+            try:  # the socket folder is its box's to write: whatever it left there,
+                self._serve(entry)  # that run alone is not served again
+            except BrokerError as exc:
+                self.ledger.revoke(entry.run_id)
+                print(f"flowerbox broker: {exc}; its token is revoked", file=sys.stderr)
         self.control = _ControlServer(folder / CONTROL_SOCKET, self)
 
     def register(

@@ -9,6 +9,7 @@ import http.client
 import json
 import os
 import signal
+import socket
 import sqlite3
 import stat
 import subprocess
@@ -318,6 +319,46 @@ def test_a_restarted_broker_revokes_the_runs_whose_box_is_gone(
     broker.start()
     assert client.call(broker.folder, {"op": "status"})["runs"].keys() == {kept.run_id}
     assert kept.request()[0] == 200
+
+
+def test_a_box_that_fills_its_socket_folder_cannot_stop_a_restart(
+    start_broker: Callable[..., BrokerProcess],
+) -> None:
+    """The socket folder is mounted into its box: while the broker is down the box swaps
+    its api.sock for a folder that cannot be replaced. The broker starts all the same,
+    revokes that run alone, and serves the others."""
+    broker = start_broker()
+    hostile, other = broker.register(), broker.register()
+    broker.stop()
+    (hostile.socket_dir / API_SOCKET).unlink(missing_ok=True)
+    (hostile.socket_dir / API_SOCKET).mkdir()
+    (hostile.socket_dir / API_SOCKET / "x").touch()
+    broker.start()
+    assert client.call(broker.folder, {"op": "status"})["runs"].keys() == {other.run_id}
+    assert other.request()[0] == 200
+    assert "its token is revoked" in (broker.root / "broker.log").read_text()
+
+
+def test_malformed_http_on_a_runs_socket_is_refused_and_recorded(
+    start_broker: Callable[..., BrokerProcess], upstream: FakeAPI
+) -> None:
+    """The broker reads what the agent writes, on the host: the gateway's strict reader."""
+    broker = start_broker()
+    run = broker.register()
+    smuggled = (
+        f"POST {MESSAGES} HTTP/1.1\r\nHost: x\r\nx-api-key: {run.token}\r\n"
+        "Content-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n"
+    )
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        sock.settimeout(10)
+        sock.connect(str(run.socket_dir / API_SOCKET))
+        sock.sendall(smuggled.encode())
+        answer = sock.recv(4096)
+    assert answer.startswith(b"HTTP/1.1 400 ")
+    assert upstream.requests == []
+    wait_for(lambda: len(broker.rows(run)) == 1)
+    (row,) = broker.rows(run)
+    assert row["status"] == 400 and "Transfer-Encoding" in row["note"]
 
 
 def test_the_control_socket_refuses_what_it_cannot_serve(
