@@ -13,7 +13,7 @@ import socket
 from pathlib import Path
 from typing import Any
 
-from flowerbox.broker.server import CONTROL_LIMIT, CONTROL_SOCKET
+from flowerbox.broker.server import CONTROL_LIMIT, CONTROL_SOCKET, Registration
 from flowerbox.errors import BrokerError
 
 __all__ = ["call", "register", "revoke", "running"]
@@ -63,28 +63,9 @@ def call(folder: Path, asked: dict[str, Any]) -> dict[str, Any]:
     return data
 
 
-def register(
-    folder: Path,
-    run_id: str,
-    *,
-    socket_dir: Path,
-    gateway_dir: Path,
-    budget_usd: float | None,
-    allow: tuple[str, ...] | None,
-) -> str:
-    """Register a run; its token. `allow` None: no egress proxy (`--net open`)."""
-    answer = call(
-        folder,
-        {
-            "op": "register",
-            "run_id": run_id,
-            "socket_dir": str(socket_dir),
-            "gateway_dir": str(gateway_dir),
-            "budget_usd": budget_usd,
-            "allow": None if allow is None else list(allow),
-        },
-    )
-    return str(answer["token"])
+def register(folder: Path, asked: Registration) -> str:
+    """Register a run; its token."""
+    return str(call(folder, asked.to_json())["token"])
 
 
 def revoke(folder: Path, run_id: str) -> bool:

@@ -46,14 +46,47 @@ from flowerbox.sidecar.meter import Meter, Reservation, Whose
 from flowerbox.sidecar.pricing import PriceTable
 from flowerbox.sidecar.proxy import EgressProxy, JsonLines, PrivateUnixServer
 
-__all__ = ["CONTROL_SOCKET", "LEDGER", "Broker"]
+__all__ = ["CONTROL_SOCKET", "LEDGER", "Broker", "Registration"]
 
 CONTROL_SOCKET = "control.sock"
 LEDGER = "ledger.db"
-TEAM_USAGE = "team-usage.json"
 CONTROL_LIMIT = 64 * 1024
 RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
 TEAM = Whose("the team's budget", "raise it with `flowerbox broker --team-budget`")
+
+
+@dataclass(frozen=True)
+class Registration:
+    """What flowerbox tells the broker of a new run. `allow` None: no egress proxy
+    (`--net open`)."""
+
+    run_id: str
+    socket_dir: Path
+    gateway_dir: Path
+    budget_usd: float | None = None
+    allow: tuple[str, ...] | None = ()
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "op": "register",
+            "run_id": self.run_id,
+            "socket_dir": str(self.socket_dir),
+            "gateway_dir": str(self.gateway_dir),
+            "budget_usd": self.budget_usd,
+            "allow": None if self.allow is None else list(self.allow),
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Registration:
+        """Raises KeyError, TypeError or ValueError for what is no registration."""
+        allow, budget = data.get("allow"), data.get("budget_usd")
+        return cls(
+            run_id=str(data["run_id"]),
+            socket_dir=Path(data["socket_dir"]),
+            gateway_dir=Path(data["gateway_dir"]),
+            budget_usd=None if budget is None else float(budget),
+            allow=None if allow is None else tuple(str(entry) for entry in allow),
+        )
 
 
 @dataclass
@@ -189,7 +222,7 @@ class Broker:
         self.prices = prices
         self.ledger = Ledger(folder / LEDGER)
         self.team = Meter(
-            folder / TEAM_USAGE,
+            None,  # the ledger is the team's record: no file rewritten under the team's lock
             prices,
             budget=team_budget,
             spent=self.ledger.spent(),
@@ -208,16 +241,10 @@ class Broker:
                 print(f"flowerbox broker: {exc}; its token is revoked", file=sys.stderr)
         self.control = _ControlServer(folder / CONTROL_SOCKET, self)
 
-    def register(
-        self,
-        run_id: str,
-        *,
-        socket_dir: Path,
-        gateway_dir: Path,
-        budget_usd: float | None,
-        allow: tuple[str, ...] | None,
-    ) -> str:
-        """Serve a new run on sockets in `socket_dir`; its token (the one copy of it)."""
+    def register(self, asked: Registration) -> str:
+        """Serve a new run on sockets in its socket folder; its token (the one copy of it)."""
+        run_id, socket_dir, gateway_dir = asked.run_id, asked.socket_dir, asked.gateway_dir
+        budget_usd, allow = asked.budget_usd, asked.allow
         if not RUN_ID.fullmatch(run_id):
             raise BrokerError(f"not a run id: {run_id[:100]!r}")
         if not socket_dir.is_absolute() or not gateway_dir.is_absolute():
@@ -331,15 +358,7 @@ class _ControlHandler(socketserver.StreamRequestHandler):
         broker = self.server.broker
         op = asked["op"]
         if op == "register":
-            allow = asked.get("allow")
-            token = broker.register(
-                str(asked["run_id"]),
-                socket_dir=Path(asked["socket_dir"]),
-                gateway_dir=Path(asked["gateway_dir"]),
-                budget_usd=asked.get("budget_usd"),
-                allow=None if allow is None else tuple(str(a) for a in allow),
-            )
-            return {"token": token}
+            return {"token": broker.register(Registration.from_json(asked))}
         if op == "revoke":
             return {"revoked": broker.revoke(str(asked["run_id"]))}
         if op == "status":

@@ -26,7 +26,7 @@ from flowerbox.box.engine import connect, labelled
 from flowerbox.box.prepare import CREDENTIAL_KEYS
 from flowerbox.box.spec import BoxSpec
 from flowerbox.broker import client
-from flowerbox.broker.server import Broker
+from flowerbox.broker.server import Broker, Registration
 from flowerbox.errors import BoxError, BrokerError, CredentialsError
 from flowerbox.sidecar.gateway import credentials_from
 from flowerbox.sidecar.pricing import PriceTable, load_prices
@@ -44,14 +44,9 @@ def through_broker(spec: BoxSpec) -> BoxSpec:
     folder = state.broker_folder()
     if not client.running(folder):
         return spec
-    token = client.register(
-        folder,
-        spec.run_id,
-        socket_dir=spec.socket_dir,
-        gateway_dir=spec.gateway_dir,
-        budget_usd=spec.budget_usd,
-        allow=spec.allow if spec.net == "allowlist" else None,
-    )
+    allow = spec.allow if spec.net == "allowlist" else None
+    asked = Registration(spec.run_id, spec.socket_dir, spec.gateway_dir, spec.budget_usd, allow)
+    token = client.register(folder, asked)
     return replace(spec, broker=True, api_key=token)
 
 

@@ -135,14 +135,15 @@ class Meter:
 
     def __init__(
         self,
-        path: Path,
+        path: Path | None,
         prices: PriceTable,
         *,
         budget: float | None = None,
         spent: float = 0.0,
         whose: Whose | None = None,
     ) -> None:
-        """`spent`: what was already spent before this meter (a restarted broker's ledger);
+        """`path` None: no usage file (a broker's team meter: its ledger is the record);
+        `spent`: what was already spent before this meter (a restarted broker's ledger);
         `whose`: the budget's name and remedy in a refusal (a run's, by default)."""
         self.path = path
         self.prices = prices
@@ -287,6 +288,8 @@ class Meter:
 
     def _write(self) -> None:
         # Called with the lock held (or from __init__), so writes never interleave.
+        if self.path is None:
+            return
         atomic_write_json(
             self.path,
             {

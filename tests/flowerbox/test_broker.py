@@ -24,7 +24,7 @@ import pytest
 from flower.testing import Always, FakeAPI, Usage, text
 from flowerbox.broker import client
 from flowerbox.broker.ledger import CUT_NOTE, Ledger
-from flowerbox.broker.server import CONTROL_SOCKET, LEDGER
+from flowerbox.broker.server import CONTROL_SOCKET, LEDGER, Registration
 from flowerbox.errors import BrokerError
 from flowerbox.wire import API_SOCKET, PLACEHOLDER_KEY, PROXY_SOCKET
 from tests.flowerbox.conftest import REAL_KEY, UnixHTTPConnection, wait_for
@@ -120,14 +120,14 @@ class BrokerProcess:
         )
         log.close()
         process = self.process
-        wait_for(lambda: client.running(self.folder) or process.poll() is not None)
+        wait_for(lambda: client.running(self.folder) or process.poll() is not None, 60)
         assert process.poll() is None, (self.root / "broker.log").read_text()
         return self
 
     def stop(self, sig: int = signal.SIGTERM) -> None:
         assert self.process is not None
         self.process.send_signal(sig)
-        self.process.wait(timeout=10)
+        self.process.wait(timeout=60)
 
     def register(self, budget: float | None = None, allow: tuple[str, ...] | None = ()) -> Run:
         n = len(self.runs)
@@ -136,12 +136,7 @@ class BrokerProcess:
         run_id = f"20261202-000000-{n:06x}"
         gateway_dir = self.root / "state" / "runs" / run_id / "gateway"
         token = client.register(
-            self.folder,
-            run_id,
-            socket_dir=socket_dir,
-            gateway_dir=gateway_dir,
-            budget_usd=budget,
-            allow=allow,
+            self.folder, Registration(run_id, socket_dir, gateway_dir, budget, allow)
         )
         run = Run(run_id, token, socket_dir, gateway_dir, self.folder / LEDGER)
         self.runs.append(run)
@@ -367,14 +362,7 @@ def test_the_control_socket_refuses_what_it_cannot_serve(
     broker = start_broker()
     run = broker.register()
     with pytest.raises(BrokerError, match="registered already"):
-        client.register(
-            broker.folder,
-            run.run_id,
-            socket_dir=run.socket_dir,
-            gateway_dir=run.gateway_dir,
-            budget_usd=None,
-            allow=(),
-        )
+        client.register(broker.folder, Registration(run.run_id, run.socket_dir, run.gateway_dir))
     with pytest.raises(BrokerError, match="not a run id"):
         client.call(
             broker.folder,
