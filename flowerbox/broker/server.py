@@ -163,7 +163,10 @@ class Charge:
 
 
 class RunGateway(Gateway):
-    """The gateway on one run's api.sock: only that run's token passes."""
+    """The gateway on one run's api.sock: only that run's token passes. Each answer is in the
+    ledger before its client has the end of it: a broker killed then loses no entry."""
+
+    settle_before_end = True
 
     def __init__(self, run: ServedRun, broker: Broker) -> None:
         self.run = run

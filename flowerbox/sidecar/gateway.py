@@ -328,6 +328,11 @@ class Tenant:
 class Gateway(PrivateUnixServer):
     """The HTTP server on the unix socket; one thread per client connection."""
 
+    # Whether a forwarded request is settled before the client has the end of its answer.
+    # Not for one run's gateway: its usage file is rewritten with two fsyncs, kept off the
+    # way to the client (docs/gateway.md, "Overhead"), and its death ends the run anyway.
+    settle_before_end = False
+
     def __init__(
         self,
         socket_path: Path,
@@ -497,13 +502,18 @@ class _Exchange:
             streaming="text/event-stream" in (response.getheader("content-type") or ""),
             model=model,
         )
+
+        def settle() -> None:
+            if not self.settled:
+                reader.finish()
+                self._settle(response.status, model, reader, reservation)
+
         complete = False
         try:
-            complete = self._relay(response, reader)
+            complete = self._relay(response, reader, settle)
         finally:
             gateway.upstream.release(conn, response, reusable=complete)
-            reader.finish()
-            self._settle(response.status, model, reader, reservation)
+            settle()
 
     def _settle(
         self,
@@ -530,11 +540,15 @@ class _Exchange:
             meter.count_unmetered()
             self._done(status, model)
 
-    def _relay(self, response: http.client.HTTPResponse, reader: UsageReader) -> bool:
+    def _relay(
+        self, response: http.client.HTTPResponse, reader: UsageReader, settle: Callable[[], None]
+    ) -> bool:
         """Send the upstream's response on as it arrives: content-length framing when the
         upstream gave a length, chunked otherwise (h11 decides). A cut upstream cuts the
         client too (no final chunk), so the CLI sees a dropped stream, as it would without
-        the gateway. True when the whole body passed."""
+        the gateway. True when the whole body passed. With `settle_before_end` the request
+        is settled (and recorded) before the client has the end of the answer: the last
+        bytes of a body of known length, or the last chunk of a stream."""
         headers = [
             (name, value)
             for name, value in response.getheaders()
@@ -544,16 +558,21 @@ class _Exchange:
         if length is not None and not response.chunked:
             headers.append(("content-length", length))
         self.reader.send(h11.Response(status_code=response.status, headers=headers))
-        sent = 0
+        sent, first = 0, self.gateway.settle_before_end
+        known = int(length) if length is not None and not response.chunked else None
         try:
             for chunk in _chunks(response):
                 reader.feed(chunk)
-                self.reader.send(h11.Data(data=chunk))
                 sent += len(chunk)
+                if first and sent == known:
+                    settle()
+                self.reader.send(h11.Data(data=chunk))
         except (OSError, http.client.HTTPException, h11.LocalProtocolError):
             return False  # either side went away mid-body (or sent more than it said)
-        if length is not None and not response.chunked and sent != int(length):
+        if known is not None and sent != known:
             return False
+        if first:
+            settle()
         self.reader.send(h11.EndOfMessage())
         return True
 

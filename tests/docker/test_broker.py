@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import sqlite3
 import subprocess
 import tempfile
@@ -89,10 +90,19 @@ def broker(
         assert process.poll() is None, (root / "broker.log").read_text()
         yield running
     finally:
-        process.terminate()
-        process.wait(timeout=30)
+        running.process.terminate()  # the one running now: a test may have restarted it
+        running.process.wait(timeout=30)
         log.close()
         shutil.rmtree(root, ignore_errors=True)
+
+
+def descendants(pid: int) -> list[int]:
+    """The processes below `pid` (ours: started by this test), deepest last."""
+    found = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        for child in (task / "children").read_text().split():
+            found += [int(child), *descendants(int(child))]
+    return found
 
 
 @pytest.fixture
@@ -189,3 +199,71 @@ def test_flowerbox_ask_uses_a_running_broker(
     records = broker.state / "flowerbox" / "runs" / run_id
     assert (records / "agent.stderr.log").exists()
     assert not (records / "gateway.stderr.log").exists()  # no private gateway was started
+
+
+# Calls until the team's budget refuses one (or ATTEMPTS), riding out a broker that is down:
+# then one JSON line of what it got (a status each, "down" for no answer).
+PERSISTENT = """
+import http.client, json, time
+key = __import__("os").environ["ANTHROPIC_API_KEY"]
+body = json.dumps({"model": "claude-opus-5-5", "max_tokens": 100,
+                   "messages": [{"role": "user", "content": "hi"}]})
+got, message = [], ""
+for _ in range(120):
+    try:
+        c = http.client.HTTPConnection("127.0.0.1", 8080, timeout=120)
+        c.request("POST", "/v1/messages?beta=true", body=body,
+                  headers={"x-api-key": key, "content-type": "application/json"})
+        r = c.getresponse(); data = r.read(); c.close()
+        got.append(r.status)
+        if r.status == 403:
+            message = json.loads(data)["error"]["message"]
+            break
+    except (OSError, http.client.HTTPException):
+        got.append("down")
+    time.sleep(0.3)
+print(json.dumps({"got": got, "message": message}))
+"""
+
+
+def test_a_team_budget_across_boxes_survives_a_broker_killed_mid_run(
+    broker: RunningBroker,
+    real_api: FakeAPI,
+    host_user: tuple[str, int, int],
+    workspaces: Callable[[int], Path],
+) -> None:
+    # $0.0022 a call: below its worst case, as a real answer is (a token is at least a byte).
+    real_api.script = Always(text("hi", usage=Usage(50, 100)))
+    broker.process.terminate()
+    broker.process.wait(timeout=30)
+    restart = [FLOWERBOX, "broker", "--team-budget", "0.03"]
+    broker.process = subprocess.Popen(user_argv(host_user, restart, broker.env))
+    wait_for(lambda: client.running(broker.folder), 60)
+    folders = [workspaces(n) for n in range(2)]
+
+    def box(n: int) -> subprocess.CompletedProcess[str]:
+        command = [FLOWERBOX, "shell", "--", "python3", "-c", PERSISTENT]
+        return as_user(host_user, command, cwd=folders[n], env=broker.env)
+
+    with ThreadPoolExecutor(2) as pool:
+        boxes = [pool.submit(box, n) for n in range(2)]
+        wait_for(lambda: len(broker.query("SELECT id FROM requests")) >= 4, 120)
+        for pid in descendants(broker.process.pid):  # runuser's child: the broker itself
+            os.kill(pid, signal.SIGKILL)  # mid-run
+        broker.process.wait(timeout=30)
+        broker.process = subprocess.Popen(user_argv(host_user, restart, broker.env))
+        done = [future.result() for future in boxes]
+    outputs = []
+    for result in done:
+        assert result.returncode == 0, result.stderr[-3000:]
+        outputs.append(json.loads(result.stdout.strip().splitlines()[-1]))
+    for output in outputs:
+        assert output["got"][-1] == 403 and "the team's budget of $0.03" in output["message"]
+    got = [status for output in outputs for status in output["got"]]
+    rows = [status for (status,) in broker.query("SELECT status FROM requests")]
+    # Every answer a box had is in the ledger; a call cut by the kill is there too, charged
+    # its worst case (status NULL), and nothing more.
+    assert rows.count(200) == got.count(200) and rows.count(403) == got.count(403)
+    assert set(rows) <= {200, 403, None}
+    ((spent,),) = broker.query("SELECT SUM(cost_usd) FROM requests")
+    assert spent <= 0.03
