@@ -139,7 +139,7 @@ class Broker:
 
     def stop(self) -> None:
         self.process.send_signal(signal.SIGTERM)
-        self.process.wait(timeout=30)
+        self.process.wait(timeout=120)
 
 
 def latency(broker: Broker, api: FakeAPI, clients: int) -> tuple[float, float]:

@@ -196,6 +196,9 @@ class RunGateway(Gateway):
     def credential_kind(self, sent: set[str]) -> str:
         return "run token" if self.run.owns(sent) else "other"
 
+    def line(self, text: str) -> None:
+        super().line(f"{self.run.entry.run_id} {text}")  # one broker's stderr, many runs
+
     def malformed(self, **fields: Any) -> None:
         self.broker.ledger.settle(None, self.run.entry.run_id, fields)
         super().malformed(**fields)
@@ -296,8 +299,7 @@ class Broker:
         self.control.server_close()
         with self._lock:
             runs, self.runs = list(self.runs.values()), {}
-        for run in runs:
-            _close(run)
+        _close(*runs)
         self.ledger.close()
 
     def _serve(self, entry: RunEntry) -> None:
@@ -329,12 +331,20 @@ class Broker:
             self.runs[entry.run_id] = run
 
 
-def _close(run: ServedRun) -> None:
-    for server in run.servers:
-        server.shutdown()
+def _close(*runs: ServedRun) -> None:
+    """Stop the runs' servers, all at once: each shutdown waits up to a poll interval for its
+    loop, and a broker of a thousand runs would wait minutes for them one by one."""
+    servers = [server for run in runs for server in run.servers]
+    stopping = [threading.Thread(target=server.shutdown) for server in servers]
+    for thread in stopping:
+        thread.start()
+    for thread in stopping:
+        thread.join()
+    for server in servers:
         server.server_close()
-    run.requests.close()
-    run.egress_log.close()
+    for run in runs:
+        run.requests.close()
+        run.egress_log.close()
 
 
 class _ControlServer(PrivateUnixServer):

@@ -27,6 +27,10 @@ Answers of its own, all with the Messages API's error shape (docs/gateway.md has
   closes.
 - 502 `api_error` naming the upstream when it cannot be reached (refused, reset, TLS failure).
 
+Each request is charged to, and recorded for, its `Tenant` (`Gateway.tenant`): here the one
+run's meter and requests file; in the broker (flowerbox.broker) the run whose token and
+socket it came with, and the team.
+
 Nothing the box can read holds a secret of the credentials file: answers and log lines are
 scrubbed of the key, the token and the base URL's userinfo and query values.
 

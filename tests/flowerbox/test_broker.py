@@ -393,3 +393,46 @@ def test_a_ledger_link_is_refused(tmp_path: Path) -> None:
     (tmp_path / "ledger.db").symlink_to(tmp_path / "elsewhere.db")
     with pytest.raises(BrokerError, match="cannot open the broker's ledger"):
         Ledger(tmp_path / "ledger.db")
+
+
+def test_status_shows_what_a_running_broker_serves(
+    start_broker: Callable[..., BrokerProcess],
+) -> None:
+    broker = start_broker("--team-budget", "1")
+    run = broker.register()
+    assert run.request()[0] == 200
+
+    def status() -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "flowerbox", "broker", "--status"],
+            env=broker.env(),
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+
+    shown = status()
+    assert shown.returncode == 0, shown.stderr
+    assert json.loads(shown.stdout) == {
+        "runs": {run.run_id: pytest.approx(COST)},
+        "team_spent_usd": pytest.approx(COST),
+        "team_budget_usd": 1.0,
+    }
+    broker.stop()
+    gone = status()
+    assert gone.returncode == 2 and "start it with `flowerbox broker`" in gone.stderr
+
+
+def test_a_broker_of_many_runs_stops_at_once(
+    start_broker: Callable[..., BrokerProcess],
+) -> None:
+    """Each run's two servers wait up to a poll interval (0.2 s) to stop: one by one, 300
+    runs took a minute (bench.many's broker of 1000 runs did not stop in 30 s)."""
+    broker = start_broker()
+    for _ in range(300):
+        broker.register()
+    assert broker.process is not None
+    broker.process.send_signal(signal.SIGTERM)
+    broker.process.wait(timeout=20)
+    assert not any((run.socket_dir / API_SOCKET).exists() for run in broker.runs)
