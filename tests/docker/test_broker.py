@@ -20,8 +20,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from docker import DockerClient
 
-from flower.testing import Always, FakeAPI, Usage, text
+from flower.testing import Always, FakeAPI, Usage, sequence, text, tool
 from flower.testing.demo import DEMO_ASK, starter_cast
 from flowerbox.broker import client
 from tests.docker.e2e import FLOWERBOX, as_user, box_env, user_argv
@@ -267,3 +268,33 @@ def test_a_team_budget_across_boxes_survives_a_broker_killed_mid_run(
     assert set(rows) <= {200, 403, None}
     ((spent,),) = broker.query("SELECT SUM(cost_usd) FROM requests")
     assert spent <= 0.03
+
+
+def test_a_detached_runs_keeper_revokes_its_token(
+    broker: RunningBroker,
+    real_api: FakeAPI,
+    host_user: tuple[str, int, int],
+    user_workspace: Path,
+    docker_client: DockerClient,
+) -> None:
+    ws = user_workspace
+    real_api.script = sequence(
+        tool("Write", {"file_path": str(ws / "note.md"), "content": "# note\n"}), text("wrote")
+    )
+    try:
+        started = as_user(
+            host_user, [FLOWERBOX, "once", "write a note", "--detach"], cwd=ws, env=broker.env
+        )
+        assert started.returncode == 0, started.stderr[-3000:]
+        run_id = started.stdout.strip()
+        ((registered,),) = broker.query("SELECT run_id FROM runs")
+        assert registered == run_id
+        followed = as_user(host_user, [FLOWERBOX, "logs", "-f", run_id], cwd=ws, env=broker.env)
+        assert followed.returncode == 0, followed.stderr[-3000:]
+        wait_for(lambda: broker.query("SELECT revoked_at FROM runs")[0][0] is not None, 60)
+        assert {s for (s,) in broker.query("SELECT status FROM requests")} == {200}
+        assert (ws / "note.md").read_text() == "# note\n"
+    finally:
+        label = f"dev.flower.box.workspace={ws}"
+        for container in docker_client.containers.list(all=True, filters={"label": label}):
+            container.remove(force=True)
