@@ -13,6 +13,7 @@ never holds a credential's value.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import yaml
@@ -38,6 +39,9 @@ GIT_PORT = 8081  # the broker's git relay: it adds the git credential only it ho
 DNS_PORT = 53
 KEY_SECRET = "flowerbox-broker-key"  # `kubectl create secret generic` (docs/deployment.md)
 BROKER_LEDGER = "/var/lib/flowerbox-broker"
+# On the claim, which outlives every Job: what `resume` starts again.
+COMMAND_ANNOTATION = "flowerbox.dev/command"
+IMAGE_ANNOTATION = "flowerbox.dev/image"
 NOTES_REF = "refs/notes/flowerbox"  # as flowerbox.runs.provenance: `git log --notes=flowerbox`
 # A checkov check that cannot hold for this design, and why (docs/deployment.md lists them).
 SKIPS = {
@@ -88,7 +92,15 @@ def claim(spec: BoxSpec, target: KubeTarget) -> Manifest:
     return {
         "apiVersion": "v1",
         "kind": "PersistentVolumeClaim",
-        "metadata": _meta(claim_name(spec), target, labels(spec, "agent")),
+        "metadata": _meta(
+            claim_name(spec),
+            target,
+            labels(spec, "agent"),
+            annotations={
+                COMMAND_ANNOTATION: json.dumps(list(spec.command)),
+                IMAGE_ANNOTATION: spec.image,
+            },
+        ),
         "spec": {
             "accessModes": ["ReadWriteOnce"],
             "resources": {"requests": {"storage": target.storage}},
