@@ -1,10 +1,11 @@
 """The cluster side of a run, through the official `kubernetes` client: apply what
 flowerbox.kube.render rendered (the same dicts, turned into the client's own models), and
-`ps`, `logs`, `stop`, `resume` on the Jobs by their `flowerbox.dev/run-id` label.
+`ps`, `logs`, `stop`, `resume`, `deliver` on the Jobs by their `flowerbox.dev/run-id` label.
 
     cluster = Cluster.connect(context=None, namespace="flowerbox")
     cluster.start(spec, target)            # the run's token Secret, then its manifests
     cluster.runs(); cluster.logs(run_id, follow=True); cluster.stop(run_id)
+    cluster.resume(run_id, target); cluster.deliver(run_id, target)
 
 The one seam is the ApiClient the constructor takes: tests give it a Configuration whose
 host is a fake API server on loopback, so every request goes through the client's own
@@ -15,10 +16,12 @@ are the only input, and a Pod's log is printed, never interpreted.
 from __future__ import annotations
 
 import json
+import os
 import secrets
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import partial
+from pathlib import Path
 from typing import Any
 
 from kubernetes import client, config
@@ -28,7 +31,12 @@ from kubernetes.config.config_exception import ConfigException
 from flowerbox.box.spec import BoxSpec
 from flowerbox.errors import ClusterError, RunError
 from flowerbox.kube.pod import RUN_LABEL, TOKEN_KEY, Manifest, labels, token_secret
-from flowerbox.kube.render import COMMAND_ANNOTATION, IMAGE_ANNOTATION, run_manifests
+from flowerbox.kube.render import (
+    COMMAND_ANNOTATION,
+    IMAGE_ANNOTATION,
+    deliver_manifests,
+    run_manifests,
+)
 from flowerbox.kube.target import KubeTarget, kube_spec
 
 CONFLICT = 409
@@ -84,10 +92,15 @@ class Cluster:
 
     @classmethod
     def connect(cls, *, context: str | None, namespace: str) -> Cluster:
-        """The kubeconfig's cluster (`context`, or its current one)."""
+        """The kubeconfig's cluster (`context`, or its current one). KUBECONFIG is read now:
+        the client's own default is the value it had when the client was first imported.
+        The kubeconfig is only read (persist_config=False): flowerbox never rewrites it."""
+        path = os.environ.get("KUBECONFIG") or str(Path.home() / ".kube" / "config")
         try:
             # the client's config module has no annotations (its models and APIs have)
-            api = config.new_client_from_config(context=context)  # type: ignore[no-untyped-call]
+            api = config.new_client_from_config(  # type: ignore[no-untyped-call]
+                config_file=path, context=context, persist_config=False
+            )
         except (ConfigException, OSError) as exc:
             raise ClusterError(
                 f"no usable kubeconfig ({exc}): set KUBECONFIG or pass --context NAME"
@@ -141,8 +154,8 @@ class Cluster:
         self.apply([token])
         return self.apply(run_manifests(spec, target))
 
-    def resume(self, run_id: str, target: KubeTarget) -> list[str]:
-        """A new Job on the run's claim, with the command the claim recorded."""
+    def _recorded(self, run_id: str) -> BoxSpec:
+        """The run's spec again, from what its claim (which outlives every Job) recorded."""
         claim = self._call(
             f"read run {run_id}'s volume",
             lambda: self.core.read_namespaced_persistent_volume_claim(
@@ -152,20 +165,33 @@ class Cluster:
         annotations = claim.metadata.annotations or {}
         try:
             command = tuple(json.loads(annotations[COMMAND_ANNOTATION]))
+            image = annotations[IMAGE_ANNOTATION]
         except (KeyError, ValueError) as exc:
             raise RunError(
                 f"run {run_id}'s volume records no command: start a new run", run_id=run_id
             ) from exc
+        return kube_spec(run_id, image=image, command=command)
+
+    def _idle(self, run_id: str) -> list[RunStatus]:
         jobs = self._jobs(run_id)
         if any(job.state == "running" for job in jobs):
             raise RunError(
                 f"run {run_id} is still running: `flowerbox kube stop {run_id}` first",
                 run_id=run_id,
             )
-        image = annotations.get(IMAGE_ANNOTATION, "")
-        spec = kube_spec(run_id, image=image, command=command)
-        name = f"flowerbox-{run_id}-{len(jobs) + 1}"
+        return jobs
+
+    def resume(self, run_id: str, target: KubeTarget) -> list[str]:
+        """A new Job on the run's claim, with the command the claim recorded."""
+        spec = self._recorded(run_id)
+        name = f"flowerbox-{run_id}-{len(self._idle(run_id)) + 1}"
         return self.apply(run_manifests(spec, target, name=name))
+
+    def deliver(self, run_id: str, target: KubeTarget) -> list[str]:
+        """The Job that pushes the run's branch back as `flowerbox/<run-id>`, once it ended."""
+        spec = self._recorded(run_id)
+        self._idle(run_id)
+        return self.apply(deliver_manifests(spec, target))
 
     def _jobs(self, run_id: str | None = None) -> list[RunStatus]:
         selector = RUN_LABEL if run_id is None else f"{RUN_LABEL}={run_id}"

@@ -1,10 +1,10 @@
 """Every manifest of a run on Kubernetes, as plain dicts: what `flowerbox kube render` prints
-and exactly what the client applies (flowerbox.kube.cluster), so what is reviewed is what runs.
+(as YAML: flowerbox.kube.document) and exactly what the client applies (flowerbox.kube.cluster),
+so what is reviewed is what runs.
 
     run_manifests(spec, target)      the run's PVC, its NetworkPolicy and its Job
     deliver_manifests(spec, target)  a Job that pushes the agent's branch back, after the run
     broker_manifests(target, image)  the broker: default-deny, Deployment, Service, its policy
-    dump(manifests)                  multi-document YAML
 
 Pure: no cluster, no client, no secret. The Secrets the manifests name (the broker's key, each
 run's token) are created apart (docs/deployment.md gives the command): a rendered manifest
@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import json
 from typing import Any
-
-import yaml
 
 from flowerbox import wire
 from flowerbox.box.spec import BoxSpec
@@ -274,15 +272,3 @@ def broker_manifests(target: KubeTarget, *, image: str) -> list[Manifest]:
             },
         },
     ]
-
-
-class _Plain(yaml.SafeDumper):
-    """No &anchors/*aliases for a dict met twice: a reviewer reads every field where it is."""
-
-    def ignore_aliases(self, data: Any) -> bool:
-        return True
-
-
-def dump(manifests: list[Manifest]) -> str:
-    """Multi-document YAML, keys in the order written (kubectl apply -f - reads it)."""
-    return yaml.dump_all(manifests, Dumper=_Plain, sort_keys=False, default_flow_style=False)

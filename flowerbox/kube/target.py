@@ -12,6 +12,7 @@ under STATE and never mounted.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -54,6 +55,14 @@ class KubeTarget:
                 f"--repo {self.repo!r}: pass an https:// git URL (the broker fetches it and "
                 "holds its credential; no other scheme goes through it)"
             )
+
+
+def flower_command(args: Sequence[str]) -> tuple[str, ...]:
+    """flower with `args` (`go "ask"`...) on the claim's workspace and runs/, as the Docker
+    path's prepare() runs it on the host's."""
+    run_dir = WORKSPACE / "runs"
+    isolate = ("--isolate",) if args[:1] == ["go"] else ()
+    return ("flower", *args, "-w", str(WORKSPACE), "--run-dir", str(run_dir), *isolate)
 
 
 def kube_spec(

@@ -17,8 +17,9 @@ from typing import Any
 
 import pytest
 
+from flowerbox.kube.document import dump
 from flowerbox.kube.pod import Manifest
-from flowerbox.kube.render import SKIPS, dump
+from flowerbox.kube.render import SKIPS
 
 REPO = Path(__file__).resolve().parents[2]
 CHECKOV = Path(os.environ.get("FLOWERBOX_CHECKOV", REPO / ".venv-checkov" / "bin" / "checkov"))

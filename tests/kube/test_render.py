@@ -12,8 +12,9 @@ import yaml
 
 from flowerbox.box.spec import BoxSpec
 from flowerbox.errors import ConfigError
+from flowerbox.kube.document import dump
 from flowerbox.kube.pod import Manifest
-from flowerbox.kube.render import dump, run_manifests
+from flowerbox.kube.render import run_manifests
 from flowerbox.kube.target import KubeTarget, kube_spec
 
 VERSIONS = ("1.29.0", "1.31.0")
