@@ -22,7 +22,7 @@ from flowerbox.box.options import DEFAULT_IMAGE
 from flowerbox.cli.options import Image
 from flowerbox.kube.pod import Manifest
 from flowerbox.kube.render import broker_manifests, run_manifests
-from flowerbox.kube.target import BROKER, KubeTarget, flower_command, kube_spec
+from flowerbox.kube.target import BROKER, NO_REPO, KubeTarget, flower_command, kube_spec
 
 if TYPE_CHECKING:
     from flowerbox.kube.cluster import Cluster
@@ -72,6 +72,19 @@ def _target(
     )
 
 
+def on_cluster(target: KubeTarget, *, image: str, context: str | None, negative: bool) -> str:
+    """`selftest --on kube`: start the probe Job; returns its run id."""
+    # lazy: flowerbox.selftest is only for this one command of the group
+    from flowerbox.kube.selftest import probe_manifests, probe_spec
+
+    spec = probe_spec(image=image, negative=negative)
+    manifests = probe_manifests(spec, target, negative=negative)
+    for made in _cluster(context, target.namespace).start(spec, manifests):
+        typer.echo(f"created {made}", err=True)
+    typer.echo(f"the verdicts: flowerbox kube logs {spec.run_id} -f", err=True)
+    return spec.run_id
+
+
 @app.command()
 def render(
     ask: Annotated[str | None, typer.Argument(help="What the run is to do.")] = None,
@@ -92,7 +105,7 @@ def render(
 ) -> None:
     """Print every manifest as YAML: exactly what `kube go` (or `kube apply-broker`) applies."""
     if for_broker:
-        target = _target("https://unused.invalid", ref, namespace, runtime_class, broker)
+        target = _target(NO_REPO, ref, namespace, runtime_class, broker)
         _print(broker_manifests(target, image=image))
         return
     if ask is None or repo is None:
@@ -111,7 +124,7 @@ def apply_broker(
     image: Image = DEFAULT_IMAGE,
 ) -> None:
     """Apply the broker's manifests (what `render --broker-manifests` prints)."""
-    target = _target("https://unused.invalid", "main", namespace, runtime_class, broker)
+    target = _target(NO_REPO, "main", namespace, runtime_class, broker)
     for made in _cluster(context, namespace).apply(broker_manifests(target, image=image)):
         typer.echo(f"created {made}")
 
@@ -130,7 +143,7 @@ def go(
     """Start a run as a Job: its token, its volume, its network policy, the Job; prints the id."""
     target = _target(repo, ref, namespace, runtime_class, broker)
     spec = kube_spec(new_run_id(), image=image, command=flower_command(["go", ask]))
-    for made in _cluster(context, namespace).start(spec, target):
+    for made in _cluster(context, namespace).start(spec, run_manifests(spec, target)):
         typer.echo(f"created {made}", err=True)
     typer.echo(spec.run_id)
 

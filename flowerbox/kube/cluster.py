@@ -3,7 +3,7 @@ flowerbox.kube.render rendered (the same dicts, turned into the client's own mod
 `ps`, `logs`, `stop`, `resume`, `deliver` on the Jobs by their `flowerbox.dev/run-id` label.
 
     cluster = Cluster.connect(context=None, namespace="flowerbox")
-    cluster.start(spec, target)            # the run's token Secret, then its manifests
+    cluster.start(spec, run_manifests(spec, target))   # its token Secret, then these
     cluster.runs(); cluster.logs(run_id, follow=True); cluster.stop(run_id)
     cluster.resume(run_id, target); cluster.deliver(run_id, target)
 
@@ -138,8 +138,8 @@ class Cluster:
             created.append(f"{kind}/{name}")
         return created
 
-    def start(self, spec: BoxSpec, target: KubeTarget) -> list[str]:
-        """A new run: its token first (the Pods read it), then exactly what render prints."""
+    def start(self, spec: BoxSpec, manifests: list[Manifest]) -> list[str]:
+        """A new run: its token first (the Pods read it), then exactly what render printed."""
         token = {
             "apiVersion": "v1",
             "kind": "Secret",
@@ -152,7 +152,7 @@ class Cluster:
             "stringData": {TOKEN_KEY: secrets.token_urlsafe(32)},
         }
         self.apply([token])
-        return self.apply(run_manifests(spec, target))
+        return self.apply(manifests)
 
     def _recorded(self, run_id: str) -> BoxSpec:
         """The run's spec again, from what its claim (which outlives every Job) recorded."""

@@ -24,6 +24,7 @@ WORKSPACE = VOLUME / "workspace"
 WORKBENCH = VOLUME / f".flower-{WORKSPACE.name}"  # flower's workbench_location: beside it
 STATE = Path("/nonexistent/flowerbox-state")  # never mounted: the Docker path's host folders
 UID = 10001  # the image's own user (Dockerfile): a Pod has no host user to match
+NO_REPO = "https://nothing.invalid/"  # a target that fetches nothing: the broker, a self-test
 BROKER = "flowerbox-broker"  # the broker's Service (and Deployment) name
 DNS_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 

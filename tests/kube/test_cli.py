@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -11,29 +10,13 @@ import yaml
 from typer.testing import CliRunner
 
 from flowerbox.cli.app import app
-from tests.kube.fakeapi import FakeKube, fake_kube
+from tests.kube.fakeapi import FakeKube
 
 runner = CliRunner()
 REPO_URL = "https://git.example/team/app.git"
 
 
-@pytest.fixture
-def kube(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeKube]:
-    with fake_kube() as fake:
-        config = {
-            "apiVersion": "v1",
-            "kind": "Config",
-            "clusters": [{"name": "fake", "cluster": {"server": fake.url}}],
-            "users": [{"name": "me", "user": {"token": "not-a-real-token"}}],
-            "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "me"}}],
-            "current-context": "fake",
-        }
-        (tmp_path / "kubeconfig").write_text(yaml.safe_dump(config))
-        monkeypatch.setenv("KUBECONFIG", str(tmp_path / "kubeconfig"))
-        yield fake
-
-
-def test_go_applies_what_render_prints(kube: FakeKube) -> None:
+def test_go_applies_what_render_prints(kubeconfig: FakeKube) -> None:
     started = runner.invoke(app, ["kube", "go", "fix the failing test", "--repo", REPO_URL])
     assert started.exit_code == 0, started.output
     run_id = started.stdout.strip().splitlines()[-1]
@@ -41,22 +24,22 @@ def test_go_applies_what_render_prints(kube: FakeKube) -> None:
         app, ["kube", "render", "fix the failing test", "--repo", REPO_URL, "--run-id", run_id]
     )
     assert rendered.exit_code == 0, rendered.output
-    token, *sent = kube.created()
+    token, *sent = kubeconfig.created()
     assert sent == list(yaml.safe_load_all(rendered.stdout))
     assert token["stringData"]["token"] not in rendered.stdout
-    assert all(r.path.startswith("/api") for r in kube.requests)
+    assert all(r.path.startswith("/api") for r in kubeconfig.requests)
 
 
-def test_apply_broker_applies_what_render_prints(kube: FakeKube) -> None:
+def test_apply_broker_applies_what_render_prints(kubeconfig: FakeKube) -> None:
     applied = runner.invoke(app, ["kube", "apply-broker", "--runtime-class", "gvisor"])
     assert applied.exit_code == 0, applied.output
     rendered = runner.invoke(
         app, ["kube", "render", "--broker-manifests", "--runtime-class", "gvisor"]
     )
-    assert kube.created() == list(yaml.safe_load_all(rendered.stdout))
+    assert kubeconfig.created() == list(yaml.safe_load_all(rendered.stdout))
 
 
-def test_ps_stop_logs_resume_through_the_cli(kube: FakeKube) -> None:
+def test_ps_stop_logs_resume_through_the_cli(kubeconfig: FakeKube) -> None:
     run_id = runner.invoke(app, ["kube", "go", "x", "--repo", REPO_URL]).stdout.split()[-1]
     listed = runner.invoke(app, ["kube", "ps"])
     assert listed.stdout.split() == [run_id, "running", f"flowerbox-{run_id}"]

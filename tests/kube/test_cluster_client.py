@@ -34,7 +34,7 @@ def cluster(kube: FakeKube, target: KubeTarget) -> Cluster:
 def test_start_sends_exactly_the_rendered_manifests(
     cluster: Cluster, kube: FakeKube, spec: BoxSpec, target: KubeTarget
 ) -> None:
-    created = cluster.start(spec, target)
+    created = cluster.start(spec, run_manifests(spec, target))
     token, *sent = kube.created()
     assert sent == run_manifests(spec, target)
     assert created == [f"{m['kind']}/{m['metadata']['name']}" for m in sent]
@@ -61,16 +61,16 @@ def test_the_broker_applied_twice_is_left_as_it_is(
 def test_a_run_started_twice_is_refused(
     cluster: Cluster, spec: BoxSpec, target: KubeTarget
 ) -> None:
-    cluster.start(spec, target)
+    cluster.start(spec, run_manifests(spec, target))
     with pytest.raises(ClusterError, match="409") as refused:
-        cluster.start(spec, target)
+        cluster.start(spec, run_manifests(spec, target))
     assert refused.value.status == 409
 
 
 def test_ps_logs_stop_resume(
     cluster: Cluster, kube: FakeKube, spec: BoxSpec, target: KubeTarget
 ) -> None:
-    cluster.start(spec, target)
+    cluster.start(spec, run_manifests(spec, target))
     (status,) = cluster.runs()
     assert (status.run_id, status.state) == (spec.run_id, "running")
     pod = f"flowerbox-{spec.run_id}-x1y2z"
@@ -99,7 +99,7 @@ def test_ps_logs_stop_resume(
 def test_a_finished_job_shows_so(
     cluster: Cluster, kube: FakeKube, spec: BoxSpec, target: KubeTarget
 ) -> None:
-    cluster.start(spec, target)
+    cluster.start(spec, run_manifests(spec, target))
     kube.objects[("jobs", f"flowerbox-{spec.run_id}")]["status"] = {"succeeded": 1}
     assert [s.state for s in cluster.runs()] == ["succeeded"]
 
