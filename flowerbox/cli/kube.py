@@ -4,7 +4,7 @@
     flowerbox kube render --broker             the broker's manifests, once per namespace
     flowerbox kube apply-broker                apply them (the key's Secret is made apart)
     flowerbox kube go "ask" --repo URL         the run's token Secret, then what render prints
-    flowerbox kube ps | logs RUN [-f] | stop RUN | resume RUN | deliver RUN
+    flowerbox kube ps | logs RUN [-f] | stop RUN | resume RUN | deliver RUN | rm RUN
 
 The client (the `kube` extra) is imported only by the commands that reach a cluster, so
 `render` and `--help` need none; render alone needs PyYAML.
@@ -204,3 +204,10 @@ def deliver(
     target = _target(repo, ref, namespace, None, broker)
     for made in _cluster(context, namespace).deliver(run, target):
         typer.echo(f"created {made}")
+
+
+@app.command()
+def rm(run: RunArg, namespace: Namespace = "flowerbox", context: Context = None) -> None:
+    """Remove an ended run: its Jobs, volume, network policy and token (no resume after)."""
+    for removed in _cluster(context, namespace).remove(run):
+        typer.echo(f"removed {removed}")

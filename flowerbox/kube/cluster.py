@@ -6,6 +6,7 @@ flowerbox.kube.render rendered (the same dicts, turned into the client's own mod
     cluster.start(spec, run_manifests(spec, target))   # its token Secret, then these
     cluster.runs(); cluster.logs(run_id, follow=True); cluster.stop(run_id)
     cluster.resume(run_id, target); cluster.deliver(run_id, target)
+    cluster.wait(run_id, timeout_s=600); cluster.remove(run_id)
 
 The one seam is the ApiClient the constructor takes: tests give it a Configuration whose
 host is a fake API server on loopback, so every request goes through the client's own
@@ -18,6 +19,7 @@ from __future__ import annotations
 import json
 import os
 import secrets
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import partial
@@ -246,6 +248,65 @@ class Cluster:
         if not stopped:
             raise RunError(f"no Job of run {run_id} in namespace {self.namespace}", run_id=run_id)
         return stopped
+
+    def wait(self, run_id: str, *, timeout_s: float, poll_s: float = 2.0) -> RunStatus:
+        """The run's newest Job once it ended; a ClusterError past `timeout_s`."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            jobs = self._jobs(run_id)
+            if jobs and all(job.state != "running" for job in jobs):
+                return max(jobs, key=lambda job: job.job)
+            if time.monotonic() > deadline:
+                raise ClusterError(
+                    f"run {run_id} did not end within {timeout_s:.0f} s: "
+                    f"`flowerbox kube logs {run_id}` shows where it is"
+                )
+            time.sleep(poll_s)
+
+    def remove(self, run_id: str) -> list[str]:
+        """Everything of an ended run: its Jobs, volume, policy and token. Nothing to resume."""
+        self._idle(run_id)
+        name = f"flowerbox-{run_id}"
+        calls: list[tuple[str, Callable[[], Any]]] = [
+            (
+                f"Job/{job.job}",
+                partial(
+                    self.batch.delete_namespaced_job,
+                    job.job,
+                    self.namespace,
+                    propagation_policy="Background",
+                ),
+            )
+            for job in self._jobs(run_id)
+        ]
+        networking = client.NetworkingV1Api(self.api)
+        calls += [
+            (
+                f"NetworkPolicy/{name}",
+                partial(networking.delete_namespaced_network_policy, name, self.namespace),
+            ),
+            (
+                f"PersistentVolumeClaim/{name}",
+                partial(self.core.delete_namespaced_persistent_volume_claim, name, self.namespace),
+            ),
+            (
+                f"Secret/{name}-token",
+                partial(self.core.delete_namespaced_secret, f"{name}-token", self.namespace),
+            ),
+        ]
+        removed = []
+        for what, call in calls:
+            try:
+                call()
+            except ApiException as exc:
+                if exc.status != NOT_FOUND:
+                    raise ClusterError(
+                        f"the cluster refused to remove {what}: {exc.status} {exc.reason}",
+                        status=exc.status,
+                    ) from exc
+                continue
+            removed.append(what)
+        return removed
 
 
 def _status(job: Any) -> RunStatus:

@@ -85,11 +85,12 @@ def _handler(kube: FakeKube) -> type[BaseHTTPRequestHandler]:
                 kube.objects[key] = body
                 return self._answer(201, body)
             if self.command == "DELETE":
-                if kube.objects.pop((plural, name), None) is None:
+                gone = kube.objects.pop((plural, name), None)
+                if gone is None:
                     return self._status(404, "NotFound")
-                return self._answer(
-                    200, {"kind": "Status", "apiVersion": "v1", "status": "Success"}
-                )
+                # As the real API: a claim's delete answers the object, most others a Status.
+                done = {"kind": "Status", "apiVersion": "v1", "status": "Success"}
+                return self._answer(200, gone if plural == "persistentvolumeclaims" else done)
             if name is not None:
                 if (plural, name) not in kube.objects:
                     return self._status(404, "NotFound")

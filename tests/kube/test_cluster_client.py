@@ -117,3 +117,18 @@ def test_no_kubeconfig_says_what_to_do(tmp_path: Path, monkeypatch: pytest.Monke
     monkeypatch.setenv("KUBECONFIG", str(tmp_path / "missing"))
     with pytest.raises(ClusterError, match="KUBECONFIG or pass --context"):
         Cluster.connect(context=None, namespace="flowerbox")
+
+
+def test_wait_returns_once_the_job_ended_and_remove_leaves_nothing(
+    cluster: Cluster, kube: FakeKube, spec: BoxSpec, target: KubeTarget
+) -> None:
+    cluster.start(spec, run_manifests(spec, target))
+    with pytest.raises(ClusterError, match="did not end"):
+        cluster.wait(spec.run_id, timeout_s=0.2, poll_s=0.05)
+    with pytest.raises(RunError, match="still running"):
+        cluster.remove(spec.run_id)
+    kube.objects[("jobs", f"flowerbox-{spec.run_id}")]["status"] = {"failed": 1}
+    assert cluster.wait(spec.run_id, timeout_s=5, poll_s=0.05).state == "failed"
+    removed = cluster.remove(spec.run_id)
+    assert len(removed) == 4 and kube.objects == {}
+    assert cluster.remove(spec.run_id) == []  # nothing left, nothing refused
