@@ -62,18 +62,30 @@ def _skips(*checks: str) -> dict[str, str]:
 
 
 def _git_env(spec: BoxSpec, target: KubeTarget) -> list[Manifest]:
-    """git's way to the remote: the broker's relay, the run's token as the credential."""
+    """git's way to the remote: the broker's relay, the run's token as the credential. The
+    repository on the claim is the agent's to write, so git runs none of its hooks, no
+    fsmonitor and no credential helper it could name (GIT_CONFIG_* outrank .git/config)."""
     relay = f"http://{target.broker}:{GIT_PORT}/"
     token = {"secretKeyRef": {"name": token_secret(spec), "key": TOKEN_KEY}}
-    return [
+    settings = {
+        f"url.{relay}.insteadOf": "https://",
+        "http.extraHeader": "Authorization: Bearer $(FLOWERBOX_TOKEN)",
+        "core.hooksPath": "/dev/null",
+        "core.fsmonitor": "false",
+        "credential.helper": "",
+    }
+    env: list[Manifest] = [
         {"name": "HOME", "value": "/tmp"},
+        {"name": "GIT_CONFIG_NOSYSTEM", "value": "1"},
         {"name": "FLOWERBOX_TOKEN", "valueFrom": token},
-        {"name": "GIT_CONFIG_COUNT", "value": "2"},
-        {"name": "GIT_CONFIG_KEY_0", "value": f"url.{relay}.insteadOf"},
-        {"name": "GIT_CONFIG_VALUE_0", "value": "https://"},
-        {"name": "GIT_CONFIG_KEY_1", "value": "http.extraHeader"},
-        {"name": "GIT_CONFIG_VALUE_1", "value": "Authorization: Bearer $(FLOWERBOX_TOKEN)"},
+        {"name": "GIT_CONFIG_COUNT", "value": str(len(settings))},
     ]
+    for n, (key, value) in enumerate(settings.items()):
+        env += [
+            {"name": f"GIT_CONFIG_KEY_{n}", "value": key},
+            {"name": f"GIT_CONFIG_VALUE_{n}", "value": value},
+        ]
+    return env
 
 
 def _fetch(spec: BoxSpec, target: KubeTarget) -> Manifest:

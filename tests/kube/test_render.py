@@ -5,6 +5,9 @@ Job promises: one try, a deadline, a TTL, no credential in sight."""
 from __future__ import annotations
 
 import copy
+import os
+import subprocess
+from pathlib import Path
 
 import kubernetes_validate
 import pytest
@@ -14,7 +17,7 @@ from flowerbox.box.spec import BoxSpec
 from flowerbox.errors import ConfigError
 from flowerbox.kube.document import dump
 from flowerbox.kube.pod import Manifest
-from flowerbox.kube.render import run_manifests
+from flowerbox.kube.render import deliver_manifests, run_manifests
 from flowerbox.kube.target import KubeTarget, kube_spec
 
 VERSIONS = ("1.29.0", "1.31.0")
@@ -119,3 +122,47 @@ def test_a_target_that_cannot_be_used_is_refused(field: str, value: str) -> None
 def test_a_run_id_that_cannot_name_objects_is_refused() -> None:
     with pytest.raises(ConfigError, match="run id"):
         kube_spec("Run_1", image="flowerbox:dev", command=("flower",))
+
+
+def test_git_on_the_agents_repository_runs_nothing_planted_there(
+    spec: BoxSpec, target: KubeTarget
+) -> None:
+    """Attack: the agent writes .git/hooks/pre-push or core.fsmonitor into the repository on
+    the claim; the deliver Job's git must run neither (GIT_CONFIG_* outrank .git/config)."""
+    (job,) = deliver_manifests(spec, target)
+    (push,) = job["spec"]["template"]["spec"]["containers"]
+    env = {e["name"]: e.get("value") for e in push["env"]}
+    count = int(env["GIT_CONFIG_COUNT"])
+    settings = {env[f"GIT_CONFIG_KEY_{n}"]: env[f"GIT_CONFIG_VALUE_{n}"] for n in range(count)}
+    assert settings["core.hooksPath"] == "/dev/null"
+    assert settings["core.fsmonitor"] == "false"
+    assert settings["credential.helper"] == ""
+    assert "git push" in push["command"][2]
+
+
+def test_a_planted_hook_and_fsmonitor_do_not_run_in_a_real_push(
+    spec: BoxSpec, target: KubeTarget, tmp_path: Path
+) -> None:
+    """The same attack on real git: the deliver Job's git settings, a push to a local remote."""
+    (job,) = deliver_manifests(spec, target)
+    (push,) = job["spec"]["template"]["spec"]["containers"]
+    settings = {e["name"]: e["value"] for e in push["env"] if e["name"].startswith("GIT_CONFIG")}
+    repo, remote, ran = tmp_path / "repo", tmp_path / "remote.git", tmp_path / "ran"
+    git = ["git", "-c", "user.name=a", "-c", "user.email=a@example.invalid"]
+    subprocess.run(["git", "init", "-q", "--bare", str(remote)], check=True)
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    subprocess.run([*git, "-C", str(repo), "commit", "-q", "--allow-empty", "-m", "x"], check=True)
+    hook = repo / ".git" / "hooks" / "pre-push"
+    hook.write_text(f"#!/bin/sh\ntouch {ran}-hook\n")
+    hook.chmod(0o755)
+    monitor = tmp_path / "monitor.sh"
+    monitor.write_text(f"#!/bin/sh\ntouch {ran}-fsmonitor\n")
+    monitor.chmod(0o755)
+    subprocess.run(["git", "-C", str(repo), "config", "core.fsmonitor", str(monitor)], check=True)
+    planted = subprocess.run(["git", "-C", str(repo), "status"], capture_output=True, check=False)
+    assert planted.returncode == 0 and Path(f"{ran}-fsmonitor").exists()  # the plant works
+    Path(f"{ran}-fsmonitor").unlink()
+    env = {**os.environ, **settings, "HOME": str(tmp_path)}
+    for args in (["status"], ["push", "-q", str(remote), "HEAD:refs/heads/flowerbox/x"]):
+        subprocess.run(["git", "-C", str(repo), *args], env=env, check=True, capture_output=True)
+    assert not Path(f"{ran}-hook").exists() and not Path(f"{ran}-fsmonitor").exists()
