@@ -5,6 +5,7 @@
     flowerbox kube apply-broker                apply them (the key's Secret is made apart)
     flowerbox kube go "ask" --repo URL         the run's token Secret, then what render prints
     flowerbox kube ps | logs RUN [-f] | stop RUN | resume RUN | deliver RUN | rm RUN
+    flowerbox kube answer RUN QID "text" | send RUN "text"     (a drop Job into its inbox)
 
 The client (the `kube` extra) is imported only by the commands that reach a cluster, so
 `render` and `--help` need none; render alone needs PyYAML.
@@ -204,6 +205,35 @@ def deliver(
     target = _target(repo, ref, namespace, None, broker)
     for made in _cluster(context, namespace).deliver(run, target):
         typer.echo(f"created {made}")
+
+
+@app.command()
+def answer(
+    run: RunArg,
+    question: Annotated[str, typer.Argument(help="The question's id (q1...), as its log shows.")],
+    text: Annotated[str, typer.Argument(help="Your answer.")],
+    namespace: Namespace = "flowerbox",
+    context: Context = None,
+) -> None:
+    """Answer a question the run waits on (a small Job drops it into its inbox)."""
+    _drop(run, {"answer": question, "text": text}, namespace, context)
+
+
+@app.command()
+def send(
+    run: RunArg,
+    text: Annotated[str, typer.Argument(help="What to tell the run.")],
+    namespace: Namespace = "flowerbox",
+    context: Context = None,
+) -> None:
+    """Tell the run something unprompted (a small Job drops it into its inbox)."""
+    _drop(run, {"send": text}, namespace, context)
+
+
+def _drop(run: str, payload: dict[str, str], namespace: str, context: str | None) -> None:
+    target = KubeTarget(repo=NO_REPO, namespace=namespace)
+    made = _cluster(context, namespace).drop(run, target, payload)
+    typer.echo(f"created {made}: `flowerbox kube logs {run} -f` shows the run take it")
 
 
 @app.command()

@@ -7,6 +7,7 @@ flowerbox.kube.render rendered (the same dicts, turned into the client's own mod
     cluster.runs(); cluster.logs(run_id, follow=True); cluster.stop(run_id)
     cluster.resume(run_id, target); cluster.deliver(run_id, target)
     cluster.wait(run_id, timeout_s=600); cluster.remove(run_id)
+    cluster.drop(run_id, target, {"answer": "q1", "text": "yes"})   # answer and send
 
 The one seam is the ApiClient the constructor takes: tests give it a Configuration whose
 host is a fake API server on loopback, so every request goes through the client's own
@@ -37,6 +38,7 @@ from flowerbox.kube.render import (
     COMMAND_ANNOTATION,
     IMAGE_ANNOTATION,
     deliver_manifests,
+    drop_manifests,
     run_manifests,
 )
 from flowerbox.kube.target import KubeTarget, kube_spec
@@ -195,6 +197,20 @@ class Cluster:
         self._idle(run_id)
         return self.apply(deliver_manifests(spec, target))
 
+    def drop(self, run_id: str, target: KubeTarget, payload: dict[str, str]) -> str:
+        """An answer or a message into the running run's inbox, by a drop Job on its node;
+        returns the Job's name. Whether flower took it, its log says (as `logs` shows)."""
+        spec = self._recorded(run_id)
+        if not any(job.state == "running" for job in self._jobs(run_id)):
+            raise RunError(
+                f"run {run_id} is not running: `flowerbox kube resume {run_id}` first",
+                run_id=run_id,
+            )
+        tag = secrets.token_hex(4)
+        file = f"{time.time_ns():020d}-kube-{tag}.json"
+        (made,) = self.apply(drop_manifests(spec, target, payload, file=file, tag=tag))
+        return made
+
     def _jobs(self, run_id: str | None = None) -> list[RunStatus]:
         selector = RUN_LABEL if run_id is None else f"{RUN_LABEL}={run_id}"
         found = self._call(
@@ -221,7 +237,10 @@ class Cluster:
                 "`flowerbox kube ps` lists the runs",
                 run_id=run_id,
             )
-        newest = max(pods.items, key=lambda pod: pod.metadata.name).metadata.name
+        agents = [p for p in pods.items if any(c.name == "agent" for c in p.spec.containers)]
+        if not agents:
+            raise RunError(f"run {run_id} has no agent Pod yet: try again", run_id=run_id)
+        newest = max(agents, key=_started).metadata.name
         response = self._call(
             "read logs",
             lambda: self.core.read_namespaced_pod_log(
@@ -307,6 +326,12 @@ class Cluster:
                 continue
             removed.append(what)
         return removed
+
+
+def _started(pod: Any) -> tuple[float, str]:
+    """When a Pod was made (its name breaks ties): the newest is a resume's."""
+    made = pod.metadata.creation_timestamp
+    return (made.timestamp() if made is not None else 0.0, pod.metadata.name)
 
 
 def _status(job: Any) -> RunStatus:

@@ -4,6 +4,7 @@ so what is reviewed is what runs.
 
     run_manifests(spec, target)      the run's PVC, its NetworkPolicy and its Job
     deliver_manifests(spec, target)  a Job that pushes the agent's branch back, after the run
+    drop_manifests(spec, target, ...) a Job that drops an answer or a message into its inbox
     broker_manifests(target, image)  the broker: default-deny, Deployment, Service, its policy
 
 Pure: no cluster, no client, no secret. The Secrets the manifests name (the broker's key, each
@@ -13,6 +14,7 @@ never holds a credential's value.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from typing import Any
 
@@ -37,6 +39,8 @@ GIT_PORT = 8081  # the broker's git relay: it adds the git credential only it ho
 DNS_PORT = 53
 KEY_SECRET = "flowerbox-broker-key"  # `kubectl create secret generic` (docs/deployment.md)
 BROKER_LEDGER = "/var/lib/flowerbox-broker"
+DROP_TTL_S = 600  # a drop Job is gone soon after: the run's log says it took the file
+DROP_DEADLINE_S = 300
 # On the claim, which outlives every Job: what `resume` starts again.
 COMMAND_ANNOTATION = "flowerbox.dev/command"
 IMAGE_ANNOTATION = "flowerbox.dev/image"
@@ -190,6 +194,33 @@ def deliver_manifests(spec: BoxSpec, target: KubeTarget) -> list[Manifest]:
     pod = pod_spec(spec, target, init=[])
     pod["containers"] = [push]
     return [job(spec, target, name=f"flowerbox-{spec.run_id}-deliver", pod=pod)]
+
+
+def drop_manifests(
+    spec: BoxSpec, target: KubeTarget, payload: dict[str, str], *, file: str, tag: str
+) -> list[Manifest]:
+    """A Job (`flowerbox-<run>-drop-<tag>`) that drops one answer or message (`payload`, as
+    `flowerbox answer`/`send` write it) into the run's inbox on its claim, as `file`
+    (flower's drop names sort by time): written under a dot name and renamed,
+    as flower's watcher wants. It runs on the agent's node (a ReadWriteOnce claim is
+    mounted on one node at a time), as the agent's user, with nothing secret."""
+    inbox = spec.run_dir / "inbox"
+    script = 'umask 077 && mkdir -p "$0" && printf %s "$1" > "$0/.$2" && mv "$0/.$2" "$0/$2"'
+    text = json.dumps(payload, ensure_ascii=False)
+    command = ["sh", "-c", script, str(inbox), text, file]
+    write = container(spec, name="drop", command=command, env=[])
+    pod = pod_spec(spec, target, init=[])
+    pod["containers"] = [write]
+    beside = {"matchLabels": {RUN_LABEL: spec.run_id}}
+    pod["affinity"] = {
+        "podAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": [
+                {"labelSelector": beside, "topologyKey": "kubernetes.io/hostname"}
+            ]
+        }
+    }
+    brief = dataclasses.replace(target, ttl_s=DROP_TTL_S, deadline_s=DROP_DEADLINE_S)
+    return [job(spec, brief, name=f"flowerbox-{spec.run_id}-drop-{tag}", pod=pod)]
 
 
 def broker_manifests(target: KubeTarget, *, image: str) -> list[Manifest]:

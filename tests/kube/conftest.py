@@ -10,12 +10,18 @@ import yaml
 
 from flowerbox.box.spec import BoxSpec
 from flowerbox.kube.pod import Manifest
-from flowerbox.kube.render import broker_manifests, deliver_manifests, run_manifests
+from flowerbox.kube.render import (
+    broker_manifests,
+    deliver_manifests,
+    drop_manifests,
+    run_manifests,
+)
 from flowerbox.kube.target import KubeTarget, kube_spec
 from tests.kube.fakeapi import FakeKube, fake_kube
 
 RUN_ID = "20261202-023500-abc123"
 IMAGE = "registry.example/flowerbox:0.2.0"
+DROP = "01764641700000000000-kube-0a1b.json"
 
 
 @pytest.fixture
@@ -35,6 +41,7 @@ def manifests(spec: BoxSpec, target: KubeTarget) -> list[Manifest]:
         *broker_manifests(target, image=IMAGE),
         *run_manifests(spec, target),
         *deliver_manifests(spec, target),
+        *drop_manifests(spec, target, {"answer": "q1", "text": "yes"}, file=DROP, tag="0a1b"),
     ]
 
 

@@ -47,6 +47,10 @@ def test_ps_stop_logs_resume_through_the_cli(kubeconfig: FakeKube) -> None:
     assert stopped.stdout.strip() == f"stopped flowerbox-{run_id}"
     resumed = runner.invoke(app, ["kube", "resume", run_id, "--repo", REPO_URL])
     assert resumed.stdout.strip() == f"created Job/flowerbox-{run_id}-1"
+    answered = runner.invoke(app, ["kube", "answer", run_id, "q1", "yes"])
+    assert answered.stdout.startswith(f"created Job/flowerbox-{run_id}-drop-"), answered.output
+    sent = runner.invoke(app, ["kube", "send", run_id, "also the docs"])
+    assert sent.exit_code == 0 and "kube logs" in sent.stdout
     missing = runner.invoke(app, ["kube", "logs", "20260101-000000-ffffff"])
     assert missing.exit_code == 2 and "kube ps" in missing.output
 

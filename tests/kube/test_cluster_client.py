@@ -4,6 +4,8 @@ server on loopback receives exactly what `flowerbox kube render` prints, and `ps
 
 from __future__ import annotations
 
+import json
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -13,7 +15,7 @@ from kubernetes import client
 from flowerbox.box.spec import BoxSpec
 from flowerbox.errors import ClusterError, RunError
 from flowerbox.kube.cluster import Cluster
-from flowerbox.kube.render import broker_manifests, run_manifests
+from flowerbox.kube.render import broker_manifests, drop_manifests, run_manifests
 from flowerbox.kube.target import KubeTarget
 from tests.kube.conftest import IMAGE
 from tests.kube.fakeapi import FakeKube, fake_kube
@@ -75,7 +77,16 @@ def test_ps_logs_stop_resume(
     assert (status.run_id, status.state) == (spec.run_id, "running")
     pod = f"flowerbox-{spec.run_id}-x1y2z"
     labels = {"flowerbox.dev/run-id": spec.run_id}
-    kube.objects[("pods", pod)] = {"metadata": {"name": pod, "labels": labels}}
+    containers = [{"name": "agent", "image": IMAGE}]
+    kube.objects[("pods", pod)] = {
+        "metadata": {"name": pod, "labels": labels, "creationTimestamp": "2026-12-02T10:15:00Z"},
+        "spec": {"containers": containers},
+    }
+    drop = f"flowerbox-{spec.run_id}-drop-0a1b-zz"  # newer, but no agent in it
+    kube.objects[("pods", drop)] = {
+        "metadata": {"name": drop, "labels": labels, "creationTimestamp": "2026-12-02T10:16:00Z"},
+        "spec": {"containers": [{"name": "drop", "image": IMAGE}]},
+    }
     kube.logs[pod] = b"step 1 done\nstep 2 done\n"
     assert b"".join(cluster.logs(spec.run_id, follow=True)) == b"step 1 done\nstep 2 done\n"
     log = kube.requests[-1]
@@ -132,3 +143,38 @@ def test_wait_returns_once_the_job_ended_and_remove_leaves_nothing(
     removed = cluster.remove(spec.run_id)
     assert len(removed) == 4 and kube.objects == {}
     assert cluster.remove(spec.run_id) == []  # nothing left, nothing refused
+
+
+def test_answer_and_send_drop_a_file_into_the_inbox_on_the_agents_node(
+    cluster: Cluster, kube: FakeKube, spec: BoxSpec, target: KubeTarget
+) -> None:
+    with pytest.raises(ClusterError, match="404"):  # no such run
+        cluster.drop(spec.run_id, target, {"send": "hi"})
+    cluster.start(spec, run_manifests(spec, target))
+    made = cluster.drop(spec.run_id, target, {"answer": "q1", "text": "use the v2 API"})
+    assert made.startswith(f"Job/flowerbox-{spec.run_id}-drop-")
+    job = kube.created()[-1]
+    pod = job["spec"]["template"]["spec"]
+    (write,) = pod["containers"]
+    inbox, payload, file = write["command"][3:]
+    assert inbox == f"{spec.run_dir}/inbox" and file.endswith(".json") and file[0] != "."
+    assert json.loads(payload) == {"answer": "q1", "text": "use the v2 API"}
+    assert write["env"] == [] and write["securityContext"]["runAsNonRoot"] is True
+    (near,) = pod["affinity"]["podAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    assert near["labelSelector"]["matchLabels"] == {"flowerbox.dev/run-id": spec.run_id}
+    kube.objects[("jobs", f"flowerbox-{spec.run_id}")]["status"] = {"succeeded": 1}
+    kube.objects.pop(("jobs", made.split("/")[1]))
+    with pytest.raises(RunError, match="not running"):
+        cluster.drop(spec.run_id, target, {"send": "too late"})
+
+
+def test_the_drop_script_writes_under_a_dot_name_then_renames(
+    spec: BoxSpec, target: KubeTarget, tmp_path: Path
+) -> None:
+    """The drop Job's own shell line, run here: the file flower's watcher reads, whole."""
+    (job,) = drop_manifests(spec, target, {"send": 'it\'s "quoted" $HOME'}, file="1.json", tag="t")
+    command = job["spec"]["template"]["spec"]["containers"][0]["command"]
+    inbox = tmp_path / "runs" / "inbox"
+    subprocess.run([*command[:3], str(inbox), *command[4:]], check=True)
+    assert [p.name for p in inbox.iterdir()] == ["1.json"]
+    assert json.loads((inbox / "1.json").read_text()) == {"send": 'it\'s "quoted" $HOME'}
