@@ -179,15 +179,13 @@ def stop(run: RunArg, namespace: Namespace = "flowerbox", context: Context = Non
 @app.command()
 def resume(
     run: RunArg,
-    repo: Repo,
-    ref: Ref = "main",
     namespace: Namespace = "flowerbox",
     context: Context = None,
     runtime_class: RuntimeClass = None,
     broker: Broker = BROKER,
 ) -> None:
     """A new Job on the run's volume: the same command, the same sessions."""
-    target = _target(repo, ref, namespace, runtime_class, broker)
+    target = _target(NO_REPO, "main", namespace, runtime_class, broker)
     for made in _cluster(context, namespace).resume(run, target):
         typer.echo(f"created {made}")
 
@@ -195,14 +193,12 @@ def resume(
 @app.command()
 def deliver(
     run: RunArg,
-    repo: Repo,
-    ref: Ref = "main",
     namespace: Namespace = "flowerbox",
     context: Context = None,
     broker: Broker = BROKER,
 ) -> None:
     """Push the ended run's branch back as flowerbox/RUN, with a note on each new commit."""
-    target = _target(repo, ref, namespace, None, broker)
+    target = _target(NO_REPO, "main", namespace, None, broker)
     for made in _cluster(context, namespace).deliver(run, target):
         typer.echo(f"created {made}")
 

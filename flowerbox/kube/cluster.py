@@ -17,6 +17,7 @@ are the only input, and a Pod's log is printed, never interpreted.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import secrets
@@ -37,6 +38,8 @@ from flowerbox.kube.pod import RUN_LABEL, TOKEN_KEY, Manifest, labels, token_sec
 from flowerbox.kube.render import (
     COMMAND_ANNOTATION,
     IMAGE_ANNOTATION,
+    REF_ANNOTATION,
+    REPO_ANNOTATION,
     deliver_manifests,
     drop_manifests,
     run_manifests,
@@ -158,8 +161,9 @@ class Cluster:
         self.apply([token])
         return self.apply(manifests)
 
-    def _recorded(self, run_id: str) -> BoxSpec:
-        """The run's spec again, from what its claim (which outlives every Job) recorded."""
+    def _recorded(self, run_id: str, target: KubeTarget) -> tuple[BoxSpec, KubeTarget]:
+        """The run's spec, and `target` with its repository and ref, again from what its
+        claim (which outlives every Job) recorded."""
         claim = self._call(
             f"read run {run_id}'s volume",
             lambda: self.core.read_namespaced_persistent_volume_claim(
@@ -170,11 +174,13 @@ class Cluster:
         try:
             command = tuple(json.loads(annotations[COMMAND_ANNOTATION]))
             image = annotations[IMAGE_ANNOTATION]
+            where = {"repo": annotations[REPO_ANNOTATION], "ref": annotations[REF_ANNOTATION]}
         except (KeyError, ValueError) as exc:
             raise RunError(
                 f"run {run_id}'s volume records no command: start a new run", run_id=run_id
             ) from exc
-        return kube_spec(run_id, image=image, command=command)
+        spec = kube_spec(run_id, image=image, command=command)
+        return spec, dataclasses.replace(target, **where)
 
     def _idle(self, run_id: str) -> list[RunStatus]:
         jobs = self._jobs(run_id)
@@ -186,21 +192,22 @@ class Cluster:
         return jobs
 
     def resume(self, run_id: str, target: KubeTarget) -> list[str]:
-        """A new Job on the run's claim, with the command the claim recorded."""
-        spec = self._recorded(run_id)
+        """A new Job on the run's claim, with the command and repository the claim recorded
+        (`target` says where: namespace, broker, runtime class)."""
+        spec, target = self._recorded(run_id, target)
         name = f"flowerbox-{run_id}-{len(self._idle(run_id)) + 1}"
         return self.apply(run_manifests(spec, target, name=name))
 
     def deliver(self, run_id: str, target: KubeTarget) -> list[str]:
         """The Job that pushes the run's branch back as `flowerbox/<run-id>`, once it ended."""
-        spec = self._recorded(run_id)
+        spec, target = self._recorded(run_id, target)
         self._idle(run_id)
         return self.apply(deliver_manifests(spec, target))
 
     def drop(self, run_id: str, target: KubeTarget, payload: dict[str, str]) -> str:
         """An answer or a message into the running run's inbox, by a drop Job on its node;
         returns the Job's name. Whether flower took it, its log says (as `logs` shows)."""
-        spec = self._recorded(run_id)
+        spec, target = self._recorded(run_id, target)
         if not any(job.state == "running" for job in self._jobs(run_id)):
             raise RunError(
                 f"run {run_id} is not running: `flowerbox kube resume {run_id}` first",

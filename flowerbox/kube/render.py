@@ -41,9 +41,11 @@ KEY_SECRET = "flowerbox-broker-key"  # `kubectl create secret generic` (docs/dep
 BROKER_LEDGER = "/var/lib/flowerbox-broker"
 DROP_TTL_S = 600  # a drop Job is gone soon after: the run's log says it took the file
 DROP_DEADLINE_S = 300
-# On the claim, which outlives every Job: what `resume` starts again.
+# On the claim, which outlives every Job: what `resume` and `deliver` start again from.
 COMMAND_ANNOTATION = "flowerbox.dev/command"
 IMAGE_ANNOTATION = "flowerbox.dev/image"
+REPO_ANNOTATION = "flowerbox.dev/repo"
+REF_ANNOTATION = "flowerbox.dev/ref"
 NOTES_REF = "refs/notes/flowerbox"  # as flowerbox.runs.provenance: `git log --notes=flowerbox`
 # A checkov check that cannot hold for this design, and why (docs/deployment.md lists them).
 SKIPS = {
@@ -113,6 +115,8 @@ def claim(spec: BoxSpec, target: KubeTarget) -> Manifest:
             annotations={
                 COMMAND_ANNOTATION: json.dumps(list(spec.command)),
                 IMAGE_ANNOTATION: spec.image,
+                REPO_ANNOTATION: target.repo,
+                REF_ANNOTATION: target.ref,
             },
         ),
         "spec": {

@@ -45,7 +45,7 @@ def test_ps_stop_logs_resume_through_the_cli(kubeconfig: FakeKube) -> None:
     assert listed.stdout.split() == [run_id, "running", f"flowerbox-{run_id}"]
     stopped = runner.invoke(app, ["kube", "stop", run_id])
     assert stopped.stdout.strip() == f"stopped flowerbox-{run_id}"
-    resumed = runner.invoke(app, ["kube", "resume", run_id, "--repo", REPO_URL])
+    resumed = runner.invoke(app, ["kube", "resume", run_id])
     assert resumed.stdout.strip() == f"created Job/flowerbox-{run_id}-1"
     answered = runner.invoke(app, ["kube", "answer", run_id, "q1", "yes"])
     assert answered.stdout.startswith(f"created Job/flowerbox-{run_id}-drop-"), answered.output
