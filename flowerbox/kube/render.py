@@ -97,10 +97,19 @@ def _git_env(spec: BoxSpec, target: KubeTarget) -> list[Manifest]:
 def _fetch(spec: BoxSpec, target: KubeTarget) -> Manifest:
     """The init container: the workspace from `--repo` at `--ref`, once; a resumed run
     finds it there and keeps it."""
-    script = 'test -d "$0/.git" || git clone --branch "$1" -- "$2" "$0"'
-    command = ["sh", "-c", script, str(spec.workspace), target.ref, target.repo]
-    fetch = container(spec, name="fetch", command=command, env=_git_env(spec, target))
+    script = '{ test -d "$0/.git" || git clone --branch "$1" -- "$2" "$0"; } && mkdir -p "$3"'
+    args = [str(spec.workspace), target.ref, target.repo, str(spec.home)]
+    fetch = container(
+        spec, name="fetch", command=["sh", "-c", script, *args], env=_git_env(spec, target)
+    )
     return fetch | {"workingDir": str(VOLUME)}  # the workspace is not there yet
+
+
+def folders(spec: BoxSpec) -> Manifest:
+    """An init container that makes the workspace and HOME on an empty claim, as the
+    agent's user (a working directory the runtime made would be root's)."""
+    command = ["mkdir", "-p", str(spec.workspace), str(spec.home)]
+    return container(spec, name="folders", command=command, env=[]) | {"workingDir": str(VOLUME)}
 
 
 def claim(spec: BoxSpec, target: KubeTarget) -> Manifest:

@@ -17,7 +17,7 @@ import secrets
 
 from flowerbox.box.spec import BoxSpec
 from flowerbox.kube.pod import Manifest
-from flowerbox.kube.render import run_manifests
+from flowerbox.kube.render import folders, run_manifests
 from flowerbox.kube.target import KubeTarget, kube_spec
 from flowerbox.selftest.runner import probe_command
 
@@ -48,7 +48,7 @@ def probe_manifests(spec: BoxSpec, target: KubeTarget, *, negative: bool) -> lis
     FAIL."""
     claim, policy, job = copy.deepcopy(run_manifests(spec, target))
     pod = job["spec"]["template"]["spec"]
-    pod["initContainers"] = []  # no repository: the probes plant what they need
+    pod["initContainers"] = [folders(spec)]  # no repository: the probes plant what they need
     if not negative:
         return [claim, policy, job]
     pod["securityContext"] = {"runAsUser": 0, "runAsNonRoot": False}

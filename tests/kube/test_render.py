@@ -166,3 +166,23 @@ def test_a_planted_hook_and_fsmonitor_do_not_run_in_a_real_push(
     for args in (["status"], ["push", "-q", str(remote), "HEAD:refs/heads/flowerbox/x"]):
         subprocess.run(["git", "-C", str(repo), *args], env=env, check=True, capture_output=True)
     assert not Path(f"{ran}-hook").exists() and not Path(f"{ran}-fsmonitor").exists()
+
+
+def test_the_fetch_line_clones_once_and_makes_home(
+    spec: BoxSpec, target: KubeTarget, tmp_path: Path
+) -> None:
+    """The init container's own shell line, run here on a local remote: a clone at the ref,
+    HOME made; run again (a resume), the workspace is kept as the agent left it."""
+    remote, workspace, home = tmp_path / "remote", tmp_path / "ws", tmp_path / "ws" / "runs" / "h"
+    git = ["git", "-c", "user.name=a", "-c", "user.email=a@example.invalid", "-C", str(remote)]
+    subprocess.run(["git", "init", "-q", "-b", "main", str(remote)], check=True)
+    subprocess.run([*git, "commit", "-q", "--allow-empty", "-m", "first"], check=True)
+    fetch = run_manifests(spec, target)[2]["spec"]["template"]["spec"]["initContainers"][0]
+    script = fetch["command"][:3]
+    line = [*script, str(workspace), target.ref, str(remote), str(home)]
+    subprocess.run(line, check=True, capture_output=True)
+    assert (workspace / ".git").is_dir() and home.is_dir()
+    (workspace / "agent-wrote-this").write_text("kept")
+    subprocess.run(line, check=True, capture_output=True)
+    assert (workspace / "agent-wrote-this").read_text() == "kept"
+    assert fetch["command"][3:] == [str(spec.workspace), target.ref, target.repo, str(spec.home)]

@@ -45,7 +45,9 @@ def test_the_probes_run_in_the_agents_pod(
     command = box["command"]
     assert command[command.index("--") + 1 :][:3] == ["python", "-m", PROBES_MODULE]
     assert command[command.index("--server") + 1] == TARGET
-    assert probes["initContainers"] == []
+    (init,) = probes["initContainers"]
+    assert init["command"] == ["mkdir", "-p", str(probing.workspace), str(probing.home)]
+    assert init["securityContext"] == run["securityContext"]
     kinds = [m["kind"] for m in probe_manifests(probing, target, negative=False)]
     assert kinds == ["PersistentVolumeClaim", "NetworkPolicy", "Job"]
 
