@@ -15,6 +15,14 @@ $(VENV)/.installed: pyproject.toml
 
 install: $(VENV)/.installed
 
+# checkov (tests/kube/test_checkov.py) pins many packages of its own: a virtualenv of its own,
+# outside the dev extra, so its pins never decide flowerbox's.
+CHECKOV_VENV ?= .venv-checkov
+$(CHECKOV_VENV)/.installed:
+	$(PY) -m venv $(CHECKOV_VENV)
+	$(CHECKOV_VENV)/bin/python -m pip install -q 'checkov==3.3.30'
+	touch $@
+
 # The appliance on the built-in scripted model: engine, base image and image are made by
 # docker/prepare.sh (it installs Docker when missing, so it needs root the first time).
 demo: install
@@ -25,7 +33,7 @@ demo: install
 demo-host: install
 	$(BIN)/flower demo
 
-test: install
+test: install $(CHECKOV_VENV)/.installed
 	$(BIN)/python -m pytest
 
 lint: install
