@@ -23,8 +23,9 @@ $(CHECKOV_VENV)/.installed:
 	$(CHECKOV_VENV)/bin/python -m pip install -q 'checkov==3.3.30'
 	touch $@
 
-# The appliance on the built-in scripted model: engine, base image and image are made by
-# docker/prepare.sh (it installs Docker when missing, so it needs root the first time).
+# The appliance on the built-in scripted model: docker/prepare.sh uses the engine that
+# answers, makes the base image and builds the image; where a step needs root it stops first
+# and says what to run (sudo, once). It removes only its own builds' leftovers.
 demo: install
 	bash docker/prepare.sh
 	$(BIN)/flowerbox demo
@@ -33,6 +34,7 @@ demo: install
 demo-host: install
 	$(BIN)/flower demo
 
+# pytest's -ra (pyproject) ends the run with every skip and its reason.
 test: install $(CHECKOV_VENV)/.installed
 	$(BIN)/python -m pytest
 

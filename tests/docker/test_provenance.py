@@ -13,7 +13,6 @@ import pytest
 from docker import DockerClient  # noqa: TID251 - the image id the note must name
 
 from flower.testing import FakeAPI, Reply, Request, When, rules, text, tool
-from tests.docker.conftest import IMAGE
 from tests.docker.e2e import FLOWERBOX, as_user, box_env, metas, usage_of
 from tests.json_contract import parse_document
 
@@ -70,7 +69,7 @@ def test_a_commit_made_in_the_box_gets_a_note_on_the_host(
     fields = dict(line.split(": ", 1) for line in note.stdout.splitlines())
     [run_id] = metas(host_user, user_workspace)
     assert fields["flowerbox-run"] == run_id
-    assert fields["image"] == f"{IMAGE} {docker_client.images.get(IMAGE).id}"
+    assert fields["image"] == f"{flowerbox_image} {docker_client.images.get(flowerbox_image).id}"
     usage = usage_of(host_user, user_workspace)
     assert fields["model"] == ", ".join(sorted(usage["models"])) != "none recorded"
     assert fields["cost"] == f"${usage['total_cost_usd']:.6f} ({usage['requests']} requests)"
