@@ -8,6 +8,7 @@
     flowerbox ... --detach               go/once/run in the background: prints the run id
     flowerbox ps | logs | attach | stop | resume | answer | send    (flowerbox.cli.runs)
     flowerbox doctor | selftest          (flowerbox.cli.checks)
+    flowerbox kube render | go | ps ...  runs as Jobs on Kubernetes (flowerbox.cli.kube)
     flowerbox setup                      save and check your key (as `flower setup`)
     flowerbox broker                     one credential broker for every run here (flowerbox.broker)
 
@@ -29,7 +30,7 @@ from rich.markup import escape
 from flower import FlowerError
 from flower.cli import HELP_OPTIONS, AskRouter, contract, setup
 from flowerbox import __version__
-from flowerbox.cli import box, broker, checks, runs
+from flowerbox.cli import box, broker, checks, kube, runs
 from flowerbox.errors import FlowerboxError
 
 STDERR = Console(stderr=True, highlight=False, soft_wrap=True)
@@ -62,6 +63,7 @@ app = typer.Typer(
 )
 for group in (box.app, runs.app, checks.app, broker.app):
     app.add_typer(group)
+app.add_typer(kube.app)
 
 
 def _print_version(value: bool) -> None:
