@@ -100,6 +100,11 @@ class GatewayError(FlowerboxError):
     """The gateway cannot start; the message says which file and what to fix."""
 
 
+class BrokerError(FlowerboxError):
+    """The broker cannot start or answer (its folder, ledger, credentials or control socket);
+    the message says what to fix."""
+
+
 class BadRequest(FlowerboxError):
     """The request cannot be read; `status` is what to answer (400, 413 or 431)."""
 

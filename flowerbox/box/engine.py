@@ -227,7 +227,15 @@ class Box:
 
     def _start_gateway(self) -> None:
         """The gateway, up once its socket is; it has read the credentials file by then, so
-        the file goes at once (a killed CLI leaves nothing to find: flowerbox.box.state)."""
+        the file goes at once (a killed CLI leaves nothing to find: flowerbox.box.state).
+        A broker's run has no gateway container: the broker serves its sockets already."""
+        if self.spec.broker:
+            if not self.spec.api_socket.is_socket():
+                raise BoxError(
+                    f"the broker does not serve {self.spec.api_socket}: is `flowerbox broker`"
+                    " still running?"
+                )
+            return
         try:
             self._gateway = self._start(gateway_kwargs(self.spec))
             self._wait_for_socket()

@@ -90,6 +90,11 @@ class BoxSpec:
     git_objects: Path | None = None  # the user's objects folder, mounted read-only ("dir")
     git_alternates: tuple[Path, ...] = ()  # the user's own alternates, read-only where they are
     disk_budget_gb: float | None = None  # the run stops once its folders grew past it
+    # Served by a running broker (flowerbox.broker): no gateway container; the box's key is
+    # the run's token, in the agent's environment where the placeholder is otherwise (never
+    # in a flowerbox record: records.spec_to_json leaves it out).
+    broker: bool = False
+    api_key: str = field(default=PLACEHOLDER_KEY, repr=False)
 
     @property
     def labels(self) -> dict[str, str]:
@@ -191,7 +196,7 @@ def agent_env(spec: BoxSpec) -> dict[str, str]:
     env = {
         "HOME": str(spec.home),
         "ANTHROPIC_BASE_URL": api,
-        "ANTHROPIC_API_KEY": PLACEHOLDER_KEY,
+        "ANTHROPIC_API_KEY": spec.api_key,
         # The CLI sends even 127.0.0.1 traffic through a proxy unless excluded.
         "NO_PROXY": "127.0.0.1,localhost",
         "no_proxy": "127.0.0.1,localhost",

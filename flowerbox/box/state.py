@@ -72,6 +72,11 @@ def check_run_id(run_id: str) -> str:
     return run_id
 
 
+def broker_folder() -> Path:
+    """The broker's host-only folder: its control socket and ledger (flowerbox.broker)."""
+    return _private(home() / "broker")
+
+
 def runs_folder() -> Path:
     return _private(home() / "runs")
 

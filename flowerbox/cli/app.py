@@ -10,6 +10,7 @@
     flowerbox doctor | selftest          (flowerbox.cli.checks)
     flowerbox kube render | go | ps ...  runs as Jobs on Kubernetes (flowerbox.cli.kube)
     flowerbox setup                      save and check your key (as `flower setup`)
+    flowerbox broker                     one credential broker for every run here (flowerbox.broker)
 
 Each command group is a small Typer of its own (box, runs, checks), combined here. Nothing
 imports this package: the library under it is flowerbox.runs.launch and friends. The one place
@@ -29,7 +30,7 @@ from rich.markup import escape
 from flower import FlowerError
 from flower.cli import HELP_OPTIONS, AskRouter, contract, setup
 from flowerbox import __version__
-from flowerbox.cli import box, checks, kube, runs
+from flowerbox.cli import box, broker, checks, kube, runs
 from flowerbox.errors import FlowerboxError
 
 STDERR = Console(stderr=True, highlight=False, soft_wrap=True)
@@ -60,7 +61,7 @@ app = typer.Typer(
     help='Run flower unattended in a hardened container: flowerbox "what you want done"',
     context_settings={"help_option_names": HELP_OPTIONS},
 )
-for group in (box.app, runs.app, checks.app):
+for group in (box.app, runs.app, checks.app, broker.app):
     app.add_typer(group)
 app.add_typer(kube.app)
 

@@ -123,6 +123,7 @@ def shell(
     workspace: Workspace = None,
     image: Image = DEFAULT_IMAGE,
     base_image: BaseImage = None,
+    budget_usd: Budget = None,
     allow: Allow = None,
     allow_presets: AllowPresets = None,
     net: Net = "allowlist",

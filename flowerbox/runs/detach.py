@@ -35,6 +35,8 @@ FRESH_FIELDS = frozenset(
     {
         "run_id",
         "socket_dir",
+        "broker",
+        "api_key",
         "secrets_dir",
         "state_dir",
         "command",

@@ -33,6 +33,7 @@ from flowerbox.box.terminal import docker_cli_attach
 from flowerbox.box.untrusted import StreamCleaner, regular_file
 from flowerbox.runs import records
 from flowerbox.runs.boundary import after_run, before_run, report
+from flowerbox.runs.brokered import leave_broker, through_broker
 from flowerbox.runs.control import read_answers
 from flowerbox.runs.detach import carried, start_detached
 from flowerbox.runs.diskwatch import watch_disk
@@ -91,9 +92,10 @@ def launch(
         _tell_masked_env(spec.workspace)
         if raw is None and spec.git == "dir" and not RunDir(spec.run_dir).holds_a_run():
             _keep_runs_out_of_git(spec)
-        spec = before_run(spec, image_id=image_id(client, options.image))
+        spec = through_broker(before_run(spec, image_id=image_id(client, options.image)))
         prepared = Prepared(spec)
-        prepared.write_secrets()  # last: every check has passed
+        if not spec.broker:
+            prepared.write_secrets()  # last: every check has passed
         if detach:
             run_id = start_detached(spec, client=client, command=command, resumed_from=resumed_from)
             handed_over = True  # the keeper cleans up when the run ends
@@ -105,6 +107,7 @@ def launch(
         return _attached(spec, box, raw)
     finally:
         if not handed_over:
+            leave_broker(prepared.spec)
             prepared.cleanup()
 
 

@@ -327,7 +327,10 @@ def from_json(cls: type[T], data: Any) -> T:
 
 
 def spec_to_json(spec: BoxSpec) -> dict[str, Any]:
+    """The spec as recorded; never a broker's token (worth nothing once the run ended, and
+    kept nowhere on disk before that)."""
     data: dict[str, Any] = to_json(spec)
+    data.pop("api_key", None)
     return data
 
 

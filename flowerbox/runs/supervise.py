@@ -23,6 +23,7 @@ from flowerbox.box.engine import Box, connect
 from flowerbox.box.prepare import Prepared
 from flowerbox.errors import BoxError
 from flowerbox.runs import boundary, records
+from flowerbox.runs.brokered import leave_broker
 from flowerbox.runs.diskwatch import watch_disk
 
 
@@ -59,6 +60,7 @@ def supervise(state_dir: Path) -> int:
         if box is not None:
             box.remove()
         boundary.report(boundary.after_run(spec, code))  # before cleanup: it reads the shadow
+        leave_broker(spec)
         Prepared(spec).cleanup()
     print(f"flowerbox.runs.supervise: {spec.run_id} ended with {code}", file=sys.stderr)
     return 2 if code is None else code

@@ -27,6 +27,10 @@ Answers of its own, all with the Messages API's error shape (docs/gateway.md has
   closes.
 - 502 `api_error` naming the upstream when it cannot be reached (refused, reset, TLS failure).
 
+Each request is charged to, and recorded for, its `Tenant` (`Gateway.tenant`): here the one
+run's meter and requests file; in the broker (flowerbox.broker) the run whose token and
+socket it came with, and the team.
+
 Nothing the box can read holds a secret of the credentials file: answers and log lines are
 scrubbed of the key, the token and the base URL's userinfo and query values.
 
@@ -56,11 +60,11 @@ import ssl
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from http import HTTPStatus
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, Protocol, TextIO
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 import h11
@@ -77,10 +81,15 @@ from flowerbox.wire import PLACEHOLDER_KEY
 __all__ = [
     "ENDPOINTS",
     "FORWARDED_HEADERS",
+    "Account",
     "Credentials",
     "Gateway",
     "GatewayError",
+    "Refusal",
+    "Tenant",
     "Upstream",
+    "client_keys",
+    "credentials_from",
     "load_credentials",
     "main",
 ]
@@ -173,6 +182,12 @@ def load_credentials(path: Path) -> Credentials:
         values = parse_dotenv(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError) as exc:
         raise GatewayError(f"cannot read the credentials file {path}: {exc}") from exc
+    return credentials_from(values, str(path))
+
+
+def credentials_from(values: Mapping[str, str], source: str) -> Credentials:
+    """The credentials among `values` (a .env file's, or the environment: named `source` in
+    errors), checked: a key or token, and an http(s) base URL."""
     creds = Credentials(
         base_url=values.get("ANTHROPIC_BASE_URL") or DEFAULT_BASE_URL,
         api_key=values.get("ANTHROPIC_API_KEY") or None,
@@ -180,11 +195,11 @@ def load_credentials(path: Path) -> Credentials:
     )
     if not creds.api_key and not creds.auth_token:
         raise GatewayError(
-            f"{path} holds neither ANTHROPIC_API_KEY nor ANTHROPIC_AUTH_TOKEN; "
+            f"{source} holds neither ANTHROPIC_API_KEY nor ANTHROPIC_AUTH_TOKEN; "
             "run `flower setup` on the host or put one of them in the file"
         )
     if urlsplit(creds.base_url).scheme not in ("http", "https"):
-        raise GatewayError(f"{path}: ANTHROPIC_BASE_URL must be an http(s) URL")
+        raise GatewayError(f"{source}: ANTHROPIC_BASE_URL must be an http(s) URL")
     return creds
 
 
@@ -277,8 +292,50 @@ class Upstream:
         return conn.getresponse()
 
 
+class Account(Protocol):
+    """What a request is charged to: `Meter` for one run; a broker's run and team together
+    (flowerbox.broker)."""
+
+    def worst_case(self, model: str | None, *, max_tokens: int, input_tokens: int) -> float: ...
+    def admit(self, amount: float, *, wait: float) -> Reservation | str: ...
+    def release(self, reservation: Reservation) -> None: ...
+    def add(
+        self, model: str, usage: dict[str, Any], *, reservation: Reservation | None = None
+    ) -> tuple[dict[str, int], float]: ...
+    def keep(self, reservation: Reservation, model: str) -> float: ...
+    def refuse(self) -> None: ...
+    def count_unmetered(self) -> None: ...
+    def saw_client_credential(self, kind: str) -> None: ...
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """An answer of the gateway's own instead of forwarding: status, error type, message,
+    and the note of its request line."""
+
+    status: int
+    kind: str
+    message: str
+    note: str
+
+
+@dataclass(frozen=True)
+class Tenant:
+    """Whom one request belongs to: what it is charged to, where its line is recorded, and
+    whether it is refused before anything else (a broker's unknown or revoked token)."""
+
+    account: Account
+    record: Callable[..., None]
+    refusal: Refusal | None = None
+
+
 class Gateway(PrivateUnixServer):
     """The HTTP server on the unix socket; one thread per client connection."""
+
+    # Whether a forwarded request is settled before the client has the end of its answer.
+    # Not for one run's gateway: its usage file is rewritten with two fsyncs, kept off the
+    # way to the client (docs/gateway.md, "Overhead"), and its death ends the run anyway.
+    settle_before_end = False
 
     def __init__(
         self,
@@ -304,15 +361,26 @@ class Gateway(PrivateUnixServer):
         super().server_close()
         self.upstream.close()
 
+    def tenant(self, incoming: Incoming) -> Tenant:
+        """The one run this gateway serves: its meter and its requests file."""
+        return Tenant(self.meter, self.requests.record)
+
+    def credential_kind(self, sent: set[str]) -> str:
+        """What the client sent as its key (`sent`: the non-empty values): the box's
+        placeholder or something else (never the value: it could be a leaked real key)."""
+        return "placeholder" if sent == {PLACEHOLDER_KEY} else "other"
+
     def line(self, text: str) -> None:
         with self._log_lock:
             print(f"flowerbox-gateway: {self.scrub(text)}", file=self.log, flush=True)
 
-    def record(self, **fields: Any) -> None:
-        """One request's line in the requests file, its texts scrubbed like a log line."""
-        self.requests.record(
-            **{k: self.scrub(v) if isinstance(v, str) else v for k, v in fields.items()}
-        )
+    def record(self, tenant: Tenant, **fields: Any) -> None:
+        """One request's line in its tenant's record, its texts scrubbed like a log line."""
+        tenant.record(**{k: self.scrub(v) if isinstance(v, str) else v for k, v in fields.items()})
+
+    def malformed(self, **fields: Any) -> None:
+        """Record a request that could not be read (so has no tenant of its own)."""
+        self.requests.record(**fields)
 
     def scrub(self, text: str) -> str:
         """`text` with every secret of the credentials file (the key, the token, the base
@@ -357,7 +425,7 @@ class _Connection(socketserver.BaseRequestHandler):
         with contextlib.suppress(OSError):
             self.request.sendall(head.encode() + data)
         self.server.line(f"- - {exc.status} refused: {exc}")
-        self.server.record(method="-", path="-", status=exc.status, note=f"refused: {exc}")
+        self.server.malformed(status=exc.status, note=f"refused: {exc}")
 
 
 class _Exchange:
@@ -372,36 +440,46 @@ class _Exchange:
         self.body = body
         self.started = time.perf_counter()
         self.settled = False
+        self.tenant = gateway.tenant(incoming)
+        self.account = self.tenant.account
 
     def run(self) -> None:
         method, target = self.incoming.method, self.incoming.target
         if (method, target) == HEALTH:
             self._health()
             return
-        if (method, target) not in ENDPOINTS:
-            self._answer(403, _error("permission_error", _endpoint_message(method, target)))
-            self._done(403, note="refused: not an API endpoint the CLI uses")
+        if self.tenant.refusal is not None:
+            self._refuse(self.tenant.refusal)
             return
-        gateway = self.gateway
-        gateway.meter.saw_client_credential(self._client_credential())
+        if (method, target) not in ENDPOINTS:
+            message = _endpoint_message(method, target)
+            note = "refused: not an API endpoint the CLI uses"
+            self._refuse(Refusal(403, "permission_error", message, note))
+            return
+        self.account.saw_client_credential(self._client_credential())
         request = json_object(self.body)
         model = request.get("model") if isinstance(request.get("model"), str) else None
         reservation = None
         if (method, target) == BUDGETED:
-            admitted = gateway.meter.admit(
-                self._worst_case(model, request), wait=gateway.admission_wait
+            admitted = self.account.admit(
+                self._worst_case(model, request), wait=self.gateway.admission_wait
             )
             if isinstance(admitted, str):
-                self._answer(403, _error("permission_error", admitted))
-                gateway.meter.refuse()
-                self._done(403, model, "refused: budget")
+                self.account.refuse()
+                self._refuse(Refusal(403, "permission_error", admitted, "refused: budget"), model)
                 return
             reservation = admitted
         try:
             self._forward(model, reservation)
         finally:
             if reservation is not None and not self.settled:
-                gateway.meter.release(reservation)
+                self.account.release(reservation)
+
+    def _refuse(self, refusal: Refusal, model: str | None = None) -> None:
+        """Recorded first, then answered: a refusal the client saw is never missing from the
+        record (a broker killed in between loses nothing)."""
+        self._done(refusal.status, model, refusal.note)
+        self._answer(refusal.status, _error(refusal.kind, refusal.message))
 
     def _worst_case(self, model: str | None, request: dict[str, Any]) -> float:
         """The request's max_tokens at the output price plus its body's size as input tokens
@@ -409,9 +487,7 @@ class _Exchange:
         max_tokens = request.get("max_tokens")
         if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
             max_tokens = DEFAULT_MAX_TOKENS
-        return self.gateway.meter.worst_case(
-            model, max_tokens=max_tokens, input_tokens=len(self.body)
-        )
+        return self.account.worst_case(model, max_tokens=max_tokens, input_tokens=len(self.body))
 
     def _forward(self, model: str | None, reservation: Reservation | None) -> None:
         gateway = self.gateway
@@ -424,20 +500,24 @@ class _Exchange:
         except (OSError, http.client.HTTPException) as exc:
             reason = str(exc) or type(exc).__name__
             message = f"flowerbox gateway: cannot reach {gateway.upstream.name}: {reason}"
-            self._answer(502, _error("api_error", message))
-            self._done(502, model, "upstream unreachable")
+            self._refuse(Refusal(502, "api_error", message, "upstream unreachable"), model)
             return
         reader = UsageReader(
             streaming="text/event-stream" in (response.getheader("content-type") or ""),
             model=model,
         )
+
+        def settle() -> None:
+            if not self.settled:
+                reader.finish()
+                self._settle(response.status, model, reader, reservation)
+
         complete = False
         try:
-            complete = self._relay(response, reader)
+            complete = self._relay(response, reader, settle)
         finally:
             gateway.upstream.release(conn, response, reusable=complete)
-            reader.finish()
-            self._settle(response.status, model, reader, reservation)
+            settle()
 
     def _settle(
         self,
@@ -446,7 +526,7 @@ class _Exchange:
         reader: UsageReader,
         reservation: Reservation | None,
     ) -> None:
-        meter = self.gateway.meter
+        meter = self.account
         self.settled = True
         if reader.seen:
             usage = dict(reader.usage)
@@ -464,11 +544,15 @@ class _Exchange:
             meter.count_unmetered()
             self._done(status, model)
 
-    def _relay(self, response: http.client.HTTPResponse, reader: UsageReader) -> bool:
+    def _relay(
+        self, response: http.client.HTTPResponse, reader: UsageReader, settle: Callable[[], None]
+    ) -> bool:
         """Send the upstream's response on as it arrives: content-length framing when the
         upstream gave a length, chunked otherwise (h11 decides). A cut upstream cuts the
         client too (no final chunk), so the CLI sees a dropped stream, as it would without
-        the gateway. True when the whole body passed."""
+        the gateway. True when the whole body passed. With `settle_before_end` the request
+        is settled (and recorded) before the client has the end of the answer: the last
+        bytes of a body of known length, or the last chunk of a stream."""
         headers = [
             (name, value)
             for name, value in response.getheaders()
@@ -478,16 +562,21 @@ class _Exchange:
         if length is not None and not response.chunked:
             headers.append(("content-length", length))
         self.reader.send(h11.Response(status_code=response.status, headers=headers))
-        sent = 0
+        sent, first = 0, self.gateway.settle_before_end
+        known = int(length) if length is not None and not response.chunked else None
         try:
             for chunk in _chunks(response):
                 reader.feed(chunk)
-                self.reader.send(h11.Data(data=chunk))
                 sent += len(chunk)
+                if first and sent == known:
+                    settle()
+                self.reader.send(h11.Data(data=chunk))
         except (OSError, http.client.HTTPException, h11.LocalProtocolError):
             return False  # either side went away mid-body (or sent more than it said)
-        if length is not None and not response.chunked and sent != int(length):
+        if known is not None and sent != known:
             return False
+        if first:
+            settle()
         self.reader.send(h11.EndOfMessage())
         return True
 
@@ -499,13 +588,9 @@ class _Exchange:
         self._answer(200 if ok else 503, body)
 
     def _client_credential(self) -> str:
-        """What the client sent as its key: the box's placeholder, nothing, or something else
-        (never the value itself: it could be a real key that leaked into the agent's side)."""
-        bearer = (self.incoming.header("authorization") or "").removeprefix("Bearer ").strip()
-        sent = {self.incoming.header("x-api-key") or "", bearer} - {""}
-        if not sent:
-            return "none"
-        return "placeholder" if sent == {PLACEHOLDER_KEY} else "other"
+        """What kind of key the client sent: none, or as the gateway names it."""
+        sent = client_keys(self.incoming)
+        return self.gateway.credential_kind(sent) if sent else "none"
 
     def _answer(self, status: int, payload: dict[str, Any]) -> None:
         data = self.gateway.scrub(json.dumps(payload)).encode()
@@ -532,6 +617,7 @@ class _Exchange:
         fields = [self.incoming.method, target, str(status), model, counted, note, spent]
         self.gateway.line(" ".join(f for f in [*fields, f"{ms}ms"] if f))
         self.gateway.record(
+            self.tenant,
             method=self.incoming.method,
             path=target,
             status=status,
@@ -541,6 +627,12 @@ class _Exchange:
             ms=ms,
             note=note,
         )
+
+
+def client_keys(incoming: Incoming) -> set[str]:
+    """The keys a request carries: its x-api-key and its bearer token, the empty ones left out."""
+    bearer = (incoming.header("authorization") or "").removeprefix("Bearer ").strip()
+    return {incoming.header("x-api-key") or "", bearer} - {""}
 
 
 def _chunks(response: http.client.HTTPResponse) -> Iterator[bytes]:

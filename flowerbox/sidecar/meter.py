@@ -38,7 +38,7 @@ from typing import Any
 from flower import atomic_write_json
 from flowerbox.sidecar.pricing import PriceTable, token_count
 
-__all__ = ["TOKEN_FIELDS", "Meter", "Reservation", "UsageReader", "json_object"]
+__all__ = ["TOKEN_FIELDS", "Meter", "Reservation", "UsageReader", "Whose", "json_object"]
 
 TOKEN_FIELDS = (
     "input_tokens",
@@ -116,6 +116,14 @@ def json_object(raw: bytes) -> dict[str, Any]:
 
 
 @dataclass(frozen=True)
+class Whose:
+    """Whose budget a meter keeps, as its refusals name it, and how to raise it."""
+
+    name: str = "the run's budget"
+    remedy: str = "raise it with --budget"
+
+
+@dataclass(frozen=True)
 class Reservation:
     """What one admitted request holds of the budget until it is settled."""
 
@@ -125,16 +133,28 @@ class Reservation:
 class Meter:
     """Running totals of one run, thread-safe, mirrored to `path` after every change."""
 
-    def __init__(self, path: Path, prices: PriceTable, *, budget: float | None = None) -> None:
+    def __init__(
+        self,
+        path: Path | None,
+        prices: PriceTable,
+        *,
+        budget: float | None = None,
+        spent: float = 0.0,
+        whose: Whose | None = None,
+    ) -> None:
+        """`path` None: no usage file (a broker's team meter: its ledger is the record);
+        `spent`: what was already spent before this meter (a restarted broker's ledger);
+        `whose`: the budget's name and remedy in a refusal (a run's, by default)."""
         self.path = path
         self.prices = prices
         self.budget = budget
+        self.whose = whose or Whose()
         self._lock = threading.Lock()
         self._settled = threading.Condition(self._lock)
         self._models: dict[str, dict[str, Any]] = {}
         self._requests = 0
         self._refused = 0
-        self._total = 0.0
+        self._total = spent
         self._reserved = 0.0
         self._in_flight = 0
         self._client_credentials: dict[str, int] = {}
@@ -180,9 +200,9 @@ class Meter:
             while True:
                 budget = self.budget
                 if budget is not None and self._total >= budget:
-                    return _spent_message(budget, self._total)
+                    return _spent_message(self.whose, budget, self._total)
                 if budget is not None and self._total + amount > budget:
-                    return _no_room_message(budget, self._total, amount)
+                    return _no_room_message(self.whose, budget, self._total, amount)
                 if budget is None or self._total + self._reserved + amount <= budget:
                     # Not written yet: the file is rewritten (two fsyncs) when the request
                     # settles, off the path between the client and the upstream.
@@ -191,7 +211,7 @@ class Meter:
                     return Reservation(amount)
                 left = deadline - time.monotonic()
                 if left <= 0:
-                    return _busy_message(budget, self._total, self._reserved, amount)
+                    return _busy_message(self.whose, budget, self._total, self._reserved, amount)
                 self._settled.wait(left)
 
     def release(self, reservation: Reservation) -> None:
@@ -268,6 +288,8 @@ class Meter:
 
     def _write(self) -> None:
         # Called with the lock held (or from __init__), so writes never interleave.
+        if self.path is None:
+            return
         atomic_write_json(
             self.path,
             {
@@ -291,24 +313,23 @@ def usd(amount: float) -> str:
     return f"${amount:.2f}" if amount == 0 or amount >= 0.01 else f"${amount:.4f}"
 
 
-def _spent_message(budget: float, total: float) -> str:
+def _spent_message(whose: Whose, budget: float, total: float) -> str:
     return (
-        f"flowerbox gateway: the run's budget of {usd(budget)} is spent ({usd(total)} used);"
-        " raise it with --budget"
+        f"flowerbox gateway: {whose.name} of {usd(budget)} is spent ({usd(total)} used);"
+        f" {whose.remedy}"
     )
 
 
-def _no_room_message(budget: float, total: float, amount: float) -> str:
+def _no_room_message(whose: Whose, budget: float, total: float, amount: float) -> str:
     return (
-        f"flowerbox gateway: this request could cost up to {usd(amount)} and the run's budget"
-        f" of {usd(budget)} has {usd(budget - total)} left ({usd(total)} used);"
-        " raise it with --budget"
+        f"flowerbox gateway: this request could cost up to {usd(amount)} and {whose.name}"
+        f" of {usd(budget)} has {usd(budget - total)} left ({usd(total)} used); {whose.remedy}"
     )
 
 
-def _busy_message(budget: float, total: float, reserved: float, amount: float) -> str:
+def _busy_message(whose: Whose, budget: float, total: float, reserved: float, amount: float) -> str:
     return (
-        f"flowerbox gateway: this request could cost up to {usd(amount)}; the run's budget of"
+        f"flowerbox gateway: this request could cost up to {usd(amount)}; {whose.name} of"
         f" {usd(budget)} has {usd(budget - total)} left, and {usd(reserved)} of it stayed"
-        " reserved by requests in flight; raise it with --budget"
+        f" reserved by requests in flight; {whose.remedy}"
     )

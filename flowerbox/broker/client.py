@@ -1,0 +1,73 @@
+"""Talking to a running broker over its control socket: one JSON object each way.
+
+if running(folder):
+    token = register(folder, run_id, socket_dir=..., gateway_dir=..., budget_usd=..., allow=...)
+    ...
+    revoke(folder, run_id)
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+from pathlib import Path
+from typing import Any
+
+from flowerbox.broker.server import CONTROL_LIMIT, CONTROL_SOCKET, Registration
+from flowerbox.errors import BrokerError
+
+__all__ = ["call", "register", "revoke", "running"]
+
+TIMEOUT = 30.0
+
+
+def running(folder: Path) -> bool:
+    """Whether a broker answers on `folder`'s control socket (a stale socket file is no
+    broker: nothing accepts on it)."""
+    path = folder / CONTROL_SOCKET
+    if not path.is_socket():
+        return False
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        sock.settimeout(TIMEOUT)
+        try:
+            sock.connect(str(path))
+        except OSError:
+            return False
+    return True
+
+
+def call(folder: Path, asked: dict[str, Any]) -> dict[str, Any]:
+    """The broker's answer to `asked`.
+
+    Raises:
+        BrokerError: no broker answers, or it refused (its reason in the message).
+    """
+    path = folder / CONTROL_SOCKET
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+            sock.settimeout(TIMEOUT)
+            sock.connect(str(path))
+            sock.sendall(json.dumps(asked).encode() + b"\n")
+            with sock.makefile("rb") as answer:
+                line = answer.readline(CONTROL_LIMIT)
+        data = json.loads(line)
+    except (OSError, ValueError) as exc:
+        raise BrokerError(
+            f"the broker on {path} did not answer ({exc}): start it with `flowerbox broker`"
+            " or stop it to use a private gateway per run"
+        ) from exc
+    if not isinstance(data, dict):
+        raise BrokerError(f"the broker on {path} answered something else than a JSON object")
+    if "error" in data:
+        raise BrokerError(f"the broker refused to {asked.get('op')}: {data['error']}")
+    return data
+
+
+def register(folder: Path, asked: Registration) -> str:
+    """Register a run; its token."""
+    return str(call(folder, asked.to_json())["token"])
+
+
+def revoke(folder: Path, run_id: str) -> bool:
+    """End a run at the broker; whether the broker served it."""
+    return bool(call(folder, {"op": "revoke", "run_id": run_id}).get("revoked"))

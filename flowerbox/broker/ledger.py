@@ -1,0 +1,220 @@
+"""The broker's ledger: runs, their hashed tokens, and one row per request or refusal.
+
+A SQLite file in the broker's host-only folder (0600, WAL, synchronous=NORMAL): every row is
+committed before the client is answered, so a broker killed at any moment loses nothing. A
+request is written twice: *begun* when its budget is reserved (before it is forwarded), with
+its worst case, and *settled* with what it cost once answered. A row still begun when a
+broker opens the ledger was cut by a crash: it is settled at its worst case, as the gateway
+charges a stream cut before its usage arrived. Tokens are never stored, only their SHA-256.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sqlite3
+import threading
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from flowerbox.errors import BrokerError
+from flowerbox.sidecar.meter import TOKEN_FIELDS
+
+__all__ = ["CUT_NOTE", "Ledger", "RunEntry", "token_hash"]
+
+CUT_NOTE = "the broker stopped mid-request: charged its worst case"
+_SCHEMA = f"""
+CREATE TABLE IF NOT EXISTS runs (
+    run_id TEXT PRIMARY KEY,
+    token_sha256 TEXT NOT NULL,
+    budget_usd REAL,
+    allow TEXT,
+    socket_dir TEXT NOT NULL,
+    gateway_dir TEXT NOT NULL,
+    registered_at TEXT NOT NULL,
+    revoked_at TEXT
+);
+CREATE TABLE IF NOT EXISTS requests (
+    id INTEGER PRIMARY KEY,
+    run_id TEXT NOT NULL,
+    time TEXT NOT NULL,
+    method TEXT,
+    path TEXT,
+    status INTEGER,
+    model TEXT,
+    {", ".join(f"{name} INTEGER NOT NULL DEFAULT 0" for name in TOKEN_FIELDS)},
+    cost_usd REAL NOT NULL DEFAULT 0,
+    reserved_usd REAL NOT NULL DEFAULT 0,
+    ms INTEGER,
+    note TEXT,
+    settled INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS requests_run ON requests (run_id);
+"""
+
+
+def token_hash(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+@dataclass(frozen=True)
+class RunEntry:
+    """One registered run. `allow` None: no egress proxy (`--net open`)."""
+
+    run_id: str
+    token_sha256: str
+    budget_usd: float | None
+    allow: tuple[str, ...] | None
+    socket_dir: Path
+    gateway_dir: Path
+
+
+class Ledger:
+    """The ledger file, shared by the broker's threads (one connection behind a lock)."""
+
+    def __init__(self, path: Path) -> None:
+        """Open (or create, 0600) the ledger at `path` and settle rows a crash left begun.
+
+        Raises:
+            BrokerError: the file is a link, or not a SQLite ledger.
+        """
+        try:
+            os.close(os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600))
+            self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
+            self._db.execute("PRAGMA journal_mode=WAL")
+            # A commit is in the WAL file before the client is answered: a killed broker loses
+            # nothing. (Durable across a power cut only from the next checkpoint on: FULL
+            # would fsync every commit, and all runs wait on each other's fsyncs.)
+            self._db.execute("PRAGMA synchronous=NORMAL")
+            self._db.executescript(_SCHEMA)
+        except (OSError, sqlite3.Error) as exc:
+            raise BrokerError(
+                f"cannot open the broker's ledger {path}: {exc}; move it away to start afresh"
+            ) from exc
+        self._lock = threading.Lock()
+        self.cut = self._write(
+            "UPDATE requests SET cost_usd = reserved_usd, settled = 1, note = ? WHERE settled = 0",
+            (CUT_NOTE,),
+        ).rowcount
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+    def register(self, entry: RunEntry) -> None:
+        allow = None if entry.allow is None else json.dumps(list(entry.allow))
+        self._write(
+            "INSERT INTO runs VALUES (?, ?, ?, ?, ?, ?, ?, NULL)",
+            (
+                entry.run_id,
+                entry.token_sha256,
+                entry.budget_usd,
+                allow,
+                str(entry.socket_dir),
+                str(entry.gateway_dir),
+                _now(),
+            ),
+        )
+
+    def revoke(self, run_id: str) -> None:
+        self._write(
+            "UPDATE runs SET revoked_at = ? WHERE run_id = ? AND revoked_at IS NULL",
+            (_now(), run_id),
+        )
+
+    def active(self) -> list[RunEntry]:
+        """The runs not revoked, oldest first."""
+        rows = self._read(
+            "SELECT run_id, token_sha256, budget_usd, allow, socket_dir, gateway_dir FROM runs"
+            " WHERE revoked_at IS NULL ORDER BY registered_at"
+        )
+        return [
+            RunEntry(
+                run_id=row[0],
+                token_sha256=row[1],
+                budget_usd=row[2],
+                allow=None if row[3] is None else tuple(json.loads(row[3])),
+                socket_dir=Path(row[4]),
+                gateway_dir=Path(row[5]),
+            )
+            for row in rows
+        ]
+
+    def known(self, run_id: str) -> bool:
+        return bool(self._read("SELECT 1 FROM runs WHERE run_id = ?", (run_id,)))
+
+    def begin(self, run_id: str, reserved: float) -> int:
+        """A request admitted with `reserved` of the budget, before it is forwarded."""
+        cursor = self._write(
+            "INSERT INTO requests (run_id, time, reserved_usd, settled) VALUES (?, ?, ?, 0)",
+            (run_id, _now(), reserved),
+        )
+        return int(cursor.lastrowid or 0)
+
+    def settle(self, row: int | None, run_id: str, fields: dict[str, Any]) -> None:
+        """A request's answer (or refusal): the begun `row` completed, or a new row."""
+        tokens = fields.get("tokens") or {}
+        values = {
+            "method": fields.get("method"),
+            "path": fields.get("path"),
+            "status": fields.get("status"),
+            "model": fields.get("model"),
+            **{name: int(tokens.get(name, 0)) for name in TOKEN_FIELDS},
+            "cost_usd": fields.get("cost_usd") or 0.0,
+            "ms": fields.get("ms"),
+            "note": fields.get("note") or None,
+            "settled": 1,
+        }
+        if row is None:
+            names = ", ".join(["run_id", "time", *values])
+            marks = ", ".join("?" * (len(values) + 2))
+            sql = f"INSERT INTO requests ({names}) VALUES ({marks})"  # noqa: S608 - our names
+            self._write(sql, (run_id, _now(), *values.values()))
+            return
+        assignments = ", ".join(f"{name} = ?" for name in values)
+        sql = f"UPDATE requests SET {assignments} WHERE id = ?"  # noqa: S608 - our names
+        self._write(sql, (*values.values(), row))
+
+    def spent(self, run_id: str | None = None) -> float:
+        """What one run (None: every run, the team) has spent, settled rows and begun ones
+        at their worst case."""
+        where, args = ("WHERE run_id = ?", (run_id,)) if run_id else ("", ())
+        sql = (
+            "SELECT COALESCE(SUM(CASE settled WHEN 1 THEN cost_usd ELSE reserved_usd END), 0)"
+            f" FROM requests {where}"  # noqa: S608 - our own clause
+        )
+        return float(self._read(sql, args)[0][0])
+
+    def rows(self, run_id: str | None = None) -> list[dict[str, Any]]:
+        """Every row (of one run), oldest first: `flowerbox broker --ledger`, and the tests."""
+        where, args = ("WHERE run_id = ?", (run_id,)) if run_id else ("", ())
+        sql = f"SELECT * FROM requests {where} ORDER BY id"  # noqa: S608 - our own clause
+        names, rows = self._query(sql, args)
+        return [dict(zip(names, row, strict=True)) for row in rows]
+
+    def _write(self, sql: str, args: tuple[Any, ...] = ()) -> sqlite3.Cursor:
+        """Run one statement (autocommit: durable when this returns)."""
+        with self._lock:
+            try:
+                return self._db.execute(sql, args)
+            except sqlite3.Error as exc:
+                raise BrokerError(f"the broker's ledger refused a write: {exc}") from exc
+
+    def _read(self, sql: str, args: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+        return self._query(sql, args)[1]
+
+    def _query(self, sql: str, args: tuple[Any, ...]) -> tuple[list[str], list[tuple[Any, ...]]]:
+        """Column names and rows, fetched under the lock (the connection is shared)."""
+        with self._lock:
+            try:
+                cursor = self._db.execute(sql, args)
+                return [c[0] for c in cursor.description], cursor.fetchall()
+            except sqlite3.Error as exc:
+                raise BrokerError(f"cannot read the broker's ledger: {exc}") from exc

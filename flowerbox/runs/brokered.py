@@ -1,0 +1,106 @@
+"""A run through the broker when one is running (flowerbox.broker), else as before.
+
+    spec = through_broker(spec)     # registered: the broker serves its sockets, the box's
+    ...                             # key is the run's token
+    leave_broker(spec)              # the run ended: its token is revoked
+
+`serve()` is `flowerbox broker`: the credentials found as a run finds them, and `alive` for
+a restart (a run whose socket folder or agent container is gone is revoked).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import threading
+from dataclasses import replace
+from pathlib import Path
+from types import FrameType
+
+from docker.errors import DockerException
+
+from flower import Lookup, check_credentials, load_dotenv
+from flowerbox.box import state
+from flowerbox.box.engine import connect, labelled
+from flowerbox.box.prepare import CREDENTIAL_KEYS
+from flowerbox.box.spec import BoxSpec
+from flowerbox.broker import client
+from flowerbox.broker.server import Broker, Registration
+from flowerbox.errors import BoxError, BrokerError, CredentialsError
+from flowerbox.sidecar.gateway import credentials_from
+from flowerbox.sidecar.pricing import PriceTable, load_prices
+from flowerbox.wire import RUN_LABEL
+
+__all__ = ["leave_broker", "serve", "through_broker"]
+
+
+def through_broker(spec: BoxSpec) -> BoxSpec:
+    """`spec` registered with the running broker, or `spec` itself when none runs.
+
+    Raises:
+        BrokerError: a broker runs but refused the run (the reason is in the message).
+    """
+    folder = state.broker_folder()
+    if not client.running(folder):
+        return spec
+    allow = spec.allow if spec.net == "allowlist" else None
+    asked = Registration(spec.run_id, spec.socket_dir, spec.gateway_dir, spec.budget_usd, allow)
+    token = client.register(folder, asked)
+    return replace(spec, broker=True, api_key=token)
+
+
+def leave_broker(spec: BoxSpec) -> None:
+    """The run ended: the broker revokes its token. A broker that is down revokes it when it
+    starts again (its box is gone), so that is no failure here."""
+    if spec.broker:
+        with contextlib.suppress(BrokerError):
+            client.revoke(state.broker_folder(), spec.run_id)
+
+
+def serve(*, team_budget: float | None, prices: Path | None) -> int:
+    """Run the broker in the foreground until SIGTERM or SIGINT; 0.
+
+    Raises:
+        CredentialsError: no key found (as for a run).
+        BrokerError: a broker runs already, or its folder or ledger cannot be used.
+    """
+    load_dotenv(lookup=Lookup.from_process(project=False))
+    if problem := check_credentials():
+        raise CredentialsError(problem)
+    values = {key: os.environ[key] for key in CREDENTIAL_KEYS if os.environ.get(key)}
+    credentials = credentials_from(values, "the environment")
+    folder = state.broker_folder()
+    if client.running(folder):
+        raise BrokerError(f"a broker runs already on {folder}: `flowerbox broker` once a host")
+    broker = Broker(
+        folder,
+        credentials=credentials,
+        prices=load_prices(prices) if prices else PriceTable(),
+        team_budget=team_budget,
+        alive=_alive,
+    )
+
+    def stop(signum: int, frame: FrameType | None) -> None:
+        # shutdown() waits for serve_forever to return, so it cannot run on this thread.
+        threading.Thread(target=broker.shutdown, daemon=True).start()
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    print(f"flowerbox broker: serving on {folder} (control.sock, ledger.db)", flush=True)
+    try:
+        broker.serve_forever()
+    finally:
+        broker.close()
+    return 0
+
+
+def _alive(run_id: str, socket_dir: Path) -> bool:
+    """Whether a run registered before a restart still has its box: its socket folder (removed
+    when its run ends) and, when the engine answers, its agent's container."""
+    if not socket_dir.is_dir():
+        return False
+    try:
+        return bool(labelled(connect(), f"{RUN_LABEL}={run_id}"))
+    except (DockerException, OSError, BoxError):
+        return True  # no engine to ask: kept, and revoked when its run tells the broker
