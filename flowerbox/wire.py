@@ -31,6 +31,10 @@ API_SOCKET = "api.sock"
 PROXY_SOCKET = "proxy.sock"
 SECRETS_IN_GATEWAY = "/run/flowerbox-secrets"  # the gateway's alone, read-only
 CREDENTIALS_FILE = "credentials.env"
+# A broker's run: the run's token, in the run's secrets folder, mounted read-only into the
+# agent alone; the entry puts it in the command's environment (never the container's).
+TOKEN_FILE = "run-token"
+TOKEN_IN_BOX = "/run/flowerbox-token"
 OBJECTS_IN_BOX = "/run/flowerbox-git/objects"  # the user's git objects, read-only
 USAGE_FILE = "usage.json"  # the gateway's ledger, in the run's host-only gateway folder
 EGRESS_LOG = "egress.jsonl"  # one JSON line per egress decision, next to it

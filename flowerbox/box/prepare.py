@@ -70,9 +70,14 @@ class Prepared:
     spec: BoxSpec
 
     def write_secrets(self) -> None:
-        """The credentials file for the gateway: call it last, just before the box starts."""
+        """The credentials file for the gateway, or a broker's run token for the agent: call
+        it last, just before the box starts."""
         self.spec.secrets_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
-        _write_credentials(self.spec.secrets_dir / wire.CREDENTIALS_FILE)
+        if self.spec.broker:
+            _write_private(self.spec.secrets_dir / wire.TOKEN_FILE, self.spec.run_token)
+        else:
+            lines = [f"{k}={os.environ[k]}\n" for k in CREDENTIAL_KEYS if os.environ.get(k)]
+            _write_private(self.spec.secrets_dir / wire.CREDENTIALS_FILE, "".join(lines))
 
     def cleanup(self) -> None:
         """Remove the run's private folders: credentials, sockets, the box's own area."""
@@ -311,9 +316,8 @@ def _egress_hosts(text: str) -> tuple[tuple[str, str], ...]:
     return tuple(pairs)
 
 
-def _write_credentials(path: Path) -> None:
-    """The found credentials as a .env, created 0600 before a byte is written."""
-    lines = [f"{key}={os.environ[key]}\n" for key in CREDENTIAL_KEYS if os.environ.get(key)]
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+def _write_private(path: Path, text: str) -> None:
+    """A secret in a new file, created 0600 before a byte is written."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
     with os.fdopen(fd, "w", encoding="utf-8") as handle:
-        handle.writelines(lines)
+        handle.write(text)

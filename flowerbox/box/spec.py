@@ -91,10 +91,10 @@ class BoxSpec:
     git_alternates: tuple[Path, ...] = ()  # the user's own alternates, read-only where they are
     disk_budget_gb: float | None = None  # the run stops once its folders grew past it
     # Served by a running broker (flowerbox.broker): no gateway container; the box's key is
-    # the run's token, in the agent's environment where the placeholder is otherwise (never
-    # in a flowerbox record: records.spec_to_json leaves it out).
+    # the run's token, a 0600 file in secrets_dir mounted read-only into the agent (never in
+    # its docker environment or argv, nor in a flowerbox record: records.spec_to_json).
     broker: bool = False
-    api_key: str = field(default=PLACEHOLDER_KEY, repr=False)
+    run_token: str = field(default="", repr=False)
 
     @property
     def labels(self) -> dict[str, str]:
@@ -196,7 +196,7 @@ def agent_env(spec: BoxSpec) -> dict[str, str]:
     env = {
         "HOME": str(spec.home),
         "ANTHROPIC_BASE_URL": api,
-        "ANTHROPIC_API_KEY": spec.api_key,
+        "ANTHROPIC_API_KEY": PLACEHOLDER_KEY,  # a broker's token: a file (agent_kwargs)
         # The CLI sends even 127.0.0.1 traffic through a proxy unless excluded.
         "NO_PROXY": "127.0.0.1,localhost",
         "no_proxy": "127.0.0.1,localhost",
@@ -278,6 +278,11 @@ def agent_kwargs(spec: BoxSpec) -> dict[str, Any]:
         wire.INSIDE_MODULE,
         *(a for r in relays for a in ("--relay", r)),
     ]
+    if spec.broker:
+        volumes[str(spec.secrets_dir / wire.TOKEN_FILE)] = _bind(
+            Path(wire.TOKEN_IN_BOX), read_only=True
+        )
+        inside += ["--key-file", wire.TOKEN_IN_BOX]
     return {
         **_hardening(spec),
         "image": spec.image,

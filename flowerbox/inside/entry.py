@@ -9,6 +9,7 @@ at a message boundary and records its step), and the relay goes when the command
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import subprocess
 import sys
@@ -24,11 +25,21 @@ READY_TIMEOUT_S = 20.0
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m flowerbox.inside.entry")
     parser.add_argument("--relay", action="append", default=[], help="HOST:PORT=SOCKET")
+    parser.add_argument("--key-file", type=Path, help="the command's ANTHROPIC_API_KEY")
     parser.add_argument("command", nargs=argparse.REMAINDER, help="-- the command to run")
     args = parser.parse_args(argv)
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     if not command:
         parser.error("give the command to run after --")
+    env = dict(os.environ)
+    if args.key_file is not None:
+        try:  # a broker's run token: a file, as the container's environment is inspectable
+            env["ANTHROPIC_API_KEY"] = args.key_file.read_text(encoding="utf-8").strip()
+        except OSError as exc:
+            print(
+                f"flowerbox: the run's key {args.key_file} cannot be read: {exc}", file=sys.stderr
+            )
+            return 2
     for mapping in args.relay:
         socket_path = Path(mapping.split("=", 1)[1])
         if not _wait_for(socket_path):
@@ -39,7 +50,7 @@ def main(argv: list[str] | None = None) -> int:
         print("flowerbox: the relay did not start", file=sys.stderr)
         return 2
     try:
-        child = subprocess.Popen(command)
+        child = subprocess.Popen(command, env=env)
 
         def forward(signum: int, frame: FrameType | None) -> None:
             child.send_signal(signum)

@@ -47,7 +47,7 @@ def through_broker(spec: BoxSpec) -> BoxSpec:
     allow = spec.allow if spec.net == "allowlist" else None
     asked = Registration(spec.run_id, spec.socket_dir, spec.gateway_dir, spec.budget_usd, allow)
     token = client.register(folder, asked)
-    return replace(spec, broker=True, api_key=token)
+    return replace(spec, broker=True, run_token=token)
 
 
 def leave_broker(spec: BoxSpec) -> None:

@@ -36,7 +36,7 @@ FRESH_FIELDS = frozenset(
         "run_id",
         "socket_dir",
         "broker",
-        "api_key",
+        "run_token",
         "secrets_dir",
         "state_dir",
         "command",

@@ -94,8 +94,7 @@ def launch(
             _keep_runs_out_of_git(spec)
         spec = through_broker(before_run(spec, image_id=image_id(client, options.image)))
         prepared = Prepared(spec)
-        if not spec.broker:
-            prepared.write_secrets()  # last: every check has passed
+        prepared.write_secrets()  # last: every check has passed
         if detach:
             run_id = start_detached(spec, client=client, command=command, resumed_from=resumed_from)
             handed_over = True  # the keeper cleans up when the run ends

@@ -330,7 +330,7 @@ def spec_to_json(spec: BoxSpec) -> dict[str, Any]:
     """The spec as recorded; never a broker's token (worth nothing once the run ended, and
     kept nowhere on disk before that)."""
     data: dict[str, Any] = to_json(spec)
-    data.pop("api_key", None)
+    data.pop("run_token", None)
     return data
 
 

@@ -49,8 +49,10 @@ forged = call("sk-" + key[::-1])
 p = http.client.HTTPConnection("127.0.0.1", 3128, timeout=60)
 p.request("CONNECT", "localhost:443")
 proxy = p.getresponse().status
+# What `docker inspect` shows of this box: its first process's environment and argv.
+inspected = open("/proc/1/environ", "rb").read() + open("/proc/1/cmdline", "rb").read()
 print(json.dumps({{"key": hashlib.sha256(key.encode()).hexdigest(), "statuses": statuses,
-                  "forged": forged, "proxy": proxy}}))
+                  "forged": forged, "proxy": proxy, "inspected": key.encode() in inspected}}))
 """
 
 
@@ -159,6 +161,7 @@ def test_eight_concurrent_boxes_each_with_its_own_token_allowlist_and_budget(
     for output in outputs[1:]:
         assert output["statuses"] == [200] * CALLS
     assert {output["forged"] for output in outputs} == {401}
+    assert not any(output["inspected"] for output in outputs)  # the token: a file, not env
     for n, run_id in enumerate(run_of):
         statuses = [
             s

@@ -75,3 +75,20 @@ def test_a_socket_that_never_appears_is_exit_2_naming_it(sockdir: Path) -> None:
     )
     assert done.returncode == 2
     assert f"the gateway's socket {missing} never appeared" in done.stderr
+
+
+def test_a_key_file_becomes_the_commands_key_and_only_its(tmp_path: Path) -> None:
+    """The broker's run token reaches the command from a file (never the container's
+    environment or argv, which `docker inspect` shows)."""
+    key_file = tmp_path / "token"
+    key_file.write_text("run-token-abc\n")
+    show = "import os; print(os.environ['ANTHROPIC_API_KEY'])"
+    done = inside("--key-file", str(key_file), "--", PY, "-c", show)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "run-token-abc"
+
+
+def test_a_missing_key_file_is_exit_2_naming_it(tmp_path: Path) -> None:
+    done = inside("--key-file", str(tmp_path / "none"), "--", PY, "-c", "print('ran')")
+    assert done.returncode == 2 and "ran" not in done.stdout
+    assert str(tmp_path / "none") in done.stderr

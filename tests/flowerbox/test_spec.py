@@ -6,16 +6,18 @@ import json
 import os
 import stat
 import subprocess
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from flowerbox.box.options import BoxOptions
-from flowerbox.box.prepare import prepare, workspace_of
+from flowerbox.box.prepare import Prepared, prepare, workspace_of
 from flowerbox.box.spec import BoxSpec, agent_kwargs, gateway_kwargs
 from flowerbox.errors import ConfigError, CredentialsError
 from flowerbox.runs.boundary import before_run
-from flowerbox.wire import OBJECTS_IN_BOX, PLACEHOLDER_KEY
+from flowerbox.runs.records import spec_to_json
+from flowerbox.wire import OBJECTS_IN_BOX, PLACEHOLDER_KEY, TOKEN_FILE, TOKEN_IN_BOX
 from tests.flowerbox.conftest import routed
 
 SECRET = "sk-ant-real-secret-0123456789"
@@ -122,6 +124,35 @@ def test_the_secret_is_only_in_the_gateways_0600_file(repo: Path, credentials: N
     finally:
         prepared.cleanup()
     assert not spec.secrets_dir.exists() and not spec.socket_dir.exists()
+
+
+TOKEN = "run-token-0123456789abcdefghijklmnop"
+
+
+def test_a_brokers_run_token_is_in_a_0600_file_the_box_reads_never_in_its_docker_config(
+    repo: Path, credentials: None
+) -> None:
+    """`docker inspect` shows a container's environment and argv to anyone with the engine:
+    the broker's token (it spends while the run lives) reaches the agent as a read-only file
+    its entry reads, and the container's own environment keeps the worthless placeholder."""
+    prepared = prepare(["go", "do it"], BoxOptions(workspace=repo))
+    try:
+        spec = replace(prepared.spec, broker=True, run_token=TOKEN)
+        prepared = Prepared(spec)
+        prepared.write_secrets()
+        agent = agent_kwargs(spec)
+        assert TOKEN not in json.dumps(agent, default=str)
+        assert agent["environment"]["ANTHROPIC_API_KEY"] == PLACEHOLDER_KEY
+        token_file = spec.secrets_dir / TOKEN_FILE
+        assert token_file.read_text() == TOKEN
+        assert stat.S_IMODE(token_file.stat().st_mode) == 0o600
+        assert agent["volumes"][str(token_file)] == {"bind": TOKEN_IN_BOX, "mode": "ro"}
+        assert agent["command"][agent["command"].index("--key-file") + 1] == TOKEN_IN_BOX
+        assert not (spec.secrets_dir / "credentials.env").exists()  # the broker holds the key
+        assert TOKEN not in json.dumps(spec_to_json(spec))  # nor in flowerbox's record
+    finally:
+        prepared.cleanup()
+    assert not spec.secrets_dir.exists()
 
 
 def test_a_loopback_upstream_puts_the_gateway_on_the_host_network(
