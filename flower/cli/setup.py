@@ -30,7 +30,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from flower.cli.exits import STDERR, Exit, exit_codes
-from flower.core.env import Lookup, parse_dotenv
+from flower.core.env import Lookup, dotenv_entry, parse_dotenv
 from flower.errors import UsageError
 
 API_KEY = "ANTHROPIC_API_KEY"
@@ -230,10 +230,8 @@ def set_keys(text: str, changes: dict[str, str | None]) -> str:
 
 def _key_of(line: str) -> str | None:
     """The key a .env line sets, by parse_dotenv's rules, or None for a comment or junk."""
-    stripped = line.strip()
-    if not stripped or stripped.startswith("#") or "=" not in stripped:
-        return None
-    return stripped.partition("=")[0].strip() or None
+    entry = dotenv_entry(line)
+    return entry[0] if entry else None
 
 
 def write_dotenv(path: Path, text: str) -> None:

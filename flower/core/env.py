@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -59,6 +60,8 @@ KNOWN: tuple[str, ...] = (
 CREDENTIALS = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN")
 _SECRET_PREFIX = 4
 _PROCESS = "process environment"
+_EXPORT = re.compile(r"^export\s+")  # a shell's `export KEY=...` line
+_COMMENT = re.compile(r"\s+#")  # an inline comment begins at a `#` after whitespace
 
 # key -> (origin, value as loaded), for every key a load_dotenv() call set in this process.
 # A key in os.environ without an entry here came from the process environment.
@@ -77,24 +80,40 @@ def parse_dotenv(text: str) -> dict[str, str]:
     """Parse .env text with the seeds' deliberately small rules.
 
     Each line is stripped; empty lines, lines starting with `#` and lines without `=` are
-    skipped. The rest is split at the first `=`, both sides are stripped, and the value loses
-    any leading and trailing quotes (`'` or `"`, paired or not). Every key is kept, there is no
-    whitelist. A key repeated in the text keeps its first value, as across files: a line
-    appended to a .env never replaces the credentials or the endpoint above it. Not
-    recognised, silently: an `export ` prefix (it becomes part of the key), inline comments
-    (`A=1 # c` is `"1 # c"`), escapes, multi-line values. A line with nothing before `=` is
-    skipped, since the environment cannot hold an empty name.
+    skipped. A shell's `export ` prefix is dropped. The rest is split at the first `=`, both
+    sides are stripped, an inline comment (a `#` after whitespace, outside the quotes) is
+    dropped, and the value loses any leading and trailing quotes (`'` or `"`, paired or not).
+    Every key is kept, there is no whitelist. A key repeated in the text keeps its first value,
+    as across files: a line appended to a .env never replaces the credentials or the endpoint
+    above it. Not recognised, silently: escapes, multi-line values, interpolation. A line with
+    nothing before `=` is skipped, since the environment cannot hold an empty name.
     """
     values: dict[str, str] = {}
-    for raw in text.splitlines():
-        line = raw.strip()
-        if not line or line.startswith("#") or "=" not in line:
-            continue
-        key, _, value = line.partition("=")
-        key = key.strip()
-        if key and key not in values:
-            values[key] = value.strip().strip("'\"")
+    for entry in filter(None, map(dotenv_entry, text.splitlines())):
+        values.setdefault(*entry)
     return values
+
+
+def dotenv_entry(line: str) -> tuple[str, str] | None:
+    """The (key, value) one .env line sets by parse_dotenv's rules, or None for a comment,
+    a blank or junk: `flower setup` finds the line to replace with it."""
+    line = _EXPORT.sub("", line.strip(), count=1)
+    if not line or line.startswith("#") or "=" not in line:
+        return None
+    key, _, value = line.partition("=")
+    key = key.strip()
+    return (key, _uncommented(value).strip().strip("'\"")) if key else None
+
+
+def _uncommented(value: str) -> str:
+    """`value` without its inline comment: a `#` after whitespace, as a shell reads it;
+    one inside quotes (`"a # b"`) belongs to the value."""
+    quote = value.lstrip()[:1]
+    if quote in ("'", '"'):
+        end = value.rfind(quote)
+        closed = end > value.index(quote)
+        return value[: end + 1] if closed and _COMMENT.match(value[end + 1 :]) else value
+    return _COMMENT.split(value, maxsplit=1)[0]
 
 
 def source_root(module_file: Path | None = None) -> Path | None:

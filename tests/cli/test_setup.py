@@ -248,3 +248,10 @@ def test_set_keys_rewrites_in_place_drops_duplicates_and_removes() -> None:
     assert after == "# c\nA=1\nexport X=2\nB=new\n\nD=4\n"
     with pytest.raises(ValueError, match="cannot span lines"):
         set_keys("", {"A": "1\n2"})
+
+
+def test_setup_replaces_an_exported_key_instead_of_adding_one_it_would_lose_to() -> None:
+    """A .env copied from a shell script (`export KEY=...`) sets KEY, and the first value
+    wins: a new key appended below the old line would never be read."""
+    after = set_keys("export ANTHROPIC_API_KEY=sk-old # mine\n", {"ANTHROPIC_API_KEY": "sk-new"})
+    assert after == "ANTHROPIC_API_KEY=sk-new\n"

@@ -93,12 +93,26 @@ def test_quoted_spaces_inside_are_kept() -> None:
     assert parse_dotenv('A="  padded  "') == {"A": "  padded  "}
 
 
-def test_export_prefix_is_not_recognised() -> None:
-    assert parse_dotenv("export FOO=1") == {"export FOO": "1"}
+def test_an_export_prefix_is_the_shells_and_not_part_of_the_key() -> None:
+    """Every other tool reads `export KEY=...` as KEY (issue 21: it silently became a
+    variable named `export KEY`, so a key copied from a shell script was never found)."""
+    text = "export ANTHROPIC_API_KEY=sk-1\nexport\tB=2\nexporter=3"
+    assert parse_dotenv(text) == {"ANTHROPIC_API_KEY": "sk-1", "B": "2", "exporter": "3"}
 
 
-def test_inline_comment_is_not_recognised() -> None:
-    assert parse_dotenv("A=1 # c") == {"A": "1 # c"}
+def test_an_inline_comment_after_a_space_is_a_comment() -> None:
+    """`A=1 # c` is `1` (it was `1 # c`: a key with a note after it stopped working); a `#`
+    with no space before it, or inside quotes, is the value's."""
+    text = 'A=1 # c\nB=x#frag\nC="a # b" # c\nD="a # b"\nE=\'v\'\t# c\nF=#x\nG= # c'
+    assert parse_dotenv(text) == {
+        "A": "1",
+        "B": "x#frag",
+        "C": "a # b",
+        "D": "a # b",
+        "E": "v",
+        "F": "#x",  # as a shell reads it: a comment starts a word
+        "G": "",
+    }
 
 
 def test_escapes_are_not_recognised() -> None:
