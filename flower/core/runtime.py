@@ -49,6 +49,7 @@ from typing import Any
 
 from claude_agent_sdk import ClaudeSDKClient, ClaudeSDKError, ResultError
 
+from flower.core import lang
 from flower.core.agent import AgentSpec, HandoffPolicy, build_options
 from flower.core.attempt import Attempt
 from flower.core.ends import AttemptEnd
@@ -313,7 +314,7 @@ class Runtime:
                 break
             if attempt.session_id:
                 resume, fork, resume_at = attempt.session_id, False, None
-                prompt = self.resilience.resume_prompt
+                prompt = self.resilience.resume_text()
                 result.resumed = True
 
     def _budget_left(self) -> float | None:
@@ -450,7 +451,9 @@ class Runtime:
         if self._ctx >= policy.warn_at and not self._warned:
             self._warned = True
             if on_event is not None:
-                text = f"上下文 {self._ctx}/{policy.window},接近交接线 {policy.at}"
+                text = lang.text(
+                    "runtime.near_handoff", used=self._ctx, window=policy.window, at=policy.at
+                )
                 on_event(Event("handoff", text, payload={"phase": "near", **about}))
         if self._ctx < policy.at:
             return False
