@@ -178,9 +178,9 @@ class Runtime:
         self.store = PruningSessionStore(
             RunDir(self.run_dir).sessions,
             workspace=self.workspace,
-            policy=_policy(trim, TrimPolicy),
-            prune=PrunePolicy(keep_denials=keep_denials),
-            ephemeral=_policy(ephemeral, EphemeralPolicy),
+            policy=_policy(trim, TrimPolicy, pointer=lang.text("stores.spilled")),
+            prune=PrunePolicy(keep_denials=keep_denials, orphan_text=lang.text("stores.orphan")),
+            ephemeral=_policy(ephemeral, EphemeralPolicy, text=lang.text("stores.expired")),
         )
         self.store.on_append = self._on_append
         self.run_id = this_run_id()
@@ -660,8 +660,9 @@ def _naming(step: str, sink: EventSink) -> EventSink:
     return named
 
 
-def _policy(value: Any, kind: type[Any]) -> Any:
-    """True -> the policy's defaults, False -> disabled, an instance -> itself."""
+def _policy(value: Any, kind: type[Any], **texts: str) -> Any:
+    """True -> the policy's defaults with `texts` (the model's lines in the current
+    language), False -> disabled, an instance -> itself."""
     if isinstance(value, kind):
         return value
-    return kind(enabled=bool(value))
+    return kind(enabled=bool(value), **texts)

@@ -4,6 +4,7 @@ what the prompts ask for in English is what the parsers read."""
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from string import Formatter
 
 import pytest
@@ -14,9 +15,10 @@ from flower.core.handoff import Handoff, handoff_prompt
 from flower.core.labels import display_name, parse_label
 from flower.core.lang import LangError, current, resolve
 from flower.core.roles import CLARIFY_RULES, JUDGE_RULES, rule_text
+from flower.core.runtime import Runtime
 from flower.core.texts.en import EN
 from flower.core.texts.zh import ZH
-from flower.testing import GOAL_MARKERS, ROLE_MARKERS
+from flower.testing import GOAL_MARKERS, ROLE_MARKERS, FakeAPI
 
 CJK = re.compile(r"[\u4e00-\u9fff]")
 
@@ -130,3 +132,21 @@ def test_the_fake_models_markers_are_in_the_rule_texts_of_both_languages() -> No
     assert zh_goal in ZH["starter.goal"] and en_goal in EN["starter.goal"]
     for key in ("starter.verify", "rules.judge", "starter.work"):
         assert zh_goal not in ZH[key] and en_goal not in EN[key]
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_the_stores_replace_results_with_lines_in_the_language(
+    flower_env: FakeAPI, workspace: Path, monkeypatch: pytest.MonkeyPatch, lang: str
+) -> None:
+    """What the store layers put in place of a result the model is shown again (a spill
+    pointer, an expired result, an interrupted call) follows the language too."""
+    monkeypatch.setenv("FLOWER_LANG", lang)
+    table = EN if lang == "en" else ZH
+    runtime = Runtime(workspace=workspace, run_dir=workspace / "runs", trim=True)
+    try:
+        store = runtime.store
+        assert store.policy.pointer == table["stores.spilled"]
+        assert store.ephemeral.text == table["stores.expired"]
+        assert store.prune.orphan_text == table["stores.orphan"]
+    finally:
+        runtime.close()

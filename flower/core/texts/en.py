@@ -243,6 +243,18 @@ written, each on its own line; write nothing else, and no code block.
     "handoff.done_at": "handoff written, a new session takes over: {path}",
     "runtime.near_handoff": "context {used}/{window}, near the handoff line {at}",
     "document.placeholder": "(not filled in)",
+    # -- the stores' replacements (flower.stores, through Runtime) ----------------------
+    "stores.spilled": (
+        "[Tool result archived: {chars} characters. All of it is at {path}; Read it when needed]"
+    ),
+    "stores.expired": (
+        "[The result of {cmd} has expired ({age} turns ago); the state may have changed. "
+        "Run it again if needed]"
+    ),
+    "stores.orphan": (
+        "[The tool call was interrupted before it returned; there is no result. "
+        "Run it again if needed]"
+    ),
     # -- the goal (flower.core.goal) -----------------------------------------------------
     "goal.feedback": (
         "The judge finds the goal not achieved yet. Carry on from the work as it is; do not "

@@ -188,6 +188,10 @@ ZH: dict[str, str] = {
     "handoff.done_at": "交接完成,新会话接手:{path}",
     "runtime.near_handoff": "上下文 {used}/{window},接近交接线 {at}",
     "document.placeholder": "(未填)",
+    # -- the stores' replacements (flower.stores, through Runtime) ----------------------
+    "stores.spilled": "[工具结果已归档:{chars} 字符。完整内容在 {path},需要时用 Read 读取]",
+    "stores.expired": "[{cmd} 的结果已过期(第 {age} 轮前),当前状态可能已变。需要请重新执行]",
+    "stores.orphan": "[工具调用在返回结果前被中断,没有结果。需要请重新执行]",
     # -- the goal (flower.core.goal) -----------------------------------------------------
     "goal.feedback": "评审认为目标还没有达成。请在现有工作的基础上接着做，不要从头再来。",
     "goal.feedback_reason": "评审的理由：\n{reason}",
