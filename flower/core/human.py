@@ -345,7 +345,8 @@ class HumanChannel:
         if self.amend_path is None or not text.strip():
             return False
         stamp = datetime.now().astimezone().strftime("%Y-%m-%d %H:%M")
-        _append(self.amend_path, f"\n\n{label}（{stamp}）：\n{_quote(text)}\n")
+        heading = lang.text("human.amend_line", label=label, stamp=stamp)
+        _append(self.amend_path, f"\n\n{heading}\n{_quote(text)}\n")
         return True
 
     def _claim(self, ask_id: str) -> bool:

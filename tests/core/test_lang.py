@@ -12,6 +12,7 @@ import pytest
 from flower.core.brief import Brief
 from flower.core.goal import Goal, Verdict
 from flower.core.handoff import Handoff, handoff_prompt
+from flower.core.human import HumanChannel
 from flower.core.labels import display_name, parse_label
 from flower.core.lang import LangError, current, resolve
 from flower.core.roles import CLARIFY_RULES, JUDGE_RULES, rule_text
@@ -150,3 +151,14 @@ def test_the_stores_replace_results_with_lines_in_the_language(
         assert store.prune.orphan_text == table["stores.orphan"]
     finally:
         runtime.close()
+
+
+def test_the_humans_words_are_appended_under_a_line_in_the_language(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FLOWER_LANG", "en")
+    brief = tmp_path / "需求.md"
+    brief.write_text("# Brief\n", encoding="utf-8")
+    assert HumanChannel(amend_path=brief).amend("also count bytes")
+    written = brief.read_text(encoding="utf-8")
+    assert re.search(r"\nadded by the person \(\d{4}-\d\d-\d\d \d\d:\d\d\):\n> also", written)

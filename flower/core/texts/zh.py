@@ -113,6 +113,7 @@ ZH: dict[str, str] = {
     "human.question_field": "要问的问题,一句话说清",
     "human.options_field": "可选答案",
     "human.added": "人补充",
+    "human.amend_line": "{label}（{stamp}）：",
     "log.title": "# 问答记录\n",
     "log.question": "- 问题:{text}",
     "log.options": "- 选项:{text}",
