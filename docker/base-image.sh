@@ -1,18 +1,25 @@
 #!/usr/bin/env bash
-# Build the local test base image (default tag flowerbox-base:bookworm) when it is absent.
+# Make the local base image the flowerbox image is built on (default tag
+# flowerbox-base:bookworm) when it is absent.
 #
-# No container registry is reachable on our machines, so `debian:bookworm-slim` cannot be
-# pulled. This makes a minimal Debian bookworm with debootstrap from the mirror apt already
-# uses here and imports it with `docker import`. It already holds every package the Dockerfile
-# wants (so its apt step is skipped) and it carries THIS host's CA bundle: registry traffic
-# here passes a TLS-inspecting proxy, and pip inside `docker build` needs that CA to reach
-# PyPI. That bundle belongs to this test base image only, never to the Dockerfile.
+# Where a registry answers it is Debian's own `debian:bookworm-slim` (already here, or pulled
+# with a short time limit), only tagged: no root, nothing of this host in it. Where none does
+# (our machines, CI, an offline box) the fallback makes a minimal Debian bookworm with
+# debootstrap from the mirror apt already uses here and imports it with `docker import`; that
+# needs root, and the script says so before. The fallback already holds every package the
+# Dockerfile wants (so its apt step is skipped) and it carries THIS host's CA bundle: registry
+# traffic on our machines passes a TLS-inspecting proxy, and pip inside `docker build` needs
+# that CA to reach PyPI. That bundle belongs to this fallback base only, never to the
+# Dockerfile.
 #
 # Cached by tag: a second run takes about a second. FLOWERBOX_BASE_IMAGE overrides the tag,
-# FLOWERBOX_REBUILD_BASE=1 rebuilds it.
+# FLOWERBOX_REBUILD_BASE=1 makes it again, FLOWERBOX_PULL_TIMEOUT (seconds, default 30)
+# bounds the pull.
 set -euo pipefail
 
 tag=${FLOWERBOX_BASE_IMAGE:-flowerbox-base:bookworm}
+upstream=debian:bookworm-slim
+pull_s=${FLOWERBOX_PULL_TIMEOUT:-30}
 suite=bookworm
 # python3-venv brings ensurepip (pip for the builder's venv); tini is the init; ripgrep and git
 # are what the agent's tools use.
@@ -25,12 +32,28 @@ die() { say "error: $*"; exit 1; }
 docker info >/dev/null 2>&1 || die "no Docker engine answers: run \`bash docker/engine.sh\` first"
 
 if [[ ${FLOWERBOX_REBUILD_BASE:-0} != 1 ]] && docker image inspect "$tag" >/dev/null 2>&1; then
-    say "$tag is there (FLOWERBOX_REBUILD_BASE=1 rebuilds it)"
+    say "$tag is there (FLOWERBOX_REBUILD_BASE=1 makes it again)"
     exit 0
 fi
 
-command -v debootstrap >/dev/null 2>&1 || die "debootstrap is missing: run \`bash docker/engine.sh\` (it installs it) or apt-get install debootstrap"
-[[ $(id -u) == 0 ]] || die "debootstrap needs root"
+if docker image inspect "$upstream" >/dev/null 2>&1 \
+    || { say "pulling $upstream (at most ${pull_s}s)"; timeout "$pull_s" docker pull -q "$upstream" >/dev/null 2>&1; }; then
+    docker tag "$upstream" "$tag"
+    say "$tag is $upstream"
+    exit 0
+fi
+
+say "no registry gave $upstream within ${pull_s}s: making $tag with debootstrap instead" \
+    "(Debian's mirror, no registry); debootstrap needs root"
+[[ $(id -u) == 0 ]] || die "run \`sudo bash docker/base-image.sh\` once (it installs debootstrap" \
+    "when missing and builds $tag, about 2 minutes), then run this again"
+if ! command -v debootstrap >/dev/null 2>&1; then
+    say "installing debootstrap (apt, as root)"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq >/dev/null || die "apt-get update failed"
+    apt-get install -y -qq --no-install-recommends debootstrap >/dev/null \
+        || die "apt-get install debootstrap failed"
+fi
 
 # The Debian mirror apt uses here: deb822 .sources files first, then one-line sources.list.
 mirror=${FLOWERBOX_DEBIAN_MIRROR:-}

@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Everything the appliance needs on this machine, made by the project's own files: a Docker
-# engine (docker/engine.sh), the local base image (docker/base-image.sh: no registry is
-# reachable) and flowerbox:dev built from this checkout. Used by `make demo` and by CI.
-# Each step is a no-op or a cache hit when already done; a failure exits non-zero with its
-# reason (the build's log tail included).
+# engine (docker/engine.sh: the one that answers, else the system's, set up as root), the local
+# base image (docker/base-image.sh: debian:bookworm-slim where a registry gives it, else
+# debootstrap as root) and flowerbox:dev built from this checkout. Used by `make demo` and by
+# CI. Each step is a no-op or a cache hit when already done; a step that needs root and lacks
+# it says so and what to run, before doing anything; a failure exits non-zero with its reason
+# (the build's log tail included). It removes only what its own build left behind.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 

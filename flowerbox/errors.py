@@ -6,6 +6,7 @@
     │   ├── EgressError             an --allow entry or preset that cannot be used
     │   └── PriceError              a prices file that cannot be used (`path`)
     ├── BoxError                    the Docker side: no engine, no image, a container failed
+    ├── ClusterError                the Kubernetes side: no kubeconfig, an API refusal (`status`)
     ├── RunError                    no such run, or not in a state for what was asked (`run_id`)
     ├── StateError                  flowerbox's host-only state cannot be made or used (`path`)
     ├── GitShadowError              the box's git directory cannot be made or brought back (`path`)
@@ -57,6 +58,14 @@ class PriceError(ConfigError):
 
 class BoxError(FlowerboxError):
     """Something on the Docker side failed; the message names it and the fix."""
+
+
+class ClusterError(FlowerboxError):
+    """The cluster refused or cannot be reached; `status` is the API's HTTP status, if any."""
+
+    def __init__(self, message: str, *, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
 
 
 class RunError(FlowerboxError):

@@ -19,6 +19,7 @@ import contextlib
 import os
 import sys
 from collections.abc import Callable
+from contextvars import ContextVar
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, NoReturn, cast
 
@@ -59,6 +60,8 @@ from flower.core.exclude import git_exclude, git_unexcluded
 from flower.errors import UsageError
 
 FINISH_VALUES = ("branch", "merge", "patch")
+# The command a --json document names: `flower resume` runs this same path under its own name.
+COMMAND: ContextVar[str] = ContextVar("flower_go_command", default="flower go")
 
 ANSWER_WAIT = 1800.0  # seconds a question waits when someone can answer it
 NO_TERMINAL = (
@@ -123,7 +126,8 @@ def go(
     from flower.workflow.starter import repeated_ask, starter_flow, wake_state
 
     console = Console(stderr=json_out, highlight=False, soft_wrap=True)
-    with exit_codes("flower go" if json_out else None), contextlib.ExitStack() as held:
+    command = COMMAND.get()
+    with exit_codes(command if json_out else None), contextlib.ExitStack() as held:
         if model:
             os.environ["ANTHROPIC_MODEL"] = model
         load_dotenv()
@@ -175,9 +179,7 @@ def go(
             runtime.close()
     code, status = outcome(ran, stopped=stopped, clarify_only=clarify_only, goal=not no_goal)
     delivery = deliver_work(runtime, finish_as, achieved=code == Exit.OK, console=console)
-    finish(
-        console, runtime, "flower go", status, code, state=ran, as_json=json_out, delivery=delivery
-    )
+    finish(console, runtime, command, status, code, state=ran, as_json=json_out, delivery=delivery)
 
 
 def _check_finish(finish: str | None, *, isolate: bool) -> None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from flower.cli.exits import exit_codes
-from flower.cli.go import go
+from flower.cli.go import COMMAND, go
 from flower.cli.options import (
     AnswerTimeout,
     Budget,
@@ -51,32 +51,36 @@ def resume(
     finish_as: FinishOption = None,
 ) -> None:
     """Continue the unfinished run here: its brief, goal and sessions, nothing redone."""
-    with exit_codes("flower go" if json_out else None):  # the go path's document, below
+    with exit_codes("flower resume" if json_out else None):
         ws = workspace_folder(workspace)
         isolate = _isolated(ws, run_dir)
-    go(
-        "",
-        workspace=ws,
-        run_dir=run_dir,
-        new=False,
-        wake=True,
-        isolate=isolate,
-        clarify_only=False,
-        no_goal=False,
-        rounds=rounds,
-        judge_can_run=False,
-        max_asks=None,
-        timeout=timeout,
-        no_trim=False,
-        model=model,
-        budget=budget,
-        retries=retries,
-        offline_wait=offline_wait,
-        verbose=verbose,
-        events=events,
-        json_out=json_out,
-        finish_as=finish_as,
-    )
+    named = COMMAND.set("flower resume")  # the document names this command
+    try:
+        go(
+            "",
+            workspace=ws,
+            run_dir=run_dir,
+            new=False,
+            wake=True,
+            isolate=isolate,
+            clarify_only=False,
+            no_goal=False,
+            rounds=rounds,
+            judge_can_run=False,
+            max_asks=None,
+            timeout=timeout,
+            no_trim=False,
+            model=model,
+            budget=budget,
+            retries=retries,
+            offline_wait=offline_wait,
+            verbose=verbose,
+            events=events,
+            json_out=json_out,
+            finish_as=finish_as,
+        )
+    finally:
+        COMMAND.reset(named)
 
 
 def _isolated(ws: Path, run_dir: Path) -> bool:

@@ -8,6 +8,7 @@
     flowerbox ... --detach               go/once/run in the background: prints the run id
     flowerbox ps | logs | attach | stop | resume | answer | send    (flowerbox.cli.runs)
     flowerbox doctor | selftest          (flowerbox.cli.checks)
+    flowerbox kube render | go | ps ...  runs as Jobs on Kubernetes (flowerbox.cli.kube)
     flowerbox setup                      save and check your key (as `flower setup`)
 
 Each command group is a small Typer of its own (box, runs, checks), combined here. Nothing
@@ -28,7 +29,7 @@ from rich.markup import escape
 from flower import FlowerError
 from flower.cli import HELP_OPTIONS, AskRouter, LangOption, contract, setup
 from flowerbox import __version__
-from flowerbox.cli import box, checks, runs
+from flowerbox.cli import box, checks, kube, runs
 from flowerbox.errors import FlowerboxError
 
 STDERR = Console(stderr=True, highlight=False, soft_wrap=True)
@@ -61,6 +62,7 @@ app = typer.Typer(
 )
 for group in (box.app, runs.app, checks.app):
     app.add_typer(group)
+app.add_typer(kube.app)
 
 
 def _print_version(value: bool) -> None:

@@ -10,6 +10,7 @@ import typer
 from rich.console import Console
 
 from flowerbox.box.options import DEFAULT_IMAGE
+from flowerbox.cli.kube import Context, Namespace, RuntimeClass, on_cluster
 from flowerbox.cli.options import (
     Allow,
     AllowPresets,
@@ -21,6 +22,7 @@ from flowerbox.cli.options import (
     box_options,
 )
 from flowerbox.errors import ConfigError
+from flowerbox.kube.target import NO_REPO, KubeTarget
 from flowerbox.selftest.controls import ALL_WEAK, control_named
 from flowerbox.selftest.doctor import doctor as run_checks
 from flowerbox.selftest.runner import HOST_SECTION
@@ -82,6 +84,18 @@ def selftest(
         bool, typer.Option("--no-isolate", help="The box of a run without worktrees.")
     ] = False,
     budget_usd: Budget = None,
+    on: Annotated[
+        str,
+        typer.Option(
+            "--on",
+            metavar="local|kube",
+            help="kube: the probes as a Job on the cluster, with a run's Pod spec (the "
+            "verdicts are in its log: flowerbox kube logs RUN).",
+        ),
+    ] = "local",
+    namespace: Namespace = "flowerbox",
+    context: Context = None,
+    runtime_class: RuntimeClass = None,
 ) -> None:
     """Probe the box a run here would get for every way out; exit 1 on any FAIL.
 
@@ -89,6 +103,14 @@ def selftest(
     variant of flowerbox.selftest.controls (exactly its probes should FAIL); stderr says what
     was expected.
     """
+    if on not in ("local", "kube"):
+        raise ConfigError(f"--on {on}: pass local or kube")
+    if on == "kube":
+        if weaken is not None:
+            raise ConfigError("--weaken is for the local box: on kube, --negative-control")
+        target = KubeTarget(repo=NO_REPO, namespace=namespace, runtime_class=runtime_class)
+        typer.echo(on_cluster(target, image=image, context=context, negative=negative_control))
+        return
     control = ALL_WEAK if negative_control else None
     if weaken is not None:
         if negative_control:

@@ -147,8 +147,9 @@ def placeholder_credentials(upstream: str) -> Iterator[None]:
 
 def probe_command(
     spec: BoxSpec,
-    server: ProbeServer,
     *,
+    tcp: str,
+    udp: str,
     token: str,
     marker: str,
     probes: tuple[str, ...] = PROBES,
@@ -159,9 +160,9 @@ def probe_command(
         "-m",
         wire.PROBES_MODULE,
         "--server",
-        f"127.0.0.1:{server.port}",
+        tcp,
         "--udp",
-        f"127.0.0.1:{server.udp_port}",
+        udp,
         "--token",
         token,
         "--marker",
@@ -336,7 +337,13 @@ def selftest(
         area = Area.make(spec.workspace, token) if probes == PROBES else None
         try:
             command = probe_command(
-                spec, server, token=token, marker=marker, probes=probes, area=area
+                spec,
+                tcp=f"127.0.0.1:{server.port}",
+                udp=f"127.0.0.1:{server.udp_port}",
+                token=token,
+                marker=marker,
+                probes=probes,
+                area=area,
             )
             spec = replace(spec, command=tuple(command))
             try:

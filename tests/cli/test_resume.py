@@ -41,9 +41,8 @@ def test_continuing_redoes_nothing_and_amends_nothing(
     assert done.returncode == 0, done.stderr
     summary = parse_document(done.stdout)
     assert summary["status"] == "achieved"
-    assert "设定目标" not in [
-        step["step"] for step in summary["steps"]
-    ]  # the goal is not set again
+    assert summary["command"] == ("flower resume" if how == "resume" else "flower go")
+    assert "goal" not in [step["step"] for step in summary["steps"]]  # not set again
     assert (workspace / NOTES / "目标.md").read_bytes() == goal  # byte for byte
     assert (workspace / NOTES / "需求.md").read_bytes() == brief  # not amended with itself
     later = fake_api.requests[before:]
@@ -79,4 +78,8 @@ def test_resume_with_nothing_to_resume_says_so(
     done = flower("resume", "-w", str(workspace), env=cli_env, cwd=workspace.parent)
     assert done.returncode == 2
     assert "nothing to resume in" in done.stderr and 'flower "ask"' in done.stderr
+    refused = flower("resume", "--json", "-w", str(workspace), env=cli_env, cwd=workspace.parent)
+    assert refused.returncode == 2
+    document = parse_document(refused.stdout)
+    assert document["command"] == "flower resume" and document["error"]["kind"] == "usage"
     assert not (workspace / ".flower").exists() and not (workspace.parent / "runs").exists()

@@ -31,6 +31,10 @@ IMAGE = os.environ.get("FLOWERBOX_TEST_IMAGE", "flowerbox:dev")
 BASE_IMAGE = os.environ.get("FLOWERBOX_BASE_IMAGE", "flowerbox-base:bookworm")
 
 NO_ENGINE = "no Docker engine answers{why}: run `bash docker/engine.sh` (CI does)"
+# The engine runs but this user may not use its socket.
+NOT_IN_GROUP = (
+    "the Docker engine refuses you ({why}): `sudo usermod -aG docker $USER`, then log in again"
+)
 
 
 @pytest.fixture(scope="session")
@@ -48,6 +52,8 @@ def docker_client() -> Iterator[DockerClient]:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", ResourceWarning)
             gc.collect()
+        if "Permission denied" in why:
+            pytest.skip(NOT_IN_GROUP.format(why=why))
         pytest.skip(NO_ENGINE.format(why=f" ({why})"))
     try:
         yield client
@@ -106,15 +112,14 @@ def flowerbox_image(docker_client: DockerClient) -> str:
 @pytest.fixture(scope="session")
 def host_user() -> tuple[str, int, int]:
     """The unprivileged user in the docker group these tests run flowerbox as (users and CI
-    runners usually are not root), with an install of flowerbox it can execute."""
+    runners usually are not root), with an install of flowerbox it can execute: the e2e user
+    under root, else whoever runs the tests (e2e.runner)."""
     try:
         entry = pwd.getpwnam(USER)
     except KeyError:
         pytest.skip(f"no user {USER}: {PREPARE}")
     if not os.access(FLOWERBOX, os.X_OK):
         pytest.skip(f"no flowerbox at {FLOWERBOX}: {PREPARE}")
-    if os.geteuid() != 0:
-        pytest.skip("running flowerbox as another user needs root (CI runs as root)")
     return USER, entry.pw_uid, entry.pw_gid
 
 

@@ -1,6 +1,11 @@
 """What the appliance's end-to-end tests share: the unprivileged user they run flowerbox as,
 its install, the "real" key the fake API requires, and how to run a command as that user.
-(The fixtures built on these are in conftest.py.)"""
+(The fixtures built on these are in conftest.py.)
+
+Root (CI) runs flowerbox as the e2e user that docker/e2e-user.sh makes; anyone else (a
+developer in the docker group) already is an unprivileged user, so runs it as themselves, from
+the venv running the tests: no root needed to run the Docker tests.
+"""
 
 from __future__ import annotations
 
@@ -8,26 +13,34 @@ import json
 import os
 import pwd
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 from flower.testing import FakeAPI
 
-USER = os.environ.get("FLOWERBOX_E2E_USER", "flowerbox-e2e")
-FLOWERBOX = os.environ.get("FLOWERBOX_E2E_VENV", "/opt/flowerbox-e2e") + "/bin/flowerbox"
+
+def runner(euid: int) -> tuple[str, str, str]:
+    """(user, flowerbox executable, how to prepare them) for a test process running as `euid`."""
+    if euid == 0:
+        venv = os.environ.get("FLOWERBOX_E2E_VENV", "/opt/flowerbox-e2e")
+        user = os.environ.get("FLOWERBOX_E2E_USER", "flowerbox-e2e")
+        return user, f"{venv}/bin/flowerbox", "run `bash docker/e2e-user.sh` as root (CI does)"
+    me = pwd.getpwuid(euid).pw_name
+    return me, str(Path(sys.executable).parent / "flowerbox"), "run `make install`"
+
+
+USER, FLOWERBOX, PREPARE = runner(os.geteuid())
 REAL = "sk-ant-real-" + "e2e-0123456789abcdef"  # built at runtime: never a literal in a probe
-PREPARE = "run `bash docker/e2e-user.sh` as root (CI does)"
 
 
 def user_argv(
     user: tuple[str, int, int], command: list[str], env: dict[str, str] | None = None
 ) -> list[str]:
-    """`command` as `user`, with `env` added to the environment."""
+    """`command` as `user`, with `env` added to the environment (runuser only to switch)."""
+    switch = [] if user[1] == os.geteuid() else ["runuser", "-u", user[0], "--"]
     return [
-        "runuser",
-        "-u",
-        user[0],
-        "--",
+        *switch,
         "env",
         "-u",
         "XDG_STATE_HOME",  # the test process's private one is root's: the user has its own

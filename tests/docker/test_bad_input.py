@@ -35,6 +35,11 @@ def test_an_installed_flowerbox_without_the_image_exits_2(
     real_api: FakeAPI, host_user: tuple[str, int, int], user_workspace: Path
 ) -> None:
     # The e2e user's flowerbox is installed from a wheel: no checkout, no Dockerfile beside it.
+    if os.geteuid() != 0:
+        pytest.skip(
+            "the flowerbox here is this checkout's, whose Dockerfile builds a missing image: "
+            "the installed case needs docker/e2e-user.sh's install, made as root (CI does)"
+        )
     done = as_user(
         host_user,
         [FLOWERBOX, "once", "hi", "--image", ABSENT],

@@ -24,6 +24,9 @@ pytestmark = pytest.mark.docker
 
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSE = ROOT / "compose.yaml"
+# Debian bookworm has compose 1.29 only as a Debian package (v2 comes with trixie), and PyPI's
+# 1.29 does not install beside docker>=7 on Python 3.11: root installs it, .ci/run does.
+NO_COMPOSE = "docker-compose is not installed: `sudo apt-get install docker-compose` (.ci/run does)"
 # The override docs/deployment.md gives for an upstream on the host's loopback (the fake API).
 [HOST_GATEWAY] = [
     textwrap.dedent(block)
@@ -44,7 +47,7 @@ def test_compose_runs_flower_once_through_its_gateway(
 ) -> None:
     compose = shutil.which("docker-compose")
     if compose is None:
-        pytest.skip("docker-compose is not installed (.ci/run installs Debian's 1.29)")
+        pytest.skip(NO_COMPOSE)
     _, uid, gid = host_user
     real_api.script = Always(text("hi from compose"))
     for folder in ("runs", "runs/sockets", "runs/home"):

@@ -29,7 +29,9 @@ from tests import gateway_table as table
 
 pytestmark = pytest.mark.docker
 
-UID = 10001  # the image's own user; the folders below are made its
+# The image's own user under root; anyone else can only give folders to themselves, and
+# flowerbox runs the box as its caller's uid anyway.
+UID = os.geteuid() or 10001
 
 
 @dataclass

@@ -69,7 +69,7 @@ def test_a_commit_made_in_the_box_gets_a_note_on_the_host(
     fields = dict(line.split(": ", 1) for line in note.stdout.splitlines())
     [run_id] = metas(host_user, user_workspace)
     assert fields["flowerbox-run"] == run_id
-    assert fields["image"] == f"flowerbox:dev {docker_client.images.get('flowerbox:dev').id}"
+    assert fields["image"] == f"{flowerbox_image} {docker_client.images.get(flowerbox_image).id}"
     usage = usage_of(host_user, user_workspace)
     assert fields["model"] == ", ".join(sorted(usage["models"])) != "none recorded"
     assert fields["cost"] == f"${usage['total_cost_usd']:.6f} ({usage['requests']} requests)"

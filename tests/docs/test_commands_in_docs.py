@@ -35,7 +35,13 @@ def commands(program: str) -> dict[str, set[str]]:
     for name in group.list_commands(root):
         command = group.get_command(root, name)
         assert command is not None
-        found[name] = _options(command, typer.Context(command, info_name=name, parent=root))
+        ctx = typer.Context(command, info_name=name, parent=root)
+        found[name] = _options(command, ctx)
+        for sub in getattr(command, "commands", {}):  # a group of its own: `flowerbox kube`
+            inner = command.commands[sub]
+            found[f"{name} {sub}"] = _options(
+                inner, typer.Context(inner, info_name=sub, parent=ctx)
+            )
     return found
 
 
@@ -60,6 +66,8 @@ def problems(line: str) -> list[str]:
     known = commands(program)
     if args and args[0].startswith("-"):
         name, rest = "", args  # options of the group itself (--version)
+    elif args[:2] and " ".join(args[:2]) in known:
+        name, rest = " ".join(args[:2]), args[2:]
     elif args and args[0] in known:
         name, rest = args[0], args[1:]
     else:
@@ -121,6 +129,8 @@ def test_each_command_line_in_the_docs_is_accepted(page: str, line: str) -> None
 def test_the_checker_catches_a_wrong_line() -> None:
     assert problems('flowerbox "ask" --timeout 0 --json --budget 5') == []
     assert problems("flower once 'x' --timeout 0") == ["flower once has no option --timeout"]
+    assert problems("flowerbox kube render x --repo https://a.example/r.git") == []
+    assert problems("flowerbox kube ps --repo x") == ["flowerbox kube ps has no option --repo"]
     assert problems("flowerbox nosuch") == []  # the ask "nosuch"
     assert problems("flower status --jsn") == ["flower status has no option --jsn"]
 

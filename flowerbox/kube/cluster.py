@@ -1,0 +1,352 @@
+"""The cluster side of a run, through the official `kubernetes` client: apply what
+flowerbox.kube.render rendered (the same dicts, turned into the client's own models), and
+`ps`, `logs`, `stop`, `resume`, `deliver` on the Jobs by their `flowerbox.dev/run-id` label.
+
+    cluster = Cluster.connect(context=None, namespace="flowerbox")
+    cluster.start(spec, run_manifests(spec, target))   # its token Secret, then these
+    cluster.runs(); cluster.logs(run_id, follow=True); cluster.stop(run_id)
+    cluster.resume(run_id, target); cluster.deliver(run_id, target)
+    cluster.wait(run_id, timeout_s=600); cluster.remove(run_id)
+    cluster.drop(run_id, target, {"answer": "q1", "text": "yes"})   # answer and send
+
+The one seam is the ApiClient the constructor takes: tests give it a Configuration whose
+host is a fake API server on loopback, so every request goes through the client's own
+serialization and HTTP code. Nothing here reads what a run wrote: the API server's answers
+are the only input, and a Pod's log is printed, never interpreted.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import secrets
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+from kubernetes import client, config
+from kubernetes.client.exceptions import ApiException
+from kubernetes.config.config_exception import ConfigException
+
+from flowerbox.box.spec import BoxSpec
+from flowerbox.errors import ClusterError, RunError
+from flowerbox.kube.pod import RUN_LABEL, TOKEN_KEY, Manifest, labels, token_secret
+from flowerbox.kube.render import (
+    COMMAND_ANNOTATION,
+    IMAGE_ANNOTATION,
+    REF_ANNOTATION,
+    REPO_ANNOTATION,
+    deliver_manifests,
+    drop_manifests,
+    run_manifests,
+)
+from flowerbox.kube.target import KubeTarget, kube_spec
+
+CONFLICT = 409
+NOT_FOUND = 404
+# What each kind becomes, and the client call that creates it in a namespace.
+MODELS: dict[str, tuple[type[Any], str, str]] = {
+    "PersistentVolumeClaim": (
+        client.V1PersistentVolumeClaim,
+        "CoreV1Api",
+        "create_namespaced_persistent_volume_claim",
+    ),
+    "Service": (client.V1Service, "CoreV1Api", "create_namespaced_service"),
+    "Secret": (client.V1Secret, "CoreV1Api", "create_namespaced_secret"),
+    "NetworkPolicy": (
+        client.V1NetworkPolicy,
+        "NetworkingV1Api",
+        "create_namespaced_network_policy",
+    ),
+    "Deployment": (client.V1Deployment, "AppsV1Api", "create_namespaced_deployment"),
+    "Job": (client.V1Job, "BatchV1Api", "create_namespaced_job"),
+}
+KEPT = frozenset({"PersistentVolumeClaim", "NetworkPolicy", "Service", "Deployment"})
+
+
+@dataclass(frozen=True)
+class RunStatus:
+    """One Job of a run, as `ps` shows it."""
+
+    run_id: str
+    job: str
+    state: str  # running, succeeded, failed
+
+    def line(self) -> str:
+        return f"{self.run_id}  {self.state:<9}  {self.job}"
+
+
+def model(manifest: Manifest) -> Any:
+    """The client's own model of a rendered manifest; it serializes back to the same dict."""
+    kind = manifest["kind"]
+    if kind not in MODELS:
+        raise ValueError(f"no client model for kind {kind!r}")
+    return MODELS[kind][0].from_dict(manifest)
+
+
+class Cluster:
+    """One namespace of one cluster, through an ApiClient."""
+
+    def __init__(self, api: client.ApiClient, *, namespace: str) -> None:
+        self.api = api
+        self.namespace = namespace
+        self.core = client.CoreV1Api(api)
+        self.batch = client.BatchV1Api(api)
+
+    @classmethod
+    def connect(cls, *, context: str | None, namespace: str) -> Cluster:
+        """The kubeconfig's cluster (`context`, or its current one). KUBECONFIG is read now:
+        the client's own default is the value it had when the client was first imported.
+        The kubeconfig is only read (persist_config=False): flowerbox never rewrites it."""
+        path = os.environ.get("KUBECONFIG") or str(Path.home() / ".kube" / "config")
+        try:
+            # the client's config module has no annotations (its models and APIs have)
+            api = config.new_client_from_config(  # type: ignore[no-untyped-call]
+                config_file=path, context=context, persist_config=False
+            )
+        except (ConfigException, OSError) as exc:
+            raise ClusterError(
+                f"no usable kubeconfig ({exc}): set KUBECONFIG or pass --context NAME"
+            ) from exc
+        return cls(api, namespace=namespace)
+
+    def _call(self, what: str, call: Callable[[], Any]) -> Any:
+        try:
+            return call()
+        except ApiException as exc:
+            raise ClusterError(
+                f"the cluster refused to {what} in namespace {self.namespace}: "
+                f"{exc.status} {exc.reason}; check `kubectl auth can-i` for your context",
+                status=exc.status,
+            ) from exc
+
+    def apply(self, manifests: list[Manifest]) -> list[str]:
+        """Create each manifest as given; one of a kind a run keeps (its claim, the broker)
+        that is there already is left as it is. Returns what was created, as kind/name."""
+        created = []
+        for manifest in manifests:
+            kind, name = manifest["kind"], manifest["metadata"]["name"]
+            _, group, create = MODELS[kind]
+            api = getattr(client, group)(self.api)
+            try:
+                getattr(api, create)(self.namespace, model(manifest))
+            except ApiException as exc:
+                if exc.status == CONFLICT and kind in KEPT:
+                    continue
+                raise ClusterError(
+                    f"the cluster refused {kind}/{name}: {exc.status} {exc.reason}; "
+                    "`flowerbox kube render` prints it for `kubectl apply --dry-run=server -f -`",
+                    status=exc.status,
+                ) from exc
+            created.append(f"{kind}/{name}")
+        return created
+
+    def start(self, spec: BoxSpec, manifests: list[Manifest]) -> list[str]:
+        """A new run: its token first (the Pods read it), then exactly what render printed."""
+        token = {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {
+                "name": token_secret(spec),
+                "namespace": self.namespace,
+                "labels": labels(spec, "agent"),
+            },
+            "type": "Opaque",
+            "stringData": {TOKEN_KEY: secrets.token_urlsafe(32)},
+        }
+        self.apply([token])
+        return self.apply(manifests)
+
+    def _recorded(self, run_id: str, target: KubeTarget) -> tuple[BoxSpec, KubeTarget]:
+        """The run's spec, and `target` with its repository and ref, again from what its
+        claim (which outlives every Job) recorded."""
+        claim = self._call(
+            f"read run {run_id}'s volume",
+            lambda: self.core.read_namespaced_persistent_volume_claim(
+                f"flowerbox-{run_id}", self.namespace
+            ),
+        )
+        annotations = claim.metadata.annotations or {}
+        try:
+            command = tuple(json.loads(annotations[COMMAND_ANNOTATION]))
+            image = annotations[IMAGE_ANNOTATION]
+            where = {"repo": annotations[REPO_ANNOTATION], "ref": annotations[REF_ANNOTATION]}
+        except (KeyError, ValueError) as exc:
+            raise RunError(
+                f"run {run_id}'s volume records no command: start a new run", run_id=run_id
+            ) from exc
+        spec = kube_spec(run_id, image=image, command=command)
+        return spec, dataclasses.replace(target, **where)
+
+    def _idle(self, run_id: str) -> list[RunStatus]:
+        jobs = self._jobs(run_id)
+        if any(job.state == "running" for job in jobs):
+            raise RunError(
+                f"run {run_id} is still running: `flowerbox kube stop {run_id}` first",
+                run_id=run_id,
+            )
+        return jobs
+
+    def resume(self, run_id: str, target: KubeTarget) -> list[str]:
+        """A new Job on the run's claim, with the command and repository the claim recorded
+        (`target` says where: namespace, broker, runtime class)."""
+        spec, target = self._recorded(run_id, target)
+        name = f"flowerbox-{run_id}-{len(self._idle(run_id)) + 1}"
+        return self.apply(run_manifests(spec, target, name=name))
+
+    def deliver(self, run_id: str, target: KubeTarget) -> list[str]:
+        """The Job that pushes the run's branch back as `flowerbox/<run-id>`, once it ended."""
+        spec, target = self._recorded(run_id, target)
+        self._idle(run_id)
+        return self.apply(deliver_manifests(spec, target))
+
+    def drop(self, run_id: str, target: KubeTarget, payload: dict[str, str]) -> str:
+        """An answer or a message into the running run's inbox, by a drop Job on its node;
+        returns the Job's name. Whether flower took it, its log says (as `logs` shows)."""
+        spec, target = self._recorded(run_id, target)
+        if not any(job.state == "running" for job in self._jobs(run_id)):
+            raise RunError(
+                f"run {run_id} is not running: `flowerbox kube resume {run_id}` first",
+                run_id=run_id,
+            )
+        tag = secrets.token_hex(4)
+        file = f"{time.time_ns():020d}-kube-{tag}.json"
+        (made,) = self.apply(drop_manifests(spec, target, payload, file=file, tag=tag))
+        return made
+
+    def _jobs(self, run_id: str | None = None) -> list[RunStatus]:
+        selector = RUN_LABEL if run_id is None else f"{RUN_LABEL}={run_id}"
+        found = self._call(
+            "list jobs",
+            lambda: self.batch.list_namespaced_job(self.namespace, label_selector=selector),
+        )
+        return [_status(job) for job in found.items]
+
+    def runs(self) -> list[RunStatus]:
+        """Every Job of every run in the namespace, newest name last."""
+        return sorted(self._jobs(), key=lambda status: status.job)
+
+    def logs(self, run_id: str, *, follow: bool) -> Iterator[bytes]:
+        """The agent's output of the run's newest Job's Pod, as it comes with `follow`."""
+        pods = self._call(
+            "list pods",
+            lambda: self.core.list_namespaced_pod(
+                self.namespace, label_selector=f"{RUN_LABEL}={run_id}"
+            ),
+        )
+        if not pods.items:
+            raise RunError(
+                f"run {run_id} has no Pod in namespace {self.namespace}: "
+                "`flowerbox kube ps` lists the runs",
+                run_id=run_id,
+            )
+        agents = [p for p in pods.items if any(c.name == "agent" for c in p.spec.containers)]
+        if not agents:
+            raise RunError(f"run {run_id} has no agent Pod yet: try again", run_id=run_id)
+        newest = max(agents, key=_started).metadata.name
+        response = self._call(
+            "read logs",
+            lambda: self.core.read_namespaced_pod_log(
+                newest, self.namespace, container="agent", follow=follow, _preload_content=False
+            ),
+        )
+        yield from response.stream(4096)
+
+    def stop(self, run_id: str) -> list[str]:
+        """Delete the run's Jobs (their Pods get SIGTERM: flower stops at a message
+        boundary); its claim and token stay, so it can be resumed."""
+        stopped = []
+        for status in self._jobs(run_id):
+            self._call(
+                f"stop {status.job}",
+                partial(
+                    self.batch.delete_namespaced_job,
+                    status.job,
+                    self.namespace,
+                    propagation_policy="Background",
+                ),
+            )
+            stopped.append(status.job)
+        if not stopped:
+            raise RunError(f"no Job of run {run_id} in namespace {self.namespace}", run_id=run_id)
+        return stopped
+
+    def wait(self, run_id: str, *, timeout_s: float, poll_s: float = 2.0) -> RunStatus:
+        """The run's newest Job once it ended; a ClusterError past `timeout_s`."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            jobs = self._jobs(run_id)
+            if jobs and all(job.state != "running" for job in jobs):
+                return max(jobs, key=lambda job: job.job)
+            if time.monotonic() > deadline:
+                raise ClusterError(
+                    f"run {run_id} did not end within {timeout_s:.0f} s: "
+                    f"`flowerbox kube logs {run_id}` shows where it is"
+                )
+            time.sleep(poll_s)
+
+    def remove(self, run_id: str) -> list[str]:
+        """Everything of an ended run: its Jobs, volume, policy and token. Nothing to resume."""
+        self._idle(run_id)
+        name = f"flowerbox-{run_id}"
+        calls: list[tuple[str, Callable[[], Any]]] = [
+            (
+                f"Job/{job.job}",
+                partial(
+                    self.batch.delete_namespaced_job,
+                    job.job,
+                    self.namespace,
+                    propagation_policy="Background",
+                ),
+            )
+            for job in self._jobs(run_id)
+        ]
+        networking = client.NetworkingV1Api(self.api)
+        calls += [
+            (
+                f"NetworkPolicy/{name}",
+                partial(networking.delete_namespaced_network_policy, name, self.namespace),
+            ),
+            (
+                f"PersistentVolumeClaim/{name}",
+                partial(self.core.delete_namespaced_persistent_volume_claim, name, self.namespace),
+            ),
+            (
+                f"Secret/{name}-token",
+                partial(self.core.delete_namespaced_secret, f"{name}-token", self.namespace),
+            ),
+        ]
+        removed = []
+        for what, call in calls:
+            try:
+                call()
+            except ApiException as exc:
+                if exc.status != NOT_FOUND:
+                    raise ClusterError(
+                        f"the cluster refused to remove {what}: {exc.status} {exc.reason}",
+                        status=exc.status,
+                    ) from exc
+                continue
+            removed.append(what)
+        return removed
+
+
+def _started(pod: Any) -> tuple[float, str]:
+    """When a Pod was made (its name breaks ties): the newest is a resume's."""
+    made = pod.metadata.creation_timestamp
+    return (made.timestamp() if made is not None else 0.0, pod.metadata.name)
+
+
+def _status(job: Any) -> RunStatus:
+    state = job.status or client.V1JobStatus()  # none yet: the controller has not seen it
+    if state.succeeded:
+        word = "succeeded"
+    elif state.failed:
+        word = "failed"
+    else:
+        word = "running"
+    return RunStatus(job.metadata.labels[RUN_LABEL], job.metadata.name, word)

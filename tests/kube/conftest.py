@@ -1,0 +1,62 @@
+"""One run on a cluster, rendered: the spec, the target and every manifest a user reviews."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+
+from flowerbox.box.spec import BoxSpec
+from flowerbox.kube.pod import Manifest
+from flowerbox.kube.render import (
+    broker_manifests,
+    deliver_manifests,
+    drop_manifests,
+    run_manifests,
+)
+from flowerbox.kube.target import KubeTarget, kube_spec
+from tests.kube.fakeapi import FakeKube, fake_kube
+
+RUN_ID = "20261202-023500-abc123"
+IMAGE = "registry.example/flowerbox:0.2.0"
+DROP = "01764641700000000000-kube-0a1b.json"
+
+
+@pytest.fixture
+def target() -> KubeTarget:
+    return KubeTarget(repo="https://git.example/team/app.git", ref="main", runtime_class="gvisor")
+
+
+@pytest.fixture
+def spec() -> BoxSpec:
+    return kube_spec(RUN_ID, image=IMAGE, command=("flower", "go", "fix the failing test"))
+
+
+@pytest.fixture
+def manifests(spec: BoxSpec, target: KubeTarget) -> list[Manifest]:
+    """Everything `flowerbox kube render` can print for a run, and the broker beside it."""
+    return [
+        *broker_manifests(target, image=IMAGE),
+        *run_manifests(spec, target),
+        *deliver_manifests(spec, target),
+        *drop_manifests(spec, target, {"answer": "q1", "text": "yes"}, file=DROP, tag="0a1b"),
+    ]
+
+
+@pytest.fixture
+def kubeconfig(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeKube]:
+    """A fake API server, and KUBECONFIG naming it as the current context."""
+    with fake_kube() as fake:
+        config = {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [{"name": "fake", "cluster": {"server": fake.url}}],
+            "users": [{"name": "me", "user": {"token": "not-a-real-token"}}],
+            "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "me"}}],
+            "current-context": "fake",
+        }
+        (tmp_path / "kubeconfig").write_text(yaml.safe_dump(config))
+        monkeypatch.setenv("KUBECONFIG", str(tmp_path / "kubeconfig"))
+        yield fake

@@ -1,0 +1,180 @@
+"""flowerbox.kube.cluster through the official client, end to end up to the wire: a fake API
+server on loopback receives exactly what `flowerbox kube render` prints, and `ps`, `logs`,
+`stop` and `resume` are answered from what it holds."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from kubernetes import client
+
+from flowerbox.box.spec import BoxSpec
+from flowerbox.errors import ClusterError, RunError
+from flowerbox.kube.cluster import Cluster
+from flowerbox.kube.render import broker_manifests, drop_manifests, run_manifests
+from flowerbox.kube.target import KubeTarget
+from tests.kube.conftest import IMAGE
+from tests.kube.fakeapi import FakeKube, fake_kube
+
+
+@pytest.fixture
+def kube() -> Iterator[FakeKube]:
+    with fake_kube() as fake:
+        yield fake
+
+
+@pytest.fixture
+def cluster(kube: FakeKube, target: KubeTarget) -> Cluster:
+    configuration = client.Configuration(host=kube.url)
+    return Cluster(client.ApiClient(configuration), namespace=target.namespace)
+
+
+def test_start_sends_exactly_the_rendered_manifests(
+    cluster: Cluster, kube: FakeKube, spec: BoxSpec, target: KubeTarget
+) -> None:
+    created = cluster.start(spec, run_manifests(spec, target))
+    token, *sent = kube.created()
+    assert sent == run_manifests(spec, target)
+    assert created == [f"{m['kind']}/{m['metadata']['name']}" for m in sent]
+    assert token["kind"] == "Secret" and len(token["stringData"]["token"]) >= 32
+    assert token["metadata"]["name"] == f"flowerbox-{spec.run_id}-token"
+    paths = [r.path for r in kube.requests]
+    assert paths == [
+        f"/api/v1/namespaces/{target.namespace}/secrets",
+        f"/api/v1/namespaces/{target.namespace}/persistentvolumeclaims",
+        f"/apis/networking.k8s.io/v1/namespaces/{target.namespace}/networkpolicies",
+        f"/apis/batch/v1/namespaces/{target.namespace}/jobs",
+    ]
+
+
+def test_the_broker_applied_twice_is_left_as_it_is(
+    cluster: Cluster, kube: FakeKube, target: KubeTarget
+) -> None:
+    broker = broker_manifests(target, image=IMAGE)
+    assert len(cluster.apply(broker)) == len(broker)
+    assert cluster.apply(broker) == []
+    assert kube.created()[: len(broker)] == broker
+
+
+def test_a_run_started_twice_is_refused(
+    cluster: Cluster, spec: BoxSpec, target: KubeTarget
+) -> None:
+    cluster.start(spec, run_manifests(spec, target))
+    with pytest.raises(ClusterError, match="409") as refused:
+        cluster.start(spec, run_manifests(spec, target))
+    assert refused.value.status == 409
+
+
+def test_ps_logs_stop_resume(
+    cluster: Cluster, kube: FakeKube, spec: BoxSpec, target: KubeTarget
+) -> None:
+    cluster.start(spec, run_manifests(spec, target))
+    (status,) = cluster.runs()
+    assert (status.run_id, status.state) == (spec.run_id, "running")
+    pod = f"flowerbox-{spec.run_id}-x1y2z"
+    labels = {"flowerbox.dev/run-id": spec.run_id}
+    containers = [{"name": "agent", "image": IMAGE}]
+    kube.objects[("pods", pod)] = {
+        "metadata": {"name": pod, "labels": labels, "creationTimestamp": "2026-12-02T10:15:00Z"},
+        "spec": {"containers": containers},
+    }
+    drop = f"flowerbox-{spec.run_id}-drop-0a1b-zz"  # newer, but no agent in it
+    kube.objects[("pods", drop)] = {
+        "metadata": {"name": drop, "labels": labels, "creationTimestamp": "2026-12-02T10:16:00Z"},
+        "spec": {"containers": [{"name": "drop", "image": IMAGE}]},
+    }
+    kube.logs[pod] = b"step 1 done\nstep 2 done\n"
+    assert b"".join(cluster.logs(spec.run_id, follow=True)) == b"step 1 done\nstep 2 done\n"
+    log = kube.requests[-1]
+    assert log.path.endswith(f"/pods/{pod}/log")
+    assert log.query["follow"] == ["true"] and log.query["container"] == ["agent"]
+
+    with pytest.raises(RunError, match="still running"):
+        cluster.resume(spec.run_id, target)
+    assert cluster.stop(spec.run_id) == [f"flowerbox-{spec.run_id}"]
+    delete = kube.requests[-1]
+    assert delete.method == "DELETE" and delete.query["propagationPolicy"] == ["Background"]
+    assert ("persistentvolumeclaims", f"flowerbox-{spec.run_id}") in kube.objects
+
+    created = cluster.resume(spec.run_id, target)
+    assert created == [f"Job/flowerbox-{spec.run_id}-1"]  # the claim and policy are kept
+    job = kube.created()[-1]
+    assert job == run_manifests(spec, target, name=f"flowerbox-{spec.run_id}-1")[2]
+    assert job["spec"]["template"]["spec"]["containers"][0]["command"][-3:] == list(spec.command)
+
+
+def test_a_finished_job_shows_so(
+    cluster: Cluster, kube: FakeKube, spec: BoxSpec, target: KubeTarget
+) -> None:
+    cluster.start(spec, run_manifests(spec, target))
+    kube.objects[("jobs", f"flowerbox-{spec.run_id}")]["status"] = {"succeeded": 1}
+    assert [s.state for s in cluster.runs()] == ["succeeded"]
+
+
+def test_unknown_runs_are_refused(cluster: Cluster) -> None:
+    with pytest.raises(RunError, match="no Pod"):
+        list(cluster.logs("20260101-000000-ffffff", follow=False))
+    with pytest.raises(RunError, match="no Job"):
+        cluster.stop("20260101-000000-ffffff")
+    with pytest.raises(ClusterError, match="404"):
+        cluster.resume("20260101-000000-ffffff", KubeTarget(repo="https://git.example/a.git"))
+
+
+def test_no_kubeconfig_says_what_to_do(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "missing"))
+    with pytest.raises(ClusterError, match="KUBECONFIG or pass --context"):
+        Cluster.connect(context=None, namespace="flowerbox")
+
+
+def test_wait_returns_once_the_job_ended_and_remove_leaves_nothing(
+    cluster: Cluster, kube: FakeKube, spec: BoxSpec, target: KubeTarget
+) -> None:
+    cluster.start(spec, run_manifests(spec, target))
+    with pytest.raises(ClusterError, match="did not end"):
+        cluster.wait(spec.run_id, timeout_s=0.2, poll_s=0.05)
+    with pytest.raises(RunError, match="still running"):
+        cluster.remove(spec.run_id)
+    kube.objects[("jobs", f"flowerbox-{spec.run_id}")]["status"] = {"failed": 1}
+    assert cluster.wait(spec.run_id, timeout_s=5, poll_s=0.05).state == "failed"
+    removed = cluster.remove(spec.run_id)
+    assert len(removed) == 4 and kube.objects == {}
+    assert cluster.remove(spec.run_id) == []  # nothing left, nothing refused
+
+
+def test_answer_and_send_drop_a_file_into_the_inbox_on_the_agents_node(
+    cluster: Cluster, kube: FakeKube, spec: BoxSpec, target: KubeTarget
+) -> None:
+    with pytest.raises(ClusterError, match="404"):  # no such run
+        cluster.drop(spec.run_id, target, {"send": "hi"})
+    cluster.start(spec, run_manifests(spec, target))
+    made = cluster.drop(spec.run_id, target, {"answer": "q1", "text": "use the v2 API"})
+    assert made.startswith(f"Job/flowerbox-{spec.run_id}-drop-")
+    job = kube.created()[-1]
+    pod = job["spec"]["template"]["spec"]
+    (write,) = pod["containers"]
+    inbox, payload, file = write["command"][3:]
+    assert inbox == f"{spec.run_dir}/inbox" and file.endswith(".json") and file[0] != "."
+    assert json.loads(payload) == {"answer": "q1", "text": "use the v2 API"}
+    assert write["env"] == [] and write["securityContext"]["runAsNonRoot"] is True
+    (near,) = pod["affinity"]["podAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    assert near["labelSelector"]["matchLabels"] == {"flowerbox.dev/run-id": spec.run_id}
+    kube.objects[("jobs", f"flowerbox-{spec.run_id}")]["status"] = {"succeeded": 1}
+    kube.objects.pop(("jobs", made.split("/")[1]))
+    with pytest.raises(RunError, match="not running"):
+        cluster.drop(spec.run_id, target, {"send": "too late"})
+
+
+def test_the_drop_script_writes_under_a_dot_name_then_renames(
+    spec: BoxSpec, target: KubeTarget, tmp_path: Path
+) -> None:
+    """The drop Job's own shell line, run here: the file flower's watcher reads, whole."""
+    (job,) = drop_manifests(spec, target, {"send": 'it\'s "quoted" $HOME'}, file="1.json", tag="t")
+    command = job["spec"]["template"]["spec"]["containers"][0]["command"]
+    inbox = tmp_path / "runs" / "inbox"
+    subprocess.run([*command[:3], str(inbox), *command[4:]], check=True)
+    assert [p.name for p in inbox.iterdir()] == ["1.json"]
+    assert json.loads((inbox / "1.json").read_text()) == {"send": 'it\'s "quoted" $HOME'}
