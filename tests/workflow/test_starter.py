@@ -259,6 +259,14 @@ async def test_a_hand_edited_brief_with_a_missing_section_does_not_wake(
         starter_flow("", workspace=workspace)
 
 
+def test_the_empty_ask_is_refused_in_the_language(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FLOWER_LANG", "en")
+    with pytest.raises(ValueError, match=r"^no ask: say what you want done, e\.g\. flower"):
+        starter_flow("  ", workspace=workspace)
+
+
 def test_isolation_outside_git_fails_before_anything(workspace: Path) -> None:
     with pytest.raises(ValueError, match="git init"):
         starter_flow("做点什么", workspace=workspace, isolate=True)
