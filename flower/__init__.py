@@ -48,6 +48,7 @@ _HOMES = {
     ),
     "flower.core.handoff": ("Handoff",),
     "flower.core.human": ("DECLINED", "OVER_BUDGET", "TIMEOUT", "Ask", "HumanChannel"),
+    "flower.core.lang": ("LANG_ENV",),
     "flower.core.lineage": ("Lineage",),
     "flower.core.pricing": ("DEFAULT_PRICES", "Price", "PriceTable", "token_count"),
     "flower.core.resilience": ("Resilience", "classify"),
@@ -117,6 +118,7 @@ __all__ = [
     "HandoffPolicy",
     "HumanChannel",
     "JUDGE_RULES",
+    "LANG_ENV",
     "Lineage",
     "Lookup",
     "ORACLE_RULES",
@@ -236,6 +238,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see
     from flower.core.handoff import Handoff
     from flower.core.human import DECLINED, OVER_BUDGET, TIMEOUT, Ask, HumanChannel
     from flower.core.inbox import ANSWER_COMMAND_ENV
+    from flower.core.lang import LANG_ENV
     from flower.core.lineage import Lineage
     from flower.core.pricing import DEFAULT_PRICES, Price, PriceTable, token_count
     from flower.core.resilience import Resilience, classify

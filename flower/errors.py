@@ -11,6 +11,8 @@ Tree (each class lives beside the code that raises it; the leaves carry their da
     │   │                              (flower.errors)
     │   ├── DotenvError                `path`: a .env file flower was told to read
     │   │                              (flower.core.env)
+    │   ├── LangError                  `value`: a language flower does not speak, from
+    │   │                              --lang or $FLOWER_LANG (flower.core.lang)
     │   └── RunBusyError               `run_dir`, `holder`: another flower run holds the
     │                                  run directory (flower.core.runlock)
     ├── CredentialsError (RuntimeError) no API key or token anywhere flower looks

@@ -23,6 +23,13 @@ def anyio_backend() -> str:
 
 
 @pytest.fixture(autouse=True)
+def seeds_language(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The seeds' language, zh: most tests assert the seeds' texts (what the model is shown,
+    the lines printed). A test of another language sets FLOWER_LANG itself."""
+    monkeypatch.setenv("FLOWER_LANG", "zh")
+
+
+@pytest.fixture(autouse=True)
 def private_state(
     monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory
 ) -> Path:

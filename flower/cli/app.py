@@ -18,6 +18,7 @@ from flower.cli.contract import JsonRefusals
 from flower.cli.demo import demo
 from flower.cli.go import go
 from flower.cli.once import once
+from flower.cli.options import LangOption
 from flower.cli.report import report
 from flower.cli.resume import resume
 from flower.cli.routing import HELP_OPTIONS, AskRouter
@@ -89,6 +90,7 @@ def root(
             is_eager=True,
         ),
     ] = False,
+    lang: LangOption = None,
 ) -> None:
     """flower runs Claude Code sessions as steps of a workflow."""
 

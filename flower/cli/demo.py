@@ -18,6 +18,7 @@ import typer
 from rich.console import Console
 
 from flower.cli.go import go
+from flower.core.lang import current
 
 CREDENTIALS = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL")
 
@@ -29,7 +30,7 @@ def demo(
 ) -> None:
     """Run a whole clarify -> goal -> work -> verdict cycle offline, on a scripted model."""
     # lazy: the fake API is for `flower demo` only; `flower --help` stays fast
-    from flower.testing import DEMO_ASK, FakeAPI, starter_cast
+    from flower.testing import DEMO_ASKS, FakeAPI, starter_cast
 
     console = Console(highlight=False, soft_wrap=True)
     root = Path(tempfile.mkdtemp(prefix="flower-demo-"))
@@ -44,7 +45,7 @@ def demo(
         os.environ.update(api.env(home=home, retries=None))
         os.environ["XDG_CONFIG_HOME"] = str(home / ".config")
         try:
-            go(DEMO_ASK, workspace=workspace, run_dir=root / "runs", timeout=0.0)
+            go(DEMO_ASKS[current()], workspace=workspace, run_dir=root / "runs", timeout=0.0)
         except typer.Exit as done:
             code = done.exit_code
     hello = workspace / "hello.py"

@@ -48,7 +48,7 @@ from flower.cli.render import Render
 from flower.cli.report import report_command
 from flower.core.env import describe, load_dotenv, require_credentials
 from flower.core.inbox import ANSWER_COMMAND_ENV, answer_command
-from flower.core.labels import parse_label
+from flower.core.labels import display_name, parse_label
 from flower.core.rundir import RunDir
 from flower.core.runlock import holding_the_run
 
@@ -368,7 +368,7 @@ def _describe_wake(state: dict[str, Any], *, new: bool, ask: str, repeated: bool
     if state["goal_complete"]:
         parts.append(f"goal: {state['goal_statement'].splitlines()[0][:80]}")
     if state["sessions"]:
-        parts.append(f"resuming {', '.join(state['sessions'])}")
+        parts.append(f"resuming {', '.join(map(display_name, state['sessions']))}")
     if state["handoffs"]:
         parts.append(f"{len(state['handoffs'])} handoff(s) waiting")
     if state["pending_asks"]:

@@ -20,17 +20,12 @@ from typing import Any
 
 from flower.core.events import Event
 from flower.core.human import HumanChannel
+from flower.core.lang import text
 from flower.core.roles import oracle
 from flower.core.rundir import RunDir
 from flower.core.runtime import Runtime
 
 ORACLE_WINDOW = 60  # the last events the oracle is shown
-ORACLE_PROMPT = "有人在运行中问:{question}\n\n最近的事件(最新的在最后):\n{events}"
-ORACLE_WAIT = "等旁路问答答完再退出(Ctrl+C 不等)。"
-INTERRUPT_HINT = (
-    "中断:输入要告诉代理的话,回车后它在同一个会话里接着干"
-    "(正在跑的工具调用会被打断,子代理手上的半成品会丢);直接回车=只是打断;再按一次 Ctrl+C 退出。"
-)
 
 
 class Terminal:
@@ -101,7 +96,7 @@ class Terminal:
             self._stop_run("SIGINT")
             return
         self._interrupting = True
-        self.say(INTERRUPT_HINT)
+        self.say(text("terminal.interrupt"))
 
     # --- stdin -----------------------------------------------------------------------------
 
@@ -119,7 +114,7 @@ class Terminal:
         if self._interrupting:
             self._interrupting = False
             self.runtime.interrupt(line)
-            self.say("已打断,代理会在同一个会话里接着干。")
+            self.say(text("terminal.interrupted"))
             return
         if not line:
             return
@@ -150,7 +145,7 @@ class Terminal:
         """Seed 004's reference terminal: the run is over, but a `?` question still being
         answered is waited for (its answer was asked and paid for); a stop skips the wait."""
         if self._side_tasks:
-            self.say(ORACLE_WAIT)
+            self.say(text("terminal.oracle_wait"))
             await asyncio.wait(set(self._side_tasks))
 
     async def _ask_oracle(self, question: str) -> None:
@@ -164,10 +159,11 @@ class Terminal:
                 run_dir=RunDir(self.runtime.run_dir).aside.path,
                 workbench=self.runtime.workbench or False,
             )
-        prompt = ORACLE_PROMPT.format(question=question, events="\n".join(self.recent) or "(无)")
+        events = "\n".join(self.recent) or text("terminal.no_events")
+        prompt = text("terminal.oracle_prompt", question=question, events=events)
         try:
             result = await self._aside.run(oracle(), prompt)
         except Exception as exc:  # a failed side question must not end the run
-            self.say(f"旁路问答失败:{type(exc).__name__}: {exc}")
+            self.say(text("terminal.oracle_failed", error=f"{type(exc).__name__}: {exc}"))
             return
-        self.say(f"旁路问答:{result.text or result.error}")
+        self.say(text("terminal.oracle_said", answer=result.text or result.error))

@@ -8,12 +8,14 @@ The workspace is checked by `workspace_folder` in the command's body, whose refu
 flower's own sentences (exit 2 through flower.cli.exits).
 """
 
+import os
 from dataclasses import replace
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
+from flower.core.lang import LANG_ENV, LangError, resolve
 from flower.core.resilience import Resilience
 from flower.core.workspace import shown, workspace_refusal
 from flower.errors import RunDirError, WorkspaceError
@@ -68,6 +70,28 @@ def model_name(value: str | None) -> str | None:
     return value
 
 
+def language(value: str | None) -> str:
+    """The language of this command line, resolved once (--lang, $FLOWER_LANG, the locale,
+    en) and put into $FLOWER_LANG, so its runs, child processes and boxes all speak it."""
+    try:
+        chosen = resolve(value)
+    except LangError as exc:
+        raise typer.BadParameter(str(exc)) from exc
+    os.environ[LANG_ENV] = chosen
+    return chosen
+
+
+LangOption = Annotated[
+    str | None,
+    typer.Option(
+        "--lang",
+        metavar="en|zh",
+        help="The language of what flower prints and what the model is shown (default: "
+        "$FLOWER_LANG, else zh under a zh_* locale, else en). Accepted anywhere on the line.",
+        callback=language,
+        show_default=False,
+    ),
+]
 Workspace = Annotated[
     Path, typer.Option("--workspace", "-w", help="The folder the work happens in.")
 ]

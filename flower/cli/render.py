@@ -25,6 +25,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.text import Text
 
+from flower.core.labels import display_name
+
 if TYPE_CHECKING:  # the SDK (behind events) must not load for `flower --help`
     from rich.live import Live
 
@@ -157,10 +159,10 @@ class Render:
 
     def _step(self, event: Event) -> None:
         payload = event.payload
-        self.step = event.text
+        self.step = display_name(event.text)
         self.steps = (_count(payload.get("index")) + 1, _count(payload.get("total")))
         self.rounds = (_count(payload.get("round")), _count(payload.get("rounds")))
-        title = f"{event.text} ({self.steps[0]}/{self.steps[1]})"
+        title = f"{self.step} ({self.steps[0]}/{self.steps[1]})"
         if self.rounds[1]:
             title += " · round {}/{}".format(*self.rounds)
         self.console.rule(escape(title + (" (resumed)" if payload.get("resumed") else "")))

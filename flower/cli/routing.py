@@ -19,6 +19,9 @@ from typer.core import TyperGroup
 HELP_OPTIONS = ["-h", "--help"]
 """Every command's help options (the apps' context_settings)."""
 HELP_WORDS = frozenset({"help", "h", "?"})
+GLOBAL_OPTIONS = ("--lang",)
+"""The root's options that take a value and may stand anywhere on the line (`flower "ask"
+--lang en`): they are moved in front of the command, where the root reads them."""
 DASHES = "\u2010\u2011\u2012\u2013\u2014\u2015\u2212\ufe63\uff0d"
 """Dashes an editor or a chat app types in place of `-` (`—help`, `–timeout`)."""
 
@@ -29,7 +32,8 @@ class AskRouter(TyperGroup):
     ask_command = "go"
 
     def parse_args(self, ctx: _click.Context, args: list[str]) -> list[str]:
-        return super().parse_args(ctx, self.route(ctx, list(args)))
+        lead, rest = hoisted(list(args))
+        return super().parse_args(ctx, [*lead, *self.route(ctx, rest)])
 
     def route(self, ctx: _click.Context, args: list[str]) -> list[str]:
         """`args` with the help words turned into --help and a bare ask behind `go`."""
@@ -92,6 +96,28 @@ class AskRouter(TyperGroup):
             f"If it really is the ask, say so: `{prog} {self.ask_command} {word}`",
             ctx,
         )
+
+
+def hoisted(args: list[str]) -> tuple[list[str], list[str]]:
+    """The GLOBAL_OPTIONS (with their values) found in `args` before any `--`, and the rest."""
+    lead: list[str] = []
+    rest: list[str] = []
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        if arg == "--":
+            rest += args[i:]
+            break
+        if arg in GLOBAL_OPTIONS and i + 1 < len(args):
+            lead += args[i : i + 2]
+            i += 2
+            continue
+        if arg.startswith(tuple(f"{name}=" for name in GLOBAL_OPTIONS)):
+            lead.append(arg)
+        else:
+            rest.append(arg)
+        i += 1
+    return lead, rest
 
 
 def mistyped(word: str, command: str) -> bool:

@@ -29,6 +29,7 @@ from flower.cli.options import existing_run_dir
 from flower.cli.tables import table_console
 from flower.core.ends import AttemptEnd
 from flower.core.inbox import pending_asks
+from flower.core.labels import display_name
 from flower.core.manifest import INTERRUPTED, RUNNING, writer_alive
 from flower.core.rundir import RunDir
 from flower.core.statefile import StateFileError, read_json
@@ -411,7 +412,10 @@ def render(data: dict[str, Any]) -> RenderableType:
     if data["aside_cost_usd"]:
         total += f" (+ ${data['aside_cost_usd']:.4f} of oracle asides)"
     parts.append(total)
-    parts += [f"[red]error[/] {escape(e['name'])}: {escape(e['error'])}" for e in data["errors"]]
+    parts += [
+        f"[red]error[/] {escape(display_name(e['name']))}: {escape(e['error'])}"
+        for e in data["errors"]
+    ]
     if data["pending_asks"]:
         asks = Table(
             "id",
@@ -449,7 +453,7 @@ def _run_table(run: dict[str, Any]) -> Table:
     title.append(f"${run['cost_usd']:.4f}")
     if run["current"] is not None:
         now = run["current"]
-        title.append(f"now {now['name']} (${now['cost_usd']:.4f} so far)")
+        title.append(f"now {display_name(now['name'])} (${now['cost_usd']:.4f} so far)")
     if run["waiting_for"]:
         title.append(f"waiting for you: {', '.join(run['waiting_for'])}")
     table = Table(
@@ -469,7 +473,7 @@ def _run_table(run: dict[str, Any]) -> Table:
         if row["retired"]:
             flags.append(f"{len(row['retired'])} sessions retired")
         table.add_row(
-            escape(row["name"]) + (f" [dim]({', '.join(flags)})[/]" if flags else ""),
+            escape(display_name(row["name"])) + (f" [dim]({', '.join(flags)})[/]" if flags else ""),
             outcome_cell(row),
             str(row["attempts"]),
             f"${row['cost_usd']:.4f}",

@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 from claude_agent_sdk import ClaudeAgentOptions, SessionStore
 
+from flower.core import lang
 from flower.core.lifeline import lifeline
 
 # plugin/ at the root of a source checkout (three levels above this file); a pip install
@@ -24,6 +25,13 @@ from flower.core.lifeline import lifeline
 _SOURCE_PLUGIN = Path(__file__).resolve().parents[2] / "plugin"
 _PACKAGED_PLUGIN = Path(__file__).resolve().parents[1] / "plugin"
 PLUGIN_DIR = _PACKAGED_PLUGIN if _PACKAGED_PLUGIN.is_dir() else _SOURCE_PLUGIN
+"""The plugin in the seeds' language (zh); its English twin is the `en/` folder inside."""
+
+
+def plugin_dir() -> Path:
+    """The plugin in the current language: PLUGIN_DIR, or PLUGIN_DIR/en in English."""
+    return PLUGIN_DIR / "en" if lang.current() == "en" else PLUGIN_DIR
+
 
 # The CLI reports its session state ("running" / "idle") only when asked; Runtime ends a step
 # on "idle", which is the one signal that also covers background subagents waking the session.
@@ -159,8 +167,9 @@ def build_options(
     tether = lifeline()  # the CLI dies with this process (Linux; lifeline.py)
     if tether is not None:
         env.update(tether.env)
+    plugin = plugin_dir()
     plugins: list[Any] = (
-        [{"type": "local", "path": str(PLUGIN_DIR)}] if use_plugin and PLUGIN_DIR.is_dir() else []
+        [{"type": "local", "path": str(plugin)}] if use_plugin and plugin.is_dir() else []
     )
     return ClaudeAgentOptions(
         tools=spec.tools,

@@ -21,16 +21,20 @@ class Brief(Document):
     """A four-section brief; every section is required."""
 
     SECTIONS: ClassVar[tuple[Section, ...]] = (
-        Section("goal", "目标", ("Goal", "Objective")),
-        Section("accept", "验收标准", ("Acceptance", "Acceptance criteria", "验收")),
-        Section("bounds", "边界", ("Bounds", "Scope", "Boundaries", "范围")),
+        Section("goal", "目标", ("Goal", "Objective"), en="Goal"),
+        Section(
+            "accept", "验收标准", ("Acceptance", "Acceptance criteria", "验收"), en="Acceptance"
+        ),
+        Section("bounds", "边界", ("Bounds", "Scope", "Boundaries", "范围"), en="Bounds"),
         Section(
             "unknowns",
             "未知与假设",
             ("未知", "未知和假设", "假设", "Unknowns", "Unknowns and assumptions", "Assumptions"),
+            en="Unknowns",
         ),
     )
     TITLE: ClassVar[str] = "需求"
+    TITLE_EN: ClassVar[str] = "Brief"
 
     goal: str = ""
     accept: str = ""

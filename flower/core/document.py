@@ -31,12 +31,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Self
 
+from flower.core.lang import Lang, current, text
+from flower.core.texts.en import EN
+from flower.core.texts.zh import ZH
+
 __all__ = ["PLACEHOLDER", "Document", "Section", "Sections", "split_items", "strip_fences"]
 
-PLACEHOLDER = "(未填)"
-"""What `to_markdown()` shows for an empty section; parsed back as empty."""
+PLACEHOLDER = ZH["document.placeholder"]
+"""What `to_markdown()` shows for an empty section in zh (en: `(not filled in)`); either is
+parsed back as empty."""
 
-_PLACEHOLDERS = frozenset({PLACEHOLDER, "（未填）"})
+_PLACEHOLDERS = frozenset({PLACEHOLDER, "（未填）", EN["document.placeholder"]})
 _FENCE = re.compile(r"^[ \t]*(?P<mark>`{3,}|~{3,})")
 _NUMBER = r"(?:\d{1,3}[.、)）][ \t]*)"
 _COLONS = ":："
@@ -46,7 +51,8 @@ _BULLET = re.compile(rf"^(?:[-*+•·][ \t]+|{_NUMBER})")
 @dataclass(frozen=True)
 class Section:
     """One section of a document: the dataclass `field` it fills, its heading `title` (the
-    documented default, used when rendering) and the other names a heading may use.
+    documented default, used when rendering in zh), its English heading `en` (used when
+    rendering in en) and the other names a heading may use. Every name reads in any language.
 
     `listed` sections hold a `list[str]`: one item per bullet or numbered entry.
     """
@@ -56,10 +62,15 @@ class Section:
     aliases: tuple[str, ...] = ()
     required: bool = True
     listed: bool = False
+    en: str = ""
 
     @property
     def names(self) -> tuple[str, ...]:
-        return (self.title, *self.aliases)
+        return (self.title, *self.aliases, *((self.en,) if self.en else ()))
+
+    def heading(self, lang: Lang | None = None) -> str:
+        """The heading rendered in `lang` (default: the current language)."""
+        return self.en if self.en and (lang or current()) == "en" else self.title
 
 
 def strip_fences(text: str) -> str:
@@ -158,14 +169,15 @@ class Sections:
 class Document:
     """Base of the section documents; subclasses are dataclasses that set the class variables.
 
-    Subclasses declare `SECTIONS` (in rendering order), `TITLE` (the top heading of the
-    Markdown form) and may name a plain text field in `SUBJECT`, shown in the top heading
-    (`# 交接 · <step>`) and read back from it. Every subclass has `path`, set by `write()` and
-    `load()` and left out of equality.
+    Subclasses declare `SECTIONS` (in rendering order), `TITLE` and `TITLE_EN` (the top
+    heading of the Markdown form in zh and in en) and may name a plain text field in
+    `SUBJECT`, shown in the top heading (`# 交接 · <step>`) and read back from it. Every
+    subclass has `path`, set by `write()` and `load()` and left out of equality.
     """
 
     SECTIONS: ClassVar[tuple[Section, ...]]
     TITLE: ClassVar[str]
+    TITLE_EN: ClassVar[str]
     SUBJECT: ClassVar[str | None] = None
     grammar: ClassVar[Sections]
     path: Path | None
@@ -191,15 +203,24 @@ class Document:
         return values
 
     @classmethod
-    def skeleton(cls) -> str:
-        """The heading lines a prompt asks for, one `## <title>` each: exactly what parse reads."""
-        return "\n".join(f"## {s.title}" for s in cls.SECTIONS)
+    def skeleton(cls, lang: Lang | None = None) -> str:
+        """The heading lines a prompt asks for, one `## <heading>` each, in `lang` (default:
+        the current language): exactly what parse reads."""
+        return "\n".join(f"## {s.heading(lang)}" for s in cls.SECTIONS)
+
+    @classmethod
+    def title(cls) -> str:
+        """The top heading in the current language."""
+        return cls.TITLE_EN if current() == "en" else cls.TITLE
 
     @classmethod
     def _subject(cls, text: str) -> str:
         first = text.lstrip().split("\n", 1)[0].strip()
-        prefix = f"# {cls.TITLE} · "
-        return first[len(prefix) :].strip() if first.startswith(prefix) else ""
+        for title in (cls.TITLE, cls.TITLE_EN):  # written in either language
+            prefix = f"# {title} · "
+            if first.startswith(prefix):
+                return first[len(prefix) :].strip()
+        return ""
 
     @classmethod
     def load(cls, path: str | Path) -> Self | None:
@@ -234,18 +255,22 @@ class Document:
         return not self.missing()
 
     def to_markdown(self) -> str:
-        """The document for humans: every section, an empty one shown as `(未填)`."""
+        """The document for humans: every section, an empty one shown as `(未填)` (in en,
+        `(not filled in)`)."""
         subject = getattr(self, self.SUBJECT) if self.SUBJECT else ""
-        top = f"# {self.TITLE} · {subject}" if subject else f"# {self.TITLE}"
+        title = self.title()
+        top = f"# {title} · {subject}" if subject else f"# {title}"
         parts = [top]
+        empty = text("document.placeholder")
         for s in self.SECTIONS:
-            parts.append(f"## {s.title}\n\n{self.body(s).strip() or PLACEHOLDER}")
+            parts.append(f"## {s.heading()}\n\n{self.body(s).strip() or empty}")
         return "\n\n".join(parts) + "\n"
 
     def prompt_block(self) -> str:
         """The document for the next model: its non-empty sections inside a frame."""
-        inner = [f"## {s.title}\n{self.body(s).strip()}" for s in self.SECTIONS if self.body(s)]
-        return f"<{self.TITLE}>\n" + "\n\n".join(inner) + f"\n</{self.TITLE}>"
+        inner = [f"## {s.heading()}\n{self.body(s).strip()}" for s in self.SECTIONS if self.body(s)]
+        title = self.title()
+        return f"<{title}>\n" + "\n\n".join(inner) + f"\n</{title}>"
 
     def write(self, path: str | Path) -> Path:
         """Write `to_markdown()` to `path` atomically (parents created); set and return `path`."""

@@ -18,6 +18,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, ClassVar
 
+from flower.core import lang
 from flower.core.document import Document, Section, strip_fences
 
 __all__ = ["ACHIEVED", "NOT_YET", "STATE_WORDS", "UNREACHABLE", "Goal", "Verdict"]
@@ -96,6 +97,7 @@ _STATE_WORD = re.compile(
     re.IGNORECASE | re.ASCII,  # as the heading grammar: "İ" must not match "i"
 )
 _RENDERED = {ACHIEVED: "达成", NOT_YET: "未达成", UNREACHABLE: "无法达成"}
+_RENDERED_EN = {ACHIEVED: "achieved", NOT_YET: "not achieved", UNREACHABLE: "unreachable"}
 _UNVERIFIABLE = re.compile(
     r"[\[【]\s*(?:此环境无法验证|本环境无法验证|unverifiable here|unverifiable in this environment)"
     r"\s*[:：]",
@@ -108,15 +110,17 @@ class Goal(Document):
     """The statement and the verdict checklist; complete with a statement and one check."""
 
     SECTIONS: ClassVar[tuple[Section, ...]] = (
-        Section("statement", "目标", ("Goal", "Objective", "Statement")),
+        Section("statement", "目标", ("Goal", "Objective", "Statement"), en="Goal"),
         Section(
             "checks",
             "验收清单",
             ("判定清单", "Checks", "Checklist", "Acceptance checklist", "Verdict checklist"),
             listed=True,
+            en="Checks",
         ),
     )
     TITLE: ClassVar[str] = "冻结的目标"
+    TITLE_EN: ClassVar[str] = "Frozen goal"
 
     statement: str = ""
     checks: list[str] = field(default_factory=list)
@@ -136,7 +140,7 @@ class Goal(Document):
             return replace(self, checks=list(self.checks))
         stamp = (when or datetime.now().astimezone()).strftime("%Y-%m-%d %H:%M")
         quoted = "\n".join(f"> {line}".rstrip() for line in text.strip().split("\n"))
-        revision = f"修订（{stamp}，与上文冲突时以此为准）：\n{quoted}"
+        revision = lang.text("goal.revision", stamp=stamp, quoted=quoted)
         statement = f"{self.statement}\n\n{revision}" if self.statement else revision
         return replace(self, statement=statement, checks=list(self.checks))
 
@@ -146,17 +150,19 @@ class Verdict(Document):
     """One round's ruling: conclusion, reason, and the checks that failed."""
 
     SECTIONS: ClassVar[tuple[Section, ...]] = (
-        Section("state", "结论", ("判定", "Verdict", "Conclusion")),
-        Section("reason", "理由", ("Reason", "Reasons", "Why")),
+        Section("state", "结论", ("判定", "Verdict", "Conclusion"), en="Verdict"),
+        Section("reason", "理由", ("Reason", "Reasons", "Why"), en="Reason"),
         Section(
             "failed",
             "未通过项",
             ("Failed checks", "Failed items", "Failures"),
             required=False,
             listed=True,
+            en="Failed checks",
         ),
     )
     TITLE: ClassVar[str] = "判定结果"
+    TITLE_EN: ClassVar[str] = "Ruling"
 
     state: str = ""
     reason: str = ""
@@ -190,7 +196,9 @@ class Verdict(Document):
 
     def body(self, section: Section) -> str:
         if section.field == "state":
-            return _RENDERED.get(self.state, self.state)
+            return (_RENDERED_EN if lang.current() == "en" else _RENDERED).get(
+                self.state, self.state
+            )
         return super().body(section)
 
     @property
@@ -208,11 +216,12 @@ class Verdict(Document):
 
     def feedback(self) -> str:
         """What the worker is told when the round is sent back: not yet, and why."""
-        parts = ["评审认为目标还没有达成。请在现有工作的基础上接着做，不要从头再来。"]
+        parts = [lang.text("goal.feedback")]
         if self.reason:
-            parts.append(f"评审的理由：\n{self.reason}")
+            parts.append(lang.text("goal.feedback_reason", reason=self.reason))
         if self.failed:
-            parts.append("未通过项：\n" + "\n".join(f"- {item}" for item in self.failed))
+            items = "\n".join(f"- {item}" for item in self.failed)
+            parts.append(lang.text("goal.feedback_failed", items=items))
         return "\n\n".join(parts)
 
 

@@ -29,6 +29,7 @@ from typing import Any
 
 from claude_agent_sdk import AgentDefinition, HookMatcher
 
+from flower.core import lang
 from flower.core.hooks import Deny, Replace, Rewrite, as_matcher
 from flower.core.workbench import Workbench
 from flower.stores import is_ephemeral
@@ -91,10 +92,7 @@ def decide_whitelist(
     """Deny a `banned` tool on the main thread; subagents' tools are their definition's."""
     if tool not in banned or not is_main_thread(hook_input):
         return None
-    return Deny(
-        f"{role}没有 {tool} 工具。这是有意的设计，不是漏配。"
-        "请把结论直接写在回复正文里，框架会从那里取走；不要换个说法绕过。"
-    )
+    return Deny(lang.text("guard.whitelist", role=role, tool=tool))
 
 
 def decide_delegate(
@@ -122,13 +120,9 @@ def decide_delegate(
         return Rewrite(dict(tool_input))
     if allow_glance and tool == "Bash" and is_ephemeral(str(tool_input.get("command", ""))):
         return None
-    reason = (
-        f"主线程不亲自动手（{tool} 已拦下）。请用 Agent 工具委派给子代理："
-        "在任务里写清目标和验收标准，并要求它把长产出写进 "
-        f"{artifacts}，只回报路径和结论。"
-    )
+    reason = lang.text("guard.delegate", tool=tool, artifacts=artifacts)
     if allow_glance and tool == "Bash":
-        reason += "只读的查看命令（git status、ls、cat 这类）可以自己跑。"
+        reason += lang.text("guard.glance")
     return Deny(reason)
 
 
@@ -211,16 +205,14 @@ def _lies_under(folder: Path, file_path: Any, hook_input: Mapping[str, Any]) -> 
 
 def _pointer(text: str, workbench: Workbench) -> str:
     path = workbench.spill_text(text)
-    return (
-        f"[输出过长（{len(text)} 字符），全文已存到 {path}，需要时用 Read 分段读取。"
-        f"以下是前 {SPILL_PREVIEW_CHARS} 个字符]\n{text[:SPILL_PREVIEW_CHARS]}"
-    )
+    head = lang.text("guard.spill", chars=len(text), path=path, preview=SPILL_PREVIEW_CHARS)
+    return head + text[:SPILL_PREVIEW_CHARS]
 
 
 # -- the guards -------------------------------------------------------------------------
 
 
-def whitelist_guard(allowed: list[str] | None, *, role: str = "这个角色") -> HookMatcher | None:
+def whitelist_guard(allowed: list[str] | None, *, role: str | None = None) -> HookMatcher | None:
     """PreToolUse: make `allowed` exclusive for the HANDS_ON tools, on the main thread.
 
     `allowed_tools` only pre-approves; this denies the hands-on tools not in it. Returns
@@ -230,6 +222,7 @@ def whitelist_guard(allowed: list[str] | None, *, role: str = "这个角色") ->
     banned = [tool for tool in HANDS_ON.split("|") if tool not in (allowed or [])]
     if not banned:
         return None
+    role = role or lang.text("role.this")
     return as_matcher("|".join(banned), partial(decide_whitelist, banned=banned, role=role))
 
 
@@ -240,7 +233,9 @@ def delegate_guard(
 
     `workbench` (when given) puts its real artifacts/ path in the advice.
     """
-    artifacts = f"{workbench.show(workbench.artifacts)}/" if workbench else "工作台的 artifacts/"
+    artifacts = (
+        f"{workbench.show(workbench.artifacts)}/" if workbench else lang.text("guard.artifacts")
+    )
     decide = partial(
         decide_delegate, tools=tools.split("|"), allow_glance=allow_glance, artifacts=artifacts
     )

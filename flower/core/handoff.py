@@ -1,6 +1,6 @@
 """The handoff: what a session whose context is full leaves to the fresh session taking over.
 
-Runtime asks the full session for it with `HANDOFF_PROMPT` (only that session holds the
+Runtime asks the full session for it with `handoff_prompt()` (only that session holds the
 context), parses the reply with `Handoff.parse`, and falls back to `degraded()` when the reply
 is incomplete or the session could not answer at all (`is_overflow`: the context was already
 past the window). The new session's first prompt is `prompt_block()`.
@@ -18,6 +18,8 @@ from pathlib import Path
 from typing import ClassVar
 
 from flower.core.document import Document, Section
+from flower.core.lang import text
+from flower.core.texts.zh import ZH
 
 __all__ = [
     "HANDOFF_PROMPT",
@@ -26,6 +28,7 @@ __all__ = [
     "Handoff",
     "degraded",
     "handoff_path",
+    "handoff_prompt",
     "is_overflow",
     "write_handoff",
 ]
@@ -57,13 +60,20 @@ class Handoff(Document):
     dead ends would make the model invent some). `step` is metadata, not a section."""
 
     SECTIONS: ClassVar[tuple[Section, ...]] = (
-        Section("doing", "正在做", ("Doing", "In progress")),
-        Section("decided", "已定结论", ("Decided", "Decisions"), required=False),
-        Section("deadends", "死路", ("Dead ends", "Deadends", "走不通的路"), required=False),
-        Section("next", "下一步", ("Next", "Next steps")),
-        Section("scene", "现场", ("Scene", "Workspace"), required=False),
+        Section("doing", "正在做", ("Doing", "In progress"), en="Doing"),
+        Section("decided", "已定结论", ("Decided", "Decisions"), required=False, en="Decided"),
+        Section(
+            "deadends",
+            "死路",
+            ("Dead ends", "Deadends", "走不通的路"),
+            required=False,
+            en="Dead ends",
+        ),
+        Section("next", "下一步", ("Next", "Next steps"), en="Next"),
+        Section("scene", "现场", ("Scene", "Workspace"), required=False, en="Scene"),
     )
     TITLE: ClassVar[str] = "交接"
+    TITLE_EN: ClassVar[str] = "Handoff"
     SUBJECT: ClassVar[str | None] = "step"
 
     doing: str = ""
@@ -76,31 +86,20 @@ class Handoff(Document):
 
     def prompt_block(self) -> str:
         """The first prompt of the brand-new session that takes the work over."""
-        whose = f"步骤「{self.step}」" if self.step else "这个步骤"
-        return (
-            f"这是{whose}上一代会话留下的交接：它的上下文满了，由你这个全新的会话接着做。"
-            "你看不到之前的对话，下面就是它交给你的全部内容。\n\n"
-            f"{super().prompt_block()}\n\n"
-            "先按「现场」核对工作区的实际状态，再从「下一步」接着做；「死路」里的路不要再走。"
-        )
+        whose = text("handoff.step", step=self.step) if self.step else text("handoff.this_step")
+        return text("handoff.resume", whose=whose, block=super().prompt_block())
 
 
-HANDOFF_PROMPT = """\
-上下文快满了（已用 {used} / 窗口 {window} tokens）。这个会话到此为止，同一步骤将由一个全新的\
-会话接手；它看不到这段对话，只能看到你现在写的交接。
+HANDOFF_PROMPT = ZH["handoff.write"].format(
+    used="{used}", window="{window}", skeleton=Handoff.skeleton("zh")
+)
+"""The seeds' (zh) handoff request, to format with `used` and `window` (tokens);
+`handoff_prompt` gives the one in the current language."""
 
-各节写什么：
-- 正在做（必填）：手上的活做到哪一步了。
-- 已定结论：已经确定、不必再讨论的结论和决定，附上依据。
-- 死路：真正试过且走不通的路，以及为什么走不通；没有就留空，不要编。
-- 下一步（必填）：接手的会话第一件该做的事，越具体越好。
-- 现场：接手需要知道的现场：改过的文件、关键路径、要跑的命令、没跑完的东西。
 
-只输出下面这五个标题行和各自的内容，标题一字不改，每个单独成行；除此之外什么都不要写，\
-不要用代码块。
-
-""" + Handoff.skeleton()
-"""Makes the full session write its own handoff; format it with `used` and `window` (tokens)."""
+def handoff_prompt(used: int, window: int) -> str:
+    """Makes the full session write its own handoff, in the current language."""
+    return text("handoff.write", used=used, window=window, skeleton=Handoff.skeleton())
 
 
 def is_overflow(*texts: str | None) -> bool:
@@ -113,13 +112,10 @@ def is_overflow(*texts: str | None) -> bool:
 def degraded(step: str, prompt: str, *, why: str = "") -> Handoff:
     """The handoff built mechanically when the session could not write one: it says so, and
     sends the new session to check the workspace before trusting anything."""
-    reason = f"（{why}）" if why else ""
+    reason = text("handoff.why", why=why) if why else ""
     return Handoff(
-        doing=f"上一代会话没能写出交接{reason}，它做到了哪一步不得而知。",
-        next=(
-            "先核对工作区的实际状态（文件、git 状态、工作台的 notes/ 和 artifacts/），"
-            "弄清哪些已经做完、哪些做了一半；再接着完成原始任务（开头部分见「现场」）。"
-        ),
+        doing=text("handoff.degraded_doing", why=reason),
+        next=text("handoff.degraded_next"),
         scene=prompt[:SCENE_CHARS],
         step=step,
     )

@@ -37,8 +37,10 @@ from typing import Any, Literal
 
 from claude_agent_sdk import SdkMcpTool, create_sdk_mcp_server
 
+from flower.core import lang
 from flower.core.events import Event
 from flower.core.inbox import Mailbox, drop_answer, drop_message, pending_asks, write_asks
+from flower.core.texts.zh import ZH
 
 __all__ = [
     "DECLINED",
@@ -55,34 +57,34 @@ __all__ = [
 
 AskState = Literal["asked", "answered", "timeout", "declined", "over_budget", "invalid"]
 
-_CARRY_ON = "并把这个问题和你采用的假设写进「未知与假设」那一段。不要重复提问,也不要停在这里。"
-TIMEOUT = "无人应答。按你自己的判断继续," + _CARRY_ON
-"""What mcp__human__ask returns when nobody answered (the seeds' text, verbatim)."""
-OVER_BUDGET = "提问次数已用完,这个问题没有发给人。按你自己的判断继续," + _CARRY_ON
+TIMEOUT = ZH["human.timeout"]
+"""What mcp__human__ask returns when nobody answered (the seeds' text, verbatim; the model is
+shown the current language's)."""
+OVER_BUDGET = ZH["human.over_budget"]
 """What mcp__human__ask returns beyond max_asks (and always with max_asks=0)."""
-DECLINED = "对方不回答这个问题。按你自己的判断继续," + _CARRY_ON
+DECLINED = ZH["human.declined"]
 """What mcp__human__ask returns when the human declined; their reason follows, if any."""
-INVALID = "问题是空的,没有发给人。要问就写一个具体的问题(可附选项);否则按你自己的判断继续。"
+INVALID = ZH["human.invalid"]
 """What mcp__human__ask returns for an empty question (it costs no quota)."""
 
 SERVER = "human"
-EMPTY_INBOX = "收件箱是空的:人没有发来新消息。继续手上的工作。"
-ASK_DESCRIPTION = (
-    "向人提一个问题,等他回答(调用会一直等到回答、拒绝或超时)。只问你自己判断不了、"
-    "而答案会改变做法的事;给得出选项就附上 options。没人回答时会收到一段说明,照做即可。"
-)
-INBOX_DESCRIPTION = (
-    "查看人主动发来的新消息(不等待;没有新消息时立即返回一句说明)。"
-    "每开始一个阶段、收尾之前都看一次:人可能补充或修改了要求。"
-)
-_ASK_SCHEMA = {
-    "type": "object",
-    "properties": {
-        "question": {"type": "string", "description": "要问的问题,一句话说清"},
-        "options": {"type": "array", "items": {"type": "string"}, "description": "可选答案"},
-    },
-    "required": ["question"],
-}
+
+
+def _ask_schema() -> dict[str, Any]:
+    return {
+        "type": "object",
+        "properties": {
+            "question": {"type": "string", "description": lang.text("human.question_field")},
+            "options": {
+                "type": "array",
+                "items": {"type": "string"},
+                "description": lang.text("human.options_field"),
+            },
+        },
+        "required": ["question"],
+    }
+
+
 _INBOX_SCHEMA: dict[str, Any] = {"type": "object", "properties": {}}
 
 logger = logging.getLogger(__name__)
@@ -138,18 +140,20 @@ class HumanChannel:
         timeout_s: float | None = 1800.0,
         log_path: str | Path | None = None,
         amend_path: str | Path | None = None,
-        over_budget_text: str = OVER_BUDGET,
-        timeout_text: str = TIMEOUT,
-        declined_text: str = DECLINED,
+        over_budget_text: str | None = None,
+        timeout_text: str | None = None,
+        declined_text: str | None = None,
     ) -> None:
+        """The three texts default to TIMEOUT, OVER_BUDGET and DECLINED in the current
+        language (flower.core.lang)."""
         self.on_event = on_event  # Workflow.run wires its sink here only while this is None
         self.max_asks = max_asks
         self.timeout_s = timeout_s
         self.log_path = Path(log_path) if log_path is not None else None
         self.amend_path = Path(amend_path) if amend_path is not None else None
-        self.over_budget_text = over_budget_text
-        self.timeout_text = timeout_text
-        self.declined_text = declined_text
+        self.over_budget_text = over_budget_text or lang.text("human.over_budget")
+        self.timeout_text = timeout_text or lang.text("human.timeout")
+        self.declined_text = declined_text or lang.text("human.declined")
         self.asks: list[Ask] = []
         self.run_dir: Path | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -161,8 +165,8 @@ class HumanChannel:
         self._mailbox: Mailbox | None = None
         # The SDK tools the server serves: ask, inbox (their handlers are what the CLI calls).
         self.tools: list[SdkMcpTool[Any]] = [
-            SdkMcpTool("ask", ASK_DESCRIPTION, _ASK_SCHEMA, self._ask_tool),
-            SdkMcpTool("inbox", INBOX_DESCRIPTION, _INBOX_SCHEMA, self._inbox_tool),
+            SdkMcpTool("ask", lang.text("human.ask_tool"), _ask_schema(), self._ask_tool),
+            SdkMcpTool("inbox", lang.text("human.inbox_tool"), _INBOX_SCHEMA, self._inbox_tool),
         ]
         self._server = create_sdk_mcp_server(SERVER, tools=self.tools)
 
@@ -248,11 +252,15 @@ class HumanChannel:
                 return ask.answer
             case "declined":
                 reason = ask.answer.strip()
-                return f"{self.declined_text}\n对方说:{reason}" if reason else self.declined_text
+                if not reason:
+                    return self.declined_text
+                return lang.text(
+                    "human.declined_reason", declined=self.declined_text, reason=reason
+                )
             case "over_budget":
                 return self.over_budget_text
             case "invalid":
-                return INVALID
+                return lang.text("human.invalid")
         return self.timeout_text
 
     # --- the human's side (any thread) ------------------------------------------------------
@@ -272,11 +280,12 @@ class HumanChannel:
             self._mails += 1
             mail_id = f"m{self._mails}"
             self._unread.append((mail_id, text))
-        self._amend(text, "人补充")
+        self._amend(text, _added())
         self._emit_soon(_mail_event(mail_id, text, "sent"))
 
-    def amend(self, text: str, *, label: str = "人补充") -> bool:
-        """Append `text` to amend_path under a dated `label` line; never overwrites.
+    def amend(self, text: str, *, label: str | None = None) -> bool:
+        """Append `text` to amend_path under a dated `label` line (default 人补充, in en
+        "added by the person"); never overwrites.
 
         Returns whether it wrote: not without amend_path, not for a blank text, not when the
         text is already in the file (a wake-up repeating the human's words).
@@ -286,7 +295,7 @@ class HumanChannel:
             existing = path.read_text(encoding="utf-8")
             if text.strip() in existing or _quote(text) in existing:
                 return False
-        return self._amend(text, label)
+        return self._amend(text, label or _added())
 
     # --- cross-process ----------------------------------------------------------------------
 
@@ -336,7 +345,8 @@ class HumanChannel:
         if self.amend_path is None or not text.strip():
             return False
         stamp = datetime.now().astimezone().strftime("%Y-%m-%d %H:%M")
-        _append(self.amend_path, f"\n\n{label}（{stamp}）：\n{_quote(text)}\n")
+        heading = lang.text("human.amend_line", label=label, stamp=stamp)
+        _append(self.amend_path, f"\n\n{heading}\n{_quote(text)}\n")
         return True
 
     def _claim(self, ask_id: str) -> bool:
@@ -375,17 +385,20 @@ class HumanChannel:
         if self.log_path is None:
             return
         stamp = datetime.fromtimestamp(ask.asked_at).astimezone().strftime("%Y-%m-%d %H:%M:%S")
-        lines = [f"## {ask.id} · {stamp} · {ask.state}", "", f"- 问题:{ask.question or '(空)'}"]
+        empty = lang.text("log.empty")
+        lines = [f"## {ask.id} · {stamp} · {ask.state}", ""]
+        lines.append(lang.text("log.question", text=ask.question or empty))
         if ask.options:
-            lines.append(f"- 选项:{' / '.join(ask.options)}")
+            lines.append(lang.text("log.options", text=" / ".join(ask.options)))
         if ask.state == "answered":
-            lines.append(f"- 回答:{ask.answer or '(空)'}")
+            lines.append(lang.text("log.answer", text=ask.answer or empty))
         else:
+            outcome = lang.text(f"log.{ask.state}")
             lines.append(
-                f"- 结果:{_OUTCOMES[ask.state]}" + (f":{ask.answer}" if ask.answer else "")
+                lang.text("log.outcome", text=outcome) + (f":{ask.answer}" if ask.answer else "")
             )
-        lines.append(f"- 等待:{ask.waited_s} s")
-        head = "" if self.log_path.exists() else "# 问答记录\n"
+        lines.append(lang.text("log.waited", seconds=ask.waited_s))
+        head = "" if self.log_path.exists() else lang.text("log.title")
         _append(self.log_path, f"{head}\n" + "\n".join(lines) + "\n")
 
     def _emit(self, event: Event) -> None:
@@ -416,19 +429,16 @@ class HumanChannel:
         with self._lock:
             unread, self._unread = self._unread, []
         if not unread:
-            return _text(EMPTY_INBOX)
+            return _text(lang.text("human.empty_inbox"))
         for mail_id, text in unread:
             self._emit(_mail_event(mail_id, text, "read"))
         lines = [f"{n}. {text}" for n, (_, text) in enumerate(unread, 1)]
-        return _text(f"人发来 {len(unread)} 条新消息(已标为已读):\n" + "\n".join(lines))
+        return _text(lang.text("human.new_mail", count=len(unread)) + "\n".join(lines))
 
 
-_OUTCOMES: dict[AskState, str] = {  # what the log says of an ask that got no answer
-    "timeout": "无人应答,按模型自己的判断继续",
-    "declined": "人拒绝回答",
-    "over_budget": "超出提问次数,没有发给人",
-    "invalid": "问题为空,没有发给人",
-}
+def _added() -> str:
+    """The label of the human's own words appended to the brief."""
+    return lang.text("human.added")
 
 
 def _mail_event(mail_id: str, text: str, state: str) -> Event:

@@ -18,6 +18,8 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
+from flower.core.lang import current
+
 JUDGE_MARK = "·判定"
 
 # The starter's step names (flower.workflow.starter) and the ids they are known by.
@@ -56,6 +58,19 @@ def judge_label(step: str) -> str:
 def step_id(name: str) -> str:
     """The stable id of a step name: the starter's English id, else the name itself."""
     return STARTER_STEP_IDS.get(name, name)
+
+
+def display_name(label: str) -> str:
+    """A recorded label as the user sees it: unchanged in zh; in en the starter's step name
+    becomes its id and the judge's mark `·judge` (干活·判定#1 -> work·judge#1). What is
+    recorded on disk never changes with the language."""
+    if current() != "en":
+        return label
+    for name, ident in STARTER_STEP_IDS.items():
+        if label.startswith(name):
+            label = ident + label[len(name) :]
+            break
+    return label.replace(JUDGE_MARK, "·judge")
 
 
 def parse_label(label: str) -> AttemptLabel:

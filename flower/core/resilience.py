@@ -26,12 +26,10 @@ from dataclasses import dataclass
 from typing import Literal
 from urllib.parse import urlsplit
 
+from flower.core import lang
+
 Kind = Literal["fatal", "retry", "other"]
 
-RESUME_PROMPT = (
-    "你上一轮的工作因为网络或服务中断被打断了。先确认工作区的实际状态(刚才的操作可能已经完成,"
-    "也可能没有),然后从中断处继续,不要从头再来。"
-)
 
 # What the SDK reports decides when it reports anything: the failing call's HTTP status
 # (ResultMessage/ResultError.api_error_status), the AssistantMessage's error kind, the
@@ -97,7 +95,11 @@ class Resilience:
     probe_interval: float = 15.0
     probe_timeout: float = 5.0
     cli_retries: int = 2
-    resume_prompt: str = RESUME_PROMPT
+    resume_prompt: str | None = None  # None: the seeds' text, in the current language
+
+    def resume_text(self) -> str:
+        """What a session resumed after an outage is told."""
+        return self.resume_prompt or lang.text("resilience.resume")
 
     def delay_for(self, attempt: int) -> float:
         """Backoff after failed attempt number `attempt` (1-based), with ±25 % jitter."""
@@ -117,13 +119,14 @@ class Resilience:
             return True
         name = target[0] if isinstance(target, str) else f"{target[0]}:{target[1]}"
         if notify:
-            notify(f"{name} 不可达,等待恢复(最多 {self.max_offline_wait / 60:.0f} 分钟)")
+            minutes = f"{self.max_offline_wait / 60:.0f}"
+            notify(lang.text("resilience.offline", name=name, minutes=minutes))
         deadline = time.monotonic() + self.max_offline_wait
         while time.monotonic() < deadline:
             await asyncio.sleep(min(self.probe_interval, max(0.0, deadline - time.monotonic())))
             if await self.probe(target):
                 if notify:
-                    notify(f"{name} 恢复,继续")
+                    notify(lang.text("resilience.back", name=name))
                 return True
         return False
 

@@ -20,6 +20,8 @@ from flower.core.agent import AgentSpec, CompactPolicy
 from flower.core.brief import Brief
 from flower.core.goal import Goal, Verdict
 from flower.core.guard import isolated
+from flower.core.lang import text
+from flower.core.texts.zh import ZH
 
 __all__ = [
     "CLARIFY_RULES",
@@ -47,52 +49,23 @@ ORACLE_TOOLS = ["Read", "Glob", "Grep"]
 CLARIFY_READ_TOOLS = ["Read", "Glob", "Grep", "WebFetch", "WebSearch"]
 JUDGE_TOOLS = ["Read", "Glob", "Grep"]
 
-COORDINATOR_RULES = """\
-你是协调者：拆分任务、派活、读汇报、做决定，但不亲自动手。
-- 改文件、跑命令都用 Agent 工具交给子代理；主线程的 Bash/Write/Edit 会被拦下。
-- 子代理看不到你的系统提示和工作台索引，任务说明是它唯一的信息来源。每份任务说明都写清：\
-目标、验收标准、工作台的位置（照抄系统提示里「工作台在 …」给出的路径），\
-以及「超过 2000 字符的产出写进工作台的 artifacts/，回复里只给路径和结论」。
-- 子代理交回后，对照验收标准核对；不满足就写明差距再派一次。
-- 关键决定让子代理写进工作台的 notes/，一个决定一个文件。"""
+# The seeds' rule texts (zh), exported as the seeds name them; the roles are built with
+# the current language's (`rule_text()`).
+COORDINATOR_RULES = ZH["rules.coordinator"]
+WORKER_RULES = ZH["rules.worker"]
+CLARIFY_RULES = ZH["rules.clarify"].format(brief=Brief.skeleton("zh"))
+JUDGE_RULES = ZH["rules.judge"].format(goal=Goal.skeleton("zh"), verdict=Verdict.skeleton("zh"))
+ORACLE_RULES = ZH["rules.oracle"]
 
-WORKER_RULES = """\
-你是执行者：按任务说明把活干完。
-- 先看清任务里的目标和验收标准，做完逐条自查。
-- 超过 2000 字符的产出（报告、数据、日志）写进任务说明给出的工作台 artifacts/ 目录，\
-回复里只给路径和结论。
-- 最后的回复就是交给协调者的汇报：做了什么、结果在哪、验收标准是否满足、还剩什么没解决。
-- 卡住了就说卡在哪、试过什么；不要编造结果。"""
 
-CLARIFY_RULES = f"""\
-你是澄清者：动手之前先把需求问清楚。你只提问、只读，不做任何修改。
-- 先读工作区里与需求相关的文件，能自己查清的不要问人。
-- 真正需要人来定的，用提问工具问，一次问一件事，尽量给出可选项。
-- 没人回答时，按你的判断取一个合理的假设，写进「未知与假设」，不要重复提问。
-- 最后只输出下面四节，标题一字不改、各占一行，不要用代码块，不要写别的：
-{Brief.skeleton()}
-- 「目标」一两句话；「验收标准」逐条可检查；「边界」写清不做什么；\
-「未知与假设」列出仍不确定的点和你采用的假设（没有就写「无」）。"""
-
-JUDGE_RULES = f"""\
-你是裁判：对照冻结的目标独立判定，不替任何人干活。你只读（允许时可以跑命令验证），不改任何文件。
-- 先看清你在什么环境里：平台、能跑什么、不能跑什么。
-- 定目标时，只输出下面两节，标题一字不改、各占一行，不要用代码块：
-{Goal.skeleton()}
-  「验收清单」每条一行、以 - 开头、可以逐条检查；在这个环境里无法验证的条目，\
-在行首标上 [此环境无法验证:原因]。
-- 判定时，只输出下面三节，标题一字不改、各占一行，不要用代码块：
-{Verdict.skeleton()}
-  「结论」只写一个词：达成、未达成、无法达成 三选一。拿不准就是未达成；\
-环境根本验证不了才是无法达成。「理由」说依据；\
-「未通过项」逐条列出没通过的清单条目（每条以 - 开头）。
-- 不要因为「看起来差不多」就判达成：每一条都要有依据。"""
-
-ORACLE_RULES = """\
-你是旁路问答：运行还在进行，有人问进展。你只读不写。
-- 先看工作台的 INDEX.md、notes/ 和 artifacts/，需要时再读具体文件。
-- 回答简短具体：做到哪了、依据是哪个文件；不确定就说不确定。
-- 你的回答不会进入这次运行的上下文，不要给运行中的代理下指令。"""
+def rule_text(role: str) -> str:
+    """The rule text of `role` (coordinator, worker, clarify, judge, oracle) in the current
+    language, with the headings its documents are read by."""
+    skeletons = {
+        "clarify": {"brief": Brief.skeleton()},
+        "judge": {"goal": Goal.skeleton(), "verdict": Verdict.skeleton()},
+    }
+    return text(f"rules.{role}", **skeletons.get(role, {}))
 
 
 class Channel(Protocol):
@@ -153,7 +126,7 @@ def coordinator(
         channel_env = channel.env()  # offered directly, not deferred behind ToolSearch
     return AgentSpec(
         name=name,
-        instructions=_rules(COORDINATOR_RULES, instructions),
+        instructions=_rules(rule_text("coordinator"), instructions),
         allowed_tools=allowed,
         model=model,
         effort=effort,
@@ -193,7 +166,7 @@ def worker(
     """
     agent = AgentDefinition(
         description=description,
-        prompt=_rules(prompt, WORKER_RULES) if discipline else prompt,
+        prompt=_rules(prompt, rule_text("worker")) if discipline else prompt,
         tools=list(WORKER_TOOLS) if tools is None else list(tools),
         model=model,
         effort=effort,
@@ -227,7 +200,7 @@ def clarify(
     return _asking(
         name,
         channel,
-        rules=CLARIFY_RULES,
+        rules=rule_text("clarify"),
         instructions=instructions,
         tools=reads,
         model=model,
@@ -258,7 +231,7 @@ def judge(
     return _asking(
         name,
         channel,
-        rules=JUDGE_RULES,
+        rules=rule_text("judge"),
         instructions=instructions,
         tools=tools,
         model=model,
@@ -302,7 +275,7 @@ def _asking(
 
 
 def oracle(
-    name: str = "旁路问答",
+    name: str | None = None,
     *,
     instructions: str = "",
     model: str | None = None,
@@ -314,11 +287,12 @@ def oracle(
 
     Read-only twice over: `tools` offers only Read, Glob and Grep (Agent, Write and Bash do
     not exist in its session; Glob/Grep do, since Bash is absent) and `allowed_tools`
-    pre-approves the same three. `workbench=True` so its prompt carries the index.
+    pre-approves the same three. `workbench=True` so its prompt carries the index. `name`
+    defaults to 旁路问答 (in en, "side questions").
     """
     return AgentSpec(
-        name=name,
-        instructions=_rules(ORACLE_RULES, instructions),
+        name=name or text("role.oracle"),
+        instructions=_rules(rule_text("oracle"), instructions),
         allowed_tools=list(ORACLE_TOOLS),
         tools=list(ORACLE_TOOLS),
         model=model,

@@ -49,6 +49,7 @@ from typing import Any
 
 from claude_agent_sdk import ClaudeSDKClient, ClaudeSDKError, ResultError
 
+from flower.core import lang
 from flower.core.agent import AgentSpec, HandoffPolicy, build_options
 from flower.core.attempt import Attempt
 from flower.core.ends import AttemptEnd
@@ -177,9 +178,9 @@ class Runtime:
         self.store = PruningSessionStore(
             RunDir(self.run_dir).sessions,
             workspace=self.workspace,
-            policy=_policy(trim, TrimPolicy),
-            prune=PrunePolicy(keep_denials=keep_denials),
-            ephemeral=_policy(ephemeral, EphemeralPolicy),
+            policy=_policy(trim, TrimPolicy, pointer=lang.text("stores.spilled")),
+            prune=PrunePolicy(keep_denials=keep_denials, orphan_text=lang.text("stores.orphan")),
+            ephemeral=_policy(ephemeral, EphemeralPolicy, text=lang.text("stores.expired")),
         )
         self.store.on_append = self._on_append
         self.run_id = this_run_id()
@@ -313,7 +314,7 @@ class Runtime:
                 break
             if attempt.session_id:
                 resume, fork, resume_at = attempt.session_id, False, None
-                prompt = self.resilience.resume_prompt
+                prompt = self.resilience.resume_text()
                 result.resumed = True
 
     def _budget_left(self) -> float | None:
@@ -450,7 +451,9 @@ class Runtime:
         if self._ctx >= policy.warn_at and not self._warned:
             self._warned = True
             if on_event is not None:
-                text = f"上下文 {self._ctx}/{policy.window},接近交接线 {policy.at}"
+                text = lang.text(
+                    "runtime.near_handoff", used=self._ctx, window=policy.window, at=policy.at
+                )
                 on_event(Event("handoff", text, payload={"phase": "near", **about}))
         if self._ctx < policy.at:
             return False
@@ -657,8 +660,9 @@ def _naming(step: str, sink: EventSink) -> EventSink:
     return named
 
 
-def _policy(value: Any, kind: type[Any]) -> Any:
-    """True -> the policy's defaults, False -> disabled, an instance -> itself."""
+def _policy(value: Any, kind: type[Any], **texts: str) -> Any:
+    """True -> the policy's defaults with `texts` (the model's lines in the current
+    language), False -> disabled, an instance -> itself."""
     if isinstance(value, kind):
         return value
-    return kind(enabled=bool(value))
+    return kind(enabled=bool(value), **texts)

@@ -10,12 +10,12 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from flower.core.events import Event
-from flower.core.handoff import HANDOFF_PROMPT, Handoff, degraded, write_handoff
+from flower.core.handoff import Handoff, degraded, handoff_prompt, write_handoff
+from flower.core.lang import text
 
 __all__ = ["SECTIONS", "take_over"]
 
 SECTIONS = ("doing", "decided", "deadends", "next", "scene")
-DEGRADED_WHY = "上一代会话没有写出完整的交接(缺少「正在做」或「下一步」)"
 
 
 async def take_over(
@@ -36,14 +36,14 @@ async def take_over(
     """
     about = {"step": step, "context": used, "window": window}
     writing = {"phase": "writing", **about}
-    emit(Event("handoff", f"上下文 {used}/{window},正在写交接", payload=writing))
+    emit(Event("handoff", text("handoff.writing", used=used, window=window), payload=writing))
     handoff: Handoff | None = None
     if not overflow:
-        written = Handoff.parse(await write(HANDOFF_PROMPT.format(used=used, window=window)))
+        written = Handoff.parse(await write(handoff_prompt(used, window)))
         handoff = written if written.complete() else None
     was_degraded = handoff is None
     if handoff is None:
-        handoff = degraded(step, prompt, why=overflow or DEGRADED_WHY)
+        handoff = degraded(step, prompt, why=overflow or text("handoff.incomplete"))
     handoff.step = step
     path = write_handoff(handoff, notes, step) if notes is not None else None
     done = {
@@ -53,5 +53,6 @@ async def take_over(
         "sections": [name for name in SECTIONS if getattr(handoff, name)],
         **about,
     }
-    emit(Event("handoff", f"交接完成,新会话接手{f':{path}' if path else ''}", payload=done))
+    said = text("handoff.done_at", path=path) if path else text("handoff.done")
+    emit(Event("handoff", said, payload=done))
     return handoff

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
+from flower.core import lang
 from flower.core.workspace import WORKBENCH_DIRNAME
 from flower.errors import FlowerError
 
@@ -140,18 +141,19 @@ class Workbench:
 
     def index_text(self) -> str:
         """The index as markdown: scripts with descriptions, artifacts, notes; newest first."""
-        lines = ["# 工作台索引", "", "（自动生成，请勿手改）"]
+        lines = [lang.text("workbench.index"), "", lang.text("workbench.generated")]
         for name in _INDEXED:
             folder = self.root / name
             files = _newest_first(folder)
             lines += ["", f"## {self.show(folder)}/"]
             if not files:
-                lines.append("- (空)")
+                lines.append(lang.text("workbench.empty"))
             for path in files[: self.max_index_entries]:
                 desc = self.describe(path) if name == "scripts" else ""
                 lines.append(f"- {self.show(path)}" + (f" — {desc}" if desc else ""))
             if len(files) > self.max_index_entries:
-                lines.append(f"- …… 另有 {len(files) - self.max_index_entries} 个较早的文件")
+                more = len(files) - self.max_index_entries
+                lines.append(lang.text("workbench.more", count=more))
         return "\n".join(lines) + "\n"
 
     def refresh(self) -> None:
@@ -160,18 +162,17 @@ class Workbench:
 
     def prompt_block(self) -> str:
         """The text appended to the main session's system prompt: rules, then the index."""
-        where = f"工作台在 {self.show(self.root)}/。"
+        where = lang.text("workbench.where", root=self.show(self.root))
         if self.external:
-            where += "它在工作区之外，请一律用绝对路径访问。"
+            where += lang.text("workbench.external")
         scripts, artifacts, notes = map(self.show, (self.scripts, self.artifacts, self.notes))
         return "\n".join(
             [
                 where,
-                "规则：",
-                f"1. 要重复运行的脚本放进 {scripts}/，第一行写 `# desc: 一句话说明`。",
-                f"2. 超过 {ARTIFACT_CHARS} 字符的产出（报告、数据、日志）写进 {artifacts}/，"
-                "对话里只给路径和结论。",
-                f"3. 关键决定写进 {notes}/，一个决定一个文件。",
+                lang.text("workbench.rules"),
+                lang.text("workbench.scripts", scripts=scripts),
+                lang.text("workbench.artifacts", chars=ARTIFACT_CHARS, artifacts=artifacts),
+                lang.text("workbench.notes", notes=notes),
                 "",
                 self.index_text(),
             ]

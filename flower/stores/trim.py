@@ -79,6 +79,9 @@ class TrimPolicy:
     """Relative to the workspace, so the agent's Read can reach it. Not the workbench's
     spill/ of spill_guard: the two directories differ on purpose (seeds, TrimPolicy)."""
     enabled: bool = True
+    pointer: str = SPILL_POINTER
+    """What replaces a spilled result, formatted with ``chars`` and ``path`` (Runtime passes
+    the current language's)."""
 
     def __post_init__(self) -> None:
         _at_least(self, "keep_recent", 0)
@@ -235,6 +238,7 @@ class _Spilling:
         self.keep_recent = policy.keep_recent
         self._min_chars = policy.min_chars
         self._directory = str(Path(workspace).absolute() / policy.spill_dirname)
+        self._pointer = policy.pointer
         self._tool_uses = survey.tool_uses
         self._errors = 0
 
@@ -250,7 +254,7 @@ class _Spilling:
         except OSError:
             self._errors += 1
             return None
-        return SPILL_POINTER.format(chars=len(text), path=path)
+        return self._pointer.format(chars=len(text), path=path)
 
     def count(self, report: Report | None, replaced: int) -> None:
         if report is not None:

@@ -6,7 +6,7 @@ real API: tools really run, hooks really fire. Scripts say what the "model" answ
 (what `flower demo` runs).
 """
 
-from flower.testing.demo import DEMO_ASK, starter_cast
+from flower.testing.demo import DEMO_ASK, DEMO_ASKS, GOAL_MARKERS, ROLE_MARKERS, starter_cast
 from flower.testing.replies import (
     Block,
     Fault,
@@ -42,8 +42,11 @@ from flower.testing.server import OFFLINE_ENV, PLACEHOLDER_KEY, FakeAPI
 
 __all__ = [
     "DEMO_ASK",
+    "DEMO_ASKS",
+    "GOAL_MARKERS",
     "OFFLINE_ENV",
     "PLACEHOLDER_KEY",
+    "ROLE_MARKERS",
     "Always",
     "Block",
     "FakeAPI",

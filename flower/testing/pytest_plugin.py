@@ -23,14 +23,16 @@ import pytest
 from flower.testing.server import FakeAPI
 
 # Credentials and endpoints from the developer's shell must not leak into an offline test.
+# FLOWER_LANG stays: it is no credential, and a test (or its conftest) may pin the language.
 _LEAKY_PREFIXES = ("ANTHROPIC_", "CLAUDE_", "FLOWER_")
+_KEPT = frozenset({"FLOWER_LANG"})
 
 
 @pytest.fixture
 def fake_api(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeAPI]:
     """A started FakeAPI with no script yet; set `fake_api.script` in the test."""
     for name in list(os.environ):
-        if name.startswith(_LEAKY_PREFIXES):
+        if name.startswith(_LEAKY_PREFIXES) and name not in _KEPT:
             monkeypatch.delenv(name)
     api = FakeAPI().start()
     try:

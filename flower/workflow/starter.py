@@ -27,11 +27,14 @@ from flower.core.goal import Goal, Verdict
 from flower.core.human import HumanChannel
 from flower.core.inbox import pending_asks
 from flower.core.labels import judge_label
+from flower.core.lang import text
 from flower.core.lineage import Lineage
 from flower.core.roles import clarify, coordinator, judge, worker
 from flower.core.rundir import RunDir
 from flower.core.runtime import Runtime, StepResult
 from flower.core.statefile import atomic_write_json, read_json
+from flower.core.texts.en import EN
+from flower.core.texts.zh import ZH
 from flower.core.workbench import Workbench
 from flower.core.workspace import BRIEF_NAME, in_git_repository, workbench_location
 from flower.errors import UsageError, WorkspaceError
@@ -44,24 +47,9 @@ GOAL_KEY = CTX_KEYS["goal"]
 VERDICT_KEY = CTX_KEYS["verdict"]
 ROUND_KEY = CTX_KEYS["round"]
 
-CLARIFY_PROMPT = "这是人提出的诉求,先把它澄清成四节需求:\n\n{ask}"
-CLARIFY_RESUME = "继续澄清。问清楚之后,按规定的四节输出最终的需求。"
-GOAL_PROMPT = "根据下面冻结的需求,设定目标和验收清单:\n\n{brief}"
-VERIFY_PROMPT = (
-    "独立判定这一轮的工作是否达成了冻结的目标。自己去工作区核对,不要只信汇报。\n\n"
-    "{goal}\n\n<本轮汇报>\n{report}\n</本轮汇报>"
-)
-REVIEW_NOTE = (
-    "\n\n这次运行的成果在分支 {branch} 上,工作区本身不会被改动;分支的最新状态已检出在 "
-    "{path}:到那里核对。"
-)
-WORK_PROMPT = "按下面冻结的需求和目标完成工作。\n\n{brief}\n\n{goal}"
-WAKE_PROMPT = "人在唤醒这次运行时补充了:\n\n{said}\n\n需求和目标已按这句话更新,照新的标准继续工作。"
-AMBIGUOUS_REASON = "裁判没有给出可识别的结论,按未达成处理。"
-ACCEPT = "接受这个结果,就这样继续"
-AMEND = "修改目标"
-RETRY = "你判断错了,继续做"
-NO_ASK_ERROR = "要给一句诉求,例如 flower '帮我做一个 X'"
+# The options offered on an unreachable goal, recognised in either language.
+ACCEPT = (ZH["starter.accept"], EN["starter.accept"])
+AMEND = (ZH["starter.amend"], EN["starter.amend"])
 
 __all__ = [
     "clarify_step",
@@ -120,7 +108,7 @@ def clarify_step(
         gate=gate,
         on_fail=on_fail,
         when=when,
-        resume_prompt=CLARIFY_RESUME,
+        resume_prompt=text("starter.clarify_resume"),
         reduce=lambda result, ctx: str(ctx[name]),
     )
 
@@ -184,14 +172,14 @@ def goal_step(
         state = RunState.current()
         if unverifiable and state is not None and state.on_event is not None:
             payload = {"unverifiable": unverifiable, "total": len(goal.checks), "path": str(path)}
-            text = f"{len(unverifiable)}/{len(goal.checks)} 条验收在这个环境里无法验证"
-            state.on_event(Event("task", text, payload=payload))
+            said = text("starter.unverifiable", count=len(unverifiable), total=len(goal.checks))
+            state.on_event(Event("task", said, payload=payload))
         return True
 
     return Step(
         name,
         spec or judge(name, channel, instructions=instructions, **spec_kw),
-        lambda ctx: GOAL_PROMPT.format(brief=ctx.get(brief_key, "")),
+        lambda ctx: text("starter.goal", brief=ctx.get(brief_key, "")),
         retries=retries,
         gate=gate,
         on_fail=on_fail,
@@ -224,10 +212,10 @@ def with_goal(
     async def gate(result: StepResult, ctx: Ctx) -> bool:
         state = RunState.current()
         if state is None:
-            raise StepAbort("拿不到 Runtime,无法判定目标")
+            raise StepAbort(text("starter.no_runtime"))
         state.round += 1
         goal = _current_goal(state, path)
-        prompt = VERIFY_PROMPT.format(goal=goal.prompt_block(), report=result.text)
+        prompt = text("starter.verify", goal=goal.prompt_block(), report=result.text)
         ruling = await state.runtime.run(
             judger,
             prompt + await asyncio.to_thread(_review_note, state.runtime),
@@ -240,7 +228,7 @@ def with_goal(
             return True
         if not verdict.unreachable:
             if not verdict.ok:
-                verdict.reason = verdict.reason or AMBIGUOUS_REASON  # ambiguity is "not yet"
+                verdict.reason = verdict.reason or text("starter.ambiguous")  # it is "not yet"
             return False
         return await _ask_about_unreachable(channel, verdict, goal, path, state)
 
@@ -258,7 +246,7 @@ def _review_note(runtime: Runtime) -> str:
     branch = runtime.worktrees.branch()
     if review is None or branch is None:
         return ""
-    return REVIEW_NOTE.format(branch=branch.name, path=review)
+    return text("starter.review_note", branch=branch.name, path=review)
 
 
 def _current_goal(state: RunState, path: Path) -> Goal:
@@ -272,21 +260,24 @@ async def _ask_about_unreachable(
     channel: HumanChannel, verdict: Verdict, goal: Goal, path: Path, state: RunState
 ) -> bool:
     """The judge says the goal cannot be reached here: only a human can decide."""
-    question = f"裁判认为目标无法达成:{verdict.reason or '(没有给出理由)'}\n怎么办?"
-    ask = await channel.ask(question, options=[ACCEPT, AMEND, RETRY])
+    reason = verdict.reason or text("starter.no_reason")
+    options = [text("starter.accept"), text("starter.amend"), text("starter.retry")]
+    ask = await channel.ask(text("starter.unreachable", reason=reason), options=options)
     if ask.state != "answered":
-        raise StepAbort("目标被判为无法达成,也没有人回答")  # idling on is the dearest choice
-    if ask.answer.strip() == ACCEPT:
+        # idling on is the dearest choice
+        raise StepAbort(text("starter.unreachable_unanswered"))
+    if ask.answer.strip() in ACCEPT:
         return True
-    if ask.answer.strip() == AMEND:
-        change = await channel.ask("新的目标是什么?(会记进目标文件,之后按它判定)")
+    if ask.answer.strip() in AMEND:
+        change = await channel.ask(text("starter.new_goal"))
         if change.state != "answered":
-            raise StepAbort("要修改目标,但没有人给出新的目标")
+            raise StepAbort(text("starter.no_new_goal"))
         amended = goal.amend(change.answer)
         amended.write(path)
         state.goal = amended
         return False
-    verdict.reason = f"{verdict.reason}\n人说:{ask.answer}".strip()  # "your verdict is wrong"
+    # "your verdict is wrong"
+    verdict.reason = text("starter.human_said", reason=verdict.reason, answer=ask.answer).strip()
     return False
 
 
@@ -304,7 +295,7 @@ def starter_flow(
     max_asks: int | None = None,
     timeout_s: float | None = 1800.0,
     instructions: str = "",
-    worker_prompt: str = "你负责实现。每改一处就跑一次验证,别攒到最后。",
+    worker_prompt: str | None = None,
     brief_name: str = BRIEF_NAME,
     goal_name: str = "目标.md",
     log_name: str = "问答记录.md",
@@ -339,7 +330,7 @@ def starter_flow(
     woke = existing is not None and existing.complete()
     said = ask.strip()
     if not woke and not said:
-        raise UsageError(NO_ASK_ERROR)
+        raise UsageError(text("starter.no_ask"))
     history = RunDir(Path(run_dir).expanduser()).ask_history
     if woke and said and repeated_ask(history, said):
         said = ""  # the same ask again: continue the run, never amend it with itself
@@ -352,8 +343,8 @@ def starter_flow(
         timeout_s=timeout_s,
     )
     if woke and said:
-        channel.amend(said, label="唤醒时追加")  # place 1: the brief
-    steps = [clarify_step(channel, brief_path=brief_path, prompt=CLARIFY_PROMPT.format(ask=said))]
+        channel.amend(said, label=text("starter.wake_label"))  # place 1: the brief
+    steps = [clarify_step(channel, brief_path=brief_path, prompt=text("starter.clarify", ask=said))]
     if not clarify_only:
         if goal:
             # place 2: the goal is set again from the amended brief
@@ -365,16 +356,20 @@ def starter_flow(
                     can_run=judge_can_run,
                 )
             )
-        coder = worker("实现者:按任务说明改代码并验证", worker_prompt, isolate=isolate)
-        boss = coordinator("协调者", instructions, {"coder": coder}, channel=channel)
+        coder = worker(
+            text("role.coder"), worker_prompt or text("role.coder_prompt"), isolate=isolate
+        )
+        boss = coordinator(
+            text("role.coordinator"), instructions, {"coder": coder}, channel=channel
+        )
         work = Step(
             "干活",
             boss,
-            lambda ctx: WORK_PROMPT.format(
-                brief=ctx.get("确认需求", ""), goal=ctx.get("设定目标", "")
+            lambda ctx: text(
+                "starter.work", brief=ctx.get("确认需求", ""), goal=ctx.get("设定目标", "")
             ),
             # place 3: the coordinator, whose context holds the old goal, is told directly
-            resume_prompt=WAKE_PROMPT.format(said=said) if said else None,
+            resume_prompt=text("starter.wake", said=said) if said else None,
         )
         if goal:
             work = with_goal(

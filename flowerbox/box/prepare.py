@@ -26,6 +26,7 @@ from pathlib import Path, PurePosixPath
 from urllib.parse import urlsplit
 
 from flower import (
+    LANG_ENV,
     Lookup,
     RunDir,
     check_credentials,
@@ -216,6 +217,7 @@ def prepare(command: list[str], options: BoxOptions) -> Prepared:
         egress_hosts=egress_hosts,
         git=git,
         disk_budget_gb=options.disk_budget_gb or None,
+        lang=os.environ.get(LANG_ENV, ""),  # the --lang of flowerbox's root, or the user's
     )
     spec.gateway_dir.mkdir(mode=0o700, exist_ok=True)
     if command[:1] in (["go"], ["once"], ["run"]):  # flower's events, for `flowerbox logs`

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from flower import ANSWER_COMMAND_ENV, RUN_ID_ENV, RunDir
+from flower import ANSWER_COMMAND_ENV, LANG_ENV, RUN_ID_ENV, RunDir
 from flowerbox import wire
 from flowerbox.box.untrusted import read_bytes, real_folder, regular_file
 from flowerbox.errors import ConfigError
@@ -90,6 +90,7 @@ class BoxSpec:
     git_objects: Path | None = None  # the user's objects folder, mounted read-only ("dir")
     git_alternates: tuple[Path, ...] = ()  # the user's own alternates, read-only where they are
     disk_budget_gb: float | None = None  # the run stops once its folders grew past it
+    lang: str = ""  # flower's language inside ($FLOWER_LANG); "": flower's own default
     # Served by a running broker (flowerbox.broker): no gateway container; the box's key is
     # the run's token, a 0600 file in secrets_dir mounted read-only into the agent (never in
     # its docker environment or argv, nor in a flowerbox record: records.spec_to_json).
@@ -208,6 +209,8 @@ def agent_env(spec: BoxSpec) -> dict[str, str]:
         # waits for them and says how (flowerbox answer; or typed into an attached run).
         ANSWER_COMMAND_ENV: answer_command(spec.run_id),
     }
+    if spec.lang:  # the language the host's command line resolved (flower.core.lang)
+        env[LANG_ENV] = spec.lang
     if spec.net == "allowlist":  # everything else leaves through the egress proxy
         proxy = f"http://127.0.0.1:{wire.PROXY_PORT}"
         env |= dict.fromkeys(("HTTPS_PROXY", "HTTP_PROXY", "https_proxy", "http_proxy"), proxy)

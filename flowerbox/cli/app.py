@@ -28,7 +28,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from flower import FlowerError
-from flower.cli import HELP_OPTIONS, AskRouter, contract, setup
+from flower.cli import HELP_OPTIONS, AskRouter, LangOption, contract, setup
 from flowerbox import __version__
 from flowerbox.cli import box, broker, checks, kube, runs
 from flowerbox.errors import FlowerboxError
@@ -80,6 +80,7 @@ def root(
             "--version", help="Print the version and exit.", callback=_print_version, is_eager=True
         ),
     ] = False,
+    lang: LangOption = None,
 ) -> None:
     """flowerbox runs flower in a container whose only way out is its gateway."""
 

@@ -16,6 +16,7 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
+from flower import LANG_ENV
 from flower.cli import check_args, options_help
 from flowerbox.box.engine import CHECKOUT, connect, ensure_image
 from flowerbox.box.options import DEFAULT_IMAGE, DISK_BUDGET_GB, BoxOptions
@@ -143,7 +144,7 @@ def shell(
 def demo(image: Image = DEFAULT_IMAGE, base_image: BaseImage = None) -> None:
     """The whole appliance (box, gateway, isolation) on the built-in scripted model: no key."""
     # lazy: the fake API's server is not worth importing for every other command
-    from flower.testing import DEMO_ASK, FakeAPI, starter_cast
+    from flower.testing import DEMO_ASKS, FakeAPI, starter_cast
 
     root = Path(tempfile.mkdtemp(prefix="flowerbox-demo-"))
     workspace = root / "workspace"
@@ -158,7 +159,8 @@ def demo(image: Image = DEFAULT_IMAGE, base_image: BaseImage = None) -> None:
             os.environ.pop(name, None)
         os.environ.update(ANTHROPIC_API_KEY=key, ANTHROPIC_BASE_URL=api.url)
         options = BoxOptions(workspace=workspace, image=image, base_image=base_image)
-        code = launch(["go", DEMO_ASK, "--timeout", "0"], options)
+        ask = DEMO_ASKS.get(os.environ.get(LANG_ENV, ""), DEMO_ASKS["en"])  # as --lang set it
+        code = launch(["go", ask, "--timeout", "0"], options)
     STDERR.print(
         f"look around: {workspace} (runs/ holds the sessions; the work is on the run's "
         "branch: git branch --list 'flower/*')"

@@ -38,6 +38,8 @@ ADDED |= {"git_exclude", "git_unexcluded"}
 ADDED |= {"shown", "workspace_refusal"}
 # ... and the variable flowerbox tells the box's flower how its questions are answered by.
 ADDED |= {"ANSWER_COMMAND_ENV"}
+# ... and the variable that carries the language into the box (issue 21, item 6).
+ADDED |= {"LANG_ENV"}
 
 
 def test_the_public_names_all_resolve() -> None:

@@ -31,7 +31,7 @@ def offline_env(home: Path, api: FakeAPI | None = None) -> dict[str, str]:
     base = {
         k: v
         for k, v in os.environ.items()
-        if not k.startswith(("ANTHROPIC_", "CLAUDE_", "FLOWER_"))
+        if not k.startswith(("ANTHROPIC_", "CLAUDE_", "FLOWER_")) or k == "FLOWER_LANG"
     }
     served = api.env(home=home) if api is not None else {"HOME": str(home)}
     return {**base, **served, "XDG_CONFIG_HOME": str(home / ".config"), "COLUMNS": "200"}

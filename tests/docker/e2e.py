@@ -70,6 +70,7 @@ def box_env(api: FakeAPI, user: tuple[str, int, int]) -> dict[str, str]:
         "ANTHROPIC_API_KEY": REAL,
         "ANTHROPIC_BASE_URL": api.url,
         "FLOWERBOX_IMAGE": os.environ.get("FLOWERBOX_TEST_IMAGE", "flowerbox:dev"),
+        "FLOWER_LANG": "zh",  # the seeds' language, which the tests assert (tests/conftest.py)
     }
 
 

@@ -36,6 +36,7 @@ def test_a_line_typed_into_an_attached_run_answers_its_question(
         "ANTHROPIC_API_KEY": REAL,
         "ANTHROPIC_BASE_URL": real_api.url,
         "FLOWERBOX_IMAGE": flowerbox_image,
+        "FLOWER_LANG": "zh",
         "HOME": str(tmp_path / "home"),
         "XDG_CONFIG_HOME": str(tmp_path / "home" / ".config"),
     }

@@ -16,6 +16,8 @@ import typer
 import typer.main
 import yaml
 
+from flower.cli.routing import hoisted
+
 ROOT = Path(__file__).resolve().parents[2]
 PROGRAMS = {"flower": "flower.cli.app", "flowerbox": "flowerbox.cli.app"}
 SHELL_BLOCK = re.compile(r"^```(?:sh|bash|console)\n(.*?)^```", re.MULTILINE | re.DOTALL)
@@ -59,7 +61,8 @@ def problems(line: str) -> list[str]:
         if word in OPERATORS or word.startswith((">", "2>")):
             words = words[:cut]
             break
-    program, args = words[0], words[1:]
+    # The root's --lang may stand anywhere on the line: the router moves it in front.
+    program, (_, args) = words[0], hoisted(words[1:])
     known = commands(program)
     if args and args[0].startswith("-"):
         name, rest = "", args  # options of the group itself (--version)

@@ -10,10 +10,12 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from typer.testing import CliRunner
 
 from flowerbox.box.options import BoxOptions
 from flowerbox.box.prepare import Prepared, prepare, workspace_of
 from flowerbox.box.spec import BoxSpec, agent_kwargs, gateway_kwargs
+from flowerbox.cli.app import app
 from flowerbox.errors import ConfigError, CredentialsError
 from flowerbox.runs.boundary import before_run
 from flowerbox.runs.records import spec_to_json
@@ -241,3 +243,30 @@ def test_the_ask_is_routed_to_go_even_when_empty() -> None:
     assert routed(["fix the bug"]) == ["go", "fix the bug"]
     assert routed(["once", "x"]) == ["once", "x"] and routed(["--version"]) == ["--version"]
     assert routed(["go", "x"]) == ["go", "x"] and routed([]) == ["--help"]
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_the_box_speaks_the_language_the_host_resolved(
+    repo: Path, credentials: None, monkeypatch: pytest.MonkeyPatch, lang: str
+) -> None:
+    """flowerbox's --lang (or the user's FLOWER_LANG) reaches flower inside the box."""
+    monkeypatch.setenv("FLOWER_LANG", lang)
+    prepared = prepare(["go", "x"], BoxOptions(workspace=repo))
+    try:
+        assert agent_kwargs(prepared.spec)["environment"]["FLOWER_LANG"] == lang
+    finally:
+        prepared.cleanup()
+
+
+def test_the_root_lang_option_is_resolved_before_the_box_and_a_bad_one_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`flowerbox ... --lang xx` is refused by the option (exit 2) before anything starts;
+    `--lang en` anywhere on the line becomes the host's FLOWER_LANG."""
+    monkeypatch.chdir(tmp_path)
+    bad = CliRunner().invoke(app, ["ps", "--lang", "xx"])
+    assert bad.exit_code == 2 and "pass --lang en or --lang zh" in bad.output
+    monkeypatch.setenv("FLOWER_LANG", "zh")
+    good = CliRunner().invoke(app, ["ps", "--lang", "en"])
+    assert good.exit_code == 0, good.output
+    assert os.environ["FLOWER_LANG"] == "en"

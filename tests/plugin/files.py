@@ -9,8 +9,10 @@ from typing import Any
 
 import yaml
 
-# The source plugin, whatever PLUGIN_DIR resolves to: the proofs are about these files.
+# The source plugin, whatever PLUGIN_DIR resolves to: the proofs are about these files. The
+# seeds' (zh) plugin is at its root, its English twin in en/.
 SOURCE = Path(__file__).resolve().parents[2] / "plugin"
+ENGLISH = SOURCE / "en"
 
 
 @dataclass(frozen=True)
@@ -39,19 +41,19 @@ def read_page(path: Path) -> Page:
     return Page(path, meta, body)
 
 
-def manifest() -> dict[str, Any]:
-    data = json.loads((SOURCE / ".claude-plugin" / "plugin.json").read_text(encoding="utf-8"))
+def manifest(root: Path = SOURCE) -> dict[str, Any]:
+    data = json.loads((root / ".claude-plugin" / "plugin.json").read_text(encoding="utf-8"))
     assert isinstance(data, dict)
     return data
 
 
-def skills() -> list[Page]:
-    return [read_page(p) for p in sorted(SOURCE.glob("skills/*/SKILL.md"))]
+def skills(root: Path = SOURCE) -> list[Page]:
+    return [read_page(p) for p in sorted(root.glob("skills/*/SKILL.md"))]
 
 
-def agents() -> list[Page]:
-    return [read_page(p) for p in sorted(SOURCE.glob("agents/*.md"))]
+def agents(root: Path = SOURCE) -> list[Page]:
+    return [read_page(p) for p in sorted(root.glob("agents/*.md"))]
 
 
-def skill(name: str) -> Page:
-    return next(page for page in skills() if page.name == name)
+def skill(name: str, root: Path = SOURCE) -> Page:
+    return next(page for page in skills(root) if page.name == name)

@@ -10,30 +10,36 @@ import inspect
 import re
 from pathlib import Path
 
+import pytest
+
 import flower
 from flower.core.guard import spill_output
 from flower.core.handoff import Handoff, handoff_path
 from flower.core.human import DECLINED, INVALID, OVER_BUDGET, TIMEOUT, HumanChannel
 from flower.core.runtime import Runtime
 from flower.core.workbench import ARTIFACT_CHARS, Workbench
-from tests.plugin.files import SOURCE, agents, manifest, skill, skills
+from tests.plugin.files import ENGLISH, SOURCE, agents, manifest, skill, skills
 
 SKILL_NAMES = {"verify-each-change", "workbench", "report-back", "handoff", "ask-human"}
 # What this CLI offers a subagent (sdk-facts.md §6); an agent naming another tool gets nothing.
 CLI_TOOLS = {"Agent", "Bash", "Edit", "Read", "Write", "Glob", "Grep", "WebFetch", "WebSearch"}
 NAME = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
 SHORT = 45  # lines of body: a skill is read in the middle of work
+# The seeds' (zh) plugin and its English twin: the same format, the same names.
+BOTH = pytest.mark.parametrize("root", [SOURCE, ENGLISH], ids=["zh", "en"])
 
 
-def test_the_manifest_names_the_plugin_and_follows_the_package_version() -> None:
-    data = manifest()
+@BOTH
+def test_the_manifest_names_the_plugin_and_follows_the_package_version(root: Path) -> None:
+    data = manifest(root)
     assert data["name"] == "flower"
     assert data["version"] == flower.__version__
     assert data["description"].strip()
 
 
-def test_each_skill_is_a_folder_with_a_short_skill_md_and_its_front_matter() -> None:
-    found = skills()
+@BOTH
+def test_each_skill_is_a_folder_with_a_short_skill_md_and_its_front_matter(root: Path) -> None:
+    found = skills(root)
     assert {page.name for page in found} == SKILL_NAMES
     for page in found:
         assert page.name == page.path.parent.name and NAME.match(page.name), page.path
@@ -42,8 +48,9 @@ def test_each_skill_is_a_folder_with_a_short_skill_md_and_its_front_matter() -> 
         assert 5 <= len(lines) <= SHORT, f"{page.path}: {len(lines)} lines"
 
 
-def test_each_agent_names_itself_and_only_tools_this_cli_has() -> None:
-    found = agents()
+@BOTH
+def test_each_agent_names_itself_and_only_tools_this_cli_has(root: Path) -> None:
+    found = agents(root)
     assert [page.name for page in found] == ["checker"]
     for page in found:
         assert page.name == page.path.stem and page.description.strip() and page.body.strip()
@@ -60,7 +67,7 @@ def test_every_plugin_reference_names_a_skill_or_agent_that_exists() -> None:
 
 def test_no_stray_files_only_the_plugin_format() -> None:
     allowed = re.compile(
-        r"^(\.claude-plugin/plugin\.json|skills/[a-z0-9-]+/SKILL\.md|agents/[a-z0-9-]+\.md)$"
+        r"^(en/)?(\.claude-plugin/plugin\.json|skills/[a-z0-9-]+/SKILL\.md|agents/[a-z0-9-]+\.md)$"
     )
     stray = [
         p.relative_to(SOURCE).as_posix()
@@ -127,3 +134,34 @@ def test_the_desc_line_the_skills_teach_is_the_one_the_index_reads(tmp_path: Pat
 
 def test_the_report_skill_sends_long_output_to_the_artifacts_folder() -> None:
     assert f"超过 {ARTIFACT_CHARS} 字符的写进 artifacts/" in skill("report-back").body
+
+
+def test_the_english_plugin_says_in_english_what_the_framework_shows_in_english(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The en twin quotes the en texts: the handoff headings the parser reads, the openings of
+    the ask tool's fixed answers, the workbench line and the spill pointer's shape."""
+    monkeypatch.setenv("FLOWER_LANG", "en")
+    assert [p.name for p in skills(ENGLISH)] == [p.name for p in skills()]
+    assert [p.name for p in agents(ENGLISH)] == [p.name for p in agents()]
+    handoff = skill("handoff", ENGLISH)
+    headings = [line for line in handoff.body.splitlines() if line.startswith("## ")]
+    assert [h for h in headings if h in Handoff.skeleton().splitlines()] == (
+        Handoff.skeleton().splitlines()
+    )
+    channel = HumanChannel()
+    ask = skill("ask-human", ENGLISH)
+    for text in (channel.timeout_text, channel.over_budget_text, channel.declined_text):
+        assert f'"{re.split(r"[.;]", text)[0]}…"' in ask.body, text
+    bench = Workbench(tmp_path)
+    assert "The workbench is at " in bench.prompt_block()
+    assert '"The workbench is at …/."' in skill("workbench", ENGLISH).body
+    threshold = inspect.signature(Runtime).parameters["spill_threshold"].default
+    long = "x" * (threshold + 1)
+    pointer = spill_output(long, bench, threshold)
+    assert isinstance(pointer, str)
+    first = pointer.splitlines()[0]
+    shape = first.replace(str(len(long)), "N").replace(str(bench.spill_text(long)), "<path>")
+    assert f"`{shape}`" in skill("workbench", ENGLISH).body
+    for page in [*skills(ENGLISH), *agents(ENGLISH)]:
+        assert not re.search(r"[\u4e00-\u9fff]", re.sub(r"需求|目标|问答记录|交接", "", page.body))

@@ -16,10 +16,9 @@ from flower.core.events import Event
 from flower.core.goal import Goal
 from flower.core.roles import CLARIFY_RULES, JUDGE_RULES
 from flower.core.runtime import Runtime
+from flower.core.texts.zh import ZH
 from flower.testing import Always, FakeAPI, Reply, Script, When, rules, sequence, text, tool
 from flower.workflow.starter import (
-    AMBIGUOUS_REASON,
-    NO_ASK_ERROR,
     VERDICT_KEY,
     starter_flow,
     wake_state,
@@ -245,7 +244,7 @@ async def test_a_verdict_in_free_prose_is_not_achieved(
     )
     ctx, _, _ = await run_flow("帮我写一个 hello.txt", rounds=2)
     assert ctx["_failed_at"] == "干活"
-    assert ctx[VERDICT_KEY].reason == AMBIGUOUS_REASON and not ctx[VERDICT_KEY].achieved
+    assert ctx[VERDICT_KEY].reason == ZH["starter.ambiguous"] and not ctx[VERDICT_KEY].achieved
 
 
 async def test_a_hand_edited_brief_with_a_missing_section_does_not_wake(
@@ -260,6 +259,14 @@ async def test_a_hand_edited_brief_with_a_missing_section_does_not_wake(
         starter_flow("", workspace=workspace)
 
 
+def test_the_empty_ask_is_refused_in_the_language(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FLOWER_LANG", "en")
+    with pytest.raises(ValueError, match=r"^no ask: say what you want done, e\.g\. flower"):
+        starter_flow("  ", workspace=workspace)
+
+
 def test_isolation_outside_git_fails_before_anything(workspace: Path) -> None:
     with pytest.raises(ValueError, match="git init"):
         starter_flow("做点什么", workspace=workspace, isolate=True)
@@ -271,7 +278,6 @@ def test_wake_state_writes_nothing(workspace: Path) -> None:
     state = wake_state(workspace, run_dir=workspace.parent / "runs", isolate=True)
     assert state["woke"] is False and state["workbench"].endswith(f".flower-{workspace.name}")
     assert sorted(workspace.parent.rglob("*")) == before
-    assert NO_ASK_ERROR.startswith("要给一句诉求")
 
 
 def test_the_role_prompts_ask_for_exactly_what_the_parsers_read() -> None:

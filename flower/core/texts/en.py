@@ -1,0 +1,291 @@
+"""The en texts: what the zh table (the seeds') says, in English.
+
+Same keys and `{placeholders}` as flower.core.texts.zh (a test checks). The headings the
+prompts ask for are the documents' English ones (flower.core.document.Section.en), which the
+parsers read as well as the Chinese.
+"""
+
+EN: dict[str, str] = {
+    # -- the roles' rule texts (flower.core.roles) ---------------------------------------
+    "rules.coordinator": """\
+You are the coordinator: you split the task, hand out the work, read the reports and \
+decide, but you never do the work yourself.
+- Changing files and running commands go to subagents through the Agent tool; Bash, Write \
+and Edit on the main thread are blocked.
+- A subagent sees neither your system prompt nor the workbench index: its task description \
+is all it knows. Every task description states the goal, the acceptance criteria, where the \
+workbench is (copy the path from "The workbench is at …" in the system prompt), and "output \
+longer than 2000 characters goes into the workbench's artifacts/; the reply gives only the \
+path and the conclusion".
+- When a subagent reports back, check it against the acceptance criteria; if it falls \
+short, say exactly what is missing and send it again.
+- Have subagents write key decisions into the workbench's notes/, one file per decision.""",
+    "rules.worker": """\
+You are the worker: finish the job the task description gives you.
+- First read the goal and the acceptance criteria of the task; when done, check each one.
+- Output longer than 2000 characters (reports, data, logs) goes into the workbench's \
+artifacts/ folder named in the task description; the reply gives only the path and the \
+conclusion.
+- Your last reply is your report to the coordinator: what you did, where the result is, \
+whether the acceptance criteria are met, what is still open.
+- If you are stuck, say where and what you tried; never make up results.""",
+    "rules.clarify": """\
+You are the clarifier: before any work starts, make the request clear. You only ask and \
+read; you change nothing.
+- First read the files of the workspace that concern the request; do not ask a person what \
+you can find out yourself.
+- What really needs a person's decision, ask with the question tool: one thing at a time, \
+with options where you can.
+- When nobody answers, take a reasonable assumption by your own judgement and write it under \
+"Unknowns"; do not ask again.
+- At the end output only the four sections below, the headings exactly as written, each on \
+its own line, no code block, nothing else:
+{brief}
+- "Goal": one or two sentences; "Acceptance": each item checkable; "Bounds": what is not to \
+be done; "Unknowns": the points still uncertain and the assumptions you took ("none" if \
+there are none).""",
+    "rules.judge": """\
+You are the judge: you rule independently against the frozen goal and do nobody's work. You \
+only read (and run commands to check, where allowed); you change no file.
+- First find out what environment you are in: the platform, what can run, what cannot.
+- When setting the goal, output only the two sections below, the headings exactly as \
+written, each on its own line, no code block:
+{goal}
+  "Checks": one per line, starting with -, each checkable on its own; a check that cannot \
+be verified in this environment starts with [unverifiable here: why].
+- When ruling, output only the three sections below, the headings exactly as written, each \
+on its own line, no code block:
+{verdict}
+  "Verdict": one word only, one of achieved, not achieved, unreachable. When in doubt it is \
+not achieved; only when the environment cannot verify it at all is it unreachable. \
+"Reason": what the ruling rests on; "Failed checks": every check that did not pass (each \
+starting with -).
+- Never rule achieved because it "looks about right": every check needs evidence.""",
+    "rules.oracle": """\
+You answer side questions: the run is still going and someone asks how it is doing. You \
+only read, never write.
+- Look at the workbench's INDEX.md, notes/ and artifacts/ first; read specific files when \
+needed.
+- Answer briefly and concretely: how far it got, and which file says so; if unsure, say so.
+- Your answer does not enter the run's context; do not give the running agents \
+instructions.""",
+    "role.this": "This role",
+    "role.oracle": "side questions",
+    "role.coordinator": "coordinator",
+    "role.coder": "implementer: changes the code as the task says and verifies it",
+    "role.coder_prompt": (
+        "You implement. Verify after every change; do not save it all for the end."
+    ),
+    # -- the starter flow (flower.workflow.starter) --------------------------------------
+    "starter.clarify": (
+        "This is what a person asked for. First clarify it into a four-section brief:\n\n{ask}"
+    ),
+    "starter.clarify_resume": (
+        "Go on clarifying. Once it is clear, output the final brief in the four sections asked for."
+    ),
+    "starter.goal": "From the frozen brief below, set the goal and its checklist:\n\n{brief}",
+    "starter.verify": (
+        "Rule independently whether this round's work achieved the frozen goal. Check the "
+        "workspace yourself; do not just trust the report.\n\n"
+        "{goal}\n\n<round report>\n{report}\n</round report>"
+    ),
+    "starter.review_note": (
+        "\n\nThis run's work is on the branch {branch}; the workspace itself is not changed. "
+        "The branch's latest state is checked out at {path}: check it there."
+    ),
+    "starter.work": "Do the work the frozen brief and goal below describe.\n\n{brief}\n\n{goal}",
+    "starter.wake": (
+        "When waking this run, the person added:\n\n{said}\n\nThe brief and the goal have been "
+        "updated from it; go on working by the new criteria."
+    ),
+    "starter.wake_label": "added on waking",
+    "starter.ambiguous": "The judge gave no conclusion that could be read: taken as not achieved.",
+    "starter.accept": "Accept this result and go on",
+    "starter.amend": "Change the goal",
+    "starter.retry": "Your ruling is wrong, keep working",
+    "starter.no_ask": "no ask: say what you want done, e.g. flower 'make me an X'",
+    "starter.unverifiable": "{count}/{total} checks cannot be verified in this environment",
+    "starter.no_runtime": "no Runtime to rule on the goal with",
+    "starter.unreachable": "The judge says the goal cannot be reached: {reason}\nWhat now?",
+    "starter.no_reason": "(no reason given)",
+    "starter.unreachable_unanswered": "the goal was ruled unreachable and nobody answered",
+    "starter.new_goal": "What is the new goal? (It goes into the goal file and is judged by.)",
+    "starter.no_new_goal": "the goal was to be changed, but nobody gave a new one",
+    "starter.human_said": "{reason}\nThe person says: {answer}",
+    # -- the human channel (flower.core.human) -------------------------------------------
+    "human.timeout": (
+        "Nobody answered. Go on by your own judgement, and write this question and the "
+        'assumption you took under "Unknowns". Do not ask again, and do not stop here.'
+    ),
+    "human.over_budget": (
+        "No questions are left; this one was not sent to a person. Go on by your own "
+        'judgement, and write this question and the assumption you took under "Unknowns". '
+        "Do not ask again, and do not stop here."
+    ),
+    "human.declined": (
+        "The person does not answer this question. Go on by your own judgement, and write "
+        'this question and the assumption you took under "Unknowns". Do not ask again, and '
+        "do not stop here."
+    ),
+    "human.declined_reason": "{declined}\nThey said: {reason}",
+    "human.invalid": (
+        "The question was empty and was not sent. To ask, write a concrete question (options "
+        "welcome); otherwise go on by your own judgement."
+    ),
+    "human.empty_inbox": (
+        "The inbox is empty: no new message from the person. Go on with your work."
+    ),
+    "human.new_mail": "{count} new message(s) from the person (now marked read):\n",
+    "human.ask_tool": (
+        "Ask the person one question and wait for the answer (the call waits until it is "
+        "answered, declined or timed out). Ask only what you cannot decide yourself and whose "
+        "answer changes what you do; give options when you can. If nobody answers you get a "
+        "note: do as it says."
+    ),
+    "human.inbox_tool": (
+        "Read the messages the person sent on their own (does not wait; with none it returns "
+        "a note at once). Look at the start of every phase and before finishing: the person "
+        "may have added to or changed the request."
+    ),
+    "human.question_field": "The question, said in one sentence",
+    "human.options_field": "Possible answers",
+    "human.added": "added by the person",
+    "human.amend_line": "{label} ({stamp}):",
+    "log.title": "# Questions and answers\n",
+    "log.question": "- question: {text}",
+    "log.options": "- options: {text}",
+    "log.answer": "- answer: {text}",
+    "log.outcome": "- outcome: {text}",
+    "log.waited": "- waited: {seconds} s",
+    "log.empty": "(empty)",
+    "log.timeout": "nobody answered; the model went on by its own judgement",
+    "log.declined": "the person declined to answer",
+    "log.over_budget": "over the question limit; not sent to the person",
+    "log.invalid": "empty question; not sent to the person",
+    # -- the workbench (flower.core.workbench) -------------------------------------------
+    "workbench.index": "# Workbench index",
+    "workbench.generated": "(generated; do not edit by hand)",
+    "workbench.empty": "- (empty)",
+    "workbench.more": "- … and {count} older files",
+    "workbench.where": "The workbench is at {root}/.",
+    "workbench.external": " It is outside the workspace: always use absolute paths.",
+    "workbench.rules": "Rules:",
+    "workbench.scripts": (
+        "1. Scripts to run again go into {scripts}/, their first line `# desc: what it does`."
+    ),
+    "workbench.artifacts": (
+        "2. Output longer than {chars} characters (reports, data, logs) goes into "
+        "{artifacts}/; the conversation gets only the path and the conclusion."
+    ),
+    "workbench.notes": "3. Key decisions go into {notes}/, one file per decision.",
+    # -- the guards (flower.core.guard) --------------------------------------------------
+    "guard.whitelist": (
+        "{role} has no {tool} tool. That is by design, not a mistake. Write your conclusion "
+        "in the body of your reply, where the framework takes it from; do not work around this."
+    ),
+    "guard.delegate": (
+        "The main thread does not do the work itself ({tool} was blocked). Delegate to a "
+        "subagent with the Agent tool: state the goal and the acceptance criteria in the task, "
+        "and have it write long output into {artifacts} and report only the path and the "
+        "conclusion."
+    ),
+    "guard.glance": (
+        " Read-only looking commands (git status, ls, cat and the like) you may run yourself."
+    ),
+    "guard.artifacts": "the workbench's artifacts/",
+    "guard.spill": (
+        "[Output too long ({chars} characters); all of it is saved at {path}, read it in parts "
+        "with Read when needed. The first {preview} characters follow]\n"
+    ),
+    # -- handoff (flower.core.handoff, flower.core.takeover) -----------------------------
+    "handoff.step": 'step "{step}"',
+    "handoff.this_step": "this step",
+    "handoff.resume": (
+        "This is the handoff the previous session of {whose} left: its context was full, and "
+        "you, a brand-new session, carry on. You cannot see the earlier conversation; what "
+        "follows is everything it handed over.\n\n"
+        "{block}\n\n"
+        'First check the real state of the workspace against "Scene", then carry on from '
+        '"Next"; do not take the roads under "Dead ends" again.'
+    ),
+    "handoff.write": """\
+The context is almost full ({used} of a {window}-token window used). This session ends \
+here; a brand-new session takes the same step over. It cannot see this conversation, only \
+the handoff you write now.
+
+What each section holds:
+- Doing (required): how far the work in hand has got.
+- Decided: conclusions and decisions that are settled and need no more discussion, with \
+their grounds.
+- Dead ends: roads really tried that do not work, and why; leave it empty if none, do not \
+invent any.
+- Next (required): the first thing the new session should do, as concrete as possible.
+- Scene: what the new session needs to know of the scene: files changed, key paths, \
+commands to run, what did not finish.
+
+Output only the five heading lines below and their contents, the headings exactly as \
+written, each on its own line; write nothing else, and no code block.
+
+{skeleton}""",
+    "handoff.why": " ({why})",
+    "handoff.degraded_doing": (
+        "The previous session could not write a handoff{why}; how far it got is unknown."
+    ),
+    "handoff.degraded_next": (
+        "First check the real state of the workspace (files, git status, the workbench's "
+        "notes/ and artifacts/) to find out what is done and what is half done; then go on "
+        'with the original task (its beginning is under "Scene").'
+    ),
+    "handoff.incomplete": (
+        'the previous session wrote no complete handoff ("Doing" or "Next" missing)'
+    ),
+    "handoff.writing": "context {used}/{window}, writing the handoff",
+    "handoff.done": "handoff written, a new session takes over",
+    "handoff.done_at": "handoff written, a new session takes over: {path}",
+    "runtime.near_handoff": "context {used}/{window}, near the handoff line {at}",
+    "document.placeholder": "(not filled in)",
+    # -- the stores' replacements (flower.stores, through Runtime) ----------------------
+    "stores.spilled": (
+        "[Tool result archived: {chars} characters. All of it is at {path}; Read it when needed]"
+    ),
+    "stores.expired": (
+        "[The result of {cmd} has expired ({age} turns ago); the state may have changed. "
+        "Run it again if needed]"
+    ),
+    "stores.orphan": (
+        "[The tool call was interrupted before it returned; there is no result. "
+        "Run it again if needed]"
+    ),
+    # -- the goal (flower.core.goal) -----------------------------------------------------
+    "goal.feedback": (
+        "The judge finds the goal not achieved yet. Carry on from the work as it is; do not "
+        "start over."
+    ),
+    "goal.feedback_reason": "The judge's reason:\n{reason}",
+    "goal.feedback_failed": "Failed checks:\n{items}",
+    "goal.revision": (
+        "Revised ({stamp}; where it conflicts with the above, this prevails):\n{quoted}"
+    ),
+    # -- resilience (flower.core.resilience) ---------------------------------------------
+    "resilience.resume": (
+        "Your last round of work was cut off by a network or service outage. First check the "
+        "real state of the workspace (what you just did may or may not have happened), then "
+        "carry on from where it stopped; do not start over."
+    ),
+    "resilience.offline": "{name} unreachable, waiting for it (at most {minutes} minutes)",
+    "resilience.back": "{name} is back, going on",
+    # -- the terminal (flower.cli.interact, flower.cli.render) ---------------------------
+    "terminal.oracle_prompt": (
+        "Someone asks during the run: {question}\n\nRecent events (newest last):\n{events}"
+    ),
+    "terminal.no_events": "(none)",
+    "terminal.oracle_wait": "Waiting for the side answer before exiting (Ctrl+C: don't wait).",
+    "terminal.interrupt": (
+        "Interrupted: type what to tell the agent and press Enter; it carries on in the same "
+        "session (a running tool call is cut off, a subagent's half-done work is lost). Just "
+        "Enter = only interrupt; Ctrl+C again exits."
+    ),
+    "terminal.interrupted": "Interrupted; the agent carries on in the same session.",
+    "terminal.oracle_failed": "side question failed: {error}",
+    "terminal.oracle_said": "side answer: {answer}",
+}

@@ -1,0 +1,219 @@
+"""The zh texts: the seeds' own prompts, rule texts and lines, byte for byte.
+
+Keys are `<where>.<what>`; `{name}` placeholders are filled by flower.core.lang.text. The en
+table (flower.core.texts.en) has exactly these keys and placeholders.
+"""
+
+ZH: dict[str, str] = {
+    # -- the roles' rule texts (flower.core.roles) ---------------------------------------
+    "rules.coordinator": """\
+你是协调者：拆分任务、派活、读汇报、做决定，但不亲自动手。
+- 改文件、跑命令都用 Agent 工具交给子代理；主线程的 Bash/Write/Edit 会被拦下。
+- 子代理看不到你的系统提示和工作台索引，任务说明是它唯一的信息来源。每份任务说明都写清：\
+目标、验收标准、工作台的位置（照抄系统提示里「工作台在 …」给出的路径），\
+以及「超过 2000 字符的产出写进工作台的 artifacts/，回复里只给路径和结论」。
+- 子代理交回后，对照验收标准核对；不满足就写明差距再派一次。
+- 关键决定让子代理写进工作台的 notes/，一个决定一个文件。""",
+    "rules.worker": """\
+你是执行者：按任务说明把活干完。
+- 先看清任务里的目标和验收标准，做完逐条自查。
+- 超过 2000 字符的产出（报告、数据、日志）写进任务说明给出的工作台 artifacts/ 目录，\
+回复里只给路径和结论。
+- 最后的回复就是交给协调者的汇报：做了什么、结果在哪、验收标准是否满足、还剩什么没解决。
+- 卡住了就说卡在哪、试过什么；不要编造结果。""",
+    "rules.clarify": """\
+你是澄清者：动手之前先把需求问清楚。你只提问、只读，不做任何修改。
+- 先读工作区里与需求相关的文件，能自己查清的不要问人。
+- 真正需要人来定的，用提问工具问，一次问一件事，尽量给出可选项。
+- 没人回答时，按你的判断取一个合理的假设，写进「未知与假设」，不要重复提问。
+- 最后只输出下面四节，标题一字不改、各占一行，不要用代码块，不要写别的：
+{brief}
+- 「目标」一两句话；「验收标准」逐条可检查；「边界」写清不做什么；\
+「未知与假设」列出仍不确定的点和你采用的假设（没有就写「无」）。""",
+    "rules.judge": """\
+你是裁判：对照冻结的目标独立判定，不替任何人干活。你只读（允许时可以跑命令验证），不改任何文件。
+- 先看清你在什么环境里：平台、能跑什么、不能跑什么。
+- 定目标时，只输出下面两节，标题一字不改、各占一行，不要用代码块：
+{goal}
+  「验收清单」每条一行、以 - 开头、可以逐条检查；在这个环境里无法验证的条目，\
+在行首标上 [此环境无法验证:原因]。
+- 判定时，只输出下面三节，标题一字不改、各占一行，不要用代码块：
+{verdict}
+  「结论」只写一个词：达成、未达成、无法达成 三选一。拿不准就是未达成；\
+环境根本验证不了才是无法达成。「理由」说依据；\
+「未通过项」逐条列出没通过的清单条目（每条以 - 开头）。
+- 不要因为「看起来差不多」就判达成：每一条都要有依据。""",
+    "rules.oracle": """\
+你是旁路问答：运行还在进行，有人问进展。你只读不写。
+- 先看工作台的 INDEX.md、notes/ 和 artifacts/，需要时再读具体文件。
+- 回答简短具体：做到哪了、依据是哪个文件；不确定就说不确定。
+- 你的回答不会进入这次运行的上下文，不要给运行中的代理下指令。""",
+    "role.this": "这个角色",
+    "role.oracle": "旁路问答",
+    "role.coordinator": "协调者",
+    "role.coder": "实现者:按任务说明改代码并验证",
+    "role.coder_prompt": "你负责实现。每改一处就跑一次验证,别攒到最后。",
+    # -- the starter flow (flower.workflow.starter) --------------------------------------
+    "starter.clarify": "这是人提出的诉求,先把它澄清成四节需求:\n\n{ask}",
+    "starter.clarify_resume": "继续澄清。问清楚之后,按规定的四节输出最终的需求。",
+    "starter.goal": "根据下面冻结的需求,设定目标和验收清单:\n\n{brief}",
+    "starter.verify": (
+        "独立判定这一轮的工作是否达成了冻结的目标。自己去工作区核对,不要只信汇报。\n\n"
+        "{goal}\n\n<本轮汇报>\n{report}\n</本轮汇报>"
+    ),
+    "starter.review_note": (
+        "\n\n这次运行的成果在分支 {branch} 上,工作区本身不会被改动;分支的最新状态已检出在 "
+        "{path}:到那里核对。"
+    ),
+    "starter.work": "按下面冻结的需求和目标完成工作。\n\n{brief}\n\n{goal}",
+    "starter.wake": (
+        "人在唤醒这次运行时补充了:\n\n{said}\n\n需求和目标已按这句话更新,照新的标准继续工作。"
+    ),
+    "starter.wake_label": "唤醒时追加",
+    "starter.ambiguous": "裁判没有给出可识别的结论,按未达成处理。",
+    "starter.accept": "接受这个结果,就这样继续",
+    "starter.amend": "修改目标",
+    "starter.retry": "你判断错了,继续做",
+    "starter.no_ask": "要给一句诉求,例如 flower '帮我做一个 X'",
+    "starter.unverifiable": "{count}/{total} 条验收在这个环境里无法验证",
+    "starter.no_runtime": "拿不到 Runtime,无法判定目标",
+    "starter.unreachable": "裁判认为目标无法达成:{reason}\n怎么办?",
+    "starter.no_reason": "(没有给出理由)",
+    "starter.unreachable_unanswered": "目标被判为无法达成,也没有人回答",
+    "starter.new_goal": "新的目标是什么?(会记进目标文件,之后按它判定)",
+    "starter.no_new_goal": "要修改目标,但没有人给出新的目标",
+    "starter.human_said": "{reason}\n人说:{answer}",
+    # -- the human channel (flower.core.human) -------------------------------------------
+    "human.timeout": (
+        "无人应答。按你自己的判断继续,"
+        "并把这个问题和你采用的假设写进「未知与假设」那一段。不要重复提问,也不要停在这里。"
+    ),
+    "human.over_budget": (
+        "提问次数已用完,这个问题没有发给人。按你自己的判断继续,"
+        "并把这个问题和你采用的假设写进「未知与假设」那一段。不要重复提问,也不要停在这里。"
+    ),
+    "human.declined": (
+        "对方不回答这个问题。按你自己的判断继续,"
+        "并把这个问题和你采用的假设写进「未知与假设」那一段。不要重复提问,也不要停在这里。"
+    ),
+    "human.declined_reason": "{declined}\n对方说:{reason}",
+    "human.invalid": (
+        "问题是空的,没有发给人。要问就写一个具体的问题(可附选项);否则按你自己的判断继续。"
+    ),
+    "human.empty_inbox": "收件箱是空的:人没有发来新消息。继续手上的工作。",
+    "human.new_mail": "人发来 {count} 条新消息(已标为已读):\n",
+    "human.ask_tool": (
+        "向人提一个问题,等他回答(调用会一直等到回答、拒绝或超时)。只问你自己判断不了、"
+        "而答案会改变做法的事;给得出选项就附上 options。没人回答时会收到一段说明,照做即可。"
+    ),
+    "human.inbox_tool": (
+        "查看人主动发来的新消息(不等待;没有新消息时立即返回一句说明)。"
+        "每开始一个阶段、收尾之前都看一次:人可能补充或修改了要求。"
+    ),
+    "human.question_field": "要问的问题,一句话说清",
+    "human.options_field": "可选答案",
+    "human.added": "人补充",
+    "human.amend_line": "{label}（{stamp}）：",
+    "log.title": "# 问答记录\n",
+    "log.question": "- 问题:{text}",
+    "log.options": "- 选项:{text}",
+    "log.answer": "- 回答:{text}",
+    "log.outcome": "- 结果:{text}",
+    "log.waited": "- 等待:{seconds} s",
+    "log.empty": "(空)",
+    "log.timeout": "无人应答,按模型自己的判断继续",
+    "log.declined": "人拒绝回答",
+    "log.over_budget": "超出提问次数,没有发给人",
+    "log.invalid": "问题为空,没有发给人",
+    # -- the workbench (flower.core.workbench) -------------------------------------------
+    "workbench.index": "# 工作台索引",
+    "workbench.generated": "（自动生成，请勿手改）",
+    "workbench.empty": "- (空)",
+    "workbench.more": "- …… 另有 {count} 个较早的文件",
+    "workbench.where": "工作台在 {root}/。",
+    "workbench.external": "它在工作区之外，请一律用绝对路径访问。",
+    "workbench.rules": "规则：",
+    "workbench.scripts": "1. 要重复运行的脚本放进 {scripts}/，第一行写 `# desc: 一句话说明`。",
+    "workbench.artifacts": (
+        "2. 超过 {chars} 字符的产出（报告、数据、日志）写进 {artifacts}/，对话里只给路径和结论。"
+    ),
+    "workbench.notes": "3. 关键决定写进 {notes}/，一个决定一个文件。",
+    # -- the guards (flower.core.guard) --------------------------------------------------
+    "guard.whitelist": (
+        "{role}没有 {tool} 工具。这是有意的设计，不是漏配。"
+        "请把结论直接写在回复正文里，框架会从那里取走；不要换个说法绕过。"
+    ),
+    "guard.delegate": (
+        "主线程不亲自动手（{tool} 已拦下）。请用 Agent 工具委派给子代理："
+        "在任务里写清目标和验收标准，并要求它把长产出写进 {artifacts}，只回报路径和结论。"
+    ),
+    "guard.glance": "只读的查看命令（git status、ls、cat 这类）可以自己跑。",
+    "guard.artifacts": "工作台的 artifacts/",
+    "guard.spill": (
+        "[输出过长（{chars} 字符），全文已存到 {path}，需要时用 Read 分段读取。"
+        "以下是前 {preview} 个字符]\n"
+    ),
+    # -- handoff (flower.core.handoff, flower.core.takeover) -----------------------------
+    "handoff.step": "步骤「{step}」",
+    "handoff.this_step": "这个步骤",
+    "handoff.resume": (
+        "这是{whose}上一代会话留下的交接：它的上下文满了，由你这个全新的会话接着做。"
+        "你看不到之前的对话，下面就是它交给你的全部内容。\n\n"
+        "{block}\n\n"
+        "先按「现场」核对工作区的实际状态，再从「下一步」接着做；「死路」里的路不要再走。"
+    ),
+    "handoff.write": """\
+上下文快满了（已用 {used} / 窗口 {window} tokens）。这个会话到此为止，同一步骤将由一个全新的\
+会话接手；它看不到这段对话，只能看到你现在写的交接。
+
+各节写什么：
+- 正在做（必填）：手上的活做到哪一步了。
+- 已定结论：已经确定、不必再讨论的结论和决定，附上依据。
+- 死路：真正试过且走不通的路，以及为什么走不通；没有就留空，不要编。
+- 下一步（必填）：接手的会话第一件该做的事，越具体越好。
+- 现场：接手需要知道的现场：改过的文件、关键路径、要跑的命令、没跑完的东西。
+
+只输出下面这五个标题行和各自的内容，标题一字不改，每个单独成行；除此之外什么都不要写，\
+不要用代码块。
+
+{skeleton}""",
+    "handoff.why": "（{why}）",
+    "handoff.degraded_doing": "上一代会话没能写出交接{why}，它做到了哪一步不得而知。",
+    "handoff.degraded_next": (
+        "先核对工作区的实际状态（文件、git 状态、工作台的 notes/ 和 artifacts/），"
+        "弄清哪些已经做完、哪些做了一半；再接着完成原始任务（开头部分见「现场」）。"
+    ),
+    "handoff.incomplete": "上一代会话没有写出完整的交接(缺少「正在做」或「下一步」)",
+    "handoff.writing": "上下文 {used}/{window},正在写交接",
+    "handoff.done": "交接完成,新会话接手",
+    "handoff.done_at": "交接完成,新会话接手:{path}",
+    "runtime.near_handoff": "上下文 {used}/{window},接近交接线 {at}",
+    "document.placeholder": "(未填)",
+    # -- the stores' replacements (flower.stores, through Runtime) ----------------------
+    "stores.spilled": "[工具结果已归档:{chars} 字符。完整内容在 {path},需要时用 Read 读取]",
+    "stores.expired": "[{cmd} 的结果已过期(第 {age} 轮前),当前状态可能已变。需要请重新执行]",
+    "stores.orphan": "[工具调用在返回结果前被中断,没有结果。需要请重新执行]",
+    # -- the goal (flower.core.goal) -----------------------------------------------------
+    "goal.feedback": "评审认为目标还没有达成。请在现有工作的基础上接着做，不要从头再来。",
+    "goal.feedback_reason": "评审的理由：\n{reason}",
+    "goal.feedback_failed": "未通过项：\n{items}",
+    "goal.revision": "修订（{stamp}，与上文冲突时以此为准）：\n{quoted}",
+    # -- resilience (flower.core.resilience) ---------------------------------------------
+    "resilience.resume": (
+        "你上一轮的工作因为网络或服务中断被打断了。先确认工作区的实际状态(刚才的操作可能已经完成,"
+        "也可能没有),然后从中断处继续,不要从头再来。"
+    ),
+    "resilience.offline": "{name} 不可达,等待恢复(最多 {minutes} 分钟)",
+    "resilience.back": "{name} 恢复,继续",
+    # -- the terminal (flower.cli.interact, flower.cli.render) ---------------------------
+    "terminal.oracle_prompt": "有人在运行中问:{question}\n\n最近的事件(最新的在最后):\n{events}",
+    "terminal.no_events": "(无)",
+    "terminal.oracle_wait": "等旁路问答答完再退出(Ctrl+C 不等)。",
+    "terminal.interrupt": (
+        "中断:输入要告诉代理的话,回车后它在同一个会话里接着干"
+        "(正在跑的工具调用会被打断,子代理手上的半成品会丢);直接回车=只是打断;再按一次 Ctrl+C 退出。"
+    ),
+    "terminal.interrupted": "已打断,代理会在同一个会话里接着干。",
+    "terminal.oracle_failed": "旁路问答失败:{error}",
+    "terminal.oracle_said": "旁路问答:{answer}",
+}
