@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import resource
 import signal
 import threading
 from dataclasses import replace
@@ -33,6 +34,8 @@ from flowerbox.sidecar.pricing import PriceTable, load_prices
 from flowerbox.wire import RUN_LABEL
 
 __all__ = ["leave_broker", "serve", "through_broker"]
+
+MAX_OPEN_FILES = 1 << 20  # the kernel's usual nr_open: what "no hard limit" is raised to
 
 
 def through_broker(spec: BoxSpec) -> BoxSpec:
@@ -65,6 +68,7 @@ def serve(*, team_budget: float | None, prices: Path | None) -> int:
         CredentialsError: no key found (as for a run).
         BrokerError: a broker runs already, or its folder or ledger cannot be used.
     """
+    _open_files_to_the_hard_limit()
     load_dotenv(lookup=Lookup.from_process(project=False))
     if problem := check_credentials():
         raise CredentialsError(problem)
@@ -93,6 +97,16 @@ def serve(*, team_budget: float | None, prices: Path | None) -> int:
     finally:
         broker.close()
     return 0
+
+
+def _open_files_to_the_hard_limit() -> None:
+    """Each run holds two listening sockets and its files: a login's soft limit (often 1024)
+    refused about the 250th run, so the broker raises it to what the hard limit allows."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    wanted = MAX_OPEN_FILES if hard == resource.RLIM_INFINITY else min(hard, MAX_OPEN_FILES)
+    if soft != resource.RLIM_INFINITY and soft < wanted:
+        with contextlib.suppress(ValueError, OSError):  # a lower limit still serves runs
+            resource.setrlimit(resource.RLIMIT_NOFILE, (wanted, hard))
 
 
 def _alive(run_id: str, socket_dir: Path) -> bool:
