@@ -362,16 +362,15 @@ def test_a_line_typed_in_attach_answers_the_question_or_becomes_a_message(
     human, loop = channel
     spec = started(tmp_path / "ws", "20260101-000000-a77ac4")
     asked = asyncio.run_coroutine_threadsafe(human.ask("哪个解释器?"), loop)
-    deadline = time.monotonic() + 10
-    while not human.pending() and time.monotonic() < deadline:
+    run = records.find(spec.workspace, None)
+    deadline = time.monotonic() + 30  # the question on disk, where attach reads it: typed
+    while not run.pending_asks() and time.monotonic() < deadline:  # earlier, it is a message
         time.sleep(0.02)
     read_fd, write_fd = os.pipe()
     with os.fdopen(read_fd) as typed, os.fdopen(write_fd, "w") as keyboard:
         monkeypatch.setattr("sys.stdin", typed)
         done = threading.Event()
-        reader = threading.Thread(
-            target=control.read_answers, args=(records.find(spec.workspace, None), done)
-        )
+        reader = threading.Thread(target=control.read_answers, args=(run, done))
         reader.start()
         try:
             keyboard.write("python3\n")
