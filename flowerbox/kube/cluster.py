@@ -34,16 +34,7 @@ from kubernetes.config.config_exception import ConfigException
 
 from flowerbox.box.spec import BoxSpec
 from flowerbox.errors import ClusterError, RunError
-from flowerbox.kube.pod import (
-    ALLOW_ANNOTATION,
-    BUDGET_ANNOTATION,
-    RUN_LABEL,
-    TOKEN_KEY,
-    TOKEN_ROLE,
-    Manifest,
-    labels,
-    token_secret,
-)
+from flowerbox.kube.pod import RUN_LABEL, TOKEN_KEY, Manifest, labels, token_secret
 from flowerbox.kube.render import (
     COMMAND_ANNOTATION,
     IMAGE_ANNOTATION,
@@ -54,6 +45,7 @@ from flowerbox.kube.render import (
     run_manifests,
 )
 from flowerbox.kube.target import KubeTarget, kube_spec
+from flowerbox.wire import ALLOW_ANNOTATION, BUDGET_ANNOTATION, TOKEN_ROLE
 
 CONFLICT = 409
 NOT_FOUND = 404

@@ -25,12 +25,9 @@ from flowerbox.box.spec import TMPFS, BoxSpec, agent_env
 from flowerbox.kube.target import VOLUME, KubeTarget
 
 Manifest = dict[str, Any]
-RUN_LABEL = "flowerbox.dev/run-id"  # a label key may have one '/': wire's dotted names cannot
-ROLE_LABEL = "flowerbox.dev/role"  # agent, broker, selftest
-TOKEN_KEY = "token"  # the run's broker token in its Secret (made by the client, never rendered)
-TOKEN_ROLE = "token"  # the ROLE_LABEL of a run's token Secret: what the broker watches
-BUDGET_ANNOTATION = "flowerbox.dev/budget-usd"  # on the token Secret: the run's budget
-ALLOW_ANNOTATION = "flowerbox.dev/allow"  # on the token Secret: its egress allowlist, JSON
+RUN_LABEL = wire.KUBE_RUN_LABEL
+ROLE_LABEL = wire.KUBE_ROLE_LABEL
+TOKEN_KEY = wire.TOKEN_KEY
 _SIZE = re.compile(r"^(\d+(?:\.\d+)?)([kmgt]?)b?$", re.IGNORECASE)
 
 
