@@ -23,9 +23,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import claude_agent_sdk  # noqa: F401 - where its bundled CLI is
 import yaml
 
+from flower.core.lifeline import bundled_cli
 from flower.testing import Always, FakeAPI, Usage, text
 from flowerbox.broker.listener import UNATTRIBUTED
 from flowerbox.kube.cluster import token_manifest
@@ -363,9 +363,6 @@ def test_a_restarted_broker_keeps_its_ledger_and_drops_the_runs_deleted_meanwhil
     assert [r["status"] for r in broker.rows(gone.run_id)] == [200, 401]
 
 
-CLI = Path(sys.modules["claude_agent_sdk"].__file__ or "").parent / "_bundled" / "claude"
-
-
 def test_the_bundled_cli_presents_its_token_to_the_proxy(
     start_broker: Callable[..., TcpBroker], tmp_path: Path
 ) -> None:
@@ -387,8 +384,10 @@ def test_the_bundled_cli_presents_its_token_to_the_proxy(
         "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
         "CLAUDE_CODE_MAX_RETRIES": "0",
     }
+    cli = bundled_cli()
+    assert cli is not None, "the SDK's bundled CLI is missing"
     done = subprocess.run(
-        [str(CLI), "-p", "hi"], env=env, capture_output=True, text=True, timeout=120, check=False
+        [cli, "-p", "hi"], env=env, capture_output=True, text=True, timeout=120, check=False
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "hi" in done.stdout
@@ -398,3 +397,37 @@ def test_the_bundled_cli_presents_its_token_to_the_proxy(
         ("POST", broker.api_port, "allow")
     }
     assert [r["status"] for r in broker.rows(run.run_id)] == [200] * len(broker.rows())
+
+
+def test_a_secret_that_holds_no_usable_run_is_left_out_and_the_others_served(
+    start_broker: Callable[..., TcpBroker],
+) -> None:
+    """Whoever may write Secrets in the namespace may write a bad one: a run id that would
+    name a folder elsewhere, a budget that is no positive number, an allowlist that is no
+    list, a token that is no base64. Each is left out, said on stderr; nothing else stops."""
+    broker = start_broker()
+    spec = kube_spec("20261202-000000-888888", image="flowerbox:test", command=("flower",))
+    bad = [
+        ("x1", {"flowerbox.dev/run-id": "../../escape"}, {}),
+        ("x2", {}, {"flowerbox.dev/budget-usd": "-1"}),
+        ("x3", {}, {"flowerbox.dev/allow": '"pypi.org"'}),
+        ("x4", {}, {"flowerbox.dev/budget-usd": "nan"}),
+    ]
+    for name, labels, notes in bad:
+        secret = token_manifest(
+            dataclasses.replace(spec, run_id=f"20261202-{name}"), NAMESPACE, "t"
+        )
+        secret["metadata"]["labels"] |= labels
+        secret["metadata"]["annotations"] |= notes
+        broker.kube.put("secrets", secret)
+    unencoded = token_manifest(dataclasses.replace(spec, run_id="20261202-x5"), NAMESPACE, "t")
+    unencoded["data"] = {"token": "not base64!"}
+    del unencoded["stringData"]
+    broker.kube.put("secrets", unencoded)
+    good = broker.add(spec.run_id)
+    assert broker.spend(good) == 200
+    log = broker.log.read_text()
+    assert "not a run id: '../../escape'" in log
+    assert log.count("a run's budget must be a positive number") == 2
+    assert "is not a JSON list" in log and "is not base64" in log
+    assert sorted(p.name for p in (broker.folder / "runs").iterdir()) == [good.run_id]
