@@ -23,15 +23,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from flower.core.lifeline import bundled_cli
 from flower.testing import Always, FakeAPI, Usage, text
 from flowerbox.broker.listener import UNATTRIBUTED
 from flowerbox.kube.cluster import token_manifest
 from flowerbox.kube.target import kube_spec
-from tests.flowerbox.conftest import REAL_KEY, wait_for
-from tests.kube.fakeapi import FakeKube, fake_kube
+from tests.flowerbox.conftest import REAL_KEY, kill_left_running, wait_for
+from tests.kube.fakeapi import FakeKube, fake_kube, write_kubeconfig
 
 MESSAGES = "/v1/messages?beta=true"
 REPLY = text("hi", usage=Usage(1000, 100))  # $0.006 of claude-opus-5-5
@@ -168,15 +167,7 @@ def start_broker(tmp_path: Path, upstream: FakeAPI) -> Iterator[Callable[..., Tc
     upstream.script = Always(REPLY)
     started: list[TcpBroker] = []
     with fake_kube() as kube:
-        config = {
-            "apiVersion": "v1",
-            "kind": "Config",
-            "clusters": [{"name": "fake", "cluster": {"server": kube.url}}],
-            "users": [{"name": "broker", "user": {"token": "not-a-real-token"}}],
-            "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "broker"}}],
-            "current-context": "fake",
-        }
-        (tmp_path / "kubeconfig").write_text(yaml.safe_dump(config))
+        write_kubeconfig(tmp_path / "kubeconfig", kube)
 
         def start(*args: str) -> TcpBroker:
             broker = TcpBroker(tmp_path, kube, upstream, args).start()
@@ -186,10 +177,7 @@ def start_broker(tmp_path: Path, upstream: FakeAPI) -> Iterator[Callable[..., Tc
         try:
             yield start
         finally:
-            for broker in started:
-                if broker.process is not None and broker.process.poll() is None:
-                    broker.process.kill()
-                    broker.process.wait(timeout=10)
+            kill_left_running(broker.process for broker in started)
 
 
 def test_two_runs_learned_from_their_secrets_each_spend_their_own_budget(

@@ -15,8 +15,11 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
+
+import yaml
 
 PATH = re.compile(
     r"^/(?:api/v1|apis/[^/]+/[^/]+)/namespaces/(?P<ns>[^/]+)/(?P<plural>[^/]+)"
@@ -183,6 +186,20 @@ def _handler(kube: FakeKube) -> type[BaseHTTPRequestHandler]:
         do_GET = do_POST = do_DELETE = _serve
 
     return Handler
+
+
+def write_kubeconfig(path: Path, kube: FakeKube) -> Path:
+    """A kubeconfig at `path` whose current context is the fake server."""
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "fake", "cluster": {"server": kube.url}}],
+        "users": [{"name": "me", "user": {"token": "not-a-real-token"}}],
+        "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "me"}}],
+        "current-context": "fake",
+    }
+    path.write_text(yaml.safe_dump(config))
+    return path
 
 
 @contextmanager
