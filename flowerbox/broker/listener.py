@@ -151,8 +151,9 @@ class ClusterBroker(Registry):
         """Serve a run the cluster told of; one served already is left as it is.
 
         Raises:
-            BrokerError: what no run may be registered with, or a run id the ledger knows
-                with another token (a deleted run's Secret made again is no new run).
+            BrokerError: what no run may be registered with, a run id the ledger knows
+                with another token (a deleted run's Secret made again is no new run), or a
+                token another run has (one token, one run: whose would it spend?).
         """
         checked(told.run_id, told.budget_usd, told.allow)
         folder = self.folder / RUNS / told.run_id
@@ -166,6 +167,8 @@ class ClusterBroker(Registry):
                 return
             if self.ledger.known(told.run_id):
                 raise BrokerError(f"run {told.run_id} is known with another token: not served")
+            if self.ledger.run_of(told.token_sha256) is not None:
+                raise BrokerError("its token is another run's: not served")
             self.ledger.register(entry)
         self._serve(entry)
         self.line(f"run {told.run_id}: serving its token")

@@ -127,7 +127,7 @@ def serve_cluster(
         team_budget=team_budget,
     )
     stopping = threading.Event()
-    threading.Thread(target=follow, args=(broker, stopping), daemon=True).start()
+    threading.Thread(target=_following, args=(follow, broker, stopping), daemon=True).start()
     print(
         f"flowerbox broker: API on {listen}, proxy on port {proxy_port}, ledger in {folder}",
         flush=True,
@@ -136,6 +136,18 @@ def serve_cluster(
         return _until_stopped(broker)
     finally:
         stopping.set()
+
+
+def _following(follow: Follow, broker: ClusterBroker, stopping: threading.Event) -> None:
+    """`follow` until told to stop. Should it end otherwise (a failure it does not retry),
+    the broker stops too: serving on without it would serve deleted runs' tokens. (Its
+    Deployment starts it again.)"""
+    try:
+        follow(broker, stopping)
+    finally:
+        if not stopping.is_set():
+            print("flowerbox broker: stopped learning the runs: stopping", flush=True)
+            broker.shutdown()
 
 
 def _found_credentials() -> Credentials:

@@ -413,9 +413,30 @@ def test_a_secret_that_holds_no_usable_run_is_left_out_and_the_others_served(
     del unencoded["stringData"]
     broker.kube.put("secrets", unencoded)
     good = broker.add(spec.run_id)
+    copied = token_manifest(dataclasses.replace(spec, run_id="20261202-x6"), NAMESPACE, good.token)
+    broker.kube.put("secrets", copied)
+    broker.wait_logged("run 20261202-x6: its token is another run's")
     assert broker.spend(good) == 200
+    assert [r["run_id"] for r in broker.rows()] == [good.run_id]
     log = broker.log.read_text()
     assert "not a run id: '../../escape'" in log
     assert log.count("a run's budget must be a positive number") == 2
     assert "is not a JSON list" in log and "is not base64" in log
     assert sorted(p.name for p in (broker.folder / "runs").iterdir()) == [good.run_id]
+
+
+def test_the_cluster_options_go_with_listen_and_a_cluster(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "KUBERNETES_SERVICE_HOST"}
+    env |= {"KUBECONFIG": str(tmp_path / "missing"), "HOME": str(tmp_path)}
+
+    def broker(*args: str) -> subprocess.CompletedProcess[str]:
+        command = [sys.executable, "-m", "flowerbox", "broker", *args]
+        return subprocess.run(
+            command, env=env, capture_output=True, text=True, timeout=60, check=False
+        )
+
+    alone = broker("--ledger", str(tmp_path / "ledger"))
+    assert alone.returncode == 2 and "go with --listen" in alone.stderr
+    nowhere = broker("--listen", f"127.0.0.1:{free_port()}", "--ledger", str(tmp_path / "l"))
+    assert nowhere.returncode == 2 and "no cluster is reachable" in nowhere.stderr
+    assert not (tmp_path / "l").exists()
