@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import socket
 import threading
 from dataclasses import dataclass
 from functools import partial
@@ -40,14 +39,7 @@ from flowerbox.sidecar.gateway import Credentials, Gateway, Refusal, Tenant
 from flowerbox.sidecar.http import Incoming
 from flowerbox.sidecar.meter import Meter
 from flowerbox.sidecar.pricing import PriceTable
-from flowerbox.sidecar.proxy import (
-    Connector,
-    EgressProxy,
-    JsonLines,
-    Resolver,
-    Rules,
-    system_resolver,
-)
+from flowerbox.sidecar.proxy import EgressProxy, JsonLines, Rules
 from flowerbox.wire import EGRESS_LOG
 
 __all__ = ["UNATTRIBUTED", "ClusterBroker", "RunToken", "presented_token", "proxy_token"]
@@ -127,8 +119,6 @@ class ClusterBroker(Registry):
         credentials: Credentials,
         prices: PriceTable,
         team_budget: float | None = None,
-        resolver: Resolver = system_resolver,
-        connector: Connector = socket.create_connection,
     ) -> None:
         """Open the ledger in `folder`, serve the runs it holds as served (the first list of
         the Secrets revokes the ones gone meanwhile: `sync`) and bind both listeners.
@@ -143,7 +133,7 @@ class ClusterBroker(Registry):
         self.egress_log = JsonLines(folder / EGRESS_LOG)  # refusals that name no run
         try:
             self.gateway = TokenGateway(self, api)
-            self.proxy = TokenProxy(self, proxy, resolver=resolver, connector=connector)
+            self.proxy = TokenProxy(self, proxy)
         except OSError as exc:
             raise BrokerError(f"cannot listen on {api} and {proxy}: {exc}") from exc
 
@@ -278,23 +268,11 @@ class TokenGateway(Gateway, OnTcp):
 class TokenProxy(EgressProxy, OnTcp):
     """The egress proxy on TCP: each request held to its token's run's allowlist."""
 
-    def __init__(
-        self,
-        broker: ClusterBroker,
-        address: tuple[str, int],
-        *,
-        resolver: Resolver,
-        connector: Connector,
-    ) -> None:
+    def __init__(self, broker: ClusterBroker, address: tuple[str, int]) -> None:
         self.broker = broker
         self.tcp_address = address
-        super().__init__(
-            Path(":".join(map(str, address))),
-            policy=NO_EGRESS,
-            log=broker.egress_log,
-            resolver=resolver,
-            connector=connector,
-        )
+        where = Path(":".join(map(str, address)))  # a name only: OnTcp makes no file
+        super().__init__(where, policy=NO_EGRESS, log=broker.egress_log)
 
     def rules(self, incoming: Incoming) -> Rules:
         try:

@@ -44,11 +44,6 @@ class OnTcp(PrivateUnixServer):
     def server_close(self) -> None:
         socketserver.TCPServer.server_close(self)
 
-    @property
-    def port(self) -> int:
-        """The port bound (the one asked, or the system's pick for 0)."""
-        return int(self.socket.getsockname()[1])
-
 
 def parse_address(text: str) -> tuple[str, int]:
     """`HOST:PORT` (`[v6]:PORT`) as a socket address.

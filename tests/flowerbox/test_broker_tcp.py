@@ -26,9 +26,10 @@ import pytest
 
 from flower.core.lifeline import bundled_cli
 from flower.testing import Always, FakeAPI, Usage, text
-from flowerbox.broker.listener import UNATTRIBUTED
+from flowerbox.broker.listener import UNATTRIBUTED, presented_token, proxy_token
 from flowerbox.kube.cluster import token_manifest
 from flowerbox.kube.target import kube_spec
+from flowerbox.sidecar.http import Incoming
 from tests.flowerbox.conftest import REAL_KEY, kill_left_running, wait_for
 from tests.kube.fakeapi import FakeKube, fake_kube, write_kubeconfig
 
@@ -440,3 +441,24 @@ def test_the_cluster_options_go_with_listen_and_a_cluster(tmp_path: Path) -> Non
     nowhere = broker("--listen", f"127.0.0.1:{free_port()}", "--ledger", str(tmp_path / "l"))
     assert nowhere.returncode == 2 and "no cluster is reachable" in nowhere.stderr
     assert not (tmp_path / "l").exists()
+
+
+def incoming(*headers: tuple[str, str]) -> Incoming:
+    return Incoming("CONNECT", "pypi.org:443", list(headers), "1.1")
+
+
+def test_the_proxy_reads_the_token_only_from_one_basic_credential() -> None:
+    basic = "Basic " + base64.b64encode(b"run:tok").decode()
+    assert proxy_token(incoming(("proxy-authorization", basic))) == "tok"
+    assert proxy_token(incoming()) is None
+    refused = [
+        ("proxy-authorization", "Bearer tok"),
+        ("proxy-authorization", "Basic " + base64.b64encode(b"no-colon").decode()),
+        ("proxy-authorization", "Basic not*base64"),
+    ]
+    for header in refused:
+        with pytest.raises(ValueError, match="not Basic"):
+            proxy_token(incoming(header))
+    with pytest.raises(ValueError, match="twice"):
+        proxy_token(incoming(("proxy-authorization", basic), ("proxy-authorization", basic)))
+    assert presented_token(incoming(("x-api-key", "a"), ("authorization", "Bearer a"))) == "a"
