@@ -5,7 +5,8 @@ so what is reviewed is what runs.
     run_manifests(spec, target)      the run's PVC, its NetworkPolicy and its Job
     deliver_manifests(spec, target)  a Job that pushes the agent's branch back, after the run
     drop_manifests(spec, target, ...) a Job that drops an answer or a message into its inbox
-    broker_manifests(target, image)  the broker: default-deny, Deployment, Service, its policy
+    broker_manifests(target, image)  the broker: default-deny, its service account and Role
+                                     (to read the run tokens), Deployment, Service, its policy
 
 Pure: no cluster, no client, no secret. The Secrets the manifests name (the broker's key, each
 run's token) are created apart (docs/deployment.md gives the command): a rendered manifest
@@ -273,8 +274,9 @@ def reader_manifests(target: KubeTarget, tags: dict[str, str]) -> list[Manifest]
 
 
 def broker_manifests(target: KubeTarget, *, image: str) -> list[Manifest]:
-    """The broker, once per namespace: the only Pod with the key (from KEY_SECRET) and a
-    route out; a default-deny policy for everything else in the namespace."""
+    """The broker, once per namespace: the only Pod with the key (from KEY_SECRET), an API
+    token (to read the run tokens) and a route out; a default-deny policy for everything
+    else in the namespace."""
     tags = {ROLE_LABEL: "broker", "app.kubernetes.io/part-of": "flowerbox"}
     ports = [("api", wire.API_PORT), ("proxy", wire.PROXY_PORT), ("git", GIT_PORT)]
     secrets = wire.SECRETS_IN_GATEWAY
