@@ -28,7 +28,7 @@ from flowerbox.broker.ledger import CUT_NOTE, Ledger
 from flowerbox.broker.server import CONTROL_SOCKET, LEDGER, Registration
 from flowerbox.errors import BrokerError
 from flowerbox.wire import API_SOCKET, PLACEHOLDER_KEY, PROXY_SOCKET
-from tests.flowerbox.conftest import REAL_KEY, UnixHTTPConnection, wait_for
+from tests.flowerbox.conftest import REAL_KEY, UnixHTTPConnection, kill_left_running, wait_for
 
 MESSAGES = "/v1/messages?beta=true"
 # 1000 input and 100 output tokens of claude-opus-5-5: $0.006 a request; the worst case
@@ -174,10 +174,7 @@ def start_broker(sockdir: Path, upstream: FakeAPI) -> Iterator[Callable[..., Bro
     try:
         yield start
     finally:
-        for broker in started:
-            if broker.process is not None and broker.process.poll() is None:
-                broker.process.kill()
-                broker.process.wait(timeout=10)
+        kill_left_running(broker.process for broker in started)
 
 
 def test_each_run_has_its_own_token_and_the_real_key_stays_in_the_broker(
