@@ -34,6 +34,14 @@ def broker(
         Path | None,
         typer.Option("--prices", help="A JSON price table laid over the shipped one."),
     ] = None,
+    no_engine: Annotated[
+        bool,
+        typer.Option(
+            "--no-engine",
+            help="Never ask the Docker engine (a broker in a container has none): a run"
+            " registered before a restart is served while its socket folder exists.",
+        ),
+    ] = False,
     status: Annotated[
         bool, typer.Option("--status", help="Print what a running broker serves, as JSON.")
     ] = False,
@@ -43,4 +51,4 @@ def broker(
     if status:
         typer.echo(json.dumps(client.call(state.broker_folder(), {"op": "status"}), indent=2))
         return
-    raise typer.Exit(serve(team_budget=team_budget, prices=prices))
+    raise typer.Exit(serve(team_budget=team_budget, prices=prices, engine=not no_engine))
