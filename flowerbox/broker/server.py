@@ -350,6 +350,7 @@ class Broker(Registry):
         super().close()
 
     def _serve(self, entry: RunEntry) -> None:
+        run: ServedRun | None = None
         try:
             run = self._served(entry)
             if run.policy is not None:  # bound before api.sock, as the private gateway does
@@ -358,6 +359,8 @@ class Broker(Registry):
                 run.servers.append(EgressProxy(path, policy=policy, log=run.egress_log))
             run.servers.append(RunGateway(run, self))
         except (OSError, FlowerboxError) as exc:
+            if run is not None:  # a socket bound before the one that failed: not left behind
+                _unbind(run)
             raise BrokerError(
                 f"cannot serve run {entry.run_id} in {entry.socket_dir}: {exc}"
             ) from exc
@@ -376,11 +379,16 @@ def _close(*runs: ServedRun) -> None:
         thread.start()
     for thread in stopping:
         thread.join()
-    for server in servers:
-        server.server_close()
     for run in runs:
-        run.requests.close()
-        run.egress_log.close()
+        _unbind(run)
+
+
+def _unbind(run: ServedRun) -> None:
+    """Close a run's sockets (stopped, or never served) and its files."""
+    for server in run.servers:
+        server.server_close()
+    run.requests.close()
+    run.egress_log.close()
 
 
 class _ControlServer(PrivateUnixServer):

@@ -36,6 +36,14 @@ def broker(
         Path | None,
         typer.Option("--prices", help="A JSON price table laid over the shipped one."),
     ] = None,
+    no_engine: Annotated[
+        bool,
+        typer.Option(
+            "--no-engine",
+            help="Never ask the Docker engine (a broker in a container has none): a run"
+            " registered before a restart is served while its socket folder exists.",
+        ),
+    ] = False,
     status: Annotated[
         bool, typer.Option("--status", help="Print what a running broker serves, as JSON.")
     ] = False,
@@ -81,7 +89,9 @@ def broker(
     if listen is None:
         if credentials or ledger:
             raise typer.BadParameter("--credentials and --ledger go with --listen")
-        raise typer.Exit(serve(team_budget=team_budget, prices=prices))
+        raise typer.Exit(serve(team_budget=team_budget, prices=prices, engine=not no_engine))
+    if no_engine:
+        raise typer.BadParameter("--no-engine is for a broker of local boxes, not --listen")
     # lazy: the official client is the `kube` extra, and only --listen needs it
     from flowerbox.broker.tokens import TokenSource
 

@@ -5,9 +5,10 @@
     leave_broker(spec)              # the run ended: its token is revoked
 
 `serve()` is `flowerbox broker`: the credentials found as a run finds them, and `alive` for
-a restart (a run whose socket folder or agent container is gone is revoked). `serve_cluster()`
-is `flowerbox broker --listen`: the broker on TCP, its runs learned by `follow` (the run
-token Secrets: flowerbox.broker.tokens).
+a restart (a run whose socket folder or agent container is gone is revoked; with
+`engine=False`, a broker in a container that must not reach the engine, the folder alone).
+`serve_cluster()` is `flowerbox broker --listen`: the broker on TCP, its runs learned by
+`follow` (the run token Secrets: flowerbox.broker.tokens).
 """
 
 from __future__ import annotations
@@ -69,8 +70,9 @@ def leave_broker(spec: BoxSpec) -> None:
             client.revoke(state.broker_folder(), spec.run_id)
 
 
-def serve(*, team_budget: float | None, prices: Path | None) -> int:
-    """Run the broker in the foreground until SIGTERM or SIGINT; 0.
+def serve(*, team_budget: float | None, prices: Path | None, engine: bool = True) -> int:
+    """Run the broker in the foreground until SIGTERM or SIGINT; 0. Without the `engine`, a
+    registered run is alive at a restart while its socket folder exists.
 
     Raises:
         CredentialsError: no key found (as for a run).
@@ -86,7 +88,7 @@ def serve(*, team_budget: float | None, prices: Path | None) -> int:
         credentials=credentials,
         prices=load_prices(prices) if prices else PriceTable(),
         team_budget=team_budget,
-        alive=_alive,
+        alive=_alive if engine else _folder_alive,
     )
     print(f"flowerbox broker: serving on {folder} (control.sock, ledger.db)", flush=True)
     return _until_stopped(broker)
@@ -189,10 +191,15 @@ def _open_files_to_the_hard_limit() -> None:
             resource.setrlimit(resource.RLIMIT_NOFILE, (wanted, hard))
 
 
+def _folder_alive(run_id: str, socket_dir: Path) -> bool:
+    """Whether a run's socket folder, removed when its run ends, is still there."""
+    return socket_dir.is_dir()
+
+
 def _alive(run_id: str, socket_dir: Path) -> bool:
     """Whether a run registered before a restart still has its box: its socket folder (removed
     when its run ends) and, when the engine answers, its agent's container."""
-    if not socket_dir.is_dir():
+    if not _folder_alive(run_id, socket_dir):
         return False
     try:
         return bool(labelled(connect(), f"{RUN_LABEL}={run_id}"))

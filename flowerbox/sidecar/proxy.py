@@ -39,6 +39,7 @@ import json
 import os
 import socket
 import socketserver
+import stat
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -156,10 +157,13 @@ class PrivateUnixServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServ
         os.replace(self._binding, self.socket_path)  # listening now: the name may appear
 
     def server_close(self) -> None:
+        """Close, and remove the socket at its names; anything else there (the folder may be
+        a box's: a link, a folder, a FIFO in its place) is left as it is, never followed."""
         super().server_close()
         for path in (self.socket_path, self._binding):
-            with contextlib.suppress(FileNotFoundError):
-                path.unlink()
+            with contextlib.suppress(OSError):
+                if stat.S_ISSOCK(path.lstat().st_mode):
+                    path.unlink()
 
 
 @dataclass(frozen=True)

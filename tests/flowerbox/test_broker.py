@@ -325,6 +325,29 @@ def test_a_restarted_broker_revokes_the_runs_whose_box_is_gone(
     assert kept.request()[0] == 200
 
 
+def test_a_broker_without_the_engine_never_asks_it_and_keeps_runs_by_their_folder(
+    start_broker: Callable[..., BrokerProcess],
+) -> None:
+    """`--no-engine` (compose's broker, in a container with no docker socket): a restart
+    keeps a run while its socket folder exists, and nothing connects to the engine."""
+    broker = start_broker("--no-engine")
+    engine = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    engine.bind(str(broker.root / "no-engine.sock"))  # DOCKER_HOST: listening, and watched
+    engine.listen(8)
+    engine.setblocking(False)
+    try:
+        gone, kept = broker.register(), broker.register()
+        broker.stop()
+        gone.socket_dir.rmdir()
+        broker.start()
+        assert client.call(broker.folder, {"op": "status"})["runs"].keys() == {kept.run_id}
+        assert kept.request()[0] == 200
+        with pytest.raises(BlockingIOError):
+            engine.accept()  # nobody asked the engine
+    finally:
+        engine.close()
+
+
 def test_a_box_that_fills_its_socket_folder_cannot_stop_a_restart(
     start_broker: Callable[..., BrokerProcess],
 ) -> None:
