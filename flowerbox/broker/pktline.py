@@ -1,0 +1,150 @@
+"""A git push's command list, read strictly and bounded, so that the git relay
+(flowerbox.broker.gitrelay) can judge a push before a byte of it goes upstream.
+
+    head = read_push(chunks)        # chunks: the receive-pack request body as it arrives
+    head.commands                   # (Command(old, new, ref), ...)
+    head.read                       # every byte taken off `chunks`: forwarded first
+
+A request of a flush packet alone is git's probe before a long body (remote-curl sends
+one to see that the remote answers): it updates nothing, and has no commands here.
+
+The request, as git sends it (gitprotocol-pack(5), "Reference Update Request"):
+
+    *("shallow" SP oid)  old SP new SP ref NUL capabilities  *(old SP new SP ref)  flush
+    [*push-option flush]            only when the capabilities name `push-options`
+    pack data                       not read here: the relay forwards it as it comes
+
+Refused with `PushError` (the relay answers 400): a length that is not four hex digits, or
+outside 5..65520; a special packet other than flush (0001, 0002); a line that is neither a
+shallow line nor a command (a push certificate included); capabilities after the first
+command; more than `MAX_LINES` lines or `MAX_HEAD` bytes before the pack; a body that ends
+inside the list. This is hostile input read by the process that holds the git credential:
+each length is checked before it is used, and nothing is read past what the list needs.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from flowerbox.errors import BadRequest
+
+__all__ = ["MAX_HEAD", "MAX_LINES", "Command", "PushError", "PushHead", "read_push"]
+
+MAX_PKT = 65520  # git's LARGE_PACKET_MAX: the longest pkt-line, its 4 length bytes included
+MAX_LINES = 1024  # shallow lines, commands and push options together
+MAX_HEAD = 1 << 20  # bytes read before the pack: far above any list the relay would allow
+_LENGTH = re.compile(rb"[0-9a-f]{4}")
+_OID = r"(?:[0-9a-f]{40}|[0-9a-f]{64})"
+_COMMAND = re.compile(rf"({_OID}) ({_OID}) (refs/[!-~]+)")  # a ref name has no space or control
+_SHALLOW = re.compile(rf"shallow {_OID}")
+
+
+class PushError(BadRequest):
+    """A receive-pack request the relay will not read (answered 400)."""
+
+
+@dataclass(frozen=True)
+class Command:
+    """One ref update: `old` to `new` (all zeros: create, or delete)."""
+
+    old: str
+    new: str
+    ref: str
+
+    @property
+    def deletes(self) -> bool:
+        return not self.new.strip("0")
+
+    def shown(self) -> dict[str, str]:
+        return {"ref": self.ref, "old": self.old, "new": self.new}
+
+
+@dataclass(frozen=True)
+class PushHead:
+    """What comes before the pack: the commands, the first line's capabilities, the push
+    options, and `read`, every byte taken off the body so far (the pack's first bytes too)."""
+
+    commands: tuple[Command, ...]
+    capabilities: tuple[str, ...]
+    options: tuple[str, ...]
+    read: bytes
+
+
+class _Packets:
+    """pkt-lines off a stream of chunks, never holding more than MAX_HEAD (+ one chunk)."""
+
+    def __init__(self, chunks: Iterator[bytes]) -> None:
+        self._chunks = chunks
+        self.buffer = bytearray()
+        self._at = 0
+        self.lines = 0
+
+    def next(self) -> str | None:
+        """The next pkt-line's text without its one trailing LF; None for a flush packet."""
+        length = self._take(4)
+        if not _LENGTH.fullmatch(length):
+            raise PushError(f"a pkt-line length that is not four hex digits: {length!r}")
+        size = int(length, 16)
+        if size == 0:
+            return None
+        if size < 5 or size > MAX_PKT:
+            raise PushError(f"a pkt-line length of {size}; git's are 5 to {MAX_PKT} (or 0)")
+        self.lines += 1
+        if self.lines > MAX_LINES:
+            raise PushError(f"more than {MAX_LINES} lines before the pack")
+        payload = self._take(size - 4)
+        try:
+            text = payload.decode("ascii")
+        except UnicodeDecodeError:
+            raise PushError("a command list line that is not ASCII") from None
+        return text.removesuffix("\n")
+
+    def _take(self, count: int) -> bytes:
+        while len(self.buffer) - self._at < count:
+            if len(self.buffer) > MAX_HEAD:
+                raise PushError(f"more than {MAX_HEAD} bytes before the pack")
+            chunk = next(self._chunks, None)
+            if chunk is None:
+                raise PushError("the push ended inside its command list")
+            self.buffer += chunk
+        data = bytes(self.buffer[self._at : self._at + count])
+        self._at += count
+        return data
+
+
+def read_push(chunks: Iterator[bytes]) -> PushHead:
+    """Read the command list (and push options) off the body's first chunks.
+
+    Raises:
+        PushError: the list breaks a rule in the module docstring.
+    """
+    packets = _Packets(chunks)
+    line = packets.next()
+    while line is not None and _SHALLOW.fullmatch(line):
+        line = packets.next()
+    if line is None:  # git's probe before a large push: nothing to update
+        return PushHead((), (), (), bytes(packets.buffer))
+    first, _, features = line.partition("\0")
+    commands = [_command(first)]
+    while (line := packets.next()) is not None:
+        if "\0" in line:
+            raise PushError("capabilities after the first command")
+        commands.append(_command(line))
+    capabilities = tuple(features.split())
+    options: list[str] = []
+    if "push-options" in capabilities:
+        while (line := packets.next()) is not None:
+            options.append(line)
+    return PushHead(tuple(commands), capabilities, tuple(options), bytes(packets.buffer))
+
+
+def _command(line: str) -> Command:
+    found = _COMMAND.fullmatch(line)
+    if found is None:
+        raise PushError(f"not a ref update (old new ref): {line[:120]!r}")
+    old, new, ref = found.groups()
+    if len(old) != len(new):
+        raise PushError("old and new object ids of different lengths")
+    return Command(old, new, ref)

@@ -1,0 +1,325 @@
+"""The git relay in-process on 127.0.0.1, in front of a real git remote (`git http-backend`
+requiring the broker's Basic credential: tests/flowerbox/gitremote.py), driven by the
+system's real `git clone` and `git push` configured as a run's git is on Kubernetes
+(flowerbox.kube.render: `url.<relay>.insteadOf https://` and the run's token as a Bearer
+header). Every byte the relay sends a client passes a recording tap, so a test can say the
+credential was in none of them."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import socket
+import socketserver
+import subprocess
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from flowerbox.broker.gitrelay import GitCredential, GitRelay, RelayRun
+from flowerbox.sidecar.proxy import JsonLines
+from tests.flowerbox.gitremote import BASIC, TOKEN, USER, GitRemote, git, git_remote, quiet_env
+
+RUN = "20261202-060000-abc123"
+OTHER_RUN = "20261202-060000-def456"
+RUN_TOKEN = "run-token-0123456789abcdefghijklmnopqrstuvwxyz"
+OTHER_TOKEN = "run-token-of-another-run-0123456789abcdefghij"
+BRANCH = f"refs/heads/flowerbox/{RUN}"
+
+
+class _Tap(socketserver.ThreadingMixIn, socketserver.TCPServer):
+    """A loopback forwarder to the relay that keeps every byte the relay sent back."""
+
+    daemon_threads = True
+    allow_reuse_address = True
+
+    def __init__(self, relay: tuple[str, int]) -> None:
+        self.relay = relay
+        self.received = bytearray()
+        self.lock = threading.Lock()
+        super().__init__(("127.0.0.1", 0), _Pipe)
+
+
+class _Pipe(socketserver.BaseRequestHandler):
+    server: _Tap
+    request: socket.socket
+
+    def handle(self) -> None:
+        upstream = socket.create_connection(self.server.relay, timeout=30)
+
+        def up() -> None:
+            with contextlib.suppress(OSError):  # either side may close first
+                while data := self.request.recv(65536):
+                    upstream.sendall(data)
+                upstream.shutdown(socket.SHUT_WR)
+
+        thread = threading.Thread(target=up, daemon=True)
+        thread.start()
+        try:
+            while data := upstream.recv(65536):
+                with self.server.lock:
+                    self.server.received += data
+                self.request.sendall(data)
+        except OSError:
+            pass
+        finally:
+            upstream.close()
+
+
+@dataclass
+class Relay:
+    remote: GitRemote
+    relay: GitRelay
+    tap: _Tap
+    log_path: Path
+    home: Path
+    runs: dict[str, RelayRun] = field(default_factory=dict)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.tap.server_address[1]}/"
+
+    def env(self, token: str | None = RUN_TOKEN) -> dict[str, str]:
+        """git's environment as a run's Job has it (flowerbox.kube.render's `_git_env`)."""
+        settings = {f"url.{self.url}.insteadOf": "https://", "credential.helper": ""}
+        if token is not None:
+            settings["http.extraHeader"] = f"Authorization: Bearer {token}"
+        env = quiet_env(self.home) | {"GIT_CONFIG_COUNT": str(len(settings))}
+        for n, (key, value) in enumerate(settings.items()):
+            env |= {f"GIT_CONFIG_KEY_{n}": key, f"GIT_CONFIG_VALUE_{n}": value}
+        return env
+
+    def git(self, *args: str, cwd: Path | None = None, token: str | None = RUN_TOKEN) -> Any:
+        return subprocess.run(
+            ["git", *args], cwd=cwd, env=self.env(token), capture_output=True, text=True,
+            timeout=60, check=False,
+        )  # fmt: skip
+
+    def clone(self, name: str = "app", token: str | None = RUN_TOKEN) -> Path:
+        work = self.home.parent / f"clone-{name}-{len(list(self.home.parent.iterdir()))}"
+        done = self.git("clone", "-q", self.remote.url(name), str(work), token=token)
+        assert done.returncode == 0, done.stderr
+        return work
+
+    def log(self) -> list[dict[str, Any]]:
+        return [json.loads(line) for line in self.log_path.read_text().splitlines()]
+
+    def pushes_upstream(self) -> int:
+        """How many push requests (POST .../git-receive-pack) reached the remote."""
+        return sum(1 for head in self.remote.heads if head.get("content-type", "").endswith(
+            "receive-pack-request"))  # fmt: skip
+
+
+@pytest.fixture
+def relay(tmp_path: Path) -> Iterator[Relay]:
+    env = quiet_env(tmp_path / "remote-home")
+    with git_remote(tmp_path / "remote", env) as remote:
+        remote.create("app")
+        remote.create("other")
+        runs = {
+            RUN_TOKEN: RelayRun(RUN, remote.url("app")),
+            OTHER_TOKEN: RelayRun(OTHER_RUN, remote.url("app")),
+        }
+        credential = GitCredential(remote.host, TOKEN, USER, origin=f"http://{remote.host}")
+        log = JsonLines(tmp_path / "git.jsonl")
+        server = GitRelay(("127.0.0.1", 0), runs=runs.get, credential=credential, log=log)
+        tap = _Tap(server.server_address)
+        threads = [threading.Thread(target=s.serve_forever, daemon=True) for s in (server, tap)]
+        for thread in threads:
+            thread.start()
+        work = tmp_path / "work"
+        work.mkdir()
+        try:
+            yield Relay(remote, server, tap, tmp_path / "git.jsonl", work / "home", runs)
+        finally:
+            for s in (tap, server):
+                s.shutdown()
+                s.server_close()
+            log.close()
+
+
+def commit(relay: Relay, work: Path, text: str = "made by the run\n") -> str:
+    (work / "work.txt").write_text(text)
+    env = relay.env()
+    git("add", "work.txt", cwd=work, env=env)
+    git("commit", "-q", "-m", "the run's work", cwd=work, env=env)
+    return git("rev-parse", "HEAD", cwd=work, env=env).strip()
+
+
+def test_a_clone_goes_through_with_the_brokers_credential_only(relay: Relay) -> None:
+    work = relay.clone()
+    assert (work / "README").read_text() == "app\n"
+    assert relay.remote.heads and all(h["authorization"] == BASIC for h in relay.remote.heads)
+    assert not any(RUN_TOKEN in json.dumps(h) for h in relay.remote.heads)
+    decisions = relay.log()
+    assert [d["decision"] for d in decisions] == ["allow"] * len(decisions)
+    assert {d["run"] for d in decisions} == {RUN}
+    assert {d["service"] for d in decisions} == {"git-upload-pack"}
+
+
+def test_a_push_to_the_runs_branch_lands_upstream(relay: Relay) -> None:
+    work = relay.clone()
+    sha = commit(relay, work)
+    done = relay.git("push", "origin", f"HEAD:{BRANCH}", cwd=work)
+    assert done.returncode == 0, done.stderr
+    assert f"{sha} commit\t{BRANCH}" in relay.remote.refs("app")
+    (push,) = [d for d in relay.log() if d.get("refs")]
+    assert push["decision"] == "allow" and push["run"] == RUN
+    assert push["refs"] == [{"ref": BRANCH, "old": "0" * 40, "new": sha}]
+    assert push["repo"] == f"{relay.remote.host}/app.git"
+
+
+@pytest.mark.parametrize(
+    ("refspecs", "reason"),
+    [
+        (["HEAD:refs/heads/main"], "refs/heads/main is not this run's branch"),
+        ([f"HEAD:refs/heads/flowerbox/{OTHER_RUN}"], "is not this run's branch"),
+        (["HEAD:refs/tags/v1"], "refs/tags/v1 is not this run's branch"),
+        ([f"HEAD:{BRANCH}", "HEAD:refs/heads/main"], "a push of 2 refs"),
+    ],
+    ids=["main", "another-runs-branch", "a-tag", "two-refs"],
+)
+def test_a_push_to_any_other_ref_is_refused_and_nothing_changes(
+    relay: Relay, refspecs: list[str], reason: str
+) -> None:
+    work = relay.clone()
+    commit(relay, work)
+    before = relay.remote.refs("app")
+    done = relay.git("push", "--atomic", "origin", *refspecs, cwd=work)
+    assert done.returncode != 0
+    assert relay.remote.refs("app") == before
+    assert relay.pushes_upstream() == 0  # refused before a byte went upstream
+    refused = relay.log()[-1]
+    assert refused["decision"] == "refuse" and refused["status"] == 403
+    assert reason in refused["reason"] and refused["run"] == RUN
+
+
+def test_deleting_the_runs_branch_is_refused(relay: Relay) -> None:
+    work = relay.clone()
+    commit(relay, work)
+    assert relay.git("push", "origin", f"HEAD:{BRANCH}", cwd=work).returncode == 0
+    before = relay.remote.refs("app")
+    done = relay.git("push", "origin", f":{BRANCH}", cwd=work)
+    assert done.returncode != 0
+    assert relay.remote.refs("app") == before and BRANCH in before
+    assert relay.log()[-1]["reason"] == f"deleting {BRANCH} is refused"
+
+
+def test_push_options_are_refused(relay: Relay) -> None:
+    """A forge acts on some (GitLab's merge_request.merge_when_pipeline_succeeds)."""
+    work = relay.clone()
+    commit(relay, work)
+    before = relay.remote.refs("app")
+    done = relay.git("push", "-o", "merge_request.create", "origin", f"HEAD:{BRANCH}", cwd=work)
+    assert done.returncode != 0 and relay.remote.refs("app") == before
+    assert relay.log()[-1]["reason"] == "push options are refused (a forge may act on them)"
+
+
+@pytest.mark.parametrize("token", [None, "not-a-live-run-token", "bad token\x7f"])
+def test_a_wrong_or_absent_token_is_refused(relay: Relay, token: str | None) -> None:
+    done = relay.git("ls-remote", relay.remote.url("app"), token=token)
+    assert done.returncode != 0
+    assert relay.remote.heads == []  # the remote was never asked
+    refused = relay.log()[-1]
+    assert refused["decision"] == "refuse" and refused["status"] == 401 and "run" not in refused
+
+
+def test_a_revoked_runs_token_is_refused(relay: Relay) -> None:
+    work = relay.clone()
+    commit(relay, work)
+    del relay.runs[RUN_TOKEN]  # the run ended: the broker knows its token no more
+    before = relay.remote.refs("app")
+    done = relay.git("push", "origin", f"HEAD:{BRANCH}", cwd=work)
+    assert done.returncode != 0 and relay.remote.refs("app") == before
+    assert relay.log()[-1]["status"] == 401
+
+
+def test_another_repository_is_refused(relay: Relay) -> None:
+    done = relay.git("ls-remote", relay.remote.url("other"))
+    assert done.returncode != 0 and relay.remote.heads == []
+    assert "may reach its repository" in relay.log()[-1]["reason"]
+
+
+def test_another_host_is_refused_and_never_contacted(relay: Relay) -> None:
+    done = relay.git("ls-remote", "https://example.invalid/app.git")
+    assert done.returncode != 0 and relay.remote.heads == []
+    assert relay.log()[-1]["status"] == 403
+
+
+def test_a_run_of_a_host_without_the_credential_is_refused(relay: Relay) -> None:
+    """The credential goes to its own host only, whatever a run was created with."""
+    relay.runs[RUN_TOKEN] = RelayRun(RUN, "https://forge.invalid/app.git")
+    done = relay.git("ls-remote", "https://forge.invalid/app.git")
+    assert done.returncode != 0 and relay.remote.heads == []
+    assert relay.log()[-1]["reason"] == "the broker holds no git credential for forge.invalid"
+
+
+def test_the_credential_is_in_no_byte_the_client_received_nor_in_the_log(relay: Relay) -> None:
+    work = relay.clone()
+    commit(relay, work)
+    relay.git("push", "origin", f"HEAD:{BRANCH}", cwd=work)
+    relay.git("push", "origin", "HEAD:refs/heads/main", cwd=work)
+    relay.git("ls-remote", relay.remote.url("other"))
+    relay.git("ls-remote", relay.remote.url("app"), token="wrong")
+    received = bytes(relay.tap.received)
+    assert b"flowerbox git relay:" in received and b"# service=git-receive-pack" in received
+    secrets = [TOKEN, BASIC.removeprefix("Basic "), RUN_TOKEN]
+    for secret in secrets:
+        assert secret.encode() not in received
+        assert secret not in relay.log_path.read_text()
+
+
+def test_a_credential_the_remote_refuses_is_not_shown(relay: Relay) -> None:
+    """The remote's 401 (its challenge, its body) becomes the relay's own 502 line."""
+    wrong = GitCredential(relay.remote.host, "ghp_wrong_token_value_42", USER)
+    relay.relay.credential = wrong  # the GitRelay keeps its origin; only the token is wrong
+    done = relay.git("ls-remote", relay.remote.url("app"))
+    assert done.returncode != 0
+    assert b"ghp_wrong_token_value_42" not in bytes(relay.tap.received)
+    assert b'realm="forge"' not in bytes(relay.tap.received)
+    assert "refused the broker's git credential" in relay.log()[-1]["reason"]
+
+
+def post(relay: Relay, body: bytes, *, headers: str = "") -> bytes:
+    """A raw push request to the relay (with the run's token); everything it answered."""
+    head = (
+        f"POST /{relay.remote.host}/app.git/git-receive-pack HTTP/1.1\r\n"
+        f"Host: relay\r\nAuthorization: Bearer {RUN_TOKEN}\r\n"
+        "Content-Type: application/x-git-receive-pack-request\r\n"
+    )
+    head += headers or f"Content-Length: {len(body)}\r\n"
+    with socket.create_connection(relay.relay.server_address, timeout=30) as sock:
+        sock.sendall(head.encode() + b"\r\n" + body)
+        sock.shutdown(socket.SHUT_WR)
+        answer = b""
+        while data := sock.recv(65536):
+            answer += data
+    return answer
+
+
+def test_an_oversized_pkt_line_is_refused(relay: Relay) -> None:
+    answer = post(relay, b"ffff" + b"0" * 200)
+    assert answer.startswith(b"HTTP/1.1 400 ") and b"65520" in answer
+    assert relay.pushes_upstream() == 0
+
+
+def test_a_body_over_the_limit_is_refused_before_it_is_read(relay: Relay) -> None:
+    relay.relay.body_limit = 1000
+    answer = post(relay, b"0" * 2000)
+    assert answer.startswith(b"HTTP/1.1 413 ") and relay.pushes_upstream() == 0
+
+
+def test_a_chunked_push_over_the_limit_is_cut_and_lands_nothing(relay: Relay) -> None:
+    """git sends a large pack chunked: the relay cuts it where it passes the limit."""
+    relay.relay.body_limit = 200_000
+    work = relay.clone()
+    commit(relay, work, text=os.urandom(2_000_000).hex())  # ~2 MB packed: sent chunked
+    before = relay.remote.refs("app")
+    done = relay.git("push", "origin", f"HEAD:{BRANCH}", cwd=work)
+    assert done.returncode != 0 and relay.remote.refs("app") == before
+    assert relay.log()[-1]["status"] == 413
