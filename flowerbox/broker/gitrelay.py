@@ -266,7 +266,10 @@ class _Exchange:
                 host = self.relay.credential.host
                 self.refuse(Refusal(502, f"cannot reach the git remote {host}: {exc}"))
                 return
-            self._answer(response)
+            try:
+                self._answer(response)
+            except (OSError, http.client.HTTPException) as exc:  # logged; the answer is cut
+                self.refuse(Refusal(502, f"the answer broke off: {type(exc).__name__}"))
         finally:
             conn.close()
 

@@ -323,3 +323,54 @@ def test_a_chunked_push_over_the_limit_is_cut_and_lands_nothing(relay: Relay) ->
     done = relay.git("push", "origin", f"HEAD:{BRANCH}", cwd=work)
     assert done.returncode != 0 and relay.remote.refs("app") == before
     assert relay.log()[-1]["status"] == 413
+
+
+def ask(relay: Relay, head: str) -> bytes:
+    """One raw request head to the relay; everything it answered."""
+    with socket.create_connection(relay.relay.server_address, timeout=30) as sock:
+        sock.sendall(head.encode())
+        answer = b""
+        while data := sock.recv(65536):
+            answer += data
+    return answer
+
+
+@pytest.mark.parametrize(
+    ("request_line", "headers", "status"),
+    [
+        ("PUT /{host}/app.git/git-receive-pack", f"Authorization: Bearer {RUN_TOKEN}", 405),
+        ("HEAD /{host}/app.git/info/refs?service=git-upload-pack", "", 401),
+        ("GET /{host}/app.git/info/refs", f"Authorization: Bearer {RUN_TOKEN}", 404),
+        ("GET /{host}/app.git/objects/info/packs", f"Authorization: Bearer {RUN_TOKEN}", 404),
+        (
+            "GET /{host}/app.git/info/refs?service=git-upload-pack",
+            f"Authorization: Bearer {RUN_TOKEN}\r\nAuthorization: Bearer {OTHER_TOKEN}",
+            401,
+        ),
+        (
+            "GET /{host}/app.git/info/refs?service=git-upload-pack",
+            f"Authorization: Basic {RUN_TOKEN}",
+            401,
+        ),
+        (
+            "GET /{host}/app.git/info/refs?service=git-upload-pack",
+            "\r\n".join([f"Authorization: Bearer {RUN_TOKEN}", *["X-A: b"] * 64]),
+            431,
+        ),
+    ],
+    ids=["put", "head", "dumb-refs", "dumb-objects", "two-tokens", "basic", "many-headers"],
+)
+def test_what_is_not_smart_http_with_one_token_is_refused_there(
+    relay: Relay, request_line: str, headers: str, status: int
+) -> None:
+    line = request_line.format(host=relay.remote.host)
+    answer = ask(relay, f"{line} HTTP/1.1\r\nHost: relay\r\n{headers}\r\n\r\n")
+    assert answer.startswith(f"HTTP/1.1 {status} ".encode()), answer[:200]
+    assert relay.remote.heads == [] and relay.log()[-1]["status"] == status
+
+
+def test_a_malformed_head_is_refused_and_logged(relay: Relay) -> None:
+    answer = ask(relay, "GET /x HTTP/1.1\r\nHost: relay\r\n folded\r\n\r\n")
+    assert answer.startswith(b"HTTP/1.1 400 ") and b"obs-fold" in answer
+    assert relay.log()[-1] == relay.log()[-1] | {"decision": "refuse", "status": 400}
+
