@@ -22,6 +22,8 @@ from typing import Any
 import pytest
 
 from flowerbox.broker.gitrelay import GitCredential, GitRelay, RelayRun
+from flowerbox.kube.render import GIT_PORT, deliver_manifests, run_manifests
+from flowerbox.kube.target import BROKER, KubeTarget, kube_spec
 from flowerbox.sidecar.proxy import JsonLines
 from tests.flowerbox.gitremote import BASIC, TOKEN, USER, GitRemote, git, git_remote, quiet_env
 
@@ -374,3 +376,41 @@ def test_a_malformed_head_is_refused_and_logged(relay: Relay) -> None:
     assert answer.startswith(b"HTTP/1.1 400 ") and b"obs-fold" in answer
     assert relay.log()[-1] == relay.log()[-1] | {"decision": "refuse", "status": 400}
 
+
+def job_line(container: dict[str, Any], relay: Relay, paths: dict[str, str]) -> Any:
+    """Run a rendered container's shell line here, as its Pod would: its env resolved the
+    way the kubelet does (`$(NAME)`, the token Secret), the broker's Service replaced by the
+    tap to the relay, the claim's paths by `paths`."""
+    env = quiet_env(relay.home)
+    for entry in container["env"]:
+        value = RUN_TOKEN if "valueFrom" in entry else entry["value"]
+        for name, known in env.items():
+            value = value.replace(f"$({name})", known)
+        env[entry["name"]] = value.replace(f"http://{BROKER}:{GIT_PORT}/", relay.url)
+    env["HOME"] = str(relay.home)
+    command = [paths.get(arg, arg) for arg in container["command"]]
+    return subprocess.run(command, env=env, capture_output=True, text=True, timeout=60)
+
+
+def test_the_jobs_rendered_fetch_and_deliver_go_through_the_relay(
+    relay: Relay, tmp_path: Path
+) -> None:
+    """The init container's clone and the deliver Job's push, their own lines and git
+    settings from flowerbox.kube.render: the run's branch lands, and only it."""
+    spec = kube_spec(RUN, image="flowerbox:dev", command=("flower", "go", "x"))
+    target = KubeTarget(repo=relay.remote.url("app"), ref="main")
+    workspace = tmp_path / "claim" / "workspace"
+    paths = {str(spec.workspace): str(workspace), str(spec.home): str(tmp_path / "claim" / "h")}
+    job = run_manifests(spec, target)[2]
+    (fetch,) = job["spec"]["template"]["spec"]["initContainers"][-1:]
+    done = job_line(fetch, relay, paths)
+    assert done.returncode == 0, done.stderr
+    git("checkout", "-q", "-b", f"flower/{RUN}", cwd=workspace, env=relay.env())
+    sha = commit(relay, workspace)
+    before = relay.remote.refs("app")
+    (deliver,) = deliver_manifests(spec, target)[0]["spec"]["template"]["spec"]["containers"]
+    done = job_line(deliver, relay, paths)
+    assert done.returncode == 0, done.stderr
+    after = relay.remote.refs("app")
+    assert after.replace(f"{sha} commit\t{BRANCH}\n", "") == before
+    assert relay.log()[-1]["refs"] == [{"ref": BRANCH, "old": "0" * 40, "new": sha}]
