@@ -21,7 +21,8 @@ from typing import Any
 
 import pytest
 
-from flowerbox.broker.gitrelay import GitCredential, GitRelay, RelayRun
+from flowerbox.broker.gitrelay import GitCredential, GitRelay, RelayRun, git_credential
+from flowerbox.errors import BrokerError
 from flowerbox.kube.render import GIT_PORT, deliver_manifests, run_manifests
 from flowerbox.kube.target import BROKER, KubeTarget, kube_spec
 from flowerbox.sidecar.proxy import JsonLines
@@ -414,3 +415,23 @@ def test_the_jobs_rendered_fetch_and_deliver_go_through_the_relay(
     after = relay.remote.refs("app")
     assert after.replace(f"{sha} commit\t{BRANCH}\n", "") == before
     assert relay.log()[-1]["refs"] == [{"ref": BRANCH, "old": "0" * 40, "new": sha}]
+
+
+def test_the_credential_comes_from_the_brokers_credentials_file() -> None:
+    values = {"ANTHROPIC_API_KEY": "sk-x", "GIT_HOST": "GitHub.com", "GIT_TOKEN": TOKEN}
+    credential = git_credential(values, "credentials.env")
+    assert credential == GitCredential("github.com", TOKEN, "x-access-token")
+    assert credential.base == "https://github.com" and TOKEN not in repr(credential)
+    assert git_credential(values | {"GIT_USERNAME": USER}, "f") == GitCredential(
+        "github.com", TOKEN, USER
+    )
+    assert git_credential({"ANTHROPIC_API_KEY": "sk-x"}, "f") is None  # no relay
+    for host in ("", "github.com/acme", "bot@github.com"):
+        with pytest.raises(BrokerError, match="GIT_HOST=github.com"):
+            git_credential({"GIT_TOKEN": TOKEN, "GIT_HOST": host}, "credentials.env")
+
+
+def test_every_line_the_relay_writes_is_scrubbed_of_the_credential() -> None:
+    credential = GitCredential("github.com", TOKEN, USER)
+    text = f"x {TOKEN} y {credential.authorization()}"
+    assert credential.scrub(text) == "x [credential] y Basic [credential]"
