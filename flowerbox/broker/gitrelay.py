@@ -41,7 +41,7 @@ from urllib.parse import urlsplit
 import h11
 
 from flowerbox.broker.gitroute import Refusal, Route, push_refusal, route, serves
-from flowerbox.broker.pktline import read_push
+from flowerbox.broker.pktline import PushHead, read_push, report
 from flowerbox.errors import BadRequest, BrokerError
 from flowerbox.sidecar.http import Incoming, RequestReader, linger_close
 from flowerbox.sidecar.proxy import JsonLines
@@ -58,6 +58,7 @@ _FORWARDED = frozenset(
     {"accept", "accept-language", "content-type", "content-encoding", "user-agent", "pragma"}
 )
 _RETURNED = ("content-type", "content-encoding", "cache-control", "expires", "pragma")
+_CLOSE = ("connection", "close")
 
 
 @dataclass(frozen=True)
@@ -237,10 +238,28 @@ class _Exchange:
             self.facts["refs"] = [c.shown() for c in head.commands]
             refused = push_refusal(head, run.run_id)
             if refused is not None:
-                self.refuse(Refusal(403, refused))
+                self._reject(head, refused, body)
                 return
             body = chain([head.read], body)
         self._forward(where, body, None if length is None else int(length))
+
+    def _reject(self, head: PushHead, reason: str, rest: Iterator[bytes]) -> None:
+        """A refused push, answered as receive-pack answers a refusing hook, so git shows
+        `! [remote rejected] REF (reason)`; the rest of the body is read (and dropped) first,
+        as a client sends it all before it reads an answer."""
+        answer = report(head, reason)
+        if answer is None:
+            self.refuse(Refusal(403, reason))
+            return
+        for _ in rest:
+            pass
+        self.relay.log.record(decision="refuse", status=403, reason=reason, **self.facts)
+        self.answered = True
+        headers = [("content-type", "application/x-git-receive-pack-result")]
+        headers += [("cache-control", "no-cache"), ("content-length", str(len(answer)))]
+        self.reader.send(h11.Response(status_code=200, headers=[*headers, _CLOSE]))
+        self.reader.send(h11.Data(data=answer))
+        self.reader.send(h11.EndOfMessage())
 
     def _bounded(self, chunks: Iterator[bytes]) -> Iterator[bytes]:
         size = 0
@@ -305,7 +324,7 @@ class _Exchange:
         length = response.getheader("content-length")
         if length is not None and response.getheader("transfer-encoding") is None:
             headers.append(("content-length", length))
-        headers.append(("connection", "close"))
+        headers.append(_CLOSE)
         self.answered = True
         self.relay.log.record(decision="allow", status=200, **self.facts)
         self.reader.send(h11.Response(status_code=200, headers=headers))
@@ -321,7 +340,7 @@ class _Exchange:
             return
         self.answered = True
         data = f"flowerbox git relay: {reason}\n".encode()
-        headers = [("content-type", "text/plain; charset=utf-8"), ("connection", "close")]
+        headers = [("content-type", "text/plain; charset=utf-8"), _CLOSE]
         headers.append(("content-length", str(len(data))))
         if refusal.status == 401:
             headers.append(("www-authenticate", 'Bearer realm="flowerbox"'))

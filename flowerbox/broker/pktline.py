@@ -4,6 +4,7 @@
     head = read_push(chunks)        # chunks: the receive-pack request body as it arrives
     head.commands                   # (Command(old, new, ref), ...)
     head.read                       # every byte taken off `chunks`: forwarded first
+    report(head, "why")             # git's answer refusing each of them, as receive-pack's
 
 A request of a flush packet alone is git's probe before a long body (remote-curl sends
 one to see that the remote answers): it updates nothing, and has no commands here.
@@ -30,11 +31,12 @@ from dataclasses import dataclass
 
 from flowerbox.errors import BadRequest
 
-__all__ = ["MAX_HEAD", "MAX_LINES", "Command", "PushError", "PushHead", "read_push"]
+__all__ = ["MAX_HEAD", "MAX_LINES", "Command", "PushError", "PushHead", "read_push", "report"]
 
 MAX_PKT = 65520  # git's LARGE_PACKET_MAX: the longest pkt-line, its 4 length bytes included
 MAX_LINES = 1024  # shallow lines, commands and push options together
 MAX_HEAD = 1 << 20  # bytes read before the pack: far above any list the relay would allow
+BANDS = {"side-band-64k": MAX_PKT - 5, "side-band": 1000 - 5}  # data per band-1 packet
 _LENGTH = re.compile(rb"[0-9a-f]{4}")
 _OID = r"(?:[0-9a-f]{40}|[0-9a-f]{64})"
 _COMMAND = re.compile(rf"({_OID}) ({_OID}) (refs/[!-~]+)")  # a ref name has no space or control
@@ -148,3 +150,22 @@ def _command(line: str) -> Command:
     if len(old) != len(new):
         raise PushError("old and new object ids of different lengths")
     return Command(old, new, ref)
+
+
+def report(head: PushHead, reason: str) -> bytes | None:
+    """receive-pack's report refusing every command of `head` with `reason` (as a refusing
+    pre-receive hook's: "unpack ok", then "ng REF REASON"), in the side band the client
+    asked for; None when it asked for no report (git then sees an HTTP error alone)."""
+    if not {"report-status", "report-status-v2"} & set(head.capabilities):
+        return None
+    lines = ["unpack ok\n", *(f"ng {c.ref} {reason}\n" for c in head.commands)]
+    inner = b"".join(_packet(line.encode()) for line in lines) + b"0000"
+    band = next((BANDS[b] for b in BANDS if b in head.capabilities), None)
+    if band is None:
+        return inner
+    parts = (inner[at : at + band] for at in range(0, len(inner), band))
+    return b"".join(_packet(b"\x01" + part) for part in parts) + b"0000"
+
+
+def _packet(data: bytes) -> bytes:
+    return b"%04x" % (len(data) + 4) + data

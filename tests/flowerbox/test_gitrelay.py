@@ -195,6 +195,7 @@ def test_a_push_to_any_other_ref_is_refused_and_nothing_changes(
     before = relay.remote.refs("app")
     done = relay.git("push", "--atomic", "origin", *refspecs, cwd=work)
     assert done.returncode != 0
+    assert "[remote rejected]" in done.stderr and reason in done.stderr  # git shows why
     assert relay.remote.refs("app") == before
     assert relay.pushes_upstream() == 0  # refused before a byte went upstream
     refused = relay.log()[-1]
@@ -315,6 +316,16 @@ def test_a_body_over_the_limit_is_refused_before_it_is_read(relay: Relay) -> Non
     relay.relay.body_limit = 1000
     answer = post(relay, b"0" * 2000)
     assert answer.startswith(b"HTTP/1.1 413 ") and relay.pushes_upstream() == 0
+
+
+def test_a_large_refused_push_is_read_to_its_end_and_git_shows_why(relay: Relay) -> None:
+    """A pack over 1 MiB comes chunked, after git's probe; the refusal waits for its end."""
+    work = relay.clone()
+    commit(relay, work, text=os.urandom(2_000_000).hex())
+    before = relay.remote.refs("app")
+    done = relay.git("push", "origin", "HEAD:refs/heads/main", cwd=work)
+    assert "[remote rejected] HEAD -> main (refs/heads/main is not" in done.stderr
+    assert relay.remote.refs("app") == before and relay.pushes_upstream() == 1  # the probe
 
 
 def test_a_chunked_push_over_the_limit_is_cut_and_lands_nothing(relay: Relay) -> None:

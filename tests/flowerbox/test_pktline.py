@@ -8,7 +8,14 @@ from collections.abc import Iterator
 import pytest
 
 from flowerbox.broker.gitroute import Refusal, Route, push_refusal, route, serves
-from flowerbox.broker.pktline import MAX_HEAD, MAX_LINES, Command, PushError, read_push
+from flowerbox.broker.pktline import (
+    MAX_HEAD,
+    MAX_LINES,
+    Command,
+    PushError,
+    read_push,
+    report,
+)
 
 RUN = "20261202-060000-abc123"
 OLD, NEW, ZERO = "1" * 40, "2" * 40, "0" * 40
@@ -182,3 +189,39 @@ def test_a_run_reaches_its_own_repository_only() -> None:
         "git@github.com:acme/app.git",
     ]:
         assert not serves(where, other), other
+
+
+def unpacket(data: bytes) -> list[bytes]:
+    """pkt-lines back into payloads (b"" for a flush)."""
+    found = []
+    while data:
+        size = int(data[:4], 16)
+        found.append(data[4:size] if size else b"")
+        data = data[max(size, 4) :]
+    return found
+
+
+def test_a_refusal_is_receive_packs_own_report_in_the_side_band_asked_for() -> None:
+    lines = [f"{OLD} {NEW} refs/heads/main\0report-status side-band-64k", f"{OLD} {NEW} {OWN}"]
+    head = read_push(chunks(push(*lines)))
+    answer = report(head, "why")
+    assert answer is not None
+    outer = unpacket(answer)
+    assert outer[-1] == b"" and all(p.startswith(b"\x01") for p in outer[:-1])
+    inner = unpacket(b"".join(p[1:] for p in outer[:-1]))
+    assert inner == [
+        b"unpack ok\n",
+        b"ng refs/heads/main why\n",
+        b"ng " + OWN.encode() + b" why\n",
+        b"",
+    ]
+
+
+def test_a_refusal_without_side_band_is_the_report_alone() -> None:
+    head = read_push(chunks(push(f"{OLD} {NEW} refs/heads/main\0report-status")))
+    assert report(head, "why") == b"000eunpack ok\n001bng refs/heads/main why\n0000"
+
+
+def test_a_client_that_asked_for_no_report_gets_none() -> None:
+    head = read_push(chunks(push(f"{OLD} {NEW} refs/heads/main\0side-band-64k")))
+    assert report(head, "why") is None
