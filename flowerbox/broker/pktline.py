@@ -5,6 +5,8 @@
     head.commands                   # (Command(old, new, ref), ...)
     head.read                       # every byte taken off `chunks`: forwarded first
     report(head, "why")             # git's answer refusing each of them, as receive-pack's
+    status = Status(head.capabilities); status.feed(chunk) ...; status.updated()
+                                    # the remote's answer: which refs it reports `ok`
 
 A request of a flush packet alone is git's probe before a long body (remote-curl sends
 one to see that the remote answers): it updates nothing, and has no commands here.
@@ -21,6 +23,12 @@ shallow line nor a command (a push certificate included); capabilities after the
 command; more than `MAX_LINES` lines or `MAX_HEAD` bytes before the pack; a body that ends
 inside the list. This is hostile input read by the process that holds the git credential:
 each length is checked before it is used, and nothing is read past what the list needs.
+
+The remote's answer to a push (gitprotocol-pack(5), "Report Status"), read by `Status` as
+the relay passes it on: in band 1 of the side band when the client asked for one (band 2,
+the remote's progress, is dropped; band 3 is its fatal error), `unpack ok`, then `ok REF` or
+`ng REF reason` a ref (and `option` lines in report-status-v2), then a flush. Bounded: at
+most `MAX_STATUS` bytes of it are kept; anything else makes it report no ref updated.
 """
 
 from __future__ import annotations
@@ -31,11 +39,16 @@ from dataclasses import dataclass
 
 from flowerbox.errors import BadRequest
 
-__all__ = ["MAX_HEAD", "MAX_LINES", "Command", "PushError", "PushHead", "read_push", "report"]
+__all__ = [
+    "MAX_HEAD", "MAX_LINES", "MAX_STATUS", "Command", "PushError", "PushHead", "Status",
+    "read_push", "report",
+]  # fmt: skip
 
 MAX_PKT = 65520  # git's LARGE_PACKET_MAX: the longest pkt-line, its 4 length bytes included
 MAX_LINES = 1024  # shallow lines, commands and push options together
 MAX_HEAD = 1 << 20  # bytes read before the pack: far above any list the relay would allow
+MAX_STATUS = 64 * 1024  # a report of one ref is a few hundred bytes
+REPORTS = frozenset({"report-status", "report-status-v2"})
 BANDS = {"side-band-64k": MAX_PKT - 5, "side-band": 1000 - 5}  # data per band-1 packet
 _LENGTH = re.compile(rb"[0-9a-f]{4}")
 _OID = r"(?:[0-9a-f]{40}|[0-9a-f]{64})"
@@ -156,7 +169,7 @@ def report(head: PushHead, reason: str) -> bytes | None:
     """receive-pack's report refusing every command of `head` with `reason` (as a refusing
     pre-receive hook's: "unpack ok", then "ng REF REASON"), in the side band the client
     asked for; None when it asked for no report (git then sees an HTTP error alone)."""
-    if not {"report-status", "report-status-v2"} & set(head.capabilities):
+    if not REPORTS & set(head.capabilities):
         return None
     lines = ["unpack ok\n", *(f"ng {c.ref} {reason}\n" for c in head.commands)]
     inner = b"".join(_packet(line.encode()) for line in lines) + b"0000"
@@ -169,3 +182,64 @@ def report(head: PushHead, reason: str) -> bytes | None:
 
 def _packet(data: bytes) -> bytes:
     return b"%04x" % (len(data) + 4) + data
+
+
+class Status:
+    """The remote's report on a push, fed the answer's bytes as they pass; `updated()` are
+    the refs it reported `ok`. A report that was not asked for, is cut short, breaks a rule
+    of the protocol, passes MAX_STATUS, says the pack did not unpack, or carries the
+    remote's fatal error reports none."""
+
+    def __init__(self, capabilities: tuple[str, ...]) -> None:
+        self._banded = any(band in capabilities for band in BANDS)
+        self._wire = bytearray()  # side-band packets not yet whole
+        self._report = bytearray()
+        self._ended = False
+        self._broken = not REPORTS & set(capabilities)
+
+    def feed(self, data: bytes) -> None:
+        if self._broken or self._ended:
+            return
+        if not self._banded:
+            self._keep(data)
+            return
+        self._wire += data
+        while len(self._wire) >= 4 and not (self._broken or self._ended):
+            length = bytes(self._wire[:4])
+            size = int(length, 16) if _LENGTH.fullmatch(length) else -1
+            if size == 0:
+                self._ended = True
+            elif size < 5 or size > MAX_PKT:
+                self._broken = True
+            elif len(self._wire) < size:
+                return
+            else:
+                band, payload = self._wire[4], bytes(self._wire[5:size])
+                del self._wire[:size]
+                if band == 1:
+                    self._keep(payload)
+                elif band != 2:  # 3: the remote's fatal error; anything else: not git
+                    self._broken = True
+
+    def _keep(self, data: bytes) -> None:
+        if len(self._report) + len(data) > MAX_STATUS:
+            self._broken = True
+        else:
+            self._report += data
+
+    def updated(self) -> frozenset[str]:
+        if self._broken or (self._banded and not self._ended):
+            return frozenset()
+        lines = _Packets(iter([bytes(self._report)]))
+        ok: set[str] = set()
+        try:
+            if lines.next() != "unpack ok":
+                return frozenset()
+            while (line := lines.next()) is not None:
+                if line.startswith("ok "):
+                    ok.add(line.removeprefix("ok "))
+                elif not line.startswith(("ng ", "option ")):
+                    return frozenset()
+        except PushError:
+            return frozenset()
+        return frozenset(ok)

@@ -11,8 +11,10 @@ from flowerbox.broker.gitroute import Refusal, Route, push_refusal, route, serve
 from flowerbox.broker.pktline import (
     MAX_HEAD,
     MAX_LINES,
+    MAX_STATUS,
     Command,
     PushError,
+    Status,
     read_push,
     report,
 )
@@ -225,3 +227,59 @@ def test_a_refusal_without_side_band_is_the_report_alone() -> None:
 def test_a_client_that_asked_for_no_report_gets_none() -> None:
     head = read_push(chunks(push(f"{OLD} {NEW} refs/heads/main\0side-band-64k")))
     assert report(head, "why") is None
+
+
+BANDED = ("report-status", "side-band-64k")
+
+
+def banded(inner: bytes, *, band: int = 1) -> bytes:
+    """`inner` in side-band packets of `band`, as receive-pack answers, then a flush."""
+    return b"".join(pkt(bytes([band]) + inner[i : i + 100]) for i in range(0, len(inner), 100))
+
+
+def status(answer: bytes, capabilities: tuple[str, ...] = BANDED) -> frozenset[str]:
+    reading = Status(capabilities)
+    for chunk in chunks(answer, 5):  # cut anywhere, a length included
+        reading.feed(chunk)
+    return reading.updated()
+
+
+OK = pkt("unpack ok\n") + pkt(f"ok {OWN}\n") + b"0000"
+
+
+def test_the_remotes_report_says_which_refs_it_updated() -> None:
+    progress = pkt(b"\x02" + b"remote: resolving deltas\n" * 20)
+    assert status(progress + banded(OK) + progress + b"0000") == {OWN}
+    assert status(OK, ("report-status",)) == {OWN}
+    v2 = pkt("unpack ok\n") + pkt(f"ok {OWN}\n") + pkt(f"option refname {OWN}\n") + b"0000"
+    assert status(banded(v2) + b"0000", ("report-status-v2", "side-band-64k")) == {OWN}
+
+
+@pytest.mark.parametrize(
+    ("answer", "capabilities"),
+    [
+        (banded(pkt("unpack ok\n") + pkt(f"ng {OWN} declined\n") + b"0000") + b"0000", BANDED),
+        (banded(pkt("unpack eof\n") + pkt(f"ok {OWN}\n") + b"0000") + b"0000", BANDED),
+        (banded(OK), BANDED),  # no closing flush: the answer was cut
+        (OK[:-4], ("report-status",)),
+        (banded(OK) + banded(b"fatal\n", band=3) + b"0000", BANDED),
+        (banded(OK, band=5) + b"0000", BANDED),
+        (b"zzzz" + banded(OK) + b"0000", BANDED),
+        (banded(pkt("unpack ok\n") + pkt(f"what {OWN}\n") + b"0000") + b"0000", BANDED),
+        (banded(OK) + b"0000", ("side-band-64k",)),  # no report was asked for
+        (banded(pkt(b"\x02" + b"x" * 60000) * 2 + OK) + b"0000", BANDED),  # over MAX_STATUS
+    ],
+    ids=["ng", "unpack-failed", "cut", "cut-plain", "fatal-band", "no-band", "bad-length",
+         "not-a-status", "not-asked", "too-long"],
+)  # fmt: skip
+def test_any_other_report_says_no_ref_was_updated(
+    answer: bytes, capabilities: tuple[str, ...]
+) -> None:
+    assert status(answer, capabilities) == frozenset()
+
+
+def test_the_report_is_never_held_past_its_bound() -> None:
+    reading = Status(BANDED)
+    for _ in range(MAX_STATUS // 60000 + 2):
+        reading.feed(pkt(b"\x01" + b"x" * 60000))
+    assert len(reading._report) <= MAX_STATUS  # noqa: SLF001 - the bound is the point
