@@ -6,21 +6,29 @@
     ...
     relay.shutdown(); relay.server_close()
 
-`runs(token)` is the broker's: the live run a token belongs to (its id and the repository it
-was created with), or None. Each request, read strictly (flowerbox.sidecar.http), must carry
-exactly one `Authorization: Bearer <token>` of a live run (else 401), be git's smart HTTP for
-that run's repository (flowerbox.broker.gitroute: else 403/404/405), and, for a push, name
-`refs/heads/flowerbox/<run-id>` alone, without deleting it (the command list is read and
-judged before a byte goes upstream: flowerbox.broker.pktline). Then it goes to the remote
-with the credential as Basic auth and none of the client's: only `_FORWARDED` headers pass.
-The remote's answer comes back with its body and `_RETURNED` headers only; an error, a
-redirect or an unreachable remote is answered by the relay in a line of its own that never
-holds the credential. A body is bounded (`body_limit`): past a Content-Length over it the
-request is refused at once; a chunked body is cut where it passes it (the remote then has an
-incomplete pack, which git never applies).
+`runs(token)` is the broker's: the live run a token belongs to (its id, the repository it
+was created with, and what its provenance note says of it), or None; so is `spent(run_id)`:
+what the ledger says the run spent, for the note. Each request, read strictly
+(flowerbox.sidecar.http), must carry exactly one `Authorization: Bearer <token>` of a live
+run (else 401), be git's smart HTTP for that run's repository (flowerbox.broker.gitroute:
+else 403/404/405), and, for a push, name `refs/heads/flowerbox/<run-id>` alone, without
+deleting it (the command list is read and judged before a byte goes upstream:
+flowerbox.broker.pktline). Then it goes to the remote with the credential as Basic auth and
+none of the client's: only `_FORWARDED` headers pass. The remote's answer comes back with
+its body and `_RETURNED` headers only; an error, a redirect or an unreachable remote is
+answered by the relay in a line of its own that never holds the credential. A body is
+bounded (`body_limit`): past a Content-Length over it the request is refused at once; a
+chunked body is cut where it passes it (the remote then has an incomplete pack, which git
+never applies).
+
+After a push the remote reported updating the run's branch (its report-status answer,
+read as it passes: `ok refs/heads/flowerbox/<run-id>` and nothing else counts), the relay
+notes the push's new commits under `refs/notes/flowerbox` upstream, with the credential
+(flowerbox.broker.gitnotes). That comes after the client's answer and never changes it.
 
 Each decision is one JSON line in `log`: decision (allow/refuse), status, run, repository,
-service, refs (for a push) and the reason; never a token or the credential.
+service, refs (for a push) and the reason; and each note one more, `note` (written, with
+`commits` and `capped`; or failed, with the reason); never a token or the credential.
 """
 
 from __future__ import annotations
@@ -40,13 +48,15 @@ from urllib.parse import urlsplit
 
 import h11
 
+from flowerbox.broker.gitnotes import CAP, Upstream, write_notes
 from flowerbox.broker.gitroute import Refusal, Route, push_refusal, route, serves
-from flowerbox.broker.pktline import PushHead, read_push, report
-from flowerbox.errors import BadRequest, BrokerError
+from flowerbox.broker.pktline import Command, PushHead, Status, read_push, report
+from flowerbox.errors import BadRequest, BrokerError, ProvenanceError
+from flowerbox.note import Provenance, Spend
 from flowerbox.sidecar.http import Incoming, RequestReader, linger_close
 from flowerbox.sidecar.proxy import JsonLines
 
-__all__ = ["GitCredential", "GitRelay", "RelayRun", "RunLookup", "git_credential"]
+__all__ = ["GitCredential", "GitRelay", "RelayRun", "RunLookup", "SpendLookup", "git_credential"]
 
 BODY_LIMIT = 256 << 20  # a run's branch, new objects only
 MAX_HEADERS = 64
@@ -63,13 +73,19 @@ _CLOSE = ("connection", "close")
 
 @dataclass(frozen=True)
 class RelayRun:
-    """A live run as the relay knows it: its id and the https URL of its repository."""
+    """A live run as the relay knows it: its id and the https URL of its repository; and,
+    for its provenance note, its image, namespace and network as the broker has them (from
+    the run's token Secret and its registration)."""
 
     run_id: str
     repo: str
+    image: str = "unknown"
+    namespace: str = "unknown"
+    network: str = "unknown"
 
 
 RunLookup = Callable[[str], RelayRun | None]
+SpendLookup = Callable[[str], Spend | None]
 
 
 @dataclass(frozen=True)
@@ -131,12 +147,16 @@ class GitRelay(socketserver.ThreadingMixIn, socketserver.TCPServer):
         runs: RunLookup,
         credential: GitCredential,
         log: JsonLines,
+        spent: SpendLookup | None = None,
         body_limit: int = BODY_LIMIT,
+        note_cap: int = CAP,
     ) -> None:
         self.runs = runs
         self.credential = credential
         self.log = log
+        self.spent = spent
         self.body_limit = body_limit
+        self.note_cap = note_cap
         origin = urlsplit(credential.base)
         self._tls = origin.scheme == "https"
         self._origin = (origin.hostname or "", origin.port or (443 if self._tls else 80))
@@ -178,6 +198,43 @@ class _Connection(socketserver.BaseRequestHandler):
         except (OSError, h11.LocalProtocolError):
             pass  # the client went away, or broke off mid-answer: nothing left to say
         linger_close(self.request)
+        if exchange is not None and exchange.pushed is not None:
+            exchange.pushed.note(self.server)
+
+
+@dataclass
+class _Pushed:
+    """A push the relay forwarded: the run, where, its one command, and the remote's
+    report as it passes on to the client."""
+
+    run: RelayRun
+    where: Route
+    command: Command
+    status: Status
+    facts: dict[str, Any]
+
+    def note(self, relay: GitRelay) -> None:
+        """The provenance note, when the remote reported the run's branch updated; a
+        failure is logged (the client has its answer already)."""
+        if self.status.updated() != {self.command.ref}:
+            return
+        credential = relay.credential
+        upstream = Upstream(credential.base + self.where.path, credential.authorization())
+        spend = relay.spent(self.run.run_id) if relay.spent is not None else None
+        provenance = Provenance(
+            run=self.run.run_id,
+            image=self.run.image,
+            network=self.run.network,
+            spend=spend or Spend(None),
+            more=(("namespace", self.run.namespace),),
+        )
+        try:
+            noted = write_notes(upstream, self.command, provenance, cap=relay.note_cap)
+        except ProvenanceError as exc:
+            relay.log.record(note="failed", reason=credential.scrub(str(exc)), **self.facts)
+            return
+        commits = len(noted.commits)
+        relay.log.record(note="written", commits=commits, capped=noted.capped, **self.facts)
 
 
 class _Exchange:
@@ -189,6 +246,7 @@ class _Exchange:
         self.incoming = incoming
         self.facts: dict[str, Any] = {"method": incoming.method}
         self.answered = False
+        self.pushed: _Pushed | None = None
 
     def run(self) -> None:
         if len(self.incoming.headers) > MAX_HEADERS:
@@ -240,6 +298,9 @@ class _Exchange:
             if refused is not None:
                 self._reject(head, refused, body)
                 return
+            if head.commands:
+                status = Status(head.capabilities)
+                self.pushed = _Pushed(run, where, head.commands[0], status, self.facts)
             body = chain([head.read], body)
         self._forward(where, body, None if length is None else int(length))
 
@@ -329,6 +390,8 @@ class _Exchange:
         self.relay.log.record(decision="allow", status=200, **self.facts)
         self.reader.send(h11.Response(status_code=200, headers=headers))
         while data := response.read1(CHUNK):
+            if self.pushed is not None:
+                self.pushed.status.feed(data)
             self.reader.send(h11.Data(data=data))
         self.reader.send(h11.EndOfMessage())
 

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from flowerbox.broker.gitrelay import GitCredential, GitRelay, RelayRun
+from flowerbox.note import Spend
 from flowerbox.sidecar.proxy import JsonLines
 from tests.flowerbox.gitremote import TOKEN, USER, GitRemote, git, git_remote, quiet_env
 
@@ -28,6 +29,11 @@ OTHER_RUN = "20261202-060000-def456"
 RUN_TOKEN = "run-token-0123456789abcdefghijklmnopqrstuvwxyz"
 OTHER_TOKEN = "run-token-of-another-run-0123456789abcdefghij"
 BRANCH = f"refs/heads/flowerbox/{RUN}"
+IMAGE = "registry.example/flowerbox:dev@sha256:" + "ab" * 32
+OTHER_IMAGE = "registry.example/flowerbox:next"
+NAMESPACE = "team-a"
+NETWORK = "allowlist: pypi"
+SPENT = {RUN: Spend(0.25, 4, ("claude-opus-5-5",))}  # the ledger's, as the broker gives it
 
 
 class _Tap(socketserver.ThreadingMixIn, socketserver.TCPServer):
@@ -121,12 +127,14 @@ def relayed(tmp_path: Path) -> Iterator[Relay]:
         remote.create("app")
         remote.create("other")
         runs = {
-            RUN_TOKEN: RelayRun(RUN, remote.url("app")),
-            OTHER_TOKEN: RelayRun(OTHER_RUN, remote.url("app")),
+            RUN_TOKEN: RelayRun(RUN, remote.url("app"), IMAGE, NAMESPACE, NETWORK),
+            OTHER_TOKEN: RelayRun(OTHER_RUN, remote.url("app"), OTHER_IMAGE, NAMESPACE, NETWORK),
         }
         credential = GitCredential(remote.host, TOKEN, USER, origin=f"http://{remote.host}")
         log = JsonLines(tmp_path / "git.jsonl")
-        server = GitRelay(("127.0.0.1", 0), runs=runs.get, credential=credential, log=log)
+        server = GitRelay(
+            ("127.0.0.1", 0), runs=runs.get, credential=credential, log=log, spent=SPENT.get
+        )
         tap = _Tap(server.server_address)
         threads = [threading.Thread(target=s.serve_forever, daemon=True) for s in (server, tap)]
         for thread in threads:

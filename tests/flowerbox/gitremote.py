@@ -69,6 +69,13 @@ class GitRemote:
         git("commit", "-q", "-m", "first", cwd=work, env=self.env)
         git("push", "-q", str(bare), "main", cwd=work, env=self.env)
         git("config", "receive.advertisePushOptions", "true", cwd=bare, env=self.env)
+        git("config", "uploadpack.allowFilter", "true", cwd=bare, env=self.env)  # as forges do
+
+    def pre_receive(self, name: str, script: str) -> None:
+        """`name`'s pre-receive hook: a shell script's body (it reads `old new ref` lines)."""
+        path = self.root / f"{name}.git" / "hooks" / "pre-receive"
+        path.write_text("#!/bin/sh\n" + script)
+        path.chmod(0o755)
 
     def refs(self, name: str) -> str:
         """Every ref of a repository with its object: compared before and after a push."""
