@@ -5,7 +5,9 @@ run (flowerbox.runs.provenance) and by the broker's git relay after a cluster ru
     Provenance(run="...", image="flowerbox:dev sha256:...", network="...", spend=Spend(...)).text()
 
 One `key: value` line each, in a fixed order, so that `git log --notes=flowerbox` reads the
-same whichever wrote it; a fact the writer does not know is `unknown`, never left out.
+same whichever wrote it; a fact the writer does not know is `unknown`, never left out. A
+value is one line whatever it holds (a model name is what the agent asked for): anything
+unprintable in it, a line break included, is shown as a space.
 Standard library only: the broker's process imports it too.
 """
 
@@ -61,4 +63,8 @@ class Provenance:
             ("exit", self.exit),
             *self.more,
         ]
-        return "".join(f"{key}: {value}\n" for key, value in lines)
+        return "".join(f"{key}: {_one_line(value)}\n" for key, value in lines)
+
+
+def _one_line(value: str) -> str:
+    return "".join(c if c.isprintable() else " " for c in value)
