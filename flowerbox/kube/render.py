@@ -186,9 +186,10 @@ def run_manifests(spec: BoxSpec, target: KubeTarget, *, name: str | None = None)
 
 def deliver_manifests(spec: BoxSpec, target: KubeTarget) -> list[Manifest]:
     """After the run: flower's branch `flower/<run-id>` pushed as `flowerbox/<run-id>`, the
-    one ref the broker's git relay lets a run push (no notes ref: the agent holds the same
-    token, so a note it could push proves nothing; the relay's log says which run pushed
-    which commit). No agent code runs here."""
+    one ref the broker's git relay lets a run push. No notes ref: the agent holds the same
+    token, so a note it could push would prove nothing; the relay writes the provenance
+    note itself once the remote took the branch (flowerbox.broker.gitnotes). No agent code
+    runs here."""
     script = 'cd "$0" && git push origin "$1:refs/heads/flowerbox/$2"'
     args = [str(spec.workspace), f"flower/{spec.run_id}", spec.run_id]
     env = _git_env(spec, target)
