@@ -73,24 +73,28 @@ def write_notes(
         ProvenanceError: a git command failed (its words, never the credential), or the
             notes ref's push failed `tries` times (another writer kept moving it).
     """
-    with tempfile.TemporaryDirectory(prefix="flowerbox-notes-") as scratch:
-        git = _Git(upstream, Path(scratch))
-        git("clone", "--bare", "--quiet", "--no-tags", "--filter=tree:0", upstream.url, ".")
-        commits = git.new_commits(command, cap + 1)
-        noted = Noted(tuple(reversed(commits[:cap])), capped=len(commits) > cap)
-        if not noted.commits:
+    try:
+        with tempfile.TemporaryDirectory(prefix="flowerbox-notes-") as scratch:
+            return _write(_Git(upstream, Path(scratch)), command, provenance, cap, tries)
+    except OSError as exc:  # the scratch folder: no room, no /tmp
+        raise ProvenanceError(f"no scratch repository for the note: {exc}") from exc
+
+
+def _write(git: _Git, command: Command, provenance: Provenance, cap: int, tries: int) -> Noted:
+    url = git.upstream.url
+    git("clone", "--bare", "--quiet", "--no-tags", "--filter=tree:0", url, ".")
+    commits = git.new_commits(command, cap + 1)
+    noted = Noted(tuple(reversed(commits[:cap])), capped=len(commits) > cap)
+    if not noted.commits:
+        return noted
+    lines = _push_lines(command, noted, cap)
+    text = dataclasses.replace(provenance, more=(*provenance.more, *lines)).text()
+    refused = ""
+    for _ in range(tries):
+        refused = git.note(noted.commits, text)
+        if not refused:
             return noted
-        text = dataclasses.replace(
-            provenance, more=(*provenance.more, *_push_lines(command, noted, cap))
-        ).text()
-        refused = ""
-        for _ in range(tries):
-            refused = git.note(noted.commits, text)
-            if not refused:
-                return noted
-        raise ProvenanceError(
-            f"the push of {NOTES_REF} to {upstream.url} failed {tries} times; the last: {refused}"
-        )
+    raise ProvenanceError(f"the push of {NOTES_REF} to {url} failed {tries} times: {refused}")
 
 
 def _push_lines(command: Command, noted: Noted, cap: int) -> list[tuple[str, str]]:

@@ -111,6 +111,14 @@ class Relay:
         return work
 
     def log(self) -> list[dict[str, Any]]:
+        """The relay's decisions (allow/refuse), as they came."""
+        return [line for line in self.lines() if "decision" in line]
+
+    def notes(self) -> list[dict[str, Any]]:
+        """The relay's note lines: each written after its push's answer, so maybe later."""
+        return [line for line in self.lines() if "note" in line]
+
+    def lines(self) -> list[dict[str, Any]]:
         return [json.loads(line) for line in self.log_path.read_text().splitlines()]
 
     def pushes_upstream(self) -> int:
