@@ -197,7 +197,7 @@ def deliver(
     context: Context = None,
     broker: Broker = BROKER,
 ) -> None:
-    """Push the ended run's branch back as flowerbox/RUN, with a note on each new commit."""
+    """Push the ended run's branch back as flowerbox/RUN, through the broker's git relay."""
     target = _target(NO_REPO, "main", namespace, None, broker)
     for made in _cluster(context, namespace).deliver(run, target):
         typer.echo(f"created {made}")

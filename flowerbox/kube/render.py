@@ -47,7 +47,6 @@ COMMAND_ANNOTATION = "flowerbox.dev/command"
 IMAGE_ANNOTATION = "flowerbox.dev/image"
 REPO_ANNOTATION = "flowerbox.dev/repo"
 REF_ANNOTATION = "flowerbox.dev/ref"
-NOTES_REF = "refs/notes/flowerbox"  # as flowerbox.runs.provenance: `git log --notes=flowerbox`
 # A checkov check that cannot hold for this design, and why (docs/deployment.md lists them).
 SKIPS = {
     "CKV_K8S_43": "the image is named by tag; pin a digest with --image name@sha256:...",
@@ -192,23 +191,14 @@ def run_manifests(spec: BoxSpec, target: KubeTarget, *, name: str | None = None)
 
 
 def deliver_manifests(spec: BoxSpec, target: KubeTarget) -> list[Manifest]:
-    """After the run: flower's branch `flower/<run-id>` pushed as `flowerbox/<run-id>`, with
-    a note saying which run and image made each new commit. No agent code runs here."""
-    branch = f"flower/{spec.run_id}"
-    note = f"flowerbox run {spec.run_id}; image {spec.image}; namespace {target.namespace}"
-    script = (
-        'cd "$0" && base=$(git rev-parse "origin/$1") && '
-        'for c in $(git rev-list "$base..$2"); do git notes --ref=flowerbox add -f -m "$3" "$c"; '
-        'done && git push origin "$2:refs/heads/flowerbox/$4" "$5"'
-    )
-    args = [str(spec.workspace), target.ref, branch, note, spec.run_id, NOTES_REF]
-    env = [
-        *_git_env(spec, target),
-        {"name": "GIT_AUTHOR_NAME", "value": "flowerbox"},
-        {"name": "GIT_AUTHOR_EMAIL", "value": "flowerbox@localhost"},
-        {"name": "GIT_COMMITTER_NAME", "value": "flowerbox"},
-        {"name": "GIT_COMMITTER_EMAIL", "value": "flowerbox@localhost"},
-    ]
+    """After the run: flower's branch `flower/<run-id>` pushed as `flowerbox/<run-id>`, the
+    one ref the broker's git relay lets a run push. No notes ref: the agent holds the same
+    token, so a note it could push would prove nothing; the relay writes the provenance
+    note itself once the remote took the branch (flowerbox.broker.gitnotes). No agent code
+    runs here."""
+    script = 'cd "$0" && git push origin "$1:refs/heads/flowerbox/$2"'
+    args = [str(spec.workspace), f"flower/{spec.run_id}", spec.run_id]
+    env = _git_env(spec, target)
     push = container(spec, name="deliver", command=["sh", "-c", script, *args], env=env)
     pod = pod_spec(spec, target, init=[])
     pod["containers"] = [push]
