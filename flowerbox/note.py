@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from flowerbox import __version__
 
-__all__ = ["IDENTITY", "NOTES_REF", "Provenance", "Spend"]
+__all__ = ["IDENTITY", "NOTES_REF", "Provenance", "Spend", "allowlist"]
 
 NOTES_REF = "refs/notes/flowerbox"
 IDENTITY = ("-c", "user.name=flowerbox", "-c", "user.email=flowerbox@localhost")
@@ -64,6 +64,12 @@ class Provenance:
             *self.more,
         ]
         return "".join(f"{key}: {_one_line(value)}\n" for key, value in lines)
+
+
+def allowlist(allow: tuple[str, ...] | list[str]) -> str:
+    """A network held to `allow`, as a note says it (a local run's --allow, a cluster
+    run's token Secret)."""
+    return f"allowlist: {', '.join(allow)}" if allow else "allowlist: empty (no network)"
 
 
 def _one_line(value: str) -> str:

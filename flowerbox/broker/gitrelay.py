@@ -56,13 +56,22 @@ from flowerbox.note import Provenance, Spend
 from flowerbox.sidecar.http import Incoming, RequestReader, linger_close
 from flowerbox.sidecar.proxy import JsonLines
 
-__all__ = ["GitCredential", "GitRelay", "RelayRun", "RunLookup", "SpendLookup", "git_credential"]
+__all__ = [
+    "GIT_KEYS",
+    "GitCredential",
+    "GitRelay",
+    "RelayRun",
+    "RunLookup",
+    "SpendLookup",
+    "git_credential",
+]
 
 BODY_LIMIT = 256 << 20  # a run's branch, new objects only
 MAX_HEADERS = 64
 TIMEOUT = 120.0  # a client's silence, the remote's silence
 CHUNK = 64 * 1024
 DEFAULT_USERNAME = "x-access-token"  # what GitHub and Gitea take with a token
+GIT_KEYS = ("GIT_HOST", "GIT_TOKEN", "GIT_USERNAME", "GIT_BASE_URL")  # git_credential reads
 _TOKEN_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~+/=")
 _FORWARDED = frozenset(
     {"accept", "accept-language", "content-type", "content-encoding", "user-agent", "pragma"}
@@ -114,11 +123,13 @@ class GitCredential:
 
 
 def git_credential(values: Mapping[str, str], source: str) -> GitCredential | None:
-    """The git credential among a credentials file's `values` (GIT_HOST, GIT_TOKEN and
-    GIT_USERNAME), or None when it holds no GIT_TOKEN: the broker then relays no git.
+    """The git credential among a credentials file's `values` (GIT_HOST, GIT_TOKEN,
+    GIT_USERNAME, and GIT_BASE_URL: where GIT_HOST is reached when not at https://GIT_HOST,
+    as a forge on another port or behind a mirror), or None when it holds no GIT_TOKEN: the
+    broker then relays no git.
 
     Raises:
-        BrokerError: a token without a host it is for.
+        BrokerError: a token without a host it is for, or a base URL that is no http(s) URL.
     """
     token = values.get("GIT_TOKEN", "")
     if not token:
@@ -129,7 +140,11 @@ def git_credential(values: Mapping[str, str], source: str) -> GitCredential | No
             f"{source} has GIT_TOKEN but no usable GIT_HOST; add the remote's host the token "
             "is for, e.g. GIT_HOST=github.com"
         )
-    return GitCredential(host, token, values.get("GIT_USERNAME") or DEFAULT_USERNAME)
+    origin = values.get("GIT_BASE_URL", "").strip()
+    if origin and (urlsplit(origin).scheme not in ("http", "https") or "@" in origin):
+        raise BrokerError(f"{source}: GIT_BASE_URL must be an http(s) URL with no credential")
+    username = values.get("GIT_USERNAME") or DEFAULT_USERNAME
+    return GitCredential(host, token, username, origin=origin)
 
 
 class GitRelay(socketserver.ThreadingMixIn, socketserver.TCPServer):

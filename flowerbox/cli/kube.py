@@ -80,7 +80,7 @@ def on_cluster(target: KubeTarget, *, image: str, context: str | None, negative:
 
     spec = probe_spec(image=image, negative=negative)
     manifests = probe_manifests(spec, target, negative=negative)
-    for made in _cluster(context, target.namespace).start(spec, manifests):
+    for made in _cluster(context, target.namespace).start(spec, manifests, repo=target.repo):
         typer.echo(f"created {made}", err=True)
     typer.echo(f"the verdicts: flowerbox kube logs {spec.run_id} -f", err=True)
     return spec.run_id

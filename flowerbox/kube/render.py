@@ -36,7 +36,6 @@ from flowerbox.kube.pod import (
 )
 from flowerbox.kube.target import UID, VOLUME, KubeTarget
 
-GIT_PORT = 8081  # the broker's git relay: it adds the git credential only it holds
 DNS_PORT = 53
 KEY_SECRET = "flowerbox-broker-key"  # `kubectl create secret generic` (docs/deployment.md)
 BROKER_LEDGER = "/var/lib/flowerbox-broker"
@@ -44,8 +43,6 @@ DROP_TTL_S = 600  # a drop Job is gone soon after: the run's log says it took th
 DROP_DEADLINE_S = 300
 # On the claim, which outlives every Job: what `resume` and `deliver` start again from.
 COMMAND_ANNOTATION = "flowerbox.dev/command"
-IMAGE_ANNOTATION = "flowerbox.dev/image"
-REPO_ANNOTATION = "flowerbox.dev/repo"
 REF_ANNOTATION = "flowerbox.dev/ref"
 # A checkov check that cannot hold for this design, and why (docs/deployment.md lists them).
 SKIPS = {
@@ -76,7 +73,7 @@ def _git_env(spec: BoxSpec, target: KubeTarget) -> list[Manifest]:
     """git's way to the remote: the broker's relay, the run's token as the credential. The
     repository on the claim is the agent's to write, so git runs none of its hooks, no
     fsmonitor and no credential helper it could name (GIT_CONFIG_* outrank .git/config)."""
-    relay = f"http://{target.broker}:{GIT_PORT}/"
+    relay = f"http://{target.broker}:{wire.GIT_PORT}/"
     token = {"secretKeyRef": {"name": token_secret(spec), "key": TOKEN_KEY}}
     settings = {
         f"url.{relay}.insteadOf": "https://",
@@ -128,8 +125,8 @@ def claim(spec: BoxSpec, target: KubeTarget) -> Manifest:
             labels(spec, "agent"),
             annotations={
                 COMMAND_ANNOTATION: json.dumps(list(spec.command)),
-                IMAGE_ANNOTATION: spec.image,
-                REPO_ANNOTATION: target.repo,
+                wire.IMAGE_ANNOTATION: spec.image,
+                wire.REPO_ANNOTATION: target.repo,
                 REF_ANNOTATION: target.ref,
             },
         ),
@@ -144,7 +141,9 @@ def agent_policy(spec: BoxSpec, target: KubeTarget) -> Manifest:
     """The agent's Pods reach the broker's ports and the cluster's DNS, nothing else; nothing
     reaches them. (A sidecar could not do this: a Pod's containers share one network.)"""
     broker = {"podSelector": {"matchLabels": {ROLE_LABEL: "broker"}}}
-    ports = [{"protocol": "TCP", "port": p} for p in (wire.API_PORT, wire.PROXY_PORT, GIT_PORT)]
+    ports = [
+        {"protocol": "TCP", "port": p} for p in (wire.API_PORT, wire.PROXY_PORT, wire.GIT_PORT)
+    ]
     dns = {
         "to": [{"namespaceSelector": {}, "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}}}],
         "ports": [{"protocol": "UDP", "port": DNS_PORT}, {"protocol": "TCP", "port": DNS_PORT}],
@@ -268,7 +267,7 @@ def broker_manifests(target: KubeTarget, *, image: str) -> list[Manifest]:
     token (to read the run tokens) and a route out; a default-deny policy for everything
     else in the namespace."""
     tags = {ROLE_LABEL: "broker", "app.kubernetes.io/part-of": "flowerbox"}
-    ports = [("api", wire.API_PORT), ("proxy", wire.PROXY_PORT), ("git", GIT_PORT)]
+    ports = [("api", wire.API_PORT), ("proxy", wire.PROXY_PORT), ("git", wire.GIT_PORT)]
     secrets = wire.SECRETS_IN_GATEWAY
     broker = {
         "name": "broker",

@@ -22,7 +22,7 @@ from pathlib import Path
 from flowerbox.box.facts import summary
 from flowerbox.box.spec import BoxSpec
 from flowerbox.errors import ProvenanceError
-from flowerbox.note import IDENTITY, NOTES_REF, Provenance, Spend
+from flowerbox.note import IDENTITY, NOTES_REF, Provenance, Spend, allowlist
 from flowerbox.runs import records
 
 __all__ = [
@@ -114,7 +114,7 @@ def network_policy(spec: BoxSpec) -> str:
     """The run's network as the user set it (--net, --allow)."""
     if spec.net == "open":
         return "open (--net open: a network of its own, unfiltered)"
-    return f"allowlist: {', '.join(spec.allow)}" if spec.allow else "allowlist: empty (no network)"
+    return allowlist(spec.allow)
 
 
 def _claude_code_version() -> str:

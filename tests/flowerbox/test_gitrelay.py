@@ -18,8 +18,9 @@ import pytest
 
 from flowerbox.broker.gitrelay import GitCredential, RelayRun, git_credential
 from flowerbox.errors import BrokerError
-from flowerbox.kube.render import GIT_PORT, deliver_manifests, run_manifests
+from flowerbox.kube.render import deliver_manifests, run_manifests
 from flowerbox.kube.target import BROKER, KubeTarget, kube_spec
+from flowerbox.wire import GIT_PORT
 from tests.flowerbox.gitclient import BRANCH, OTHER_RUN, OTHER_TOKEN, RUN, RUN_TOKEN, Relay, commit
 from tests.flowerbox.gitremote import BASIC, TOKEN, USER, git, quiet_env
 
@@ -310,6 +311,11 @@ def test_the_credential_comes_from_the_brokers_credentials_file() -> None:
     for host in ("", "github.com/acme", "bot@github.com"):
         with pytest.raises(BrokerError, match="GIT_HOST=github.com"):
             git_credential({"GIT_TOKEN": TOKEN, "GIT_HOST": host}, "credentials.env")
+    mirror = values | {"GIT_BASE_URL": "http://git.internal:3000"}
+    assert git_credential(mirror, "f").base == "http://git.internal:3000"  # type: ignore[union-attr]
+    for base in ("ftp://git.internal", "https://bot:pw@git.internal", "git.internal"):
+        with pytest.raises(BrokerError, match="GIT_BASE_URL must be an http"):
+            git_credential(values | {"GIT_BASE_URL": base}, "credentials.env")
 
 
 def test_every_line_the_relay_writes_is_scrubbed_of_the_credential() -> None:

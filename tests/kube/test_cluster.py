@@ -62,7 +62,7 @@ def run_id(cluster: Cluster) -> Iterator[str]:
 def test_a_run_on_the_cluster(cluster: Cluster, run_id: str) -> None:
     target = KubeTarget(repo=REPO, namespace=NAMESPACE)
     spec = kube_spec(run_id, image=IMAGE, command=flower_command(["go", "say hello"]))
-    created = cluster.start(spec, run_manifests(spec, target))
+    created = cluster.start(spec, run_manifests(spec, target), repo=target.repo)
     assert f"Job/flowerbox-{run_id}" in created
     assert run_id in [status.run_id for status in cluster.runs()]
     ended = cluster.wait(run_id, timeout_s=RUN_S)
