@@ -1,0 +1,92 @@
+"""Attacks on the git relay's provenance note by a run that holds its own token and talks
+to the relay with raw requests (not git's): each push here lands on the run's own branch,
+which the relay allows, and the attack is to have it land without the note. Driven as
+test_gitrelay.py drives the relay (a loopback `git http-backend` remote)."""
+
+from __future__ import annotations
+
+import socket
+import struct
+import subprocess
+import time
+from pathlib import Path
+
+from tests.flowerbox.gitclient import BRANCH, RUN_TOKEN, Relay, commit
+from tests.flowerbox.gitremote import git
+from tests.flowerbox.test_gitnotes import noted
+
+
+def pkt(text: str) -> bytes:
+    return b"%04x" % (len(text) + 4) + text.encode()
+
+
+def pushed_body(relay: Relay, work: Path, capabilities: str) -> bytes:
+    """A receive-pack request creating the run's branch at the clone's HEAD: its one command
+    with `capabilities`, a flush, and the pack of the commits new on it."""
+    env = relay.env()
+    sha = git("rev-parse", "HEAD", cwd=work, env=env).strip()
+    pack = subprocess.run(
+        ["git", "pack-objects", "--stdout", "--revs", "-q"], cwd=work, env=env, check=True,
+        input=f"{sha}\n^origin/main\n".encode(), capture_output=True,
+    ).stdout  # fmt: skip
+    return pkt(f"{'0' * 40} {sha} {BRANCH}\0{capabilities}\n") + b"0000" + pack
+
+
+def head(relay: Relay, length: int) -> bytes:
+    return (
+        f"POST /{relay.remote.host}/app.git/git-receive-pack HTTP/1.1\r\n"
+        f"Host: relay\r\nAuthorization: Bearer {RUN_TOKEN}\r\n"
+        "Content-Type: application/x-git-receive-pack-request\r\n"
+        f"Content-Length: {length}\r\n\r\n"
+    ).encode()
+
+
+def landed(relay: Relay, timeout: float = 30.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if BRANCH in relay.remote.refs("app"):
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def test_a_push_that_asks_for_no_report_is_refused_as_it_could_never_be_noted(
+    relay: Relay,
+) -> None:
+    """Without report-status the remote says nothing of what it updated, so the relay could
+    never know to note the push: such a push would land with no note at all."""
+    work = relay.clone()
+    commit(relay, work)
+    body = pushed_body(relay, work, "ofs-delta agent=attacker")
+    with socket.create_connection(relay.relay.server_address, timeout=30) as sock:
+        sock.sendall(head(relay, len(body)) + body)
+        sock.shutdown(socket.SHUT_WR)
+        answer = b""
+        while data := sock.recv(65536):
+            answer += data
+    assert answer.startswith(b"HTTP/1.1 403 "), answer[:200]
+    assert b"report-status" in answer
+    assert BRANCH not in relay.remote.refs("app")
+    assert relay.pushes_upstream() == 0
+
+
+def test_a_client_gone_before_the_report_still_gets_its_push_noted(relay: Relay) -> None:
+    """The run sends its push, waits until the remote has updated its branch, and resets the
+    connection before the remote's report comes: the relay reads that report all the same,
+    and notes the push."""
+    hook = relay.remote.root / "app.git" / "hooks" / "reference-transaction"
+    hook.write_text('#!/bin/sh\n[ "$1" = committed ] && sleep 2\nexit 0\n')
+    hook.chmod(0o755)
+    work = relay.clone()
+    sha = commit(relay, work)
+    body = pushed_body(relay, work, "report-status side-band-64k ofs-delta agent=attacker")
+    sock = socket.create_connection(relay.relay.server_address, timeout=30)
+    sock.sendall(head(relay, len(body)) + body)
+    assert landed(relay)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    sock.close()  # a reset: the relay's answer cannot be sent
+    (line,) = noted(relay)
+    assert line["note"] == "written" and line["commits"] == 1
+    shown = git("notes", "--ref=flowerbox", "show", sha, cwd=relay.remote.root / "app.git",
+                env=relay.remote.env)  # fmt: skip
+    assert shown.startswith("flowerbox-run: ")
