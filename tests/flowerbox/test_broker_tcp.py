@@ -539,3 +539,20 @@ def test_the_git_relay_it_serves_clones_and_pushes_a_runs_own_branch_with_its_no
         assert TOKEN not in log.read_text() and run.token not in log.read_text()
         decisions = [json.loads(line) for line in log.read_text().splitlines()]
         assert [d["status"] for d in decisions if d.get("decision") == "refuse"].count(401) >= 2
+
+
+def test_a_secret_nested_past_the_parsers_depth_stops_no_learning_nor_revoking(
+    start_broker: Callable[..., TcpBroker],
+) -> None:
+    """An allowlist annotation of nested lists deep enough that json.loads raises
+    RecursionError (no ValueError): it is left out like any bad Secret, and the broker goes
+    on learning runs from the Secrets after it (a dead watch would serve the runs it knew
+    until it restarts, their Secrets deleted or not)."""
+    broker = start_broker()
+    spec = kube_spec("20261202-000000-777777", image="flowerbox:test", command=("flower",))
+    deep = token_manifest(dataclasses.replace(spec, run_id="20261202-deep"), NAMESPACE, "t")
+    deep["metadata"]["annotations"]["flowerbox.dev/allow"] = "[" * 100_000
+    broker.kube.put("secrets", deep)
+    broker.wait_logged("a run token Secret left out")
+    good = broker.add(spec.run_id)
+    assert broker.spend(good) == 200
