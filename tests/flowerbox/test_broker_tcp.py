@@ -556,3 +556,32 @@ def test_a_secret_nested_past_the_parsers_depth_stops_no_learning_nor_revoking(
     broker.wait_logged("a run token Secret left out")
     good = broker.add(spec.run_id)
     assert broker.spend(good) == 200
+
+
+def test_each_request_on_a_kept_alive_connection_is_told_by_its_own_token(
+    start_broker: Callable[..., TcpBroker], upstream: FakeAPI
+) -> None:
+    """Attack: one connection, the first request with the run's token, the next ones with
+    none, with a lower-case `bearer`, with the token and junk after it: each is judged
+    alone, so only the first goes upstream, and only it is charged to the run."""
+    broker = start_broker()
+    mine = broker.add("20261202-000000-kkkkkk")
+    conn = http.client.HTTPConnection("127.0.0.1", broker.api_port, timeout=30)
+    statuses = []
+    try:
+        for headers in (
+            {"x-api-key": mine.token},
+            {},
+            {"authorization": f"bearer {mine.token}"},
+            {"authorization": f"Bearer {mine.token} junk"},
+        ):
+            conn.request("POST", MESSAGES, ask(), headers | {"content-type": "application/json"})
+            response = conn.getresponse()
+            response.read()
+            statuses.append(response.status)
+    finally:
+        conn.close()
+    assert statuses == [200, 401, 401, 401]
+    assert len(upstream.requests) == 1
+    wait_for(lambda: broker.settled() == 4)
+    assert [r["status"] for r in broker.rows(mine.run_id)] == [200]

@@ -1,7 +1,8 @@
-"""Attacks on the git relay's provenance note by a run that holds its own token and talks
-to the relay with raw requests (not git's): each push here lands on the run's own branch,
-which the relay allows, and the attack is to have it land without the note. Driven as
-test_gitrelay.py drives the relay (a loopback `git http-backend` remote)."""
+"""Attacks on the git relay by a run that holds its own token and talks to the relay with
+raw requests (not git's): to push something other than its own branch, to reach another
+repository through a target spelt otherwise, or to have its own push land without the
+provenance note. Driven as test_gitrelay.py drives the relay (a loopback `git http-backend`
+remote)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,9 @@ import subprocess
 import time
 from pathlib import Path
 
+import pytest
+
+from flowerbox.broker.gitroute import Refusal, route, serves
 from tests.flowerbox.gitclient import BRANCH, RUN_TOKEN, Relay, commit
 from tests.flowerbox.gitremote import git
 from tests.flowerbox.test_gitnotes import noted
@@ -20,16 +24,19 @@ def pkt(text: str) -> bytes:
     return b"%04x" % (len(text) + 4) + text.encode()
 
 
+def pack(relay: Relay, work: Path) -> bytes:
+    """The pack of the clone's commits not on main."""
+    return subprocess.run(
+        ["git", "pack-objects", "--stdout", "--revs", "-q"], cwd=work, env=relay.env(),
+        check=True, input=b"HEAD\n^origin/main\n", capture_output=True,
+    ).stdout  # fmt: skip
+
+
 def pushed_body(relay: Relay, work: Path, capabilities: str) -> bytes:
     """A receive-pack request creating the run's branch at the clone's HEAD: its one command
     with `capabilities`, a flush, and the pack of the commits new on it."""
-    env = relay.env()
-    sha = git("rev-parse", "HEAD", cwd=work, env=env).strip()
-    pack = subprocess.run(
-        ["git", "pack-objects", "--stdout", "--revs", "-q"], cwd=work, env=env, check=True,
-        input=f"{sha}\n^origin/main\n".encode(), capture_output=True,
-    ).stdout  # fmt: skip
-    return pkt(f"{'0' * 40} {sha} {BRANCH}\0{capabilities}\n") + b"0000" + pack
+    sha = git("rev-parse", "HEAD", cwd=work, env=relay.env()).strip()
+    return pkt(f"{'0' * 40} {sha} {BRANCH}\0{capabilities}\n") + b"0000" + pack(relay, work)
 
 
 def head(relay: Relay, length: int) -> bytes:
@@ -90,3 +97,65 @@ def test_a_client_gone_before_the_report_still_gets_its_push_noted(relay: Relay)
     shown = git("notes", "--ref=flowerbox", "show", sha, cwd=relay.remote.root / "app.git",
                 env=relay.remote.env)  # fmt: skip
     assert shown.startswith("flowerbox-run: ")
+
+
+REPO = "https://github.com/acme/app.git"
+
+
+@pytest.mark.parametrize(
+    ("method", "target"),
+    [
+        ("GET", "/github.com/acme/%2e%2e/acme/other.git/info/refs?service=git-upload-pack"),
+        ("GET", "/github.com/acme/app.git%2F..%2Fother.git/info/refs?service=git-upload-pack"),
+        ("GET", "/github.com/acme/../acme/other.git/info/refs?service=git-upload-pack"),
+        ("GET", "/github.com/acme/./app.git/info/refs?service=git-upload-pack"),
+        ("GET", "//github.com/acme/app.git/info/refs?service=git-upload-pack"),
+        ("GET", "/github.com//acme/app.git/info/refs?service=git-upload-pack"),
+        ("GET", "/GITHUB.COM/acme/app.git/info/refs?service=git-upload-pack"),
+        ("GET", "/github.com:443/acme/app.git/info/refs?service=git-upload-pack"),
+        ("GET", "/x@github.com/acme/app.git/info/refs?service=git-upload-pack"),
+        ("GET", "/github.com/acme/app.git/info/refs?service=git-upload-pack&x="),
+        ("GET", "/github.com/acme/app.git/info/refs?service=git-receive-pack#x"),
+        ("GET", "http://github.com/acme/app.git/info/refs?service=git-upload-pack"),
+        ("POST", "/github.com/acme/app.git/git-receive-pack?x=1"),
+        ("POST", "/github.com/acme/app.git/info/refs/git-receive-pack"),
+        ("POST", "/github.com/git-receive-pack"),
+    ],
+)
+def test_a_target_that_is_not_plainly_the_runs_repository_is_not_served(
+    method: str, target: str
+) -> None:
+    """Percent-escapes, dot segments, empty segments, another spelling of the host, extra
+    query parameters: each is refused by the route or is not the run's repository."""
+    where = route(method, target)
+    assert isinstance(where, Refusal) or not serves(where, REPO), where
+    plain = route("GET", "/github.com/acme/app.git/info/refs?service=git-upload-pack")
+    assert not isinstance(plain, Refusal) and serves(plain, REPO)  # the control
+
+
+def send(relay: Relay, body: bytes) -> bytes:
+    with socket.create_connection(relay.relay.server_address, timeout=30) as sock:
+        sock.sendall(head(relay, len(body)) + body)
+        sock.shutdown(socket.SHUT_WR)
+        answer = b""
+        while data := sock.recv(65536):
+            answer += data
+    return answer
+
+
+def test_a_second_command_list_after_a_flush_updates_nothing(relay: Relay) -> None:
+    """Attack: the run's own command, a flush, then a command for main (as if push options
+    or a second list followed); or a flush first (git's probe) and then a command for main.
+    The relay judges the first list only; what follows is pack data to the remote, which
+    applies none of it."""
+    work = relay.clone()
+    commit(relay, work)
+    sha = git("rev-parse", "HEAD", cwd=work, env=relay.env()).strip()
+    main = git("rev-parse", "origin/main", cwd=work, env=relay.env()).strip()
+    to_main = pkt(f"{main} {sha} refs/heads/main\0report-status\n")
+    own = pkt(f"{'0' * 40} {sha} {BRANCH}\0report-status\n")
+    packed = pack(relay, work)
+    before = relay.remote.refs("app")
+    for body in (own + b"0000" + to_main + b"0000" + packed, b"0000" + to_main + b"0000" + packed):
+        send(relay, body)
+        assert relay.remote.refs("app") == before
