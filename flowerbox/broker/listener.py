@@ -168,7 +168,6 @@ class ClusterBroker(Registry):
                 token another run has (one token, one run: whose would it spend?).
         """
         checked(told.run_id, told.budget_usd, told.allow)
-        self._relayed(told)
         folder = self.folder / RUNS / told.run_id
         # No socket here: the run's folder stands in for it in the ledger's row.
         entry = RunEntry(
@@ -176,13 +175,16 @@ class ClusterBroker(Registry):
         )
         with self._lock:
             served = self.runs.get(told.run_id)
-            if served is not None and served.entry.token_sha256 == told.token_sha256:
-                return
-            if self.ledger.known(told.run_id):
+            again = served is not None and served.entry.token_sha256 == told.token_sha256
+            if not again and self.ledger.known(told.run_id):
                 raise BrokerError(f"run {told.run_id} is known with another token: not served")
-            if self.ledger.run_of(told.token_sha256) is not None:
+            if not again and self.ledger.run_of(told.token_sha256) is not None:
                 raise BrokerError("its token is another run's: not served")
-            self.ledger.register(entry)
+            if not again:
+                self.ledger.register(entry)
+        self._relayed(told)
+        if again:
+            return
         self._serve(entry)
         self.line(f"run {told.run_id}: serving its token")
 
@@ -219,14 +221,15 @@ class ClusterBroker(Registry):
             return self.relayed.get(found.entry.run_id)
 
     def _relayed(self, told: RunToken) -> None:
-        """What the relay needs of a run, kept apart from the ledger (which has no place for
-        it), and so learned again from its Secret after a restart."""
+        """What the relay needs of a run served, kept apart from the ledger (which has no
+        place for it), and so learned again from its Secret after a restart; as it was first
+        learned: a Secret edited later changes neither the repository nor the image."""
         if not told.repo:
             return
         image, namespace = told.image or "unknown", told.namespace or "unknown"
         run = RelayRun(told.run_id, told.repo, image, namespace, allowlist(told.allow))
         with self._lock:
-            self.relayed[told.run_id] = run
+            self.relayed.setdefault(told.run_id, run)
 
     def serving(self, token: str) -> ServedRun | Unserved:
         """The run `token` is served for, or why there is none (for its refusal)."""
