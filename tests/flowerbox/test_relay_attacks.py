@@ -18,6 +18,7 @@ from flowerbox.broker.gitroute import Refusal, route, serves
 from tests.flowerbox.gitclient import BRANCH, RUN_TOKEN, Relay, commit
 from tests.flowerbox.gitremote import git
 from tests.flowerbox.test_gitnotes import noted
+from tests.flowerbox.test_gitrelay import post
 
 
 def pkt(text: str) -> bytes:
@@ -64,13 +65,7 @@ def test_a_push_that_asks_for_no_report_is_refused_as_it_could_never_be_noted(
     never know to note the push: such a push would land with no note at all."""
     work = relay.clone()
     commit(relay, work)
-    body = pushed_body(relay, work, "ofs-delta agent=attacker")
-    with socket.create_connection(relay.relay.server_address, timeout=30) as sock:
-        sock.sendall(head(relay, len(body)) + body)
-        sock.shutdown(socket.SHUT_WR)
-        answer = b""
-        while data := sock.recv(65536):
-            answer += data
+    answer = post(relay, pushed_body(relay, work, "ofs-delta agent=attacker"))
     assert answer.startswith(b"HTTP/1.1 403 "), answer[:200]
     assert b"report-status" in answer
     assert BRANCH not in relay.remote.refs("app")
@@ -133,16 +128,6 @@ def test_a_target_that_is_not_plainly_the_runs_repository_is_not_served(
     assert not isinstance(plain, Refusal) and serves(plain, REPO)  # the control
 
 
-def send(relay: Relay, body: bytes) -> bytes:
-    with socket.create_connection(relay.relay.server_address, timeout=30) as sock:
-        sock.sendall(head(relay, len(body)) + body)
-        sock.shutdown(socket.SHUT_WR)
-        answer = b""
-        while data := sock.recv(65536):
-            answer += data
-    return answer
-
-
 def test_a_second_command_list_after_a_flush_updates_nothing(relay: Relay) -> None:
     """Attack: the run's own command, a flush, then a command for main (as if push options
     or a second list followed); or a flush first (git's probe) and then a command for main.
@@ -157,5 +142,5 @@ def test_a_second_command_list_after_a_flush_updates_nothing(relay: Relay) -> No
     packed = pack(relay, work)
     before = relay.remote.refs("app")
     for body in (own + b"0000" + to_main + b"0000" + packed, b"0000" + to_main + b"0000" + packed):
-        send(relay, body)
+        post(relay, body)
         assert relay.remote.refs("app") == before
