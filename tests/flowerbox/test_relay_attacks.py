@@ -144,3 +144,22 @@ def test_a_second_command_list_after_a_flush_updates_nothing(relay: Relay) -> No
     for body in (own + b"0000" + to_main + b"0000" + packed, b"0000" + to_main + b"0000" + packed):
         post(relay, body)
         assert relay.remote.refs("app") == before
+
+
+def test_a_commit_the_remote_has_under_a_tag_alone_gets_no_runs_note(relay: Relay) -> None:
+    """Attack: the run points its branch at a commit someone else made, which the remote
+    has under a tag only (no branch), so that the relay notes it as the run's."""
+    seed, env = relay.remote.root / "app-seed", relay.remote.env
+    (seed / "release.txt").write_text("a person's release\n")
+    git("add", "release.txt", cwd=seed, env=env)
+    git("commit", "-q", "-m", "release", cwd=seed, env=env)
+    git("tag", "v1", cwd=seed, env=env)
+    git("push", "-q", str(relay.remote.root / "app.git"), "v1", cwd=seed, env=env)
+    theirs = git("rev-parse", "v1", cwd=seed, env=env).strip()
+    work = relay.clone()
+    git("checkout", "-q", "--detach", theirs, cwd=work, env=relay.env())
+    commit(relay, work)  # the run's own, on top of theirs
+    done = relay.git("push", "origin", f"HEAD:{BRANCH}", cwd=work)
+    assert done.returncode == 0, done.stderr
+    (line,) = noted(relay)
+    assert line["note"] == "written" and line["commits"] == 1
