@@ -80,7 +80,8 @@ class TcpBroker:
     def log(self) -> Path:
         return self.root / "broker.log"
 
-    def start(self) -> TcpBroker:
+    def start(self, *, listed: bool = True) -> TcpBroker:
+        """Started, and once `listed` the Secrets listed; else once its API port answers."""
         credentials = self.root / "credentials.env"
         credentials.write_text(
             f"ANTHROPIC_API_KEY={REAL_KEY}\nANTHROPIC_BASE_URL={self.upstream.url}\n{self.git}"
@@ -100,9 +101,14 @@ class TcpBroker:
             )
         process = self.process
         # Listening, and the Secrets listed once (each watch follows a list).
-        wait_for(lambda: self.watches() > watches or process.poll() is not None, 60)
+        ready = (lambda: self.watches() > watches) if listed else self.answers
+        wait_for(lambda: ready() or process.poll() is not None, 60)
         assert process.poll() is None, self.log.read_text()
         return self
+
+    def answers(self) -> bool:
+        with socket.socket() as sock:
+            return sock.connect_ex(("127.0.0.1", self.api_port)) == 0
 
     def watches(self) -> int:
         return sum(r.query.get("watch") == ["true"] for r in self.kube.requests)
@@ -359,6 +365,25 @@ def test_a_restarted_broker_keeps_its_ledger_and_drops_the_runs_deleted_meanwhil
     )
     assert [r["status"] for r in broker.rows(kept.run_id)] == [200, 200, 200, 403]
     assert [r["status"] for r in broker.rows(gone.run_id)] == [200, 401]
+
+
+def test_a_restarted_broker_serves_no_run_of_its_ledger_before_it_has_listed_the_secrets(
+    start_broker: Callable[..., TcpBroker], tmp_path: Path
+) -> None:
+    """Attack: a run's Secret is deleted while the broker is down, and the broker comes
+    back with the API server out of reach. The ledger still has the run as served, but
+    until the Secrets are listed nothing says it is still a run: its token is refused."""
+    broker = start_broker()
+    gone = broker.add("20261202-000000-999999")
+    assert broker.spend(gone) == 200
+    broker.stop()
+    assert broker.kube.delete("secrets", f"flowerbox-{gone.run_id}-token") is not None
+    nowhere = FakeKube(url=f"http://127.0.0.1:{free_port()}")  # nothing listens there
+    write_kubeconfig(tmp_path / "kubeconfig", nowhere)
+    broker.start(listed=False)
+    status, body = broker.request({"x-api-key": gone.token})
+    assert status == 401, body
+    assert "once the broker has listed" in body["error"]["message"]
 
 
 def test_the_bundled_cli_presents_its_token_to_the_proxy(
