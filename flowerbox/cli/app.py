@@ -8,7 +8,8 @@
     flowerbox ... --detach               go/once/run in the background: prints the run id
     flowerbox ps | logs | attach | stop | resume | answer | send    (flowerbox.cli.runs)
     flowerbox doctor | selftest          (flowerbox.cli.checks)
-    flowerbox kube render | go | ps ...  runs as Jobs on Kubernetes (flowerbox.cli.kube)
+    flowerbox ... --on kube              the run commands on Kubernetes (flowerbox.cli.kube)
+    flowerbox kube render | apply-broker the manifests a run (or the broker) applies
     flowerbox setup                      save and check your key (as `flower setup`)
     flowerbox broker                     one credential broker for every run here (flowerbox.broker)
 

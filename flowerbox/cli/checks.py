@@ -10,19 +10,25 @@ import typer
 from rich.console import Console
 
 from flowerbox.box.options import DEFAULT_IMAGE
-from flowerbox.cli.kube import Context, Namespace, RuntimeClass, on_cluster
+from flowerbox.cli import kube
 from flowerbox.cli.options import (
     Allow,
     AllowPresets,
     BaseImage,
     Budget,
+    Context,
     Image,
+    Namespace,
     Net,
+    On,
+    OnOption,
+    RuntimeClass,
     Workspace,
     box_options,
+    kube_target,
+    on_kube,
 )
 from flowerbox.errors import ConfigError
-from flowerbox.kube.target import NO_REPO, KubeTarget
 from flowerbox.selftest.controls import ALL_WEAK, control_named
 from flowerbox.selftest.doctor import doctor as run_checks
 from flowerbox.selftest.runner import HOST_SECTION
@@ -84,15 +90,7 @@ def selftest(
         bool, typer.Option("--no-isolate", help="The box of a run without worktrees.")
     ] = False,
     budget_usd: Budget = None,
-    on: Annotated[
-        str,
-        typer.Option(
-            "--on",
-            metavar="local|kube",
-            help="kube: the probes as a Job on the cluster, with a run's Pod spec (the "
-            "verdicts are in its log: flowerbox kube logs RUN).",
-        ),
-    ] = "local",
+    on: OnOption = On.LOCAL,
     namespace: Namespace = "flowerbox",
     context: Context = None,
     runtime_class: RuntimeClass = None,
@@ -103,13 +101,8 @@ def selftest(
     variant of flowerbox.selftest.controls (exactly its probes should FAIL); stderr says what
     was expected.
     """
-    if on not in ("local", "kube"):
-        raise ConfigError(f"--on {on}: pass local or kube")
-    if on == "kube":
-        if weaken is not None:
-            raise ConfigError("--weaken is for the local box: on kube, --negative-control")
-        target = KubeTarget(repo=NO_REPO, namespace=namespace, runtime_class=runtime_class)
-        typer.echo(on_cluster(target, image=image, context=context, negative=negative_control))
+    if on_kube(ctx, shared={"image", "negative_control"}):
+        typer.echo(kube.selftest(kube_target(ctx.params), image=image, negative=negative_control))
         return
     control = ALL_WEAK if negative_control else None
     if weaken is not None:

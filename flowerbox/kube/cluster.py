@@ -186,7 +186,7 @@ class Cluster:
         jobs = self._jobs(run_id)
         if any(job.state == "running" for job in jobs):
             raise RunError(
-                f"run {run_id} is still running: `flowerbox kube stop {run_id}` first",
+                f"run {run_id} is still running: `flowerbox stop {run_id} --on kube` first",
                 run_id=run_id,
             )
         return jobs
@@ -210,7 +210,7 @@ class Cluster:
         spec, target = self._recorded(run_id, target)
         if not any(job.state == "running" for job in self._jobs(run_id)):
             raise RunError(
-                f"run {run_id} is not running: `flowerbox kube resume {run_id}` first",
+                f"run {run_id} is not running: `flowerbox resume {run_id} --on kube` first",
                 run_id=run_id,
             )
         tag = secrets.token_hex(4)
@@ -241,7 +241,7 @@ class Cluster:
         if not pods.items:
             raise RunError(
                 f"run {run_id} has no Pod in namespace {self.namespace}: "
-                "`flowerbox kube ps` lists the runs",
+                "`flowerbox ps --on kube` lists the runs",
                 run_id=run_id,
             )
         agents = [p for p in pods.items if any(c.name == "agent" for c in p.spec.containers)]
@@ -285,7 +285,7 @@ class Cluster:
             if time.monotonic() > deadline:
                 raise ClusterError(
                     f"run {run_id} did not end within {timeout_s:.0f} s: "
-                    f"`flowerbox kube logs {run_id}` shows where it is"
+                    f"`flowerbox logs {run_id} --on kube` shows where it is"
                 )
             time.sleep(poll_s)
 

@@ -80,7 +80,7 @@ def test_selftest_on_kube_submits_the_rendered_job(kubeconfig: FakeKube, negativ
     done = runner.invoke(app, [*args, *(["--negative-control"] if negative else [])])
     assert done.exit_code == 0, done.output
     run_id = done.stdout.strip()
-    assert f"flowerbox kube logs {run_id}" in done.stderr
+    assert f"flowerbox logs {run_id} -f --on kube" in done.stderr
     token, *sent = kubeconfig.created()
     assert token["kind"] == "Secret"
     job = sent[-1]
@@ -92,8 +92,3 @@ def test_selftest_on_kube_submits_the_rendered_job(kubeconfig: FakeKube, negativ
     target = KubeTarget(repo=NO_REPO, runtime_class="kata")
     assert sent == probe_manifests(spec, target, negative=negative)
     assert yaml.safe_dump(sent)  # plain data, as render prints
-
-
-def test_weaken_is_refused_on_kube() -> None:
-    done = runner.invoke(app, ["selftest", "--on", "kube", "--weaken", "no_seccomp"])
-    assert done.exit_code == 2 and "--negative-control" in done.output
