@@ -41,7 +41,9 @@ from flowerbox.kube.target import BROKER, NO_REPO, KubeTarget, flower_command, k
 
 if TYPE_CHECKING:
     from flowerbox.kube.cluster import Cluster
+    from flowerbox.selftest.verdicts import Verdict
 
+PROBES_S = 600  # a node pulling the image and scheduling the Pod included
 app = typer.Typer(
     name="kube",
     help="Render a run's manifests, apply the broker's; the runs themselves are `--on kube` "
@@ -64,16 +66,23 @@ def required(run: str | None) -> str:
     return run
 
 
-def selftest(target: KubeTarget, *, image: str, negative: bool) -> str:
-    """`selftest --on kube`: start the probe Job; returns its run id."""
+def selftest(target: KubeTarget, *, image: str, negative: bool) -> list[Verdict]:
+    """`selftest --on kube`: the probe Job, waited for; its log judged on this host
+    (flowerbox.kube.selftest.verdicts); everything of it removed again."""
     # lazy: flowerbox.selftest is only for this one command
-    from flowerbox.kube.selftest import probe_manifests, probe_spec
+    from flowerbox.kube.selftest import MAX_LOG_BYTES, probe_manifests, probe_spec, verdicts
 
     spec = probe_spec(image=image, negative=negative)
-    for made in cluster(target).start(spec, probe_manifests(spec, target, negative=negative)):
+    on = cluster(target)
+    for made in on.start(spec, probe_manifests(spec, target, negative=negative)):
         typer.echo(f"created {made}", err=True)
-    typer.echo(f"the verdicts: flowerbox logs {spec.run_id} -f --on kube", err=True)
-    return spec.run_id
+    try:
+        typer.echo(f"waiting for {spec.run_id} (up to {PROBES_S} s)", err=True)
+        on.wait(spec.run_id, timeout_s=PROBES_S)
+        return verdicts(on.log(spec.run_id, limit=MAX_LOG_BYTES), spec)
+    finally:
+        on.stop(spec.run_id)  # ended or not: then nothing of it is running to refuse removal
+        on.remove(spec.run_id)
 
 
 def _print(manifests: list[Manifest]) -> None:

@@ -230,8 +230,9 @@ class Cluster:
         """Every Job of every run in the namespace, newest name last."""
         return sorted(self._jobs(), key=lambda status: status.job)
 
-    def logs(self, run_id: str, *, follow: bool) -> Iterator[bytes]:
-        """The agent's output of the run's newest Job's Pod, as it comes with `follow`."""
+    def logs(self, run_id: str, *, follow: bool, container: str = "agent") -> Iterator[bytes]:
+        """The output of `container` in the run's newest Pod that has one (the agent's: the
+        newest Job's), as it comes with `follow`. The bytes are the Pod's: never trusted."""
         pods = self._call(
             "list pods",
             lambda: self.core.list_namespaced_pod(
@@ -244,17 +245,27 @@ class Cluster:
                 "`flowerbox ps --on kube` lists the runs",
                 run_id=run_id,
             )
-        agents = [p for p in pods.items if any(c.name == "agent" for c in p.spec.containers)]
-        if not agents:
-            raise RunError(f"run {run_id} has no agent Pod yet: try again", run_id=run_id)
-        newest = max(agents, key=_started).metadata.name
+        having = [p for p in pods.items if any(c.name == container for c in p.spec.containers)]
+        if not having:
+            raise RunError(f"run {run_id} has no {container} Pod yet: try again", run_id=run_id)
+        newest = max(having, key=_started).metadata.name
         response = self._call(
             "read logs",
             lambda: self.core.read_namespaced_pod_log(
-                newest, self.namespace, container="agent", follow=follow, _preload_content=False
+                newest, self.namespace, container=container, follow=follow, _preload_content=False
             ),
         )
         yield from response.stream(4096)
+
+    def log(self, run_id: str, *, limit: int, container: str = "agent") -> bytes | None:
+        """The whole log of `container` (as `logs`) once it ended, or None past `limit`
+        bytes: a Pod can print without end, and the caller judges what it read."""
+        data = bytearray()
+        for chunk in self.logs(run_id, follow=False, container=container):
+            data += chunk
+            if len(data) > limit:
+                return None
+        return bytes(data)
 
     def stop(self, run_id: str) -> list[str]:
         """Delete the run's Jobs (their Pods get SIGTERM: flower stops at a message

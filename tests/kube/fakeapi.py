@@ -1,13 +1,19 @@
 """A fake Kubernetes API server on loopback: enough of the REST API for flowerbox.kube.cluster
 (create, get, list by label, delete, a Pod's log), with every request recorded, so the
-official client runs end to end, its serialization and HTTP included, up to the wire."""
+official client runs end to end, its serialization and HTTP included, up to the wire.
+
+`FakeKube.run` plays the Job controller and the kubelet: given a created Job, it returns what
+its Pod printed (or None: the Job stays running, no Pod); the server then makes the Pod (the
+Job's Pod template, labelled `job-name` as the controller does) with that log, and marks the
+Job succeeded."""
 
 from __future__ import annotations
 
+import copy
 import json
 import re
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -35,6 +41,7 @@ class FakeKube:
     objects: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
     requests: list[Request] = field(default_factory=list)
     logs: dict[str, bytes] = field(default_factory=dict)
+    run: Callable[[dict[str, Any]], bytes | None] = lambda job: None
     url: str = ""
 
     def created(self) -> list[dict[str, Any]]:
@@ -45,6 +52,20 @@ def _selected(obj: dict[str, Any], selector: str) -> bool:
     tags = obj.get("metadata", {}).get("labels", {})
     key, _, value = selector.partition("=")
     return key in tags and (not value or tags[key] == value)
+
+
+def _ran(kube: FakeKube, job: dict[str, Any], printed: bytes) -> None:
+    """The Job's one Pod, which printed `printed` and succeeded."""
+    name = job["metadata"]["name"]
+    template = job["spec"]["template"]
+    pod = f"{name}-fake1"
+    tags = {**template["metadata"]["labels"], "job-name": name}
+    kube.objects[("pods", pod)] = {
+        "metadata": {"name": pod, "labels": tags, "creationTimestamp": "2026-12-02T10:15:00Z"},
+        "spec": template["spec"],
+    }
+    kube.logs[pod] = printed
+    job["status"] = {"succeeded": 1}
 
 
 def _handler(kube: FakeKube) -> type[BaseHTTPRequestHandler]:
@@ -82,8 +103,10 @@ def _handler(kube: FakeKube) -> type[BaseHTTPRequestHandler]:
                 key = (plural, body["metadata"]["name"])
                 if key in kube.objects:
                     return self._status(409, "AlreadyExists")
-                kube.objects[key] = body
-                return self._answer(201, body)
+                kept = kube.objects[key] = copy.deepcopy(body)  # the request stays as sent
+                if plural == "jobs" and (printed := kube.run(kept)) is not None:
+                    _ran(kube, kept, printed)
+                return self._answer(201, kept)
             if self.command == "DELETE":
                 gone = kube.objects.pop((plural, name), None)
                 if gone is None:
