@@ -18,7 +18,7 @@ none; render alone needs PyYAML.
 from __future__ import annotations
 
 import sys
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -44,6 +44,7 @@ if TYPE_CHECKING:
     from flowerbox.selftest.verdicts import Verdict
 
 PROBES_S = 600  # a node pulling the image and scheduling the Pod included
+READ_S = 60  # ps waits this long for the Jobs that read the questions (the image is there)
 app = typer.Typer(
     name="kube",
     help="Render a run's manifests, apply the broker's; the runs themselves are `--on kube` "
@@ -103,10 +104,15 @@ def go(target: KubeTarget, args: list[str], *, image: str) -> None:
     typer.echo(spec.run_id)
 
 
-def ps(target: KubeTarget) -> None:
-    """The runs' Jobs in the namespace: run id, state, Job."""
-    for status in cluster(target).runs():
+def ps(target: KubeTarget) -> dict[str, list[dict[str, Any]] | None]:
+    """Print the runs' Jobs in the namespace (run id, state, Job); returns the questions each
+    running run waits on (None: its read Job did not end in time)."""
+    on = cluster(target)
+    jobs = on.runs()
+    for status in jobs:
         typer.echo(status.line())
+    running = sorted({job.run_id for job in jobs if job.agent and job.state == "running"})
+    return on.questions(running, target, timeout_s=READ_S)
 
 
 def logs(target: KubeTarget, run: str, *, follow: bool) -> None:

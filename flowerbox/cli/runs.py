@@ -95,7 +95,13 @@ def ps(
 ) -> None:
     """List the runs (newest last) and the questions they wait on."""
     if on_kube(ctx):
-        kube.ps(kube_target(ctx.params))
+        target = kube_target(ctx.params)
+        console = table_console()
+        for run_id, waiting in kube.ps(target).items():
+            if waiting is None:
+                STDERR.print(f"{run_id}: its questions could not be read in time; try again")
+            how = f'flowerbox answer {{id}} "..." --run {run_id} --on kube'
+            _questions(console, run_id, waiting or [], how)
         return
     where = (workspace or Path.cwd()).expanduser().resolve()
     found = records.all_runs() if all_runs else records.runs_of(where)
@@ -124,10 +130,18 @@ def ps(
         table.add_row(*(escape(cell) for cell in cells))
     console.print(table)
     for row in rows:
-        for ask in row["pending_asks"]:
-            options = f"  [{' / '.join(ask['options'])}]" if ask.get("options") else ""
-            console.print(f"{row['run_id']} {ask['id']}: {escape(ask['question'])}{options}")
-            console.print(f"  answer: {answer_command(row['run_id']).replace('{id}', ask['id'])}")
+        _questions(console, row["run_id"], row["pending_asks"], answer_command(row["run_id"]))
+
+
+def _questions(console: Console, run_id: str, asks: list[dict[str, Any]], answer: str) -> None:
+    """A run's pending questions, each with the command that answers it (`{id}` in `answer`
+    becomes the question's id). The asks are cleaned of terminal controls already."""
+    for ask in asks:
+        offered = ask.get("options")
+        options = f"  [{' / '.join(map(str, offered))}]" if isinstance(offered, list) else ""
+        line = f"{run_id} {ask['id']}: {ask.get('question')}{options}"
+        console.print(line, markup=False)
+        console.print(f"  answer: {answer.replace('{id}', ask['id'])}", markup=False)
 
 
 def _short(command: list[str], width: int | None) -> str:

@@ -8,11 +8,13 @@ flowerbox.kube.render rendered (the same dicts, turned into the client's own mod
     cluster.resume(run_id, target); cluster.deliver(run_id, target)
     cluster.wait(run_id, timeout_s=600); cluster.remove(run_id)
     cluster.drop(run_id, target, {"answer": "q1", "text": "yes"})   # answer and send
+    cluster.questions([run_id], target, timeout_s=60)    # what ps shows: a read Job each
 
 The one seam is the ApiClient the constructor takes: tests give it a Configuration whose
 host is a fake API server on loopback, so every request goes through the client's own
-serialization and HTTP code. Nothing here reads what a run wrote: the API server's answers
-are the only input, and a Pod's log is printed, never interpreted.
+serialization and HTTP code. What a run wrote reaches the host only as a Pod's log: printed
+as it is (`logs`), or, bounded, handed to its hostile-input reader (flowerbox.kube.asks, and
+flowerbox.kube.selftest for the probes).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
 import secrets
 import time
 from collections.abc import Callable, Iterator
@@ -34,6 +37,7 @@ from kubernetes.config.config_exception import ConfigException
 
 from flowerbox.box.spec import BoxSpec
 from flowerbox.errors import ClusterError, RunError
+from flowerbox.kube import asks
 from flowerbox.kube.pod import RUN_LABEL, TOKEN_KEY, Manifest, labels, token_secret
 from flowerbox.kube.render import (
     COMMAND_ANNOTATION,
@@ -42,6 +46,7 @@ from flowerbox.kube.render import (
     REPO_ANNOTATION,
     deliver_manifests,
     drop_manifests,
+    read_manifests,
     run_manifests,
 )
 from flowerbox.kube.target import KubeTarget, kube_spec
@@ -65,6 +70,7 @@ MODELS: dict[str, tuple[type[Any], str, str]] = {
     "Deployment": (client.V1Deployment, "AppsV1Api", "create_namespaced_deployment"),
     "Job": (client.V1Job, "BatchV1Api", "create_namespaced_job"),
 }
+JOB_LABEL = "job-name"  # what the Job controller labels a Job's Pods with
 KEPT = frozenset({"PersistentVolumeClaim", "NetworkPolicy", "Service", "Deployment"})
 
 
@@ -78,6 +84,11 @@ class RunStatus:
 
     def line(self) -> str:
         return f"{self.run_id}  {self.state:<9}  {self.job}"
+
+    @property
+    def agent(self) -> bool:
+        """The run's own Job (its first, or a resume's), not a drop, read or deliver Job."""
+        return re.fullmatch(rf"flowerbox-{re.escape(self.run_id)}(-\d+)?", self.job) is not None
 
 
 def model(manifest: Manifest) -> Any:
@@ -218,6 +229,57 @@ class Cluster:
         (made,) = self.apply(drop_manifests(spec, target, payload, file=file, tag=tag))
         return made
 
+    def questions(
+        self, run_ids: list[str], target: KubeTarget, *, timeout_s: float, poll_s: float = 1.0
+    ) -> dict[str, list[dict[str, Any]] | None]:
+        """The questions each running run waits on, printed by a read Job beside it (all
+        started at once, waited for together, deleted after); None for a run whose read did
+        not end within `timeout_s`."""
+        reads: dict[str, tuple[BoxSpec, str, str]] = {}
+        found: dict[str, list[dict[str, Any]] | None] = {}
+        try:
+            for run_id in run_ids:
+                spec, where = self._recorded(run_id, target)
+                tag = secrets.token_hex(4)
+                manifests = read_manifests(spec, where, tag=tag, limit=asks.MAX_ASKS_BYTES)
+                (made,) = self.apply(manifests)
+                reads[run_id] = (spec, tag, made.split("/", 1)[1])
+            deadline = time.monotonic() + timeout_s
+            while len(found) < len(reads) and time.monotonic() <= deadline:
+                for run_id, (spec, tag, job) in reads.items():
+                    if run_id not in found and self._state(job) != "running":
+                        log = self.log(run_id, limit=asks.MAX_LOG_BYTES, container="read", job=job)
+                        found[run_id] = asks.pending(log, spec, tag)
+                if len(found) < len(reads):
+                    time.sleep(poll_s)
+        finally:
+            for _, _, job in reads.values():
+                self._delete_job(job)
+        return {run_id: found.get(run_id) for run_id in reads}
+
+    def _state(self, job: str) -> str:
+        read = self._call(
+            f"read {job}", lambda: self.batch.read_namespaced_job(job, self.namespace)
+        )
+        return _status(read).state
+
+    def _delete_job(self, job: str) -> None:
+        """Delete a Job and, in the background, its Pods (SIGTERM to what runs there); one
+        gone already (its TTL) is no error."""
+        try:
+            self._call(
+                f"delete {job}",
+                partial(
+                    self.batch.delete_namespaced_job,
+                    job,
+                    self.namespace,
+                    propagation_policy="Background",
+                ),
+            )
+        except ClusterError as exc:
+            if exc.status != NOT_FOUND:
+                raise
+
     def _jobs(self, run_id: str | None = None) -> list[RunStatus]:
         selector = RUN_LABEL if run_id is None else f"{RUN_LABEL}={run_id}"
         found = self._call(
@@ -230,14 +292,16 @@ class Cluster:
         """Every Job of every run in the namespace, newest name last."""
         return sorted(self._jobs(), key=lambda status: status.job)
 
-    def logs(self, run_id: str, *, follow: bool, container: str = "agent") -> Iterator[bytes]:
+    def logs(
+        self, run_id: str, *, follow: bool, container: str = "agent", job: str | None = None
+    ) -> Iterator[bytes]:
         """The output of `container` in the run's newest Pod that has one (the agent's: the
-        newest Job's), as it comes with `follow`. The bytes are the Pod's: never trusted."""
+        newest Job's; `job`: of that Job's Pods alone), as it comes with `follow`. The
+        bytes are the Pod's: never trusted."""
+        selector = f"{RUN_LABEL}={run_id}" if job is None else f"{JOB_LABEL}={job}"
         pods = self._call(
             "list pods",
-            lambda: self.core.list_namespaced_pod(
-                self.namespace, label_selector=f"{RUN_LABEL}={run_id}"
-            ),
+            lambda: self.core.list_namespaced_pod(self.namespace, label_selector=selector),
         )
         if not pods.items:
             raise RunError(
@@ -257,11 +321,13 @@ class Cluster:
         )
         yield from response.stream(4096)
 
-    def log(self, run_id: str, *, limit: int, container: str = "agent") -> bytes | None:
+    def log(
+        self, run_id: str, *, limit: int, container: str = "agent", job: str | None = None
+    ) -> bytes | None:
         """The whole log of `container` (as `logs`) once it ended, or None past `limit`
         bytes: a Pod can print without end, and the caller judges what it read."""
         data = bytearray()
-        for chunk in self.logs(run_id, follow=False, container=container):
+        for chunk in self.logs(run_id, follow=False, container=container, job=job):
             data += chunk
             if len(data) > limit:
                 return None
@@ -272,15 +338,7 @@ class Cluster:
         boundary); its claim and token stay, so it can be resumed."""
         stopped = []
         for status in self._jobs(run_id):
-            self._call(
-                f"stop {status.job}",
-                partial(
-                    self.batch.delete_namespaced_job,
-                    status.job,
-                    self.namespace,
-                    propagation_policy="Background",
-                ),
-            )
+            self._delete_job(status.job)
             stopped.append(status.job)
         if not stopped:
             raise RunError(f"no Job of run {run_id} in namespace {self.namespace}", run_id=run_id)

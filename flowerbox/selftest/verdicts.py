@@ -380,24 +380,27 @@ JUDGES: dict[str, Judge] = {
 assert tuple(JUDGES) == PROBES, "every probe has exactly one judge, in the same order"
 
 # A Pod (`selftest --on kube`) is judged on what a Pod spec decides and the host can see in
-# its log. Left out: interfaces, udp and ipv6_route (a Pod has an interface and routes by
-# design; its network policy is the boundary, which direct_tcp tries), the proxy probes (the
-# egress log is the broker's, not the host's), protected_paths, protected_parents and
-# git_redirects (nothing on the claim is mounted read-only: the fetch and deliver Jobs turn
-# git's hooks off instead), survivor (the host cannot see a Pod's processes; they end with
-# it). pids_limit stays: it checks the node pool's kubelet podPidsLimit, the Pod's only one.
-POD_PROBES: tuple[str, ...] = (
-    "identity",
-    "capabilities",
-    "no_new_privs",
-    "seccomp",
-    "read_only_root",
-    "docker_socket",
-    "direct_tcp",
-    "raw_socket",
-    "setuid",
-    "pids_limit",
+# its log. Left out (NOT_ON_A_POD): interfaces, udp and ipv6_route (a Pod has an interface
+# and routes by design; its network policy is the boundary, which direct_tcp tries), the
+# proxy probes (the egress log is the broker's, not the host's), protected_paths,
+# protected_parents and git_redirects (nothing on the claim is mounted read-only: the fetch
+# and deliver Jobs turn git's hooks off instead), survivor (the host cannot see a Pod's
+# processes; they end with it). pids_limit stays: it checks the node pool's kubelet
+# podPidsLimit, the Pod's only one.
+NOT_ON_A_POD = frozenset(
+    {
+        "interfaces",
+        "udp",
+        "ipv6_route",
+        "proxy_denied_name",
+        "proxy_internal_targets",
+        "protected_paths",
+        "protected_parents",
+        "git_redirects",
+        "survivor",
+    }
 )
+POD_PROBES: tuple[str, ...] = tuple(name for name in PROBES if name not in NOT_ON_A_POD)
 POD_JUDGES: dict[str, Judge] = {
     **{name: JUDGES[name] for name in POD_PROBES},
     "read_only_root": partial(_read_only_root, tmp_noexec=False),

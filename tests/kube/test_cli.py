@@ -4,7 +4,10 @@ same run id, and each other command sends the requests it should, and nothing el
 
 from __future__ import annotations
 
+import json
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -29,6 +32,18 @@ def start(kube: FakeKube, *extra: str) -> str:
 
 def sent(kube: FakeKube, since: int) -> list[tuple[str, str]]:
     return [(r.method, r.path) for r in kube.requests[since:]]
+
+
+def reads(kube: FakeKube, printed: Callable[[str], bytes]) -> None:
+    """The fake cluster's read Jobs print their header line, then `printed(run_id)`."""
+
+    def ran(job: dict[str, Any]) -> bytes | None:
+        if "-read-" not in job["metadata"]["name"]:
+            return None
+        header = job["spec"]["template"]["spec"]["containers"][0]["command"][4]
+        return f"{header}\n".encode() + printed(header.split()[1])
+
+    kube.run = ran
 
 
 def test_go_on_kube_applies_what_render_prints(kubeconfig: FakeKube) -> None:
@@ -74,9 +89,21 @@ def test_each_run_command_on_kube_sends_its_requests(kubeconfig: FakeKube) -> No
         assert done.exit_code == 0, done.output
         return done.stdout, sent(kubeconfig, since)
 
+    reads(kubeconfig, lambda run: b"")  # no asks.json: no question
     listed, requests = run("ps")
     assert listed.split() == [run_id, "running", f"flowerbox-{run_id}"]
-    assert requests == [("GET", JOBS)]
+    read = kubeconfig.created()[-1]["metadata"]["name"]
+    assert read.startswith(f"flowerbox-{run_id}-read-")
+    pods = "/api/v1/namespaces/flowerbox/pods"
+    assert requests == [
+        ("GET", JOBS),
+        ("GET", claim),
+        ("POST", JOBS),
+        ("GET", f"{JOBS}/{read}"),
+        ("GET", pods),
+        ("GET", f"{pods}/{read}-fake1/log"),
+        ("DELETE", f"{JOBS}/{read}"),
+    ]
     stopped, requests = run("stop", run_id)
     assert stopped.strip() == f"stopped flowerbox-{run_id}"
     assert requests == [("GET", JOBS), ("DELETE", f"{JOBS}/flowerbox-{run_id}")]
@@ -106,7 +133,7 @@ def test_each_run_command_on_kube_sends_its_requests(kubeconfig: FakeKube) -> No
     removed, requests = run("rm", run_id)
     assert f"removed PersistentVolumeClaim/flowerbox-{run_id}" in removed
     assert ("DELETE", claim) in requests
-    assert not any(kind != "jobs" for kind, _ in kubeconfig.objects)
+    assert {kind for kind, _ in kubeconfig.objects} == {"pods"}  # the cluster collects them
 
 
 def test_logs_on_kube_reads_the_agents_pod(kubeconfig: FakeKube) -> None:
@@ -122,6 +149,65 @@ def test_logs_on_kube_reads_the_agents_pod(kubeconfig: FakeKube) -> None:
     assert kubeconfig.requests[-1].query["follow"] == ["true"]
     missing = runner.invoke(app, ["logs", "20260101-000000-ffffff", "--on", "kube"])
     assert missing.exit_code == 2 and "ps --on kube" in missing.output
+
+
+QUESTION = {"id": "q1", "question": "which API?", "options": ["v1", "v2"]}
+
+
+def test_ps_on_kube_shows_the_questions_a_run_waits_on(kubeconfig: FakeKube) -> None:
+    run_id = start(kubeconfig)
+    reads(kubeconfig, lambda run: json.dumps([QUESTION]).encode())
+    listed = runner.invoke(app, ["ps", "--on", "kube"])
+    assert listed.exit_code == 0, listed.output
+    assert listed.stdout.splitlines()[1:] == [
+        f"{run_id} q1: which API?  [v1 / v2]",
+        f'  answer: flowerbox answer q1 "..." --run {run_id} --on kube',
+    ]
+    assert not any("-read-" in name for kind, name in kubeconfig.objects if kind == "jobs")
+
+
+ANOTHER = "20260101-000000-ffffff"
+
+
+@pytest.mark.parametrize(
+    "printed",
+    [
+        lambda run: b"[" + b'{"id": "q1", "question": "x"},' * 20000 + b"{}]",  # over the bound
+        lambda run: b'[{"id": "q1", "question": "which API?"',  # not JSON
+        lambda run: b'{"id": "q1", "question": "which API?"}',  # not a list of questions
+        lambda run: b'[{"id": 1, "question": "no string id"}, "q2"]',
+        lambda run: b"\xff\xfe[]",
+    ],
+)
+def test_ps_on_kube_shows_nothing_of_a_hostile_asks_file(
+    kubeconfig: FakeKube, printed: Callable[[str], bytes]
+) -> None:
+    run_id = start(kubeconfig)
+    reads(kubeconfig, printed)
+    listed = runner.invoke(app, ["ps", "--on", "kube"])
+    assert listed.exit_code == 0, listed.output
+    assert listed.stdout.split() == [run_id, "running", f"flowerbox-{run_id}"]
+
+
+def test_ps_on_kube_ignores_a_log_of_another_run_or_read(kubeconfig: FakeKube) -> None:
+    run_id = start(kubeconfig)
+    asked = json.dumps([QUESTION]).encode()
+
+    def forged(job: dict[str, Any]) -> bytes | None:
+        if "-read-" not in job["metadata"]["name"]:
+            return None
+        _, run, tag = job["spec"]["template"]["spec"]["containers"][0]["command"][4].split()
+        return f"flowerbox-asks {ANOTHER} {tag}\n".encode() + asked
+
+    kubeconfig.run = forged
+    listed = runner.invoke(app, ["ps", "--on", "kube"])
+    assert listed.stdout.split() == [run_id, "running", f"flowerbox-{run_id}"]
+    reads(kubeconfig, lambda run: b"\x1b]0;owned\x07" + asked)  # text before the JSON
+    assert "q1" not in runner.invoke(app, ["ps", "--on", "kube"]).stdout
+    stale = [{"id": "q1", "question": "\x1b[31mred\x1b[0m [bold]x[/bold]"}]
+    reads(kubeconfig, lambda run: json.dumps(stale).encode())
+    shown = runner.invoke(app, ["ps", "--on", "kube"]).stdout
+    assert f"{run_id} q1: red [bold]x[/bold]" in shown and "\x1b" not in shown
 
 
 @pytest.mark.parametrize(
