@@ -13,7 +13,7 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from flowerbox.cli.app import app
+from flowerbox.cli.app import app, on_behind
 from tests.kube.fakeapi import FakeKube
 
 runner = CliRunner()
@@ -257,3 +257,24 @@ def test_a_bad_target_or_no_cluster_is_exit_2(
     monkeypatch.setenv("KUBECONFIG", str(tmp_path / "none"))
     nothing = runner.invoke(app, ["ps", "--on", "kube"])
     assert nothing.exit_code == 2 and "--context" in nothing.output
+
+
+def test_on_may_stand_before_the_command(kubeconfig: FakeKube) -> None:
+    started = runner.invoke(
+        app, ["--lang", "en", "--on", "kube", "fix the failing test", "--repo", REPO_URL]
+    )
+    assert started.exit_code == 0, started.output
+    run_id = started.stdout.split()[-1]
+    reads(kubeconfig, lambda run: b"")
+    listed = runner.invoke(app, ["--on=kube", "ps"])
+    assert listed.exit_code == 0 and listed.stdout.split()[0] == run_id
+    assert on_behind(["--on", "kube", "shell", "--", "x", "--on", "y"]) == [
+        "shell",
+        "--on",
+        "kube",
+        "--",
+        "x",
+        "--on",
+        "y",
+    ]
+    assert on_behind(["ps", "--on", "kube"]) == ["ps", "--on", "kube"]
