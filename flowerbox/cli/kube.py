@@ -17,6 +17,7 @@ none; render alone needs PyYAML.
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -34,7 +35,7 @@ from flowerbox.cli.options import (
     RuntimeClass,
     kube_target,
 )
-from flowerbox.errors import ConfigError
+from flowerbox.errors import ConfigError, RunError
 from flowerbox.kube.pod import Manifest
 from flowerbox.kube.render import broker_manifests, run_manifests
 from flowerbox.kube.target import BROKER, NO_REPO, KubeTarget, flower_command, kube_spec
@@ -82,7 +83,8 @@ def selftest(target: KubeTarget, *, image: str, negative: bool) -> list[Verdict]
         on.wait(spec.run_id, timeout_s=PROBES_S)
         return verdicts(on.log(spec.run_id, limit=MAX_LOG_BYTES), spec)
     finally:
-        on.stop(spec.run_id)  # ended or not: then nothing of it is running to refuse removal
+        with contextlib.suppress(RunError):  # its Job gone already: nothing to stop
+            on.stop(spec.run_id)  # ended or not: then nothing of it is running to refuse rm
         on.remove(spec.run_id)
 
 
@@ -104,9 +106,9 @@ def go(target: KubeTarget, args: list[str], *, image: str) -> None:
     typer.echo(spec.run_id)
 
 
-def ps(target: KubeTarget) -> dict[str, list[dict[str, Any]] | None]:
+def ps(target: KubeTarget) -> dict[str, list[dict[str, Any]] | str]:
     """Print the runs' Jobs in the namespace (run id, state, Job); returns the questions each
-    running run waits on (None: its read Job did not end in time)."""
+    running run waits on (or why they could not be read)."""
     on = cluster(target)
     jobs = on.runs()
     for status in jobs:

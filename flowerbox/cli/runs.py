@@ -98,10 +98,11 @@ def ps(
         target = kube_target(ctx.params)
         console = table_console()
         for run_id, waiting in kube.ps(target).items():
-            if waiting is None:
-                STDERR.print(f"{run_id}: its questions could not be read in time; try again")
+            if isinstance(waiting, str):
+                STDERR.print(f"{run_id}: its questions are unknown: {waiting}", markup=False)
+                continue
             how = f'flowerbox answer {{id}} "..." --run {run_id} --on kube'
-            _questions(console, run_id, waiting or [], how)
+            _questions(console, run_id, waiting, how)
         return
     where = (workspace or Path.cwd()).expanduser().resolve()
     found = records.all_runs() if all_runs else records.runs_of(where)

@@ -231,31 +231,37 @@ class Cluster:
 
     def questions(
         self, run_ids: list[str], target: KubeTarget, *, timeout_s: float, poll_s: float = 1.0
-    ) -> dict[str, list[dict[str, Any]] | None]:
+    ) -> dict[str, list[dict[str, Any]] | str]:
         """The questions each running run waits on, printed by a read Job beside it (all
-        started at once, waited for together, deleted after); None for a run whose read did
-        not end within `timeout_s`."""
+        started at once, waited for together, deleted after); for a run whose questions
+        could not be read (the cluster refused, the read did not end within `timeout_s`),
+        why not: ps still lists the runs."""
         reads: dict[str, tuple[BoxSpec, str, str]] = {}
-        found: dict[str, list[dict[str, Any]] | None] = {}
+        found: dict[str, list[dict[str, Any]] | str] = {}
         try:
             for run_id in run_ids:
-                spec, where = self._recorded(run_id, target)
                 tag = secrets.token_hex(4)
-                manifests = read_manifests(spec, where, tag=tag, limit=asks.MAX_ASKS_BYTES)
-                (made,) = self.apply(manifests)
+                try:
+                    spec, where = self._recorded(run_id, target)
+                    manifests = read_manifests(spec, where, tag=tag, limit=asks.MAX_ASKS_BYTES)
+                    (made,) = self.apply(manifests)
+                except (ClusterError, RunError) as exc:
+                    found[run_id] = str(exc)
+                    continue
                 reads[run_id] = (spec, tag, made.split("/", 1)[1])
             deadline = time.monotonic() + timeout_s
-            while len(found) < len(reads) and time.monotonic() <= deadline:
+            while len(found) < len(run_ids) and time.monotonic() <= deadline:
                 for run_id, (spec, tag, job) in reads.items():
                     if run_id not in found and self._state(job) != "running":
                         log = self.log(run_id, limit=asks.MAX_LOG_BYTES, container="read", job=job)
                         found[run_id] = asks.pending(log, spec, tag)
-                if len(found) < len(reads):
+                if len(found) < len(run_ids):
                     time.sleep(poll_s)
         finally:
             for _, _, job in reads.values():
                 self._delete_job(job)
-        return {run_id: found.get(run_id) for run_id in reads}
+        late = f"its read Job did not end within {timeout_s:.0f} s"
+        return {run_id: found.get(run_id, late) for run_id in run_ids}
 
     def _state(self, job: str) -> str:
         read = self._call(

@@ -13,6 +13,7 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
+from flowerbox.cli import kube
 from flowerbox.cli.app import app, on_behind
 from tests.kube.fakeapi import FakeKube
 
@@ -187,6 +188,17 @@ def test_ps_on_kube_shows_nothing_of_a_hostile_asks_file(
     listed = runner.invoke(app, ["ps", "--on", "kube"])
     assert listed.exit_code == 0, listed.output
     assert listed.stdout.split() == [run_id, "running", f"flowerbox-{run_id}"]
+
+
+def test_ps_on_kube_lists_the_runs_whose_questions_cannot_be_read(
+    kubeconfig: FakeKube, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    run_id = start(kubeconfig)
+    monkeypatch.setattr(kube, "READ_S", 0.2)  # the fake's read Jobs never end here
+    listed = runner.invoke(app, ["ps", "--on", "kube"])
+    assert listed.exit_code == 0, listed.output
+    assert listed.stdout.split() == [run_id, "running", f"flowerbox-{run_id}"]
+    assert f"{run_id}: its questions are unknown: its read Job did not end" in listed.stderr
 
 
 def test_ps_on_kube_ignores_a_log_of_another_run_or_read(kubeconfig: FakeKube) -> None:

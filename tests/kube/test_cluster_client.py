@@ -265,6 +265,9 @@ def test_questions_are_read_beside_each_running_run(
     assert [kind for kind, _ in kube.objects if kind == "jobs"] == ["jobs"]  # the read is gone
     kube.run = lambda job: None  # a read that never ends: unknown, and deleted all the same
     assert cluster.questions([spec.run_id], target, timeout_s=0.2, poll_s=0.05) == {
-        spec.run_id: None
+        spec.run_id: "its read Job did not end within 0 s"
     }
     assert [kind for kind, _ in kube.objects if kind == "jobs"] == ["jobs"]
+    del kube.objects[("persistentvolumeclaims", f"flowerbox-{spec.run_id}")]
+    (why,) = cluster.questions([spec.run_id], target, timeout_s=5, poll_s=0.05).values()
+    assert isinstance(why, str) and "404" in why  # the others' questions are still read
