@@ -70,6 +70,7 @@ MODELS: dict[str, tuple[type[Any], str, str]] = {
     "Deployment": (client.V1Deployment, "AppsV1Api", "create_namespaced_deployment"),
     "Job": (client.V1Job, "BatchV1Api", "create_namespaced_job"),
 }
+_AGENT_JOB = re.compile(r"(-\d+)?")  # after flowerbox-<run>: the first Job, or a resume's
 JOB_LABEL = "job-name"  # what the Job controller labels a Job's Pods with
 KEPT = frozenset({"PersistentVolumeClaim", "NetworkPolicy", "Service", "Deployment"})
 
@@ -88,7 +89,7 @@ class RunStatus:
     @property
     def agent(self) -> bool:
         """The run's own Job (its first, or a resume's), not a drop, read or deliver Job."""
-        return re.fullmatch(rf"flowerbox-{re.escape(self.run_id)}(-\d+)?", self.job) is not None
+        return _AGENT_JOB.fullmatch(self.job.removeprefix(f"flowerbox-{self.run_id}")) is not None
 
 
 def model(manifest: Manifest) -> Any:
@@ -206,7 +207,7 @@ class Cluster:
         """A new Job on the run's claim, with the command and repository the claim recorded
         (`target` says where: namespace, broker, runtime class)."""
         spec, target = self._recorded(run_id, target)
-        name = f"flowerbox-{run_id}-{len(self._idle(run_id)) + 1}"
+        name = f"flowerbox-{run_id}-{max(map(_resumed, self._idle(run_id)), default=0) + 1}"
         return self.apply(run_manifests(spec, target, name=name))
 
     def deliver(self, run_id: str, target: KubeTarget) -> list[str]:
@@ -408,6 +409,14 @@ class Cluster:
                 continue
             removed.append(what)
         return removed
+
+
+def _resumed(status: RunStatus) -> int:
+    """Which resume of its run a Job is (0: the first Job, or not an agent's): the next
+    resume's name is past every one there, whichever the TTL removed already."""
+    if not status.agent:
+        return 0
+    return int(status.job.removeprefix(f"flowerbox-{status.run_id}").lstrip("-") or 0)
 
 
 def _started(pod: Any) -> tuple[float, str]:

@@ -16,6 +16,7 @@ from kubernetes import client
 from flowerbox.box.spec import BoxSpec
 from flowerbox.errors import ClusterError, RunError
 from flowerbox.kube.cluster import Cluster
+from flowerbox.kube.pod import RUN_LABEL as RUN
 from flowerbox.kube.pod import Manifest
 from flowerbox.kube.render import (
     broker_manifests,
@@ -271,3 +272,19 @@ def test_questions_are_read_beside_each_running_run(
     del kube.objects[("persistentvolumeclaims", f"flowerbox-{spec.run_id}")]
     (why,) = cluster.questions([spec.run_id], target, timeout_s=5, poll_s=0.05).values()
     assert isinstance(why, str) and "404" in why  # the others' questions are still read
+
+
+def test_resume_names_a_new_job_past_the_ones_there_whatever_their_ttl_removed(
+    cluster: Cluster, kube: FakeKube, spec: BoxSpec, target: KubeTarget
+) -> None:
+    kube.run = lambda job: b"done\n"  # every Job ends at once, and stays (its TTL is a day)
+    cluster.start(spec, run_manifests(spec, target))
+    # a drop or read Job of the run is no resume: it does not count
+    kube.objects[("jobs", f"flowerbox-{spec.run_id}-drop-0a1b")] = {
+        "metadata": {"name": f"flowerbox-{spec.run_id}-drop-0a1b", "labels": {RUN: spec.run_id}},
+        "status": {"succeeded": 1},
+    }
+    assert cluster.resume(spec.run_id, target) == [f"Job/flowerbox-{spec.run_id}-1"]
+    assert cluster.resume(spec.run_id, target) == [f"Job/flowerbox-{spec.run_id}-2"]
+    del kube.objects[("jobs", f"flowerbox-{spec.run_id}-1")]  # its TTL: gone first
+    assert cluster.resume(spec.run_id, target) == [f"Job/flowerbox-{spec.run_id}-3"]
