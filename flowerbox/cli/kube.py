@@ -143,8 +143,22 @@ def deliver(target: KubeTarget, run: str) -> None:
 
 
 def drop(target: KubeTarget, run: str, payload: dict[str, str]) -> None:
-    """An answer or a message into the run's inbox, by a small Job on its node."""
-    made = cluster(target).drop(run, target, payload)
+    """An answer or a message into the run's inbox, by a small Job on its node. An answer
+    goes only to a question the run waits on, as locally (its questions read first, as ps
+    reads them; when they cannot be read, the answer goes and stderr says why)."""
+    on = cluster(target)
+    if "answer" in payload:
+        on.running(run)  # a read beside a run that is not there would wait for nothing
+        waiting = on.questions([run], target, timeout_s=READ_S)[run]
+        if isinstance(waiting, str):
+            typer.echo(f"{run}: its questions are unknown ({waiting}): answering anyway", err=True)
+        elif payload["answer"] not in (ids := [str(ask["id"]) for ask in waiting]):
+            raise RunError(
+                f"run {run} waits for no answer to {payload['answer']!r} (pending: "
+                f"{', '.join(ids) or 'none'}): `flowerbox ps --on kube` lists the questions",
+                run_id=run,
+            )
+    made = on.drop(run, target, payload)
     typer.echo(f"created {made}: `flowerbox logs {run} -f --on kube` shows the run take it")
 
 

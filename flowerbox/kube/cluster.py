@@ -220,15 +220,19 @@ class Cluster:
         """An answer or a message into the running run's inbox, by a drop Job on its node;
         returns the Job's name. Whether flower took it, its log says (as `logs` shows)."""
         spec, target = self._recorded(run_id, target)
-        if not any(job.state == "running" for job in self._jobs(run_id)):
-            raise RunError(
-                f"run {run_id} is not running: `flowerbox resume {run_id} --on kube` first",
-                run_id=run_id,
-            )
+        self.running(run_id)
         tag = secrets.token_hex(4)
         file = f"{time.time_ns():020d}-kube-{tag}.json"
         (made,) = self.apply(drop_manifests(spec, target, payload, file=file, tag=tag))
         return made
+
+    def running(self, run_id: str) -> None:
+        """Refuse a run whose own Job (not a drop or read Job beside it) is not running."""
+        if not any(job.agent and job.state == "running" for job in self._jobs(run_id)):
+            raise RunError(
+                f"run {run_id} is not running: `flowerbox resume {run_id} --on kube` first",
+                run_id=run_id,
+            )
 
     def questions(
         self, run_ids: list[str], target: KubeTarget, *, timeout_s: float, poll_s: float = 1.0

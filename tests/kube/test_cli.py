@@ -112,9 +112,20 @@ def test_each_run_command_on_kube_sends_its_requests(kubeconfig: FakeKube) -> No
     assert resumed.strip() == f"created Job/flowerbox-{run_id}-1"
     kept = [("POST", claims), ("POST", policies)]  # there already: 409, left as they are
     assert requests == [("GET", claim), ("GET", JOBS), *kept, ("POST", JOBS)]
+    reads(kubeconfig, lambda run: json.dumps([QUESTION]).encode())
     answered, requests = run("answer", "q1", "yes", "--run", run_id)
     assert answered.startswith(f"created Job/flowerbox-{run_id}-drop-")
-    assert requests == [("GET", claim), ("GET", JOBS), ("POST", JOBS)]
+    read = [m["metadata"]["name"] for m in kubeconfig.created() if "-read-" in str(m)][-1]
+    asked = [  # the questions first, as ps reads them: q1 is one
+        ("GET", JOBS),
+        ("GET", claim),
+        ("POST", JOBS),
+        ("GET", f"{JOBS}/{read}"),
+        ("GET", pods),
+        ("GET", f"{pods}/{read}-fake1/log"),
+        ("DELETE", f"{JOBS}/{read}"),
+    ]
+    assert requests == [*asked, ("GET", claim), ("GET", JOBS), ("POST", JOBS)]
     assert kubeconfig.created()[-1]["spec"]["template"]["spec"]["containers"][0]["command"][4] == (
         '{"answer": "q1", "text": "yes"}'
     )
@@ -188,6 +199,24 @@ def test_ps_on_kube_shows_nothing_of_a_hostile_asks_file(
     listed = runner.invoke(app, ["ps", "--on", "kube"])
     assert listed.exit_code == 0, listed.output
     assert listed.stdout.split() == [run_id, "running", f"flowerbox-{run_id}"]
+
+
+def test_answer_on_kube_goes_only_to_a_question_the_run_waits_on(
+    kubeconfig: FakeKube, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    run_id = start(kubeconfig)
+    reads(kubeconfig, lambda run: json.dumps([QUESTION]).encode())
+    refused = runner.invoke(app, ["answer", "q9", "yes", "--run", run_id, "--on", "kube"])
+    assert refused.exit_code == 2 and "(pending: q1)" in refused.output
+    assert not any("-drop-" in m["metadata"]["name"] for m in kubeconfig.created())
+    kubeconfig.run = lambda job: None  # its questions cannot be read: the answer goes anyway
+    monkeypatch.setattr(kube, "READ_S", 0.2)
+    blind = runner.invoke(app, ["answer", "q9", "yes", "--run", run_id, "--on", "kube"])
+    assert blind.exit_code == 0 and "answering anyway" in blind.stderr
+    assert "-drop-" in kubeconfig.created()[-1]["metadata"]["name"]
+    kubeconfig.objects[("jobs", f"flowerbox-{run_id}")]["status"] = {"succeeded": 1}
+    ended = runner.invoke(app, ["answer", "q1", "yes", "--run", run_id, "--on", "kube"])
+    assert ended.exit_code == 2 and "is not running" in ended.output  # a drop Job runs still
 
 
 def test_ps_on_kube_lists_the_runs_whose_questions_cannot_be_read(
