@@ -47,6 +47,21 @@ def reads(kube: FakeKube, printed: Callable[[str], bytes]) -> None:
     kube.run = ran
 
 
+def questions_read(kube: FakeKube, claim: str) -> list[tuple[str, str]]:
+    """The requests that read a run's questions with the newest read Job (ps, answer)."""
+    read = [m["metadata"]["name"] for m in kube.created() if "-read-" in m["metadata"]["name"]][-1]
+    pods = "/api/v1/namespaces/flowerbox/pods"
+    return [
+        ("GET", JOBS),
+        ("GET", claim),
+        ("POST", JOBS),
+        ("GET", f"{JOBS}/{read}"),
+        ("GET", pods),
+        ("GET", f"{pods}/{read}-fake1/log"),
+        ("DELETE", f"{JOBS}/{read}"),
+    ]
+
+
 def test_go_on_kube_applies_what_render_prints(kubeconfig: FakeKube) -> None:
     run_id = start(kubeconfig)
     rendered = runner.invoke(
@@ -93,18 +108,8 @@ def test_each_run_command_on_kube_sends_its_requests(kubeconfig: FakeKube) -> No
     reads(kubeconfig, lambda run: b"")  # no asks.json: no question
     listed, requests = run("ps")
     assert listed.split() == [run_id, "running", f"flowerbox-{run_id}"]
-    read = kubeconfig.created()[-1]["metadata"]["name"]
-    assert read.startswith(f"flowerbox-{run_id}-read-")
-    pods = "/api/v1/namespaces/flowerbox/pods"
-    assert requests == [
-        ("GET", JOBS),
-        ("GET", claim),
-        ("POST", JOBS),
-        ("GET", f"{JOBS}/{read}"),
-        ("GET", pods),
-        ("GET", f"{pods}/{read}-fake1/log"),
-        ("DELETE", f"{JOBS}/{read}"),
-    ]
+    assert kubeconfig.created()[-1]["metadata"]["name"].startswith(f"flowerbox-{run_id}-read-")
+    assert requests == questions_read(kubeconfig, claim)
     stopped, requests = run("stop", run_id)
     assert stopped.strip() == f"stopped flowerbox-{run_id}"
     assert requests == [("GET", JOBS), ("DELETE", f"{JOBS}/flowerbox-{run_id}")]
@@ -115,16 +120,7 @@ def test_each_run_command_on_kube_sends_its_requests(kubeconfig: FakeKube) -> No
     reads(kubeconfig, lambda run: json.dumps([QUESTION]).encode())
     answered, requests = run("answer", "q1", "yes", "--run", run_id)
     assert answered.startswith(f"created Job/flowerbox-{run_id}-drop-")
-    read = [m["metadata"]["name"] for m in kubeconfig.created() if "-read-" in str(m)][-1]
-    asked = [  # the questions first, as ps reads them: q1 is one
-        ("GET", JOBS),
-        ("GET", claim),
-        ("POST", JOBS),
-        ("GET", f"{JOBS}/{read}"),
-        ("GET", pods),
-        ("GET", f"{pods}/{read}-fake1/log"),
-        ("DELETE", f"{JOBS}/{read}"),
-    ]
+    asked = questions_read(kubeconfig, claim)  # first, as ps reads them: q1 is one
     assert requests == [*asked, ("GET", claim), ("GET", JOBS), ("POST", JOBS)]
     assert kubeconfig.created()[-1]["spec"]["template"]["spec"]["containers"][0]["command"][4] == (
         '{"answer": "q1", "text": "yes"}'
