@@ -40,6 +40,14 @@ USAGE_FILE = "usage.json"  # the gateway's ledger, in the run's host-only gatewa
 EGRESS_LOG = "egress.jsonl"  # one JSON line per egress decision, next to it
 REQUESTS_LOG = "requests.jsonl"  # one JSON line per API request the gateway answered, too
 
+# --- a run on Kubernetes: labels, and its token Secret (the client writes, the broker reads) --
+KUBE_RUN_LABEL = "flowerbox.dev/run-id"  # a label key may have one '/': the dotted names can't
+KUBE_ROLE_LABEL = "flowerbox.dev/role"  # agent, broker, selftest, token
+TOKEN_KEY = "token"  # the run's broker token in its Secret (made by the client, never rendered)
+TOKEN_ROLE = "token"  # the KUBE_ROLE_LABEL of a run's token Secret: what the broker watches
+BUDGET_ANNOTATION = "flowerbox.dev/budget-usd"  # on the token Secret: the run's budget
+ALLOW_ANNOTATION = "flowerbox.dev/allow"  # on the token Secret: its egress allowlist, JSON
+
 # --- entry modules: what each container (or the host's keeper) runs with `python -m` -------
 GATEWAY_MODULE = "flowerbox.sidecar.gateway"
 INSIDE_MODULE = "flowerbox.inside.entry"

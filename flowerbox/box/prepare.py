@@ -184,9 +184,7 @@ def prepare(command: list[str], options: BoxOptions) -> Prepared:
             raise ConfigError(f"{workbench} is not a folder (a link?): remove it and retry")
     run_id = new_run_id()
     state.sweep_secrets()  # leftovers of killed CLIs (a live gateway read its own long ago)
-    # Short paths under /tmp: a unix socket path must fit in 108 bytes.
-    socket_dir = Path(tempfile.mkdtemp(prefix="fbx-", dir="/tmp"))
-    socket_dir.chmod(0o700)
+    socket_dir = Path(tempfile.mkdtemp(prefix="fbx-", dir=state.socket_root()))
     base_url = os.environ.get("ANTHROPIC_BASE_URL") or "https://api.anthropic.com"
     flower = ["flower", *command, "-w", str(ws), "--run-dir", str(run_dir)]
     if command and command[0] == "go":

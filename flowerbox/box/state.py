@@ -14,6 +14,10 @@
                                             usage ledger, the request log, the egress log
         secrets/<run_id>/credentials.env    0600, read once by the gateway as it starts, then
                                             removed (and swept after a killed CLI)
+    /tmp/flowerbox-<uid>/fbx-*/             0700 each: one run's socket folder, mounted into its
+                                            box at /run/flowerbox (short: a unix socket's path
+                                            fits in 108 bytes); the root is what a broker in a
+                                            container mounts to bind in every run's folder
     $XDG_STATE_HOME/flowerbox-box/<run_id>/ what a box may write outside the workspace: the
                                             shadow git directory (flowerbox.box.gitshadow);
                                             hostile input once the box has run
@@ -24,10 +28,12 @@ read through flowerbox.box.untrusted; nothing here is ever read from there.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import re
 import shutil
+import stat
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -63,6 +69,29 @@ def _private(path: Path) -> Path:
 def home() -> Path:
     """flowerbox's host-only state folder."""
     return _private(base() / "flowerbox")
+
+
+def socket_root(under: Path = Path("/tmp")) -> Path:
+    """The folder of this user's runs' socket folders (`under`/flowerbox-<uid>), 0700 and
+    theirs.
+
+    Raises:
+        StateError: it is a link, or another user's (someone made it first in the shared
+            /tmp): the message says to remove it.
+    """
+    root = under / f"flowerbox-{os.getuid()}"
+    with contextlib.suppress(FileExistsError):
+        root.mkdir(mode=0o700)
+    info = root.lstat()
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid():
+        raise StateError(
+            f"{root} holds your runs' sockets, but it is not a folder of yours (a link, or "
+            "another user made it): remove it and run again",
+            path=root,
+        )
+    if info.st_mode & 0o077:
+        root.chmod(0o700)
+    return root
 
 
 def check_run_id(run_id: str) -> str:

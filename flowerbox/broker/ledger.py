@@ -150,6 +150,11 @@ class Ledger:
     def known(self, run_id: str) -> bool:
         return bool(self._read("SELECT 1 FROM runs WHERE run_id = ?", (run_id,)))
 
+    def run_of(self, token_sha256: str) -> str | None:
+        """The run a token was made for, served or revoked; None for a token never seen."""
+        rows = self._read("SELECT run_id FROM runs WHERE token_sha256 = ?", (token_sha256,))
+        return str(rows[0][0]) if rows else None
+
     def begin(self, run_id: str, reserved: float) -> int:
         """A request admitted with `reserved` of the budget, before it is forwarded."""
         cursor = self._write(

@@ -46,7 +46,7 @@ from flowerbox.sidecar.meter import Meter, Reservation, Whose
 from flowerbox.sidecar.pricing import PriceTable
 from flowerbox.sidecar.proxy import EgressProxy, JsonLines, PrivateUnixServer
 
-__all__ = ["CONTROL_SOCKET", "LEDGER", "Broker", "Registration"]
+__all__ = ["CONTROL_SOCKET", "LEDGER", "Broker", "Charge", "Registration", "Registry", "checked"]
 
 CONTROL_SOCKET = "control.sock"
 LEDGER = "ledger.db"
@@ -97,6 +97,7 @@ class ServedRun:
     meter: Meter
     requests: JsonLines
     egress_log: JsonLines
+    policy: Policy | None = None  # its egress allowlist; None: no proxy (`--net open`)
     servers: list[PrivateUnixServer] = field(default_factory=list)
     revoked: threading.Event = field(default_factory=threading.Event)
 
@@ -204,8 +205,10 @@ class RunGateway(Gateway):
         super().malformed(**fields)
 
 
-class Broker:
-    """The runs' registry and their servers, the team meter, the ledger, the control socket."""
+class Registry:
+    """What every broker holds: the runs it serves, the team's meter, the ledger. How runs
+    reach it is its subclass's: unix sockets per run (`Broker`), or TCP listeners telling
+    runs apart by token (flowerbox.broker.listener)."""
 
     def __init__(
         self,
@@ -214,14 +217,11 @@ class Broker:
         credentials: Credentials,
         prices: PriceTable,
         team_budget: float | None = None,
-        alive: Callable[[str, Path], bool] = lambda run_id, socket_dir: True,
     ) -> None:
-        """Open the ledger in `folder` (host-only), revoke the registered runs `alive` (given
-        a run id and socket folder) says are gone, serve the others again, and bind the
-        control socket.
+        """Open the ledger in `folder` (host-only).
 
         Raises:
-            BrokerError: the ledger cannot be opened, or a run's socket cannot be bound.
+            BrokerError: the ledger cannot be opened.
         """
         self.folder = folder
         self.credentials = credentials
@@ -236,36 +236,6 @@ class Broker:
         )
         self.runs: dict[str, ServedRun] = {}
         self._lock = threading.Lock()
-        for entry in self.ledger.active():
-            if not alive(entry.run_id, entry.socket_dir):
-                self.ledger.revoke(entry.run_id)
-                continue
-            try:  # the socket folder is its box's to write: whatever it left there,
-                self._serve(entry)  # that run alone is not served again
-            except BrokerError as exc:
-                self.ledger.revoke(entry.run_id)
-                print(f"flowerbox broker: {exc}; its token is revoked", file=sys.stderr)
-        self.control = _ControlServer(folder / CONTROL_SOCKET, self)
-
-    def register(self, asked: Registration) -> str:
-        """Serve a new run on sockets in its socket folder; its token (the one copy of it)."""
-        run_id, socket_dir, gateway_dir = asked.run_id, asked.socket_dir, asked.gateway_dir
-        budget_usd, allow = asked.budget_usd, asked.allow
-        if not RUN_ID.fullmatch(run_id):
-            raise BrokerError(f"not a run id: {run_id[:100]!r}")
-        if not socket_dir.is_absolute() or not gateway_dir.is_absolute():
-            raise BrokerError("socket_dir and gateway_dir must be absolute paths")
-        if budget_usd is not None and budget_usd <= 0:
-            raise BrokerError(f"a run's budget must be a positive number of dollars: {budget_usd}")
-        Policy.parse(list(allow or ()), [])  # a bad entry is refused before anything is made
-        token = secrets.token_urlsafe(32)
-        entry = RunEntry(run_id, token_hash(token), budget_usd, allow, socket_dir, gateway_dir)
-        with self._lock:
-            if self.ledger.known(run_id):
-                raise BrokerError(f"run {run_id} is registered already")
-            self.ledger.register(entry)
-        self._serve(entry)
-        return token
 
     def revoke(self, run_id: str) -> bool:
         """End a run: its token refused from now on, its sockets closed. False if unknown."""
@@ -288,6 +258,86 @@ class Broker:
             "team_budget_usd": self.team.budget,
         }
 
+    def close(self) -> None:
+        with self._lock:
+            runs, self.runs = list(self.runs.values()), {}
+        _close(*runs)
+        self.ledger.close()
+
+    def _served(self, entry: RunEntry) -> ServedRun:
+        """A run's meter (from what the ledger says it spent) and records, in its folder."""
+        entry.gateway_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        return ServedRun(
+            entry=entry,
+            meter=Meter(
+                entry.gateway_dir / wire.USAGE_FILE,
+                self.prices,
+                budget=entry.budget_usd,
+                spent=self.ledger.spent(entry.run_id),
+            ),
+            requests=JsonLines(entry.gateway_dir / wire.REQUESTS_LOG),
+            egress_log=JsonLines(entry.gateway_dir / wire.EGRESS_LOG),
+            policy=None if entry.allow is None else Policy.parse(list(entry.allow), []),
+        )
+
+
+def checked(run_id: str, budget_usd: float | None, allow: tuple[str, ...] | None) -> None:
+    """Raises BrokerError (or the policy's error) for what no run may be registered with."""
+    if not RUN_ID.fullmatch(run_id):
+        raise BrokerError(f"not a run id: {run_id[:100]!r}")
+    if budget_usd is not None and not budget_usd > 0:  # NaN too
+        raise BrokerError(f"a run's budget must be a positive number of dollars: {budget_usd}")
+    Policy.parse(list(allow or ()), [])  # a bad entry is refused before anything is made
+
+
+class Broker(Registry):
+    """The local broker: each run on unix sockets in its own socket folder, and the control
+    socket flowerbox registers runs on."""
+
+    def __init__(
+        self,
+        folder: Path,
+        *,
+        credentials: Credentials,
+        prices: PriceTable,
+        team_budget: float | None = None,
+        alive: Callable[[str, Path], bool] = lambda run_id, socket_dir: True,
+    ) -> None:
+        """Open the ledger in `folder` (host-only), revoke the registered runs `alive` (given
+        a run id and socket folder) says are gone, serve the others again, and bind the
+        control socket.
+
+        Raises:
+            BrokerError: the ledger cannot be opened, or a run's socket cannot be bound.
+        """
+        super().__init__(folder, credentials=credentials, prices=prices, team_budget=team_budget)
+        for entry in self.ledger.active():
+            if not alive(entry.run_id, entry.socket_dir):
+                self.ledger.revoke(entry.run_id)
+                continue
+            try:  # the socket folder is its box's to write: whatever it left there,
+                self._serve(entry)  # that run alone is not served again
+            except BrokerError as exc:
+                self.ledger.revoke(entry.run_id)
+                print(f"flowerbox broker: {exc}; its token is revoked", file=sys.stderr)
+        self.control = _ControlServer(folder / CONTROL_SOCKET, self)
+
+    def register(self, asked: Registration) -> str:
+        """Serve a new run on sockets in its socket folder; its token (the one copy of it)."""
+        run_id, socket_dir, gateway_dir = asked.run_id, asked.socket_dir, asked.gateway_dir
+        budget_usd, allow = asked.budget_usd, asked.allow
+        checked(run_id, budget_usd, allow)
+        if not socket_dir.is_absolute() or not gateway_dir.is_absolute():
+            raise BrokerError("socket_dir and gateway_dir must be absolute paths")
+        token = secrets.token_urlsafe(32)
+        entry = RunEntry(run_id, token_hash(token), budget_usd, allow, socket_dir, gateway_dir)
+        with self._lock:
+            if self.ledger.known(run_id):
+                raise BrokerError(f"run {run_id} is registered already")
+            self.ledger.register(entry)
+        self._serve(entry)
+        return token
+
     def serve_forever(self) -> None:
         self.control.serve_forever(poll_interval=0.2)
 
@@ -297,31 +347,20 @@ class Broker:
 
     def close(self) -> None:
         self.control.server_close()
-        with self._lock:
-            runs, self.runs = list(self.runs.values()), {}
-        _close(*runs)
-        self.ledger.close()
+        super().close()
 
     def _serve(self, entry: RunEntry) -> None:
+        run: ServedRun | None = None
         try:
-            entry.gateway_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
-            run = ServedRun(
-                entry=entry,
-                meter=Meter(
-                    entry.gateway_dir / wire.USAGE_FILE,
-                    self.prices,
-                    budget=entry.budget_usd,
-                    spent=self.ledger.spent(entry.run_id),
-                ),
-                requests=JsonLines(entry.gateway_dir / wire.REQUESTS_LOG),
-                egress_log=JsonLines(entry.gateway_dir / wire.EGRESS_LOG),
-            )
-            if entry.allow is not None:  # bound before api.sock, as the private gateway does
-                policy = Policy.parse(list(entry.allow), [])
+            run = self._served(entry)
+            if run.policy is not None:  # bound before api.sock, as the private gateway does
+                policy = run.policy
                 path = entry.socket_dir / wire.PROXY_SOCKET
                 run.servers.append(EgressProxy(path, policy=policy, log=run.egress_log))
             run.servers.append(RunGateway(run, self))
         except (OSError, FlowerboxError) as exc:
+            if run is not None:  # a socket bound before the one that failed: not left behind
+                _unbind(run)
             raise BrokerError(
                 f"cannot serve run {entry.run_id} in {entry.socket_dir}: {exc}"
             ) from exc
@@ -340,11 +379,16 @@ def _close(*runs: ServedRun) -> None:
         thread.start()
     for thread in stopping:
         thread.join()
-    for server in servers:
-        server.server_close()
     for run in runs:
-        run.requests.close()
-        run.egress_log.close()
+        _unbind(run)
+
+
+def _unbind(run: ServedRun) -> None:
+    """Close a run's sockets (stopped, or never served) and its files."""
+    for server in run.servers:
+        server.server_close()
+    run.requests.close()
+    run.egress_log.close()
 
 
 class _ControlServer(PrivateUnixServer):

@@ -1,7 +1,8 @@
 """`flowerbox broker`: one credential broker for every run on this host (flowerbox.broker).
 
 While it runs, `flowerbox "ask"` registers each run with it instead of starting a private
-gateway; `--status` asks a running broker what it serves.
+gateway; `--status` asks a running broker what it serves. With `--listen` it serves a
+cluster's runs over TCP instead, learning them from their token Secrets.
 """
 
 from __future__ import annotations
@@ -13,9 +14,10 @@ from typing import Annotated
 import typer
 
 from flower.cli import positive_usd
+from flowerbox import wire
 from flowerbox.box import state
 from flowerbox.broker import client
-from flowerbox.runs.brokered import serve
+from flowerbox.runs.brokered import serve, serve_cluster
 
 app = typer.Typer()
 
@@ -34,13 +36,73 @@ def broker(
         Path | None,
         typer.Option("--prices", help="A JSON price table laid over the shipped one."),
     ] = None,
+    no_engine: Annotated[
+        bool,
+        typer.Option(
+            "--no-engine",
+            help="Never ask the Docker engine (a broker in a container has none): a run"
+            " registered before a restart is served while its socket folder exists.",
+        ),
+    ] = False,
     status: Annotated[
         bool, typer.Option("--status", help="Print what a running broker serves, as JSON.")
     ] = False,
+    listen: Annotated[
+        str | None,
+        typer.Option(
+            "--listen",
+            metavar="HOST:PORT",
+            help="Serve a cluster's runs over TCP here (the API), each told by its token;"
+            " the runs are learned from their token Secrets (in-cluster, else KUBECONFIG).",
+        ),
+    ] = None,
+    proxy_port: Annotated[
+        int,
+        typer.Option("--proxy-port", help="With --listen: the egress proxy's port, same host."),
+    ] = wire.PROXY_PORT,
+    credentials: Annotated[
+        Path | None,
+        typer.Option(
+            "--credentials",
+            help="With --listen: a .env file with the key (a mounted Secret), instead of the"
+            " environment and the user's .env.",
+        ),
+    ] = None,
+    ledger: Annotated[
+        Path | None,
+        typer.Option(
+            "--ledger",
+            help="With --listen: the folder of the SQLite ledger and the runs' records"
+            " (default: the broker's state folder, listen/).",
+        ),
+    ] = None,
+    namespace: Annotated[
+        str,
+        typer.Option("--namespace", help="With --listen: the namespace of the run tokens."),
+    ] = "flowerbox",
 ) -> None:
     """Serve every run on this host with one key, a token per run and a team budget, until
     Ctrl+C; runs started meanwhile use it instead of a private gateway (docs/deployment.md)."""
     if status:
         typer.echo(json.dumps(client.call(state.broker_folder(), {"op": "status"}), indent=2))
         return
-    raise typer.Exit(serve(team_budget=team_budget, prices=prices))
+    if listen is None:
+        if credentials or ledger:
+            raise typer.BadParameter("--credentials and --ledger go with --listen")
+        raise typer.Exit(serve(team_budget=team_budget, prices=prices, engine=not no_engine))
+    if no_engine:
+        raise typer.BadParameter("--no-engine is for a broker of local boxes, not --listen")
+    # lazy: the official client is the `kube` extra, and only --listen needs it
+    from flowerbox.broker.tokens import TokenSource
+
+    source = TokenSource.connect(namespace=namespace)
+    done = serve_cluster(
+        listen=listen,
+        proxy_port=proxy_port,
+        credentials=credentials,
+        ledger=ledger,
+        follow=source.follow,
+        team_budget=team_budget,
+        prices=prices,
+    )
+    raise typer.Exit(done)

@@ -50,6 +50,7 @@ from flowerbox.kube.render import (
     run_manifests,
 )
 from flowerbox.kube.target import KubeTarget, kube_spec
+from flowerbox.wire import ALLOW_ANNOTATION, BUDGET_ANNOTATION, TOKEN_ROLE
 
 CONFLICT = 409
 NOT_FOUND = 404
@@ -68,11 +69,28 @@ MODELS: dict[str, tuple[type[Any], str, str]] = {
         "create_namespaced_network_policy",
     ),
     "Deployment": (client.V1Deployment, "AppsV1Api", "create_namespaced_deployment"),
+    "ServiceAccount": (client.V1ServiceAccount, "CoreV1Api", "create_namespaced_service_account"),
+    "Role": (client.V1Role, "RbacAuthorizationV1Api", "create_namespaced_role"),
+    "RoleBinding": (
+        client.V1RoleBinding,
+        "RbacAuthorizationV1Api",
+        "create_namespaced_role_binding",
+    ),
     "Job": (client.V1Job, "BatchV1Api", "create_namespaced_job"),
 }
 _AGENT_JOB = re.compile(r"(-\d+)?")  # after flowerbox-<run>: the first Job, or a resume's
 JOB_LABEL = "job-name"  # what the Job controller labels a Job's Pods with
-KEPT = frozenset({"PersistentVolumeClaim", "NetworkPolicy", "Service", "Deployment"})
+KEPT = frozenset(
+    {
+        "PersistentVolumeClaim",
+        "NetworkPolicy",
+        "Service",
+        "Deployment",
+        "ServiceAccount",
+        "Role",
+        "RoleBinding",
+    }
+)
 
 
 @dataclass(frozen=True)
@@ -158,19 +176,9 @@ class Cluster:
         return created
 
     def start(self, spec: BoxSpec, manifests: list[Manifest]) -> list[str]:
-        """A new run: its token first (the Pods read it), then exactly what render printed."""
-        token = {
-            "apiVersion": "v1",
-            "kind": "Secret",
-            "metadata": {
-                "name": token_secret(spec),
-                "namespace": self.namespace,
-                "labels": labels(spec, "agent"),
-            },
-            "type": "Opaque",
-            "stringData": {TOKEN_KEY: secrets.token_urlsafe(32)},
-        }
-        self.apply([token])
+        """A new run: its token first (the Pods read it, the broker learns the run from it),
+        then exactly what render printed."""
+        self.apply([token_manifest(spec, self.namespace, secrets.token_urlsafe(32))])
         return self.apply(manifests)
 
     def _recorded(self, run_id: str, target: KubeTarget) -> tuple[BoxSpec, KubeTarget]:
@@ -421,6 +429,26 @@ def _resumed(status: RunStatus) -> int:
     if not status.agent:
         return 0
     return int(status.job.removeprefix(f"flowerbox-{status.run_id}").lstrip("-") or 0)
+
+
+def token_manifest(spec: BoxSpec, namespace: str, token: str) -> Manifest:
+    """The run's token Secret: the run id in its label, the budget and egress allowlist the
+    broker applies in its annotations (flowerbox.broker.tokens reads them)."""
+    notes = {ALLOW_ANNOTATION: json.dumps(list(spec.allow))}
+    if spec.budget_usd is not None:
+        notes = {BUDGET_ANNOTATION: str(spec.budget_usd), **notes}
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {
+            "name": token_secret(spec),
+            "namespace": namespace,
+            "labels": labels(spec, TOKEN_ROLE),
+            "annotations": notes,
+        },
+        "type": "Opaque",
+        "stringData": {TOKEN_KEY: token},
+    }
 
 
 def _started(pod: Any) -> tuple[float, str]:

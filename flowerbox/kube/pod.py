@@ -25,9 +25,9 @@ from flowerbox.box.spec import TMPFS, BoxSpec, agent_env
 from flowerbox.kube.target import VOLUME, KubeTarget
 
 Manifest = dict[str, Any]
-RUN_LABEL = "flowerbox.dev/run-id"  # a label key may have one '/': wire's dotted names cannot
-ROLE_LABEL = "flowerbox.dev/role"  # agent, broker, selftest
-TOKEN_KEY = "token"  # the run's broker token in its Secret (made by the client, never rendered)
+RUN_LABEL = wire.KUBE_RUN_LABEL
+ROLE_LABEL = wire.KUBE_ROLE_LABEL
+TOKEN_KEY = wire.TOKEN_KEY
 _SIZE = re.compile(r"^(\d+(?:\.\d+)?)([kmgt]?)b?$", re.IGNORECASE)
 
 
@@ -103,16 +103,20 @@ def token_secret(spec: BoxSpec) -> str:
 
 def agent_environment(spec: BoxSpec, target: KubeTarget) -> list[Manifest]:
     """The Docker agent's environment with the broker's Service for the relay's loopback
-    ports, and the run's token (from its Secret) for the placeholder key."""
+    ports, and the run's token (from its Secret) for the placeholder key. The broker tells a
+    CONNECT's run by the token in the proxy URL (the CLI sends it as `Proxy-Authorization:
+    Basic`), expanded by the kubelet from the variable listed first; the API is reached
+    directly (NO_PROXY), as through the relay in Docker."""
     env = agent_env(spec)
     api = f"http://{target.broker}:{wire.API_PORT}"
-    proxy = f"http://{target.broker}:{wire.PROXY_PORT}"
+    proxy = f"http://run:$(ANTHROPIC_API_KEY)@{target.broker}:{wire.PROXY_PORT}"
     env |= {"ANTHROPIC_BASE_URL": api, "FLOWER_HEALTH_URL": f"{api}/health"}
     env |= dict.fromkeys(("HTTPS_PROXY", "HTTP_PROXY", "https_proxy", "http_proxy"), proxy)
+    env |= dict.fromkeys(("NO_PROXY", "no_proxy"), f"{env['NO_PROXY']},{target.broker}")
     env.pop("ANTHROPIC_API_KEY")
     token = {"secretKeyRef": {"name": token_secret(spec), "key": TOKEN_KEY}}
     listed: list[Manifest] = [{"name": name, "value": value} for name, value in env.items()]
-    return [*listed, {"name": "ANTHROPIC_API_KEY", "valueFrom": token}]
+    return [{"name": "ANTHROPIC_API_KEY", "valueFrom": token}, *listed]
 
 
 def container(spec: BoxSpec, *, name: str, command: list[str], env: list[Manifest]) -> Manifest:

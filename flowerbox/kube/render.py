@@ -6,7 +6,8 @@ so what is reviewed is what runs.
     deliver_manifests(spec, target)  a Job that pushes the agent's branch back, after the run
     drop_manifests(spec, target, ...) a Job that drops an answer or a message into its inbox
     read_manifests(spec, target, ...) a Job that prints its pending questions (asks.json)
-    broker_manifests(target, image)  the broker: default-deny, Deployment, Service, its policy
+    broker_manifests(target, image)  the broker: default-deny, its service account and Role
+                                     (to read the run tokens), Deployment, Service, its policy
 
 Pure: no cluster, no client, no secret. The Secrets the manifests name (the broker's key, each
 run's token) are created apart (docs/deployment.md gives the command): a rendered manifest
@@ -54,7 +55,12 @@ SKIPS = {
     "CKV_K8S_15": "IfNotPresent: a node pool may hold a locally loaded image with no registry",
     "CKV_K8S_35": "the run's token is an environment variable the CLI reads; it is per-run "
     "and worth nothing once the run ends",
+    "CKV_K8S_38": "the broker alone has an API token: it lists and watches the run tokens' "
+    "Secrets in its namespace, and its Role allows nothing else",
+    "CKV2_K8S_5": "the broker reads the Secrets of its own namespace: each run's token is one; "
+    "the namespace holds flowerbox's alone",
 }
+SECRET_READER = {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get", "list", "watch"]}
 
 
 def _meta(name: str, target: KubeTarget, tags: dict[str, str], **extra: Any) -> Manifest:
@@ -260,9 +266,41 @@ def asks_header(spec: BoxSpec, tag: str) -> str:
     return f"flowerbox-asks {spec.run_id} {tag}"
 
 
+def reader_manifests(target: KubeTarget, tags: dict[str, str]) -> list[Manifest]:
+    """The broker's identity to the API server: a service account whose Role reads Secrets
+    in the namespace and nothing else (the run tokens: flowerbox.broker.tokens)."""
+    account = {"kind": "ServiceAccount", "name": target.broker, "namespace": target.namespace}
+    return [
+        {
+            "apiVersion": "v1",
+            "kind": "ServiceAccount",
+            "metadata": _meta(target.broker, target, dict(tags)),
+            "automountServiceAccountToken": False,  # the broker's Pod asks for it alone
+        },
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "Role",
+            "metadata": _meta(target.broker, target, dict(tags), annotations=_skips("CKV2_K8S_5")),
+            "rules": [SECRET_READER],
+        },
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "RoleBinding",
+            "metadata": _meta(target.broker, target, dict(tags), annotations=_skips("CKV2_K8S_5")),
+            "roleRef": {
+                "apiGroup": "rbac.authorization.k8s.io",
+                "kind": "Role",
+                "name": target.broker,
+            },
+            "subjects": [account],
+        },
+    ]
+
+
 def broker_manifests(target: KubeTarget, *, image: str) -> list[Manifest]:
-    """The broker, once per namespace: the only Pod with the key (from KEY_SECRET) and a
-    route out; a default-deny policy for everything else in the namespace."""
+    """The broker, once per namespace: the only Pod with the key (from KEY_SECRET), an API
+    token (to read the run tokens) and a route out; a default-deny policy for everything
+    else in the namespace."""
     tags = {ROLE_LABEL: "broker", "app.kubernetes.io/part-of": "flowerbox"}
     ports = [("api", wire.API_PORT), ("proxy", wire.PROXY_PORT), ("git", GIT_PORT)]
     secrets = wire.SECRETS_IN_GATEWAY
@@ -271,7 +309,11 @@ def broker_manifests(target: KubeTarget, *, image: str) -> list[Manifest]:
         "image": image,
         "imagePullPolicy": "IfNotPresent",
         "command": ["flowerbox", "broker", "--listen", f"0.0.0.0:{wire.API_PORT}"],
-        "args": ["--credentials", f"{secrets}/{wire.CREDENTIALS_FILE}", "--ledger", BROKER_LEDGER],
+        "args": [
+            *("--credentials", f"{secrets}/{wire.CREDENTIALS_FILE}"),
+            *("--ledger", BROKER_LEDGER),
+            *("--namespace", target.namespace),
+        ],
         "ports": [{"name": n, "containerPort": p, "protocol": "TCP"} for n, p in ports],
         "securityContext": container_security(UID, UID),
         "resources": {
@@ -287,7 +329,8 @@ def broker_manifests(target: KubeTarget, *, image: str) -> list[Manifest]:
         ],
     }
     pod = {
-        "automountServiceAccountToken": False,
+        "serviceAccountName": target.broker,
+        "automountServiceAccountToken": True,  # to read the run tokens (reader_manifests)
         "enableServiceLinks": False,
         "securityContext": pod_security(UID, UID),
         "containers": [broker],
@@ -307,6 +350,7 @@ def broker_manifests(target: KubeTarget, *, image: str) -> list[Manifest]:
             "metadata": _meta("flowerbox-default-deny", target, dict(tags)),
             "spec": {"podSelector": {}, "policyTypes": ["Ingress", "Egress"]},
         },
+        *reader_manifests(target, tags),
         {
             "apiVersion": "v1",
             "kind": "PersistentVolumeClaim",
@@ -320,7 +364,10 @@ def broker_manifests(target: KubeTarget, *, image: str) -> list[Manifest]:
             "apiVersion": "apps/v1",
             "kind": "Deployment",
             "metadata": _meta(
-                target.broker, target, dict(tags), annotations=_skips("CKV_K8S_43", "CKV_K8S_15")
+                target.broker,
+                target,
+                dict(tags),
+                annotations=_skips("CKV_K8S_43", "CKV_K8S_15", "CKV_K8S_38"),
             ),
             "spec": {
                 "replicas": 1,  # one ledger: the team budget is counted in one place

@@ -5,7 +5,10 @@
     leave_broker(spec)              # the run ended: its token is revoked
 
 `serve()` is `flowerbox broker`: the credentials found as a run finds them, and `alive` for
-a restart (a run whose socket folder or agent container is gone is revoked).
+a restart (a run whose socket folder or agent container is gone is revoked; with
+`engine=False`, a broker in a container that must not reach the engine, the folder alone).
+`serve_cluster()` is `flowerbox broker --listen`: the broker on TCP, its runs learned by
+`follow` (the run token Secrets: flowerbox.broker.tokens).
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ import os
 import resource
 import signal
 import threading
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from types import FrameType
@@ -27,13 +31,18 @@ from flowerbox.box.engine import connect, labelled
 from flowerbox.box.prepare import CREDENTIAL_KEYS
 from flowerbox.box.spec import BoxSpec
 from flowerbox.broker import client
+from flowerbox.broker.listener import ClusterBroker
 from flowerbox.broker.server import Broker, Registration
+from flowerbox.broker.tcp import parse_address
 from flowerbox.errors import BoxError, BrokerError, CredentialsError
-from flowerbox.sidecar.gateway import credentials_from
+from flowerbox.sidecar.gateway import Credentials, credentials_from, load_credentials
 from flowerbox.sidecar.pricing import PriceTable, load_prices
 from flowerbox.wire import RUN_LABEL
 
-__all__ = ["leave_broker", "serve", "through_broker"]
+__all__ = ["leave_broker", "serve", "serve_cluster", "through_broker"]
+
+LISTEN_FOLDER = "listen"  # under the broker's folder: the default ledger of `--listen`
+Follow = Callable[[ClusterBroker, threading.Event], None]
 
 MAX_OPEN_FILES = 1 << 20  # the kernel's usual nr_open: what "no hard limit" is raised to
 
@@ -61,19 +70,16 @@ def leave_broker(spec: BoxSpec) -> None:
             client.revoke(state.broker_folder(), spec.run_id)
 
 
-def serve(*, team_budget: float | None, prices: Path | None) -> int:
-    """Run the broker in the foreground until SIGTERM or SIGINT; 0.
+def serve(*, team_budget: float | None, prices: Path | None, engine: bool = True) -> int:
+    """Run the broker in the foreground until SIGTERM or SIGINT; 0. Without the `engine`, a
+    registered run is alive at a restart while its socket folder exists.
 
     Raises:
         CredentialsError: no key found (as for a run).
         BrokerError: a broker runs already, or its folder or ledger cannot be used.
     """
     _open_files_to_the_hard_limit()
-    load_dotenv(lookup=Lookup.from_process(project=False))
-    if problem := check_credentials():
-        raise CredentialsError(problem)
-    values = {key: os.environ[key] for key in CREDENTIAL_KEYS if os.environ.get(key)}
-    credentials = credentials_from(values, "the environment")
+    credentials = _found_credentials()
     folder = state.broker_folder()
     if client.running(folder):
         raise BrokerError(f"a broker runs already on {folder}: `flowerbox broker` once a host")
@@ -82,8 +88,85 @@ def serve(*, team_budget: float | None, prices: Path | None) -> int:
         credentials=credentials,
         prices=load_prices(prices) if prices else PriceTable(),
         team_budget=team_budget,
-        alive=_alive,
+        alive=_alive if engine else _folder_alive,
     )
+    print(f"flowerbox broker: serving on {folder} (control.sock, ledger.db)", flush=True)
+    return _until_stopped(broker)
+
+
+def serve_cluster(
+    *,
+    listen: str,
+    proxy_port: int,
+    credentials: Path | None,
+    ledger: Path | None,
+    follow: Follow,
+    team_budget: float | None,
+    prices: Path | None,
+) -> int:
+    """`flowerbox broker --listen`: the API on `listen`, the proxy on its host's
+    `proxy_port`, the runs `follow` tells of, until SIGTERM or SIGINT; 0.
+
+    Raises:
+        GatewayError: the `credentials` file is unusable.
+        CredentialsError: no key found (without `credentials`, as for a run).
+        BrokerError: an address or the ledger's folder cannot be used.
+    """
+    _open_files_to_the_hard_limit()
+    host, port = parse_address(listen)
+    found = load_credentials(credentials) if credentials else _found_credentials()
+    folder = ledger or state.broker_folder() / LISTEN_FOLDER
+    try:
+        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    except OSError as exc:
+        raise BrokerError(f"cannot make the ledger's folder {folder}: {exc}") from exc
+    broker = ClusterBroker(
+        folder,
+        api=(host, port),
+        proxy=(host, proxy_port),
+        credentials=found,
+        prices=load_prices(prices) if prices else PriceTable(),
+        team_budget=team_budget,
+    )
+    stopping = threading.Event()
+    threading.Thread(target=_following, args=(follow, broker, stopping), daemon=True).start()
+    print(
+        f"flowerbox broker: API on {listen}, proxy on port {proxy_port}, ledger in {folder}",
+        flush=True,
+    )
+    try:
+        return _until_stopped(broker)
+    finally:
+        stopping.set()
+
+
+def _following(follow: Follow, broker: ClusterBroker, stopping: threading.Event) -> None:
+    """`follow` until told to stop. Should it end otherwise (a failure it does not retry),
+    the broker stops too: serving on without it would serve deleted runs' tokens. (Its
+    Deployment starts it again.)"""
+    try:
+        follow(broker, stopping)
+    finally:
+        if not stopping.is_set():
+            print("flowerbox broker: stopped learning the runs: stopping", flush=True)
+            broker.shutdown()
+
+
+def _found_credentials() -> Credentials:
+    """The key as a run finds it: the environment, then the user's .env files.
+
+    Raises:
+        CredentialsError: none there.
+    """
+    load_dotenv(lookup=Lookup.from_process(project=False))
+    if problem := check_credentials():
+        raise CredentialsError(problem)
+    values = {key: os.environ[key] for key in CREDENTIAL_KEYS if os.environ.get(key)}
+    return credentials_from(values, "the environment")
+
+
+def _until_stopped(broker: Broker | ClusterBroker) -> int:
+    """Serve in the foreground until SIGTERM or SIGINT, then close; 0."""
 
     def stop(signum: int, frame: FrameType | None) -> None:
         # shutdown() waits for serve_forever to return, so it cannot run on this thread.
@@ -91,7 +174,6 @@ def serve(*, team_budget: float | None, prices: Path | None) -> int:
 
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
-    print(f"flowerbox broker: serving on {folder} (control.sock, ledger.db)", flush=True)
     try:
         broker.serve_forever()
     finally:
@@ -109,10 +191,15 @@ def _open_files_to_the_hard_limit() -> None:
             resource.setrlimit(resource.RLIMIT_NOFILE, (wanted, hard))
 
 
+def _folder_alive(run_id: str, socket_dir: Path) -> bool:
+    """Whether a run's socket folder, removed when its run ends, is still there."""
+    return socket_dir.is_dir()
+
+
 def _alive(run_id: str, socket_dir: Path) -> bool:
     """Whether a run registered before a restart still has its box: its socket folder (removed
     when its run ends) and, when the engine answers, its agent's container."""
-    if not socket_dir.is_dir():
+    if not _folder_alive(run_id, socket_dir):
         return False
     try:
         return bool(labelled(connect(), f"{RUN_LABEL}={run_id}"))

@@ -39,8 +39,10 @@ import json
 import os
 import socket
 import socketserver
+import stat
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from http import HTTPStatus
 from pathlib import Path
@@ -59,6 +61,7 @@ __all__ = [
     "EgressProxy",
     "PrivateUnixServer",
     "Resolver",
+    "Rules",
     "system_resolver",
 ]
 
@@ -154,10 +157,23 @@ class PrivateUnixServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServ
         os.replace(self._binding, self.socket_path)  # listening now: the name may appear
 
     def server_close(self) -> None:
+        """Close, and remove the socket at its names; anything else there (the folder may be
+        a box's: a link, a folder, a FIFO in its place) is left as it is, never followed."""
         super().server_close()
         for path in (self.socket_path, self._binding):
-            with contextlib.suppress(FileNotFoundError):
-                path.unlink()
+            with contextlib.suppress(OSError):
+                if stat.S_ISSOCK(path.lstat().st_mode):
+                    path.unlink()
+
+
+@dataclass(frozen=True)
+class Rules:
+    """What one proxy request is held to: its run's policy and log, and `refusal`, why it is
+    refused before anything else (a broker's request without a token it serves: 407)."""
+
+    policy: Policy
+    log: JsonLines
+    refusal: str | None = None
 
 
 class EgressProxy(PrivateUnixServer):
@@ -181,6 +197,11 @@ class EgressProxy(PrivateUnixServer):
         self.connect_timeout = connect_timeout
         super().__init__(socket_path, _ProxyHandler)
 
+    def rules(self, incoming: Incoming) -> Rules:
+        """The rules of the one run this proxy serves; a broker's proxy for many runs tells
+        each request's run by its credentials (flowerbox.broker.listener)."""
+        return Rules(self.policy, self.log)
+
 
 class _Refused(Exception):
     """The request was answered by the proxy itself (and logged)."""
@@ -198,6 +219,7 @@ class _ProxyHandler(socketserver.BaseRequestHandler):
 
     def handle(self) -> None:
         self.command = ""
+        self.log = self.server.log
         self.request.settimeout(HEAD_TIMEOUT)
         self.reader = RequestReader(self.request)
         try:
@@ -205,7 +227,11 @@ class _ProxyHandler(socketserver.BaseRequestHandler):
             if incoming is None:
                 return
             self.command = incoming.method
-            if incoming.method == "CONNECT":
+            rules = self.server.rules(incoming)
+            self.policy, self.log = rules.policy, rules.log
+            if rules.refusal is not None:
+                self._unauthorized(rules.refusal)
+            elif incoming.method == "CONNECT":
                 self._connect(incoming)
             elif incoming.method in _METHODS:
                 self._plain(incoming)
@@ -222,8 +248,14 @@ class _ProxyHandler(socketserver.BaseRequestHandler):
     def _bad(self, reason: str, status: int = 400) -> None:
         """Answer a request the proxy cannot use (and log it)."""
         why = f"bad request: {reason}"
-        self.server.log.record(method=self.command, host="", port=None, decision="deny", reason=why)
+        self.log.record(method=self.command, host="", port=None, decision="deny", reason=why)
         self._answer(status, f"flowerbox egress: {why}")
+
+    def _unauthorized(self, reason: str) -> None:
+        """Answer 407 a request whose credentials name no run served (and log it)."""
+        self.log.record(method=self.command, host="", port=None, decision="deny", reason=reason)
+        challenge = {"Proxy-Authenticate": 'Basic realm="flowerbox"'}
+        self._answer(407, f"flowerbox egress: {reason}", challenge)
 
     def _connect(self, incoming: Incoming) -> None:
         try:
@@ -291,7 +323,7 @@ class _ProxyHandler(socketserver.BaseRequestHandler):
         """Decide, resolve, check and connect; or answer and log the refusal and raise."""
         proxy, where = self.server, f"{show(host)}:{port}"
         fields: dict[str, Any] = {"method": self.command, "host": str(host), "port": port}
-        decision = proxy.policy.check_target(host)
+        decision = self.policy.check_target(host)
         if not decision.allowed:
             self._deny(where, decision.reason, fields)
         if isinstance(host, str):
@@ -299,7 +331,7 @@ class _ProxyHandler(socketserver.BaseRequestHandler):
                 addresses = proxy.resolver(host, port)
             except (OSError, UnicodeError) as exc:
                 self._unreachable(where, f"cannot resolve {host}: {exc}", decision.reason, fields)
-            resolved = proxy.policy.check_addresses(addresses)
+            resolved = self.policy.check_addresses(addresses)
             fields["resolved"] = [str(address) for address in addresses]
             if not resolved.allowed:
                 self._deny(where, resolved.reason, fields)
@@ -312,20 +344,20 @@ class _ProxyHandler(socketserver.BaseRequestHandler):
             except OSError as exc:
                 errors.append(f"{address}: {exc.strerror or exc}")
                 continue
-            proxy.log.record(
+            self.log.record(
                 **fields, decision="allow", reason=decision.reason, address=str(address)
             )
             return upstream
         self._unreachable(where, "; ".join(errors), decision.reason, fields)
 
     def _deny(self, where: str, reason: str, fields: dict[str, Any]) -> NoReturn:
-        self.server.log.record(**fields, decision="deny", reason=reason)
+        self.log.record(**fields, decision="deny", reason=reason)
         body = f"flowerbox egress: denied {where}: {reason}"
         self._answer(403, body, {"X-Proxy-Error": "blocked-by-allowlist"})
         raise _Refused
 
     def _unreachable(self, where: str, error: str, reason: str, fields: dict[str, Any]) -> NoReturn:
-        self.server.log.record(**fields, decision="allow", reason=reason, error=error)
+        self.log.record(**fields, decision="allow", reason=reason, error=error)
         self._answer(502, f"flowerbox egress: cannot reach {where}: {error}")
         raise _Refused
 

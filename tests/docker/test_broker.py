@@ -10,6 +10,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import sqlite3
 import subprocess
 import tempfile
@@ -303,3 +304,163 @@ def test_a_detached_runs_keeper_revokes_its_token(
         label = f"dev.flower.box.workspace={ws}"
         for container in docker_client.containers.list(all=True, filters={"label": label}):
             container.remove(force=True)
+
+
+# --- a box's socket folder is the box's to write: what it plants there -----------------------
+
+# Box side of the socket-folder attack: plant (argv: mode, marker folder, then the host paths
+# to aim at), say so, wait for the test's word that the broker was killed and started again,
+# then one call with its own token; with mode "links", a last swap of api.sock for a folder
+# before its run ends (the broker then closes a run whose socket is no socket).
+PLANTER = """
+import hashlib, http.client, json, os, stat, sys, time
+mode, ws, victim, host_file, host_dir, control = sys.argv[1:7]
+d = "/run/flowerbox"
+def swap(name, make):
+    path = os.path.join(d, name)
+    try: os.unlink(path)
+    except FileNotFoundError: pass
+    make(path)
+def folder(path):
+    os.mkdir(path); open(os.path.join(path, "x"), "w").close()
+if mode == "links":
+    swap("api.sock", lambda p: os.symlink(victim, p))  # another run's socket, on the host
+    swap(".api.sock.new", lambda p: os.symlink(host_file, p))
+    swap("proxy.sock", os.mkfifo)
+    swap(".proxy.sock.new", lambda p: os.symlink(host_dir, p))
+    swap("control.sock", lambda p: os.symlink(control, p))  # the broker's, by name
+elif mode == "folder":
+    swap("api.sock", folder)
+key = os.environ["ANTHROPIC_API_KEY"]  # its run's token: which run this box is, by hash
+open(os.path.join(ws, "planted"), "w").write(hashlib.sha256(key.encode()).hexdigest())
+deadline = time.time() + 300
+while not os.path.exists(os.path.join(ws, "restarted")) and time.time() < deadline:
+    time.sleep(0.2)
+status = None
+if stat.S_ISSOCK(os.lstat(os.path.join(d, "api.sock")).st_mode):
+    body = json.dumps({"model": "claude-opus-5-5", "max_tokens": 100,
+                       "messages": [{"role": "user", "content": "hi"}]})
+    c = http.client.HTTPConnection("127.0.0.1", 8080, timeout=60)
+    c.request("POST", "/v1/messages?beta=true", body=body,
+              headers={"x-api-key": key, "content-type": "application/json"})
+    status = c.getresponse().status
+    c.close()
+if mode == "links":
+    swap("api.sock", folder)
+print(json.dumps({"status": status}))
+"""
+
+
+def listening(path: Path) -> bool:
+    """Whether something accepts connections on the unix socket `path` (links not followed:
+    a link is no socket of the broker's)."""
+    if not path.is_socket() or path.is_symlink():
+        return False
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+        try:
+            probe.connect(str(path))
+        except OSError:
+            return False
+    return True
+
+
+def test_what_a_box_plants_in_its_socket_folder_never_leads_a_restarted_broker_out_of_it(
+    broker: RunningBroker,
+    real_api: FakeAPI,
+    host_user: tuple[str, int, int],
+    workspaces: Callable[[int], Path],
+    tmp_path: Path,
+) -> None:
+    """Three boxes through one broker: a victim, one that replaces its sockets with links to
+    the victim's socket and to host paths (and a FIFO, and a link named like the control
+    socket), and one that makes its api.sock a folder. The broker is SIGKILLed and started
+    again: it follows no link, removes and changes nothing outside the folders, serves each
+    run on its own socket, and revokes the folder-filled run alone, leaving nothing of it
+    listening. A socket swapped for a folder before its run ends is closed cleanly too."""
+    real_api.script = Always(text("hi", usage=Usage(1000, 100)))
+    targets = Path(tempfile.mkdtemp(prefix="fbx-aim-", dir="/tmp"))
+    (targets / "file").write_text("keep\n")
+    (targets / "dir").mkdir()
+    (targets / "dir" / "inside").write_text("keep\n")
+    for path in (targets, targets / "file", targets / "dir", targets / "dir" / "inside"):
+        os.chown(path, host_user[1], host_user[2])  # the broker's user could change them
+    (targets / "file").chmod(0o644)
+    before = {p: (p.lstat().st_mode, p.lstat().st_ino) for p in targets.rglob("*")}
+    log = tmp_path / "restarted.log"
+    folders = {mode: workspaces(n) for n, mode in enumerate(("victim", "links", "folder"))}
+    for ws in folders.values():
+        ws.chmod(0o777)  # the test's markers, written as root, and the box's
+
+    def box(mode: str, victim: Path) -> subprocess.CompletedProcess[str]:
+        argv = [mode, str(folders[mode]), str(victim), str(targets / "file")]
+        argv += [str(targets / "dir"), str(broker.folder / "control.sock")]
+        command = [FLOWERBOX, "shell", "--", "python3", "-c", PLANTER, *argv]
+        return as_user(host_user, command, cwd=folders[mode], env=broker.env)
+
+    def socket_dir_of(ws: Path) -> Path:
+        """The socket folder of the run whose box works in `ws` (its token's hash)."""
+        token_sha256 = (ws / "planted").read_text()
+        [(folder,)] = broker.query(
+            f"SELECT socket_dir FROM runs WHERE token_sha256 = '{token_sha256}'"  # noqa: S608
+        )
+        return Path(folder)
+
+    def planted(ws: Path) -> bool:
+        marker = ws / "planted"
+        return marker.exists() and len(marker.read_text()) == 64
+
+    with ThreadPoolExecutor(3) as pool:
+        victim = pool.submit(box, "victim", Path("/nonexistent"))
+        boxes = {}
+        try:
+            wait_for(lambda: planted(folders["victim"]), 120)
+            victim_sock = socket_dir_of(folders["victim"]) / "api.sock"
+            boxes = {mode: pool.submit(box, mode, victim_sock) for mode in ("links", "folder")}
+            wait_for(lambda: all(planted(folders[mode]) for mode in boxes), 120)
+            sockets = {mode: socket_dir_of(ws) for mode, ws in folders.items()}
+            assert (sockets["links"] / "api.sock").is_symlink()  # planted, through the mount
+            for pid in [*descendants(broker.process.pid), broker.process.pid]:
+                os.kill(pid, signal.SIGKILL)
+            broker.process.wait(timeout=30)  # runuser's; the broker itself may still be dying:
+            wait_for(lambda: not client.running(broker.folder), 30)  # until its socket is too
+            with log.open("wb") as out:
+                restart = user_argv(host_user, [FLOWERBOX, "broker"], broker.env)
+                broker.process = subprocess.Popen(restart, stdout=out, stderr=out)
+            wait_for(lambda: client.running(broker.folder), 60)
+
+            served = client.call(broker.folder, {"op": "status"})["runs"]
+            assert len(served) == 2, served  # the folder-filled run alone is revoked
+            for mode in ("victim", "links"):
+                api = sockets[mode] / "api.sock"
+                assert listening(api) and not api.is_symlink(), mode
+            # nothing left of that run: its proxy socket, bound before api.sock failed, too
+            assert not os.path.lexists(sockets["folder"] / "proxy.sock")
+            assert not listening(sockets["folder"] / "api.sock")
+            assert (sockets["links"] / "control.sock").is_symlink()  # not the broker's: left
+            after = {p: (p.lstat().st_mode, p.lstat().st_ino) for p in targets.rglob("*")}
+            assert after == before and (targets / "file").read_text() == "keep\n"
+        finally:  # the boxes wait for this word, whatever happened
+            for ws in folders.values():
+                (ws / "restarted").touch()
+        done = {"victim": victim.result(), **{mode: f.result() for mode, f in boxes.items()}}
+    outputs = {}
+    for mode, result in done.items():
+        assert result.returncode == 0, (mode, result.stderr[-3000:])
+        outputs[mode] = json.loads(result.stdout.strip().splitlines()[-1])
+    assert outputs == {
+        "victim": {"status": 200},
+        "links": {"status": 200},
+        "folder": {"status": None},
+    }
+    for mode in ("victim", "links"):  # each run's call on its own socket, as its own run
+        run_id = next(
+            r
+            for r, d in broker.query("SELECT run_id, socket_dir FROM runs")
+            if Path(d) == sockets[mode]
+        )
+        statuses = broker.query(f"SELECT status FROM requests WHERE run_id = '{run_id}'")  # noqa: S608
+        assert statuses == [(200,)], mode
+    wait_for(lambda: client.call(broker.folder, {"op": "status"})["runs"] == {}, 60)
+    assert "Traceback" not in log.read_text()  # the links run's end closed a folder cleanly
+    assert targets.exists() and (targets / "dir" / "inside").read_text() == "keep\n"
+    subprocess.run(["rm", "-rf", str(targets)], check=False)

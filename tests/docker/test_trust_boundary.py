@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import pwd
 import secrets
 import socket
 import subprocess
@@ -98,14 +99,72 @@ def users_git(user: User, ws: Path, where: Path | None = None) -> list[int]:
     return [as_user(user, command, cwd=cwd).returncode for command in commands]
 
 
-def outside_digest(user: User) -> dict[str, str]:
-    """Every file in the user's home outside flowerbox's state (what a box must never touch)."""
-    home = Path(f"/home/{user[0]}")
-    found = {}
-    for path in sorted(home.rglob("*")):
-        if path.is_file() and not path.is_symlink() and ".local/state" not in str(path):
-            found[str(path)] = hashlib.sha256(path.read_bytes()).hexdigest()
-    return found
+# Where an escaped box would aim in the user's home, beside what each test plants.
+AIMED_AT = (
+    *(".ssh", ".config", ".docker", ".gnupg", ".aws", ".kube", ".claude"),
+    *(".bashrc", ".bash_profile", ".bash_login", ".bash_logout", ".profile"),
+    *(".zshrc", ".zshenv", ".zprofile"),
+)
+
+
+class Outside:
+    """What a box must never touch on the host, hashed before and after an attack.
+
+    The dedicated e2e user (the runner is root, as in CI) owns a home nothing else writes:
+    all of it is hashed, flowerbox's state aside. A developer running the tests as themselves
+    has a home other programs write to meanwhile, so only what a box could aim at is hashed
+    there: the test's planted `targets`, AIMED_AT, and the host-only folders of the runs that
+    existed before (their records, which a forged one would replace)."""
+
+    def __init__(self, user: User, *targets: Path, whole_home: bool | None = None) -> None:
+        home = Path(pwd.getpwnam(user[0]).pw_dir)
+        if os.geteuid() == 0 if whole_home is None else whole_home:
+            self.roots = [home]
+            return
+        runs = state_of(user) / "runs"
+        earlier = sorted(runs.iterdir()) if runs.is_dir() else []
+        self.roots = [*targets, *(home / name for name in AIMED_AT), *earlier]
+
+    def digest(self) -> dict[str, str]:
+        """path -> SHA-256 of every regular file under the roots (links not followed)."""
+        found = {}
+        for root in self.roots:
+            for path in sorted([root, *root.rglob("*")] if root.is_dir() else [root]):
+                keep = ".local/state" not in str(path.relative_to(root.parent))
+                if keep and path.is_file() and not path.is_symlink():
+                    found[str(path)] = hashlib.sha256(path.read_bytes()).hexdigest()
+        return found
+
+
+@pytest.mark.parametrize("whole_home", [True, False], ids=["e2e-user", "developer"])
+def test_the_outside_check_fails_on_a_write_where_a_box_would_aim(
+    host_user: User, whole_home: bool
+) -> None:
+    """The check the attacks end with is no check that cannot fail: a write into ~/.ssh or a
+    planted target between the two digests changes it, in either form; a developer's form
+    ignores the rest of their home."""
+    home = Path(pwd.getpwnam(host_user[0]).pw_dir)
+    tag = secrets.token_hex(4)
+    planted, elsewhere = home / f"fbx-target-{tag}", home / f"fbx-elsewhere-{tag}"
+    escape = home / ".ssh" / f"fbx-escape-{tag}"
+    made_ssh = not escape.parent.exists()
+    outside = Outside(host_user, planted, whole_home=whole_home)
+    before = outside.digest()
+    try:
+        elsewhere.write_text("another program's file\n")
+        assert (outside.digest() == before) != whole_home
+        elsewhere.unlink()
+        for written in (planted, escape):
+            escape.parent.mkdir(exist_ok=True)
+            written.write_text("escaped\n")
+            assert outside.digest() != before, written
+            written.unlink()
+            assert outside.digest() == before
+    finally:
+        for path in (planted, elsewhere, escape):
+            path.unlink(missing_ok=True)
+        if made_ssh:
+            escape.parent.rmdir()
 
 
 def tool_output(api: FakeAPI) -> str:
@@ -160,7 +219,8 @@ def test_no_git_metadata_the_box_writes_takes_effect_on_the_host(
     flowerbox_image: str,
     mark: Path,
 ) -> None:
-    before = outside_digest(host_user)
+    outside = Outside(host_user, mark)
+    before = outside.digest()
     plant(real_api, user_workspace, attack.format(mark=mark, identity=IDENTITY))
     done = flowerbox(host_user, user_workspace, "once", "work", env=box_env(real_api, host_user))
     assert done.returncode == 0, done.stderr[-3000:]
@@ -174,7 +234,7 @@ def test_no_git_metadata_the_box_writes_takes_effect_on_the_host(
     assert not (git_dir / "commondir").exists() and not (git_dir / "info" / "attributes").exists()
     assert not (git_dir / "objects" / "info" / "alternates").exists()
     assert "fsmonitor" not in (git_dir / "config").read_text()
-    assert outside_digest(host_user) == before
+    assert outside.digest() == before
 
 
 DELIVERY_ATTACK = """
@@ -214,7 +274,8 @@ def test_a_delivery_the_box_forges_moves_no_branch_of_the_users_and_runs_nothing
     git = ["git", "-C", str(user_workspace)]
     mine = "flower/20261201-000000-aaaaaa"
     as_user(host_user, [*git, "branch", mine], cwd=user_workspace)
-    before = outside_digest(host_user)
+    outside = Outside(host_user, mark)  # and ~/.ssh, which the attack links to
+    before = outside.digest()
     script = DELIVERY_ATTACK.format(mark=mark, identity=IDENTITY, user=host_user[0])
     plant(real_api, user_workspace, script)
     done = flowerbox(host_user, user_workspace, "once", "work", env=box_env(real_api, host_user))
@@ -234,7 +295,7 @@ def test_a_delivery_the_box_forges_moves_no_branch_of_the_users_and_runs_nothing
         where = user_workspace / "runs" / "worktrees" / nested
         assert users_git(host_user, user_workspace, where)[0] == 0
     assert not mark.exists(), "the agent's code ran on the host"
-    assert outside_digest(host_user) == before
+    assert outside.digest() == before
 
 
 def test_a_protected_folder_cannot_be_swapped_by_renaming_its_parent(
@@ -444,7 +505,8 @@ def test_links_fifos_and_junk_in_runs_never_redirect_or_hang_the_host(
     home = Path(f"/home/{host_user[0]}")
     (home / "precious.txt").write_text("keep\n")
     (home / "outside").mkdir(exist_ok=True)
-    before = outside_digest(host_user)
+    outside = Outside(host_user, home / "precious.txt", home / "outside")
+    before = outside.digest()
     attack = (
         f"mkdir -p runs/flowerbox/x && ln -sf {home}/precious.txt runs/flowerbox/x/meta.json.lock;"
         " ln -sf runs/flowerbox runs/flowerbox-link; mkfifo runs/gateway-usage.json; "
@@ -475,7 +537,7 @@ def test_links_fifos_and_junk_in_runs_never_redirect_or_hang_the_host(
     assert metas(host_user, user_workspace)[run_id]["status"] not in ("starting", "running")
     assert (home / "precious.txt").read_text() == "keep\n"
     assert list((home / "outside").iterdir()) == []
-    assert outside_digest(host_user) == before
+    assert outside.digest() == before
 
 
 def test_the_audit_trail_is_the_hosts_the_box_cannot_forge_it(

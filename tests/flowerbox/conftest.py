@@ -13,7 +13,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -106,6 +106,14 @@ def upstream() -> Iterator[FakeAPI]:
 def _clean_env() -> dict[str, str]:
     prefixes = ("ANTHROPIC_", "CLAUDE_", "FLOWER_")
     return {k: v for k, v in os.environ.items() if not k.startswith(prefixes)}
+
+
+def kill_left_running(processes: Iterable[subprocess.Popen[bytes] | None]) -> None:
+    """Kill what a test started and left running (a failed assertion skips its stop)."""
+    for process in processes:
+        if process is not None and process.poll() is None:
+            process.kill()
+            process.wait(timeout=10)
 
 
 def wait_for(predicate: Callable[[], bool], timeout: float = 10.0) -> None:

@@ -28,7 +28,7 @@ from flowerbox.broker.ledger import CUT_NOTE, Ledger
 from flowerbox.broker.server import CONTROL_SOCKET, LEDGER, Registration
 from flowerbox.errors import BrokerError
 from flowerbox.wire import API_SOCKET, PLACEHOLDER_KEY, PROXY_SOCKET
-from tests.flowerbox.conftest import REAL_KEY, UnixHTTPConnection, wait_for
+from tests.flowerbox.conftest import REAL_KEY, UnixHTTPConnection, kill_left_running, wait_for
 
 MESSAGES = "/v1/messages?beta=true"
 # 1000 input and 100 output tokens of claude-opus-5-5: $0.006 a request; the worst case
@@ -174,10 +174,7 @@ def start_broker(sockdir: Path, upstream: FakeAPI) -> Iterator[Callable[..., Bro
     try:
         yield start
     finally:
-        for broker in started:
-            if broker.process is not None and broker.process.poll() is None:
-                broker.process.kill()
-                broker.process.wait(timeout=10)
+        kill_left_running(broker.process for broker in started)
 
 
 def test_each_run_has_its_own_token_and_the_real_key_stays_in_the_broker(
@@ -326,6 +323,29 @@ def test_a_restarted_broker_revokes_the_runs_whose_box_is_gone(
     broker.start()
     assert client.call(broker.folder, {"op": "status"})["runs"].keys() == {kept.run_id}
     assert kept.request()[0] == 200
+
+
+def test_a_broker_without_the_engine_never_asks_it_and_keeps_runs_by_their_folder(
+    start_broker: Callable[..., BrokerProcess],
+) -> None:
+    """`--no-engine` (compose's broker, in a container with no docker socket): a restart
+    keeps a run while its socket folder exists, and nothing connects to the engine."""
+    broker = start_broker("--no-engine")
+    engine = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    engine.bind(str(broker.root / "no-engine.sock"))  # DOCKER_HOST: listening, and watched
+    engine.listen(8)
+    engine.setblocking(False)
+    try:
+        gone, kept = broker.register(), broker.register()
+        broker.stop()
+        gone.socket_dir.rmdir()
+        broker.start()
+        assert client.call(broker.folder, {"op": "status"})["runs"].keys() == {kept.run_id}
+        assert kept.request()[0] == 200
+        with pytest.raises(BlockingIOError):
+            engine.accept()  # nobody asked the engine
+    finally:
+        engine.close()
 
 
 def test_a_box_that_fills_its_socket_folder_cannot_stop_a_restart(

@@ -18,8 +18,8 @@ def services() -> dict[str, Any]:
     return dict(data["services"])
 
 
-@pytest.mark.parametrize("name", ["gateway", "flower"])
-def test_both_services_are_hardened(name: str) -> None:
+@pytest.mark.parametrize("name", ["gateway", "flower", "broker"])
+def test_every_service_is_hardened(name: str) -> None:
     service = services()[name]
     assert service["read_only"] is True and service["init"] is True
     assert service["cap_drop"] == ["ALL"] and service["security_opt"] == ["no-new-privileges"]
@@ -33,6 +33,7 @@ def test_both_services_are_hardened(name: str) -> None:
 def test_only_the_gateway_sees_the_credentials_and_the_agent_has_no_network() -> None:
     gateway, flower = services()["gateway"], services()["flower"]
     assert gateway["secrets"] == ["flowerbox_credentials"] and "secrets" not in flower
+    assert services()["broker"]["secrets"] == ["flowerbox_credentials"]
     assert flower["network_mode"] == "none"
     assert flower["environment"]["ANTHROPIC_API_KEY"] == "sk-flowerbox-placeholder"
     assert any(v.endswith(".git/hooks:ro") for v in flower["volumes"])
@@ -59,3 +60,18 @@ def test_docker_compose_accepts_the_file(tmp_path: Path) -> None:
     # The credentials default to what `flower setup` writes, outside the mounted workspace.
     secret = yaml.safe_load(done.stdout)["secrets"]["flowerbox_credentials"]["file"]
     assert secret == str(home / ".config" / "flower" / ".env")
+
+
+def test_the_broker_is_opt_in_engine_free_and_where_flowerbox_looks_for_it() -> None:
+    """A profile (`run flower` never starts it), no engine (a broker in a container must not
+    control it), its credentials a file, and its two host folders at the same paths inside:
+    flowerbox on the host finds its control socket, and it binds in the runs' socket folders."""
+    broker = services()["broker"]
+    assert broker["profiles"] == ["broker"]
+    assert broker["command"] == ["flowerbox", "broker", "--no-engine"]
+    assert broker["environment"]["FLOWER_ENV"] == "/run/secrets/flowerbox_credentials"
+    assert not {"ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN"} & set(broker["environment"])
+    assert "network_mode" not in broker  # it reaches the API; compose.override for loopback
+    state = broker["environment"]["XDG_STATE_HOME"] + "/flowerbox"
+    assert f"{state}:{state}" in broker["volumes"]
+    assert "/tmp/flowerbox-${UID:-1000}:/tmp/flowerbox-${UID:-1000}" in broker["volumes"]

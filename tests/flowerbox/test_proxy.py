@@ -8,6 +8,7 @@ from __future__ import annotations
 import http.client
 import ipaddress
 import json
+import os
 import socket
 import socketserver
 import stat
@@ -531,3 +532,25 @@ def test_a_private_socket_gets_its_name_only_once_it_listens(sockdir: Path) -> N
     finally:
         server.server_close()
     assert not path.exists() and list(sockdir.iterdir()) == []
+
+
+@pytest.mark.parametrize("planted", ["folder", "link", "fifo"])
+def test_closing_leaves_what_a_box_put_in_the_sockets_place(
+    sockdir: Path, tmp_path: Path, planted: str
+) -> None:
+    """The socket's folder may be a box's: whatever replaced the socket there is left as it
+    is (a folder made unlink fail and a broker's revoke with it), and a link is never
+    followed to what it names."""
+    path = sockdir / "s.sock"
+    target = tmp_path / "target"
+    target.write_text("keep\n")
+    server = PrivateUnixServer(path, socketserver.BaseRequestHandler)
+    path.unlink()
+    if planted == "folder":
+        path.mkdir()
+    elif planted == "link":
+        path.symlink_to(target)
+    else:
+        os.mkfifo(path)
+    server.server_close()
+    assert os.path.lexists(path) and target.read_text() == "keep\n"

@@ -318,13 +318,13 @@ def test_a_second_flower_run_in_a_busy_workspace_is_refused_before_any_container
     live = started(ws, "20260101-000000-999999")
     monkeypatch.setenv("ANTHROPIC_API_KEY", SECRET)
     monkeypatch.setenv("DOCKER_HOST", "unix:///tmp/nonexistent.sock")  # never reached
-    before = set(Path("/tmp").glob("fbx-*"))
+    before = set(state.socket_root().glob("fbx-*"))
     for command in (["go", "hi", "--detach"], ["once", "hi"]):
         result = runner.invoke(app, [*command, "-w", str(ws)])
         assert result.exit_code == 2, result.output
         assert f"run {live.run_id} is still running in {ws}" in result.stderr
         assert f"flowerbox stop {live.run_id}" in result.stderr
-    assert not set(Path("/tmp").glob("fbx-*")) - before  # the private folders went too
+    assert not set(state.socket_root().glob("fbx-*")) - before  # the private folders went too
     assert [r.run_id for r in records.runs_of(ws)] == [live.run_id]  # nothing recorded
 
 

@@ -6,7 +6,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import yaml
 
 from flowerbox.box.spec import BoxSpec
 from flowerbox.kube.pod import Manifest
@@ -18,7 +17,7 @@ from flowerbox.kube.render import (
     run_manifests,
 )
 from flowerbox.kube.target import KubeTarget, kube_spec
-from tests.kube.fakeapi import FakeKube, fake_kube
+from tests.kube.fakeapi import FakeKube, fake_kube, write_kubeconfig
 
 RUN_ID = "20261202-023500-abc123"
 IMAGE = "registry.example/flowerbox:0.2.0"
@@ -51,14 +50,5 @@ def manifests(spec: BoxSpec, target: KubeTarget) -> list[Manifest]:
 def kubeconfig(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeKube]:
     """A fake API server, and KUBECONFIG naming it as the current context."""
     with fake_kube() as fake:
-        config = {
-            "apiVersion": "v1",
-            "kind": "Config",
-            "clusters": [{"name": "fake", "cluster": {"server": fake.url}}],
-            "users": [{"name": "me", "user": {"token": "not-a-real-token"}}],
-            "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "me"}}],
-            "current-context": "fake",
-        }
-        (tmp_path / "kubeconfig").write_text(yaml.safe_dump(config))
-        monkeypatch.setenv("KUBECONFIG", str(tmp_path / "kubeconfig"))
+        monkeypatch.setenv("KUBECONFIG", str(write_kubeconfig(tmp_path / "kubeconfig", fake)))
         yield fake

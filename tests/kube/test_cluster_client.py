@@ -4,6 +4,7 @@ server on loopback receives exactly what `flowerbox kube render` prints, and `ps
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -288,3 +289,25 @@ def test_resume_names_a_new_job_past_the_ones_there_whatever_their_ttl_removed(
     assert cluster.resume(spec.run_id, target) == [f"Job/flowerbox-{spec.run_id}-2"]
     del kube.objects[("jobs", f"flowerbox-{spec.run_id}-1")]  # its TTL: gone first
     assert cluster.resume(spec.run_id, target) == [f"Job/flowerbox-{spec.run_id}-3"]
+
+
+def test_the_token_secret_tells_the_broker_the_runs_budget_and_allowlist(
+    cluster: Cluster, kube: FakeKube, spec: BoxSpec, target: KubeTarget
+) -> None:
+    """The broker learns a run from its token Secret alone (flowerbox.broker.tokens): the
+    run id from its label, the budget and egress allowlist from its annotations."""
+    budgeted = dataclasses.replace(spec, budget_usd=2.5, allow=("pypi.org", "github.com"))
+    cluster.start(budgeted, run_manifests(budgeted, target))
+    token = kube.created()[0]
+    assert token["metadata"]["labels"] == {
+        "flowerbox.dev/run-id": spec.run_id,
+        "flowerbox.dev/role": "token",
+        "app.kubernetes.io/part-of": "flowerbox",
+    }
+    assert token["metadata"]["annotations"] == {
+        "flowerbox.dev/budget-usd": "2.5",
+        "flowerbox.dev/allow": '["pypi.org", "github.com"]',
+    }
+    other = dataclasses.replace(spec, run_id="20261202-023500-def456")
+    cluster.start(other, run_manifests(other, target))
+    assert kube.created()[4]["metadata"]["annotations"] == {"flowerbox.dev/allow": "[]"}

@@ -76,12 +76,17 @@ def test_no_network_but_the_way_to_the_model(spec: BoxSpec, target: KubeTarget) 
     assert docker["network_mode"] == "none"
     assert pod["automountServiceAccountToken"] is False
     assert pod["enableServiceLinks"] is False
-    env = {e["name"]: e.get("value") for e in pod["containers"][0]["env"]}
+    listed = pod["containers"][0]["env"]
+    env = {e["name"]: e.get("value") for e in listed}
     docker_env = docker["environment"]
     assert env["ANTHROPIC_BASE_URL"] == f"http://{target.broker}:8080"
-    assert env["HTTPS_PROXY"] == f"http://{target.broker}:3128"
+    # The run's token as the proxy's credential (the CLI sends it as Proxy-Authorization),
+    # expanded by the kubelet from the variable listed before it; the API is not proxied.
+    assert env["HTTPS_PROXY"] == f"http://run:$(ANTHROPIC_API_KEY)@{target.broker}:3128"
+    assert listed[0]["name"] == "ANTHROPIC_API_KEY"
+    assert env["NO_PROXY"] == env["no_proxy"] == f"127.0.0.1,localhost,{target.broker}"
     same = set(docker_env) - {"ANTHROPIC_BASE_URL", "ANTHROPIC_API_KEY", "FLOWER_HEALTH_URL"}
-    same -= {"HTTPS_PROXY", "HTTP_PROXY", "https_proxy", "http_proxy"}
+    same -= {"HTTPS_PROXY", "HTTP_PROXY", "https_proxy", "http_proxy", "NO_PROXY", "no_proxy"}
     assert {name: env[name] for name in same} == {name: docker_env[name] for name in same}
     assert docker_env["ANTHROPIC_API_KEY"] != env["ANTHROPIC_API_KEY"] is None  # from a Secret
 

@@ -31,7 +31,16 @@ def test_every_manifest_validates_against_the_official_schema(
     for manifest in manifests:
         kubernetes_validate.validate(manifest, version, strict=True)
         kinds.add(manifest["kind"])
-    assert kinds == {"PersistentVolumeClaim", "NetworkPolicy", "Job", "Deployment", "Service"}
+    assert kinds == {
+        "PersistentVolumeClaim",
+        "NetworkPolicy",
+        "Job",
+        "Deployment",
+        "Service",
+        "ServiceAccount",
+        "Role",
+        "RoleBinding",
+    }
 
 
 def test_the_validator_refuses_a_wrong_field(manifests: list[Manifest]) -> None:
@@ -186,3 +195,34 @@ def test_the_fetch_line_clones_once_and_makes_home(
     subprocess.run(line, check=True, capture_output=True)
     assert (workspace / "agent-wrote-this").read_text() == "kept"
     assert fetch["command"][3:] == [str(spec.workspace), target.ref, target.repo, str(spec.home)]
+
+
+def test_the_broker_alone_may_read_the_run_tokens(manifests: list[Manifest]) -> None:
+    """The broker learns each run's token from its Secret: its own service account, a Role
+    that reads Secrets in its namespace and nothing else, and the one Pod with an API token."""
+    by_kind = {(m["kind"], m["metadata"]["name"]) for m in manifests}
+    assert {("ServiceAccount", "flowerbox-broker"), ("Role", "flowerbox-broker")} <= by_kind
+    (role,) = [m for m in manifests if m["kind"] == "Role"]
+    assert role["rules"] == [
+        {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get", "list", "watch"]}
+    ]
+    (binding,) = [m for m in manifests if m["kind"] == "RoleBinding"]
+    assert binding["roleRef"] == {
+        "apiGroup": "rbac.authorization.k8s.io",
+        "kind": "Role",
+        "name": "flowerbox-broker",
+    }
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": "flowerbox-broker", "namespace": "flowerbox"}
+    ]
+    pods = {
+        m["metadata"]["name"]: m["spec"]["template"]["spec"]
+        for m in manifests
+        if m["kind"] in ("Deployment", "Job")
+    }
+    tokened = {name for name, pod in pods.items() if pod["automountServiceAccountToken"]}
+    assert tokened == {"flowerbox-broker"}
+    assert pods["flowerbox-broker"]["serviceAccountName"] == "flowerbox-broker"
+    command = [*pods["flowerbox-broker"]["containers"][0]["command"]]
+    command += pods["flowerbox-broker"]["containers"][0]["args"]
+    assert command[command.index("--namespace") + 1] == "flowerbox"

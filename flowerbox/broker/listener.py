@@ -1,0 +1,288 @@
+"""The broker on a cluster: the API and the egress proxy on TCP, each request's run told by
+the token it carries alone.
+
+    broker = ClusterBroker(folder, api=("0.0.0.0", 8080), proxy=("0.0.0.0", 3128),
+                           credentials=creds, prices=PriceTable(), team_budget=50.0)
+    broker.learn(RunToken(run_id, token_sha256, budget_usd, allow))   # from its Secret
+    broker.serve_forever()
+
+Every agent Pod reaches the same two ports (the NetworkPolicy lets them reach nothing else),
+so the socket says nothing about whose a request is: the token does. An API request carries
+it as `x-api-key` (or `Authorization: Bearer`); the ledger maps its SHA-256 to the run. A
+proxy request carries it as the password of `Proxy-Authorization: Basic` (the CLI sends the
+proxy URL's userinfo so: `HTTPS_PROXY=http://run:TOKEN@broker:3128`, flowerbox.kube.pod).
+No token, one the broker does not serve (unknown, or its run's Secret deleted), or two
+credentials that disagree (a request smuggling a second token) is refused: 401 for the API,
+407 for the proxy, recorded (the ledger's row, against the run a revoked token was made for,
+else against `UNATTRIBUTED`; the proxy's egress log), and nothing is forwarded.
+
+The runs come from the cluster (flowerbox.broker.tokens: the run tokens' Secrets), never
+over the network: there is no control socket here.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import threading
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+from flowerbox.broker.ledger import RunEntry, token_hash
+from flowerbox.broker.server import Charge, Registry, ServedRun, checked
+from flowerbox.broker.tcp import OnTcp
+from flowerbox.errors import BrokerError, FlowerboxError
+from flowerbox.sidecar.egress import Policy
+from flowerbox.sidecar.gateway import Credentials, Gateway, Refusal, Tenant
+from flowerbox.sidecar.http import Incoming
+from flowerbox.sidecar.meter import Meter
+from flowerbox.sidecar.pricing import PriceTable
+from flowerbox.sidecar.proxy import EgressProxy, JsonLines, Rules
+from flowerbox.wire import EGRESS_LOG
+
+__all__ = ["UNATTRIBUTED", "ClusterBroker", "RunToken", "presented_token", "proxy_token"]
+
+UNATTRIBUTED = "-"  # the ledger's run id for a refusal whose token names no run
+RUNS = "runs"  # each run's usage and records, in the broker's folder
+NO_EGRESS = Policy.parse([], [])
+
+
+@dataclass(frozen=True)
+class Unserved:
+    """Why a token is served for no run, and whom its refusal is recorded against."""
+
+    run_id: str  # the run a revoked token was made for; UNATTRIBUTED for any other
+    why: str
+    note: str
+
+
+@dataclass(frozen=True)
+class RunToken:
+    """A run as the cluster tells it: its id, its token's SHA-256, budget and allowlist."""
+
+    run_id: str
+    token_sha256: str
+    budget_usd: float | None
+    allow: tuple[str, ...]
+
+
+def presented_token(incoming: Incoming) -> str | None:
+    """The one token an API request carries (x-api-key, or a bearer token); None if none.
+
+    Raises:
+        ValueError: a credential header sent twice, or two that disagree: which one the
+            broker and an upstream would read is not certain, so neither is.
+    """
+    names = [name for name, _ in incoming.headers if name in ("x-api-key", "authorization")]
+    if len(names) != len(set(names)):
+        raise ValueError("a credential header sent twice")
+    keys = {incoming.header(name) or "" for name in names}
+    keys = {key.removeprefix("Bearer ").strip() for key in keys} - {""}
+    if len(keys) > 1:
+        raise ValueError("x-api-key and Authorization disagree")
+    return next(iter(keys), None)
+
+
+def proxy_token(incoming: Incoming) -> str | None:
+    """The token a proxy request carries: the password of its one `Proxy-Authorization:
+    Basic` (the user name is not looked at). None if none.
+
+    Raises:
+        ValueError: the header sent twice, or not Basic user:password.
+    """
+    sent = [value for name, value in incoming.headers if name == "proxy-authorization"]
+    if not sent:
+        return None
+    if len(sent) > 1:
+        raise ValueError("Proxy-Authorization sent twice")
+    scheme, _, encoded = sent[0].strip().partition(" ")
+    try:
+        pair = base64.b64decode(encoded.strip(), validate=True).decode()
+    except (binascii.Error, UnicodeDecodeError) as exc:
+        raise ValueError("Proxy-Authorization is not Basic base64(user:token)") from exc
+    if scheme.lower() != "basic" or ":" not in pair:
+        raise ValueError("Proxy-Authorization is not Basic base64(user:token)")
+    return pair.partition(":")[2] or None
+
+
+class ClusterBroker(Registry):
+    """The runs the cluster told of, served on two TCP listeners."""
+
+    def __init__(
+        self,
+        folder: Path,
+        *,
+        api: tuple[str, int],
+        proxy: tuple[str, int],
+        credentials: Credentials,
+        prices: PriceTable,
+        team_budget: float | None = None,
+    ) -> None:
+        """Open the ledger in `folder`, serve the runs it holds as served (the first list of
+        the Secrets revokes the ones gone meanwhile: `sync`) and bind both listeners.
+
+        Raises:
+            BrokerError: the ledger cannot be opened, or an address cannot be bound.
+        """
+        self.tokens: dict[str, ServedRun] = {}
+        super().__init__(folder, credentials=credentials, prices=prices, team_budget=team_budget)
+        for entry in self.ledger.active():
+            self._serve(entry)
+        self.egress_log = JsonLines(folder / EGRESS_LOG)  # refusals that name no run
+        try:
+            self.gateway = TokenGateway(self, api)
+            self.proxy = TokenProxy(self, proxy)
+        except OSError as exc:
+            raise BrokerError(f"cannot listen on {api} and {proxy}: {exc}") from exc
+
+    def learn(self, told: RunToken) -> None:
+        """Serve a run the cluster told of; one served already is left as it is.
+
+        Raises:
+            BrokerError: what no run may be registered with, a run id the ledger knows
+                with another token (a deleted run's Secret made again is no new run), or a
+                token another run has (one token, one run: whose would it spend?).
+        """
+        checked(told.run_id, told.budget_usd, told.allow)
+        folder = self.folder / RUNS / told.run_id
+        # No socket here: the run's folder stands in for it in the ledger's row.
+        entry = RunEntry(
+            told.run_id, told.token_sha256, told.budget_usd, told.allow, folder, folder
+        )
+        with self._lock:
+            served = self.runs.get(told.run_id)
+            if served is not None and served.entry.token_sha256 == told.token_sha256:
+                return
+            if self.ledger.known(told.run_id):
+                raise BrokerError(f"run {told.run_id} is known with another token: not served")
+            if self.ledger.run_of(told.token_sha256) is not None:
+                raise BrokerError("its token is another run's: not served")
+            self.ledger.register(entry)
+        self._serve(entry)
+        self.line(f"run {told.run_id}: serving its token")
+
+    def sync(self, told: list[RunToken]) -> None:
+        """The cluster's whole list: the runs not on it revoked, the new ones served (one that
+        cannot be is said on stderr and left out: never a reason to serve no other)."""
+        listed = {run.run_id for run in told}
+        with self._lock:
+            gone = [run_id for run_id in self.runs if run_id not in listed]
+        for run_id in gone:
+            self.revoke(run_id)
+            self.line(f"run {run_id}: no Secret any more; its token is revoked")
+        for run in told:
+            try:
+                self.learn(run)
+            except FlowerboxError as exc:
+                self.line(f"run {run.run_id}: {exc}")
+
+    def revoke(self, run_id: str) -> bool:
+        with self._lock:
+            served = self.runs.get(run_id)
+            if served is not None:
+                self.tokens.pop(served.entry.token_sha256, None)
+        return super().revoke(run_id)
+
+    def serving(self, token: str) -> ServedRun | Unserved:
+        """The run `token` is served for, or why there is none (for its refusal)."""
+        found = token_hash(token)
+        with self._lock:
+            run = self.tokens.get(found)
+        if run is not None and not run.revoked.is_set():
+            return run
+        ended = self.ledger.run_of(found)
+        if ended is None:
+            why = "not a token of a run this broker serves"
+            return Unserved(UNATTRIBUTED, why, "refused: unknown token")
+        why = f"run {ended} has ended; its token is revoked"
+        return Unserved(ended, why, "refused: token revoked")
+
+    def line(self, text: str) -> None:
+        self.gateway.line(f"broker: {text}")
+
+    def serve_forever(self) -> None:
+        threading.Thread(target=self.proxy.serve_forever, args=(0.2,), daemon=True).start()
+        self.gateway.serve_forever(poll_interval=0.2)
+
+    def shutdown(self) -> None:
+        """Stop serving (from another thread): nothing is revoked, the ledger stays."""
+        self.proxy.shutdown()
+        self.gateway.shutdown()
+
+    def close(self) -> None:
+        self.gateway.server_close()
+        self.proxy.server_close()
+        self.egress_log.close()
+        super().close()
+
+    def _serve(self, entry: RunEntry) -> None:
+        run = self._served(entry)
+        with self._lock:
+            self.runs[entry.run_id] = run
+            self.tokens[entry.token_sha256] = run
+
+
+class TokenGateway(Gateway, OnTcp):
+    """The gateway's request path on TCP; each request's tenant is its token's run."""
+
+    settle_before_end = True  # as a run's gateway in the local broker: the ledger first
+
+    def __init__(self, broker: ClusterBroker, address: tuple[str, int]) -> None:
+        self.broker = broker
+        self.tcp_address = address
+        nobody = Meter(None, broker.prices)  # no request is charged to it: `tenant` decides
+        where = Path(":".join(map(str, address)))  # a name only: OnTcp makes no file
+        super().__init__(where, credentials=broker.credentials, meter=nobody)
+
+    def tenant(self, incoming: Incoming) -> Tenant:
+        try:
+            token = presented_token(incoming)
+        except ValueError as exc:
+            why = f"{exc}; send the run's token once"
+            return self._refused(Unserved(UNATTRIBUTED, why, "refused: two credentials"))
+        if token is None:
+            why = "no token; send the run's token as x-api-key"
+            return self._refused(Unserved(UNATTRIBUTED, why, "refused: no token"))
+        found = self.broker.serving(token)
+        if isinstance(found, Unserved):
+            return self._refused(found)
+        charge = Charge(found, self.broker.team, self.broker.ledger)
+        return Tenant(charge, charge.record)
+
+    def credential_kind(self, sent: set[str]) -> str:
+        return "run token"  # the only kind `tenant` lets through
+
+    def malformed(self, **fields: Any) -> None:
+        self.broker.ledger.settle(None, UNATTRIBUTED, fields)
+
+    def _refused(self, unserved: Unserved) -> Tenant:
+        """Answered 401 before anything else, recorded in the ledger (never forwarded)."""
+        message = f"flowerbox broker: {unserved.why}"
+        record = partial(self.broker.ledger.settle, None, unserved.run_id)
+        refusal = Refusal(401, "authentication_error", message, unserved.note)
+        return Tenant(Meter(None, self.broker.prices), lambda **fields: record(fields), refusal)
+
+
+class TokenProxy(EgressProxy, OnTcp):
+    """The egress proxy on TCP: each request held to its token's run's allowlist."""
+
+    def __init__(self, broker: ClusterBroker, address: tuple[str, int]) -> None:
+        self.broker = broker
+        self.tcp_address = address
+        where = Path(":".join(map(str, address)))  # a name only: OnTcp makes no file
+        super().__init__(where, policy=NO_EGRESS, log=broker.egress_log)
+
+    def rules(self, incoming: Incoming) -> Rules:
+        try:
+            token = proxy_token(incoming)
+        except ValueError as exc:
+            return Rules(NO_EGRESS, self.log, f"{exc}; put the run's token in the proxy URL")
+        if token is None:
+            why = "no token: put the run's token in the proxy URL, http://run:TOKEN@host:port"
+            return Rules(NO_EGRESS, self.log, why)
+        found = self.broker.serving(token)
+        if isinstance(found, Unserved):
+            return Rules(NO_EGRESS, self.log, found.why)
+        return Rules(found.policy or NO_EGRESS, found.egress_log)

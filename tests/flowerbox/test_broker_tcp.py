@@ -1,0 +1,464 @@
+"""The broker on a cluster, as a real process: `python -m flowerbox broker --listen
+127.0.0.1:PORT` learns its runs from the run token Secrets of a fake Kubernetes API server
+(tests/kube/fakeapi.py, through the official client and a kubeconfig), serves the API and
+the egress proxy on loopback TCP, and tells each request's run by its token alone, in front
+of a FakeAPI that accepts only the real key."""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import http.client
+import json
+import os
+import signal
+import socket
+import sqlite3
+import subprocess
+import sys
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from flower.core.lifeline import bundled_cli
+from flower.testing import Always, FakeAPI, Usage, text
+from flowerbox.broker.listener import UNATTRIBUTED, presented_token, proxy_token
+from flowerbox.kube.cluster import token_manifest
+from flowerbox.kube.target import kube_spec
+from flowerbox.sidecar.http import Incoming
+from tests.flowerbox.conftest import REAL_KEY, kill_left_running, wait_for
+from tests.kube.fakeapi import FakeKube, fake_kube, write_kubeconfig
+
+MESSAGES = "/v1/messages?beta=true"
+REPLY = text("hi", usage=Usage(1000, 100))  # $0.006 of claude-opus-5-5
+COST = 0.006
+NAMESPACE = "flowerbox"
+
+
+def ask() -> bytes:
+    body = {"model": "claude-opus-5-5", "max_tokens": 100, "messages": [{"role": "user"}]}
+    body["messages"][0]["content"] = "hi"
+    return json.dumps(body).encode()
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@dataclass
+class ClusterRun:
+    run_id: str
+    token: str
+
+
+@dataclass
+class TcpBroker:
+    """`python -m flowerbox broker --listen` on loopback, its ledger in `folder`."""
+
+    root: Path
+    kube: FakeKube
+    upstream: FakeAPI
+    args: tuple[str, ...] = ()
+    api_port: int = field(default_factory=free_port)
+    proxy_port: int = field(default_factory=free_port)
+    process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def folder(self) -> Path:
+        return self.root / "ledger"
+
+    @property
+    def log(self) -> Path:
+        return self.root / "broker.log"
+
+    def start(self) -> TcpBroker:
+        credentials = self.root / "credentials.env"
+        credentials.write_text(
+            f"ANTHROPIC_API_KEY={REAL_KEY}\nANTHROPIC_BASE_URL={self.upstream.url}\n"
+        )
+        keep = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "FLOWER"))}
+        env = keep | {"KUBECONFIG": str(self.root / "kubeconfig"), "HOME": str(self.root)}
+        env.pop("KUBERNETES_SERVICE_HOST", None)
+        command = [sys.executable, "-m", "flowerbox", "broker"]
+        command += ["--listen", f"127.0.0.1:{self.api_port}", "--proxy-port", str(self.proxy_port)]
+        command += ["--credentials", str(credentials), "--ledger", str(self.folder)]
+        command += ["--namespace", NAMESPACE, *self.args]
+        watches = self.watches()
+        with self.log.open("ab") as log:
+            self.process = subprocess.Popen(
+                command, stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env
+            )
+        process = self.process
+        # Listening, and the Secrets listed once (each watch follows a list).
+        wait_for(lambda: self.watches() > watches or process.poll() is not None, 60)
+        assert process.poll() is None, self.log.read_text()
+        return self
+
+    def watches(self) -> int:
+        return sum(r.query.get("watch") == ["true"] for r in self.kube.requests)
+
+    def stop(self) -> None:
+        assert self.process is not None
+        self.process.send_signal(signal.SIGTERM)
+        assert self.process.wait(timeout=60) == 0, self.log.read_text()
+
+    def add(
+        self, run_id: str, *, budget: float | None = None, allow: tuple[str, ...] = ()
+    ) -> ClusterRun:
+        """A run's token Secret, as `flowerbox "ask" --on kube` makes it; returns once served."""
+        spec = kube_spec(run_id, image="flowerbox:test", command=("flower",))
+        spec = dataclasses.replace(spec, budget_usd=budget, allow=allow)
+        token = base64.urlsafe_b64encode(os.urandom(32)).decode().rstrip("=")
+        self.kube.put("secrets", token_manifest(spec, NAMESPACE, token))
+        self.wait_logged(f"run {run_id}: serving its token")
+        return ClusterRun(run_id, token)
+
+    def remove(self, run: ClusterRun) -> None:
+        assert self.kube.delete("secrets", f"flowerbox-{run.run_id}-token") is not None
+        self.wait_logged(f"run {run.run_id}: its Secret was deleted")
+
+    def wait_logged(self, line: str) -> None:
+        wait_for(lambda: line in self.log.read_text(), 30)
+
+    def request(
+        self, headers: dict[str, str] | list[tuple[str, str]]
+    ) -> tuple[int, dict[str, Any]]:
+        """One Messages call with exactly `headers` (a list may repeat a name)."""
+        before = self.settled()
+        conn = http.client.HTTPConnection("127.0.0.1", self.api_port, timeout=30)
+        try:
+            conn.putrequest("POST", MESSAGES)
+            listed = headers.items() if isinstance(headers, dict) else headers
+            for name, value in [*listed, ("content-type", "application/json")]:
+                conn.putheader(name, value)
+            body = ask()
+            conn.putheader("content-length", str(len(body)))
+            conn.endheaders(body)
+            response = conn.getresponse()
+            answer = response.status, json.loads(response.read())
+        finally:
+            conn.close()
+        wait_for(lambda: self.settled() > before)
+        return answer
+
+    def spend(self, run: ClusterRun) -> int:
+        return self.request({"x-api-key": run.token})[0]
+
+    def settled(self) -> int:
+        return len([row for row in self.rows() if row["settled"]])
+
+    def rows(self, run_id: str | None = None) -> list[dict[str, Any]]:
+        with sqlite3.connect(self.folder / "ledger.db") as db:
+            db.row_factory = sqlite3.Row
+            rows = [dict(r) for r in db.execute("SELECT * FROM requests ORDER BY id")]
+        return [r for r in rows if run_id is None or r["run_id"] == run_id]
+
+    def usage(self, run: ClusterRun) -> dict[str, Any]:
+        return dict(json.loads((self.folder / "runs" / run.run_id / "usage.json").read_text()))
+
+
+@pytest.fixture
+def start_broker(tmp_path: Path, upstream: FakeAPI) -> Iterator[Callable[..., TcpBroker]]:
+    upstream.script = Always(REPLY)
+    started: list[TcpBroker] = []
+    with fake_kube() as kube:
+        write_kubeconfig(tmp_path / "kubeconfig", kube)
+
+        def start(*args: str) -> TcpBroker:
+            broker = TcpBroker(tmp_path, kube, upstream, args).start()
+            started.append(broker)
+            return broker
+
+        try:
+            yield start
+        finally:
+            kill_left_running(broker.process for broker in started)
+
+
+def test_two_runs_learned_from_their_secrets_each_spend_their_own_budget(
+    start_broker: Callable[..., TcpBroker], upstream: FakeAPI
+) -> None:
+    broker = start_broker()
+    poor = broker.add("20261202-000000-aaaaaa", budget=0.01)
+    rich = broker.add("20261202-000000-bbbbbb", budget=1.0)
+    assert [broker.spend(poor) for _ in range(3)] == [200, 200, 403]
+    assert [broker.spend(rich) for _ in range(3)] == [200, 200, 200]
+    assert broker.usage(poor)["total_cost_usd"] == pytest.approx(2 * COST)
+    assert broker.usage(rich)["total_cost_usd"] == pytest.approx(3 * COST)
+    assert broker.usage(rich)["client_credentials"] == {"run token": 3}
+    assert [r["status"] for r in broker.rows(poor.run_id)] == [200, 200, 403]
+    assert upstream.saw_key(REAL_KEY)
+    assert not upstream.saw_key(poor.token) and not upstream.saw_key(rich.token)
+    ledger = (broker.folder / "ledger.db").read_bytes()
+    assert poor.token.encode() not in ledger and REAL_KEY.encode() not in ledger
+    # A bearer token is the same token: charged to its run, never to another.
+    assert broker.request({"authorization": f"Bearer {rich.token}"})[0] == 200
+    assert broker.usage(rich)["total_cost_usd"] == pytest.approx(4 * COST)
+    assert broker.usage(poor)["total_cost_usd"] == pytest.approx(2 * COST)
+
+
+def test_no_token_an_unknown_one_and_a_deleted_runs_are_refused_and_recorded(
+    start_broker: Callable[..., TcpBroker], upstream: FakeAPI
+) -> None:
+    broker = start_broker()
+    run = broker.add("20261202-000000-cccccc")
+    other = broker.add("20261202-000000-dddddd")
+    refused = [
+        broker.request({}),
+        broker.request({"x-api-key": "sk-" + run.token[3:]}),
+        broker.request({"x-api-key": "sk-flowerbox-placeholder"}),
+    ]
+    assert [status for status, _ in refused] == [401, 401, 401], refused
+    assert "no token" in refused[0][1]["error"]["message"]
+    assert "not a token of a run" in refused[1][1]["error"]["message"]
+    assert upstream.requests == []  # nothing forwarded
+    rows = broker.rows(UNATTRIBUTED)
+    assert [r["note"] for r in rows] == ["refused: no token"] + ["refused: unknown token"] * 2
+    assert all(r["status"] == 401 and r["cost_usd"] == 0 for r in rows)
+
+    assert broker.spend(run) == 200
+    broker.remove(run)
+    status, body = broker.request({"x-api-key": run.token})
+    assert status == 401 and f"run {run.run_id} has ended" in body["error"]["message"]
+    assert [r["note"] for r in broker.rows(run.run_id)] == [None, "refused: token revoked"]
+    assert broker.spend(other) == 200  # the other run is served as before
+    assert len(upstream.requests) == 2
+
+
+def test_a_request_smuggling_a_second_token_is_refused(
+    start_broker: Callable[..., TcpBroker], upstream: FakeAPI
+) -> None:
+    """Attack: a box holding one token (and having seen another, or guessing) sends two
+    credentials, hoping the broker charges one and the upstream reads the other, or that
+    the broker checks one and forwards the other's run."""
+    broker = start_broker()
+    mine, theirs = broker.add("20261202-000000-eeeeee"), broker.add("20261202-000000-ffffff")
+    attempts = [
+        [("x-api-key", mine.token), ("x-api-key", theirs.token)],
+        [("x-api-key", mine.token), ("x-api-key", mine.token)],
+        [("x-api-key", mine.token), ("authorization", f"Bearer {theirs.token}")],
+        [("authorization", f"Bearer {theirs.token}"), ("x-api-key", "sk-else")],
+    ]
+    for headers in attempts:
+        status, body = broker.request(headers)
+        assert status == 401, (headers, body)
+    assert upstream.requests == []
+    notes = [r["note"] for r in broker.rows(UNATTRIBUTED)]
+    assert notes == ["refused: two credentials"] * len(attempts)
+    assert broker.rows(mine.run_id) == broker.rows(theirs.run_id) == []
+
+
+def test_a_team_budget_stops_new_requests_across_runs(
+    start_broker: Callable[..., TcpBroker],
+) -> None:
+    broker = start_broker("--team-budget", "0.03")
+    runs = [broker.add("20261202-000000-111111"), broker.add("20261202-000000-222222")]
+    statuses = [broker.spend(runs[n % 2]) for n in range(6)]
+    assert statuses[:4] == [200] * 4 and statuses[-1] == 403, statuses
+    for run in runs:
+        status, body = broker.request({"x-api-key": run.token})
+        assert status == 403 and "the team's budget of $0.03" in body["error"]["message"]
+    assert sum(r["cost_usd"] for r in broker.rows()) <= 0.03
+
+
+class Echo(threading.Thread):
+    """A loopback TCP server that sends back what it gets: the only upstream of the proxy."""
+
+    def __init__(self) -> None:
+        super().__init__(daemon=True)
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.port = int(self.sock.getsockname()[1])
+
+    def run(self) -> None:
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            with conn:
+                conn.sendall(conn.recv(1024))
+
+
+def connect(broker: TcpBroker, target: str, token: str | None) -> tuple[int, socket.socket]:
+    """A CONNECT through the broker's proxy with `token` as the proxy URL's password."""
+    sock = socket.create_connection(("127.0.0.1", broker.proxy_port), timeout=10)
+    head = f"CONNECT {target} HTTP/1.1\r\nHost: {target}\r\n"
+    if token is not None:
+        basic = base64.b64encode(f"run:{token}".encode()).decode()
+        head += f"Proxy-Authorization: Basic {basic}\r\n"
+    sock.sendall((head + "\r\n").encode())
+    answer = b""
+    while b"\r\n\r\n" not in answer:
+        answer += sock.recv(1)
+    return int(answer.split(b" ")[1]), sock
+
+
+def test_the_proxy_tells_runs_by_token_and_holds_each_to_its_allowlist(
+    start_broker: Callable[..., TcpBroker],
+) -> None:
+    echo = Echo()
+    echo.start()
+    broker = start_broker()
+    listed = broker.add("20261202-000000-333333", allow=("127.0.0.1",))
+    unlisted = broker.add("20261202-000000-444444", allow=("pypi.org",))
+    target = f"127.0.0.1:{echo.port}"
+    status, tunnel = connect(broker, target, listed.token)
+    assert status == 200
+    with tunnel:
+        tunnel.sendall(b"ping")
+        assert tunnel.recv(4) == b"ping"
+    for token in (unlisted.token, None, "not-a-token"):
+        status, sock = connect(broker, target, token)
+        sock.close()
+        assert status == (403 if token == unlisted.token else 407)
+    echo.sock.close()
+
+    def decisions(where: Path) -> list[tuple[str, str]]:
+        lines = where.read_text().splitlines()
+        return [(e["decision"], e["reason"]) for e in map(json.loads, lines)]
+
+    runs = broker.folder / "runs"
+    assert [d for d, _ in decisions(runs / listed.run_id / "egress.jsonl")] == ["allow"]
+    assert [d for d, _ in decisions(runs / unlisted.run_id / "egress.jsonl")] == ["deny"]
+    refused = decisions(broker.folder / "egress.jsonl")
+    assert [d for d, _ in refused] == ["deny", "deny"]
+    assert "no token" in refused[0][1] and "not a token of a run" in refused[1][1]
+
+
+def test_a_restarted_broker_keeps_its_ledger_and_drops_the_runs_deleted_meanwhile(
+    start_broker: Callable[..., TcpBroker], tmp_path: Path
+) -> None:
+    broker = start_broker()
+    kept = broker.add("20261202-000000-555555", budget=0.02)
+    gone = broker.add("20261202-000000-666666")
+    assert [broker.spend(kept) for _ in range(3)] + [broker.spend(gone)] == [200] * 4
+    broker.stop()
+    assert broker.kube.delete("secrets", f"flowerbox-{gone.run_id}-token") is not None
+    broker.start()
+    status, body = broker.request({"x-api-key": gone.token})
+    assert status == 401 and "has ended" in body["error"]["message"]
+    # The budget counts what was spent before the restart: $0.018 of $0.02 leaves no room.
+    status, body = broker.request({"x-api-key": kept.token})
+    assert (
+        status == 403 and "the run's budget of $0.02 has $0.0020 left" in body["error"]["message"]
+    )
+    assert [r["status"] for r in broker.rows(kept.run_id)] == [200, 200, 200, 403]
+    assert [r["status"] for r in broker.rows(gone.run_id)] == [200, 401]
+
+
+def test_the_bundled_cli_presents_its_token_to_the_proxy(
+    start_broker: Callable[..., TcpBroker], tmp_path: Path
+) -> None:
+    """The agent's environment on a cluster (flowerbox.kube.pod): the token as the proxy
+    URL's password. The real CLI sends it as Proxy-Authorization (on a CONNECT for https,
+    on the request itself for plain http), so the broker holds it to the run's allowlist;
+    here the API itself goes through the proxy (no NO_PROXY) to show the whole way: the
+    proxied request and the model call are both that run's."""
+    broker = start_broker()
+    run = broker.add("20261202-000000-777777", allow=("127.0.0.1",))
+    proxy = f"http://run:{run.token}@127.0.0.1:{broker.proxy_port}"
+    env = {
+        "PATH": os.environ["PATH"],
+        "HOME": str(tmp_path / "home"),
+        "ANTHROPIC_API_KEY": run.token,
+        "ANTHROPIC_BASE_URL": f"http://127.0.0.1:{broker.api_port}",
+        "HTTPS_PROXY": proxy,
+        "HTTP_PROXY": proxy,
+        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+        "CLAUDE_CODE_MAX_RETRIES": "0",
+    }
+    cli = bundled_cli()
+    assert cli is not None, "the SDK's bundled CLI is missing"
+    done = subprocess.run(
+        [cli, "-p", "hi"], env=env, capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "hi" in done.stdout
+    decided = (broker.folder / "runs" / run.run_id / "egress.jsonl").read_text().splitlines()
+    connects = [json.loads(line) for line in decided]
+    assert {(c["method"], c["port"], c["decision"]) for c in connects} == {
+        ("POST", broker.api_port, "allow")
+    }
+    assert [r["status"] for r in broker.rows(run.run_id)] == [200] * len(broker.rows())
+
+
+def test_a_secret_that_holds_no_usable_run_is_left_out_and_the_others_served(
+    start_broker: Callable[..., TcpBroker],
+) -> None:
+    """Whoever may write Secrets in the namespace may write a bad one: a run id that would
+    name a folder elsewhere, a budget that is no positive number, an allowlist that is no
+    list, a token that is no base64. Each is left out, said on stderr; nothing else stops."""
+    broker = start_broker()
+    spec = kube_spec("20261202-000000-888888", image="flowerbox:test", command=("flower",))
+    bad = [
+        ("x1", {"flowerbox.dev/run-id": "../../escape"}, {}),
+        ("x2", {}, {"flowerbox.dev/budget-usd": "-1"}),
+        ("x3", {}, {"flowerbox.dev/allow": '"pypi.org"'}),
+        ("x4", {}, {"flowerbox.dev/budget-usd": "nan"}),
+    ]
+    for name, labels, notes in bad:
+        secret = token_manifest(
+            dataclasses.replace(spec, run_id=f"20261202-{name}"), NAMESPACE, "t"
+        )
+        secret["metadata"]["labels"] |= labels
+        secret["metadata"]["annotations"] |= notes
+        broker.kube.put("secrets", secret)
+    unencoded = token_manifest(dataclasses.replace(spec, run_id="20261202-x5"), NAMESPACE, "t")
+    unencoded["data"] = {"token": "not base64!"}
+    del unencoded["stringData"]
+    broker.kube.put("secrets", unencoded)
+    good = broker.add(spec.run_id)
+    copied = token_manifest(dataclasses.replace(spec, run_id="20261202-x6"), NAMESPACE, good.token)
+    broker.kube.put("secrets", copied)
+    broker.wait_logged("run 20261202-x6: its token is another run's")
+    assert broker.spend(good) == 200
+    assert [r["run_id"] for r in broker.rows()] == [good.run_id]
+    log = broker.log.read_text()
+    assert "not a run id: '../../escape'" in log
+    assert log.count("a run's budget must be a positive number") == 2
+    assert "is not a JSON list" in log and "is not base64" in log
+    assert sorted(p.name for p in (broker.folder / "runs").iterdir()) == [good.run_id]
+
+
+def test_the_cluster_options_go_with_listen_and_a_cluster(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "KUBERNETES_SERVICE_HOST"}
+    env |= {"KUBECONFIG": str(tmp_path / "missing"), "HOME": str(tmp_path)}
+
+    def broker(*args: str) -> subprocess.CompletedProcess[str]:
+        command = [sys.executable, "-m", "flowerbox", "broker", *args]
+        return subprocess.run(
+            command, env=env, capture_output=True, text=True, timeout=60, check=False
+        )
+
+    alone = broker("--ledger", str(tmp_path / "ledger"))
+    assert alone.returncode == 2 and "go with --listen" in alone.stderr
+    nowhere = broker("--listen", f"127.0.0.1:{free_port()}", "--ledger", str(tmp_path / "l"))
+    assert nowhere.returncode == 2 and "no cluster is reachable" in nowhere.stderr
+    assert not (tmp_path / "l").exists()
+
+
+def incoming(*headers: tuple[str, str]) -> Incoming:
+    return Incoming("CONNECT", "pypi.org:443", list(headers), "1.1")
+
+
+def test_the_proxy_reads_the_token_only_from_one_basic_credential() -> None:
+    basic = "Basic " + base64.b64encode(b"run:tok").decode()
+    assert proxy_token(incoming(("proxy-authorization", basic))) == "tok"
+    assert proxy_token(incoming()) is None
+    refused = [
+        ("proxy-authorization", "Bearer tok"),
+        ("proxy-authorization", "Basic " + base64.b64encode(b"no-colon").decode()),
+        ("proxy-authorization", "Basic not*base64"),
+    ]
+    for header in refused:
+        with pytest.raises(ValueError, match="not Basic"):
+            proxy_token(incoming(header))
+    with pytest.raises(ValueError, match="twice"):
+        proxy_token(incoming(("proxy-authorization", basic), ("proxy-authorization", basic)))
+    assert presented_token(incoming(("x-api-key", "a"), ("authorization", "Bearer a"))) == "a"
