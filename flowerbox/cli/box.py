@@ -97,8 +97,8 @@ def go(
     this prints its run id (`flowerbox ps --on kube` lists the runs).
     """
     command = flower_args("go", [ask, *ctx.args])
-    if on_kube(ctx, shared={"image"}):
-        kube.go(kube_target(ctx.params), command, image=image)
+    if on_kube(ctx, shared={"image", "budget_usd", "allow", "allow_presets"}):
+        kube.go(kube_target(ctx.params), command, box_options(ctx.params))
         return
     raise typer.Exit(launch(command, box_options(ctx.params), detach=detach))
 

@@ -18,13 +18,15 @@ none; render alone needs PyYAML.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import sys
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from flower import new_run_id
-from flowerbox.box.options import DEFAULT_IMAGE
+from flowerbox.box.options import DEFAULT_IMAGE, BoxOptions
+from flowerbox.box.prepare import egress_allowlist
 from flowerbox.cli.options import (
     Broker,
     Context,
@@ -95,12 +97,16 @@ def _print(manifests: list[Manifest]) -> None:
     typer.echo(dump(manifests), nl=False)
 
 
-def go(target: KubeTarget, args: list[str], *, image: str) -> None:
+def go(target: KubeTarget, args: list[str], options: BoxOptions) -> None:
     """`flowerbox "ask" --on kube`: start `flower ARGS...` as a Job (its token, volume,
-    network policy, Job); prints the run id."""
+    network policy, Job); prints the run id. The budget and the egress allowlist (presets
+    expanded, checked as locally) go on the run's token Secret, where the broker reads them;
+    the rendered manifests do not depend on them."""
     if target.repo == NO_REPO:
         raise ConfigError("--on kube needs --repo URL: the https git remote the run works on")
-    spec = kube_spec(new_run_id(), image=image, command=flower_command(args))
+    allowed = egress_allowlist("allowlist", options.allow, options.allow_presets)
+    spec = kube_spec(new_run_id(), image=options.image, command=flower_command(args))
+    spec = dataclasses.replace(spec, budget_usd=options.budget_usd, allow=allowed)
     for made in cluster(target).start(spec, run_manifests(spec, target)):
         typer.echo(f"created {made}", err=True)
     typer.echo(spec.run_id)

@@ -74,6 +74,24 @@ def test_go_on_kube_applies_what_render_prints(kubeconfig: FakeKube) -> None:
     assert all(r.path.startswith("/api") for r in kubeconfig.requests)
 
 
+def test_the_budget_and_allowlist_go_on_the_runs_token_for_the_broker(
+    kubeconfig: FakeKube,
+) -> None:
+    extra = ["--budget", "5", "--allow", "docs.example", "--allow-preset", "pypi"]
+    run_id = start(kubeconfig, *extra)
+    token, *created = kubeconfig.created()
+    notes = token["metadata"]["annotations"]
+    assert notes["flowerbox.dev/budget-usd"] == "5.0"
+    allowed = json.loads(notes["flowerbox.dev/allow"])
+    assert "docs.example" in allowed and "pypi.org" in allowed
+    rendered = runner.invoke(
+        app, ["kube", "render", "fix the failing test", "--repo", REPO_URL, "--run-id", run_id]
+    )
+    assert created == list(yaml.safe_load_all(rendered.stdout))  # the manifests: the same
+    bad = runner.invoke(app, ["x", "--on", "kube", "--repo", REPO_URL, "--allow", "a b"])
+    assert bad.exit_code == 2 and len(kubeconfig.created()) == 4
+
+
 def test_flower_options_go_to_the_run_on_kube(kubeconfig: FakeKube) -> None:
     start(kubeconfig, "--timeout", "0")
     job = kubeconfig.created()[-1]
