@@ -23,6 +23,7 @@ SURVIVOR_LABEL = "dev.flower.selftest.survivor"  # a container a self-test probe
 # --- the agent's side of the relay: loopback ports inside its container -------------------
 API_PORT = 8080
 PROXY_PORT = 3128  # the egress proxy (docs/egress.md)
+GIT_PORT = 8081  # a cluster broker's git relay: it adds the git credential only it holds
 PLACEHOLDER_KEY = "sk-flowerbox-placeholder"  # the agent's API key: worth nothing
 
 # --- folders mounted into the containers, and the files in them ---------------------------
@@ -47,6 +48,10 @@ TOKEN_KEY = "token"  # the run's broker token in its Secret (made by the client,
 TOKEN_ROLE = "token"  # the KUBE_ROLE_LABEL of a run's token Secret: what the broker watches
 BUDGET_ANNOTATION = "flowerbox.dev/budget-usd"  # on the token Secret: the run's budget
 ALLOW_ANNOTATION = "flowerbox.dev/allow"  # on the token Secret: its egress allowlist, JSON
+# On the token Secret too (and on the run's claim): the one repository the broker's git relay
+# lets the run reach, and the image its provenance note names.
+REPO_ANNOTATION = "flowerbox.dev/repo"
+IMAGE_ANNOTATION = "flowerbox.dev/image"
 
 # --- entry modules: what each container (or the host's keeper) runs with `python -m` -------
 GATEWAY_MODULE = "flowerbox.sidecar.gateway"

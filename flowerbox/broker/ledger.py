@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from flowerbox.errors import BrokerError
+from flowerbox.note import Spend
 from flowerbox.sidecar.meter import TOKEN_FIELDS
 
 __all__ = ["CUT_NOTE", "Ledger", "RunEntry", "token_hash"]
@@ -196,6 +197,16 @@ class Ledger:
             f" FROM requests {where}"  # noqa: S608 - our own clause
         )
         return float(self._read(sql, args)[0][0])
+
+    def spend(self, run_id: str) -> Spend | None:
+        """A run's spend for its provenance note (the git relay's `spent`): its cost as
+        `spent` counts it, its rows and the models they named; None for a run with none."""
+        (count,) = self._read("SELECT COUNT(*) FROM requests WHERE run_id = ?", (run_id,))[0]
+        if not count:
+            return None
+        sql = "SELECT DISTINCT model FROM requests WHERE run_id = ? AND model IS NOT NULL"
+        models = tuple(sorted(str(model) for (model,) in self._read(sql, (run_id,))))
+        return Spend(self.spent(run_id), int(count), models)
 
     def rows(self, run_id: str | None = None) -> list[dict[str, Any]]:
         """Every row (of one run), oldest first: `flowerbox broker --ledger`, and the tests."""

@@ -24,16 +24,19 @@ from __future__ import annotations
 
 import base64
 import binascii
+import socketserver
 import threading
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import Any
 
+from flowerbox.broker.gitrelay import GitCredential, GitRelay, RelayRun
 from flowerbox.broker.ledger import RunEntry, token_hash
 from flowerbox.broker.server import Charge, Registry, ServedRun, checked
 from flowerbox.broker.tcp import OnTcp
 from flowerbox.errors import BrokerError, FlowerboxError
+from flowerbox.note import allowlist
 from flowerbox.sidecar.egress import Policy
 from flowerbox.sidecar.gateway import Credentials, Gateway, Refusal, Tenant
 from flowerbox.sidecar.http import Incoming
@@ -46,6 +49,7 @@ __all__ = ["UNATTRIBUTED", "ClusterBroker", "RunToken", "presented_token", "prox
 
 UNATTRIBUTED = "-"  # the ledger's run id for a refusal whose token names no run
 RUNS = "runs"  # each run's usage and records, in the broker's folder
+GIT_LOG = "git.jsonl"  # the git relay's decisions and notes, one JSON line each
 NO_EGRESS = Policy.parse([], [])
 
 
@@ -60,12 +64,16 @@ class Unserved:
 
 @dataclass(frozen=True)
 class RunToken:
-    """A run as the cluster tells it: its id, its token's SHA-256, budget and allowlist."""
+    """A run as the cluster tells it: its id, its token's SHA-256, budget and allowlist; and
+    for the git relay, its repository and image ("" when its Secret names none)."""
 
     run_id: str
     token_sha256: str
     budget_usd: float | None
     allow: tuple[str, ...]
+    repo: str = ""
+    image: str = ""
+    namespace: str = ""
 
 
 def presented_token(incoming: Incoming) -> str | None:
@@ -119,23 +127,37 @@ class ClusterBroker(Registry):
         credentials: Credentials,
         prices: PriceTable,
         team_budget: float | None = None,
+        git: tuple[tuple[str, int], GitCredential] | None = None,
     ) -> None:
         """Open the ledger in `folder`, serve the runs it holds as served (the first list of
-        the Secrets revokes the ones gone meanwhile: `sync`) and bind both listeners.
+        the Secrets revokes the ones gone meanwhile: `sync`) and bind both listeners, and
+        the git relay's when `git` gives its address and the credential it alone holds.
 
         Raises:
             BrokerError: the ledger cannot be opened, or an address cannot be bound.
         """
         self.tokens: dict[str, ServedRun] = {}
+        self.relayed: dict[str, RelayRun] = {}  # run id -> what the git relay knows of it
         super().__init__(folder, credentials=credentials, prices=prices, team_budget=team_budget)
         for entry in self.ledger.active():
             self._serve(entry)
         self.egress_log = JsonLines(folder / EGRESS_LOG)  # refusals that name no run
+        self.git_log = JsonLines(folder / GIT_LOG)
         try:
             self.gateway = TokenGateway(self, api)
             self.proxy = TokenProxy(self, proxy)
+            self.relay = None if git is None else self._relay(*git)
         except OSError as exc:
-            raise BrokerError(f"cannot listen on {api} and {proxy}: {exc}") from exc
+            raise BrokerError(f"cannot listen on {api}, {proxy} and {git}: {exc}") from exc
+
+    def _relay(self, address: tuple[str, int], credential: GitCredential) -> GitRelay:
+        return GitRelay(
+            address,
+            runs=self.relay_run,
+            credential=credential,
+            log=self.git_log,
+            spent=self.ledger.spend,
+        )
 
     def learn(self, told: RunToken) -> None:
         """Serve a run the cluster told of; one served already is left as it is.
@@ -146,6 +168,7 @@ class ClusterBroker(Registry):
                 token another run has (one token, one run: whose would it spend?).
         """
         checked(told.run_id, told.budget_usd, told.allow)
+        self._relayed(told)
         folder = self.folder / RUNS / told.run_id
         # No socket here: the run's folder stands in for it in the ledger's row.
         entry = RunEntry(
@@ -183,7 +206,27 @@ class ClusterBroker(Registry):
             served = self.runs.get(run_id)
             if served is not None:
                 self.tokens.pop(served.entry.token_sha256, None)
+            self.relayed.pop(run_id, None)
         return super().revoke(run_id)
+
+    def relay_run(self, token: str) -> RelayRun | None:
+        """The git relay's `runs`: the live run `token` is served for, with the repository
+        its Secret named; None for any other token, or a run created with no repository."""
+        found = self.serving(token)
+        if isinstance(found, Unserved):
+            return None
+        with self._lock:
+            return self.relayed.get(found.entry.run_id)
+
+    def _relayed(self, told: RunToken) -> None:
+        """What the relay needs of a run, kept apart from the ledger (which has no place for
+        it), and so learned again from its Secret after a restart."""
+        if not told.repo:
+            return
+        image, namespace = told.image or "unknown", told.namespace or "unknown"
+        run = RelayRun(told.run_id, told.repo, image, namespace, allowlist(told.allow))
+        with self._lock:
+            self.relayed[told.run_id] = run
 
     def serving(self, token: str) -> ServedRun | Unserved:
         """The run `token` is served for, or why there is none (for its refusal)."""
@@ -203,19 +246,26 @@ class ClusterBroker(Registry):
         self.gateway.line(f"broker: {text}")
 
     def serve_forever(self) -> None:
-        threading.Thread(target=self.proxy.serve_forever, args=(0.2,), daemon=True).start()
+        for server in self._others():
+            threading.Thread(target=server.serve_forever, args=(0.2,), daemon=True).start()
         self.gateway.serve_forever(poll_interval=0.2)
 
     def shutdown(self) -> None:
         """Stop serving (from another thread): nothing is revoked, the ledger stays."""
-        self.proxy.shutdown()
+        for server in self._others():
+            server.shutdown()
         self.gateway.shutdown()
 
     def close(self) -> None:
-        self.gateway.server_close()
-        self.proxy.server_close()
+        for server in (self.gateway, *self._others()):
+            server.server_close()
         self.egress_log.close()
+        self.git_log.close()
         super().close()
+
+    def _others(self) -> list[socketserver.BaseServer]:
+        """The listeners besides the API's, served on threads of their own."""
+        return [self.proxy] if self.relay is None else [self.proxy, self.relay]
 
     def _serve(self, entry: RunEntry) -> None:
         run = self._served(entry)

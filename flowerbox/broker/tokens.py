@@ -36,8 +36,10 @@ from flowerbox.errors import BrokerError, FlowerboxError
 from flowerbox.wire import (
     ALLOW_ANNOTATION,
     BUDGET_ANNOTATION,
+    IMAGE_ANNOTATION,
     KUBE_ROLE_LABEL,
     KUBE_RUN_LABEL,
+    REPO_ANNOTATION,
     TOKEN_KEY,
     TOKEN_ROLE,
 )
@@ -84,6 +86,9 @@ def run_token(secret: Any) -> RunToken:
         token_sha256=hashlib.sha256(token).hexdigest(),
         budget_usd=None if budget is None else float(budget),
         allow=tuple(allow),
+        repo=notes.get(REPO_ANNOTATION, ""),
+        image=notes.get(IMAGE_ANNOTATION, ""),
+        namespace=meta.namespace or "",
     )
 
 

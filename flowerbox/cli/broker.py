@@ -60,6 +60,14 @@ def broker(
         int,
         typer.Option("--proxy-port", help="With --listen: the egress proxy's port, same host."),
     ] = wire.PROXY_PORT,
+    git_port: Annotated[
+        int,
+        typer.Option(
+            "--git-port",
+            help="With --listen: the git relay's port, same host (served when the"
+            " credentials hold GIT_TOKEN and GIT_HOST).",
+        ),
+    ] = wire.GIT_PORT,
     credentials: Annotated[
         Path | None,
         typer.Option(
@@ -99,6 +107,7 @@ def broker(
     done = serve_cluster(
         listen=listen,
         proxy_port=proxy_port,
+        git_port=git_port,
         credentials=credentials,
         ledger=ledger,
         follow=source.follow,

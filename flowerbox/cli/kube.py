@@ -78,7 +78,8 @@ def selftest(target: KubeTarget, *, image: str, negative: bool) -> list[Verdict]
 
     spec = probe_spec(image=image, negative=negative)
     on = cluster(target)
-    for made in on.start(spec, probe_manifests(spec, target, negative=negative)):
+    manifests = probe_manifests(spec, target, negative=negative)
+    for made in on.start(spec, manifests, repo=target.repo):
         typer.echo(f"created {made}", err=True)
     try:
         typer.echo(f"waiting for {spec.run_id} (up to {PROBES_S} s)", err=True)
@@ -107,7 +108,7 @@ def go(target: KubeTarget, args: list[str], options: BoxOptions) -> None:
     allowed = egress_allowlist("allowlist", options.allow, options.allow_presets)
     spec = kube_spec(new_run_id(), image=options.image, command=flower_command(args))
     spec = dataclasses.replace(spec, budget_usd=options.budget_usd, allow=allowed)
-    for made in cluster(target).start(spec, run_manifests(spec, target)):
+    for made in cluster(target).start(spec, run_manifests(spec, target), repo=target.repo):
         typer.echo(f"created {made}", err=True)
     typer.echo(spec.run_id)
 
@@ -143,7 +144,7 @@ def resume(target: KubeTarget, run: str) -> None:
 
 
 def deliver(target: KubeTarget, run: str) -> None:
-    """Push the ended run's branch back as flowerbox/RUN, with a note on each new commit."""
+    """Push the ended run's branch back as flowerbox/RUN, through the broker's git relay."""
     for made in cluster(target).deliver(run, target):
         typer.echo(f"created {made}")
 

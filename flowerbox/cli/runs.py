@@ -512,7 +512,7 @@ def deliver_run(
     context: Context = None,
     broker: Broker = BROKER,
 ) -> None:
-    """Push an ended cluster run's branch back as flowerbox/RUN, with a note on each commit."""
+    """Push an ended cluster run's branch back as flowerbox/RUN, through the broker's relay."""
     _cluster_only(ctx, "a run here leaves its work on its branch in your repository")
     kube.deliver(kube_target(ctx.params), run)
 

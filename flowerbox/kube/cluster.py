@@ -41,16 +41,20 @@ from flowerbox.kube import asks
 from flowerbox.kube.pod import RUN_LABEL, TOKEN_KEY, Manifest, labels, token_secret
 from flowerbox.kube.render import (
     COMMAND_ANNOTATION,
-    IMAGE_ANNOTATION,
     REF_ANNOTATION,
-    REPO_ANNOTATION,
     deliver_manifests,
     drop_manifests,
     read_manifests,
     run_manifests,
 )
 from flowerbox.kube.target import KubeTarget, kube_spec
-from flowerbox.wire import ALLOW_ANNOTATION, BUDGET_ANNOTATION, TOKEN_ROLE
+from flowerbox.wire import (
+    ALLOW_ANNOTATION,
+    BUDGET_ANNOTATION,
+    IMAGE_ANNOTATION,
+    REPO_ANNOTATION,
+    TOKEN_ROLE,
+)
 
 CONFLICT = 409
 NOT_FOUND = 404
@@ -175,10 +179,12 @@ class Cluster:
             created.append(f"{kind}/{name}")
         return created
 
-    def start(self, spec: BoxSpec, manifests: list[Manifest]) -> list[str]:
-        """A new run: its token first (the Pods read it, the broker learns the run from it),
-        then exactly what render printed."""
-        self.apply([token_manifest(spec, self.namespace, secrets.token_urlsafe(32))])
+    def start(self, spec: BoxSpec, manifests: list[Manifest], *, repo: str = "") -> list[str]:
+        """A new run: its token first (the Pods read it, the broker learns the run from it
+        and the `repo` its git relay lets it reach; a self-test has none), then exactly what
+        render printed."""
+        token = secrets.token_urlsafe(32)
+        self.apply([token_manifest(spec, self.namespace, token, repo=repo)])
         return self.apply(manifests)
 
     def _recorded(self, run_id: str, target: KubeTarget) -> tuple[BoxSpec, KubeTarget]:
@@ -431,10 +437,13 @@ def _resumed(status: RunStatus) -> int:
     return int(status.job.removeprefix(f"flowerbox-{status.run_id}").lstrip("-") or 0)
 
 
-def token_manifest(spec: BoxSpec, namespace: str, token: str) -> Manifest:
-    """The run's token Secret: the run id in its label, the budget and egress allowlist the
-    broker applies in its annotations (flowerbox.broker.tokens reads them)."""
-    notes = {ALLOW_ANNOTATION: json.dumps(list(spec.allow))}
+def token_manifest(spec: BoxSpec, namespace: str, token: str, *, repo: str = "") -> Manifest:
+    """The run's token Secret: the run id in its label; the budget and egress allowlist the
+    broker applies, and the repository its git relay lets the run reach, in its annotations
+    (flowerbox.broker.tokens reads them), with the image its provenance note names."""
+    notes = {ALLOW_ANNOTATION: json.dumps(list(spec.allow)), IMAGE_ANNOTATION: spec.image}
+    if repo:
+        notes[REPO_ANNOTATION] = repo
     if spec.budget_usd is not None:
         notes = {BUDGET_ANNOTATION: str(spec.budget_usd), **notes}
     return {

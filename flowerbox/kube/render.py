@@ -37,7 +37,6 @@ from flowerbox.kube.pod import (
 )
 from flowerbox.kube.target import UID, VOLUME, KubeTarget
 
-GIT_PORT = 8081  # the broker's git relay: it adds the git credential only it holds
 DNS_PORT = 53
 KEY_SECRET = "flowerbox-broker-key"  # `kubectl create secret generic` (docs/deployment.md)
 BROKER_LEDGER = "/var/lib/flowerbox-broker"
@@ -45,10 +44,7 @@ DROP_TTL_S = 600  # a drop Job is gone soon after: the run's log says it took th
 DROP_DEADLINE_S = 300
 # On the claim, which outlives every Job: what `resume` and `deliver` start again from.
 COMMAND_ANNOTATION = "flowerbox.dev/command"
-IMAGE_ANNOTATION = "flowerbox.dev/image"
-REPO_ANNOTATION = "flowerbox.dev/repo"
 REF_ANNOTATION = "flowerbox.dev/ref"
-NOTES_REF = "refs/notes/flowerbox"  # as flowerbox.runs.provenance: `git log --notes=flowerbox`
 # A checkov check that cannot hold for this design, and why (docs/deployment.md lists them).
 SKIPS = {
     "CKV_K8S_43": "the image is named by tag; pin a digest with --image name@sha256:...",
@@ -78,7 +74,7 @@ def _git_env(spec: BoxSpec, target: KubeTarget) -> list[Manifest]:
     """git's way to the remote: the broker's relay, the run's token as the credential. The
     repository on the claim is the agent's to write, so git runs none of its hooks, no
     fsmonitor and no credential helper it could name (GIT_CONFIG_* outrank .git/config)."""
-    relay = f"http://{target.broker}:{GIT_PORT}/"
+    relay = f"http://{target.broker}:{wire.GIT_PORT}/"
     token = {"secretKeyRef": {"name": token_secret(spec), "key": TOKEN_KEY}}
     settings = {
         f"url.{relay}.insteadOf": "https://",
@@ -130,8 +126,8 @@ def claim(spec: BoxSpec, target: KubeTarget) -> Manifest:
             labels(spec, "agent"),
             annotations={
                 COMMAND_ANNOTATION: json.dumps(list(spec.command)),
-                IMAGE_ANNOTATION: spec.image,
-                REPO_ANNOTATION: target.repo,
+                wire.IMAGE_ANNOTATION: spec.image,
+                wire.REPO_ANNOTATION: target.repo,
                 REF_ANNOTATION: target.ref,
             },
         ),
@@ -146,7 +142,9 @@ def agent_policy(spec: BoxSpec, target: KubeTarget) -> Manifest:
     """The agent's Pods reach the broker's ports and the cluster's DNS, nothing else; nothing
     reaches them. (A sidecar could not do this: a Pod's containers share one network.)"""
     broker = {"podSelector": {"matchLabels": {ROLE_LABEL: "broker"}}}
-    ports = [{"protocol": "TCP", "port": p} for p in (wire.API_PORT, wire.PROXY_PORT, GIT_PORT)]
+    ports = [
+        {"protocol": "TCP", "port": p} for p in (wire.API_PORT, wire.PROXY_PORT, wire.GIT_PORT)
+    ]
     dns = {
         "to": [{"namespaceSelector": {}, "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}}}],
         "ports": [{"protocol": "UDP", "port": DNS_PORT}, {"protocol": "TCP", "port": DNS_PORT}],
@@ -193,23 +191,14 @@ def run_manifests(spec: BoxSpec, target: KubeTarget, *, name: str | None = None)
 
 
 def deliver_manifests(spec: BoxSpec, target: KubeTarget) -> list[Manifest]:
-    """After the run: flower's branch `flower/<run-id>` pushed as `flowerbox/<run-id>`, with
-    a note saying which run and image made each new commit. No agent code runs here."""
-    branch = f"flower/{spec.run_id}"
-    note = f"flowerbox run {spec.run_id}; image {spec.image}; namespace {target.namespace}"
-    script = (
-        'cd "$0" && base=$(git rev-parse "origin/$1") && '
-        'for c in $(git rev-list "$base..$2"); do git notes --ref=flowerbox add -f -m "$3" "$c"; '
-        'done && git push origin "$2:refs/heads/flowerbox/$4" "$5"'
-    )
-    args = [str(spec.workspace), target.ref, branch, note, spec.run_id, NOTES_REF]
-    env = [
-        *_git_env(spec, target),
-        {"name": "GIT_AUTHOR_NAME", "value": "flowerbox"},
-        {"name": "GIT_AUTHOR_EMAIL", "value": "flowerbox@localhost"},
-        {"name": "GIT_COMMITTER_NAME", "value": "flowerbox"},
-        {"name": "GIT_COMMITTER_EMAIL", "value": "flowerbox@localhost"},
-    ]
+    """After the run: flower's branch `flower/<run-id>` pushed as `flowerbox/<run-id>`, the
+    one ref the broker's git relay lets a run push. No notes ref: the agent holds the same
+    token, so a note it could push would prove nothing; the relay writes the provenance
+    note itself once the remote took the branch (flowerbox.broker.gitnotes). No agent code
+    runs here."""
+    script = 'cd "$0" && git push origin "$1:refs/heads/flowerbox/$2"'
+    args = [str(spec.workspace), f"flower/{spec.run_id}", spec.run_id]
+    env = _git_env(spec, target)
     push = container(spec, name="deliver", command=["sh", "-c", script, *args], env=env)
     pod = pod_spec(spec, target, init=[])
     pod["containers"] = [push]
@@ -302,7 +291,7 @@ def broker_manifests(target: KubeTarget, *, image: str) -> list[Manifest]:
     token (to read the run tokens) and a route out; a default-deny policy for everything
     else in the namespace."""
     tags = {ROLE_LABEL: "broker", "app.kubernetes.io/part-of": "flowerbox"}
-    ports = [("api", wire.API_PORT), ("proxy", wire.PROXY_PORT), ("git", GIT_PORT)]
+    ports = [("api", wire.API_PORT), ("proxy", wire.PROXY_PORT), ("git", wire.GIT_PORT)]
     secrets = wire.SECRETS_IN_GATEWAY
     broker = {
         "name": "broker",

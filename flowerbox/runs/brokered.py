@@ -31,11 +31,12 @@ from flowerbox.box.engine import connect, labelled
 from flowerbox.box.prepare import CREDENTIAL_KEYS
 from flowerbox.box.spec import BoxSpec
 from flowerbox.broker import client
+from flowerbox.broker.gitrelay import GIT_KEYS, git_credential
 from flowerbox.broker.listener import ClusterBroker
 from flowerbox.broker.server import Broker, Registration
 from flowerbox.broker.tcp import parse_address
 from flowerbox.errors import BoxError, BrokerError, CredentialsError
-from flowerbox.sidecar.gateway import Credentials, credentials_from, load_credentials
+from flowerbox.sidecar.gateway import credentials_file, credentials_from
 from flowerbox.sidecar.pricing import PriceTable, load_prices
 from flowerbox.wire import RUN_LABEL
 
@@ -79,7 +80,7 @@ def serve(*, team_budget: float | None, prices: Path | None, engine: bool = True
         BrokerError: a broker runs already, or its folder or ledger cannot be used.
     """
     _open_files_to_the_hard_limit()
-    credentials = _found_credentials()
+    credentials = credentials_from(_found_values(), "the environment")
     folder = state.broker_folder()
     if client.running(folder):
         raise BrokerError(f"a broker runs already on {folder}: `flowerbox broker` once a host")
@@ -98,6 +99,7 @@ def serve_cluster(
     *,
     listen: str,
     proxy_port: int,
+    git_port: int,
     credentials: Path | None,
     ledger: Path | None,
     follow: Follow,
@@ -105,16 +107,20 @@ def serve_cluster(
     prices: Path | None,
 ) -> int:
     """`flowerbox broker --listen`: the API on `listen`, the proxy on its host's
-    `proxy_port`, the runs `follow` tells of, until SIGTERM or SIGINT; 0.
+    `proxy_port`, the git relay on `git_port` when the credentials hold a git credential,
+    the runs `follow` tells of, until SIGTERM or SIGINT; 0.
 
     Raises:
         GatewayError: the `credentials` file is unusable.
         CredentialsError: no key found (without `credentials`, as for a run).
-        BrokerError: an address or the ledger's folder cannot be used.
+        BrokerError: an address, the ledger's folder or the git credential cannot be used.
     """
     _open_files_to_the_hard_limit()
     host, port = parse_address(listen)
-    found = load_credentials(credentials) if credentials else _found_credentials()
+    source = str(credentials) if credentials else "the environment"
+    values = credentials_file(credentials) if credentials else _found_values()
+    found = credentials_from(values, source)
+    git = git_credential(values, source)
     folder = ledger or state.broker_folder() / LISTEN_FOLDER
     try:
         folder.mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -127,11 +133,14 @@ def serve_cluster(
         credentials=found,
         prices=load_prices(prices) if prices else PriceTable(),
         team_budget=team_budget,
+        git=None if git is None else ((host, git_port), git),
     )
     stopping = threading.Event()
     threading.Thread(target=_following, args=(follow, broker, stopping), daemon=True).start()
+    relay = f"git relay on port {git_port}" if git else "no git relay (no GIT_TOKEN)"
     print(
-        f"flowerbox broker: API on {listen}, proxy on port {proxy_port}, ledger in {folder}",
+        f"flowerbox broker: API on {listen}, proxy on port {proxy_port}, {relay},"
+        f" ledger in {folder}",
         flush=True,
     )
     try:
@@ -152,17 +161,17 @@ def _following(follow: Follow, broker: ClusterBroker, stopping: threading.Event)
             broker.shutdown()
 
 
-def _found_credentials() -> Credentials:
-    """The key as a run finds it: the environment, then the user's .env files.
+def _found_values() -> dict[str, str]:
+    """The key (and a git credential) as a run finds it: the environment, then the user's
+    .env files.
 
     Raises:
-        CredentialsError: none there.
+        CredentialsError: no key there.
     """
     load_dotenv(lookup=Lookup.from_process(project=False))
     if problem := check_credentials():
         raise CredentialsError(problem)
-    values = {key: os.environ[key] for key in CREDENTIAL_KEYS if os.environ.get(key)}
-    return credentials_from(values, "the environment")
+    return {key: os.environ[key] for key in (*CREDENTIAL_KEYS, *GIT_KEYS) if os.environ.get(key)}
 
 
 def _until_stopped(broker: Broker | ClusterBroker) -> int:

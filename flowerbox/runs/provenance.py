@@ -19,15 +19,18 @@ import json
 import subprocess
 from pathlib import Path
 
-from flowerbox import __version__
 from flowerbox.box.facts import summary
 from flowerbox.box.spec import BoxSpec
 from flowerbox.errors import ProvenanceError
+from flowerbox.note import IDENTITY, NOTES_REF, Provenance, Spend, allowlist
 from flowerbox.runs import records
 
-NOTES_REF = "refs/notes/flowerbox"
+__all__ = [
+    "NOTES_REF", "SNAPSHOT", "attach_notes", "is_repository", "network_policy", "new_commits",
+    "note_text", "snapshot", "tips",
+]  # fmt: skip
+
 SNAPSHOT = "provenance-start.json"
-FALLBACK_IDENTITY = ("-c", "user.name=flowerbox", "-c", "user.email=flowerbox@localhost")
 
 
 def _git(workspace: Path, *args: str, stdin: str | None = None) -> str:
@@ -90,31 +93,28 @@ def _exists(workspace: Path, sha: str) -> bool:
 
 
 def note_text(spec: BoxSpec, *, image: str, image_id: str, code: int | None) -> str:
-    """The note: one `key: value` line each, the same for every commit of the run."""
+    """The note (flowerbox.note's lines), the same for every commit of the run."""
     usage = records.usage(spec)
     recorded = records.load(spec.state_dir)
-    models = ", ".join(sorted(usage.get("models", {}))) or "none recorded"
-    cost = usage.get("total_cost_usd")
-    spent = f"${cost:.6f} ({usage.get('requests', 0)} requests)" if cost is not None else "unknown"
-    lines = {
-        "flowerbox-run": spec.run_id,
-        "image": f"{image} {image_id}",
-        "flower": __version__,
-        "claude-code": _claude_code_version(),
-        "model": models,
-        "network": network_policy(spec),
-        "box": summary(recorded.meta.get("box") if recorded else None),
-        "cost": spent,
-        "exit": "unknown" if code is None else str(code),
-    }
-    return "".join(f"{key}: {value}\n" for key, value in lines.items())
+    spend = Spend(
+        usage.get("total_cost_usd"), usage.get("requests", 0), tuple(usage.get("models", {}))
+    )
+    return Provenance(
+        run=spec.run_id,
+        image=f"{image} {image_id}",
+        network=network_policy(spec),
+        spend=spend,
+        claude_code=_claude_code_version(),
+        box=summary(recorded.meta.get("box") if recorded else None),
+        exit="unknown" if code is None else str(code),
+    ).text()
 
 
 def network_policy(spec: BoxSpec) -> str:
     """The run's network as the user set it (--net, --allow)."""
     if spec.net == "open":
         return "open (--net open: a network of its own, unfiltered)"
-    return f"allowlist: {', '.join(spec.allow)}" if spec.allow else "allowlist: empty (no network)"
+    return allowlist(spec.allow)
 
 
 def _claude_code_version() -> str:
@@ -139,7 +139,7 @@ def attach_notes(spec: BoxSpec, code: int | None) -> list[str]:
     if not commits:
         return []
     text = note_text(spec, image=start["image"], image_id=start["image_id"], code=code)
-    identity = () if _git_identity(spec.workspace) else FALLBACK_IDENTITY
+    identity = () if _git_identity(spec.workspace) else IDENTITY
     for sha in commits:
         _git(
             spec.workspace,

@@ -89,6 +89,7 @@ __all__ = [
     "Tenant",
     "Upstream",
     "client_keys",
+    "credentials_file",
     "credentials_from",
     "load_credentials",
     "main",
@@ -178,11 +179,15 @@ class Credentials:
 
 def load_credentials(path: Path) -> Credentials:
     """Read ANTHROPIC_API_KEY / ANTHROPIC_AUTH_TOKEN / ANTHROPIC_BASE_URL from a .env file."""
+    return credentials_from(credentials_file(path), str(path))
+
+
+def credentials_file(path: Path) -> dict[str, str]:
+    """Every value of a credentials file (a broker's holds its git credential too)."""
     try:
-        values = parse_dotenv(path.read_text(encoding="utf-8"))
+        return parse_dotenv(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError) as exc:
         raise GatewayError(f"cannot read the credentials file {path}: {exc}") from exc
-    return credentials_from(values, str(path))
 
 
 def credentials_from(values: Mapping[str, str], source: str) -> Credentials:

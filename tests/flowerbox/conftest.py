@@ -22,6 +22,7 @@ import pytest
 
 from flower.testing import FakeAPI
 from flowerbox.wire import PLACEHOLDER_KEY
+from tests.flowerbox.gitclient import Relay, relayed
 
 REAL_KEY = "sk-real-test-key"
 PLACEHOLDER = PLACEHOLDER_KEY  # what the agent's side of a box sends
@@ -232,3 +233,10 @@ def xdg_state(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     return tmp_path / "state"
+
+
+@pytest.fixture
+def relay(tmp_path: Path) -> Iterator[Relay]:
+    """The broker's git relay in front of a loopback git remote (tests/flowerbox/gitclient.py)."""
+    with relayed(tmp_path) as running:
+        yield running

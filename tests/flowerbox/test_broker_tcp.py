@@ -31,6 +31,7 @@ from flowerbox.kube.cluster import token_manifest
 from flowerbox.kube.target import kube_spec
 from flowerbox.sidecar.http import Incoming
 from tests.flowerbox.conftest import REAL_KEY, kill_left_running, wait_for
+from tests.flowerbox.gitremote import TOKEN, USER, git, git_remote, quiet_env
 from tests.kube.fakeapi import FakeKube, fake_kube, write_kubeconfig
 
 MESSAGES = "/v1/messages?beta=true"
@@ -65,8 +66,10 @@ class TcpBroker:
     kube: FakeKube
     upstream: FakeAPI
     args: tuple[str, ...] = ()
+    git: str = ""  # more lines for its credentials file: a git credential
     api_port: int = field(default_factory=free_port)
     proxy_port: int = field(default_factory=free_port)
+    git_port: int = field(default_factory=free_port)
     process: subprocess.Popen[bytes] | None = None
 
     @property
@@ -80,13 +83,14 @@ class TcpBroker:
     def start(self) -> TcpBroker:
         credentials = self.root / "credentials.env"
         credentials.write_text(
-            f"ANTHROPIC_API_KEY={REAL_KEY}\nANTHROPIC_BASE_URL={self.upstream.url}\n"
+            f"ANTHROPIC_API_KEY={REAL_KEY}\nANTHROPIC_BASE_URL={self.upstream.url}\n{self.git}"
         )
         keep = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "FLOWER"))}
         env = keep | {"KUBECONFIG": str(self.root / "kubeconfig"), "HOME": str(self.root)}
         env.pop("KUBERNETES_SERVICE_HOST", None)
         command = [sys.executable, "-m", "flowerbox", "broker"]
         command += ["--listen", f"127.0.0.1:{self.api_port}", "--proxy-port", str(self.proxy_port)]
+        command += ["--git-port", str(self.git_port)]
         command += ["--credentials", str(credentials), "--ledger", str(self.folder)]
         command += ["--namespace", NAMESPACE, *self.args]
         watches = self.watches()
@@ -109,13 +113,18 @@ class TcpBroker:
         assert self.process.wait(timeout=60) == 0, self.log.read_text()
 
     def add(
-        self, run_id: str, *, budget: float | None = None, allow: tuple[str, ...] = ()
+        self,
+        run_id: str,
+        *,
+        budget: float | None = None,
+        allow: tuple[str, ...] = (),
+        repo: str = "",
     ) -> ClusterRun:
         """A run's token Secret, as `flowerbox "ask" --on kube` makes it; returns once served."""
         spec = kube_spec(run_id, image="flowerbox:test", command=("flower",))
         spec = dataclasses.replace(spec, budget_usd=budget, allow=allow)
         token = base64.urlsafe_b64encode(os.urandom(32)).decode().rstrip("=")
-        self.kube.put("secrets", token_manifest(spec, NAMESPACE, token))
+        self.kube.put("secrets", token_manifest(spec, NAMESPACE, token, repo=repo))
         self.wait_logged(f"run {run_id}: serving its token")
         return ClusterRun(run_id, token)
 
@@ -170,8 +179,8 @@ def start_broker(tmp_path: Path, upstream: FakeAPI) -> Iterator[Callable[..., Tc
     with fake_kube() as kube:
         write_kubeconfig(tmp_path / "kubeconfig", kube)
 
-        def start(*args: str) -> TcpBroker:
-            broker = TcpBroker(tmp_path, kube, upstream, args).start()
+        def start(*args: str, git: str = "") -> TcpBroker:
+            broker = TcpBroker(tmp_path, kube, upstream, args, git).start()
             started.append(broker)
             return broker
 
@@ -462,3 +471,71 @@ def test_the_proxy_reads_the_token_only_from_one_basic_credential() -> None:
     with pytest.raises(ValueError, match="twice"):
         proxy_token(incoming(("proxy-authorization", basic), ("proxy-authorization", basic)))
     assert presented_token(incoming(("x-api-key", "a"), ("authorization", "Bearer a"))) == "a"
+
+
+def test_the_git_relay_it_serves_clones_and_pushes_a_runs_own_branch_with_its_note(
+    start_broker: Callable[..., TcpBroker], tmp_path: Path
+) -> None:
+    """The relay as `flowerbox broker --listen` serves it: a run known from its Secret (its
+    repository and image in the annotations) clones and pushes its branch through it, with
+    the credential only the broker's file holds, and the note says which run and image."""
+    env = quiet_env(tmp_path / "remote-home")
+    with git_remote(tmp_path / "remote", env) as remote:
+        remote.create("app")
+        broker = start_broker(
+            git=f"GIT_HOST={remote.host}\nGIT_TOKEN={TOKEN}\nGIT_USERNAME={USER}\n"
+            f"GIT_BASE_URL=http://{remote.host}\n"
+        )
+        run = broker.add("20261202-000000-gggggg", repo=remote.url("app"), allow=("pypi.org",))
+        stranger = broker.add("20261202-000000-hhhhhh")  # created with no repository
+        relay = f"http://127.0.0.1:{broker.git_port}/"
+
+        def git_as(token: str, *args: str, cwd: Path | None = None) -> Any:
+            settings = {f"url.{relay}.insteadOf": "https://", "credential.helper": ""}
+            settings["http.extraHeader"] = f"Authorization: Bearer {token}"
+            config = {"GIT_CONFIG_COUNT": str(len(settings))}
+            for n, (key, value) in enumerate(settings.items()):
+                config |= {f"GIT_CONFIG_KEY_{n}": key, f"GIT_CONFIG_VALUE_{n}": value}
+            return subprocess.run(
+                ["git", *args], cwd=cwd, env=quiet_env(tmp_path / "run-home") | config,
+                capture_output=True, text=True, timeout=60, check=False,
+            )  # fmt: skip
+
+        work = tmp_path / "work"
+        cloned = git_as(run.token, "clone", "-q", remote.url("app"), str(work))
+        assert cloned.returncode == 0, cloned.stderr
+        refused = git_as(stranger.token, "clone", "-q", remote.url("app"), str(tmp_path / "x"))
+        assert refused.returncode != 0 and not (tmp_path / "x").exists()
+        (work / "made.txt").write_text("the run's work\n")
+        git("add", "made.txt", cwd=work, env=quiet_env(tmp_path / "run-home"))
+        git("commit", "-q", "-m", "work", cwd=work, env=quiet_env(tmp_path / "run-home"))
+        branch = f"refs/heads/flowerbox/{run.run_id}"
+        to_main = git_as(run.token, "push", "origin", "HEAD:refs/heads/main", cwd=work)
+        assert to_main.returncode != 0
+        pushed = git_as(run.token, "push", "origin", f"HEAD:{branch}", cwd=work)
+        assert pushed.returncode == 0, pushed.stderr
+        assert branch in remote.refs("app") and "refs/heads/main" in remote.refs("app")
+        log = broker.folder / "git.jsonl"
+        wait_for(lambda: '"note": "written"' in log.read_text(), 60)
+        notes = tmp_path / "notes"
+        git("clone", "-q", "--bare", str(remote.root / "app.git"), str(notes), env=env)
+        git(
+            "fetch", "-q", "origin", "refs/notes/flowerbox:refs/notes/flowerbox", cwd=notes, env=env
+        )
+        note = git(
+            "notes",
+            "--ref=flowerbox",
+            "show",
+            branch.removeprefix("refs/heads/"),
+            cwd=notes,
+            env=env,
+        )
+        assert f"flowerbox-run: {run.run_id}" in note
+        assert "image: flowerbox:test" in note and f"namespace: {NAMESPACE}" in note
+        assert "network: allowlist: pypi.org" in note
+        broker.remove(run)  # its Secret deleted: its token opens nothing any more
+        again = git_as(run.token, "ls-remote", remote.url("app"))
+        assert again.returncode != 0
+        assert TOKEN not in log.read_text() and run.token not in log.read_text()
+        decisions = [json.loads(line) for line in log.read_text().splitlines()]
+        assert [d["status"] for d in decisions if d.get("decision") == "refuse"].count(401) >= 2

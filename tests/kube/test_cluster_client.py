@@ -295,9 +295,10 @@ def test_the_token_secret_tells_the_broker_the_runs_budget_and_allowlist(
     cluster: Cluster, kube: FakeKube, spec: BoxSpec, target: KubeTarget
 ) -> None:
     """The broker learns a run from its token Secret alone (flowerbox.broker.tokens): the
-    run id from its label, the budget and egress allowlist from its annotations."""
+    run id from its label, the budget, egress allowlist, repository (its git relay's) and
+    image (its note's) from its annotations."""
     budgeted = dataclasses.replace(spec, budget_usd=2.5, allow=("pypi.org", "github.com"))
-    cluster.start(budgeted, run_manifests(budgeted, target))
+    cluster.start(budgeted, run_manifests(budgeted, target), repo=target.repo)
     token = kube.created()[0]
     assert token["metadata"]["labels"] == {
         "flowerbox.dev/run-id": spec.run_id,
@@ -307,7 +308,12 @@ def test_the_token_secret_tells_the_broker_the_runs_budget_and_allowlist(
     assert token["metadata"]["annotations"] == {
         "flowerbox.dev/budget-usd": "2.5",
         "flowerbox.dev/allow": '["pypi.org", "github.com"]',
+        "flowerbox.dev/image": spec.image,
+        "flowerbox.dev/repo": target.repo,
     }
     other = dataclasses.replace(spec, run_id="20261202-023500-def456")
-    cluster.start(other, run_manifests(other, target))
-    assert kube.created()[4]["metadata"]["annotations"] == {"flowerbox.dev/allow": "[]"}
+    cluster.start(other, run_manifests(other, target))  # a self-test's: no repository
+    assert kube.created()[4]["metadata"]["annotations"] == {
+        "flowerbox.dev/allow": "[]",
+        "flowerbox.dev/image": spec.image,
+    }
