@@ -74,13 +74,14 @@ def test_go_on_kube_applies_what_render_prints(kubeconfig: FakeKube) -> None:
     assert all(r.path.startswith("/api") for r in kubeconfig.requests)
 
 
-def test_the_budget_and_allowlist_go_on_the_runs_token_for_the_broker(
+def test_the_repo_budget_and_allowlist_go_on_the_runs_token_for_the_broker(
     kubeconfig: FakeKube,
 ) -> None:
     extra = ["--budget", "5", "--allow", "docs.example", "--allow-preset", "pypi"]
     run_id = start(kubeconfig, *extra)
     token, *created = kubeconfig.created()
     notes = token["metadata"]["annotations"]
+    assert notes["flowerbox.dev/repo"] == REPO_URL  # the one the broker's git relay allows
     assert notes["flowerbox.dev/budget-usd"] == "5.0"
     allowed = json.loads(notes["flowerbox.dev/allow"])
     assert "docs.example" in allowed and "pypi.org" in allowed
