@@ -120,7 +120,7 @@ class TcpBroker:
         allow: tuple[str, ...] = (),
         repo: str = "",
     ) -> ClusterRun:
-        """A run's token Secret, as `flowerbox kube go` makes it; returns once served."""
+        """A run's token Secret, as `flowerbox "ask" --on kube` makes it; returns once served."""
         spec = kube_spec(run_id, image="flowerbox:test", command=("flower",))
         spec = dataclasses.replace(spec, budget_usd=budget, allow=allow)
         token = base64.urlsafe_b64encode(os.urandom(32)).decode().rstrip("=")
