@@ -5,7 +5,8 @@ into terminal lines; `setup`, the typer command that writes the credentials; `wr
 which draws a Timeline as the report's page, SVG and PNG (with its options `SvgOut` and
 `PngOut`); the `--json` contract (`contract`: documents, the error shape, the schema);
 `table_console`, where tables go (never cut off a terminal); `AskRouter` with `HELP_OPTIONS`,
-the root group whose first word may be the ask; `LangOption`, the root's --lang (it sets
+the root group whose first word may be the ask (and `GLOBAL_OPTIONS`, the root's options it
+lets stand anywhere); `LangOption`, the root's --lang (it sets
 $FLOWER_LANG for everything the command starts); `positive_usd`, the check of a budget
 option; and `check_args` / `options_help`, flower's command line checked and described for a
 program that runs flower elsewhere.
@@ -20,11 +21,12 @@ from flower.cli.options import LangOption, PngOut, SvgOut, positive_usd
 from flower.cli.passthrough import check_args, options_help
 from flower.cli.render import Render
 from flower.cli.report import write_report
-from flower.cli.routing import HELP_OPTIONS, AskRouter
+from flower.cli.routing import GLOBAL_OPTIONS, HELP_OPTIONS, AskRouter
 from flower.cli.setup import setup
 from flower.cli.tables import table_console
 
 __all__ = [
+    "GLOBAL_OPTIONS",
     "HELP_OPTIONS",
     "AskRouter",
     "LangOption",

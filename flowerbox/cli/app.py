@@ -8,7 +8,9 @@
     flowerbox ... --detach               go/once/run in the background: prints the run id
     flowerbox ps | logs | attach | stop | resume | answer | send    (flowerbox.cli.runs)
     flowerbox doctor | selftest          (flowerbox.cli.checks)
-    flowerbox kube render | go | ps ...  runs as Jobs on Kubernetes (flowerbox.cli.kube)
+    flowerbox ... --on kube              the run commands on Kubernetes (flowerbox.cli.kube);
+                                         --on may stand before the command too
+    flowerbox kube render | apply-broker the manifests a run (or the broker) applies
     flowerbox setup                      save and check your key (as `flower setup`)
     flowerbox broker                     one credential broker for every run here (flowerbox.broker)
 
@@ -28,7 +30,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from flower import FlowerError
-from flower.cli import HELP_OPTIONS, AskRouter, LangOption, contract, setup
+from flower.cli import GLOBAL_OPTIONS, HELP_OPTIONS, AskRouter, LangOption, contract, setup
 from flowerbox import __version__
 from flowerbox.cli import box, broker, checks, kube, runs
 from flowerbox.errors import FlowerboxError
@@ -44,6 +46,9 @@ class FlowerboxGroup(contract.JsonRefusals, AskRouter):
     also one error document on stdout (flower.cli.contract). A first argument that names no
     command is the ask of `go`, as with flower (the help words and look-alikes included)."""
 
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        return super().parse_args(ctx, on_behind(args))
+
     def invoke(self, ctx: Any) -> Any:  # typer's own (vendored) click.Context
         try:
             return super().invoke(ctx)
@@ -53,6 +58,23 @@ class FlowerboxGroup(contract.JsonRefusals, AskRouter):
                 command = f"flowerbox {ctx.invoked_subcommand or 'go'}"
                 contract.emit(contract.refusal(command, exc, 2))
             raise typer.Exit(2) from exc
+
+
+def on_behind(args: list[str]) -> list[str]:
+    """`--on PLACE` typed before the command (`flowerbox --on kube "ask" --repo URL`,
+    `flowerbox --on kube ps`) moved behind it, where the command reads it (before a `--`)."""
+    i = 0
+    while i < len(args) and args[i].startswith("-") and args[i] != "--":
+        if args[i] == "--on" and i + 1 < len(args):
+            on, rest = args[i : i + 2], args[:i] + args[i + 2 :]
+        elif args[i].startswith("--on="):
+            on, rest = args[i : i + 1], args[:i] + args[i + 1 :]
+        else:
+            i += 2 if args[i] in GLOBAL_OPTIONS else 1
+            continue
+        cut = rest.index("--") if "--" in rest else len(rest)
+        return [*rest[:cut], *on, *rest[cut:]]
+    return args
 
 
 app = typer.Typer(

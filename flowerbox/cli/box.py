@@ -21,20 +21,32 @@ from flower.cli import check_args, options_help
 from flowerbox.box.engine import CHECKOUT, connect, ensure_image
 from flowerbox.box.options import DEFAULT_IMAGE, DISK_BUDGET_GB, BoxOptions
 from flowerbox.box.prepare import workspace_of
+from flowerbox.cli import kube
 from flowerbox.cli.options import (
     Allow,
     AllowPresets,
     BaseImage,
+    Broker,
     Budget,
+    Context,
     Detach,
     DiskBudget,
     Image,
+    Namespace,
     Net,
     NoIsolate,
+    On,
+    OnOption,
+    Ref,
+    Repo,
+    RuntimeClass,
     Workspace,
     box_options,
+    kube_target,
+    on_kube,
 )
 from flowerbox.errors import ConfigError
+from flowerbox.kube.target import BROKER
 from flowerbox.runs.launch import launch
 
 app = typer.Typer()
@@ -71,9 +83,23 @@ def go(
     allow_presets: AllowPresets = None,
     net: Net = "allowlist",
     disk_budget_gb: DiskBudget = DISK_BUDGET_GB,
+    on: OnOption = On.LOCAL,
+    repo: Repo = None,
+    ref: Ref = "main",
+    namespace: Namespace = "flowerbox",
+    context: Context = None,
+    runtime_class: RuntimeClass = None,
+    broker: Broker = BROKER,
 ) -> None:
-    """flower "ask" in the box; any other option goes to flower (--timeout 0, --json...)."""
+    """flower "ask" in the box; any other option goes to flower (--timeout 0, --json...).
+
+    With --on kube the box is a Job on the cluster, its workspace cloned from --repo, and
+    this prints its run id (`flowerbox ps --on kube` lists the runs).
+    """
     command = flower_args("go", [ask, *ctx.args])
+    if on_kube(ctx, shared={"image", "budget_usd", "allow", "allow_presets"}):
+        kube.go(kube_target(ctx.params), command, box_options(ctx.params))
+        return
     raise typer.Exit(launch(command, box_options(ctx.params), detach=detach))
 
 

@@ -10,24 +10,30 @@ import typer
 from rich.console import Console
 
 from flowerbox.box.options import DEFAULT_IMAGE
-from flowerbox.cli.kube import Context, Namespace, RuntimeClass, on_cluster
+from flowerbox.cli import kube
 from flowerbox.cli.options import (
     Allow,
     AllowPresets,
     BaseImage,
     Budget,
+    Context,
     Image,
+    Namespace,
     Net,
+    On,
+    OnOption,
+    RuntimeClass,
     Workspace,
     box_options,
+    kube_target,
+    on_kube,
 )
 from flowerbox.errors import ConfigError
-from flowerbox.kube.target import NO_REPO, KubeTarget
 from flowerbox.selftest.controls import ALL_WEAK, control_named
 from flowerbox.selftest.doctor import doctor as run_checks
 from flowerbox.selftest.runner import HOST_SECTION
 from flowerbox.selftest.runner import selftest as run_probes
-from flowerbox.selftest.verdicts import SILENT
+from flowerbox.selftest.verdicts import SILENT, Verdict
 
 app = typer.Typer()
 STDERR = Console(stderr=True, highlight=False, soft_wrap=True)
@@ -84,15 +90,7 @@ def selftest(
         bool, typer.Option("--no-isolate", help="The box of a run without worktrees.")
     ] = False,
     budget_usd: Budget = None,
-    on: Annotated[
-        str,
-        typer.Option(
-            "--on",
-            metavar="local|kube",
-            help="kube: the probes as a Job on the cluster, with a run's Pod spec (the "
-            "verdicts are in its log: flowerbox kube logs RUN).",
-        ),
-    ] = "local",
+    on: OnOption = On.LOCAL,
     namespace: Namespace = "flowerbox",
     context: Context = None,
     runtime_class: RuntimeClass = None,
@@ -101,16 +99,13 @@ def selftest(
 
     --negative-control runs the all-weak control (every probe should FAIL), --weaken one
     variant of flowerbox.selftest.controls (exactly its probes should FAIL); stderr says what
-    was expected.
+    was expected. With --on kube the probes run as a Job with a run's Pod spec (the control
+    too), and its log is judged here.
     """
-    if on not in ("local", "kube"):
-        raise ConfigError(f"--on {on}: pass local or kube")
-    if on == "kube":
-        if weaken is not None:
-            raise ConfigError("--weaken is for the local box: on kube, --negative-control")
-        target = KubeTarget(repo=NO_REPO, namespace=namespace, runtime_class=runtime_class)
-        typer.echo(on_cluster(target, image=image, context=context, negative=negative_control))
-        return
+    if on_kube(ctx, shared={"image", "negative_control", "as_json"}):
+        probes = kube.selftest(kube_target(ctx.params), image=image, negative=negative_control)
+        _show([("box", probes)], as_json=as_json)
+        raise typer.Exit(_counted(probes, []))
     control = ALL_WEAK if negative_control else None
     if weaken is not None:
         if negative_control:
@@ -128,7 +123,20 @@ def selftest(
             "code, which no box changes)"
         )
     report = run_probes(box_options(ctx.params), control=control)
-    sections = (("box", report.verdicts), (HOST_SECTION, report.host))
+    _show([("box", report.verdicts), (HOST_SECTION, report.host)], as_json=as_json)
+    for what in report.left:
+        STDERR.print(f"could not remove what the self-test planted: {what}", markup=False)
+    if any(verdict.why.startswith(SILENT) for verdict in report.verdicts):
+        STDERR.print(
+            "some probes never reported: an image older than this flowerbox? run "
+            f"`flowerbox build`. The box's stderr ended with:\n{report.stderr[-1500:]}",
+            markup=False,
+        )
+    raise typer.Exit(_counted(report.verdicts, report.host))
+
+
+def _show(sections: list[tuple[str, list[Verdict]]], *, as_json: bool) -> None:
+    """Each section's verdicts: a line, or a JSON object, each."""
     for section, verdicts in sections:
         if verdicts and section == HOST_SECTION and not as_json:
             typer.echo(f"{HOST_SECTION}: flowerbox's host code against what the box planted")
@@ -138,18 +146,14 @@ def selftest(
                 typer.echo(json.dumps({**line, "why": verdict.why}))
             else:
                 typer.echo(verdict.line())
-    for what in report.left:
-        STDERR.print(f"could not remove what the self-test planted: {what}", markup=False)
-    every = [*report.verdicts, *report.host]
+
+
+def _counted(probes: list[Verdict], host: list[Verdict]) -> int:
+    """The count on stderr; the exit code: 1 on any FAIL."""
+    every = [*probes, *host]
     failed = sum(not verdict.ok for verdict in every)
-    if any(verdict.why.startswith(SILENT) for verdict in report.verdicts):
-        STDERR.print(
-            "some probes never reported: an image older than this flowerbox? run "
-            f"`flowerbox build`. The box's stderr ended with:\n{report.stderr[-1500:]}",
-            markup=False,
-        )
-    counted = f"{len(report.verdicts)} probes"
-    if report.host:
-        counted += f", {len(report.host)} host-boundary checks"
+    counted = f"{len(probes)} probes"
+    if host:
+        counted += f", {len(host)} host-boundary checks"
     STDERR.print(f"{counted}: {len(every) - failed} PASS, {failed} FAIL")
-    raise typer.Exit(1 if failed else 0)
+    return 1 if failed else 0

@@ -1,61 +1,94 @@
-"""`flowerbox kube ...`: runs as Jobs on a Kubernetes cluster (flowerbox.kube).
+"""Runs as Jobs on a Kubernetes cluster (flowerbox.kube): the `--on kube` half of the run
+commands, and the `kube` group for what has no counterpart on one machine.
 
-    flowerbox kube render "ask" --repo URL     every manifest of the run, as YAML (review, GitOps)
-    flowerbox kube render --broker             the broker's manifests, once per namespace
-    flowerbox kube apply-broker                apply them (the key's Secret is made apart)
-    flowerbox kube go "ask" --repo URL         the run's token Secret, then what render prints
-    flowerbox kube ps | logs RUN [-f] | stop RUN | resume RUN | deliver RUN | rm RUN
-    flowerbox kube answer RUN QID "text" | send RUN "text"     (a drop Job into its inbox)
+    flowerbox "ask" --on kube --repo URL   the run's token Secret, then what render prints
+    flowerbox ps --on kube                 the runs' Jobs, and the questions they wait on
+    flowerbox logs|stop|resume|deliver|rm RUN --on kube
+    flowerbox answer QID "text" --on kube --run RUN   (a drop Job into its inbox; send too)
+    flowerbox kube render "ask" --repo URL every manifest of the run, as YAML (review, GitOps)
+    flowerbox kube render --broker-manifests    the broker's manifests, once per namespace
+    flowerbox kube apply-broker            apply them (the key's Secret is made apart)
 
-The client (the `kube` extra) is imported only by the commands that reach a cluster, so
-`render` and `--help` need none; render alone needs PyYAML.
+The run commands (flowerbox.cli.runs, .box, .checks) call the functions here from their
+`--on kube` branch: one implementation per command, one command per thing to do. The client
+(the `kube` extra) is imported only by what reaches a cluster, so `render` and `--help` need
+none; render alone needs PyYAML.
 """
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import sys
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from flower import new_run_id
-from flowerbox.box.options import DEFAULT_IMAGE
-from flowerbox.cli.options import Image
+from flowerbox.box.options import DEFAULT_IMAGE, BoxOptions
+from flowerbox.box.prepare import egress_allowlist
+from flowerbox.cli.options import (
+    Broker,
+    Context,
+    Image,
+    Namespace,
+    Ref,
+    Repo,
+    RuntimeClass,
+    kube_target,
+)
+from flowerbox.errors import ConfigError, RunError
 from flowerbox.kube.pod import Manifest
 from flowerbox.kube.render import broker_manifests, run_manifests
 from flowerbox.kube.target import BROKER, NO_REPO, KubeTarget, flower_command, kube_spec
 
 if TYPE_CHECKING:
     from flowerbox.kube.cluster import Cluster
+    from flowerbox.selftest.verdicts import Verdict
 
+PROBES_S = 600  # a node pulling the image and scheduling the Pod included
+READ_S = 60  # ps waits this long for the Jobs that read the questions (the image is there)
 app = typer.Typer(
-    name="kube", help="Runs as Jobs on a Kubernetes cluster (docs/deployment.md, Kubernetes)."
+    name="kube",
+    help="Render a run's manifests, apply the broker's; the runs themselves are `--on kube` "
+    "(docs/deployment.md, Kubernetes).",
 )
 
-Repo = Annotated[
-    str, typer.Option("--repo", metavar="URL", help="The https git remote the run works on.")
-]
-Ref = Annotated[str, typer.Option("--ref", help="The branch or tag the workspace starts from.")]
-Namespace = Annotated[
-    str, typer.Option("--namespace", "-n", envvar="FLOWERBOX_NAMESPACE", help="The namespace.")
-]
-Context = Annotated[
-    str | None, typer.Option("--context", help="The kubeconfig context (default: current).")
-]
-RuntimeClass = Annotated[
-    str | None,
-    typer.Option("--runtime-class", metavar="NAME", help="The Pods' runtimeClassName (gvisor...)."),
-]
-Broker = Annotated[str, typer.Option("--broker", help="The broker's Service name.")]
-RunArg = Annotated[str, typer.Argument(help="The run id (flowerbox kube ps lists them).")]
-Ask = Annotated[str, typer.Argument(help="What you want done, in one line.")]
 
-
-def _cluster(context: str | None, namespace: str) -> Cluster:
+def cluster(target: KubeTarget) -> Cluster:
+    """The target's namespace on the kubeconfig's cluster (its --context, or the current)."""
     # lazy: the official client is the `kube` extra, and a large import
     from flowerbox.kube.cluster import Cluster
 
-    return Cluster.connect(context=context, namespace=namespace)
+    return Cluster.connect(context=target.context, namespace=target.namespace)
+
+
+def required(run: str | None) -> str:
+    """A run id on a cluster: there is no "the newest run here" to default to."""
+    if run is None:
+        raise ConfigError("pass the run id with --on kube: `flowerbox ps --on kube` lists them")
+    return run
+
+
+def selftest(target: KubeTarget, *, image: str, negative: bool) -> list[Verdict]:
+    """`selftest --on kube`: the probe Job, waited for; its log judged on this host
+    (flowerbox.kube.selftest.verdicts); everything of it removed again."""
+    # lazy: flowerbox.selftest is only for this one command
+    from flowerbox.kube.selftest import MAX_LOG_BYTES, probe_manifests, probe_spec, verdicts
+
+    spec = probe_spec(image=image, negative=negative)
+    on = cluster(target)
+    manifests = probe_manifests(spec, target, negative=negative)
+    for made in on.start(spec, manifests, repo=target.repo):
+        typer.echo(f"created {made}", err=True)
+    try:
+        typer.echo(f"waiting for {spec.run_id} (up to {PROBES_S} s)", err=True)
+        on.wait(spec.run_id, timeout_s=PROBES_S)
+        return verdicts(on.log(spec.run_id, limit=MAX_LOG_BYTES), spec)
+    finally:
+        with contextlib.suppress(RunError):  # its Job gone already: nothing to stop
+            on.stop(spec.run_id)  # ended or not: then nothing of it is running to refuse rm
+        on.remove(spec.run_id)
 
 
 def _print(manifests: list[Manifest]) -> None:
@@ -65,33 +98,88 @@ def _print(manifests: list[Manifest]) -> None:
     typer.echo(dump(manifests), nl=False)
 
 
-def _target(
-    repo: str, ref: str, namespace: str, runtime_class: str | None, broker: str
-) -> KubeTarget:
-    return KubeTarget(
-        repo=repo, ref=ref, namespace=namespace, runtime_class=runtime_class, broker=broker
-    )
-
-
-def on_cluster(target: KubeTarget, *, image: str, context: str | None, negative: bool) -> str:
-    """`selftest --on kube`: start the probe Job; returns its run id."""
-    # lazy: flowerbox.selftest is only for this one command of the group
-    from flowerbox.kube.selftest import probe_manifests, probe_spec
-
-    spec = probe_spec(image=image, negative=negative)
-    manifests = probe_manifests(spec, target, negative=negative)
-    for made in _cluster(context, target.namespace).start(spec, manifests, repo=target.repo):
+def go(target: KubeTarget, args: list[str], options: BoxOptions) -> None:
+    """`flowerbox "ask" --on kube`: start `flower ARGS...` as a Job (its token, volume,
+    network policy, Job); prints the run id. The budget and the egress allowlist (presets
+    expanded, checked as locally) go on the run's token Secret, where the broker reads them;
+    the rendered manifests do not depend on them."""
+    if target.repo == NO_REPO:
+        raise ConfigError("--on kube needs --repo URL: the https git remote the run works on")
+    allowed = egress_allowlist("allowlist", options.allow, options.allow_presets)
+    spec = kube_spec(new_run_id(), image=options.image, command=flower_command(args))
+    spec = dataclasses.replace(spec, budget_usd=options.budget_usd, allow=allowed)
+    for made in cluster(target).start(spec, run_manifests(spec, target), repo=target.repo):
         typer.echo(f"created {made}", err=True)
-    typer.echo(f"the verdicts: flowerbox kube logs {spec.run_id} -f", err=True)
-    return spec.run_id
+    typer.echo(spec.run_id)
+
+
+def ps(target: KubeTarget) -> dict[str, list[dict[str, Any]] | str]:
+    """Print the runs' Jobs in the namespace (run id, state, Job); returns the questions each
+    running run waits on (or why they could not be read)."""
+    on = cluster(target)
+    jobs = on.runs()
+    for status in jobs:
+        typer.echo(status.line())
+    running = sorted({job.run_id for job in jobs if job.agent and job.state == "running"})
+    return on.questions(running, target, timeout_s=READ_S)
+
+
+def logs(target: KubeTarget, run: str, *, follow: bool) -> None:
+    """The agent's output, as its Pod wrote it (the newest Job of the run)."""
+    for chunk in cluster(target).logs(run, follow=follow):
+        sys.stdout.buffer.write(chunk)
+        sys.stdout.buffer.flush()
+
+
+def stop(target: KubeTarget, run: str) -> None:
+    """Delete the run's Jobs (SIGTERM to flower); its volume stays for resume."""
+    for job in cluster(target).stop(run):
+        typer.echo(f"stopped {job}")
+
+
+def resume(target: KubeTarget, run: str) -> None:
+    """A new Job on the run's volume: the same command, the same sessions."""
+    for made in cluster(target).resume(run, target):
+        typer.echo(f"created {made}")
+
+
+def deliver(target: KubeTarget, run: str) -> None:
+    """Push the ended run's branch back as flowerbox/RUN, through the broker's git relay."""
+    for made in cluster(target).deliver(run, target):
+        typer.echo(f"created {made}")
+
+
+def drop(target: KubeTarget, run: str, payload: dict[str, str]) -> None:
+    """An answer or a message into the run's inbox, by a small Job on its node. An answer
+    goes only to a question the run waits on, as locally (its questions read first, as ps
+    reads them; when they cannot be read, the answer goes and stderr says why)."""
+    on = cluster(target)
+    if "answer" in payload:
+        on.running(run)  # a read beside a run that is not there would wait for nothing
+        waiting = on.questions([run], target, timeout_s=READ_S)[run]
+        if isinstance(waiting, str):
+            typer.echo(f"{run}: its questions are unknown ({waiting}): answering anyway", err=True)
+        elif payload["answer"] not in (ids := [str(ask["id"]) for ask in waiting]):
+            raise RunError(
+                f"run {run} waits for no answer to {payload['answer']!r} (pending: "
+                f"{', '.join(ids) or 'none'}): `flowerbox ps --on kube` lists the questions",
+                run_id=run,
+            )
+    made = on.drop(run, target, payload)
+    typer.echo(f"created {made}: `flowerbox logs {run} -f --on kube` shows the run take it")
+
+
+def rm(target: KubeTarget, run: str) -> None:
+    """Remove an ended run: its Jobs, volume, network policy and token (no resume after)."""
+    for removed in cluster(target).remove(run):
+        typer.echo(f"removed {removed}")
 
 
 @app.command()
 def render(
+    ctx: typer.Context,
     ask: Annotated[str | None, typer.Argument(help="What the run is to do.")] = None,
-    repo: Annotated[
-        str | None, typer.Option("--repo", metavar="URL", help="The https git remote.")
-    ] = None,
+    repo: Repo = None,
     ref: Ref = "main",
     namespace: Namespace = "flowerbox",
     runtime_class: RuntimeClass = None,
@@ -104,20 +192,21 @@ def render(
         bool, typer.Option("--broker-manifests", help="The broker's manifests instead.")
     ] = False,
 ) -> None:
-    """Print every manifest as YAML: exactly what `kube go` (or `kube apply-broker`) applies."""
+    """Print every manifest as YAML: exactly what `flowerbox "ask" --on kube` (or `kube
+    apply-broker`) applies."""
+    target = kube_target(ctx.params)
     if for_broker:
-        target = _target(NO_REPO, ref, namespace, runtime_class, broker)
         _print(broker_manifests(target, image=image))
         return
     if ask is None or repo is None:
         raise typer.BadParameter('pass "ask" and --repo URL, or --broker-manifests')
-    target = _target(repo, ref, namespace, runtime_class, broker)
     spec = kube_spec(run_id or new_run_id(), image=image, command=flower_command(["go", ask]))
     _print(run_manifests(spec, target))
 
 
 @app.command("apply-broker")
 def apply_broker(
+    ctx: typer.Context,
     namespace: Namespace = "flowerbox",
     context: Context = None,
     runtime_class: RuntimeClass = None,
@@ -125,115 +214,6 @@ def apply_broker(
     image: Image = DEFAULT_IMAGE,
 ) -> None:
     """Apply the broker's manifests (what `render --broker-manifests` prints)."""
-    target = _target(NO_REPO, "main", namespace, runtime_class, broker)
-    for made in _cluster(context, namespace).apply(broker_manifests(target, image=image)):
+    target = kube_target(ctx.params)
+    for made in cluster(target).apply(broker_manifests(target, image=image)):
         typer.echo(f"created {made}")
-
-
-@app.command()
-def go(
-    ask: Ask,
-    repo: Repo,
-    ref: Ref = "main",
-    namespace: Namespace = "flowerbox",
-    context: Context = None,
-    runtime_class: RuntimeClass = None,
-    broker: Broker = BROKER,
-    image: Image = DEFAULT_IMAGE,
-) -> None:
-    """Start a run as a Job: its token, its volume, its network policy, the Job; prints the id."""
-    target = _target(repo, ref, namespace, runtime_class, broker)
-    spec = kube_spec(new_run_id(), image=image, command=flower_command(["go", ask]))
-    for made in _cluster(context, namespace).start(spec, run_manifests(spec, target)):
-        typer.echo(f"created {made}", err=True)
-    typer.echo(spec.run_id)
-
-
-@app.command()
-def ps(namespace: Namespace = "flowerbox", context: Context = None) -> None:
-    """The runs' Jobs in the namespace: run id, state, Job."""
-    for status in _cluster(context, namespace).runs():
-        typer.echo(status.line())
-
-
-@app.command()
-def logs(
-    run: RunArg,
-    follow: Annotated[bool, typer.Option("--follow", "-f", help="Until the Pod ends.")] = False,
-    namespace: Namespace = "flowerbox",
-    context: Context = None,
-) -> None:
-    """The agent's output, as its Pod wrote it (the newest Job of the run)."""
-    for chunk in _cluster(context, namespace).logs(run, follow=follow):
-        sys.stdout.buffer.write(chunk)
-        sys.stdout.buffer.flush()
-
-
-@app.command()
-def stop(run: RunArg, namespace: Namespace = "flowerbox", context: Context = None) -> None:
-    """Delete the run's Jobs (SIGTERM to flower); its volume stays for resume."""
-    for job in _cluster(context, namespace).stop(run):
-        typer.echo(f"stopped {job}")
-
-
-@app.command()
-def resume(
-    run: RunArg,
-    namespace: Namespace = "flowerbox",
-    context: Context = None,
-    runtime_class: RuntimeClass = None,
-    broker: Broker = BROKER,
-) -> None:
-    """A new Job on the run's volume: the same command, the same sessions."""
-    target = _target(NO_REPO, "main", namespace, runtime_class, broker)
-    for made in _cluster(context, namespace).resume(run, target):
-        typer.echo(f"created {made}")
-
-
-@app.command()
-def deliver(
-    run: RunArg,
-    namespace: Namespace = "flowerbox",
-    context: Context = None,
-    broker: Broker = BROKER,
-) -> None:
-    """Push the ended run's branch back as flowerbox/RUN, through the broker's git relay."""
-    target = _target(NO_REPO, "main", namespace, None, broker)
-    for made in _cluster(context, namespace).deliver(run, target):
-        typer.echo(f"created {made}")
-
-
-@app.command()
-def answer(
-    run: RunArg,
-    question: Annotated[str, typer.Argument(help="The question's id (q1...), as its log shows.")],
-    text: Annotated[str, typer.Argument(help="Your answer.")],
-    namespace: Namespace = "flowerbox",
-    context: Context = None,
-) -> None:
-    """Answer a question the run waits on (a small Job drops it into its inbox)."""
-    _drop(run, {"answer": question, "text": text}, namespace, context)
-
-
-@app.command()
-def send(
-    run: RunArg,
-    text: Annotated[str, typer.Argument(help="What to tell the run.")],
-    namespace: Namespace = "flowerbox",
-    context: Context = None,
-) -> None:
-    """Tell the run something unprompted (a small Job drops it into its inbox)."""
-    _drop(run, {"send": text}, namespace, context)
-
-
-def _drop(run: str, payload: dict[str, str], namespace: str, context: str | None) -> None:
-    target = KubeTarget(repo=NO_REPO, namespace=namespace)
-    made = _cluster(context, namespace).drop(run, target, payload)
-    typer.echo(f"created {made}: `flowerbox kube logs {run} -f` shows the run take it")
-
-
-@app.command()
-def rm(run: RunArg, namespace: Namespace = "flowerbox", context: Context = None) -> None:
-    """Remove an ended run: its Jobs, volume, network policy and token (no resume after)."""
-    for removed in _cluster(context, namespace).remove(run):
-        typer.echo(f"removed {removed}")

@@ -1,21 +1,28 @@
-"""The options every box command shares, declared once, and the BoxOptions they become.
+"""The options every box command shares, declared once, and the values they become.
 
 Each command lists the ones it takes by these names (typer reads options from a function's
 signature, so a command still names its parameters); `box_options` turns whatever of them a
-command was given into the one frozen value the library takes (flowerbox.box.options).
+command was given into the one frozen value the library takes (flowerbox.box.options), and
+`kube_target` the cluster options into a KubeTarget. `--on` says where a command acts:
+`on_kube` answers it, and refuses an option typed for the other place (a workspace on a
+cluster, a repository on this machine) rather than ignoring it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import fields
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from typer import _click  # typer >= 0.26 vendors click; a context speaks its types
 
 from flower.cli import positive_usd
 from flowerbox.box.options import BoxOptions
+from flowerbox.errors import ConfigError
+from flowerbox.kube.target import BROKER, NO_REPO, KubeTarget
 
 Workspace = Annotated[
     Path | None, typer.Option("--workspace", "-w", help="The project folder (default: here).")
@@ -71,6 +78,44 @@ Net = Annotated[
 ]
 NoIsolate = Annotated[bool, typer.Option("--no-isolate", help="No git worktrees for the workers.")]
 
+
+class On(StrEnum):
+    """Where a command acts: this machine's engine, or a Kubernetes cluster."""
+
+    LOCAL = "local"
+    KUBE = "kube"
+
+
+OnOption = Annotated[
+    On,
+    typer.Option(
+        "--on",
+        help="local: this machine's engine. kube: a Kubernetes cluster, the kubeconfig's "
+        "(docs/deployment.md, Kubernetes).",
+    ),
+]
+Repo = Annotated[
+    str | None,
+    typer.Option("--repo", metavar="URL", help="On kube: the https git remote a run works on."),
+]
+Ref = Annotated[str, typer.Option("--ref", help="On kube: the branch or tag it starts from.")]
+Namespace = Annotated[
+    str,
+    typer.Option("--namespace", "-n", envvar="FLOWERBOX_NAMESPACE", help="On kube: the namespace."),
+]
+Context = Annotated[
+    str | None,
+    typer.Option("--context", help="On kube: the kubeconfig context (default: its current)."),
+]
+RuntimeClass = Annotated[
+    str | None,
+    typer.Option(
+        "--runtime-class", metavar="NAME", help="On kube: the Pods' runtimeClassName (gvisor...)."
+    ),
+]
+Broker = Annotated[str, typer.Option("--broker", help="On kube: the broker's Service name.")]
+KUBE_ONLY = frozenset({"repo", "ref", "namespace", "context", "runtime_class", "broker"})
+"""The cluster options' parameter names: they mean nothing on this machine."""
 _FIELDS = frozenset(field.name for field in fields(BoxOptions))
 
 
@@ -84,3 +129,41 @@ def box_options(given: Mapping[str, Any], **fixed: Any) -> BoxOptions:
     for name in ("allow", "allow_presets"):
         taken[name] = tuple(taken.get(name) or ())
     return BoxOptions(**{**taken, **fixed})
+
+
+def on_kube(ctx: typer.Context, *, shared: Collection[str] = ()) -> bool:
+    """Whether the command acts on a cluster (`--on kube`). An option typed on the command
+    line (not one from the environment or a default) that does not go where the command
+    acts is refused: a cluster option without --on kube, or with it one of this machine's
+    (anything but the arguments, the cluster options and `shared`).
+
+    Raises:
+        ConfigError: which option, and where it goes.
+    """
+    kube = ctx.params.get("on") is On.KUBE
+    for param in ctx.command.params:
+        name = param.name or ""
+        typed = ctx.get_parameter_source(name) is _click.core.ParameterSource.COMMANDLINE
+        if not typed or param.param_type_name != "option" or name == "on" or name in shared:
+            continue
+        flag = param.opts[0]
+        if name in KUBE_ONLY and not kube:
+            raise ConfigError(f"{flag} is for a cluster: add --on kube, or leave it out")
+        if name not in KUBE_ONLY and kube:
+            raise ConfigError(
+                f"{flag} is for this machine, not a cluster: leave it out with --on kube"
+            )
+    return kube
+
+
+def kube_target(given: Mapping[str, Any]) -> KubeTarget:
+    """The KubeTarget of a command's parsed parameters: the cluster options it takes, the
+    defaults for the others (no repository: only `go` fetches one)."""
+    return KubeTarget(
+        repo=given.get("repo") or NO_REPO,
+        ref=given.get("ref") or "main",
+        namespace=given.get("namespace") or "flowerbox",
+        context=given.get("context"),
+        runtime_class=given.get("runtime_class"),
+        broker=given.get("broker") or BROKER,
+    )

@@ -10,6 +10,10 @@
     flowerbox resume [RUN]               a new box continuing the same flower run and sessions
     flowerbox answer QID "text"          answer a pending question (from the host)
     flowerbox send "text"                tell the run something unprompted
+    flowerbox deliver | rm RUN --on kube push a cluster run's branch back; remove its volume
+
+`--on kube` (with --namespace, --context) does the same to the runs on a cluster: each
+command's kube branch calls flowerbox.cli.kube.
 
 Errors (no runs, an unknown id, a run already ended, an answer nobody waits for) are
 FlowerboxErrors: exit 2 with a message that says what to do (flowerbox.cli.app).
@@ -35,8 +39,20 @@ from flower.cli import PngOut, Render, SvgOut, contract, positive_usd, table_con
 from flowerbox.box.options import BoxOptions
 from flowerbox.box.spec import answer_command
 from flowerbox.box.untrusted import clean
-from flowerbox.cli.options import Workspace
+from flowerbox.cli import kube
+from flowerbox.cli.options import (
+    Broker,
+    Context,
+    Namespace,
+    On,
+    OnOption,
+    RuntimeClass,
+    Workspace,
+    kube_target,
+    on_kube,
+)
 from flowerbox.errors import BoxError, ConfigError, RunError
+from flowerbox.kube.target import BROKER
 from flowerbox.runs import records
 from flowerbox.runs.control import (
     deliver,
@@ -69,11 +85,25 @@ RunOption = Annotated[
 
 @app.command()
 def ps(
+    ctx: typer.Context,
     all_runs: Annotated[bool, typer.Option("--all", "-a", help="Every workspace's runs.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the runs as JSON.")] = False,
     workspace: Workspace = None,
+    on: OnOption = On.LOCAL,
+    namespace: Namespace = "flowerbox",
+    context: Context = None,
 ) -> None:
     """List the runs (newest last) and the questions they wait on."""
+    if on_kube(ctx):
+        target = kube_target(ctx.params)
+        console = table_console()
+        for run_id, waiting in kube.ps(target).items():
+            if isinstance(waiting, str):
+                STDERR.print(f"{run_id}: its questions are unknown: {waiting}", markup=False)
+                continue
+            how = f'flowerbox answer {{id}} "..." --run {run_id} --on kube'
+            _questions(console, run_id, waiting, how)
+        return
     where = (workspace or Path.cwd()).expanduser().resolve()
     found = records.all_runs() if all_runs else records.runs_of(where)
     rows = [summary(run) for run in found]
@@ -101,10 +131,18 @@ def ps(
         table.add_row(*(escape(cell) for cell in cells))
     console.print(table)
     for row in rows:
-        for ask in row["pending_asks"]:
-            options = f"  [{' / '.join(ask['options'])}]" if ask.get("options") else ""
-            console.print(f"{row['run_id']} {ask['id']}: {escape(ask['question'])}{options}")
-            console.print(f"  answer: {answer_command(row['run_id']).replace('{id}', ask['id'])}")
+        _questions(console, row["run_id"], row["pending_asks"], answer_command(row["run_id"]))
+
+
+def _questions(console: Console, run_id: str, asks: list[dict[str, Any]], answer: str) -> None:
+    """A run's pending questions, each with the command that answers it (`{id}` in `answer`
+    becomes the question's id). The asks are cleaned of terminal controls already."""
+    for ask in asks:
+        offered = ask.get("options")
+        options = f"  [{' / '.join(map(str, offered))}]" if isinstance(offered, list) else ""
+        line = f"{run_id} {ask['id']}: {ask.get('question')}{options}"
+        console.print(line, markup=False)
+        console.print(f"  answer: {answer.replace('{id}', ask['id'])}", markup=False)
 
 
 def _short(command: list[str], width: int | None) -> str:
@@ -115,6 +153,7 @@ def _short(command: list[str], width: int | None) -> str:
 
 @app.command()
 def logs(
+    ctx: typer.Context,
     run: RunArg = None,
     follow: Annotated[
         bool, typer.Option("--follow", "-f", help="Keep following until the run ends.")
@@ -129,8 +168,17 @@ def logs(
         bool, typer.Option("--json", help="With --requests: print them as JSON.")
     ] = False,
     workspace: Workspace = None,
+    on: OnOption = On.LOCAL,
+    namespace: Namespace = "flowerbox",
+    context: Context = None,
 ) -> None:
-    """Show a run's events (flower's own rendering); -f follows a live run to its end."""
+    """Show a run's events (flower's own rendering); -f follows a live run to its end.
+
+    With --on kube: the agent's output as its Pod wrote it (the run's newest Job).
+    """
+    if on_kube(ctx, shared={"follow"}):
+        kube.logs(kube_target(ctx.params), kube.required(run), follow=follow)
+        return
     found = find(workspace, run)
     if requests or as_json:
         if follow or not requests:
@@ -275,8 +323,21 @@ def _report_end(run: Run) -> int | None:
 
 
 @app.command()
-def stop(run: RunArg = None, workspace: Workspace = None) -> None:
-    """Stop a run: SIGTERM to flower, which records its step and exits 130 (resumable)."""
+def stop(
+    ctx: typer.Context,
+    run: RunArg = None,
+    workspace: Workspace = None,
+    on: OnOption = On.LOCAL,
+    namespace: Namespace = "flowerbox",
+    context: Context = None,
+) -> None:
+    """Stop a run: SIGTERM to flower, which records its step and exits 130 (resumable).
+
+    With --on kube: the run's Jobs are deleted; its volume stays for resume.
+    """
+    if on_kube(ctx):
+        kube.stop(kube_target(ctx.params), kube.required(run))
+        return
     found = find(workspace, run)
     if found.unkept:
         STDERR.print(f"{found.run_id} lost its keeper: stopping it and cleaning up")
@@ -304,6 +365,7 @@ def _stop_quietly(run: Run) -> None:
 
 @app.command()
 def resume(
+    ctx: typer.Context,
     run: RunArg = None,
     workspace: Workspace = None,
     detach: Annotated[
@@ -322,12 +384,21 @@ def resume(
             callback=positive_usd,
         ),
     ] = None,
+    on: OnOption = On.LOCAL,
+    namespace: Namespace = "flowerbox",
+    context: Context = None,
+    runtime_class: RuntimeClass = None,
+    broker: Broker = BROKER,
 ) -> None:
     """Continue a run that ended: a new box, the same settings, the same sessions.
 
     flower resumes each step's session from the workspace's runs/ (lineage.json); the new
-    box gets a new run id, and its meta names the run it resumed.
+    box gets a new run id, and its meta names the run it resumed. With --on kube: a new Job
+    on the run's volume, with the command and image its volume recorded.
     """
+    if on_kube(ctx):
+        kube.resume(kube_target(ctx.params), kube.required(run))
+        return
     found = find(workspace, run)
     if found.running:
         raise RunError(
@@ -354,12 +425,20 @@ def resume(
 
 @app.command()
 def answer(
+    ctx: typer.Context,
     question: Annotated[str, typer.Argument(help="The question's id (q1...), as ps shows.")],
     text: Annotated[str, typer.Argument(help="Your answer.")],
     run: RunOption = None,
     workspace: Workspace = None,
+    on: OnOption = On.LOCAL,
+    namespace: Namespace = "flowerbox",
+    context: Context = None,
 ) -> None:
-    """Answer a question a run waits on."""
+    """Answer a question a run waits on (on kube: a small Job drops it into its inbox)."""
+    if on_kube(ctx, shared={"run"}):
+        payload = {"answer": question, "text": text}
+        kube.drop(kube_target(ctx.params), kube.required(run), payload)
+        return
     found = find(workspace, run)
     if not found.running:
         raise ended_error(found, "answer")
@@ -381,11 +460,19 @@ def answer(
 
 @app.command()
 def send(
+    ctx: typer.Context,
     text: Annotated[str, typer.Argument(help="What to tell the run.")],
     run: RunOption = None,
     workspace: Workspace = None,
+    on: OnOption = On.LOCAL,
+    namespace: Namespace = "flowerbox",
+    context: Context = None,
 ) -> None:
-    """Tell a run something unprompted; a stopped run reads it when resumed."""
+    """Tell a run something unprompted; a stopped run reads it when resumed (on kube: a
+    small Job drops it into its inbox while it runs)."""
+    if on_kube(ctx, shared={"run"}):
+        kube.drop(kube_target(ctx.params), kube.required(run), {"send": text})
+        return
     found = find(workspace, run)
     if not found.running and found.status != "stopped":
         raise ended_error(found, "send to")
@@ -401,3 +488,43 @@ _DELIVERED = {
     "rejected": "refused by the run",
     "waiting": "in the run's inbox; it has not picked it up yet",
 }
+
+
+ClusterRun = Annotated[
+    str, typer.Argument(help="The run id (`flowerbox ps --on kube` lists them).")
+]
+
+
+def _cluster_only(ctx: typer.Context, what: str) -> None:
+    """deliver and rm have nothing to do on this machine: say where the thing is instead."""
+    if not on_kube(ctx):
+        raise ConfigError(
+            f"flowerbox {ctx.command.name} is for a run on a cluster (--on kube): {what}"
+        )
+
+
+@app.command("deliver")
+def deliver_run(
+    ctx: typer.Context,
+    run: ClusterRun,
+    on: OnOption = On.LOCAL,
+    namespace: Namespace = "flowerbox",
+    context: Context = None,
+    broker: Broker = BROKER,
+) -> None:
+    """Push an ended cluster run's branch back as flowerbox/RUN, through the broker's relay."""
+    _cluster_only(ctx, "a run here leaves its work on its branch in your repository")
+    kube.deliver(kube_target(ctx.params), run)
+
+
+@app.command("rm")
+def remove(
+    ctx: typer.Context,
+    run: ClusterRun,
+    on: OnOption = On.LOCAL,
+    namespace: Namespace = "flowerbox",
+    context: Context = None,
+) -> None:
+    """Remove an ended cluster run: its Jobs, volume, network policy and token (no resume)."""
+    _cluster_only(ctx, "a run here is its records and your workspace's runs/, yours to keep")
+    kube.rm(kube_target(ctx.params), run)

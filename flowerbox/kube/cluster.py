@@ -8,11 +8,13 @@ flowerbox.kube.render rendered (the same dicts, turned into the client's own mod
     cluster.resume(run_id, target); cluster.deliver(run_id, target)
     cluster.wait(run_id, timeout_s=600); cluster.remove(run_id)
     cluster.drop(run_id, target, {"answer": "q1", "text": "yes"})   # answer and send
+    cluster.questions([run_id], target, timeout_s=60)    # what ps shows: a read Job each
 
 The one seam is the ApiClient the constructor takes: tests give it a Configuration whose
 host is a fake API server on loopback, so every request goes through the client's own
-serialization and HTTP code. Nothing here reads what a run wrote: the API server's answers
-are the only input, and a Pod's log is printed, never interpreted.
+serialization and HTTP code. What a run wrote reaches the host only as a Pod's log: printed
+as it is (`logs`), or, bounded, handed to its hostile-input reader (flowerbox.kube.asks, and
+flowerbox.kube.selftest for the probes).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
 import secrets
 import time
 from collections.abc import Callable, Iterator
@@ -34,12 +37,14 @@ from kubernetes.config.config_exception import ConfigException
 
 from flowerbox.box.spec import BoxSpec
 from flowerbox.errors import ClusterError, RunError
+from flowerbox.kube import asks
 from flowerbox.kube.pod import RUN_LABEL, TOKEN_KEY, Manifest, labels, token_secret
 from flowerbox.kube.render import (
     COMMAND_ANNOTATION,
     REF_ANNOTATION,
     deliver_manifests,
     drop_manifests,
+    read_manifests,
     run_manifests,
 )
 from flowerbox.kube.target import KubeTarget, kube_spec
@@ -77,6 +82,8 @@ MODELS: dict[str, tuple[type[Any], str, str]] = {
     ),
     "Job": (client.V1Job, "BatchV1Api", "create_namespaced_job"),
 }
+_AGENT_JOB = re.compile(r"(-\d+)?")  # after flowerbox-<run>: the first Job, or a resume's
+JOB_LABEL = "job-name"  # what the Job controller labels a Job's Pods with
 KEPT = frozenset(
     {
         "PersistentVolumeClaim",
@@ -100,6 +107,11 @@ class RunStatus:
 
     def line(self) -> str:
         return f"{self.run_id}  {self.state:<9}  {self.job}"
+
+    @property
+    def agent(self) -> bool:
+        """The run's own Job (its first, or a resume's), not a drop, read or deliver Job."""
+        return _AGENT_JOB.fullmatch(self.job.removeprefix(f"flowerbox-{self.run_id}")) is not None
 
 
 def model(manifest: Manifest) -> Any:
@@ -200,7 +212,7 @@ class Cluster:
         jobs = self._jobs(run_id)
         if any(job.state == "running" for job in jobs):
             raise RunError(
-                f"run {run_id} is still running: `flowerbox kube stop {run_id}` first",
+                f"run {run_id} is still running: `flowerbox stop {run_id} --on kube` first",
                 run_id=run_id,
             )
         return jobs
@@ -209,7 +221,7 @@ class Cluster:
         """A new Job on the run's claim, with the command and repository the claim recorded
         (`target` says where: namespace, broker, runtime class)."""
         spec, target = self._recorded(run_id, target)
-        name = f"flowerbox-{run_id}-{len(self._idle(run_id)) + 1}"
+        name = f"flowerbox-{run_id}-{max(map(_resumed, self._idle(run_id)), default=0) + 1}"
         return self.apply(run_manifests(spec, target, name=name))
 
     def deliver(self, run_id: str, target: KubeTarget) -> list[str]:
@@ -222,15 +234,76 @@ class Cluster:
         """An answer or a message into the running run's inbox, by a drop Job on its node;
         returns the Job's name. Whether flower took it, its log says (as `logs` shows)."""
         spec, target = self._recorded(run_id, target)
-        if not any(job.state == "running" for job in self._jobs(run_id)):
-            raise RunError(
-                f"run {run_id} is not running: `flowerbox kube resume {run_id}` first",
-                run_id=run_id,
-            )
+        self.running(run_id)
         tag = secrets.token_hex(4)
         file = f"{time.time_ns():020d}-kube-{tag}.json"
         (made,) = self.apply(drop_manifests(spec, target, payload, file=file, tag=tag))
         return made
+
+    def running(self, run_id: str) -> None:
+        """Refuse a run whose own Job (not a drop or read Job beside it) is not running."""
+        if not any(job.agent and job.state == "running" for job in self._jobs(run_id)):
+            raise RunError(
+                f"run {run_id} is not running: `flowerbox resume {run_id} --on kube` first",
+                run_id=run_id,
+            )
+
+    def questions(
+        self, run_ids: list[str], target: KubeTarget, *, timeout_s: float, poll_s: float = 1.0
+    ) -> dict[str, list[dict[str, Any]] | str]:
+        """The questions each running run waits on, printed by a read Job beside it (all
+        started at once, waited for together, deleted after); for a run whose questions
+        could not be read (the cluster refused, the read did not end within `timeout_s`),
+        why not: ps still lists the runs."""
+        reads: dict[str, tuple[BoxSpec, str, str]] = {}
+        found: dict[str, list[dict[str, Any]] | str] = {}
+        try:
+            for run_id in run_ids:
+                tag = secrets.token_hex(4)
+                try:
+                    spec, where = self._recorded(run_id, target)
+                    manifests = read_manifests(spec, where, tag=tag, limit=asks.MAX_ASKS_BYTES)
+                    (made,) = self.apply(manifests)
+                except (ClusterError, RunError) as exc:
+                    found[run_id] = str(exc)
+                    continue
+                reads[run_id] = (spec, tag, made.split("/", 1)[1])
+            deadline = time.monotonic() + timeout_s
+            while len(found) < len(run_ids) and time.monotonic() <= deadline:
+                for run_id, (spec, tag, job) in reads.items():
+                    if run_id not in found and self._state(job) != "running":
+                        log = self.log(run_id, limit=asks.MAX_LOG_BYTES, container="read", job=job)
+                        found[run_id] = asks.pending(log, spec, tag)
+                if len(found) < len(run_ids):
+                    time.sleep(poll_s)
+        finally:
+            for _, _, job in reads.values():
+                self._delete_job(job)
+        late = f"its read Job did not end within {timeout_s:.0f} s"
+        return {run_id: found.get(run_id, late) for run_id in run_ids}
+
+    def _state(self, job: str) -> str:
+        read = self._call(
+            f"read {job}", lambda: self.batch.read_namespaced_job(job, self.namespace)
+        )
+        return _status(read).state
+
+    def _delete_job(self, job: str) -> None:
+        """Delete a Job and, in the background, its Pods (SIGTERM to what runs there); one
+        gone already (its TTL) is no error."""
+        try:
+            self._call(
+                f"delete {job}",
+                partial(
+                    self.batch.delete_namespaced_job,
+                    job,
+                    self.namespace,
+                    propagation_policy="Background",
+                ),
+            )
+        except ClusterError as exc:
+            if exc.status != NOT_FOUND:
+                raise
 
     def _jobs(self, run_id: str | None = None) -> list[RunStatus]:
         selector = RUN_LABEL if run_id is None else f"{RUN_LABEL}={run_id}"
@@ -244,46 +317,53 @@ class Cluster:
         """Every Job of every run in the namespace, newest name last."""
         return sorted(self._jobs(), key=lambda status: status.job)
 
-    def logs(self, run_id: str, *, follow: bool) -> Iterator[bytes]:
-        """The agent's output of the run's newest Job's Pod, as it comes with `follow`."""
+    def logs(
+        self, run_id: str, *, follow: bool, container: str = "agent", job: str | None = None
+    ) -> Iterator[bytes]:
+        """The output of `container` in the run's newest Pod that has one (the agent's: the
+        newest Job's; `job`: of that Job's Pods alone), as it comes with `follow`. The
+        bytes are the Pod's: never trusted."""
+        selector = f"{RUN_LABEL}={run_id}" if job is None else f"{JOB_LABEL}={job}"
         pods = self._call(
             "list pods",
-            lambda: self.core.list_namespaced_pod(
-                self.namespace, label_selector=f"{RUN_LABEL}={run_id}"
-            ),
+            lambda: self.core.list_namespaced_pod(self.namespace, label_selector=selector),
         )
         if not pods.items:
             raise RunError(
                 f"run {run_id} has no Pod in namespace {self.namespace}: "
-                "`flowerbox kube ps` lists the runs",
+                "`flowerbox ps --on kube` lists the runs",
                 run_id=run_id,
             )
-        agents = [p for p in pods.items if any(c.name == "agent" for c in p.spec.containers)]
-        if not agents:
-            raise RunError(f"run {run_id} has no agent Pod yet: try again", run_id=run_id)
-        newest = max(agents, key=_started).metadata.name
+        having = [p for p in pods.items if any(c.name == container for c in p.spec.containers)]
+        if not having:
+            raise RunError(f"run {run_id} has no {container} Pod yet: try again", run_id=run_id)
+        newest = max(having, key=_started).metadata.name
         response = self._call(
             "read logs",
             lambda: self.core.read_namespaced_pod_log(
-                newest, self.namespace, container="agent", follow=follow, _preload_content=False
+                newest, self.namespace, container=container, follow=follow, _preload_content=False
             ),
         )
         yield from response.stream(4096)
+
+    def log(
+        self, run_id: str, *, limit: int, container: str = "agent", job: str | None = None
+    ) -> bytes | None:
+        """The whole log of `container` (as `logs`) once it ended, or None past `limit`
+        bytes: a Pod can print without end, and the caller judges what it read."""
+        data = bytearray()
+        for chunk in self.logs(run_id, follow=False, container=container, job=job):
+            data += chunk
+            if len(data) > limit:
+                return None
+        return bytes(data)
 
     def stop(self, run_id: str) -> list[str]:
         """Delete the run's Jobs (their Pods get SIGTERM: flower stops at a message
         boundary); its claim and token stay, so it can be resumed."""
         stopped = []
         for status in self._jobs(run_id):
-            self._call(
-                f"stop {status.job}",
-                partial(
-                    self.batch.delete_namespaced_job,
-                    status.job,
-                    self.namespace,
-                    propagation_policy="Background",
-                ),
-            )
+            self._delete_job(status.job)
             stopped.append(status.job)
         if not stopped:
             raise RunError(f"no Job of run {run_id} in namespace {self.namespace}", run_id=run_id)
@@ -299,7 +379,7 @@ class Cluster:
             if time.monotonic() > deadline:
                 raise ClusterError(
                     f"run {run_id} did not end within {timeout_s:.0f} s: "
-                    f"`flowerbox kube logs {run_id}` shows where it is"
+                    f"`flowerbox logs {run_id} --on kube` shows where it is"
                 )
             time.sleep(poll_s)
 
@@ -347,6 +427,14 @@ class Cluster:
                 continue
             removed.append(what)
         return removed
+
+
+def _resumed(status: RunStatus) -> int:
+    """Which resume of its run a Job is (0: the first Job, or not an agent's): the next
+    resume's name is past every one there, whichever the TTL removed already."""
+    if not status.agent:
+        return 0
+    return int(status.job.removeprefix(f"flowerbox-{status.run_id}").lstrip("-") or 0)
 
 
 def token_manifest(spec: BoxSpec, namespace: str, token: str, *, repo: str = "") -> Manifest:

@@ -5,6 +5,7 @@ so what is reviewed is what runs.
     run_manifests(spec, target)      the run's PVC, its NetworkPolicy and its Job
     deliver_manifests(spec, target)  a Job that pushes the agent's branch back, after the run
     drop_manifests(spec, target, ...) a Job that drops an answer or a message into its inbox
+    read_manifests(spec, target, ...) a Job that prints its pending questions (asks.json)
     broker_manifests(target, image)  the broker: default-deny, its service account and Role
                                      (to read the run tokens), Deployment, Service, its policy
 
@@ -204,21 +205,11 @@ def deliver_manifests(spec: BoxSpec, target: KubeTarget) -> list[Manifest]:
     return [job(spec, target, name=f"flowerbox-{spec.run_id}-deliver", pod=pod)]
 
 
-def drop_manifests(
-    spec: BoxSpec, target: KubeTarget, payload: dict[str, str], *, file: str, tag: str
-) -> list[Manifest]:
-    """A Job (`flowerbox-<run>-drop-<tag>`) that drops one answer or message (`payload`, as
-    `flowerbox answer`/`send` write it) into the run's inbox on its claim, as `file`
-    (flower's drop names sort by time): written under a dot name and renamed,
-    as flower's watcher wants. It runs on the agent's node (a ReadWriteOnce claim is
-    mounted on one node at a time), as the agent's user, with nothing secret."""
-    inbox = spec.run_dir / "inbox"
-    script = 'umask 077 && mkdir -p "$0" && printf %s "$1" > "$0/.$2" && mv "$0/.$2" "$0/$2"'
-    text = json.dumps(payload, ensure_ascii=False)
-    command = ["sh", "-c", script, str(inbox), text, file]
-    write = container(spec, name="drop", command=command, env=[])
+def _beside(spec: BoxSpec, target: KubeTarget, box: Manifest, *, name: str) -> list[Manifest]:
+    """A brief Job running `box` on the agent's node (a ReadWriteOnce claim is mounted on one
+    node at a time), in the agent's Pod spec, with nothing secret."""
     pod = pod_spec(spec, target, init=[])
-    pod["containers"] = [write]
+    pod["containers"] = [box]
     beside = {"matchLabels": {RUN_LABEL: spec.run_id}}
     pod["affinity"] = {
         "podAffinity": {
@@ -228,7 +219,40 @@ def drop_manifests(
         }
     }
     brief = dataclasses.replace(target, ttl_s=DROP_TTL_S, deadline_s=DROP_DEADLINE_S)
-    return [job(spec, brief, name=f"flowerbox-{spec.run_id}-drop-{tag}", pod=pod)]
+    return [job(spec, brief, name=name, pod=pod)]
+
+
+def drop_manifests(
+    spec: BoxSpec, target: KubeTarget, payload: dict[str, str], *, file: str, tag: str
+) -> list[Manifest]:
+    """A Job (`flowerbox-<run>-drop-<tag>`) that drops one answer or message (`payload`, as
+    `flowerbox answer`/`send` write it) into the run's inbox on its claim, as `file`
+    (flower's drop names sort by time): written under a dot name and renamed,
+    as flower's watcher wants. It runs beside the agent, as the agent's user."""
+    inbox = spec.run_dir / "inbox"
+    script = 'umask 077 && mkdir -p "$0" && printf %s "$1" > "$0/.$2" && mv "$0/.$2" "$0/$2"'
+    text = json.dumps(payload, ensure_ascii=False)
+    command = ["sh", "-c", script, str(inbox), text, file]
+    write = container(spec, name="drop", command=command, env=[])
+    return _beside(spec, target, write, name=f"flowerbox-{spec.run_id}-drop-{tag}")
+
+
+def read_manifests(spec: BoxSpec, target: KubeTarget, *, tag: str, limit: int) -> list[Manifest]:
+    """A Job (`flowerbox-<run>-read-<tag>`) that prints the run's asks.json to its log after
+    the line `asks_header(spec, tag)`: `ps --on kube` reads the questions there, as local ps
+    reads the file. The claim is mounted read-only; a link, a FIFO or anything but a regular
+    file prints nothing, and no more than `limit` bytes (+1, so the host sees it was cut)."""
+    script = 'printf "%s\\n" "$1"; test -f "$0" && ! test -L "$0" && head -c "$2" -- "$0"; true'
+    asks = spec.run_dir / "asks.json"
+    command = ["sh", "-c", script, str(asks), asks_header(spec, tag), str(limit + 1)]
+    read = container(spec, name="read", command=command, env=[])
+    read["volumeMounts"] = [{**m, "readOnly": True} for m in read["volumeMounts"]]
+    return _beside(spec, target, read, name=f"flowerbox-{spec.run_id}-read-{tag}")
+
+
+def asks_header(spec: BoxSpec, tag: str) -> str:
+    """The read Job's first line: which run's questions follow, and which read printed them."""
+    return f"flowerbox-asks {spec.run_id} {tag}"
 
 
 def reader_manifests(target: KubeTarget, tags: dict[str, str]) -> list[Manifest]:

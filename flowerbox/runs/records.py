@@ -120,12 +120,17 @@ class Run:
         if not self.running:
             return []
         relative = RunDir(self.run_dir).asks.relative_to(self.workspace)
-        asks = read_untrusted_json(self.workspace, relative, [], limit=MAX_ASKS_BYTES)
-        return [
-            clean_data(ask)
-            for ask in asks
-            if isinstance(ask, dict) and isinstance(ask.get("id"), str)
-        ]
+        return pending_of(read_untrusted_json(self.workspace, relative, [], limit=MAX_ASKS_BYTES))
+
+
+def pending_of(asks: Any) -> list[dict[str, Any]]:
+    """The questions in a box-written asks.json's parsed value: each a dict with a string id,
+    every string cleaned of terminal controls; anything else is none."""
+    if not isinstance(asks, list):
+        return []
+    return [
+        clean_data(ask) for ask in asks if isinstance(ask, dict) and isinstance(ask.get("id"), str)
+    ]
 
 
 # --- writing ------------------------------------------------------------------------------

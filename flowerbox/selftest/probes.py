@@ -3,10 +3,12 @@
     python -m flowerbox.selftest.probes --server 127.0.0.1:PORT --udp 127.0.0.1:PORT --token T \\
         --marker M --pids 576 --denied-name x.invalid --protect .git/hooks --protect ...
 
-One JSON line per probe on stdout, `{"probe": NAME, ...observations}`; a probe that crashes
-reports `{"probe": NAME, "error": ...}`. Nothing is judged here: the host side
-(`flowerbox.selftest.runner`) knows what was expected (the host user's uid, the pids limit, what the
-probe server received, the egress log) and decides PASS or FAIL.
+One JSON line per probe on stdout, `{"probe": NAME, ...observations, "token": T}`; a probe
+that crashes reports `{"probe": NAME, "broken": ..., "token": T}`. The token (--token) ties a
+line to this probe run where the output is a log a reader gets back later (a Pod's, on a
+cluster: flowerbox.kube.selftest keeps only lines carrying it). Nothing is judged here: the
+host side (`flowerbox.selftest.runner`) knows what was expected (the host user's uid, the
+pids limit, what the probe server received, the egress log) and decides PASS or FAIL.
 
 Every target stays on this machine (DESIGN.md "Probes never leave this machine"): the probe
 server on the host's loopback, names under `.invalid`, and route lookups (a UDP `connect()`
@@ -496,7 +498,7 @@ def main(argv: list[str] | None = None) -> int:
             observation = {"probe": name, **table[name](args)}
         except Exception as exc:  # noqa: BLE001 - one broken probe must not hide the others
             observation = {"probe": name, "broken": _err(exc)}
-        print(json.dumps(observation), flush=True)
+        print(json.dumps({**observation, "token": args.token}), flush=True)
     return 0
 
 

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from flowerbox.selftest.probes import PROBES
@@ -18,8 +19,11 @@ from flowerbox.selftest.probes import PROBES
 __all__ = [
     "HOST_CHECKS",
     "PIDS_HEADROOM",
+    "POD_JUDGES",
+    "POD_PROBES",
     "SILENT",
     "ZERO_CAPS",
+    "Judge",
     "Seen",
     "Verdict",
     "judge",
@@ -112,22 +116,24 @@ def _seccomp(o: dict[str, Any], seen: Seen) -> Verdict:
     return Verdict("seccomp", True, f"mode 2; refused with EPERM: {', '.join(tried)}")
 
 
-def _read_only_root(o: dict[str, Any], seen: Seen) -> Verdict:
+def _read_only_root(o: dict[str, Any], seen: Seen, *, tmp_noexec: bool = True) -> Verdict:
+    """`tmp_noexec`: /tmp must refuse to execute (a Pod's emptyDir has no such field)."""
     problems = []
     if "ro" not in o["root_mount"]:
         problems.append(f"/ is mounted {','.join(o['root_mount'][:1]) or 'without options'}")
     if o["root_writable"]:
         problems.append("the root filesystem took a write")
-    if o["tmp_exec"]:
+    if o["tmp_exec"] and tmp_noexec:
         problems.append("a script written to /tmp runs")
     if problems:
         return Verdict("read_only_root", False, "; ".join(problems))
     writable = o["writable_mounts"]
     executable = sorted(point for point, noexec in writable.items() if not noexec)
+    tmp = "/tmp refuses to execute" if tmp_noexec else "/tmp is not checked for noexec"
     return Verdict(
         "read_only_root",
         True,
-        "/ is read-only, /tmp refuses to execute; writable and executable by design: "
+        f"/ is read-only, {tmp}; writable and executable by design: "
         f"{', '.join(executable) or 'nothing'}",
     )
 
@@ -165,6 +171,19 @@ def _direct_tcp(o: dict[str, Any], seen: Seen) -> Verdict:
     if not o["route_v4"]:
         return Verdict("direct_tcp", False, "the kernel has an IPv4 route out")
     return Verdict("direct_tcp", True, f"no way out without the proxy ({o['error']})")
+
+
+def _policy_tcp(o: dict[str, Any], seen: Seen) -> Verdict:
+    """direct_tcp in a Pod: it has an interface and a route by design, so the network policy
+    is the boundary, and the probe's connection to the cluster's API Service decides."""
+    if o["connected"]:
+        return Verdict(
+            "direct_tcp",
+            False,
+            "reached the cluster's API Service past the run's network policy: does the "
+            "network plugin enforce NetworkPolicy?",
+        )
+    return Verdict("direct_tcp", True, f"the network policy held ({o['error']})")
 
 
 def _udp(o: dict[str, Any], seen: Seen) -> Verdict:
@@ -336,7 +355,8 @@ def _pids_limit(o: dict[str, Any], seen: Seen) -> Verdict:
     return Verdict("pids_limit", True, f"task {o['started'] + 1} refused (limit {seen.pids_limit})")
 
 
-JUDGES: dict[str, Callable[[dict[str, Any], Seen], Verdict]] = {
+Judge = Callable[[dict[str, Any], Seen], Verdict]
+JUDGES: dict[str, Judge] = {
     "identity": _identity,
     "capabilities": _capabilities,
     "no_new_privs": _no_new_privs,
@@ -359,6 +379,34 @@ JUDGES: dict[str, Callable[[dict[str, Any], Seen], Verdict]] = {
 }
 assert tuple(JUDGES) == PROBES, "every probe has exactly one judge, in the same order"
 
+# A Pod (`selftest --on kube`) is judged on what a Pod spec decides and the host can see in
+# its log. Left out (NOT_ON_A_POD): interfaces, udp and ipv6_route (a Pod has an interface
+# and routes by design; its network policy is the boundary, which direct_tcp tries), the
+# proxy probes (the egress log is the broker's, not the host's), protected_paths,
+# protected_parents and git_redirects (nothing on the claim is mounted read-only: the fetch
+# and deliver Jobs turn git's hooks off instead), survivor (the host cannot see a Pod's
+# processes; they end with it). pids_limit stays: it checks the node pool's kubelet
+# podPidsLimit, the Pod's only one.
+NOT_ON_A_POD = frozenset(
+    {
+        "interfaces",
+        "udp",
+        "ipv6_route",
+        "proxy_denied_name",
+        "proxy_internal_targets",
+        "protected_paths",
+        "protected_parents",
+        "git_redirects",
+        "survivor",
+    }
+)
+POD_PROBES: tuple[str, ...] = tuple(name for name in PROBES if name not in NOT_ON_A_POD)
+POD_JUDGES: dict[str, Judge] = {
+    **{name: JUDGES[name] for name in POD_PROBES},
+    "read_only_root": partial(_read_only_root, tmp_noexec=False),
+    "direct_tcp": _policy_tcp,
+}
+
 
 def _gateway_health(o: dict[str, Any], seen: Seen) -> Verdict:
     if o["status"] == 200:
@@ -367,9 +415,16 @@ def _gateway_health(o: dict[str, Any], seen: Seen) -> Verdict:
     return Verdict("gateway_health", False, f"health: {why}")
 
 
-def judge(output: str, seen: Seen, probes: tuple[str, ...] = PROBES) -> list[Verdict]:
+def judge(
+    output: str,
+    seen: Seen,
+    probes: tuple[str, ...] = PROBES,
+    *,
+    judges: Mapping[str, Judge] = JUDGES,
+) -> list[Verdict]:
     """One verdict per probe, in `probes` order, from the box's JSON lines and the host's
-    view. A probe that did not report, or reported an error, FAILs: silence proves nothing."""
+    view (`judges`: a Pod's are POD_JUDGES). A probe that did not report, or reported an
+    error, FAILs: silence proves nothing."""
     observations: dict[str, dict[str, Any]] = {}
     for line in output.splitlines():
         with contextlib.suppress(ValueError):
@@ -378,7 +433,7 @@ def judge(output: str, seen: Seen, probes: tuple[str, ...] = PROBES) -> list[Ver
                 observations[data["probe"]] = data
     verdicts = []
     for name in probes:
-        decide = {**JUDGES, "gateway_health": _gateway_health}[name]  # doctor's extra
+        decide = {**judges, "gateway_health": _gateway_health}[name]  # doctor's extra
         o = observations.get(name)
         if o is None:
             verdicts.append(Verdict(name, False, f"{SILENT}: the probe did not report"))

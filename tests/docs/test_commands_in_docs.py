@@ -130,7 +130,9 @@ def test_the_checker_catches_a_wrong_line() -> None:
     assert problems('flowerbox "ask" --timeout 0 --json --budget 5') == []
     assert problems("flower once 'x' --timeout 0") == ["flower once has no option --timeout"]
     assert problems("flowerbox kube render x --repo https://a.example/r.git") == []
-    assert problems("flowerbox kube ps --repo x") == ["flowerbox kube ps has no option --repo"]
+    assert problems("flowerbox kube apply-broker --repo x") == [
+        "flowerbox kube apply-broker has no option --repo"
+    ]
     assert problems("flowerbox nosuch") == []  # the ask "nosuch"
     assert problems("flower status --jsn") == ["flower status has no option --jsn"]
 

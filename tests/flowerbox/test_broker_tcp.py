@@ -126,7 +126,7 @@ class TcpBroker:
         allow: tuple[str, ...] = (),
         repo: str = "",
     ) -> ClusterRun:
-        """A run's token Secret, as `flowerbox kube go` makes it; returns once served."""
+        """A run's token Secret, as `flowerbox "ask" --on kube` makes it; returns once served."""
         spec = kube_spec(run_id, image="flowerbox:test", command=("flower",))
         spec = dataclasses.replace(spec, budget_usd=budget, allow=allow)
         token = base64.urlsafe_b64encode(os.urandom(32)).decode().rstrip("=")
@@ -528,7 +528,8 @@ def test_the_git_relay_it_serves_clones_and_pushes_a_runs_own_branch_with_its_no
 
         work = tmp_path / "work"
         cloned = git_as(run.token, "clone", "-q", remote.url("app"), str(work))
-        assert cloned.returncode == 0, cloned.stderr
+        log = broker.folder / "git.jsonl"
+        assert cloned.returncode == 0, cloned.stderr + log.read_text() + broker.log.read_text()
         refused = git_as(stranger.token, "clone", "-q", remote.url("app"), str(tmp_path / "x"))
         assert refused.returncode != 0 and not (tmp_path / "x").exists()
         (work / "made.txt").write_text("the run's work\n")
@@ -538,9 +539,8 @@ def test_the_git_relay_it_serves_clones_and_pushes_a_runs_own_branch_with_its_no
         to_main = git_as(run.token, "push", "origin", "HEAD:refs/heads/main", cwd=work)
         assert to_main.returncode != 0
         pushed = git_as(run.token, "push", "origin", f"HEAD:{branch}", cwd=work)
-        assert pushed.returncode == 0, pushed.stderr
+        assert pushed.returncode == 0, pushed.stderr + log.read_text() + broker.log.read_text()
         assert branch in remote.refs("app") and "refs/heads/main" in remote.refs("app")
-        log = broker.folder / "git.jsonl"
         wait_for(lambda: '"note": "written"' in log.read_text(), 60)
         notes = tmp_path / "notes"
         git("clone", "-q", "--bare", str(remote.root / "app.git"), str(notes), env=env)

@@ -417,3 +417,15 @@ def test_a_resumed_run_gets_what_is_left_of_its_budget_not_a_fresh_one(
     records.record_start(unlimited, command=["go", "hi"], detached=True)
     records.record_end(unlimited, 130)
     assert remaining_budget(records.find(ws, None), None) is None
+
+
+def test_ps_prints_a_box_written_question_as_text_not_markup(
+    xdg_state: Path, tmp_path: Path
+) -> None:
+    spec = started(tmp_path / "ws", "20260101-000000-0b0b0b")
+    planted = [{"id": "q1[/]", "question": "[bold]pick[/bold]", "options": ["[red]a[/red]", 2]}]
+    spec.run_dir.mkdir(parents=True, exist_ok=True)
+    (spec.run_dir / "asks.json").write_text(json.dumps(planted))
+    shown = runner.invoke(app, ["ps", "-w", str(spec.workspace)])
+    assert shown.exit_code == 0, shown.output
+    assert f"{spec.run_id} q1[/]: [bold]pick[/bold]  [[red]a[/red] / 2]" in shown.stdout

@@ -13,6 +13,7 @@ from flowerbox.kube.render import (
     broker_manifests,
     deliver_manifests,
     drop_manifests,
+    read_manifests,
     run_manifests,
 )
 from flowerbox.kube.target import KubeTarget, kube_spec
@@ -41,6 +42,7 @@ def manifests(spec: BoxSpec, target: KubeTarget) -> list[Manifest]:
         *run_manifests(spec, target),
         *deliver_manifests(spec, target),
         *drop_manifests(spec, target, {"answer": "q1", "text": "yes"}, file=DROP, tag="0a1b"),
+        *read_manifests(spec, target, tag="0a1c", limit=1024),
     ]
 
 

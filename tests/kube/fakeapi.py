@@ -2,7 +2,12 @@
 (create, get, list by label, delete, a Pod's log) and for the broker's run tokens (a Secret's
 stringData kept as data, resource versions, `?watch=true` streaming what changes), with every
 request recorded, so the official client runs end to end, its serialization and HTTP
-included, up to the wire."""
+included, up to the wire.
+
+`FakeKube.run` plays the Job controller and the kubelet: given a created Job, it returns what
+its Pod printed (or None: the Job stays running, no Pod); the server then makes the Pod (the
+Job's Pod template, labelled `job-name` as the controller does) with that log, and marks the
+Job succeeded."""
 
 from __future__ import annotations
 
@@ -11,7 +16,7 @@ import json
 import re
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -43,6 +48,7 @@ class FakeKube:
     objects: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
     requests: list[Request] = field(default_factory=list)
     logs: dict[str, bytes] = field(default_factory=dict)
+    run: Callable[[dict[str, Any]], bytes | None] = lambda job: None
     url: str = ""
     changes: list[tuple[int, str, str, dict[str, Any]]] = field(default_factory=list)
     version: int = 0
@@ -88,6 +94,18 @@ def _selected(obj: dict[str, Any], selector: str) -> bool:
     return key in tags and (not value or tags[key] == value)
 
 
+def _ran(kube: FakeKube, job: dict[str, Any], printed: bytes) -> None:
+    """The Job's one Pod, which printed `printed` and succeeded."""
+    name = job["metadata"]["name"]
+    template = job["spec"]["template"]
+    pod = f"{name}-fake1"
+    tags = {**template["metadata"]["labels"], "job-name": name}
+    made = {"name": pod, "labels": tags, "creationTimestamp": "2026-12-02T10:15:00Z"}
+    kube.put("pods", {"metadata": made, "spec": template["spec"]})
+    kube.logs[pod] = printed
+    job["status"] = {"succeeded": 1}
+
+
 def _handler(kube: FakeKube) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         def log_message(self, format: str, *args: Any) -> None:
@@ -124,6 +142,8 @@ def _handler(kube: FakeKube) -> type[BaseHTTPRequestHandler]:
                 if key in kube.objects:
                     return self._status(409, "AlreadyExists")
                 kube.put(plural, body)
+                if plural == "jobs" and (printed := kube.run(body)) is not None:
+                    _ran(kube, kube.objects[key], printed)
                 return self._answer(201, body)
             if self.command == "DELETE":
                 gone = kube.delete(plural, name)

@@ -1,4 +1,6 @@
-"""A run on a real cluster, end to end: create, watch to completion, logs, resume, clean up.
+"""A run on a real cluster, end to end through the command lines a user types (`flowerbox
+"ask" --on kube`, `ps`, `logs`, `resume`, `rm` with --on kube): create, watch to completion,
+logs, resume, clean up.
 
 It runs wherever a kubeconfig names a reachable cluster with the broker applied in
 FLOWERBOX_NAMESPACE (default flowerbox; docs/deployment.md, Kubernetes) and FLOWERBOX_KUBE_REPO
@@ -15,11 +17,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from typer.testing import CliRunner
 
+from flowerbox.cli.app import app
 from flowerbox.errors import ClusterError, FlowerboxError
 from flowerbox.kube.cluster import Cluster
-from flowerbox.kube.render import run_manifests
-from flowerbox.kube.target import BROKER, KubeTarget, flower_command, kube_spec
+from flowerbox.kube.target import BROKER
 
 NAMESPACE = os.environ.get("FLOWERBOX_NAMESPACE", "flowerbox")
 REPO = os.environ.get("FLOWERBOX_KUBE_REPO", "")
@@ -48,27 +51,27 @@ def cluster() -> Cluster:
     return _reachable()
 
 
-@pytest.fixture
-def run_id(cluster: Cluster) -> Iterator[str]:
-    from flower import new_run_id  # lazy: only this test names a run
+def flowerbox(*args: str) -> str:
+    """`flowerbox ARGS... --on kube -n NAMESPACE`, which must succeed; its stdout."""
+    done = CliRunner().invoke(app, [*args, "--on", "kube", "--namespace", NAMESPACE])
+    assert done.exit_code == 0, done.output
+    return done.stdout
 
-    run_id = new_run_id()
+
+@pytest.fixture
+def started(cluster: Cluster) -> Iterator[str]:
+    """A run started as a user starts one; stopped and removed afterwards, whatever happened."""
+    run_id = flowerbox("say hello", "--repo", REPO, "--image", IMAGE).split()[-1]
     yield run_id
     with contextlib.suppress(FlowerboxError):  # a run that ended has no Job to stop
         cluster.stop(run_id)
     cluster.remove(run_id)
 
 
-def test_a_run_on_the_cluster(cluster: Cluster, run_id: str) -> None:
-    target = KubeTarget(repo=REPO, namespace=NAMESPACE)
-    spec = kube_spec(run_id, image=IMAGE, command=flower_command(["go", "say hello"]))
-    created = cluster.start(spec, run_manifests(spec, target), repo=target.repo)
-    assert f"Job/flowerbox-{run_id}" in created
-    assert run_id in [status.run_id for status in cluster.runs()]
-    ended = cluster.wait(run_id, timeout_s=RUN_S)
-    assert ended.state == "succeeded"
-    assert b"".join(cluster.logs(run_id, follow=False))
-    assert cluster.resume(run_id, target) == [f"Job/flowerbox-{run_id}-1"]
-    assert cluster.wait(run_id, timeout_s=RUN_S).state == "succeeded"
-    removed = cluster.remove(run_id)
-    assert f"PersistentVolumeClaim/flowerbox-{run_id}" in removed
+def test_a_run_on_the_cluster(cluster: Cluster, started: str) -> None:
+    assert started in flowerbox("ps").split()
+    assert cluster.wait(started, timeout_s=RUN_S).state == "succeeded"
+    assert flowerbox("logs", started)
+    assert flowerbox("resume", started).strip() == f"created Job/flowerbox-{started}-1"
+    assert cluster.wait(started, timeout_s=RUN_S).state == "succeeded"
+    assert f"removed PersistentVolumeClaim/flowerbox-{started}" in flowerbox("rm", started)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,8 +17,16 @@ from kubernetes import client
 from flowerbox.box.spec import BoxSpec
 from flowerbox.errors import ClusterError, RunError
 from flowerbox.kube.cluster import Cluster
-from flowerbox.kube.render import broker_manifests, drop_manifests, run_manifests
+from flowerbox.kube.pod import RUN_LABEL as RUN
+from flowerbox.kube.pod import Manifest
+from flowerbox.kube.render import (
+    broker_manifests,
+    drop_manifests,
+    read_manifests,
+    run_manifests,
+)
 from flowerbox.kube.target import KubeTarget
+from flowerbox.runs.records import MAX_ASKS_BYTES
 from tests.kube.conftest import IMAGE
 from tests.kube.fakeapi import FakeKube, fake_kube
 
@@ -179,6 +188,107 @@ def test_the_drop_script_writes_under_a_dot_name_then_renames(
     subprocess.run([*command[:3], str(inbox), *command[4:]], check=True)
     assert [p.name for p in inbox.iterdir()] == ["1.json"]
     assert json.loads((inbox / "1.json").read_text()) == {"send": 'it\'s "quoted" $HOME'}
+
+
+def read_job(spec: BoxSpec, target: KubeTarget, limit: int = 64) -> Manifest:
+    (job,) = read_manifests(spec, target, tag="0a1c", limit=limit)
+    return job
+
+
+def test_the_read_job_reads_the_claim_read_only_on_the_agents_node(
+    spec: BoxSpec, target: KubeTarget
+) -> None:
+    job = read_job(spec, target)
+    assert job["metadata"]["name"] == f"flowerbox-{spec.run_id}-read-0a1c"
+    pod = job["spec"]["template"]["spec"]
+    (read,) = pod["containers"]
+    assert all(mount["readOnly"] for mount in read["volumeMounts"])
+    assert read["env"] == [] and read["securityContext"]["readOnlyRootFilesystem"] is True
+    assert (
+        pod["securityContext"]
+        == run_manifests(spec, target)[2]["spec"]["template"]["spec"]["securityContext"]
+    )
+    (near,) = pod["affinity"]["podAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    assert near["labelSelector"]["matchLabels"] == {"flowerbox.dev/run-id": spec.run_id}
+
+
+def run_read(job: Manifest, asks: Path) -> bytes:
+    """The read Job's own shell line, run here on `asks` in place of the claim's asks.json."""
+    command = job["spec"]["template"]["spec"]["containers"][0]["command"]
+    done = subprocess.run([*command[:3], str(asks), *command[4:]], capture_output=True, timeout=10)
+    assert done.returncode == 0
+    return done.stdout
+
+
+def test_the_read_line_prints_a_regular_file_and_nothing_else(
+    spec: BoxSpec, target: KubeTarget, tmp_path: Path
+) -> None:
+    header = f"flowerbox-asks {spec.run_id} 0a1c\n".encode()
+    job = read_job(spec, target, limit=64)
+    asks = tmp_path / "asks.json"
+    assert run_read(job, asks) == header  # no file: no question
+    asks.write_text('[{"id": "q1", "question": "which API?"}]')
+    assert run_read(job, asks) == header + asks.read_bytes()
+    asks.write_bytes(b"x" * 500)
+    assert run_read(job, asks) == header + b"x" * 65  # cut one past the limit: the host sees it
+    secret = tmp_path / "secret"
+    secret.write_text('[{"id": "q9", "question": "from a file the agent linked"}]')
+    asks.unlink()
+    asks.symlink_to(secret)
+    assert run_read(job, asks) == header
+    asks.unlink()
+    os.mkfifo(asks)
+    assert run_read(job, asks) == header  # not opened: it would block
+
+
+def test_questions_are_read_beside_each_running_run(
+    cluster: Cluster, kube: FakeKube, spec: BoxSpec, target: KubeTarget
+) -> None:
+    cluster.start(spec, run_manifests(spec, target))
+    question = {"id": "q1", "question": "which API?", "options": ["v1", "v2"]}
+
+    def ran(job: Manifest) -> bytes | None:
+        command = job["spec"]["template"]["spec"]["containers"][0]["command"]
+        if job["metadata"]["name"].startswith(f"flowerbox-{spec.run_id}-read-"):
+            return f"{command[4]}\n{json.dumps([question])}".encode()
+        return None
+
+    kube.run = ran
+    assert cluster.questions([spec.run_id], target, timeout_s=5, poll_s=0.05) == {
+        spec.run_id: [question]
+    }
+    read = kube.created()[-1]
+    assert (
+        read
+        == read_manifests(
+            spec, target, tag=read["metadata"]["name"].rsplit("-", 1)[1], limit=MAX_ASKS_BYTES
+        )[0]
+    )
+    assert [kind for kind, _ in kube.objects if kind == "jobs"] == ["jobs"]  # the read is gone
+    kube.run = lambda job: None  # a read that never ends: unknown, and deleted all the same
+    assert cluster.questions([spec.run_id], target, timeout_s=0.2, poll_s=0.05) == {
+        spec.run_id: "its read Job did not end within 0 s"
+    }
+    assert [kind for kind, _ in kube.objects if kind == "jobs"] == ["jobs"]
+    del kube.objects[("persistentvolumeclaims", f"flowerbox-{spec.run_id}")]
+    (why,) = cluster.questions([spec.run_id], target, timeout_s=5, poll_s=0.05).values()
+    assert isinstance(why, str) and "404" in why  # the others' questions are still read
+
+
+def test_resume_names_a_new_job_past_the_ones_there_whatever_their_ttl_removed(
+    cluster: Cluster, kube: FakeKube, spec: BoxSpec, target: KubeTarget
+) -> None:
+    kube.run = lambda job: b"done\n"  # every Job ends at once, and stays (its TTL is a day)
+    cluster.start(spec, run_manifests(spec, target))
+    # a drop or read Job of the run is no resume: it does not count
+    kube.objects[("jobs", f"flowerbox-{spec.run_id}-drop-0a1b")] = {
+        "metadata": {"name": f"flowerbox-{spec.run_id}-drop-0a1b", "labels": {RUN: spec.run_id}},
+        "status": {"succeeded": 1},
+    }
+    assert cluster.resume(spec.run_id, target) == [f"Job/flowerbox-{spec.run_id}-1"]
+    assert cluster.resume(spec.run_id, target) == [f"Job/flowerbox-{spec.run_id}-2"]
+    del kube.objects[("jobs", f"flowerbox-{spec.run_id}-1")]  # its TTL: gone first
+    assert cluster.resume(spec.run_id, target) == [f"Job/flowerbox-{spec.run_id}-3"]
 
 
 def test_the_token_secret_tells_the_broker_the_runs_budget_and_allowlist(
