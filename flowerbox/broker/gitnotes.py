@@ -5,10 +5,10 @@ remote has reported the run's push of `refs/heads/flowerbox/<run-id>` updated
     noted = write_notes(Upstream(url, authorization), command, provenance)
     noted.commits, noted.capped
 
-In a private temporary bare repository (never the agent's files) it fetches the remote's
-branches, commits only (`--filter=tree:0`: a note is on a commit, so no tree or blob of
+In a private temporary bare repository (never the agent's files) it fetches all the
+remote's refs, commits only (`--filter=tree:0`: a note is on a commit, so no tree or blob of
 the repository is brought), lists the commits new in the push (reachable from its new tip
-and from neither its old one nor any other branch; the newest `cap` of them, and the note
+and from neither its old one nor any other ref; the newest `cap` of them, and the note
 says when it was cut), fetches the remote's `refs/notes/flowerbox` whole (if there is one),
 appends the note (flowerbox.note's lines, and the push's) to each commit as `flowerbox`, and
 pushes the notes ref as a fast-forward. When another writer moved it in between, the push is
@@ -82,7 +82,7 @@ def write_notes(
 
 def _write(git: _Git, command: Command, provenance: Provenance, cap: int, tries: int) -> Noted:
     url = git.upstream.url
-    git("clone", "--bare", "--quiet", "--no-tags", "--filter=tree:0", url, ".")
+    git("clone", "--mirror", "--quiet", "--filter=tree:0", url, ".")
     commits = git.new_commits(command, cap + 1)
     noted = Noted(tuple(reversed(commits[:cap])), capped=len(commits) > cap)
     if not noted.commits:
@@ -156,9 +156,9 @@ class _Git:
     def new_commits(self, command: Command, most: int) -> list[str]:
         """The commits of the push, newest first, `most` at most: reachable from its new
         tip, not from its old one (when the clone has it: a forced push left it behind),
-        nor from any other branch of the remote."""
-        branch = command.ref.removeprefix("refs/heads/")
-        args = [f"--max-count={most}", command.new, "--not", f"--exclude={branch}", "--branches"]
+        nor from any other ref of the remote (a tag's or a pull request's commits are not
+        the run's, though it may point its branch at them)."""
+        args = [f"--max-count={most}", command.new, "--not", f"--exclude={command.ref}", "--all"]
         old = command.old.strip("0") and command.old
         if old and self.run("cat-file", "-e", f"{old}^{{commit}}").returncode == 0:
             args.append(old)

@@ -12,19 +12,20 @@ what the ledger says the run spent, for the note. Each request, read strictly
 (flowerbox.sidecar.http), must carry exactly one `Authorization: Bearer <token>` of a live
 run (else 401), be git's smart HTTP for that run's repository (flowerbox.broker.gitroute:
 else 403/404/405), and, for a push, name `refs/heads/flowerbox/<run-id>` alone, without
-deleting it (the command list is read and judged before a byte goes upstream:
-flowerbox.broker.pktline). Then it goes to the remote with the credential as Basic auth and
-none of the client's: only `_FORWARDED` headers pass. The remote's answer comes back with
-its body and `_RETURNED` headers only; an error, a redirect or an unreachable remote is
-answered by the relay in a line of its own that never holds the credential. A body is
-bounded (`body_limit`): past a Content-Length over it the request is refused at once; a
-chunked body is cut where it passes it (the remote then has an incomplete pack, which git
-never applies).
+deleting it, and ask for the remote's report (the command list is read and judged before a
+byte goes upstream: flowerbox.broker.pktline). Then it goes to the remote with the
+credential as Basic auth and none of the client's: only `_FORWARDED` headers pass. The
+remote's answer comes back with its body and `_RETURNED` headers only; an error, a redirect
+or an unreachable remote is answered by the relay in a line of its own that never holds the
+credential. A body is bounded (`body_limit`): past a Content-Length over it the request is
+refused at once; a chunked body is cut where it passes it (the remote then has an
+incomplete pack, which git never applies).
 
-After a push the remote reported updating the run's branch (its report-status answer,
-read as it passes: `ok refs/heads/flowerbox/<run-id>` and nothing else counts), the relay
-notes the push's new commits under `refs/notes/flowerbox` upstream, with the credential
-(flowerbox.broker.gitnotes). That comes after the client's answer and never changes it.
+After a push the remote reported updating the run's branch (its report-status answer, read
+as it passes, and to its end when the client has hung up: `ok refs/heads/flowerbox/<run-id>`
+and nothing else counts), the relay notes the push's new commits under
+`refs/notes/flowerbox` upstream, with the credential (flowerbox.broker.gitnotes). That comes
+after the client's answer and never changes it.
 
 Each decision is one JSON line in `log`: decision (allow/refuse), status, run, repository,
 service, refs (for a push) and the reason; and each note one more, `note` (written, with
@@ -362,7 +363,8 @@ class _Exchange:
                 self.refuse(Refusal(502, f"cannot reach the git remote {host}: {exc}"))
                 return
             try:
-                self._answer(response)
+                with response:  # closed here: a client gone mid-answer keeps no socket open
+                    self._answer(response)
             except (OSError, http.client.HTTPException) as exc:  # logged; the answer is cut
                 self.refuse(Refusal(502, f"the answer broke off: {type(exc).__name__}"))
         finally:
@@ -403,12 +405,28 @@ class _Exchange:
         headers.append(_CLOSE)
         self.answered = True
         self.relay.log.record(decision="allow", status=200, **self.facts)
-        self.reader.send(h11.Response(status_code=200, headers=headers))
+        gone = self._pass_on(h11.Response(status_code=200, headers=headers), None)
         while data := response.read1(CHUNK):
             if self.pushed is not None:
                 self.pushed.status.feed(data)
-            self.reader.send(h11.Data(data=data))
+            gone = self._pass_on(h11.Data(data=data), gone)
+        if gone is not None:
+            raise gone
         self.reader.send(h11.EndOfMessage())
+
+    def _pass_on(self, event: h11.Event, gone: OSError | None) -> OSError | None:
+        """Send `event` to the client, unless it went away (`gone`). A push's answer is read
+        to its end all the same: the remote's report decides the note, and a run must not
+        suppress its note by hanging up before the report comes."""
+        if gone is not None:
+            return gone
+        try:
+            self.reader.send(event)
+        except OSError as exc:
+            if self.pushed is None:
+                raise
+            return exc
+        return None
 
     def refuse(self, refusal: Refusal) -> None:
         """Logged, then answered in one plain-text line (unless an answer has begun)."""

@@ -21,7 +21,7 @@ import re
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-from flowerbox.broker.pktline import PushHead
+from flowerbox.broker.pktline import REPORTS, PushHead
 
 __all__ = ["SERVICES", "Refusal", "Route", "branch", "push_refusal", "route", "serves"]
 
@@ -106,7 +106,9 @@ def branch(run_id: str) -> str:
 
 def push_refusal(head: PushHead, run_id: str) -> str | None:
     """Why a push is refused, or None: a run pushes its own branch alone, never deletes it,
-    and carries no push options (a forge acts on some: GitLab's `merge_request.*` can merge)."""
+    carries no push options (a forge acts on some: GitLab's `merge_request.*` can merge),
+    and asks for the remote's report (without it the relay never learns that the branch was
+    updated, so the push would land with no provenance note)."""
     own = branch(run_id)
     if not head.commands:
         return None  # git's probe: the remote updates nothing
@@ -120,4 +122,6 @@ def push_refusal(head: PushHead, run_id: str) -> str | None:
         return f"deleting {own} is refused"
     if head.options:
         return "push options are refused (a forge may act on them)"
+    if not REPORTS & set(head.capabilities):
+        return "a push that asks for no report-status is refused (it could not be noted)"
     return None

@@ -129,9 +129,10 @@ class ClusterBroker(Registry):
         team_budget: float | None = None,
         git: tuple[tuple[str, int], GitCredential] | None = None,
     ) -> None:
-        """Open the ledger in `folder`, serve the runs it holds as served (the first list of
-        the Secrets revokes the ones gone meanwhile: `sync`) and bind both listeners, and
-        the git relay's when `git` gives its address and the credential it alone holds.
+        """Open the ledger in `folder`, keep the runs it holds as served until the Secrets
+        are listed (`learn` serves the ones still listed, `sync` revokes the others: until
+        then nothing says a run still is one), and bind both listeners, and the git relay's
+        when `git` gives its address and the credential it alone holds.
 
         Raises:
             BrokerError: the ledger cannot be opened, or an address cannot be bound.
@@ -139,8 +140,8 @@ class ClusterBroker(Registry):
         self.tokens: dict[str, ServedRun] = {}
         self.relayed: dict[str, RelayRun] = {}  # run id -> what the git relay knows of it
         super().__init__(folder, credentials=credentials, prices=prices, team_budget=team_budget)
-        for entry in self.ledger.active():
-            self._serve(entry)
+        # run id -> a run the ledger serves, not yet seen in the cluster's Secrets
+        self.unlisted = {entry.run_id: entry for entry in self.ledger.active()}
         self.egress_log = JsonLines(folder / EGRESS_LOG)  # refusals that name no run
         self.git_log = JsonLines(folder / GIT_LOG)
         try:
@@ -168,7 +169,6 @@ class ClusterBroker(Registry):
                 token another run has (one token, one run: whose would it spend?).
         """
         checked(told.run_id, told.budget_usd, told.allow)
-        self._relayed(told)
         folder = self.folder / RUNS / told.run_id
         # No socket here: the run's folder stands in for it in the ledger's row.
         entry = RunEntry(
@@ -176,14 +176,21 @@ class ClusterBroker(Registry):
         )
         with self._lock:
             served = self.runs.get(told.run_id)
-            if served is not None and served.entry.token_sha256 == told.token_sha256:
-                return
-            if self.ledger.known(told.run_id):
-                raise BrokerError(f"run {told.run_id} is known with another token: not served")
-            if self.ledger.run_of(told.token_sha256) is not None:
-                raise BrokerError("its token is another run's: not served")
-            self.ledger.register(entry)
-        self._serve(entry)
+            kept = self.unlisted.pop(told.run_id, None)
+            again = served is not None and served.entry.token_sha256 == told.token_sha256
+            resumed = kept is not None and kept.token_sha256 == told.token_sha256
+            if kept is not None and not resumed:  # its Secret now holds another token
+                self.ledger.revoke(told.run_id)
+            if not (again or resumed):
+                if self.ledger.known(told.run_id):
+                    raise BrokerError(f"run {told.run_id} is known with another token: not served")
+                if self.ledger.run_of(told.token_sha256) is not None:
+                    raise BrokerError("its token is another run's: not served")
+                self.ledger.register(entry)
+        self._relayed(told)
+        if again:
+            return
+        self._serve(kept if resumed and kept is not None else entry)
         self.line(f"run {told.run_id}: serving its token")
 
     def sync(self, told: list[RunToken]) -> None:
@@ -191,7 +198,7 @@ class ClusterBroker(Registry):
         cannot be is said on stderr and left out: never a reason to serve no other)."""
         listed = {run.run_id for run in told}
         with self._lock:
-            gone = [run_id for run_id in self.runs if run_id not in listed]
+            gone = [run_id for run_id in [*self.runs, *self.unlisted] if run_id not in listed]
         for run_id in gone:
             self.revoke(run_id)
             self.line(f"run {run_id}: no Secret any more; its token is revoked")
@@ -207,6 +214,10 @@ class ClusterBroker(Registry):
             if served is not None:
                 self.tokens.pop(served.entry.token_sha256, None)
             self.relayed.pop(run_id, None)
+            unlisted = self.unlisted.pop(run_id, None) is not None
+        if unlisted:
+            self.ledger.revoke(run_id)
+            return True
         return super().revoke(run_id)
 
     def relay_run(self, token: str) -> RelayRun | None:
@@ -219,14 +230,15 @@ class ClusterBroker(Registry):
             return self.relayed.get(found.entry.run_id)
 
     def _relayed(self, told: RunToken) -> None:
-        """What the relay needs of a run, kept apart from the ledger (which has no place for
-        it), and so learned again from its Secret after a restart."""
+        """What the relay needs of a run served, kept apart from the ledger (which has no
+        place for it), and so learned again from its Secret after a restart; as it was first
+        learned: a Secret edited later changes neither the repository nor the image."""
         if not told.repo:
             return
         image, namespace = told.image or "unknown", told.namespace or "unknown"
         run = RelayRun(told.run_id, told.repo, image, namespace, allowlist(told.allow))
         with self._lock:
-            self.relayed[told.run_id] = run
+            self.relayed.setdefault(told.run_id, run)
 
     def serving(self, token: str) -> ServedRun | Unserved:
         """The run `token` is served for, or why there is none (for its refusal)."""
@@ -239,6 +251,11 @@ class ClusterBroker(Registry):
         if ended is None:
             why = "not a token of a run this broker serves"
             return Unserved(UNATTRIBUTED, why, "refused: unknown token")
+        with self._lock:
+            unlisted = ended in self.unlisted
+        if unlisted:
+            why = f"run {ended} is served again once the broker has listed the cluster's Secrets"
+            return Unserved(ended, why, "refused: not listed yet")
         why = f"run {ended} has ended; its token is revoked"
         return Unserved(ended, why, "refused: token revoked")
 

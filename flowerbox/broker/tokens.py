@@ -78,7 +78,10 @@ def run_token(secret: Any) -> RunToken:
         raise ValueError(f"Secret {meta.name}: its {TOKEN_KEY} is not base64") from exc
     notes = meta.annotations or {}
     budget = notes.get(BUDGET_ANNOTATION)
-    allow = json.loads(notes.get(ALLOW_ANNOTATION) or "[]")
+    try:
+        allow = json.loads(notes.get(ALLOW_ANNOTATION) or "[]")
+    except RecursionError:  # no ValueError, and it would end the watch: no run learned again
+        raise ValueError(f"Secret {meta.name}: {ALLOW_ANNOTATION} is nested too deep") from None
     if not isinstance(allow, list) or not all(isinstance(entry, str) for entry in allow):
         raise ValueError(f"Secret {meta.name}: {ALLOW_ANNOTATION} is not a JSON list of names")
     return RunToken(

@@ -17,6 +17,7 @@ import contextlib
 import os
 import resource
 import signal
+import stat
 import threading
 from collections.abc import Callable
 from dataclasses import replace
@@ -201,8 +202,13 @@ def _open_files_to_the_hard_limit() -> None:
 
 
 def _folder_alive(run_id: str, socket_dir: Path) -> bool:
-    """Whether a run's socket folder, removed when its run ends, is still there."""
-    return socket_dir.is_dir()
+    """Whether a run's socket folder, removed when its run ends, is still there: a folder,
+    never a link (what one points at is no run's, and the broker would unlink and bind its
+    sockets there)."""
+    try:
+        return stat.S_ISDIR(socket_dir.lstat().st_mode)
+    except OSError:
+        return False
 
 
 def _alive(run_id: str, socket_dir: Path) -> bool:

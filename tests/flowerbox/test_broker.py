@@ -9,6 +9,7 @@ import http.client
 import json
 import os
 import resource
+import shutil
 import signal
 import socket
 import sqlite3
@@ -346,6 +347,26 @@ def test_a_broker_without_the_engine_never_asks_it_and_keeps_runs_by_their_folde
             engine.accept()  # nobody asked the engine
     finally:
         engine.close()
+
+
+def test_a_socket_folder_replaced_by_a_link_is_a_run_gone_and_nothing_is_bound_there(
+    start_broker: Callable[..., BrokerProcess],
+) -> None:
+    """`--no-engine`: while the broker is down a run's socket folder becomes a link to a
+    folder of someone else's, holding an api.sock of theirs. A restart takes the run for
+    gone (a link is no socket folder), so neither removes nor binds anything through it."""
+    broker = start_broker("--no-engine")
+    linked, other = broker.register(), broker.register()
+    broker.stop()
+    theirs = broker.root / "theirs"
+    theirs.mkdir()
+    (theirs / API_SOCKET).write_text("theirs\n")
+    shutil.rmtree(linked.socket_dir)
+    linked.socket_dir.symlink_to(theirs)
+    broker.start()
+    assert client.call(broker.folder, {"op": "status"})["runs"].keys() == {other.run_id}
+    assert [p.name for p in theirs.iterdir()] == [API_SOCKET]
+    assert (theirs / API_SOCKET).read_text() == "theirs\n"
 
 
 def test_a_box_that_fills_its_socket_folder_cannot_stop_a_restart(

@@ -80,7 +80,8 @@ class TcpBroker:
     def log(self) -> Path:
         return self.root / "broker.log"
 
-    def start(self) -> TcpBroker:
+    def start(self, *, listed: bool = True) -> TcpBroker:
+        """Started, and once `listed` the Secrets listed; else once its API port answers."""
         credentials = self.root / "credentials.env"
         credentials.write_text(
             f"ANTHROPIC_API_KEY={REAL_KEY}\nANTHROPIC_BASE_URL={self.upstream.url}\n{self.git}"
@@ -100,9 +101,14 @@ class TcpBroker:
             )
         process = self.process
         # Listening, and the Secrets listed once (each watch follows a list).
-        wait_for(lambda: self.watches() > watches or process.poll() is not None, 60)
+        ready = (lambda: self.watches() > watches) if listed else self.answers
+        wait_for(lambda: ready() or process.poll() is not None, 60)
         assert process.poll() is None, self.log.read_text()
         return self
+
+    def answers(self) -> bool:
+        with socket.socket() as sock:
+            return sock.connect_ex(("127.0.0.1", self.api_port)) == 0
 
     def watches(self) -> int:
         return sum(r.query.get("watch") == ["true"] for r in self.kube.requests)
@@ -361,6 +367,25 @@ def test_a_restarted_broker_keeps_its_ledger_and_drops_the_runs_deleted_meanwhil
     assert [r["status"] for r in broker.rows(gone.run_id)] == [200, 401]
 
 
+def test_a_restarted_broker_serves_no_run_of_its_ledger_before_it_has_listed_the_secrets(
+    start_broker: Callable[..., TcpBroker], tmp_path: Path
+) -> None:
+    """Attack: a run's Secret is deleted while the broker is down, and the broker comes
+    back with the API server out of reach. The ledger still has the run as served, but
+    until the Secrets are listed nothing says it is still a run: its token is refused."""
+    broker = start_broker()
+    gone = broker.add("20261202-000000-999999")
+    assert broker.spend(gone) == 200
+    broker.stop()
+    assert broker.kube.delete("secrets", f"flowerbox-{gone.run_id}-token") is not None
+    nowhere = FakeKube(url=f"http://127.0.0.1:{free_port()}")  # nothing listens there
+    write_kubeconfig(tmp_path / "kubeconfig", nowhere)
+    broker.start(listed=False)
+    status, body = broker.request({"x-api-key": gone.token})
+    assert status == 401, body
+    assert "once the broker has listed" in body["error"]["message"]
+
+
 def test_the_bundled_cli_presents_its_token_to_the_proxy(
     start_broker: Callable[..., TcpBroker], tmp_path: Path
 ) -> None:
@@ -539,3 +564,49 @@ def test_the_git_relay_it_serves_clones_and_pushes_a_runs_own_branch_with_its_no
         assert TOKEN not in log.read_text() and run.token not in log.read_text()
         decisions = [json.loads(line) for line in log.read_text().splitlines()]
         assert [d["status"] for d in decisions if d.get("decision") == "refuse"].count(401) >= 2
+
+
+def test_a_secret_nested_past_the_parsers_depth_stops_no_learning_nor_revoking(
+    start_broker: Callable[..., TcpBroker],
+) -> None:
+    """An allowlist annotation of nested lists deep enough that json.loads raises
+    RecursionError (no ValueError): it is left out like any bad Secret, and the broker goes
+    on learning runs from the Secrets after it (a dead watch would serve the runs it knew
+    until it restarts, their Secrets deleted or not)."""
+    broker = start_broker()
+    spec = kube_spec("20261202-000000-777777", image="flowerbox:test", command=("flower",))
+    deep = token_manifest(dataclasses.replace(spec, run_id="20261202-deep"), NAMESPACE, "t")
+    deep["metadata"]["annotations"]["flowerbox.dev/allow"] = "[" * 100_000
+    broker.kube.put("secrets", deep)
+    broker.wait_logged("a run token Secret left out")
+    good = broker.add(spec.run_id)
+    assert broker.spend(good) == 200
+
+
+def test_each_request_on_a_kept_alive_connection_is_told_by_its_own_token(
+    start_broker: Callable[..., TcpBroker], upstream: FakeAPI
+) -> None:
+    """Attack: one connection, the first request with the run's token, the next ones with
+    none, with a lower-case `bearer`, with the token and junk after it: each is judged
+    alone, so only the first goes upstream, and only it is charged to the run."""
+    broker = start_broker()
+    mine = broker.add("20261202-000000-kkkkkk")
+    conn = http.client.HTTPConnection("127.0.0.1", broker.api_port, timeout=30)
+    statuses = []
+    try:
+        for headers in (
+            {"x-api-key": mine.token},
+            {},
+            {"authorization": f"bearer {mine.token}"},
+            {"authorization": f"Bearer {mine.token} junk"},
+        ):
+            conn.request("POST", MESSAGES, ask(), headers | {"content-type": "application/json"})
+            response = conn.getresponse()
+            response.read()
+            statuses.append(response.status)
+    finally:
+        conn.close()
+    assert statuses == [200, 401, 401, 401]
+    assert len(upstream.requests) == 1
+    wait_for(lambda: broker.settled() == 4)
+    assert [r["status"] for r in broker.rows(mine.run_id)] == [200]
