@@ -541,7 +541,8 @@ def test_the_git_relay_it_serves_clones_and_pushes_a_runs_own_branch_with_its_no
         pushed = git_as(run.token, "push", "origin", f"HEAD:{branch}", cwd=work)
         assert pushed.returncode == 0, pushed.stderr + log.read_text() + broker.log.read_text()
         assert branch in remote.refs("app") and "refs/heads/main" in remote.refs("app")
-        wait_for(lambda: '"note": "written"' in log.read_text(), 60)
+        wait_for(lambda: '"note": ' in log.read_text(), 180)  # written, or why not
+        assert '"note": "written"' in log.read_text(), log.read_text()
         notes = tmp_path / "notes"
         git("clone", "-q", "--bare", str(remote.root / "app.git"), str(notes), env=env)
         git(
