@@ -323,13 +323,14 @@ class _Exchange:
     def _reject(self, head: PushHead, reason: str, rest: Iterator[bytes]) -> None:
         """A refused push, answered as receive-pack answers a refusing hook, so git shows
         `! [remote rejected] REF (reason)`; the rest of the body is read (and dropped) first,
-        as a client sends it all before it reads an answer."""
+        as a client sends it all before it reads an answer (a refusal it is still sending
+        into would reach it as a reset, not as the answer)."""
+        for _ in rest:
+            pass
         answer = report(head, reason)
         if answer is None:
             self.refuse(Refusal(403, reason))
             return
-        for _ in rest:
-            pass
         self.relay.log.record(decision="refuse", status=403, reason=reason, **self.facts)
         self.answered = True
         headers = [("content-type", "application/x-git-receive-pack-result")]

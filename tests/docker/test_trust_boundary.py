@@ -29,6 +29,7 @@ from docker import DockerClient  # noqa: TID251 - the tests clean up their conta
 from flower.testing import FakeAPI, Reply, Request, When, rules, text, tool
 from flowerbox.runs.detach import FRESH_FIELDS
 from tests.docker.e2e import FLOWERBOX, REAL, as_user, box_env, metas, state_of
+from tests.listening import stop_listening
 
 pytestmark = pytest.mark.docker
 
@@ -335,7 +336,8 @@ class Listener:
         self.sock = socket.create_server(("127.0.0.1", 0))
         self.port = self.sock.getsockname()[1]
         self.received: list[bytes] = []
-        threading.Thread(target=self._serve, daemon=True).start()
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
 
     def _serve(self) -> None:
         while True:
@@ -351,7 +353,7 @@ class Listener:
                     self.received.append(b"")
 
     def close(self) -> None:
-        self.sock.close()
+        stop_listening(self.sock, self.thread)
 
 
 @pytest.fixture

@@ -78,8 +78,15 @@ class GitRemote:
         path.chmod(0o755)
 
     def refs(self, name: str) -> str:
-        """Every ref of a repository with its object: compared before and after a push."""
+        """Every ref of a repository with its object."""
         return git("for-each-ref", cwd=self.root / f"{name}.git", env=self.env)
+
+    def branches(self, name: str) -> str:
+        """Its branches and tags with their objects, what a run's push could change:
+        compared before and after one. (Not the notes ref: the relay writes it after its
+        answer to an earlier push, so it may move while a test compares.)"""
+        where = self.root / f"{name}.git"
+        return git("for-each-ref", "refs/heads", "refs/tags", cwd=where, env=self.env)
 
 
 class _Backend(BaseHTTPRequestHandler):

@@ -33,6 +33,7 @@ from flowerbox.sidecar.http import Incoming
 from tests.flowerbox.conftest import REAL_KEY, kill_left_running, wait_for
 from tests.flowerbox.gitremote import TOKEN, USER, git, git_remote, quiet_env
 from tests.kube.fakeapi import FakeKube, fake_kube, write_kubeconfig
+from tests.listening import stop_listening
 
 MESSAGES = "/v1/messages?beta=true"
 REPLY = text("hi", usage=Usage(1000, 100))  # $0.006 of claude-opus-5-5
@@ -332,7 +333,7 @@ def test_the_proxy_tells_runs_by_token_and_holds_each_to_its_allowlist(
         status, sock = connect(broker, target, token)
         sock.close()
         assert status == (403 if token == unlisted.token else 407)
-    echo.sock.close()
+    stop_listening(echo.sock, echo)
 
     def decisions(where: Path) -> list[tuple[str, str]]:
         lines = where.read_text().splitlines()

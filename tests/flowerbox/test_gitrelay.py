@@ -41,7 +41,7 @@ def test_a_push_to_the_runs_branch_lands_upstream(relay: Relay) -> None:
     sha = commit(relay, work)
     done = relay.git("push", "origin", f"HEAD:{BRANCH}", cwd=work)
     assert done.returncode == 0, done.stderr
-    assert f"{sha} commit\t{BRANCH}" in relay.remote.refs("app")
+    assert f"{sha} commit\t{BRANCH}" in relay.remote.branches("app")
     (push,) = [d for d in relay.log() if d.get("refs")]
     assert push["decision"] == "allow" and push["run"] == RUN
     assert push["refs"] == [{"ref": BRANCH, "old": "0" * 40, "new": sha}]
@@ -63,11 +63,11 @@ def test_a_push_to_any_other_ref_is_refused_and_nothing_changes(
 ) -> None:
     work = relay.clone()
     commit(relay, work)
-    before = relay.remote.refs("app")
+    before = relay.remote.branches("app")
     done = relay.git("push", "--atomic", "origin", *refspecs, cwd=work)
     assert done.returncode != 0
     assert "[remote rejected]" in done.stderr and reason in done.stderr  # git shows why
-    assert relay.remote.refs("app") == before
+    assert relay.remote.branches("app") == before
     assert relay.pushes_upstream() == 0  # refused before a byte went upstream
     refused = relay.log()[-1]
     assert refused["decision"] == "refuse" and refused["status"] == 403
@@ -78,10 +78,10 @@ def test_deleting_the_runs_branch_is_refused(relay: Relay) -> None:
     work = relay.clone()
     commit(relay, work)
     assert relay.git("push", "origin", f"HEAD:{BRANCH}", cwd=work).returncode == 0
-    before = relay.remote.refs("app")
+    before = relay.remote.branches("app")
     done = relay.git("push", "origin", f":{BRANCH}", cwd=work)
     assert done.returncode != 0
-    assert relay.remote.refs("app") == before and BRANCH in before
+    assert relay.remote.branches("app") == before and BRANCH in before
     assert relay.log()[-1]["reason"] == f"deleting {BRANCH} is refused"
 
 
@@ -89,9 +89,9 @@ def test_push_options_are_refused(relay: Relay) -> None:
     """A forge acts on some (GitLab's merge_request.merge_when_pipeline_succeeds)."""
     work = relay.clone()
     commit(relay, work)
-    before = relay.remote.refs("app")
+    before = relay.remote.branches("app")
     done = relay.git("push", "-o", "merge_request.create", "origin", f"HEAD:{BRANCH}", cwd=work)
-    assert done.returncode != 0 and relay.remote.refs("app") == before
+    assert done.returncode != 0 and relay.remote.branches("app") == before
     assert relay.log()[-1]["reason"] == "push options are refused (a forge may act on them)"
 
 
@@ -108,9 +108,9 @@ def test_a_revoked_runs_token_is_refused(relay: Relay) -> None:
     work = relay.clone()
     commit(relay, work)
     del relay.runs[RUN_TOKEN]  # the run ended: the broker knows its token no more
-    before = relay.remote.refs("app")
+    before = relay.remote.branches("app")
     done = relay.git("push", "origin", f"HEAD:{BRANCH}", cwd=work)
-    assert done.returncode != 0 and relay.remote.refs("app") == before
+    assert done.returncode != 0 and relay.remote.branches("app") == before
     assert relay.log()[-1]["status"] == 401
 
 
@@ -193,10 +193,10 @@ def test_a_large_refused_push_is_read_to_its_end_and_git_shows_why(relay: Relay)
     """A pack over 1 MiB comes chunked, after git's probe; the refusal waits for its end."""
     work = relay.clone()
     commit(relay, work, text=os.urandom(2_000_000).hex())
-    before = relay.remote.refs("app")
+    before = relay.remote.branches("app")
     done = relay.git("push", "origin", "HEAD:refs/heads/main", cwd=work)
     assert "[remote rejected] HEAD -> main (refs/heads/main is not" in done.stderr
-    assert relay.remote.refs("app") == before and relay.pushes_upstream() == 1  # the probe
+    assert relay.remote.branches("app") == before and relay.pushes_upstream() == 1  # the probe
 
 
 def test_a_chunked_push_over_the_limit_is_cut_and_lands_nothing(relay: Relay) -> None:
@@ -204,9 +204,9 @@ def test_a_chunked_push_over_the_limit_is_cut_and_lands_nothing(relay: Relay) ->
     relay.relay.body_limit = 200_000
     work = relay.clone()
     commit(relay, work, text=os.urandom(2_000_000).hex())  # ~2 MB packed: sent chunked
-    before = relay.remote.refs("app")
+    before = relay.remote.branches("app")
     done = relay.git("push", "origin", f"HEAD:{BRANCH}", cwd=work)
-    assert done.returncode != 0 and relay.remote.refs("app") == before
+    assert done.returncode != 0 and relay.remote.branches("app") == before
     assert relay.log()[-1]["status"] == 413
 
 
@@ -290,11 +290,11 @@ def test_the_jobs_rendered_fetch_and_deliver_go_through_the_relay(
     assert done.returncode == 0, done.stderr
     git("checkout", "-q", "-b", f"flower/{RUN}", cwd=workspace, env=relay.env())
     sha = commit(relay, workspace)
-    before = relay.remote.refs("app")
+    before = relay.remote.branches("app")
     (deliver,) = deliver_manifests(spec, target)[0]["spec"]["template"]["spec"]["containers"]
     done = job_line(deliver, relay, paths)
     assert done.returncode == 0, done.stderr
-    after = relay.remote.refs("app")
+    after = relay.remote.branches("app")
     assert after.replace(f"{sha} commit\t{BRANCH}\n", "") == before
     assert relay.log()[-1]["refs"] == [{"ref": BRANCH, "old": "0" * 40, "new": sha}]
 

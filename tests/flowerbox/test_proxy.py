@@ -24,6 +24,7 @@ import pytest
 from flowerbox.sidecar.egress import IPAddress, Policy
 from flowerbox.sidecar.proxy import EgressProxy, JsonLines, PrivateUnixServer
 from tests.flowerbox.conftest import GatewayProcess
+from tests.listening import stop_listening
 
 NAMES = {
     "web.test": "127.0.0.1",
@@ -191,7 +192,7 @@ def echo() -> Iterator[tuple[int, list[bytes]]]:
     try:
         yield listener.getsockname()[1], received
     finally:
-        listener.close()
+        stop_listening(listener, thread)
 
 
 def head_and_body(raw: bytes) -> tuple[str, bytes]:

@@ -52,7 +52,7 @@ def head(relay: Relay, length: int) -> bytes:
 def landed(relay: Relay, timeout: float = 30.0) -> bool:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if BRANCH in relay.remote.refs("app"):
+        if BRANCH in relay.remote.branches("app"):
             return True
         time.sleep(0.05)
     return False
@@ -68,7 +68,7 @@ def test_a_push_that_asks_for_no_report_is_refused_as_it_could_never_be_noted(
     answer = post(relay, pushed_body(relay, work, "ofs-delta agent=attacker"))
     assert answer.startswith(b"HTTP/1.1 403 "), answer[:200]
     assert b"report-status" in answer
-    assert BRANCH not in relay.remote.refs("app")
+    assert BRANCH not in relay.remote.branches("app")
     assert relay.pushes_upstream() == 0
 
 
@@ -140,10 +140,10 @@ def test_a_second_command_list_after_a_flush_updates_nothing(relay: Relay) -> No
     to_main = pkt(f"{main} {sha} refs/heads/main\0report-status\n")
     own = pkt(f"{'0' * 40} {sha} {BRANCH}\0report-status\n")
     packed = pack(relay, work)
-    before = relay.remote.refs("app")
+    before = relay.remote.branches("app")
     for body in (own + b"0000" + to_main + b"0000" + packed, b"0000" + to_main + b"0000" + packed):
         post(relay, body)
-        assert relay.remote.refs("app") == before
+        assert relay.remote.branches("app") == before
 
 
 def test_a_commit_the_remote_has_under_a_tag_alone_gets_no_runs_note(relay: Relay) -> None:
