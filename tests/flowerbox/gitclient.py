@@ -47,9 +47,9 @@ class _Tap(socketserver.ThreadingMixIn, socketserver.TCPServer):
         self.received = bytearray()
         self.lock = threading.Lock()
         super().__init__(("127.0.0.1", 0), _Pipe)
-        # An accept that blocks once the poll said "ready" (seen once in CI, in the teardown
-        # after a client reset a connection) would keep shutdown() waiting for ever; with a
-        # timeout it fails, and serve_forever polls again.
+        # An accept that blocks once the poll said "ready" (in CI, when a stale thread of
+        # another test took the connection first: tests/listening.py) would keep shutdown()
+        # waiting for ever; with a timeout it fails, and serve_forever polls again.
         self.socket.settimeout(1.0)
 
 
