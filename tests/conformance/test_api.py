@@ -20,6 +20,7 @@ from flower.core.agent import AgentSpec
 from flower.core.brief import Brief
 from flower.core.goal import Goal, Verdict
 from flower.core.guard import HANDS_ON, delegate_guard
+from flower.core.human import HumanChannel
 from flower.core.mounting import guards
 from flower.core.roles import COORDINATOR_RULES, coordinator, worker
 from flower.core.runtime import Runtime
@@ -31,8 +32,10 @@ from flower.stores import (
     TrimmingSessionStore,
     TrimPolicy,
 )
-from flower.testing import FakeAPI, sequence, text
-from flower.workflow.starter import starter_flow
+from flower.testing import Always, FakeAPI, When, rules, sequence, text
+from flower.testing.demo import ROLE_MARKERS, verdict_reply
+from flower.workflow.base import Step, Workflow
+from flower.workflow.starter import GOAL_KEY, starter_flow, with_goal
 
 BOSS = coordinator("协调者", "", {"coder": worker("codes", "You code.", isolate=True)})
 
@@ -174,3 +177,31 @@ def test_a_word_that_merely_starts_with_a_title_is_no_heading() -> None:
     brief = Brief.parse("## 验收标准\n1. 目标 文件存在\n## 目标管理\n看板\n## 目标\n做 X")
     assert brief.goal == "做 X"
     assert brief.accept == "1. 目标 文件存在\n## 目标管理\n看板"
+
+
+@pytest.mark.anyio
+async def test_a_goal_given_in_ctx_is_the_one_the_judge_rules_on(
+    flower_env: FakeAPI, workspace: Path
+) -> None:
+    """000:257, with_goal's gate, step 3: « en priorité un Goal complet dans ctx[GOAL_KEY],
+    sinon Goal.load(goal_path) ». `Workflow(context={"_goal": Goal(...)})` is that first
+    source: the judge's request carries it, though no goal file exists."""
+    given = Goal("hello.py 打印 ctx 里给的目标", ["python3 hello.py 输出 hello"])
+    flower_env.script = rules(
+        (
+            When(kind="main", system_contains=ROLE_MARKERS["judge"][0]),
+            Always(verdict_reply("达成")),
+        ),
+        (When(), Always(text("做完了"))),
+    )
+    channel = HumanChannel()
+    work = Step("干活", AgentSpec("w", ""), "写 hello.py")
+    step = with_goal(work, channel, goal_path=workspace / "nowhere.md")
+    runtime = Runtime(workspace=workspace, run_dir=workspace.parent / "runs")
+    try:
+        ctx = await Workflow([step], context={GOAL_KEY: given}).run(runtime)
+    finally:
+        runtime.close()
+    judged = [r for r in flower_env.requests if ROLE_MARKERS["judge"][0] in r.system_text]
+    assert judged and "ctx 里给的目标" in judged[0].last_user_text
+    assert ctx[GOAL_KEY] == given and not (workspace / "nowhere.md").exists()
