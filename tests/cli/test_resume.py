@@ -151,6 +151,7 @@ def test_a_wake_stopped_during_the_goal_reset_still_reaches_goal_and_coordinator
     )
     assert done.returncode == 0, done.stderr
     assert "an earlier wake stopped before its words reached" in done.stdout
+    assert "could not be delivered" not in done.stdout  # no git here, no isolated worker
     later = fake_api.requests[before:]
     assert _goal_requests(later)  # the goal was set again ...
     assert "world" in (workspace / NOTES / "目标.md").read_text()
