@@ -20,7 +20,7 @@ from flower.core.env import DotenvError, Lookup, load_dotenv, parse_dotenv
 from flower.core.runtime import Runtime
 from flower.errors import FlowerError
 from flower.stores import SqliteSessionStore
-from flower.testing import Always, FakeAPI, sequence, text
+from flower.testing import Always, FakeAPI, sequence, text, tool
 from tests.cli.conftest import flower, offline_env
 from tests.conformance.conftest import write
 from tests.json_contract import parse_document
@@ -210,14 +210,29 @@ def test_the_run_and_once_paths_put_the_workbench_in_the_run_dir_with_w(
     assert not (workspace / ".flower").exists()  # the run dir's workbench, not the workspace's
 
 
-def test_the_offline_run_report_is_flower_analyze(tmp_path: Path) -> None:
+@pytest.mark.anyio
+async def test_the_offline_run_report_is_flower_analyze(
+    flower_env: FakeAPI, workspace: Path
+) -> None:
     """003, "<run_dir>/": « consultable hors ligne ... avec sqlite3 ou tools/analyze_run.py ».
     As decisions.md records, the script is the `flower analyze RUN_DIR` command (one tool,
-    installed with flower), reading sessions.db and manifest.json without writing a byte."""
-    runs = tmp_path / "runs"
-    SqliteSessionStore(runs / "sessions.db").close()
-    before = {p.name: p.read_bytes() for p in runs.iterdir()}
+    installed with flower), reading sessions.db and manifest.json without writing a byte.
+    A real run of one step with one tool call: the report counts what the fake API saw."""
+    flower_env.script = sequence(tool("Bash", {"command": "echo hi"}), text("done"))
+    runs = workspace.parent / "runs"
+    runtime = Runtime(workspace=workspace, run_dir=runs)
+    try:
+        result = await runtime.run(
+            AgentSpec("w", "", allowed_tools=["Bash"]), "go", step_name="取词"
+        )
+    finally:
+        runtime.close()
+    assert result.ok
+    before = {p: p.read_bytes() for p in runs.rglob("*") if p.is_file()}
     done = CliRunner().invoke(app, ["analyze", str(runs), "--json"])
     assert done.exit_code == 0, done.output
-    assert parse_document(done.output)["totals"]["api_calls"] == 0
-    assert {p.name: p.read_bytes() for p in runs.iterdir()} == before
+    report = parse_document(done.output)
+    assert report["totals"]["api_calls"] == len(flower_env.messages_requests()) == 2
+    assert report["totals"]["tools"] == {"Bash": 1}
+    assert [row["step"] for row in report["steps"]] == ["取词"]
+    assert {p: p.read_bytes() for p in runs.rglob("*") if p.is_file()} == before
