@@ -29,11 +29,19 @@ KEY = "ANTHROPIC_API_KEY"
 URL = "ANTHROPIC_BASE_URL"
 
 
-def test_a_key_repeated_in_one_file_keeps_its_first_value() -> None:
+def test_a_key_repeated_in_one_file_keeps_its_first_value(tmp_path: Path, environ: None) -> None:
     """003, "Priorité de recherche des credentials": « La première valeur rencontrée pour une
-    clé donnée est définitive », inside one file as across files."""
+    clé donnée est définitive », inside one file as across files (./.env before the global
+    one)."""
     assert parse_dotenv("A=1\nB=x\nA=2\n") == {"A": "1", "B": "x"}
     assert parse_dotenv("A=\nA=2\n") == {"A": ""}  # an empty value occupies its key too
+    os.environ.pop("FLOWER_SEED_KEY", None)
+    home = tmp_path / "home"
+    write(tmp_path / ".env", "FLOWER_SEED_KEY=\n")
+    write(home / ".config" / "flower" / ".env", "FLOWER_SEED_KEY=from-the-global-file\n")
+    lookup = Lookup(cwd=tmp_path, home=home, config_home=home / ".config")
+    assert load_dotenv(lookup=lookup) == {"FLOWER_SEED_KEY": f"./.env {tmp_path / '.env'}"}
+    assert os.environ["FLOWER_SEED_KEY"] == ""
 
 
 def test_a_line_appended_to_a_dotenv_does_not_replace_the_credentials(
