@@ -82,12 +82,13 @@ def go(
     new: Annotated[
         bool, typer.Option("--new", help="Start over: archive the brief and goal, wake nothing.")
     ] = False,
+    # --continue is what flowerbox resume passes; the ask-history rule makes it a plain ask
     wake: Annotated[
         bool,
         typer.Option(
             "--continue",
-            help="Wake the run in this workspace if its brief is complete (the ask is then "
-            "not added to it); else start with the ask.",
+            help="Continue the run in this workspace (what `flowerbox resume` runs): an ask "
+            "it was already given adds nothing; else start with the ask.",
         ),
     ] = False,
     isolate: Annotated[
@@ -145,8 +146,6 @@ def go(
         if first:
             asks = sys.stdin.isatty() and timeout != 0
             _offer_exclude(ws, [run_dir, Path(state["workbench"])], console, asks=asks)
-        if wake and state["woke"] and not new:
-            ask = ""  # an ask would amend the brief and set the goal again
         repeated = bool(ask.strip()) and repeated_ask(RunDir(run_dir).ask_history, ask)
         console.print(_describe_wake(state, new=new, ask=ask, repeated=repeated), style="bold")
         timeout = answer_wait(timeout, say=lambda line: console.print(line, style="yellow"))
@@ -365,6 +364,11 @@ def _describe_wake(state: dict[str, Any], *, new: bool, ask: str, repeated: bool
         parts.append("the same ask as before, so nothing is added (`flower resume` does this)")
     elif ask.strip():
         parts.append("a new ask: it is added to the brief and the goal is set again from it")
+    if state["pending_wake"]:
+        parts.append(
+            "an earlier wake stopped before its words reached the goal and the coordinator: "
+            "they are delivered again"
+        )
     if state["goal_complete"]:
         parts.append(f"goal: {state['goal_statement'].splitlines()[0][:80]}")
     if state["sessions"]:

@@ -2,9 +2,11 @@
 
 The one way to continue after Ctrl+C, SIGTERM, a kill or a crash: the brief and the goal
 stay as they are (nothing is amended, nothing set again), each step's session is resumed
-from lineage.json, and the coordinator is not told anything new. `flower "the same ask"`
-does the same (the starter recognises an ask it was already given); a different ask amends
-the run instead. Whether the run isolated its workers is read from where its workbench is.
+from lineage.json, and the coordinator is not told anything new, except the words of a wake
+that was stopped before they reached the goal and the coordinator (the starter's wake.json):
+those are delivered again, the goal set again from them. `flower "the same ask"` does the
+same (the starter recognises an ask it was already given); a different ask amends the run
+instead. Whether the run isolated its workers is read from where its workbench is.
 """
 
 from __future__ import annotations

@@ -37,6 +37,11 @@ def plugin_dir() -> Path:
 # on "idle", which is the one signal that also covers background subagents waking the session.
 SESSION_STATE_ENV = {"CLAUDE_CODE_EMIT_SESSION_STATE_EVENTS": "1"}
 
+# The compaction switches flower documents (docs/configuration.md) are flower's: a shell's
+# DISABLE_AUTO_COMPACT=1 would remove the safety net behind the handoff. "0" is off to the
+# CLI; a CompactPolicy or the spec's own env sets them on purpose.
+COMPACT_SWITCHES_OFF = {"DISABLE_AUTO_COMPACT": "0", "DISABLE_COMPACT": "0"}
+
 CompactMode = Literal["auto", "off", "never"]
 
 
@@ -149,19 +154,27 @@ def build_options(
     portable: bool = True,
     add_dirs: list[str] | None = None,
     flush: str = "eager",
+    prelude: str = "",
     context: str = "",
 ) -> ClaudeAgentOptions:
     """Compile an AgentSpec into ClaudeAgentOptions.
 
-    context: text placed after the instructions in the appended system prompt (Runtime puts
-    the workbench's rules and index there). It changes as the workbench fills, and a prompt
-    cache keys on the prefix: last, it leaves the role's instructions in the cached part.
+    prelude: the seed's keyword (000:484-497): text placed before the instructions in the
+    appended system prompt. context: text placed after them (Runtime puts the workbench's
+    rules and index there). The workbench's text changes as it fills, and a prompt cache
+    keys on the prefix: after the instructions, it leaves them in the cached part, so
+    Runtime passes `context`, never `prelude` (docs/decisions.md, issue 35).
     """
-    append = "\n\n".join(part for part in (spec.instructions, context) if part)
+    append = "\n\n".join(part for part in (prelude, spec.instructions, context) if part)
     system_prompt: dict[str, Any] = {"type": "preset", "preset": "claude_code"}
     if append:
         system_prompt["append"] = append
-    env = {**SESSION_STATE_ENV, **spec.env, **(spec.compact.env() if spec.compact else {})}
+    env = {
+        **SESSION_STATE_ENV,
+        **COMPACT_SWITCHES_OFF,
+        **spec.env,
+        **(spec.compact.env() if spec.compact else {}),
+    }
     if spec.permission_mode == "bypassPermissions" and os.geteuid() == 0:
         env["IS_SANDBOX"] = "1"  # the CLI refuses bypassPermissions as root otherwise
     tether = lifeline()  # the CLI dies with this process (Linux; lifeline.py)

@@ -81,11 +81,13 @@ class Delivery:
 
 def deliver(worktrees: Worktrees, *, finish: Finish = "branch", achieved: bool) -> Delivery | None:
     """Collect and remove the run's worktrees, then finish as asked (`merge` only when the
-    run `achieved` its goal); None when no isolated worker ever started."""
-    notes = worktrees.clean()
+    run `achieved` its goal); None when no isolated worker ever started (the branch is made
+    with the first worktree: without one there is nothing to collect, and no git to ask, in a
+    folder that is no repository)."""
     branch = worktrees.branch()
     if branch is None:
         return None
+    notes = worktrees.clean()
     ws = worktrees.workspace
     tip = must(ws, "rev-parse", branch.ref).strip()
     commits = _commits(ws, branch.base, tip)

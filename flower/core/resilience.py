@@ -117,7 +117,7 @@ class Resilience:
         target = probe_target()
         if await self.probe(target):
             return True
-        name = target[0] if isinstance(target, str) else f"{target[0]}:{target[1]}"
+        name = _host_port(target)
         if notify:
             minutes = f"{self.max_offline_wait / 60:.0f}"
             notify(lang.text("resilience.offline", name=name, minutes=minutes))
@@ -160,6 +160,14 @@ def probe_target() -> tuple[str, int] | str:
     url = urlsplit(os.environ.get("ANTHROPIC_BASE_URL") or "https://api.anthropic.com")
     port = url.port or (443 if url.scheme == "https" else 80)
     return (url.hostname or "api.anthropic.com", port)
+
+
+def _host_port(target: tuple[str, int] | str) -> str:
+    """The `<host>:<port>` the outage lines name (003:251), a health URL's included."""
+    if isinstance(target, str):
+        url = urlsplit(target)
+        target = (url.hostname or target, url.port or (443 if url.scheme == "https" else 80))
+    return f"{target[0]}:{target[1]}"
 
 
 def _health_ok(url: str, timeout: float) -> bool:

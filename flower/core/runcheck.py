@@ -6,6 +6,7 @@ them, so a corrupt one stops it at once instead of after a paid step (issue 21).
     progress.json      this flower's shape (flower.core.progress)
     asks.json          a list of JSON objects (flower.core.inbox reads it)
     ask-history.json   JSON (the starter)
+    wake.json          JSON (the starter's unfinished wake, flower.workflow.wake)
 
 sessions.db is checked where it is opened (flower.stores: PRAGMA quick_check and its
 tables), which Runtime does at construction too. Nothing is written; each file that is
@@ -44,3 +45,4 @@ def check_state_files(run_dir: Path, workspace: Path) -> None:
             "aside (the run asks again what it still needs)",
         )
     read_json(layout.ask_history, [])
+    read_json(layout.wake, {})

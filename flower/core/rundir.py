@@ -8,6 +8,8 @@
       lineage.json             step name -> session id, per workspace (flower.core.lineage)
       ask-history.json         the asks this run was started or amended with (the starter):
                                the same ask again continues the run instead of amending it
+      wake.json                a wake's words until the goal was set again from them and the
+                               coordinator has worked a round with them (the starter)
       progress.json            per workspace: the processes of the run, each step's round
       asks.json                the questions waiting for a human (flower.core.inbox)
       inbox/<drop>.json        answers and messages dropped by other processes
@@ -73,6 +75,7 @@ class RunDir:
     INBOX: ClassVar[str] = "inbox"
     REJECTED: ClassVar[str] = "rejected"
     ASK_HISTORY: ClassVar[str] = "ask-history.json"
+    WAKE: ClassVar[str] = "wake.json"
     ASIDE: ClassVar[str] = "aside"
     WORKBENCH: ClassVar[str] = "workbench"
     EVENTS: ClassVar[str] = "events"
@@ -131,6 +134,11 @@ class RunDir:
     @property
     def ask_history(self) -> Path:
         return self.path / self.ASK_HISTORY
+
+    @property
+    def wake(self) -> Path:
+        """A wake's words not yet delivered everywhere (flower.workflow.wake)."""
+        return self.path / self.WAKE
 
     @property
     def inbox(self) -> Path:

@@ -343,7 +343,8 @@ class Runtime:
             )
         )
         if kind == "retry":
-            notice = lambda line: emit(Event("retry", line, payload={"source": "probe"}))  # noqa: E731
+            probed = {"source": "probe", "attempt": number}
+            notice = lambda line: emit(Event("retry", line, payload=dict(probed)))  # noqa: E731
             if not await policy.wait_online(notice):
                 return False
         await asyncio.sleep(delay)

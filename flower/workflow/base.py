@@ -71,6 +71,9 @@ CTX_KEYS = {
     "missing": "_missing",
 }
 SERVICES = frozenset({"runtime", "on_event", "channel", "workbench"})  # in ctx even if None
+# The starter's facts a caller may give in Workflow.context (seed 000:257: a Goal in
+# ctx[GOAL_KEY] is with_goal's first source), with the type each must have to be taken.
+GIVEN: dict[str, type] = {"brief": Brief, "goal": Goal, "verdict": Verdict, "round": int}
 ON_FAIL = ("stop", "continue", "raise")
 
 
@@ -123,6 +126,13 @@ class RunState:
             self.ctx.pop(key, None)
         else:
             self.ctx[key] = value
+
+    def adopt(self, given: Ctx) -> None:
+        """Take the starter's facts (GIVEN) that `given` holds under their ctx keys."""
+        for name, kind in GIVEN.items():
+            value = given.get(CTX_KEYS[name])
+            if isinstance(value, kind) and not isinstance(value, bool):
+                setattr(self, name, value)
 
     @staticmethod
     def current() -> RunState | None:
@@ -216,6 +226,7 @@ class Workflow:
             channel=self.channel,
             workbench=self.workbench,
         )
+        state.adopt(self.context)
         if self.channel is not None:
             if on_event is not None and self.channel.on_event is None:
                 self.channel.on_event = on_event

@@ -15,7 +15,9 @@ the workbench sits outside the repository, at <parent>/.flower-<name>.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import time
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -39,6 +41,7 @@ from flower.core.workbench import Workbench
 from flower.core.workspace import BRIEF_NAME, in_git_repository, workbench_location
 from flower.errors import UsageError, WorkspaceError
 from flower.workflow.base import CTX_KEYS, Ctx, RunState, Step, StepAbort, Workflow
+from flower.workflow.wake import PendingWake
 
 # The ctx keys the seeds document for RunState.brief, .missing, .goal, .verdict, .round.
 BRIEF_KEY = CTX_KEYS["brief"]
@@ -214,7 +217,7 @@ def with_goal(
         if state is None:
             raise StepAbort(text("starter.no_runtime"))
         state.round += 1
-        goal = _current_goal(state, path)
+        goal = _current_goal(ctx, path)
         prompt = text("starter.verify", goal=goal.prompt_block(), report=result.text)
         ruling = await state.runtime.run(
             judger,
@@ -249,9 +252,11 @@ def _review_note(runtime: Runtime) -> str:
     return text("starter.review_note", branch=branch.name, path=review)
 
 
-def _current_goal(state: RunState, path: Path) -> Goal:
-    held = state.goal
-    if held is not None and held.complete():
+def _current_goal(ctx: Ctx, path: Path) -> Goal:
+    """Seed 000:257: a complete Goal in ctx[GOAL_KEY] (RunState.goal, or one the caller or a
+    step put there), else the goal file, else an empty Goal."""
+    held = ctx.get(GOAL_KEY)
+    if isinstance(held, Goal) and held.complete():
         return held
     return Goal.load(path) or Goal()
 
@@ -306,8 +311,11 @@ def starter_flow(
     brief, amended; the goal, set again from it; the coordinator, told directly), and a
     missing one fails silently (it would work by the old criteria, or be judged by them).
     An ask the run was already started or amended with (`run_dir`'s ask-history.json) is no
-    new ask: the run continues as it was, as with no ask at all. `instructions` are the
-    coordinator's own rules, after COORDINATOR_RULES (the seed shows "": the default).
+    new ask: the run continues as it was, as with no ask at all; but a wake's words that have
+    not yet reached the goal and the coordinator (a process stopped during the goal's reset,
+    `run_dir`'s wake.json) are delivered again by any continuation, with or without an ask.
+    `instructions` are the coordinator's own rules, after COORDINATOR_RULES (the seed shows
+    "": the default).
 
     Raises:
         WorkspaceError: isolation outside a git repository (before any money is spent).
@@ -331,31 +339,37 @@ def starter_flow(
     said = ask.strip()
     if not woke and not said:
         raise UsageError(text("starter.no_ask"))
-    history = RunDir(Path(run_dir).expanduser()).ask_history
-    if woke and said and repeated_ask(history, said):
+    runs = RunDir(Path(run_dir).expanduser())
+    if woke and said and repeated_ask(runs.ask_history, said):
         said = ""  # the same ask again: continue the run, never amend it with itself
     if said:
-        _record_ask(history, said, fresh=not woke)
+        _record_ask(runs.ask_history, said, fresh=not woke)
+    pending = PendingWake(runs.wake)
+    if not woke:
+        pending.delivered()  # a fresh run owes nothing to an earlier run's wake
+    elif said:
+        pending.begin(said)
+    # a wake's words, this one's or an interrupted one's, until they reached all three places
+    words = pending.words() if woke else []
     channel = HumanChannel(
         log_path=workbench.notes / log_name,
         amend_path=brief_path,
         max_asks=max_asks,
         timeout_s=timeout_s,
     )
-    if woke and said:
-        channel.amend(said, label=text("starter.wake_label"))  # place 1: the brief
+    for word in words:
+        channel.amend(word, label=text("starter.wake_label"))  # place 1: the brief
     steps = [clarify_step(channel, brief_path=brief_path, prompt=text("starter.clarify", ask=said))]
     if not clarify_only:
         if goal:
             # place 2: the goal is set again from the amended brief
-            steps.append(
-                goal_step(
-                    channel,
-                    goal_path=goal_path,
-                    always_set=woke and bool(said),
-                    can_run=judge_can_run,
-                )
+            reset = goal_step(
+                channel,
+                goal_path=goal_path,
+                always_set=bool(words) and not pending.goal_set(),
+                can_run=judge_can_run,
             )
+            steps.append(_noting(reset, pending.goal_done, first=False) if words else reset)
         coder = worker(
             text("role.coder"), worker_prompt or text("role.coder_prompt"), isolate=isolate
         )
@@ -369,14 +383,32 @@ def starter_flow(
                 "starter.work", brief=ctx.get("确认需求", ""), goal=ctx.get("设定目标", "")
             ),
             # place 3: the coordinator, whose context holds the old goal, is told directly
-            resume_prompt=text("starter.wake", said=said) if said else None,
+            resume_prompt=text("starter.wake", said="\n".join(words)) if words else None,
         )
         if goal:
             work = with_goal(
                 work, channel, goal_path=goal_path, rounds=rounds, can_run=judge_can_run
             )
-        steps.append(work)
+        steps.append(_noting(work, pending.delivered, first=True) if words else work)
     return Workflow(steps, name="starter", channel=channel, workbench=workbench, continuous=not new)
+
+
+def _noting(step: Step, note: Callable[[], None], *, first: bool) -> Step:
+    """`step`, whose gate also calls `note`: `first`, as soon as a round of the step has
+    ended (before the gate rules); else once the gate has passed."""
+    inner = step.gate
+
+    async def gate(result: StepResult, ctx: Ctx) -> bool:
+        if first:
+            note()
+        passed = inner(result, ctx) if inner is not None else True
+        if inspect.isawaitable(passed):
+            passed = await passed
+        if passed and not first:
+            note()
+        return bool(passed)
+
+    return replace(step, gate=gate)
 
 
 def repeated_ask(history: Path, ask: str) -> bool:
@@ -433,6 +465,8 @@ def wake_state(
         sessions        step name -> session id from lineage.json (what would be resumed)
         handoffs        the handoff documents waiting in notes/ (交接-*.md)
         pending_asks    questions still waiting for a human (asks.json)
+        pending_wake    the words of a wake stopped before they reached the goal and the
+                        coordinator (wake.json): the next run delivers them again
     """
     ws = Path(workspace).expanduser().resolve()
     root = workbench_location(ws, isolate=isolate)
@@ -452,4 +486,5 @@ def wake_state(
         "sessions": Lineage(runs.path, ws).sessions() if runs.lineage.exists() else {},
         "handoffs": sorted(str(p) for p in notes.glob("交接-*.md")) if notes.is_dir() else [],
         "pending_asks": pending_asks(runs.path),
+        "pending_wake": PendingWake(runs.wake).words(),
     }

@@ -1,8 +1,10 @@
 """flower's public signatures as text: every name of `flower.__all__`, and the public methods
 and properties of its classes (inherited ones too, where flower defines them).
 
-The record, signatures.json beside this file, is what test_signatures.py compares with the
-code, so a signature that drifts fails with a diff. After a deliberate change, re-record:
+The record, signatures.json beside this file, is a snapshot of the code, not the spec (the
+seeds' signatures are seed_table.py, written from the pages): test_signatures.py compares it
+with the code, so a signature that drifts fails with a diff. After a deliberate change
+(and, for a name the seeds show, its seed_table entry), re-record:
 
     PYTHONPATH=. python -m tests.conformance.signatures --write
 

@@ -12,14 +12,17 @@ import inspect
 import json
 import uuid
 from pathlib import Path
+from typing import Any
 
 import pytest
 from claude_agent_sdk import HookMatcher
 
+from flower.core import lang
 from flower.core.agent import AgentSpec
 from flower.core.brief import Brief
 from flower.core.goal import Goal, Verdict
 from flower.core.guard import HANDS_ON, delegate_guard
+from flower.core.human import HumanChannel
 from flower.core.mounting import guards
 from flower.core.roles import COORDINATOR_RULES, coordinator, worker
 from flower.core.runtime import Runtime
@@ -31,8 +34,10 @@ from flower.stores import (
     TrimmingSessionStore,
     TrimPolicy,
 )
-from flower.testing import FakeAPI, sequence, text
-from flower.workflow.starter import starter_flow
+from flower.testing import Always, FakeAPI, When, rules, sequence, text
+from flower.testing.demo import ROLE_MARKERS, verdict_reply
+from flower.workflow.base import Step, Workflow
+from flower.workflow.starter import GOAL_KEY, starter_flow, with_goal
 
 BOSS = coordinator("协调者", "", {"coder": worker("codes", "You code.", isolate=True)})
 
@@ -41,21 +46,62 @@ def matchers(hooks: dict[str, list[HookMatcher]], event: str) -> list[str | None
     return [m.matcher for m in hooks.get(event, [])]
 
 
-def test_without_a_workbench_a_coordinator_still_has_its_walls() -> None:
+async def ruling(matcher: HookMatcher, tool: str, agent_id: str | None = None) -> dict[str, Any]:
+    """What the matcher's hook answers the CLI for a call of `tool` (python3 hello.py)
+    (from the main thread, or from the subagent `agent_id`)."""
+    hook_input: dict[str, Any] = {
+        "hook_event_name": "PreToolUse",
+        "tool_name": tool,
+        "tool_input": {"command": "python3 hello.py"},
+    }
+    if agent_id:
+        hook_input["agent_id"] = agent_id
+    output = await matcher.hooks[0](hook_input, None, {"signal": None})  # type: ignore[arg-type]
+    decided: dict[str, Any] = dict(output.get("hookSpecificOutput", {}))  # type: ignore[call-overload]
+    return decided
+
+
+async def is_delegate_guard(matcher: HookMatcher, artifacts: str) -> bool:
+    """000, "delegate_guard()": the main thread's hands-on call is denied with the advice to
+    delegate through the Agent tool, long outputs into `artifacts` (a glancing coordinator's
+    denial goes on to say what it may run itself); a subagent's passes. (A
+    whitelist_guard denies the same tools saying the role has no such tool, and has no
+    opinion on a subagent's call.)"""
+    main = await ruling(matcher, "Bash")
+    sub = await ruling(matcher, "Bash", agent_id="a1")
+    said = str(main.get("permissionDecisionReason", ""))
+    return (
+        matcher.matcher == HANDS_ON
+        and main.get("permissionDecision") == "deny"
+        and said.startswith(lang.text("guard.delegate", tool="Bash", artifacts=artifacts))
+        and "Agent" in said
+        and artifacts in said
+        and sub.get("permissionDecision") == "allow"
+    )
+
+
+@pytest.mark.anyio
+async def test_without_a_workbench_a_coordinator_still_has_its_walls() -> None:
     """000, "Couche hook" (« avec Runtime(workbench=False), workbench_hooks n'est pas installé
     du tout »): as decisions.md records, only the workbench's own hooks (index, spill) go;
     delegate_guard and isolate_guard follow from the role and stay, so a delegate_only
-    coordinator never runs without a wall on its main thread."""
+    coordinator never runs without a wall on its main thread, and that wall is
+    delegate_guard (« n'installe donc que celui-ci »), not whitelist_guard."""
     without = guards(BOSS, workbench=None, spill_threshold=4000)
     assert matchers(without, "PreToolUse") == [HANDS_ON, "Agent"]
+    assert await is_delegate_guard(without["PreToolUse"][0], lang.text("guard.artifacts"))
     assert "PostToolUse" not in without  # no index_guard, no spill_guard
 
 
-def test_with_a_workbench_its_hooks_come_on_top(tmp_path: Path) -> None:
+@pytest.mark.anyio
+async def test_with_a_workbench_its_hooks_come_on_top(tmp_path: Path) -> None:
     """000, "workbench_hooks()": PreToolUse delegate_guard (+ isolate_guard for a marked
     role), PostToolUse index_guard then spill_guard."""
-    hooks = guards(BOSS, workbench=Workbench(tmp_path), spill_threshold=4000)
+    workbench = Workbench(tmp_path)
+    hooks = guards(BOSS, workbench=workbench, spill_threshold=4000)
     assert matchers(hooks, "PreToolUse") == [HANDS_ON, "Agent"]
+    artifacts = f"{workbench.show(workbench.artifacts)}/"
+    assert await is_delegate_guard(hooks["PreToolUse"][0], artifacts)
     assert matchers(hooks, "PostToolUse") == [
         "Write|Edit",
         "Bash|Read|Grep|Glob|WebFetch|WebSearch",
@@ -81,16 +127,20 @@ def test_the_store_layers_take_their_policies_positionally(tmp_path: Path) -> No
         pruning.close()
 
 
-def test_delegate_guard_may_be_told_the_workbench_its_advice_names(tmp_path: Path) -> None:
-    """000, "delegate_guard()": `delegate_guard(*, tools=HANDS_ON, allow_glance=False)`. As
+@pytest.mark.anyio
+async def test_delegate_guard_may_be_told_the_workbench_its_advice_names(tmp_path: Path) -> None:
+    """000, "delegate_guard()": `delegate_guard(*, tools=HANDS_ON, allow_glance=False)`; the
+    denial says to delegate through Agent and to write long outputs into artifacts/. As
     decisions.md records, one keyword is added, `workbench=None`, so the denial names the
     real artifacts/ folder instead of a generic one; without it the seed's call is unchanged."""
     parameters = inspect.signature(delegate_guard).parameters
     assert list(parameters) == ["tools", "allow_glance", "workbench"]
     assert all(p.kind is p.KEYWORD_ONLY for p in parameters.values())
     assert parameters["workbench"].default is None
-    assert delegate_guard().matcher == HANDS_ON
-    assert delegate_guard(workbench=Workbench(tmp_path)).matcher == HANDS_ON
+    workbench = Workbench(tmp_path)
+    assert await is_delegate_guard(delegate_guard(), lang.text("guard.artifacts"))
+    named = f"{workbench.show(workbench.artifacts)}/"
+    assert await is_delegate_guard(delegate_guard(workbench=workbench), named)
 
 
 def test_the_documents_compare_by_content_not_by_where_they_were_read(tmp_path: Path) -> None:
@@ -108,7 +158,12 @@ def test_runtime_keeps_the_seeds_constants() -> None:
     HANDOFF_DUE = "context-full-handoff", INTERRUPT_NOTE."""
     assert Runtime.INTERRUPTED == "interrupted-by-human"
     assert Runtime.HANDOFF_DUE == "context-full-handoff"
-    assert "interrupt" in Runtime.INTERRUPT_NOTE
+    # « un appel d'outil en vol renvoyant interrupted est un effet de bord normal de
+    # l'interruption, pas une panne d'environnement »: the note says each part of that
+    note = Runtime.INTERRUPT_NOTE
+    for part in ("interrupted you", "in flight", "interrupted", "normal side effect"):
+        assert part in note, part
+    assert "not a failure of the environment" in note and note != Runtime.CARRY_ON_NOTE
 
 
 @pytest.mark.anyio
@@ -149,7 +204,9 @@ def test_starter_flow_hands_its_instructions_to_the_coordinator(tmp_path: Path) 
     As decisions.md records, starter_flow's `instructions` go to the coordinator (the role
     that briefs the workers), so a program's own rules steer the work; with the default ""
     the coordinator is the seed's."""
-    flow = starter_flow("做一个 X", workspace=tmp_path, instructions="只改 src/ 下的文件")
+    flow = starter_flow(
+        "做一个 X", workspace=tmp_path, run_dir=tmp_path / "r1", instructions="只改 src/ 下的文件"
+    )
     boss = flow.steps[-1].spec
     assert boss.delegate_only and boss.instructions.startswith(COORDINATOR_RULES)
     assert boss.instructions.endswith("只改 src/ 下的文件")
@@ -174,3 +231,31 @@ def test_a_word_that_merely_starts_with_a_title_is_no_heading() -> None:
     brief = Brief.parse("## 验收标准\n1. 目标 文件存在\n## 目标管理\n看板\n## 目标\n做 X")
     assert brief.goal == "做 X"
     assert brief.accept == "1. 目标 文件存在\n## 目标管理\n看板"
+
+
+@pytest.mark.anyio
+async def test_a_goal_given_in_ctx_is_the_one_the_judge_rules_on(
+    flower_env: FakeAPI, workspace: Path
+) -> None:
+    """000:257, with_goal's gate, step 3: « en priorité un Goal complet dans ctx[GOAL_KEY],
+    sinon Goal.load(goal_path) ». `Workflow(context={"_goal": Goal(...)})` is that first
+    source: the judge's request carries it, though no goal file exists."""
+    given = Goal("hello.py 打印 ctx 里给的目标", ["python3 hello.py 输出 hello"])
+    flower_env.script = rules(
+        (
+            When(kind="main", system_contains=ROLE_MARKERS["judge"][0]),
+            Always(verdict_reply("达成")),
+        ),
+        (When(), Always(text("做完了"))),
+    )
+    channel = HumanChannel()
+    work = Step("干活", AgentSpec("w", ""), "写 hello.py")
+    step = with_goal(work, channel, goal_path=workspace / "nowhere.md")
+    runtime = Runtime(workspace=workspace, run_dir=workspace.parent / "runs")
+    try:
+        ctx = await Workflow([step], context={GOAL_KEY: given}).run(runtime)
+    finally:
+        runtime.close()
+    judged = [r for r in flower_env.requests if ROLE_MARKERS["judge"][0] in r.system_text]
+    assert judged and "ctx 里给的目标" in judged[0].last_user_text
+    assert ctx[GOAL_KEY] == given and not (workspace / "nowhere.md").exists()

@@ -20,7 +20,7 @@ from flower.core.env import DotenvError, Lookup, load_dotenv, parse_dotenv
 from flower.core.runtime import Runtime
 from flower.errors import FlowerError
 from flower.stores import SqliteSessionStore
-from flower.testing import Always, FakeAPI, sequence, text
+from flower.testing import Always, FakeAPI, sequence, text, tool
 from tests.cli.conftest import flower, offline_env
 from tests.conformance.conftest import write
 from tests.json_contract import parse_document
@@ -29,11 +29,19 @@ KEY = "ANTHROPIC_API_KEY"
 URL = "ANTHROPIC_BASE_URL"
 
 
-def test_a_key_repeated_in_one_file_keeps_its_first_value() -> None:
+def test_a_key_repeated_in_one_file_keeps_its_first_value(tmp_path: Path, environ: None) -> None:
     """003, "Priorité de recherche des credentials": « La première valeur rencontrée pour une
-    clé donnée est définitive », inside one file as across files."""
+    clé donnée est définitive », inside one file as across files (./.env before the global
+    one)."""
     assert parse_dotenv("A=1\nB=x\nA=2\n") == {"A": "1", "B": "x"}
     assert parse_dotenv("A=\nA=2\n") == {"A": ""}  # an empty value occupies its key too
+    os.environ.pop("FLOWER_SEED_KEY", None)
+    home = tmp_path / "home"
+    write(tmp_path / ".env", "FLOWER_SEED_KEY=\n")
+    write(home / ".config" / "flower" / ".env", "FLOWER_SEED_KEY=from-the-global-file\n")
+    lookup = Lookup(cwd=tmp_path, home=home, config_home=home / ".config")
+    assert load_dotenv(lookup=lookup) == {"FLOWER_SEED_KEY": f"./.env {tmp_path / '.env'}"}
+    assert os.environ["FLOWER_SEED_KEY"] == ""
 
 
 def test_a_line_appended_to_a_dotenv_does_not_replace_the_credentials(
@@ -210,14 +218,29 @@ def test_the_run_and_once_paths_put_the_workbench_in_the_run_dir_with_w(
     assert not (workspace / ".flower").exists()  # the run dir's workbench, not the workspace's
 
 
-def test_the_offline_run_report_is_flower_analyze(tmp_path: Path) -> None:
+@pytest.mark.anyio
+async def test_the_offline_run_report_is_flower_analyze(
+    flower_env: FakeAPI, workspace: Path
+) -> None:
     """003, "<run_dir>/": « consultable hors ligne ... avec sqlite3 ou tools/analyze_run.py ».
     As decisions.md records, the script is the `flower analyze RUN_DIR` command (one tool,
-    installed with flower), reading sessions.db and manifest.json without writing a byte."""
-    runs = tmp_path / "runs"
-    SqliteSessionStore(runs / "sessions.db").close()
-    before = {p.name: p.read_bytes() for p in runs.iterdir()}
+    installed with flower), reading sessions.db and manifest.json without writing a byte.
+    A real run of one step with one tool call: the report counts what the fake API saw."""
+    flower_env.script = sequence(tool("Bash", {"command": "echo hi"}), text("done"))
+    runs = workspace.parent / "runs"
+    runtime = Runtime(workspace=workspace, run_dir=runs)
+    try:
+        result = await runtime.run(
+            AgentSpec("w", "", allowed_tools=["Bash"]), "go", step_name="取词"
+        )
+    finally:
+        runtime.close()
+    assert result.ok
+    before = {p: p.read_bytes() for p in runs.rglob("*") if p.is_file()}
     done = CliRunner().invoke(app, ["analyze", str(runs), "--json"])
     assert done.exit_code == 0, done.output
-    assert parse_document(done.output)["totals"]["api_calls"] == 0
-    assert {p.name: p.read_bytes() for p in runs.iterdir()} == before
+    report = parse_document(done.output)
+    assert report["totals"]["api_calls"] == len(flower_env.messages_requests()) == 2
+    assert report["totals"]["tools"] == {"Bash": 1}
+    assert [row["step"] for row in report["steps"]] == ["取词"]
+    assert {p: p.read_bytes() for p in runs.rglob("*") if p.is_file()} == before

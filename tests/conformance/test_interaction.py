@@ -8,8 +8,11 @@ against the fake API. The docstring of each test names the section of the page.
 from __future__ import annotations
 
 import signal
+import threading
 from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -52,19 +55,50 @@ def runtime(flower_env: FakeAPI, workspace: Path) -> Iterator[Runtime]:
         rt.close()
 
 
+@pytest.fixture
+def health_down_once(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[int]]:
+    """FLOWER_HEALTH_URL (what flowerbox sets) on a local server: 503 to the first probe,
+    200 after, so flower's wait for the endpoint says it is down, then back."""
+    answered: list[int] = []
+
+    class Health(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            answered.append(503 if not answered else 200)
+            self.send_response(answered[-1])
+            self.send_header("content-length", "0")
+            self.end_headers()
+
+        def log_message(self, format: str, *args: Any) -> None:
+            """Silent."""
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Health)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    monkeypatch.setenv("FLOWER_HEALTH_URL", f"http://127.0.0.1:{server.server_port}/health")
+    try:
+        yield answered
+    finally:
+        server.shutdown()
+        thread.join()
+        server.server_close()
+
+
 @pytest.mark.anyio
 async def test_every_retry_event_names_its_step_and_attempt(
-    flower_env: FakeAPI, runtime: Runtime
+    flower_env: FakeAPI, runtime: Runtime, health_down_once: list[int]
 ) -> None:
     """004, "15 значений EventKind": retry (Runtime) carries `step, attempt`, for the CLI's own
-    retries as for flower's. Two overloads: the CLI retries once itself, gives up, and
-    flower's layer resumes the session."""
+    retries, flower's, and the probe's lines while it waits for the endpoint. Two overloads:
+    the CLI retries once itself, gives up; flower's layer probes (down, then back) and
+    resumes the session."""
     flower_env.script = Always(text("through", fault=http_error(529, times=2)))
     seen: list[Event] = []
     result = await runtime.run(BASH, "go", step_name="取词", on_event=seen.append)
     assert result.ok and result.attempts == 2
+    assert health_down_once == [503, 200]
     retries = [e.payload for e in seen if e.kind == "retry"]
-    assert {p["source"] for p in retries} == {"cli", "flower"}
+    assert [p["source"] for p in retries].count("probe") == 2  # down, then back
+    assert {p["source"] for p in retries} == {"cli", "flower", "probe"}
     assert all(p["step"] == "取词" and p["attempt"] == 1 for p in retries)
 
 

@@ -1,5 +1,8 @@
-"""The public signatures are the recorded ones (issue 22): a drift fails loudly, with a diff and
-the command that re-records them after a deliberate change."""
+"""The seeds' signatures (seed_table.py, written from the pages, issue 35): each name the
+seeds show has the seed's parameters or a deviation docs/decisions.md records. Beside it,
+signatures.json snapshots every public signature of the code (the seeds' and flower's
+own), so any drift, seed-shown or not, fails loudly with a diff and the command that
+re-records it after a deliberate change (issue 22)."""
 
 from __future__ import annotations
 
@@ -10,13 +13,39 @@ import pytest
 
 import flower
 from tests.conformance import signatures
+from tests.conformance.seed_table import DEVIATIONS, SEED, seed_drift
 from tests.conformance.signatures import WRITE, current, drift, main, recorded
 
 
+def test_every_signature_the_seeds_show_is_the_seeds_or_a_recorded_deviation() -> None:
+    """Seeds 000, 003, 004: the parameters of each callable and dataclass they show (names,
+    order, `*`, defaults), as seed_table.SEED writes them from the pages."""
+    assert seed_drift() == []
+
+
+def test_a_recorded_deviation_deviates_and_names_its_record() -> None:
+    """DEVIATIONS lists only real deviations of names the seeds show, each with its reason."""
+    for name, (ours, why) in DEVIATIONS.items():
+        assert name in SEED and ours != SEED[name][1], name
+        assert why.startswith("decisions.md"), name
+
+
+def test_a_signature_off_the_seed_fails_the_seed_check(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The check can fail: with_goal renamed a keyword (as build_options once renamed
+    prelude), and a deviation that is not recorded."""
+
+    def with_goal(step: Any, channel: Any, *, path: str, rounds: int = 3) -> None: ...
+
+    monkeypatch.setattr(flower, "with_goal", with_goal)
+    [drift] = seed_drift()
+    assert drift.startswith("with_goal (000:236)")
+    monkeypatch.delitem(DEVIATIONS, "build_options")
+    assert [d.split(" ")[0] for d in seed_drift()] == ["build_options", "with_goal"]
+
+
 def test_every_public_signature_is_the_recorded_one() -> None:
-    """Seed 000 ("API Python") pins the signatures of the public names; signatures.json holds
-    ours (the seed's, plus the deviations docs/decisions.md records), one entry per name of
-    `flower.__all__` and per public method or property of its classes."""
+    """signatures.json, a snapshot of the code: one entry per name of `flower.__all__` and
+    per public method or property of its classes, so flower's own names drift loudly too."""
     if diff := drift():
         pytest.fail(
             f"flower's public signatures differ from the record:\n{diff}\n"

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from flower.core.agent import (
+    COMPACT_SWITCHES_OFF,
     PLUGIN_DIR,
     SESSION_STATE_ENV,
     AgentSpec,
@@ -84,7 +85,12 @@ def test_spec_fields_map_one_to_one(tmp_path: Path) -> None:
         "batched",
     )
     tether = lifeline()
-    assert options.env == {**SESSION_STATE_ENV, "X": "1", **(tether.env if tether else {})}
+    assert options.env == {
+        **SESSION_STATE_ENV,
+        **COMPACT_SWITCHES_OFF,
+        "X": "1",
+        **(tether.env if tether else {}),
+    }
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the lifeline is Linux's")
@@ -158,3 +164,13 @@ def test_bypass_permissions_as_root_sets_is_sandbox(monkeypatch: pytest.MonkeyPa
         "IS_SANDBOX"
         not in build_options(AgentSpec("a", "", permission_mode="bypassPermissions")).env
     )
+
+
+def test_the_seeds_prelude_goes_before_the_instructions_and_context_after() -> None:
+    """000:484-497: build_options(spec, prelude=...) is the seed's keyword; `context` (what
+    Runtime passes: the workbench's changing text) goes last, for the prompt cache."""
+    options = build_options(AgentSpec("a", "RULES"), prelude="PRELUDE", context="INDEX")
+    assert options.system_prompt["append"] == "PRELUDE\n\nRULES\n\nINDEX"  # type: ignore[index]
+    assert (
+        build_options(AgentSpec("a", "RULES"), prelude="P").system_prompt["append"] == "P\n\nRULES"
+    )  # type: ignore[index]

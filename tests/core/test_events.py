@@ -128,12 +128,13 @@ async def test_compaction_is_reported_as_reset_and_off_prevents_it(
             (When(kind="main"), sequence(*steps, text("end"))),
         )
 
-    async def run(mode: str) -> tuple[list[str], list[Event]]:
+    async def run(mode: str, shell: dict[str, str] | None = None) -> tuple[list[str], list[Event]]:
         fake_api.reset()
         fake_api.script = script()  # type: ignore[assignment]
         spec = AgentSpec("t", "", allowed_tools=["Bash"], compact=CompactPolicy(mode, 100_000))  # type: ignore[arg-type]
         options = build_options(spec, cwd=workspace, use_plugin=False)
-        env = {**options.env, **claude_env}
+        # as the SDK does: the shell's environment, then the options' env over it
+        env = {**(shell or {}), **options.env, **claude_env}
         out = await drive("go", cwd=workspace, env=env, allowed_tools=["Bash"])
         return [r.kind for r in fake_api.requests], events_of(out.messages)
 
@@ -141,6 +142,9 @@ async def test_compaction_is_reported_as_reset_and_off_prevents_it(
     assert "compaction" in kinds
     resets = [e for e in events if e.kind == "reset"]
     assert resets and resets[0].payload["trigger"] == "auto"
+    # a shell's DISABLE_AUTO_COMPACT=1 (003:27-29) does not reach the CLI: flower's switch wins
+    kinds, _ = await run("auto", shell={"DISABLE_AUTO_COMPACT": "1", "DISABLE_COMPACT": "1"})
+    assert "compaction" in kinds
     kinds, events = await run("off")
     assert "compaction" not in kinds and not [e for e in events if e.kind == "reset"]
 

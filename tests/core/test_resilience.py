@@ -197,3 +197,16 @@ async def test_a_health_url_is_probed_by_http_status(
     assert not await fast.probe(url)
     status[0] = 200
     assert await fast.probe(url)
+
+
+async def test_the_outage_line_names_the_health_urls_host_and_port(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """003:251: the line is `<host>:<port> 不可达…`, also when FLOWER_HEALTH_URL (set in every
+    flowerbox box) is what is probed (it named "h", the URL's first character)."""
+    port = free_port()
+    monkeypatch.setenv("FLOWER_HEALTH_URL", f"http://127.0.0.1:{port}/health")
+    policy = Resilience(probe_interval=0.05, probe_timeout=0.2, max_offline_wait=0.2)
+    lines: list[str] = []
+    assert not await policy.wait_online(lines.append)
+    assert lines and lines[0].startswith(f"127.0.0.1:{port} 不可达")

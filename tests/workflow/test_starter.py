@@ -15,6 +15,7 @@ from flower.core.brief import Brief
 from flower.core.events import Event
 from flower.core.goal import Goal
 from flower.core.roles import CLARIFY_RULES, JUDGE_RULES
+from flower.core.rundir import RunDir
 from flower.core.runtime import Runtime
 from flower.core.texts.zh import ZH
 from flower.testing import Always, FakeAPI, Reply, Script, When, rules, sequence, text, tool
@@ -23,6 +24,7 @@ from flower.workflow.starter import (
     starter_flow,
     wake_state,
 )
+from flower.workflow.wake import PendingWake
 
 pytestmark = pytest.mark.anyio
 
@@ -297,3 +299,31 @@ def test_the_role_prompts_ask_for_exactly_what_the_parsers_read() -> None:
     ruling = Verdict.parse("## 结论\n未达成\n\n## 理由\n缺一项\n\n## 未通过项\n- 内容是 hello")
     assert ruling.state == "not_yet" and ruling.failed == ["内容是 hello"]
     assert "## 结论" in JUDGE_RULES and "达成、未达成、无法达成" in JUDGE_RULES
+
+
+def test_the_words_of_stopped_wakes_are_delivered_by_a_run_with_no_ask(tmp_path: Path) -> None:
+    """000:305, whatever stopped the wakes: two wakes' words still pending in wake.json are
+    amended into the brief (once each), the goal is set again, and the coordinator is told
+    both; once the goal was set from them, only the coordinator still is."""
+    workspace, runs = tmp_path / "ws", tmp_path / "runs"
+    workspace.mkdir()
+    notes = workspace / ".flower" / "notes"
+    Brief("做 X", "能跑", "只改 src", "无").write(notes / "需求.md")
+    Goal("X 能跑", ["python3 x.py 退出码 0"]).write(notes / "目标.md")  # the old goal
+    pending = PendingWake(RunDir(runs).wake)
+    pending.begin("再加一个 --verbose")
+    pending.begin("输出改成 JSON")
+    flow = starter_flow("", workspace=workspace, run_dir=runs)
+    brief = (workspace / ".flower" / "notes" / "需求.md").read_text()
+    assert brief.count("再加一个 --verbose") == brief.count("输出改成 JSON") == 1
+    goal, work = flow.steps[1], flow.steps[2]
+    assert goal.when is not None and goal.when({})  # set again over the old goal
+    assert isinstance(work.resume_prompt, str)
+    assert "再加一个 --verbose" in work.resume_prompt and "输出改成 JSON" in work.resume_prompt
+    pending.goal_done()
+    again = starter_flow("", workspace=workspace, run_dir=runs)
+    assert again.steps[1].when is not None and not again.steps[1].when({})  # set: kept
+    assert "输出改成 JSON" in str(again.steps[2].resume_prompt)
+    assert (workspace / ".flower" / "notes" / "需求.md").read_text() == brief  # not again
+    starter_flow("新的一件事", workspace=tmp_path / "other", run_dir=runs, new=True)
+    assert pending.words() == []  # a fresh run owes nothing to an earlier run's wake
