@@ -19,10 +19,17 @@ A model the price table does not know gets `"priced_as": "unknown model: priced 
 expensive entry"`.
 
 The budget is admission control (docs/gateway.md, "The budget"): `Meter.admit` reserves a
-request's worst case under the lock before it is forwarded, and `Meter.settle` replaces the
-reservation with what the response really cost. A request is admitted only while
-spent + reserved + its worst case <= budget, so requests in flight together can never take the
-total past the budget, however many there are.
+request's worst case under the lock before it is forwarded, and `Meter.add` replaces the
+reservation with what the response really cost. A request is admitted while
+spent + reserved + its worst case <= budget, so requests in flight together cannot take the
+total past the budget, however many there are. A request admitted `alone` (one whose input
+nothing in its body bounds, reserved at a whole context window) may also go in when it does
+not fit, but only while nothing else is in flight and nothing is spent past the budget: then
+it is the one request that can take the total past the budget, by at most its own bill.
+
+A response that bills more than its reservation shows the upstream bills more than a body
+can hold: from then on `overbilled()` is True, and the gateway reserves every request as
+unbounded.
 """
 
 from __future__ import annotations
@@ -157,6 +164,7 @@ class Meter:
         self._total = spent
         self._reserved = 0.0
         self._in_flight = 0
+        self._overbilled = False
         self._client_credentials: dict[str, int] = {}
         self._write()
 
@@ -189,30 +197,44 @@ class Meter:
             for tier in tiers
         )
 
-    def admit(self, amount: float, *, wait: float) -> Reservation | str:
+    def admit(self, amount: float, *, wait: float, alone: bool = False) -> Reservation | str:
         """Reserve `amount` of the budget, or say why not (the refusal's message).
 
         Admitted while spent + reserved + amount <= budget. When only other requests'
         reservations stand in the way, it waits (up to `wait` seconds) for them to settle;
-        when the spent amount alone leaves no room, it is refused at once."""
+        when the spent amount alone leaves no room, it is refused at once, unless it may go
+        `alone`: then it waits for nothing else to be in flight and goes in, while anything
+        of the budget is left (docs/gateway.md, "The budget")."""
         deadline = time.monotonic() + wait
         with self._settled:
             while True:
                 budget = self.budget
-                if budget is not None and self._total >= budget:
+                if budget is None:
+                    return self._reserve(amount)
+                if self._total >= budget:
                     return _spent_message(self.whose, budget, self._total)
-                if budget is not None and self._total + amount > budget:
+                if not alone and self._total + amount > budget:
                     return _no_room_message(self.whose, budget, self._total, amount)
-                if budget is None or self._total + self._reserved + amount <= budget:
-                    # Not written yet: the file is rewritten (two fsyncs) when the request
-                    # settles, off the path between the client and the upstream.
-                    self._reserved += amount
-                    self._in_flight += 1
-                    return Reservation(amount)
+                if self._total + self._reserved + amount <= budget or (
+                    alone and self._in_flight == 0
+                ):
+                    return self._reserve(amount)
                 left = deadline - time.monotonic()
                 if left <= 0:
                     return _busy_message(self.whose, budget, self._total, self._reserved, amount)
                 self._settled.wait(left)
+
+    def _reserve(self, amount: float) -> Reservation:
+        # Not written yet: the file is rewritten (two fsyncs) when the request settles, off
+        # the path between the client and the upstream.
+        self._reserved += amount
+        self._in_flight += 1
+        return Reservation(amount)
+
+    def overbilled(self) -> bool:
+        """Whether a response billed more than its reservation (docstring of the module)."""
+        with self._lock:
+            return self._overbilled
 
     def release(self, reservation: Reservation) -> None:
         """Give a reservation back unused (the request was never answered with usage)."""
@@ -231,6 +253,7 @@ class Meter:
         with self._settled:
             if reservation is not None:
                 self._unreserve(reservation)
+                self._overbilled |= cost > reservation.amount
                 self._settled.notify_all()
             entry = self._entry(model)
             entry["requests"] += 1
