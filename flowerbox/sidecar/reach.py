@@ -39,6 +39,8 @@ __all__ = [
     "CONTEXT_WINDOW",
     "FetchRule",
     "Found",
+    "IMAGE_TOKENS",
+    "OVERHEAD_TOKENS",
     "Reach",
     "RequestRefused",
     "inspect",
@@ -52,10 +54,11 @@ CONTEXT_WINDOW = 1_000_000
 # sampling bills the whole context again; the API pauses such a turn (`pause_turn`) after
 # this many iterations.
 SERVER_TOOL_ITERATIONS = 10
-# What the body's bytes do not cover: the tool-use system prompt the API adds, and an image
-# (billed by its pixels after resizing, up to ~1,600 tokens; 4,784 on high-resolution
-# models) whose base64 can be shorter than that.
-OVERHEAD_TOKENS = 4_096
+# What the body's bytes do not cover: the tool-use system prompt the API adds (346 tokens
+# at most; a message's own framing costs fewer tokens than its JSON has bytes), and an
+# image (billed by its pixels after resizing, up to ~1,600 tokens; 4,784 on
+# high-resolution models) whose base64 can be shorter than that.
+OVERHEAD_TOKENS = 512
 IMAGE_TOKENS = 5_000
 # Tool types the client runs (the API only describes them to the model): not a way out.
 CLIENT_TOOL_TYPES = re.compile(r"(custom|bash|computer|text_editor|memory)(_\d{8})?")
@@ -182,21 +185,21 @@ def inspect(request: dict[str, Any]) -> Found:
             elif block.get("type") == "image":
                 images += 1
         elif "file_id" in block and block.get("type") != "file":  # not a source seen above
-            reaches.append(Reach(f"a {_shown(str(block.get('type') or 'block'))} of file_id"))
+            reaches.append(Reach(f"{_shown(str(block.get('type') or 'a block'))} of a file_id"))
     return Found(tuple(reaches), server_tools, pdfs, images)
 
 
 def _source(block: dict[str, Any], source: dict[str, Any]) -> Reach | None:
     """A block's source that is not in the request: a URL the API fetches, or a file."""
-    kind, block_type = source.get("type"), _shown(str(block.get("type") or "block"))
+    kind, block_type = source.get("type"), _shown(str(block.get("type") or "a block's"))
     if kind == "url":
         url = source.get("url")
         url = url if isinstance(url, str) else ""
         strict = _STRICT_URL.fullmatch(url)
         host = strict.group(1) if strict else None
-        return Reach(f"a {block_type} source from {_shown(url)!r}", host, is_url=True)
+        return Reach(f"{block_type} source from {_shown(url)!r}", host, is_url=True)
     if kind == "file" or "file_id" in source:
-        return Reach(f"a {block_type} source of file_id")
+        return Reach(f"{block_type} source of a file_id")
     return None
 
 
