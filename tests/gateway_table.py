@@ -23,8 +23,6 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, Protocol
 
-from flowerbox.sidecar.reach import OVERHEAD_TOKENS
-
 MESSAGES = "/v1/messages?beta=true"
 COUNT = "/v1/messages/count_tokens?beta=true"
 REAL_KEY = "sk-ant-real-" + "wall-0123456789abcdef"  # never a literal a probe could match
@@ -387,11 +385,9 @@ def check(row: Row, answer: bytes, reached: list[Seen], *, spent: bool) -> None:
 
 def spend(sock_path: Path, budget: float) -> None:
     """Spend all but less than one row's worst case of `budget` with honest requests."""
-    # Each row reserves 100 output tokens ($0.002) plus its body's bytes and the API's
-    # overhead (OVERHEAD_TOKENS) at $8/M: ~$0.007; this leaves about $0.005 (the spending
-    # request's own input is $0.0004 of the rest).
-    overhead = OVERHEAD_TOKENS * 8 / 1_000_000
-    output = int((budget - 0.0011 - overhead) / 20 * 1_000_000)
+    # Each row reserves 100 output tokens ($0.002) plus its body's bytes at $8/M: ~$0.003;
+    # this leaves about $0.0006 (the spending request's own input is $0.0004 of the rest).
+    output = int((budget - 0.0011) / 20 * 1_000_000)
     status, body = status_and_body(send(sock_path, request(MESSAGES, body=ask(output))))
     assert status == 200, body
 

@@ -40,7 +40,7 @@ __all__ = [
     "FetchRule",
     "Found",
     "IMAGE_TOKENS",
-    "OVERHEAD_TOKENS",
+    "TOOLS_TOKENS",
     "Reach",
     "RequestRefused",
     "inspect",
@@ -54,11 +54,11 @@ CONTEXT_WINDOW = 1_000_000
 # sampling bills the whole context again; the API pauses such a turn (`pause_turn`) after
 # this many iterations.
 SERVER_TOOL_ITERATIONS = 10
-# What the body's bytes do not cover: the tool-use system prompt the API adds (346 tokens
-# at most; a message's own framing costs fewer tokens than its JSON has bytes), and an
-# image (billed by its pixels after resizing, up to ~1,600 tokens; 4,784 on
+# What the body's bytes do not cover: the system prompt the API adds to a request with
+# tools (346 tokens at most; a message's own framing costs fewer tokens than its JSON has
+# bytes), and an image (billed by its pixels after resizing, up to ~1,600 tokens; 4,784 on
 # high-resolution models) whose base64 can be shorter than that.
-OVERHEAD_TOKENS = 512
+TOOLS_TOKENS = 512
 IMAGE_TOKENS = 5_000
 # Tool types the client runs (the API only describes them to the model): not a way out.
 CLIENT_TOOL_TYPES = re.compile(r"(custom|bash|computer|text_editor|memory)(_\d{8})?")
@@ -90,14 +90,15 @@ class Found:
     server_tools: bool = False  # a server tool: the API samples again after each call
     pdfs: int = 0  # base64 PDFs: compressed text can bill far more tokens than its bytes
     images: int = 0
+    tools: bool = False
 
     def input_bound(self, body_bytes: int) -> int | None:
         """The most input tokens the request can bill, or None when nothing in the body
         bounds it (something fetched, a file reference, a PDF): a token is at least one
-        byte of text, plus the overhead and each image's allowance."""
+        byte of text, plus the tools' system prompt and each image's allowance."""
         if self.reaches or self.pdfs:
             return None
-        return body_bytes + OVERHEAD_TOKENS + self.images * IMAGE_TOKENS
+        return body_bytes + self.tools * TOOLS_TOKENS + self.images * IMAGE_TOKENS
 
     def unbounded_input(self) -> int:
         """What the request is reserved for when `input_bound` is None: the context window,
@@ -186,7 +187,7 @@ def inspect(request: dict[str, Any]) -> Found:
                 images += 1
         elif "file_id" in block and block.get("type") != "file":  # not a source seen above
             reaches.append(Reach(f"{_shown(str(block.get('type') or 'a block'))} of a file_id"))
-    return Found(tuple(reaches), server_tools, pdfs, images)
+    return Found(tuple(reaches), server_tools, pdfs, images, bool(request.get("tools")))
 
 
 def _source(block: dict[str, Any], source: dict[str, Any]) -> Reach | None:

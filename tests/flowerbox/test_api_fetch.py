@@ -190,4 +190,6 @@ def test_the_rule_without_a_gateway() -> None:
     assert found.input_bound(200) is None
     assert FetchRule(allow_api_fetch=True).refusal(found) is None
     plain = inspect(asking())
-    assert plain.input_bound(200) == 200 + 512 and FetchRule().refusal(plain) is None
+    assert plain.input_bound(200) == 200 and FetchRule().refusal(plain) is None
+    tools = inspect(asking({"type": "image", "source": {"type": "base64"}}, tools=[{"name": "x"}]))
+    assert tools.input_bound(200) == 200 + 512 + 5_000
