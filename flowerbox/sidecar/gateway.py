@@ -78,7 +78,7 @@ from flower import parse_dotenv
 from flowerbox.errors import BadRequest, FlowerboxError, GatewayError
 from flowerbox.sidecar.egress import Policy
 from flowerbox.sidecar.http import Incoming, RequestReader, linger_close
-from flowerbox.sidecar.meter import Meter, Reservation, UsageReader
+from flowerbox.sidecar.meter import Meter, Reservation, UsageReader, past_reservation
 from flowerbox.sidecar.pricing import PriceTable, load_prices, token_count
 from flowerbox.sidecar.proxy import HOP_BY_HOP, EgressProxy, JsonLines, PrivateUnixServer
 from flowerbox.sidecar.reach import FetchRule, Found, RequestRefused, inspect, request_object
@@ -567,7 +567,7 @@ class _Exchange:
             usage["output_tokens"] = max(token_count(usage.get("output_tokens")), reader.deltas)
             model = reader.model or model or "unknown"
             tokens, cost = meter.add(model, usage, reservation=reservation)
-            over = reservation is not None and cost > reservation.amount
+            over = reservation is not None and past_reservation(cost, reservation)
             note = OVERBILLED_NOTE if over else ""
             self._done(status, model, note, tokens=tokens, cost=cost)
         elif reservation is not None and 200 <= status < 300:

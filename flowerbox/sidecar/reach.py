@@ -91,6 +91,7 @@ class Found:
     pdfs: int = 0  # base64 PDFs: compressed text can bill far more tokens than its bytes
     images: int = 0
     tools: bool = False
+    samplings: int = 1  # 2 with server-side compaction: the context is read to summarise it
 
     def input_bound(self, body_bytes: int) -> int | None:
         """The most input tokens the request can bill, or None when nothing in the body
@@ -98,7 +99,8 @@ class Found:
         byte of text, plus the tools' system prompt and each image's allowance."""
         if self.reaches or self.pdfs:
             return None
-        return body_bytes + self.tools * TOOLS_TOKENS + self.images * IMAGE_TOKENS
+        once = body_bytes + self.tools * TOOLS_TOKENS + self.images * IMAGE_TOKENS
+        return once * self.samplings
 
     def unbounded_input(self) -> int:
         """What the request is reserved for when `input_bound` is None: the context window,
@@ -187,7 +189,16 @@ def inspect(request: dict[str, Any]) -> Found:
                 images += 1
         elif "file_id" in block and block.get("type") != "file":  # not a source seen above
             reaches.append(Reach(f"{_shown(str(block.get('type') or 'a block'))} of a file_id"))
-    return Found(tuple(reaches), server_tools, pdfs, images, bool(request.get("tools")))
+    samplings = 2 if _compacts(request.get("context_management")) else 1
+    return Found(tuple(reaches), server_tools, pdfs, images, bool(request.get("tools")), samplings)
+
+
+def _compacts(management: Any) -> bool:
+    """Whether a request asks the API to compact its context itself (a `compact_*` edit)."""
+    edits = management.get("edits") if isinstance(management, dict) else None
+    return isinstance(edits, list) and any(
+        isinstance(edit, dict) and str(edit.get("type", "")).startswith("compact") for edit in edits
+    )
 
 
 def _source(block: dict[str, Any], source: dict[str, Any]) -> Reach | None:
