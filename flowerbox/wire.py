@@ -48,6 +48,7 @@ TOKEN_KEY = "token"  # the run's broker token in its Secret (made by the client,
 TOKEN_ROLE = "token"  # the KUBE_ROLE_LABEL of a run's token Secret: what the broker watches
 BUDGET_ANNOTATION = "flowerbox.dev/budget-usd"  # on the token Secret: the run's budget
 ALLOW_ANNOTATION = "flowerbox.dev/allow"  # on the token Secret: its egress allowlist, JSON
+API_FETCH_ANNOTATION = "flowerbox.dev/allow-api-fetch"  # "true": its --allow-api-fetch
 # On the token Secret too (and on the run's claim): the one repository the broker's git relay
 # lets the run reach, and the image its provenance note names.
 REPO_ANNOTATION = "flowerbox.dev/repo"

@@ -24,4 +24,5 @@ class BoxOptions:
     net: str = "allowlist"  # one of spec.NETS; prepare() refuses another with a message
     allow: tuple[str, ...] = ()
     allow_presets: tuple[str, ...] = ()
+    allow_api_fetch: bool = False  # request bodies may make the API fetch (sidecar.reach)
     disk_budget_gb: float | None = DISK_BUDGET_GB  # None or 0: no limit

@@ -213,6 +213,7 @@ def prepare(command: list[str], options: BoxOptions) -> Prepared:
         net=options.net,
         allow=allowed,
         egress_hosts=egress_hosts,
+        allow_api_fetch=options.allow_api_fetch,
         git=git,
         disk_budget_gb=options.disk_budget_gb or None,
         lang=os.environ.get(LANG_ENV, ""),  # the --lang of flowerbox's root, or the user's

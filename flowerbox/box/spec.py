@@ -85,6 +85,7 @@ class BoxSpec:
     net: str = "allowlist"  # one of NETS
     allow: tuple[str, ...] = ()  # the egress allowlist, presets expanded (flowerbox.sidecar.egress)
     egress_hosts: tuple[tuple[str, str], ...] = ()  # (name, address) for the gateway's hosts
+    allow_api_fetch: bool = False  # the gateway forwards bodies that make the API fetch
     git: GitLayout = "none"
     shadow_git: Path | None = None  # the box's own gitdir, mounted at <workspace>/.git ("dir")
     git_objects: Path | None = None  # the user's objects folder, mounted read-only ("dir")
@@ -322,6 +323,8 @@ def gateway_kwargs(spec: BoxSpec) -> dict[str, Any]:
         command += ["--proxy-socket", f"{SOCKET_DIR_IN_BOX}/{wire.PROXY_SOCKET}"]
         command += ["--egress-log", str(spec.egress_log)]
         command += [arg for entry in spec.allow for arg in ("--allow", entry)]
+    if spec.allow_api_fetch:
+        command.append("--allow-api-fetch")
     extra = {"extra_hosts": dict(spec.egress_hosts)} if spec.egress_hosts else {}
     cpus = min(spec.limits.cpus, GATEWAY_CPUS, (os.cpu_count() or 1) / 2)
     return {

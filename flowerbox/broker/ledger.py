@@ -36,7 +36,8 @@ CREATE TABLE IF NOT EXISTS runs (
     socket_dir TEXT NOT NULL,
     gateway_dir TEXT NOT NULL,
     registered_at TEXT NOT NULL,
-    revoked_at TEXT
+    revoked_at TEXT,
+    allow_api_fetch INTEGER NOT NULL DEFAULT 0
 );
 CREATE TABLE IF NOT EXISTS requests (
     id INTEGER PRIMARY KEY,
@@ -57,6 +58,13 @@ CREATE INDEX IF NOT EXISTS requests_run ON requests (run_id);
 """
 
 
+def _add_missing_columns(db: sqlite3.Connection) -> None:
+    """A ledger made before `runs.allow_api_fetch` existed gets it (its runs: not allowed)."""
+    columns = {row[1] for row in db.execute("PRAGMA table_info(runs)")}
+    if "allow_api_fetch" not in columns:
+        db.execute("ALTER TABLE runs ADD COLUMN allow_api_fetch INTEGER NOT NULL DEFAULT 0")
+
+
 def token_hash(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
 
@@ -67,7 +75,8 @@ def _now() -> str:
 
 @dataclass(frozen=True)
 class RunEntry:
-    """One registered run. `allow` None: no egress proxy (`--net open`)."""
+    """One registered run. `allow` None: no egress proxy (`--net open`);
+    `allow_api_fetch`: its `--allow-api-fetch` (flowerbox.sidecar.reach)."""
 
     run_id: str
     token_sha256: str
@@ -75,6 +84,7 @@ class RunEntry:
     allow: tuple[str, ...] | None
     socket_dir: Path
     gateway_dir: Path
+    allow_api_fetch: bool = False
 
 
 class Ledger:
@@ -95,6 +105,7 @@ class Ledger:
             # would fsync every commit, and all runs wait on each other's fsyncs.)
             self._db.execute("PRAGMA synchronous=NORMAL")
             self._db.executescript(_SCHEMA)
+            _add_missing_columns(self._db)
         except (OSError, sqlite3.Error) as exc:
             raise BrokerError(
                 f"cannot open the broker's ledger {path}: {exc}; move it away to start afresh"
@@ -112,7 +123,8 @@ class Ledger:
     def register(self, entry: RunEntry) -> None:
         allow = None if entry.allow is None else json.dumps(list(entry.allow))
         self._write(
-            "INSERT INTO runs VALUES (?, ?, ?, ?, ?, ?, ?, NULL)",
+            "INSERT INTO runs (run_id, token_sha256, budget_usd, allow, socket_dir, gateway_dir,"
+            " registered_at, allow_api_fetch) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 entry.run_id,
                 entry.token_sha256,
@@ -121,6 +133,7 @@ class Ledger:
                 str(entry.socket_dir),
                 str(entry.gateway_dir),
                 _now(),
+                int(entry.allow_api_fetch),
             ),
         )
 
@@ -133,8 +146,8 @@ class Ledger:
     def active(self) -> list[RunEntry]:
         """The runs not revoked, oldest first."""
         rows = self._read(
-            "SELECT run_id, token_sha256, budget_usd, allow, socket_dir, gateway_dir FROM runs"
-            " WHERE revoked_at IS NULL ORDER BY registered_at"
+            "SELECT run_id, token_sha256, budget_usd, allow, socket_dir, gateway_dir,"
+            " allow_api_fetch FROM runs WHERE revoked_at IS NULL ORDER BY registered_at"
         )
         return [
             RunEntry(
@@ -144,6 +157,7 @@ class Ledger:
                 allow=None if row[3] is None else tuple(json.loads(row[3])),
                 socket_dir=Path(row[4]),
                 gateway_dir=Path(row[5]),
+                allow_api_fetch=bool(row[6]),
             )
             for row in rows
         ]

@@ -74,6 +74,7 @@ class RunToken:
     repo: str = ""
     image: str = ""
     namespace: str = ""
+    allow_api_fetch: bool = False
 
 
 def presented_token(incoming: Incoming) -> str | None:
@@ -172,7 +173,13 @@ class ClusterBroker(Registry):
         folder = self.folder / RUNS / told.run_id
         # No socket here: the run's folder stands in for it in the ledger's row.
         entry = RunEntry(
-            told.run_id, told.token_sha256, told.budget_usd, told.allow, folder, folder
+            told.run_id,
+            told.token_sha256,
+            told.budget_usd,
+            told.allow,
+            folder,
+            folder,
+            told.allow_api_fetch,
         )
         with self._lock:
             served = self.runs.get(told.run_id)
@@ -316,7 +323,7 @@ class TokenGateway(Gateway, OnTcp):
         if isinstance(found, Unserved):
             return self._refused(found)
         charge = Charge(found, self.broker.team, self.broker.ledger)
-        return Tenant(charge, charge.record)
+        return Tenant(charge, charge.record, fetch=found.fetch)
 
     def credential_kind(self, sent: set[str]) -> str:
         return "run token"  # the only kind `tenant` lets through

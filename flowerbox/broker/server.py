@@ -45,6 +45,7 @@ from flowerbox.sidecar.http import Incoming
 from flowerbox.sidecar.meter import Meter, Reservation, Whose
 from flowerbox.sidecar.pricing import PriceTable
 from flowerbox.sidecar.proxy import EgressProxy, JsonLines, PrivateUnixServer
+from flowerbox.sidecar.reach import FetchRule
 
 __all__ = ["CONTROL_SOCKET", "LEDGER", "Broker", "Charge", "Registration", "Registry", "checked"]
 
@@ -65,6 +66,7 @@ class Registration:
     gateway_dir: Path
     budget_usd: float | None = None
     allow: tuple[str, ...] | None = ()
+    allow_api_fetch: bool = False
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -74,6 +76,7 @@ class Registration:
             "gateway_dir": str(self.gateway_dir),
             "budget_usd": self.budget_usd,
             "allow": None if self.allow is None else list(self.allow),
+            "allow_api_fetch": self.allow_api_fetch,
         }
 
     @classmethod
@@ -86,6 +89,7 @@ class Registration:
             gateway_dir=Path(data["gateway_dir"]),
             budget_usd=None if budget is None else float(budget),
             allow=None if allow is None else tuple(str(entry) for entry in allow),
+            allow_api_fetch=data.get("allow_api_fetch") is True,
         )
 
 
@@ -100,6 +104,11 @@ class ServedRun:
     policy: Policy | None = None  # its egress allowlist; None: no proxy (`--net open`)
     servers: list[PrivateUnixServer] = field(default_factory=list)
     revoked: threading.Event = field(default_factory=threading.Event)
+
+    @property
+    def fetch(self) -> FetchRule:
+        """What the API may reach for this run (flowerbox.sidecar.reach)."""
+        return FetchRule(self.entry.allow_api_fetch, self.policy)
 
     def owns(self, keys: set[str]) -> bool:
         """Whether a key the request carries is this run's token (compared in constant time)."""
@@ -120,17 +129,21 @@ class Charge:
     def worst_case(self, model: str | None, *, max_tokens: int, input_tokens: int) -> float:
         return self.run.meter.worst_case(model, max_tokens=max_tokens, input_tokens=input_tokens)
 
-    def admit(self, amount: float, *, wait: float) -> Reservation | str:
-        mine = self.run.meter.admit(amount, wait=wait)
+    def admit(self, amount: float, *, wait: float, alone: bool = False) -> Reservation | str:
+        mine = self.run.meter.admit(amount, wait=wait, alone=alone)
         if isinstance(mine, str):
             return mine
-        team = self.team.admit(amount, wait=wait)
+        team = self.team.admit(amount, wait=wait, alone=alone)
         if isinstance(team, str):
             self.run.meter.release(mine)
             return team
         self._team = team
         self.row = self.ledger.begin(self.run.entry.run_id, amount)
         return mine
+
+    def overbilled(self) -> bool:
+        """The run's or the team's: one upstream bills them all."""
+        return self.run.meter.overbilled() or self.team.overbilled()
 
     def release(self, reservation: Reservation) -> None:
         self.run.meter.release(reservation)
@@ -192,7 +205,7 @@ class RunGateway(Gateway):
                 " each box uses only the token it was given"
             )
             refusal = Refusal(401, "authentication_error", message, "refused: not this run's token")
-        return Tenant(charge, charge.record, refusal)
+        return Tenant(charge, charge.record, refusal, self.run.fetch)
 
     def credential_kind(self, sent: set[str]) -> str:
         return "run token" if self.run.owns(sent) else "other"
@@ -330,7 +343,15 @@ class Broker(Registry):
         if not socket_dir.is_absolute() or not gateway_dir.is_absolute():
             raise BrokerError("socket_dir and gateway_dir must be absolute paths")
         token = secrets.token_urlsafe(32)
-        entry = RunEntry(run_id, token_hash(token), budget_usd, allow, socket_dir, gateway_dir)
+        entry = RunEntry(
+            run_id,
+            token_hash(token),
+            budget_usd,
+            allow,
+            socket_dir,
+            gateway_dir,
+            asked.allow_api_fetch,
+        )
         with self._lock:
             if self.ledger.known(run_id):
                 raise BrokerError(f"run {run_id} is registered already")

@@ -35,6 +35,7 @@ from flowerbox.broker.listener import RunToken
 from flowerbox.errors import BrokerError, FlowerboxError
 from flowerbox.wire import (
     ALLOW_ANNOTATION,
+    API_FETCH_ANNOTATION,
     BUDGET_ANNOTATION,
     IMAGE_ANNOTATION,
     KUBE_ROLE_LABEL,
@@ -92,6 +93,7 @@ def run_token(secret: Any) -> RunToken:
         repo=notes.get(REPO_ANNOTATION, ""),
         image=notes.get(IMAGE_ANNOTATION, ""),
         namespace=meta.namespace or "",
+        allow_api_fetch=notes.get(API_FETCH_ANNOTATION) == "true",
     )
 
 

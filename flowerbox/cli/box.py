@@ -24,6 +24,7 @@ from flowerbox.box.prepare import workspace_of
 from flowerbox.cli import kube
 from flowerbox.cli.options import (
     Allow,
+    AllowApiFetch,
     AllowPresets,
     BaseImage,
     Broker,
@@ -81,6 +82,7 @@ def go(
     detach: Detach = False,
     allow: Allow = None,
     allow_presets: AllowPresets = None,
+    allow_api_fetch: AllowApiFetch = False,
     net: Net = "allowlist",
     disk_budget_gb: DiskBudget = DISK_BUDGET_GB,
     on: OnOption = On.LOCAL,
@@ -97,7 +99,7 @@ def go(
     this prints its run id (`flowerbox ps --on kube` lists the runs).
     """
     command = flower_args("go", [ask, *ctx.args])
-    if on_kube(ctx, shared={"image", "budget_usd", "allow", "allow_presets"}):
+    if on_kube(ctx, shared={"image", "budget_usd", "allow", "allow_presets", "allow_api_fetch"}):
         kube.go(kube_target(ctx.params), command, box_options(ctx.params))
         return
     raise typer.Exit(launch(command, box_options(ctx.params), detach=detach))
@@ -114,6 +116,7 @@ def once(
     detach: Detach = False,
     allow: Allow = None,
     allow_presets: AllowPresets = None,
+    allow_api_fetch: AllowApiFetch = False,
     net: Net = "allowlist",
     disk_budget_gb: DiskBudget = DISK_BUDGET_GB,
 ) -> None:
@@ -134,6 +137,7 @@ def run(
     detach: Detach = False,
     allow: Allow = None,
     allow_presets: AllowPresets = None,
+    allow_api_fetch: AllowApiFetch = False,
     net: Net = "allowlist",
     disk_budget_gb: DiskBudget = DISK_BUDGET_GB,
 ) -> None:
@@ -153,6 +157,7 @@ def shell(
     budget_usd: Budget = None,
     allow: Allow = None,
     allow_presets: AllowPresets = None,
+    allow_api_fetch: AllowApiFetch = False,
     net: Net = "allowlist",
     disk_budget_gb: DiskBudget = DISK_BUDGET_GB,
 ) -> None:

@@ -107,7 +107,12 @@ def go(target: KubeTarget, args: list[str], options: BoxOptions) -> None:
         raise ConfigError("--on kube needs --repo URL: the https git remote the run works on")
     allowed = egress_allowlist("allowlist", options.allow, options.allow_presets)
     spec = kube_spec(new_run_id(), image=options.image, command=flower_command(args))
-    spec = dataclasses.replace(spec, budget_usd=options.budget_usd, allow=allowed)
+    spec = dataclasses.replace(
+        spec,
+        budget_usd=options.budget_usd,
+        allow=allowed,
+        allow_api_fetch=options.allow_api_fetch,
+    )
     for made in cluster(target).start(spec, run_manifests(spec, target), repo=target.repo):
         typer.echo(f"created {made}", err=True)
     typer.echo(spec.run_id)

@@ -67,6 +67,14 @@ AllowPresets = Annotated[
     list[str] | None,
     typer.Option("--allow-preset", metavar="pypi|npm|github", help="Allow a preset's domains."),
 ]
+AllowApiFetch = Annotated[
+    bool,
+    typer.Option(
+        "--allow-api-fetch",
+        help="Let request bodies make the API fetch or call out with the key: URL and file "
+        "sources, server tools (Claude Code's WebSearch), MCP servers (docs/gateway.md).",
+    ),
+]
 Net = Annotated[
     str,
     typer.Option(

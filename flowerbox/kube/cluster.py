@@ -50,6 +50,7 @@ from flowerbox.kube.render import (
 from flowerbox.kube.target import KubeTarget, kube_spec
 from flowerbox.wire import (
     ALLOW_ANNOTATION,
+    API_FETCH_ANNOTATION,
     BUDGET_ANNOTATION,
     IMAGE_ANNOTATION,
     REPO_ANNOTATION,
@@ -446,6 +447,8 @@ def token_manifest(spec: BoxSpec, namespace: str, token: str, *, repo: str = "")
         notes[REPO_ANNOTATION] = repo
     if spec.budget_usd is not None:
         notes = {BUDGET_ANNOTATION: str(spec.budget_usd), **notes}
+    if spec.allow_api_fetch:
+        notes[API_FETCH_ANNOTATION] = "true"
     return {
         "apiVersion": "v1",
         "kind": "Secret",

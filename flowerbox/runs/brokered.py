@@ -59,7 +59,14 @@ def through_broker(spec: BoxSpec) -> BoxSpec:
     if not client.running(folder):
         return spec
     allow = spec.allow if spec.net == "allowlist" else None
-    asked = Registration(spec.run_id, spec.socket_dir, spec.gateway_dir, spec.budget_usd, allow)
+    asked = Registration(
+        spec.run_id,
+        spec.socket_dir,
+        spec.gateway_dir,
+        spec.budget_usd,
+        allow,
+        spec.allow_api_fetch,
+    )
     token = client.register(folder, asked)
     return replace(spec, broker=True, run_token=token)
 

@@ -3,6 +3,7 @@
     python -m flowerbox.sidecar.gateway --socket DIR/api.sock --credentials creds.env \\
         --usage usage.json [--requests requests.jsonl] [--budget USD] [--prices prices.json] \\
         [--proxy-socket DIR/proxy.sock --egress-log egress.jsonl --allow DOMAIN ...]
+        [--allow-api-fetch]
 
 It listens on a unix socket (mode 0600) that the agent's container reaches through
 `inside.relay`, reads each request strictly (`sidecar.http`: h11, plus no bare CR/LF,
@@ -20,6 +21,10 @@ Answers of its own, all with the Messages API's error shape (docs/gateway.md has
   host:port opens within 3 s, else 503. Never forwarded, no credentials needed: it is what
   flower's wait_online probes inside the box (FLOWER_HEALTH_URL).
 - 403 `permission_error` for any other method and target, never forwarded.
+- 403 `permission_error` for a body that makes the API reach beyond the box (a URL or file
+  source, `mcp_servers`, a container, a server tool: `flowerbox.sidecar.reach`) unless
+  `--allow-api-fetch` (or, for a URL source, the egress allowlist) allows it; 400 for a body
+  it cannot read as one JSON object. Never forwarded.
 - 403 `permission_error` for a Messages call whose worst case does not fit what is left of
   `--budget` (`Meter.admit`), without contacting the upstream. The CLI does not retry a 403
   and flower treats it as fatal; the message names the budget.
@@ -73,9 +78,10 @@ from flower import parse_dotenv
 from flowerbox.errors import BadRequest, FlowerboxError, GatewayError
 from flowerbox.sidecar.egress import Policy
 from flowerbox.sidecar.http import Incoming, RequestReader, linger_close
-from flowerbox.sidecar.meter import Meter, Reservation, UsageReader, json_object
+from flowerbox.sidecar.meter import Meter, Reservation, UsageReader, past_reservation
 from flowerbox.sidecar.pricing import PriceTable, load_prices, token_count
 from flowerbox.sidecar.proxy import HOP_BY_HOP, EgressProxy, JsonLines, PrivateUnixServer
+from flowerbox.sidecar.reach import FetchRule, Found, RequestRefused, inspect, request_object
 from flowerbox.wire import PLACEHOLDER_KEY
 
 __all__ = [
@@ -140,6 +146,7 @@ HEALTH_TIMEOUT = 3.0
 # The CLI's own request timeout (X-Stainless-Timeout) is 600 s; a stream idle longer is dead.
 UPSTREAM_TIMEOUT = 600.0
 CHUNK = 64 * 1024
+OVERBILLED_NOTE = "billed past its worst case: every request now reserved unbounded"
 MODEL_SHOWN = 100  # a model name is the client's to choose: logged cut short
 # The hop-by-hop headers, and the framing the gateway sets itself on each side.
 _HOP_BY_HOP = HOP_BY_HOP | {"transfer-encoding", "content-length"}
@@ -302,7 +309,8 @@ class Account(Protocol):
     (flowerbox.broker)."""
 
     def worst_case(self, model: str | None, *, max_tokens: int, input_tokens: int) -> float: ...
-    def admit(self, amount: float, *, wait: float) -> Reservation | str: ...
+    def admit(self, amount: float, *, wait: float, alone: bool = False) -> Reservation | str: ...
+    def overbilled(self) -> bool: ...
     def release(self, reservation: Reservation) -> None: ...
     def add(
         self, model: str, usage: dict[str, Any], *, reservation: Reservation | None = None
@@ -326,12 +334,14 @@ class Refusal:
 
 @dataclass(frozen=True)
 class Tenant:
-    """Whom one request belongs to: what it is charged to, where its line is recorded, and
-    whether it is refused before anything else (a broker's unknown or revoked token)."""
+    """Whom one request belongs to: what it is charged to, where its line is recorded,
+    whether it is refused before anything else (a broker's unknown or revoked token), and
+    what the API may reach for it (`--allow-api-fetch`, the egress allowlist)."""
 
     account: Account
     record: Callable[..., None]
     refusal: Refusal | None = None
+    fetch: FetchRule = FetchRule()
 
 
 class Gateway(PrivateUnixServer):
@@ -351,8 +361,11 @@ class Gateway(PrivateUnixServer):
         log: TextIO = sys.stderr,
         requests: JsonLines | None = None,
         admission_wait: float = ADMISSION_WAIT,
+        fetch: FetchRule | None = None,
     ) -> None:
+        """`fetch`: what the API may reach for the run (default: nothing, reach.py)."""
         self.credentials = credentials
+        self.fetch = fetch or FetchRule()
         self.upstream = Upstream(credentials.base_url)
         self.meter = meter
         self.log = log
@@ -367,8 +380,8 @@ class Gateway(PrivateUnixServer):
         self.upstream.close()
 
     def tenant(self, incoming: Incoming) -> Tenant:
-        """The one run this gateway serves: its meter and its requests file."""
-        return Tenant(self.meter, self.requests.record)
+        """The one run this gateway serves: its meter, its requests file, its fetch rule."""
+        return Tenant(self.meter, self.requests.record, fetch=self.fetch)
 
     def credential_kind(self, sent: set[str]) -> str:
         """What the client sent as its key (`sent`: the non-empty values): the box's
@@ -462,13 +475,20 @@ class _Exchange:
             self._refuse(Refusal(403, "permission_error", message, note))
             return
         self.account.saw_client_credential(self._client_credential())
-        request = json_object(self.body)
+        try:
+            request = request_object(self.body)
+        except RequestRefused as exc:
+            self._refuse(Refusal(exc.status, "invalid_request_error", str(exc), "refused: body"))
+            return
         model = request.get("model") if isinstance(request.get("model"), str) else None
+        found = inspect(request)
+        if (fetching := self.tenant.fetch.refusal(found)) is not None:
+            self._refuse(Refusal(403, "permission_error", fetching, "refused: API fetch"), model)
+            return
         reservation = None
         if (method, target) == BUDGETED:
-            admitted = self.account.admit(
-                self._worst_case(model, request), wait=self.gateway.admission_wait
-            )
+            worst, alone = self._worst_case(model, request, found)
+            admitted = self.account.admit(worst, wait=self.gateway.admission_wait, alone=alone)
             if isinstance(admitted, str):
                 self.account.refuse()
                 self._refuse(Refusal(403, "permission_error", admitted, "refused: budget"), model)
@@ -486,13 +506,21 @@ class _Exchange:
         self._done(refusal.status, model, refusal.note)
         self._answer(refusal.status, _error(refusal.kind, refusal.message))
 
-    def _worst_case(self, model: str | None, request: dict[str, Any]) -> float:
-        """The request's max_tokens at the output price plus its body's size as input tokens
-        (a token is at least one byte of text): docs/gateway.md, "The budget"."""
+    def _worst_case(
+        self, model: str | None, request: dict[str, Any], found: Found
+    ) -> tuple[float, bool]:
+        """The most the request can bill, and whether it goes in only alone: max_tokens at
+        the output price plus the input its body bounds (a token is at least one byte of
+        text), or, when nothing bounds it (or the upstream once billed past a bound), a
+        whole context window per sampling: docs/gateway.md, "The budget"."""
         max_tokens = request.get("max_tokens")
         if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
             max_tokens = DEFAULT_MAX_TOKENS
-        return self.account.worst_case(model, max_tokens=max_tokens, input_tokens=len(self.body))
+        bound = found.input_bound(len(self.body))
+        alone = bound is None or self.account.overbilled()
+        input_tokens = found.unbounded_input() if alone or bound is None else bound
+        worst = self.account.worst_case(model, max_tokens=max_tokens, input_tokens=input_tokens)
+        return worst, alone
 
     def _forward(self, model: str | None, reservation: Reservation | None) -> None:
         gateway = self.gateway
@@ -539,7 +567,9 @@ class _Exchange:
             usage["output_tokens"] = max(token_count(usage.get("output_tokens")), reader.deltas)
             model = reader.model or model or "unknown"
             tokens, cost = meter.add(model, usage, reservation=reservation)
-            self._done(status, model, tokens=tokens, cost=cost)
+            over = reservation is not None and past_reservation(cost, reservation)
+            note = OVERBILLED_NOTE if over else ""
+            self._done(status, model, note, tokens=tokens, cost=cost)
         elif reservation is not None and 200 <= status < 300:
             cost = meter.keep(reservation, model or "unknown")
             self._done(status, model, "no usage arrived: charged its worst case", cost=cost)
@@ -683,6 +713,14 @@ def main(argv: list[str] | None = None) -> int:
         "--allow", action="append", default=[], metavar="DOMAIN", help="repeatable, or a,b"
     )
     egress.add_argument("--allow-preset", action="append", default=[], metavar="NAME")
+    parser.add_argument(
+        "--allow-api-fetch",
+        nargs="?",
+        const="yes",
+        default="no",
+        choices=["yes", "no", ""],  # "" (compose's unset variable): no
+        help="let request bodies make the API fetch or call out (docs/gateway.md)",
+    )
     args = parser.parse_args(argv)
     if args.budget is not None and args.budget <= 0:
         parser.error(f"--budget must be a positive number of dollars, got {args.budget}")
@@ -700,7 +738,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.proxy_socket and egress_log is not None:
         # Bound before the API socket: whoever waits for api.sock finds the proxy up too.
         servers.append(EgressProxy(args.proxy_socket, policy=policy, log=egress_log))
-    gateway = Gateway(args.socket, credentials=credentials, meter=meter, requests=requests)
+    # Under --net open (no proxy) there is no allowlist: URL sources need --allow-api-fetch.
+    fetch = FetchRule(args.allow_api_fetch == "yes", policy if args.proxy_socket else None)
+    gateway = Gateway(
+        args.socket, credentials=credentials, meter=meter, requests=requests, fetch=fetch
+    )
     servers.append(gateway)
 
     def stop(signum: int, frame: object) -> None:

@@ -19,10 +19,18 @@ A model the price table does not know gets `"priced_as": "unknown model: priced 
 expensive entry"`.
 
 The budget is admission control (docs/gateway.md, "The budget"): `Meter.admit` reserves a
-request's worst case under the lock before it is forwarded, and `Meter.settle` replaces the
-reservation with what the response really cost. A request is admitted only while
-spent + reserved + its worst case <= budget, so requests in flight together can never take the
-total past the budget, however many there are.
+request's worst case under the lock before it is forwarded, and `Meter.add` replaces the
+reservation with what the response really cost. A request is admitted while
+spent + reserved + its worst case <= budget, so requests in flight together cannot take the
+total past the budget, however many there are. A request admitted `alone` (one whose input
+nothing in its body bounds, reserved at a whole context window) may also go in when it does
+not fit, but only while nothing else is in flight and nothing is spent past the budget: then
+it is the one request that can take the total past the budget, by at most its own bill.
+
+A response that bills far more than its reservation (`past_reservation`: more than twice
+it and $0.10 over) shows the upstream bills more than a body can hold: from then on
+`overbilled()` is True, and the gateway reserves every request as unbounded. (The slack
+keeps a scripted stand-in's round usage numbers on a tiny test body from counting.)
 """
 
 from __future__ import annotations
@@ -38,7 +46,15 @@ from typing import Any
 from flower import atomic_write_json
 from flowerbox.sidecar.pricing import PriceTable, token_count
 
-__all__ = ["TOKEN_FIELDS", "Meter", "Reservation", "UsageReader", "Whose", "json_object"]
+__all__ = [
+    "TOKEN_FIELDS",
+    "Meter",
+    "Reservation",
+    "UsageReader",
+    "Whose",
+    "json_object",
+    "past_reservation",
+]
 
 TOKEN_FIELDS = (
     "input_tokens",
@@ -47,6 +63,8 @@ TOKEN_FIELDS = (
     "cache_creation_input_tokens",
 )
 _UNKNOWN_NOTE = "unknown model: priced as the most expensive entry"
+OVERBILL_SLACK_USD = 0.10
+WEB_SEARCH_USD = 0.01  # the API's fee per web search ($10 per 1,000), beside the tokens
 # Only these two events carry usage; every other data line is skipped without parsing.
 _USAGE_EVENTS = (b'"message_start"', b'"message_delta"')
 _DELTA = b'"content_block_delta"'
@@ -157,6 +175,7 @@ class Meter:
         self._total = spent
         self._reserved = 0.0
         self._in_flight = 0
+        self._overbilled = False
         self._client_credentials: dict[str, int] = {}
         self._write()
 
@@ -189,30 +208,44 @@ class Meter:
             for tier in tiers
         )
 
-    def admit(self, amount: float, *, wait: float) -> Reservation | str:
+    def admit(self, amount: float, *, wait: float, alone: bool = False) -> Reservation | str:
         """Reserve `amount` of the budget, or say why not (the refusal's message).
 
         Admitted while spent + reserved + amount <= budget. When only other requests'
         reservations stand in the way, it waits (up to `wait` seconds) for them to settle;
-        when the spent amount alone leaves no room, it is refused at once."""
+        when the spent amount alone leaves no room, it is refused at once, unless it may go
+        `alone`: then it waits for nothing else to be in flight and goes in, while anything
+        of the budget is left (docs/gateway.md, "The budget")."""
         deadline = time.monotonic() + wait
         with self._settled:
             while True:
                 budget = self.budget
-                if budget is not None and self._total >= budget:
+                if budget is None:
+                    return self._reserve(amount)
+                if self._total >= budget:
                     return _spent_message(self.whose, budget, self._total)
-                if budget is not None and self._total + amount > budget:
+                if not alone and self._total + amount > budget:
                     return _no_room_message(self.whose, budget, self._total, amount)
-                if budget is None or self._total + self._reserved + amount <= budget:
-                    # Not written yet: the file is rewritten (two fsyncs) when the request
-                    # settles, off the path between the client and the upstream.
-                    self._reserved += amount
-                    self._in_flight += 1
-                    return Reservation(amount)
+                if self._total + self._reserved + amount <= budget or (
+                    alone and self._in_flight == 0
+                ):
+                    return self._reserve(amount)
                 left = deadline - time.monotonic()
                 if left <= 0:
                     return _busy_message(self.whose, budget, self._total, self._reserved, amount)
                 self._settled.wait(left)
+
+    def _reserve(self, amount: float) -> Reservation:
+        # Not written yet: the file is rewritten (two fsyncs) when the request settles, off
+        # the path between the client and the upstream.
+        self._reserved += amount
+        self._in_flight += 1
+        return Reservation(amount)
+
+    def overbilled(self) -> bool:
+        """Whether a response billed more than its reservation (docstring of the module)."""
+        with self._lock:
+            return self._overbilled
 
     def release(self, reservation: Reservation) -> None:
         """Give a reservation back unused (the request was never answered with usage)."""
@@ -226,11 +259,12 @@ class Meter:
     ) -> tuple[dict[str, int], float]:
         """Count one response, settling its reservation; returns its token counts and cost."""
         price, known = self.prices.lookup(model)
-        cost = price.cost(usage)
+        cost = price.cost(usage) + _server_tool_fees(usage)
         tokens = {name: token_count(usage.get(name)) for name in TOKEN_FIELDS}
         with self._settled:
             if reservation is not None:
                 self._unreserve(reservation)
+                self._overbilled |= past_reservation(cost, reservation)
                 self._settled.notify_all()
             entry = self._entry(model)
             entry["requests"] += 1
@@ -306,6 +340,19 @@ class Meter:
                 "updated_at": datetime.now(UTC).isoformat(timespec="seconds"),
             },
         )
+
+
+def past_reservation(cost: float, reservation: Reservation) -> bool:
+    """Whether a bill is far past what its request reserved (docstring of the module)."""
+    return cost > 2 * reservation.amount + OVERBILL_SLACK_USD
+
+
+def _server_tool_fees(usage: dict[str, Any]) -> float:
+    """What a response's server tools cost beside its tokens: its web searches (a request
+    reaches them only with --allow-api-fetch)."""
+    used = usage.get("server_tool_use")
+    searches = token_count(used.get("web_search_requests")) if isinstance(used, dict) else 0
+    return searches * WEB_SEARCH_USD
 
 
 def usd(amount: float) -> str:

@@ -32,6 +32,7 @@ from flower.testing import (
     tool,
 )
 from flowerbox.sidecar.gateway import ENDPOINTS, FORWARDED_HEADERS
+from flowerbox.sidecar.reach import FetchRule, inspect
 
 pytestmark = pytest.mark.anyio
 
@@ -75,10 +76,15 @@ async def test_the_allowlist_is_exactly_what_the_cli_sends(
     seen: dict[str, set[tuple[str, str]]] = {}
 
     headers: set[str] = set()
+    # What the gateway's default (no --allow-api-fetch) would refuse of the CLI's own bodies.
+    refused: dict[str, str] = {}
 
     def mode(name: str) -> None:
         seen[name] = {(r.method, r.path) for r in flower_env.requests}
         headers.update(h for r in flower_env.requests for h in r.headers)
+        for request in flower_env.requests:
+            if (why := FetchRule().refusal(inspect(request.body))) is not None:
+                refused[name] = why
         flower_env.reset()
 
     runtime = Runtime(
@@ -175,3 +181,5 @@ async def test_the_allowlist_is_exactly_what_the_cli_sends(
     # Every header the CLI sent is either passed on or one the gateway sets itself, and no
     # passed-on name is one the CLI never sends.
     assert headers - GATEWAY_OWN == FORWARDED_HEADERS, sorted(headers)
+    # Nothing the CLI sends in these modes makes the API reach out (WebSearch would).
+    assert refused == {}

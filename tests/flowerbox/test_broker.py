@@ -142,15 +142,20 @@ class BrokerProcess:
         self.process.send_signal(sig)
         self.process.wait(timeout=60)
 
-    def register(self, budget: float | None = None, allow: tuple[str, ...] | None = ()) -> Run:
+    def register(
+        self,
+        budget: float | None = None,
+        allow: tuple[str, ...] | None = (),
+        *,
+        allow_api_fetch: bool = False,
+    ) -> Run:
         n = len(self.runs)
         socket_dir = self.root / f"r{n}"
         socket_dir.mkdir(mode=0o700)
         run_id = f"20261202-000000-{n:06x}"
         gateway_dir = self.root / "state" / "runs" / run_id / "gateway"
-        token = client.register(
-            self.folder, Registration(run_id, socket_dir, gateway_dir, budget, allow)
-        )
+        asked = Registration(run_id, socket_dir, gateway_dir, budget, allow, allow_api_fetch)
+        token = client.register(self.folder, asked)
         run = Run(run_id, token, socket_dir, gateway_dir, self.folder / LEDGER)
         self.runs.append(run)
         return run

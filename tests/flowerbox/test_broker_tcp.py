@@ -41,9 +41,9 @@ COST = 0.006
 NAMESPACE = "flowerbox"
 
 
-def ask() -> bytes:
+def ask(content: Any = "hi") -> bytes:
     body = {"model": "claude-opus-5-5", "max_tokens": 100, "messages": [{"role": "user"}]}
-    body["messages"][0]["content"] = "hi"
+    body["messages"][0]["content"] = content
     return json.dumps(body).encode()
 
 
@@ -126,10 +126,13 @@ class TcpBroker:
         budget: float | None = None,
         allow: tuple[str, ...] = (),
         repo: str = "",
+        allow_api_fetch: bool = False,
     ) -> ClusterRun:
         """A run's token Secret, as `flowerbox "ask" --on kube` makes it; returns once served."""
         spec = kube_spec(run_id, image="flowerbox:test", command=("flower",))
-        spec = dataclasses.replace(spec, budget_usd=budget, allow=allow)
+        spec = dataclasses.replace(
+            spec, budget_usd=budget, allow=allow, allow_api_fetch=allow_api_fetch
+        )
         token = base64.urlsafe_b64encode(os.urandom(32)).decode().rstrip("=")
         self.kube.put("secrets", token_manifest(spec, NAMESPACE, token, repo=repo))
         self.wait_logged(f"run {run_id}: serving its token")
@@ -143,9 +146,10 @@ class TcpBroker:
         wait_for(lambda: line in self.log.read_text(), 30)
 
     def request(
-        self, headers: dict[str, str] | list[tuple[str, str]]
+        self, headers: dict[str, str] | list[tuple[str, str]], body: bytes | None = None
     ) -> tuple[int, dict[str, Any]]:
-        """One Messages call with exactly `headers` (a list may repeat a name)."""
+        """One Messages call (`body`, else `ask()`) with exactly `headers` (a list may
+        repeat a name)."""
         before = self.settled()
         conn = http.client.HTTPConnection("127.0.0.1", self.api_port, timeout=30)
         try:
@@ -153,7 +157,7 @@ class TcpBroker:
             listed = headers.items() if isinstance(headers, dict) else headers
             for name, value in [*listed, ("content-type", "application/json")]:
                 conn.putheader(name, value)
-            body = ask()
+            body = body or ask()
             conn.putheader("content-length", str(len(body)))
             conn.endheaders(body)
             response = conn.getresponse()
@@ -612,3 +616,21 @@ def test_each_request_on_a_kept_alive_connection_is_told_by_its_own_token(
     assert len(upstream.requests) == 1
     wait_for(lambda: broker.settled() == 4)
     assert [r["status"] for r in broker.rows(mine.run_id)] == [200]
+
+
+def test_a_runs_api_fetches_follow_the_flag_on_its_token_secret(
+    start_broker: Callable[..., TcpBroker], upstream: FakeAPI
+) -> None:
+    """A document by URL: refused for a run whose Secret does not allow it, forwarded for
+    the one whose Secret says `flowerbox.dev/allow-api-fetch: "true"`."""
+    broker = start_broker()
+    plain = broker.add("20261202-000000-aaaaa1")
+    fetching = broker.add("20261202-000000-aaaaa2", allow_api_fetch=True)
+    source = {"type": "url", "url": "https://evil.test/big.pdf"}
+    body = ask([{"type": "document", "source": source}, {"type": "text", "text": "go"}])
+    status, answer = broker.request({"x-api-key": plain.token}, body)
+    assert status == 403 and "--allow-api-fetch" in answer["error"]["message"]
+    assert upstream.requests == []
+    assert broker.request({"x-api-key": fetching.token}, body)[0] == 200
+    assert len(upstream.requests) == 1
+    assert [r["note"] for r in broker.rows(plain.run_id)] == ["refused: API fetch"]

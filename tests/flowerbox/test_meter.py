@@ -104,3 +104,49 @@ def test_a_reservation_whose_usage_never_arrived_is_charged_whole(tmp_path: Path
 def test_without_a_budget_everything_is_admitted_and_still_metered(tmp_path: Path) -> None:
     m = meter(tmp_path, budget=None)
     assert all(isinstance(m.admit(1e6, wait=0), Reservation) for _ in range(3))
+
+
+def test_a_request_too_big_for_what_is_left_goes_in_alone_while_anything_is_left(
+    tmp_path: Path,
+) -> None:
+    """An unbounded request (reserved at a context window, $6 here) may overshoot a $1
+    budget, but only alone: never beside another request, never once the budget is spent."""
+    m = meter(tmp_path)
+    small = m.admit(0.1, wait=0)
+    assert isinstance(small, Reservation)
+    outcome: list[Reservation | str] = []
+    waiter = threading.Thread(target=lambda: outcome.append(m.admit(6.0, wait=10, alone=True)))
+    waiter.start()
+    time.sleep(0.2)
+    assert outcome == []  # waits for the one in flight
+    m.add(OPUS, {"output_tokens": 5_000}, reservation=small)  # $0.10
+    waiter.join(timeout=5)
+    [alone] = outcome
+    assert isinstance(alone, Reservation)
+    # While it is in flight, nothing else goes in, however small.
+    assert "stayed reserved by requests in flight" in str(m.admit(0.001, wait=0))
+    assert "stayed reserved" in str(m.admit(6.0, wait=0, alone=True))
+    m.add(OPUS, {"input_tokens": 300_000}, reservation=alone)  # $1.20: the one overshoot
+    assert m.total == pytest.approx(1.3)
+    assert "is spent" in str(m.admit(6.0, wait=10, alone=True))
+
+
+def test_a_bill_past_its_reservation_is_noticed(tmp_path: Path) -> None:
+    m = meter(tmp_path)
+    honest = m.admit(0.1, wait=0)
+    assert isinstance(honest, Reservation)
+    m.add(OPUS, {"output_tokens": 100}, reservation=honest)
+    small = m.admit(0.001, wait=0)
+    assert isinstance(small, Reservation)
+    m.add(OPUS, {"input_tokens": 20_000}, reservation=small)  # $0.08: past, within the slack
+    assert not m.overbilled()
+    low = m.admit(0.001, wait=0)
+    assert isinstance(low, Reservation)
+    m.add(OPUS, {"input_tokens": 300_000}, reservation=low)  # $1.20 against $0.001
+    assert m.overbilled()
+
+
+def test_web_searches_are_charged_beside_their_tokens(tmp_path: Path) -> None:
+    m = meter(tmp_path, budget=None)
+    _, cost = m.add(OPUS, {"output_tokens": 100, "server_tool_use": {"web_search_requests": 3}})
+    assert cost == pytest.approx(100 * 20 / 1e6 + 0.03)

@@ -175,6 +175,22 @@ def test_a_loopback_upstream_puts_the_gateway_on_the_host_network(
         prepared.cleanup()
 
 
+def test_allow_api_fetch_reaches_the_gateway_and_the_runs_record(
+    repo: Path, credentials: None
+) -> None:
+    """Off by default; on, the gateway gets --allow-api-fetch, and the recorded spec keeps
+    it, so `resume` rebuilds the same gateway (flowerbox.sidecar.reach)."""
+    plain = prepare(["go", "x"], BoxOptions(workspace=repo))
+    fetching = prepare(["go", "x"], BoxOptions(workspace=repo, allow_api_fetch=True))
+    try:
+        assert "--allow-api-fetch" not in gateway_kwargs(plain.spec)["command"]
+        assert "--allow-api-fetch" in gateway_kwargs(fetching.spec)["command"]
+        assert spec_to_json(fetching.spec)["allow_api_fetch"] is True
+    finally:
+        plain.cleanup()
+        fetching.cleanup()
+
+
 @pytest.mark.parametrize(
     ("command", "flower_stops"), [("go", True), ("once", True), ("run", False)]
 )

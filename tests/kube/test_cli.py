@@ -78,11 +78,12 @@ def test_the_repo_budget_and_allowlist_go_on_the_runs_token_for_the_broker(
     kubeconfig: FakeKube,
 ) -> None:
     extra = ["--budget", "5", "--allow", "docs.example", "--allow-preset", "pypi"]
-    run_id = start(kubeconfig, *extra)
+    run_id = start(kubeconfig, *extra, "--allow-api-fetch")
     token, *created = kubeconfig.created()
     notes = token["metadata"]["annotations"]
     assert notes["flowerbox.dev/repo"] == REPO_URL  # the one the broker's git relay allows
     assert notes["flowerbox.dev/budget-usd"] == "5.0"
+    assert notes["flowerbox.dev/allow-api-fetch"] == "true"  # the broker's FetchRule
     allowed = json.loads(notes["flowerbox.dev/allow"])
     assert "docs.example" in allowed and "pypi.org" in allowed
     rendered = runner.invoke(

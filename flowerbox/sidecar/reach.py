@@ -1,0 +1,254 @@
+"""What a Messages request makes the API itself reach, and how much input it can bill.
+
+    request = request_object(body)            # one JSON object, or RequestRefused
+    found = inspect(request)
+    FetchRule(allow_api_fetch=False, policy=policy).refusal(found)   # a message, or None
+    found.input_bound(len(body))              # tokens the body can bill, None: unbounded
+
+The Messages API fetches and calls out on a request's behalf (docs/gateway.md, "No way out
+through the API"): a content block whose `source` is `{"type": "url"}` (an image or document
+the API downloads), `{"type": "file"}` or a `file_id` (a file of the account, not of the
+request), `mcp_servers` (servers the API calls), `container` (a code-execution container,
+with its files and skills), and server tools: a `tools` entry with a `type` the API runs
+itself (`web_search_*`, `web_fetch_*`, `code_execution_*`, ...). Each is a way out for
+workspace data that `--network none` does not close, and each bills input the body does not
+hold. Anything typed that is not a known client-side tool counts as a server tool: a new
+server tool is refused until it is known, never forwarded unseen.
+
+The body is read as the API would read it, or not at all: a body that is not one JSON
+object, or has an object with the same key twice (a parser that keeps the first would see
+another request than one that keeps the last), or is nested past the parser's recursion
+limit, is refused.
+
+Errors: `RequestRefused` (the body cannot be inspected; `status` and `kind` for the answer).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from flowerbox.errors import BadRequest
+from flowerbox.sidecar.egress import Policy, parse_host
+
+__all__ = [
+    "CLIENT_TOOL_TYPES",
+    "CONTEXT_WINDOW",
+    "FetchRule",
+    "Found",
+    "IMAGE_TOKENS",
+    "TOOLS_TOKENS",
+    "Reach",
+    "RequestRefused",
+    "inspect",
+    "request_object",
+]
+
+# The largest context window of any model the price table knows (the 1M-token tier): what
+# a request can bill as input when its body does not bound it.
+CONTEXT_WINDOW = 1_000_000
+# A request with server tools is sampled again after each server tool call, and each
+# sampling bills the whole context again; the API pauses such a turn (`pause_turn`) after
+# this many iterations.
+SERVER_TOOL_ITERATIONS = 10
+# What the body's bytes do not cover: the system prompt the API adds to a request with
+# tools (346 tokens at most; a message's own framing costs fewer tokens than its JSON has
+# bytes), and an image (billed by its pixels after resizing, up to ~1,600 tokens; 4,784 on
+# high-resolution models) whose base64 can be shorter than that.
+TOOLS_TOKENS = 512
+IMAGE_TOKENS = 5_000
+# Tool types the client runs (the API only describes them to the model): not a way out.
+CLIENT_TOOL_TYPES = re.compile(r"(custom|bash|computer|text_editor|memory)(_\d{8})?")
+# A URL the API would fetch, in a form no two URL parsers read differently: http(s), a bare
+# host name (no userinfo, no backslash, no percent-encoding in the host), an optional port.
+_STRICT_URL = re.compile(r"https?://([A-Za-z0-9.-]+)(?::\d{1,5})?(?:[/?#][!-\[\]-~]*)?")
+_SHOWN = 120
+
+
+class RequestRefused(BadRequest):
+    """A body the gateway will not forward because it cannot tell what it makes the API do."""
+
+
+@dataclass(frozen=True)
+class Reach:
+    """One thing in a request that makes the API reach beyond the request: what it is (as a
+    refusal names it) and, for a URL source, its host when the URL is strict."""
+
+    what: str
+    host: str | None = None
+    is_url: bool = False
+
+
+@dataclass(frozen=True)
+class Found:
+    """What `inspect` found in a request."""
+
+    reaches: tuple[Reach, ...] = ()
+    server_tools: bool = False  # a server tool: the API samples again after each call
+    pdfs: int = 0  # base64 PDFs: compressed text can bill far more tokens than its bytes
+    images: int = 0
+    tools: bool = False
+    samplings: int = 1  # 2 with server-side compaction: the context is read to summarise it
+
+    def input_bound(self, body_bytes: int) -> int | None:
+        """The most input tokens the request can bill, or None when nothing in the body
+        bounds it (something fetched, a file reference, a PDF): a token is at least one
+        byte of text, plus the tools' system prompt and each image's allowance."""
+        if self.reaches or self.pdfs:
+            return None
+        once = body_bytes + self.tools * TOOLS_TOKENS + self.images * IMAGE_TOKENS
+        return once * self.samplings
+
+    def unbounded_input(self) -> int:
+        """What the request is reserved for when `input_bound` is None: the context window,
+        once per server-tool iteration."""
+        return CONTEXT_WINDOW * (SERVER_TOOL_ITERATIONS if self.server_tools else 1)
+
+
+@dataclass(frozen=True)
+class FetchRule:
+    """What one run lets the API reach for it: everything with `--allow-api-fetch`; else
+    only URL sources whose host the egress allowlist (`policy`; None under `--net open`)
+    lets through, since the agent can reach those through its proxy anyway."""
+
+    allow_api_fetch: bool = False
+    policy: Policy | None = None
+
+    def refusal(self, found: Found) -> str | None:
+        """The refusal's message for what the rule does not allow, or None."""
+        if self.allow_api_fetch:
+            return None
+        refused = [reach.what for reach in found.reaches if not self._allowed(reach)]
+        if not refused:
+            return None
+        shown = "; ".join(refused[:5]) + (f"; and {len(refused) - 5} more" if refused[5:] else "")
+        return (
+            f"flowerbox gateway: this request makes the API reach beyond the box ({shown});"
+            " refused because the API would fetch or call out with the run's key. Pass"
+            " --allow-api-fetch to allow it, or --allow HOST for a URL source's host"
+            " (docs/gateway.md, No way out through the API)"
+        )
+
+    def _allowed(self, reach: Reach) -> bool:
+        if not reach.is_url or reach.host is None or self.policy is None:
+            return False
+        try:
+            host = parse_host(reach.host)
+        except ValueError:
+            return False
+        return self.policy.check_target(host).allowed
+
+
+def request_object(body: bytes) -> dict[str, Any]:
+    """The body as one JSON object, read strictly.
+
+    Raises:
+        RequestRefused: not UTF-8 JSON, not an object, a key twice in one object, or nested
+            deeper than the parser recurses.
+    """
+    try:
+        data = json.loads(body.decode("utf-8"), object_pairs_hook=_unique_keys)
+    except UnicodeDecodeError:
+        raise _unreadable("it is not UTF-8") from None
+    except RecursionError:  # the parser recurses once per level, and stops itself
+        raise _unreadable("it is nested too deep") from None
+    except ValueError as exc:
+        raise _unreadable(str(exc)) from None
+    if not isinstance(data, dict):
+        raise _unreadable("it is not a JSON object")
+    return data
+
+
+def inspect(request: dict[str, Any]) -> Found:
+    """Every way out in a request (any depth: messages, system, tool results), its server
+    tools, and the PDFs and images whose billed size the bytes may not bound."""
+    reaches: list[Reach] = []
+    pdfs = images = 0
+    if request.get("mcp_servers"):
+        reaches.append(Reach(f"mcp_servers ({_servers(request['mcp_servers'])})"))
+    if request.get("container") is not None:
+        reaches.append(Reach("a container"))
+    server_tools = False
+    for tool in request.get("tools") or []:
+        kind = tool.get("type") if isinstance(tool, dict) else None
+        if isinstance(kind, str) and not CLIENT_TOOL_TYPES.fullmatch(kind):
+            reaches.append(Reach(f"the server tool {_shown(kind)}"))
+            server_tools = True
+    for block in _objects(request):
+        source = block.get("source")
+        if isinstance(source, dict):
+            reach = _source(block, source)
+            if reach is not None:
+                reaches.append(reach)
+            elif source.get("type") == "base64" and source.get("media_type") == "application/pdf":
+                pdfs += 1
+            elif block.get("type") == "image":
+                images += 1
+        elif "file_id" in block and block.get("type") != "file":  # not a source seen above
+            reaches.append(Reach(f"{_shown(str(block.get('type') or 'a block'))} of a file_id"))
+    samplings = 2 if _compacts(request.get("context_management")) else 1
+    return Found(tuple(reaches), server_tools, pdfs, images, bool(request.get("tools")), samplings)
+
+
+def _compacts(management: Any) -> bool:
+    """Whether a request asks the API to compact its context itself (a `compact_*` edit)."""
+    edits = management.get("edits") if isinstance(management, dict) else None
+    return isinstance(edits, list) and any(
+        isinstance(edit, dict) and str(edit.get("type", "")).startswith("compact") for edit in edits
+    )
+
+
+def _source(block: dict[str, Any], source: dict[str, Any]) -> Reach | None:
+    """A block's source that is not in the request: a URL the API fetches, or a file."""
+    kind, block_type = source.get("type"), _shown(str(block.get("type") or "a block's"))
+    if kind == "url":
+        url = source.get("url")
+        url = url if isinstance(url, str) else ""
+        strict = _STRICT_URL.fullmatch(url)
+        host = strict.group(1) if strict else None
+        return Reach(f"{block_type} source from {_shown(url)!r}", host, is_url=True)
+    if kind == "file" or "file_id" in source:
+        return Reach(f"{block_type} source of a file_id")
+    return None
+
+
+def _objects(value: Any) -> Iterator[dict[str, Any]]:
+    """Every JSON object inside `value`, without recursion."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            yield item
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+
+
+def _servers(servers: Any) -> str:
+    listed = servers if isinstance(servers, list) else [servers]
+    urls = [str(s.get("url")) for s in listed if isinstance(s, dict) and "url" in s]
+    return ", ".join(_shown(url) for url in urls[:3]) or f"{len(listed)} server(s)"
+
+
+def _shown(text: str) -> str:
+    return text if len(text) <= _SHOWN else text[:_SHOWN] + "..."
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    data: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in data:
+            raise ValueError(f"the key {_shown(key)!r} appears twice in one object")
+        data[key] = value
+    return data
+
+
+def _unreadable(why: str) -> RequestRefused:
+    return RequestRefused(
+        f"flowerbox gateway: the request body is not one JSON object it can read ({why}); it"
+        " must read a body to know what it makes the API fetch",
+        status=400,
+    )
