@@ -57,8 +57,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+from flowerbox.box import state
 from flowerbox.box.untrusted import clean, open_dir, open_file
-from flowerbox.errors import GitShadowError, UntrustedFileError
+from flowerbox.errors import GitShadowError, HostGitError, UntrustedFileError
 
 __all__ = [
     "BroughtBack",
@@ -89,30 +90,10 @@ MAX_LOOSE_OBJECT = 512 << 20  # git packs bigger files at once (core.bigFileThre
 PACK_TYPES = {b"commit": 1, b"tree": 2, b"blob": 3, b"tag": 4}
 MAX_ENTRIES = 1_000_000  # what quarantine looks at in the workspace
 CTIME_SLACK = 0.1  # the kernel's file clock is coarser than time.time()
-GIT_TIMEOUT = 900.0
 # Where git keeps an operation in progress: never fast-forward under one.
 BUSY = ("MERGE_HEAD", "CHERRY_PICK_HEAD", "REVERT_HEAD", "rebase-merge", "rebase-apply")
 # What, changed in a nested git directory, can run code or redirect git on the host.
 SENSITIVE = ("config", "config.worktree", "commondir", "gitdir", "HEAD", "hooks", "objects")
-# `git rev-parse --local-env-vars`: never inherited by the host's git calls.
-LOCAL_ENV = (
-    "GIT_ALTERNATE_OBJECT_DIRECTORIES",
-    "GIT_COMMON_DIR",
-    "GIT_CONFIG",
-    "GIT_CONFIG_COUNT",
-    "GIT_CONFIG_PARAMETERS",
-    "GIT_DIR",
-    "GIT_GRAFT_FILE",
-    "GIT_IMPLICIT_WORK_TREE",
-    "GIT_INDEX_FILE",
-    "GIT_INTERNAL_SUPER_PREFIX",
-    "GIT_NO_REPLACE_OBJECTS",
-    "GIT_OBJECT_DIRECTORY",
-    "GIT_PREFIX",
-    "GIT_REPLACE_REF_BASE",
-    "GIT_SHALLOW_FILE",
-    "GIT_WORK_TREE",
-)
 NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._/-]{0,199}")
 RUN_ID = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,99}")
 
@@ -233,26 +214,16 @@ def _in_worker_worktree(path: Path) -> bool:
 # -- host git ---------------------------------------------------------------------------------
 
 
-def _env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in LOCAL_ENV}
-    env["GIT_TERMINAL_PROMPT"] = "0"
-    return env
-
-
-def _git(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-    """git with argv only, never a shell, without the caller's repository variables."""
+def _git(
+    *args: str, workspace: Path | str | None = None, repo: Path | None = None
+) -> subprocess.CompletedProcess[str]:
+    """git through flowerbox.hostgit: in the user's `workspace`, in a `repo` of the host's
+    own (T), or in none."""
     try:
-        return subprocess.run(
-            ["git", *args],
-            input=stdin,
-            capture_output=True,
-            text=True,
-            check=False,
-            env=_env(),
-            timeout=GIT_TIMEOUT,
-        )
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise GitShadowError(f"git {' '.join(args[:3])} could not run: {exc}") from exc
+        where = Path(workspace) if workspace is not None else None
+        return state.host_git().run(*args, workspace=where, repo=repo)
+    except HostGitError as exc:
+        raise GitShadowError(str(exc)) from exc
 
 
 def _said(done: subprocess.CompletedProcess[str]) -> str:
@@ -260,8 +231,8 @@ def _said(done: subprocess.CompletedProcess[str]) -> str:
     return _shown(" ".join(done.stderr.split())[-300:], limit=300)
 
 
-def _must(*args: str, stdin: str | None = None) -> str:
-    done = _git(*args, stdin=stdin)
+def _must(*args: str, workspace: Path | str | None = None, repo: Path | None = None) -> str:
+    done = _git(*args, workspace=workspace, repo=repo)
     if done.returncode != 0:
         raise GitShadowError(f"git {' '.join(args[:4])} failed: {done.stderr.strip()}")
     return done.stdout
@@ -305,7 +276,7 @@ def make(workspace: Path, dest: Path, *, objects_in_box: str) -> Shadow:
     dest.mkdir(parents=True, exist_ok=True)
     if any(dest.iterdir()):
         raise GitShadowError(f"{dest} is not empty: give make an empty folder", path=dest)
-    object_format = _git("-C", str(workspace), "rev-parse", "--show-object-format").stdout.strip()
+    object_format = _git("rev-parse", "--show-object-format", workspace=workspace).stdout.strip()
     objects = git_dir / "objects"
     alternates = _alternates(objects)
     _copy_metadata(git_dir, dest)
@@ -336,7 +307,7 @@ def _check_plain(workspace: Path, git_dir: Path) -> None:
             "cannot shadow it; run in the main worktree or with --no-isolate",
             path=git_dir,
         )
-    found = _git("-C", str(workspace), "rev-parse", "--absolute-git-dir", "--is-bare-repository")
+    found = _git("rev-parse", "--absolute-git-dir", "--is-bare-repository", workspace=workspace)
     if found.returncode != 0:
         raise GitShadowError(f"git cannot read {git_dir}: {found.stderr.strip()}", path=git_dir)
     gitdir, bare = found.stdout.splitlines()
@@ -346,7 +317,7 @@ def _check_plain(workspace: Path, git_dir: Path) -> None:
             "needs a working tree with .git at its top; clone it or run with --no-isolate",
             path=git_dir,
         )
-    storage = _git("-C", str(workspace), "config", "--get", "extensions.refStorage").stdout.strip()
+    storage = _git("config", "--get", "extensions.refStorage", workspace=workspace).stdout.strip()
     if storage and storage != "files":
         raise GitShadowError(
             f"{workspace} stores refs as {storage!r}: flowerbox reads branches only from "
@@ -384,24 +355,24 @@ def _copy_metadata(git_dir: Path, dest: Path) -> None:
 
 def _branches(workspace: Path) -> dict[str, str]:
     out = _must(
-        "-C", str(workspace), "for-each-ref", "--format=%(objectname) %(refname)", "refs/heads/"
+        "for-each-ref", "--format=%(objectname) %(refname)", "refs/heads/", workspace=workspace
     )
     pairs = (line.split(" ", 1) for line in out.splitlines())
     return {ref.removeprefix("refs/heads/"): sha for sha, ref in pairs}
 
 
 def _head(workspace: Path) -> tuple[str | None, str | None]:
-    symbolic = _git("-C", str(workspace), "symbolic-ref", "-q", "HEAD").stdout.strip()
-    sha = _git("-C", str(workspace), "rev-parse", "-q", "--verify", "HEAD^{commit}").stdout
+    symbolic = _git("symbolic-ref", "-q", "HEAD", workspace=workspace).stdout.strip()
+    sha = _git("rev-parse", "-q", "--verify", "HEAD^{commit}", workspace=workspace).stdout
     return (symbolic.removeprefix("refs/heads/") or None), (sha.strip() or None)
 
 
 def _index_clean(workspace: Path, head_sha: str | None) -> bool:
     """Nothing staged: the index is HEAD's tree (or empty on an unborn branch)."""
     if head_sha is None:
-        return _git("-C", str(workspace), "ls-files", "--stage").stdout == ""
-    check = ("-C", str(workspace), "diff-index", "--cached", "--quiet", head_sha, "--")
-    return _git(*check).returncode == 0
+        return _git("ls-files", "--stage", workspace=workspace).stdout == ""
+    check = ("diff-index", "--cached", "--quiet", head_sha, "--")
+    return _git(*check, workspace=workspace).returncode == 0
 
 
 # -- reading what the box wrote ---------------------------------------------------------------
@@ -574,9 +545,9 @@ def _check_prefix(workspace: Path, run_id: str) -> None:
     """No ref of the user's sits where this run's branches go (a D/F conflict or a rerun)."""
     base = f"refs/heads/{PREFIX}/{run_id}"
     for ref in (f"refs/heads/{PREFIX}", base):
-        if _git("-C", str(workspace), "show-ref", "--verify", "-q", ref).returncode == 0:
+        if _git("show-ref", "--verify", "-q", ref, workspace=workspace).returncode == 0:
             raise GitShadowError(f"the branch {ref[11:]} is in the way of {base[11:]}/*: rename it")
-    if _must("-C", str(workspace), "for-each-ref", "--count=1", "--format=x", base + "/"):
+    if _must("for-each-ref", "--count=1", "--format=x", base + "/", workspace=workspace):
         raise GitShadowError(f"branches {base[11:]}/* exist already: this run id was brought back")
 
 
@@ -590,8 +561,8 @@ def _wanted(shadow: Shadow, found: _BoxRefs, skipped: list[Skipped]) -> dict[str
     wanted = {n: found.branches[n] for n in moved[:MAX_BROUGHT]}
     head = found.head or "refs/"
     if not head.startswith("refs/") and head != shadow.head_sha:
-        known = ("-C", str(shadow.workspace), "cat-file", "-e", f"{head}^{{commit}}")
-        if head not in found.branches.values() and _git(*known).returncode != 0:
+        known = ("cat-file", "-e", f"{head}^{{commit}}")
+        if head not in found.branches.values() and _git(*known, workspace=shadow.workspace).returncode != 0:
             wanted["HEAD"] = head
     for name in [n for n in wanted if n != "HEAD"]:
         if _git("check-ref-format", f"refs/heads/{PREFIX}/x/{name}").returncode != 0:
@@ -605,7 +576,7 @@ def _make_bare(bare: Path, shadow: Shadow) -> None:
     user's (so only S's new objects need copying)."""
     fmt = f"--object-format={shadow.object_format}"
     _must("init", "-q", "--bare", "--template=", fmt, str(bare))
-    _must("-C", str(bare), "config", "core.hooksPath", "/dev/null")
+    _must("config", "core.hooksPath", "/dev/null", repo=bare)
     (bare / "objects" / "info").mkdir(exist_ok=True)
     (bare / "objects" / "pack").mkdir(exist_ok=True)
     (bare / "objects" / "info" / "alternates").write_text(f"{shadow.objects.resolve()}\n")
@@ -634,7 +605,7 @@ def _copy_objects(
             skipped.append(Skipped(relative, str(exc)))
     loose.close()
     for pack in sorted(packs.glob("*.pack")):
-        done = _git("-C", str(bare), "index-pack", str(pack))
+        done = _git("index-pack", str(pack), repo=bare)
         if done.returncode != 0:
             pack.unlink()
             skipped.append(Skipped(pack.name, f"git index-pack refused it: {_said(done)}"))
@@ -745,7 +716,7 @@ def _stage_refs(bare: Path, wanted: dict[str, str], skipped: list[Skipped]) -> d
     staged: dict[str, str] = {}
     for name, sha in sorted(wanted.items()):
         ref = "refs/flowerbox-head" if name == "HEAD" else f"refs/heads/{name}"
-        done = _git("-C", str(bare), "update-ref", ref, sha)
+        done = _git("update-ref", ref, sha, repo=bare)
         if done.returncode != 0:
             skipped.append(Skipped(name, f"not a commit the box stored: {_said(done)}"))
             continue
@@ -784,12 +755,11 @@ def _fetch(
     names = {f"refs/heads/{PREFIX}/{run_id}/{n}": n for n in specs}
     names |= {f"refs/heads/{n}": n for n in own}
     out = _must(
-        "-C",
-        str(workspace),
         "for-each-ref",
         "--format=%(objectname) %(refname)",
         f"refs/heads/{PREFIX}/{run_id}/",
         *(f"refs/heads/{n}" for n in own),
+        workspace=workspace,
     )
     pairs = (line.split(" ", 1) for line in out.splitlines())
     return {names[ref]: sha for sha, ref in pairs if ref in names}
@@ -801,14 +771,14 @@ def _work(shadow: Shadow, ref: str, sha: str) -> Work:
     ws = str(shadow.workspace)
     base = None
     if shadow.head_sha:
-        found = _git("-C", ws, "merge-base", shadow.head_sha, sha)
+        found = _git("merge-base", shadow.head_sha, sha, workspace=ws)
         base = found.stdout.strip() if found.returncode == 0 else None
     span = f"{base}..{sha}" if base else sha
-    commits = int(_must("-C", ws, "rev-list", "--count", span).strip() or 0)
+    commits = int(_must("rev-list", "--count", span, workspace=ws).strip() or 0)
     if base:
-        listed = _must("-C", ws, "diff", "--name-only", "-z", base, sha)
+        listed = _must("diff", "--name-only", "-z", base, sha, workspace=ws)
     else:
-        listed = _must("-C", ws, "ls-tree", "-r", "--name-only", "-z", sha)
+        listed = _must("ls-tree", "-r", "--name-only", "-z", sha, workspace=ws)
     files = tuple(listed.split("\0")[:-1])
     apply = f"git -C {shlex.quote(ws)} merge {ref}"
     return Work(ref, commits, files, apply)
@@ -816,12 +786,11 @@ def _work(shadow: Shadow, ref: str, sha: str) -> Work:
 
 def _fetch_specs(workspace: Path, bare: Path, specs: list[str]) -> str | None:
     done = _git(
-        "-C", str(workspace),
         "-c", "fetch.fsckObjects=true",
         "-c", "transfer.fsckObjects=true",
-        "-c", "protocol.file.allow=always",
         "fetch", "--quiet", "--no-tags", "--no-prune", "--no-write-fetch-head",
         "--no-recurse-submodules", "--no-auto-maintenance", "--end-of-options", str(bare), *specs,
+        workspace=workspace,
     )  # fmt: skip
     return None if done.returncode == 0 else _said(done)
 
@@ -848,15 +817,17 @@ def _fast_forward(
         why = "a merge, rebase or cherry-pick is in progress in your repository"
     elif not (shadow.index_clean and _index_clean(shadow.workspace, old)):
         why = "your index has staged changes"
-    elif old and _git("-C", ws, "merge-base", "--is-ancestor", old, new).returncode != 0:
+    elif old and _git("merge-base", "--is-ancestor", old, new, workspace=ws).returncode != 0:
         why = f"the box's {name} does not descend from yours"
     if why:
         return None, f"{name} not fast-forwarded: {why}; the run's is {PREFIX}/{run_id}/{name}"
     message = f"flowerbox: fast-forward to run {run_id}"
-    _must("-C", ws, "update-ref", "-m", message, f"refs/heads/{name}", new, old or "0" * len(new))
+    _must(
+        "update-ref", "-m", message, f"refs/heads/{name}", new, old or "0" * len(new), workspace=ws
+    )
     # --reset (a one-way merge that ignores the working tree) keeps the stat data of
     # unchanged entries: the next `git status` does not re-hash every file
-    done = _git("-C", ws, "read-tree", "--reset", new)
+    done = _git("read-tree", "--reset", new, workspace=ws)
     if done.returncode != 0:
         return name, f"{name} moved, but the index was not reset ({_said(done)}): `git reset -q`"
     return name, None
