@@ -44,6 +44,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import hashlib
+import itertools
 import os
 import re
 import shlex
@@ -53,6 +54,7 @@ import struct
 import subprocess
 import tempfile
 import zlib
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -87,6 +89,7 @@ MAX_REFS = 10_000  # branches read from S; more are skipped and reported
 MAX_BROUGHT = 500  # new or moved branches brought back (each costs a few git processes)
 MAX_OBJECT_BYTES = 4 << 30  # what bring_back copies out of S/objects, in total
 MAX_LOOSE_OBJECT = 512 << 20  # git packs bigger files at once (core.bigFileThreshold)
+CHUNK = 1 << 20  # what a loose object is inflated by, at most, at a time
 PACK_TYPES = {b"commit": 1, b"tree": 2, b"blob": 3, b"tag": 4}
 MAX_ENTRIES = 1_000_000  # what quarantine looks at in the workspace
 CTIME_SLACK = 0.1  # the kernel's file clock is coarser than time.time()
@@ -596,8 +599,8 @@ def _copy_objects(
         try:
             if relative.startswith("objects/pack/"):
                 budget -= _copy(gitdir, relative, bare / relative, budget)
-            elif (data := _read(gitdir, relative, budget)) is not None:
-                budget -= len(loose.add(data, min(budget, MAX_LOOSE_OBJECT)))
+            else:
+                budget -= loose.add(gitdir, relative, budget)
         except _TooBig:
             skipped.append(Skipped("objects", f"past {budget} bytes: the rest was not copied"))
             break
@@ -620,24 +623,54 @@ class _LoosePack:
         self.out = path.open("wb")
         self.out.write(b"PACK" + struct.pack(">II", 2, 0))  # the count is set at close
 
-    def add(self, data: bytes, limit: int) -> bytes:
-        """Add a loose object (zlib of `<type> <size>\\0<content>`); returns its content.
-        ValueError: not a git object, or more than `limit` bytes inflated."""
-        inflater = zlib.decompressobj()
+    def add(self, root: Path, relative: str, budget: int) -> int:
+        """Add the loose object `root/relative` (zlib of `<type> <size>\\0<content>`, read as
+        `_read` does) as one entry, inflated and deflated a chunk at a time (a small file may
+        inflate to gigabytes: the finding G3 of issue 37); returns its content's size.
+
+        Raises:
+            _TooBig: the file is larger than `budget`.
+            ValueError: not a git object, or its content is larger than `budget` or
+                MAX_LOOSE_OBJECT; nothing of it is left in the pack.
+        """
+        start = self.out.tell()
         try:
-            raw = inflater.decompress(data, limit + 64)
-        except zlib.error as exc:
-            raise ValueError(f"not a zlib stream ({exc})") from exc
-        if inflater.unconsumed_tail:
-            raise ValueError(f"more than {limit} bytes inflated")
-        header, _, content = raw.partition(b"\0")
-        kind, _, size = header.partition(b" ")
-        if kind not in PACK_TYPES or not size.isdigit() or int(size) != len(content):
-            raise ValueError("not a git object")
-        self.out.write(_entry_header(PACK_TYPES[kind], len(content)))
-        self.out.write(zlib.compress(content, 1))
+            with open_file(root, relative) as fd:
+                if fd is None:
+                    return 0
+                if (size := os.fstat(fd).st_size) > budget:
+                    raise _TooBig(root / relative, f"{size} bytes, more than {budget}")
+                written = self._entry(_inflated(fd), min(budget, MAX_LOOSE_OBJECT))
+        except BaseException:
+            self.out.seek(start)
+            self.out.truncate()
+            raise
         self.count += 1
-        return content
+        return written
+
+    def _entry(self, chunks: Iterator[bytes], limit: int) -> int:
+        head = b""
+        for chunk in chunks:  # the header is in the first chunk or two
+            head += chunk
+            if b"\0" in head or len(head) > 64:
+                break
+        header, found, rest = head.partition(b"\0")
+        kind, _, size = header.partition(b" ")
+        if not found or kind not in PACK_TYPES or not size.isdigit():
+            raise ValueError("not a git object")
+        if (declared := int(size)) > limit:
+            raise ValueError(f"more than {limit} bytes inflated (its header says {declared})")
+        self.out.write(_entry_header(PACK_TYPES[kind], declared))
+        deflater, got = zlib.compressobj(1), 0
+        for chunk in itertools.chain([rest], chunks):
+            got += len(chunk)
+            if got > declared:
+                raise ValueError(f"not a git object: more than its header's {declared} bytes")
+            self.out.write(deflater.compress(chunk))
+        if got != declared:
+            raise ValueError(f"not a git object: {got} bytes, not its header's {declared}")
+        self.out.write(deflater.flush())
+        return declared
 
     def close(self) -> None:
         """Set the count and append the checksum; an empty pack is removed."""
@@ -653,6 +686,24 @@ class _LoosePack:
                 digest.update(chunk)
         with self.path.open("ab") as pack:
             pack.write(digest.digest())
+
+
+def _inflated(fd: int) -> Iterator[bytes]:
+    """The zlib stream read from `fd`, inflated at most CHUNK bytes at a time.
+
+    Raises:
+        ValueError: not a zlib stream, or one cut short.
+    """
+    inflater = zlib.decompressobj()
+    while not inflater.eof:
+        data = inflater.unconsumed_tail or os.read(fd, CHUNK)
+        if not data:
+            raise ValueError("a zlib stream cut short")
+        try:
+            out = inflater.decompress(data, CHUNK)
+        except zlib.error as exc:
+            raise ValueError(f"not a zlib stream ({exc})") from exc
+        yield out
 
 
 def _entry_header(kind: int, size: int) -> bytes:
