@@ -506,10 +506,20 @@ def _shown(text: str, *, limit: int = 80) -> str:
 # -- bring_back -------------------------------------------------------------------------------
 
 
-def bring_back(shadow: Shadow, *, run_id: str, max_bytes: int = MAX_OBJECT_BYTES) -> BroughtBack:
+def bring_back(
+    shadow: Shadow,
+    *,
+    run_id: str,
+    max_bytes: int = MAX_OBJECT_BYTES,
+    delivered_before: frozenset[str] = frozenset(),
+) -> BroughtBack:
     """Bring the box's new and moved branches into the user's repository as
     `flowerbox/<run_id>/<name>` (a moved detached HEAD as `.../HEAD`), fast-forward the user's
     current branch where that is safe, then remove S. Call it after the box has stopped.
+
+    A delivery branch (flower/<id>) comes back under its own name when that creates it, or
+    fast-forwards one named in `delivered_before` (the ones this run, or a run it resumed,
+    brought back: flowerbox's own records say which); never another run's (G2 of issue 37).
 
     S is read as data only: git never runs with S as its repository. What the box wrote that
     is not a well-formed branch or object is skipped and reported, never raised. Raises
@@ -531,7 +541,8 @@ def bring_back(shadow: Shadow, *, run_id: str, max_bytes: int = MAX_OBJECT_BYTES
             _make_bare(bare, shadow)
             _copy_objects(shadow.gitdir, bare, max_bytes, hexlen, skipped)
             staged = _stage_refs(bare, wanted, skipped)
-            own = tuple(n for n in sorted(staged) if _delivered(shadow.workspace, bare, n, staged))
+            mine = (shadow.workspace, bare, staged, delivered_before)
+            own = tuple(n for n in sorted(staged) if _delivered(n, *mine))
             branches = _fetch(shadow.workspace, bare, staged, run_id, own, skipped)
     forwarded, left = _fast_forward(shadow, found.head, branches, run_id)
     _remove(shadow.gitdir)
@@ -775,11 +786,17 @@ def _stage_refs(bare: Path, wanted: dict[str, str], skipped: list[Skipped]) -> d
     return staged
 
 
-def _delivered(workspace: Path, bare: Path, name: str, staged: dict[str, str]) -> bool:
+def _delivered(
+    name: str, workspace: Path, bare: Path, staged: dict[str, str], before: frozenset[str]
+) -> bool:
     """Fetch flower's delivery branch `name` under its own name: a new branch, or a
-    fast-forward of the user's (a fetch without `+` never rewrites one); False for any other
-    name, or when git refuses (then it comes back under the run's prefix)."""
+    fast-forward of one this run delivered `before` (a fetch without `+` never rewrites
+    one); False for any other name, another run's delivery branch, or when git refuses (then
+    it comes back under the run's prefix)."""
     if not DELIVERY.fullmatch(name):
+        return False
+    exists = _git("show-ref", "--verify", "-q", f"refs/heads/{name}", workspace=workspace)
+    if exists.returncode == 0 and name not in before:
         return False
     return _fetch_specs(workspace, bare, [f"{staged[name]}:refs/heads/{name}"]) is None
 

@@ -31,7 +31,7 @@ from datetime import datetime
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from flowerbox.box import gitshadow
+from flowerbox.box import gitshadow, state
 from flowerbox.box.spec import BoxSpec
 from flowerbox.box.untrusted import clean, open_dir, read_bytes
 from flowerbox.errors import UntrustedFileError
@@ -103,8 +103,23 @@ def _bring_back(spec: BoxSpec, code: int | None) -> list[str]:
     if spec.git != "dir" or not path.is_file():
         return []
     shadow = records.from_json(gitshadow.Shadow, json.loads(path.read_text(encoding="utf-8")))
-    brought = gitshadow.bring_back(shadow, run_id=spec.run_id)
+    before = frozenset(_delivered(records.chain(spec.run_id)))
+    brought = gitshadow.bring_back(shadow, run_id=spec.run_id, delivered_before=before)
+    if brought.delivered:
+        mine = set(_delivered([spec.run_id])) | set(brought.delivered)
+        records.record(spec, delivered=sorted(mine))
     return brought.lines() if brought.branches or brought.skipped else []  # quiet when idle
+
+
+def _delivered(run_ids: list[str]) -> list[str]:
+    """The delivery branches these runs brought back under their own names, as flowerbox's
+    own records say (only the run that made such a branch, or one resuming it, may move it)."""
+    found: list[str] = []
+    for run_id in run_ids:
+        run = records.load(state.run_folder(run_id))
+        names = run.meta.get("delivered") if run is not None else None
+        found += [n for n in names if isinstance(n, str)] if isinstance(names, list) else []
+    return found
 
 
 def _notes(spec: BoxSpec, code: int | None) -> list[str]:

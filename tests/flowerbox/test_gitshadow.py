@@ -842,9 +842,30 @@ def test_a_woken_runs_branch_is_fast_forwarded_never_rewritten(
     box.git("checkout", "-q", DELIVERY)
     sha = box.commit("round2.py")
     box.git("checkout", "-q", "main")
-    assert box.back().ref(DELIVERY) == DELIVERY
+    mine = frozenset({DELIVERY})  # flowerbox's records: the run (or one it resumed) made it
+    assert gitshadow.bring_back(box.shadow, run_id=RUN, delivered_before=mine).ref(DELIVERY) == (
+        DELIVERY
+    )
     assert git(repo, "rev-list", "--count", f"{earlier}..{DELIVERY}").strip() == "1"
     assert git(repo, "rev-parse", DELIVERY).strip() == sha
+
+
+def test_a_new_run_never_moves_an_earlier_runs_delivery_branch(
+    repo: Path, make_box: Callable[..., Box]
+) -> None:
+    """G2 of issue 37: another run's delivery branch, even by a fast-forward, stays as it was;
+    the new commits come back under the run's prefix."""
+    git(repo, "branch", DELIVERY)  # delivered by an earlier run
+    earlier = git(repo, "rev-parse", DELIVERY).strip()
+    box = make_box(repo)
+    box.git("checkout", "-q", DELIVERY)
+    sha = box.commit("planted.py")
+    box.git("checkout", "-q", "main")
+    result = gitshadow.bring_back(box.shadow, run_id=RUN, delivered_before=frozenset({"x"}))
+    assert result.ref(DELIVERY) == f"flowerbox/{RUN}/{DELIVERY}" and not result.delivered
+    assert git(repo, "rev-parse", DELIVERY).strip() == earlier
+    assert git(repo, "rev-parse", result.ref(DELIVERY)).strip() == sha
+    box.user_is_safe()
 
 
 @pytest.mark.parametrize(
