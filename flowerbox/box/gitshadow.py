@@ -576,7 +576,10 @@ def _wanted(shadow: Shadow, found: _BoxRefs, skipped: list[Skipped]) -> dict[str
     head = found.head or "refs/"
     if not head.startswith("refs/") and head != shadow.head_sha:
         known = ("cat-file", "-e", f"{head}^{{commit}}")
-        if head not in found.branches.values() and _git(*known, workspace=shadow.workspace).returncode != 0:
+        if (
+            head not in found.branches.values()
+            and _git(*known, workspace=shadow.workspace).returncode != 0
+        ):
             wanted["HEAD"] = head
     for name in [n for n in wanted if n != "HEAD"]:
         if _git("check-ref-format", f"refs/heads/{PREFIX}/x/{name}").returncode != 0:

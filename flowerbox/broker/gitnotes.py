@@ -16,9 +16,10 @@ refused: the notes are fetched again and written on top, `tries` times at most.
 
 git is the system's, run through flowerbox.hostgit (no hooks, no credential helper, bounded
 memory and time, only the remote's own protocol) and configured by nothing of the machine's:
-GIT_CONFIG_NOSYSTEM, no global config, a private HOME, no redirects followed. The credential goes in the environment (GIT_CONFIG_COUNT/KEY/VALUE,
-as `http.<url>.extraHeader`, sent to that repository's URL only), never in argv or a URL,
-which any process on the machine can read in /proc.
+GIT_CONFIG_NOSYSTEM, no global config, a private HOME, no redirects followed. The credential
+goes in the environment (GIT_CONFIG_COUNT/KEY/VALUE, as `http.<url>.extraHeader`, sent to that
+repository's URL only), never in argv or a URL, which any process on the machine can read in
+/proc.
 """
 
 from __future__ import annotations
