@@ -7,25 +7,26 @@ user's branch and on a delivery branch; the host then fetches, fast-forwards, re
 index and appends notes. No marker appears on the host, and the branches and the note
 arrive. Then: a new run cannot move an earlier run's delivery branch.
 
-Markers live in the host's /tmp: the box's /tmp is a tmpfs of its own.
+Markers live in the host's /tmp (test_trust_boundary's `mark`): the box's /tmp is a tmpfs of
+its own.
 """
 
 from __future__ import annotations
 
 import os
 import pwd
-import secrets
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from docker import DockerClient  # noqa: TID251 - the tests clean up their containers
 
 from flower.testing import FakeAPI
+from tests.docker import test_trust_boundary as boundary
 from tests.docker.e2e import as_user, box_env, metas
 from tests.docker.test_trust_boundary import IDENTITY, Outside, flowerbox, plant, tool_output
 
 pytestmark = pytest.mark.docker
+mark, nothing_left = boundary.mark, boundary.nothing_left  # the fixtures: a marker, no leftovers
 
 User = tuple[str, int, int]
 DELIVERY = "flower/20261201-120000-abc123"
@@ -33,22 +34,6 @@ HOOKS = (
     "reference-transaction", "post-checkout", "post-index-change", "post-merge",
     "post-commit", "post-rewrite", "pre-push", "pre-auto-gc",
 )  # fmt: skip
-
-
-@pytest.fixture
-def mark() -> Iterator[Path]:
-    """A host path the agent's code creates if it ever runs on the host."""
-    path = Path("/tmp") / f"fbx-hook-{secrets.token_hex(6)}"
-    yield path
-    path.unlink(missing_ok=True)
-
-
-@pytest.fixture(autouse=True)
-def nothing_left(user_workspace: Path, docker_client: DockerClient) -> Iterator[None]:
-    yield
-    label = f"dev.flower.box.workspace={user_workspace}"
-    for container in docker_client.containers.list(all=True, filters={"label": label}):
-        container.remove(force=True)
 
 
 @pytest.fixture

@@ -8,6 +8,8 @@ import hashlib
 import struct
 import zlib
 
+from flowerbox.box.gitshadow import _entry_header  # git's pack entry header
+
 BASE = 1 << 16  # the pack's base blob: 64 KiB of zeros
 MIDDLE = 1 << 24  # the first delta's result: 16 MiB of zeros, 256 copies of the base
 STEP = 1 << 23  # what each copy of the second delta takes of the middle blob
@@ -21,16 +23,6 @@ def _varint(n: int) -> bytes:
         out.append(byte | (0x80 if n else 0))
         if not n:
             return bytes(out)
-
-
-def _entry(kind: int, size: int) -> bytes:
-    out = bytearray()
-    byte, size = (kind << 4) | (size & 0x0F), size >> 4
-    while size:
-        out.append(byte | 0x80)
-        byte, size = size & 0x7F, size >> 7
-    out.append(byte)
-    return bytes(out)
 
 
 def _blob_id(size: int) -> bytes:
@@ -49,9 +41,9 @@ def delta_bomb(size: int) -> bytes:
     copy = bytes([0x80 | 0x40, STEP >> 16])  # copy from 0, size byte 2: 8 MiB
     top = _varint(MIDDLE) + _varint(size) + copy * (size // STEP)
     objects = [
-        _entry(3, BASE) + zlib.compress(bytes(BASE), 9),
-        _entry(7, len(middle)) + _blob_id(BASE) + zlib.compress(middle, 9),
-        _entry(7, len(top)) + _blob_id(MIDDLE) + zlib.compress(top, 9),
+        _entry_header(3, BASE) + zlib.compress(bytes(BASE), 9),
+        _entry_header(7, len(middle)) + _blob_id(BASE) + zlib.compress(middle, 9),
+        _entry_header(7, len(top)) + _blob_id(MIDDLE) + zlib.compress(top, 9),
     ]
     pack = b"PACK" + struct.pack(">II", 2, len(objects)) + b"".join(objects)
     return pack + hashlib.sha1(pack).digest()  # noqa: S324 - the pack's checksum

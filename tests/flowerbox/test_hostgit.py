@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from flower import git_unexcluded
 from flowerbox.hostgit import HostGit, HostGitError, empty_hooks
 from tests.flowerbox import gitbombs
 
@@ -45,13 +46,18 @@ def git(cwd: Path, *args: str, check: bool = True) -> subprocess.CompletedProces
     return done
 
 
+def repository(path: Path) -> Path:
+    """A repository with one empty commit on main."""
+    path.mkdir()
+    git(path, "init", "-q", "-b", "main")
+    git(path, "commit", "-q", "--allow-empty", "-m", "one")
+    return path
+
+
 @pytest.fixture
 def ws(tmp_path: Path) -> Path:
     """The user's repository: two commits on main, a file `f`."""
-    ws = tmp_path / "ws"
-    ws.mkdir()
-    git(ws, "init", "-q", "-b", "main")
-    git(ws, "commit", "-q", "--allow-empty", "-m", "one")
+    ws = repository(tmp_path / "ws")
     (ws / "f").write_text("x\n")
     git(ws, "add", "f")
     git(ws, "commit", "-q", "-m", "two")
@@ -61,11 +67,7 @@ def ws(tmp_path: Path) -> Path:
 @pytest.fixture
 def src(tmp_path: Path) -> Path:
     """Another repository to fetch from (as bring_back fetches from its own)."""
-    src = tmp_path / "src"
-    src.mkdir()
-    git(src, "init", "-q", "-b", "main")
-    git(src, "commit", "-q", "--allow-empty", "-m", "theirs")
-    return src
+    return repository(tmp_path / "src")
 
 
 @pytest.fixture
@@ -176,6 +178,18 @@ def test_fsmonitor_never_runs(ws: Path, host: HostGit, mark: Path) -> None:
         mark.unlink()
         host.run(*call, workspace=ws)
         assert not mark.exists(), call
+
+
+def test_the_start_of_a_later_run_runs_no_fsmonitor(ws: Path, mark: Path) -> None:
+    """Before a box starts, flowerbox asks flower which run folders git does not ignore yet
+    (`check-ignore` reads the index): an fsmonitor an earlier run wrote into the included
+    file does not run there either."""
+    include(ws, f"[core]\n\tfsmonitor = {planted(mark)}; false\n")
+    git(ws, "check-ignore", "-q", "--", "runs/", check=False)
+    assert mark.exists()
+    mark.unlink()
+    assert git_unexcluded(ws, [ws / "runs"]) == ["/runs/"]
+    assert not mark.exists()
 
 
 def test_an_alternate_refs_command_never_runs(
