@@ -164,20 +164,37 @@ class HostGit:
         pairs = [("core.hooksPath", str(self.hooks)), *SETTINGS]
         return [part for key, value in pairs for part in ("-c", f"{key}={value}")]
 
-    def _neutralize(self, workspace: Path) -> list[str]:
-        """`-c` settings that undo what config read from the working tree weakens; raises
-        for what none can undo."""
+    def in_tree(self, workspace: Path) -> list[Path]:
+        """What your own git in `workspace` reads or runs from its working tree, which the box
+        writes: config files included from there, and the hooks folder when `core.hooksPath`
+        lies there (husky's `.husky/_`, a relative path in ~/.gitconfig). flowerbox's calls
+        use neither; your next `git commit` does, so the run reports what changed in them."""
+        top = workspace.resolve()
+        entries = self._config(workspace)
+        found = {path for path, _, _ in entries if _in(path, top)}
+        hooks = [value for _, key, value in entries if key == "core.hookspath"]
+        if hooks and _in(where := (top / Path(hooks[-1]).expanduser()).resolve(), top):
+            found.add(where)
+        return sorted(found)
+
+    def _config(self, workspace: Path) -> list[tuple[Path, str, str]]:
+        """(file, key, value) of each setting git reads in `workspace` from a file, the file
+        resolved (a relative include is relative to the workspace's top, as git prints it)."""
         listed = self._spawn(
             ["git", "-C", str(workspace), *self._settings(), "config", "--list",
              "--show-origin", "-z"], None,
         )  # fmt: skip
         if listed.returncode != 0:
             return []  # not a repository (yet): the call itself says so
+        return [((workspace / o).resolve(), k, v) for o, k, v in _entries(listed.stdout)]
+
+    def _neutralize(self, workspace: Path) -> list[str]:
+        """`-c` settings that undo what config read from the working tree weakens; raises
+        for what none can undo."""
         top = workspace.resolve()
         out: list[str] = []
-        for origin, key in _entries(listed.stdout):
-            path = (workspace / origin).resolve()
-            if not path.is_relative_to(top) or path.is_relative_to(top / ".git"):
+        for path, key, _ in self._config(workspace):
+            if not _in(path, top):
                 continue
             if REFUSED.fullmatch(key):
                 raise HostGitError(
@@ -261,14 +278,21 @@ def _subcommand(args: tuple[str, ...]) -> str:
     return command
 
 
-def _entries(listed: str) -> list[tuple[str, str]]:
-    """(origin file, key) of each `config --list --show-origin -z` entry read from a file."""
+def _entries(listed: str) -> list[tuple[str, str, str]]:
+    """(origin file, key, value) of each `config --list --show-origin -z` entry read from a
+    file (not the command line)."""
     parts = listed.split("\0")
     found = []
     for origin, entry in zip(parts[0::2], parts[1::2], strict=False):
         if origin.startswith("file:"):
-            found.append((origin[5:], entry.split("\n", 1)[0].lower()))
+            key, _, value = entry.partition("\n")
+            found.append((origin[5:], key.lower(), value))
     return found
+
+
+def _in(path: Path, top: Path) -> bool:
+    """Inside the working tree `top`, but not its `.git` (which the box never sees)."""
+    return path.is_relative_to(top) and not path.is_relative_to(top / ".git")
 
 
 def _strict(key: str) -> str:

@@ -100,9 +100,17 @@ def configure(variant: str, user: User, ws: Path, global_config: Path, mark: Pat
     return f"printf '[core]\\n\\tfsmonitor = touch {mark}\\n' > .gitconfig"
 
 
-@pytest.mark.parametrize(
-    "variant", ["husky", "githooks", "include-hooks", "include-fsmonitor", "global-relative"]
-)
+# What the end of the run reports the agent changed where the user's own git reads or runs it.
+REPORTED = {
+    "husky": "created .husky/_/reference-transaction",
+    "githooks": "created .githooks/reference-transaction",
+    "include-hooks": "changed .gitconfig",
+    "include-fsmonitor": "changed .gitconfig",
+    "global-relative": "created .githooks/reference-transaction",
+}
+
+
+@pytest.mark.parametrize("variant", list(REPORTED))
 def test_no_hook_of_the_agents_runs_in_the_hosts_git_whatever_the_users_config(
     variant: str,
     real_api: FakeAPI,
@@ -127,6 +135,7 @@ def test_no_hook_of_the_agents_runs_in_the_hosts_git_whatever_the_users_config(
     assert users(host_user, ws, "log", "--format=%s", "-1", DELIVERY) == "delivered"
     noted = users(host_user, ws, "log", "--notes=flowerbox", "--format=%N", f"{start}..HEAD")
     assert f"flowerbox-run: {run_id}" in noted
+    assert f"the run {REPORTED[variant]}: a later" in done.stderr
     assert outside.digest() == before
 
 

@@ -344,3 +344,19 @@ def test_a_git_past_its_time_is_stopped_with_its_children(
             break
         time.sleep(0.1)
     assert not Path(f"/proc/{child}").exists() or "Z" in Path(f"/proc/{child}/stat").read_text()
+
+
+@pytest.mark.parametrize("where", HOOK_PLACES)
+def test_what_your_own_git_reads_from_the_working_tree_is_named(
+    where: str, ws: Path, host: HostGit, mark: Path, git_env: Path
+) -> None:
+    """The files and the hooks folder a run's end reports changes in (boundary.watched)."""
+    place_hooks(where, ws, git_env, mark)
+    expected = {
+        "husky": [ws / ".husky" / "_"],
+        "githooks": [ws / ".githooks"],
+        "include": [ws / ".gitconfig", ws / "agent-hooks"],
+        "global-relative": [ws / ".githooks"],
+        "default": [],  # .git/hooks: the box never sees it
+    }[where]
+    assert host.in_tree(ws) == sorted(p.resolve() for p in expected)
