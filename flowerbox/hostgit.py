@@ -15,10 +15,10 @@ tracked file the agent can rewrite. Whatever those say, a call here:
   (`-c` settings, read after every config file and include, so they win; the helper list is
   reset by its empty value), and no trace2 writer (its environment variables, which beat
   config);
-- runs only the subcommands flowerbox needs (ALLOWED): none of them checks files out, merges,
-  or prints a patch, so no filter, textconv, merge or diff driver a `.gitattributes` names is
-  ever consulted (`diff` gets `--no-ext-diff --no-textconv` all the same), and the global and
-  system attribute files are off;
+- runs only the subcommands flowerbox needs (ALLOWED; `clone` only bare, `worktree` only
+  `list`): none of them checks files out, merges, or prints a patch, so no filter, textconv,
+  merge or diff driver a `.gitattributes` names is ever consulted (`diff` gets `--no-ext-diff
+  --no-textconv` all the same), and the global and system attribute files are off;
 - reaches only the transports the caller names (`GIT_ALLOW_PROTOCOL`: `file` by default);
 - with `workspace=`, first lists the configuration as git will read it: an entry that comes
   from a file inside the working tree (not `.git/`, which the box never sees) is the agent's.
@@ -67,6 +67,8 @@ ALLOWED = frozenset(
         "show-ref", "symbolic-ref", "update-ref", "var", "worktree",
     }
 )  # fmt: skip
+# Subcommands allowed only in a form that checks nothing out: one of these arguments present.
+ONLY_WITH = {"clone": ("--mirror", "--bare"), "worktree": ("list",)}
 # Read after every file and include: each wins over what any config says.
 SETTINGS = (
     ("core.fsmonitor", "false"),
@@ -77,7 +79,6 @@ SETTINGS = (
     ("core.pager", "cat"),
     ("core.askPass", ""),
     ("core.sshCommand", "false"),
-    ("core.gitProxy", ""),
     ("core.attributesFile", os.devnull),
     ("credential.helper", ""),  # the empty value resets the list
     ("commit.gpgSign", "false"),
@@ -273,8 +274,9 @@ def _subcommand(args: tuple[str, ...]) -> str:
     while at < len(args) and args[at] == "-c":
         at += 2
     command = args[at] if at < len(args) else ""
-    if command not in ALLOWED:
-        raise HostGitError(f"flowerbox does not run `git {command}` on the host")
+    needed = ONLY_WITH.get(command)
+    if command not in ALLOWED or (needed and not set(needed) & set(args[at + 1 :])):
+        raise HostGitError(f"flowerbox does not run `git {command}` on the host in that form")
     return command
 
 

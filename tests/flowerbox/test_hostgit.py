@@ -304,9 +304,12 @@ def test_the_callers_git_variables_are_not_inherited(
 
 
 def test_only_the_subcommands_flowerbox_needs_run(ws: Path, host: HostGit) -> None:
-    for command in ("status", "checkout", "merge", "commit", "gc", "my-alias"):
-        with pytest.raises(HostGitError, match=f"does not run `git {command}`"):
-            host.run(command, workspace=ws)
+    refused = [("status",), ("checkout", "main"), ("merge", "x"), ("commit",), ("gc",),
+               ("my-alias",), ("clone", ".", "copy"), ("worktree", "add", "../w")]  # fmt: skip
+    for command in refused:
+        with pytest.raises(HostGitError, match=f"does not run `git {command[0]}`"):
+            host.run(*command, workspace=ws)
+    assert host.run("worktree", "list", workspace=ws).returncode == 0
 
 
 # -- bounds ------------------------------------------------------------------------------------
