@@ -11,6 +11,8 @@
     ├── StateError                  flowerbox's host-only state cannot be made or used (`path`)
     ├── GitShadowError              the box's git directory cannot be made or brought back (`path`)
     ├── ProvenanceError             git refused to write a provenance note
+    ├── HostGitError                git on the host could not run, timed out, or met config
+                                    of the workspace's it cannot neutralize
     ├── GatewayError                the gateway cannot start (in the gateway's container)
     ├── BadRequest                  a request the gateway or proxy will not read (`status`)
     └── UntrustedFileError          a box-written path the host refuses to follow (`path`);
@@ -94,6 +96,11 @@ class GitShadowError(FlowerboxError):
 
 class ProvenanceError(FlowerboxError):
     """git refused to write a note; the message has git's words."""
+
+
+class HostGitError(FlowerboxError):
+    """git on the host could not run, ran past its time, or the workspace's config holds
+    what flowerbox cannot neutralize; the message says which and what to do."""
 
 
 class GatewayError(FlowerboxError):

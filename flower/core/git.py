@@ -28,6 +28,7 @@ FALLBACK_IDENTITY = ("flower", "flower@localhost")
 GIT_TIMEOUT = 600.0
 _SETTINGS = (
     "-c", "core.hooksPath=/dev/null",
+    "-c", "core.fsmonitor=false",  # an included tracked file could name one (issue 37, G1)
     "-c", "commit.gpgSign=false",
     "-c", "tag.gpgSign=false",
     "-c", "merge.autoStash=false",

@@ -44,6 +44,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import hashlib
+import itertools
 import os
 import re
 import shlex
@@ -53,12 +54,14 @@ import struct
 import subprocess
 import tempfile
 import zlib
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+from flowerbox.box import state
 from flowerbox.box.untrusted import clean, open_dir, open_file
-from flowerbox.errors import GitShadowError, UntrustedFileError
+from flowerbox.errors import GitShadowError, HostGitError, UntrustedFileError
 
 __all__ = [
     "BroughtBack",
@@ -86,33 +89,14 @@ MAX_REFS = 10_000  # branches read from S; more are skipped and reported
 MAX_BROUGHT = 500  # new or moved branches brought back (each costs a few git processes)
 MAX_OBJECT_BYTES = 4 << 30  # what bring_back copies out of S/objects, in total
 MAX_LOOSE_OBJECT = 512 << 20  # git packs bigger files at once (core.bigFileThreshold)
+CHUNK = 1 << 20  # what a loose object is inflated by, at most, at a time
 PACK_TYPES = {b"commit": 1, b"tree": 2, b"blob": 3, b"tag": 4}
 MAX_ENTRIES = 1_000_000  # what quarantine looks at in the workspace
 CTIME_SLACK = 0.1  # the kernel's file clock is coarser than time.time()
-GIT_TIMEOUT = 900.0
 # Where git keeps an operation in progress: never fast-forward under one.
 BUSY = ("MERGE_HEAD", "CHERRY_PICK_HEAD", "REVERT_HEAD", "rebase-merge", "rebase-apply")
 # What, changed in a nested git directory, can run code or redirect git on the host.
 SENSITIVE = ("config", "config.worktree", "commondir", "gitdir", "HEAD", "hooks", "objects")
-# `git rev-parse --local-env-vars`: never inherited by the host's git calls.
-LOCAL_ENV = (
-    "GIT_ALTERNATE_OBJECT_DIRECTORIES",
-    "GIT_COMMON_DIR",
-    "GIT_CONFIG",
-    "GIT_CONFIG_COUNT",
-    "GIT_CONFIG_PARAMETERS",
-    "GIT_DIR",
-    "GIT_GRAFT_FILE",
-    "GIT_IMPLICIT_WORK_TREE",
-    "GIT_INDEX_FILE",
-    "GIT_INTERNAL_SUPER_PREFIX",
-    "GIT_NO_REPLACE_OBJECTS",
-    "GIT_OBJECT_DIRECTORY",
-    "GIT_PREFIX",
-    "GIT_REPLACE_REF_BASE",
-    "GIT_SHALLOW_FILE",
-    "GIT_WORK_TREE",
-)
 NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._/-]{0,199}")
 RUN_ID = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,99}")
 
@@ -233,26 +217,16 @@ def _in_worker_worktree(path: Path) -> bool:
 # -- host git ---------------------------------------------------------------------------------
 
 
-def _env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in LOCAL_ENV}
-    env["GIT_TERMINAL_PROMPT"] = "0"
-    return env
-
-
-def _git(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-    """git with argv only, never a shell, without the caller's repository variables."""
+def _git(
+    *args: str, workspace: Path | str | None = None, repo: Path | None = None
+) -> subprocess.CompletedProcess[str]:
+    """git through flowerbox.hostgit: in the user's `workspace`, in a `repo` of the host's
+    own (T), or in none."""
     try:
-        return subprocess.run(
-            ["git", *args],
-            input=stdin,
-            capture_output=True,
-            text=True,
-            check=False,
-            env=_env(),
-            timeout=GIT_TIMEOUT,
-        )
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise GitShadowError(f"git {' '.join(args[:3])} could not run: {exc}") from exc
+        where = Path(workspace) if workspace is not None else None
+        return state.host_git().run(*args, workspace=where, repo=repo)
+    except HostGitError as exc:
+        raise GitShadowError(str(exc)) from exc
 
 
 def _said(done: subprocess.CompletedProcess[str]) -> str:
@@ -260,8 +234,8 @@ def _said(done: subprocess.CompletedProcess[str]) -> str:
     return _shown(" ".join(done.stderr.split())[-300:], limit=300)
 
 
-def _must(*args: str, stdin: str | None = None) -> str:
-    done = _git(*args, stdin=stdin)
+def _must(*args: str, workspace: Path | str | None = None, repo: Path | None = None) -> str:
+    done = _git(*args, workspace=workspace, repo=repo)
     if done.returncode != 0:
         raise GitShadowError(f"git {' '.join(args[:4])} failed: {done.stderr.strip()}")
     return done.stdout
@@ -305,7 +279,7 @@ def make(workspace: Path, dest: Path, *, objects_in_box: str) -> Shadow:
     dest.mkdir(parents=True, exist_ok=True)
     if any(dest.iterdir()):
         raise GitShadowError(f"{dest} is not empty: give make an empty folder", path=dest)
-    object_format = _git("-C", str(workspace), "rev-parse", "--show-object-format").stdout.strip()
+    object_format = _git("rev-parse", "--show-object-format", workspace=workspace).stdout.strip()
     objects = git_dir / "objects"
     alternates = _alternates(objects)
     _copy_metadata(git_dir, dest)
@@ -336,7 +310,7 @@ def _check_plain(workspace: Path, git_dir: Path) -> None:
             "cannot shadow it; run in the main worktree or with --no-isolate",
             path=git_dir,
         )
-    found = _git("-C", str(workspace), "rev-parse", "--absolute-git-dir", "--is-bare-repository")
+    found = _git("rev-parse", "--absolute-git-dir", "--is-bare-repository", workspace=workspace)
     if found.returncode != 0:
         raise GitShadowError(f"git cannot read {git_dir}: {found.stderr.strip()}", path=git_dir)
     gitdir, bare = found.stdout.splitlines()
@@ -346,7 +320,7 @@ def _check_plain(workspace: Path, git_dir: Path) -> None:
             "needs a working tree with .git at its top; clone it or run with --no-isolate",
             path=git_dir,
         )
-    storage = _git("-C", str(workspace), "config", "--get", "extensions.refStorage").stdout.strip()
+    storage = _git("config", "--get", "extensions.refStorage", workspace=workspace).stdout.strip()
     if storage and storage != "files":
         raise GitShadowError(
             f"{workspace} stores refs as {storage!r}: flowerbox reads branches only from "
@@ -384,24 +358,24 @@ def _copy_metadata(git_dir: Path, dest: Path) -> None:
 
 def _branches(workspace: Path) -> dict[str, str]:
     out = _must(
-        "-C", str(workspace), "for-each-ref", "--format=%(objectname) %(refname)", "refs/heads/"
+        "for-each-ref", "--format=%(objectname) %(refname)", "refs/heads/", workspace=workspace
     )
     pairs = (line.split(" ", 1) for line in out.splitlines())
     return {ref.removeprefix("refs/heads/"): sha for sha, ref in pairs}
 
 
 def _head(workspace: Path) -> tuple[str | None, str | None]:
-    symbolic = _git("-C", str(workspace), "symbolic-ref", "-q", "HEAD").stdout.strip()
-    sha = _git("-C", str(workspace), "rev-parse", "-q", "--verify", "HEAD^{commit}").stdout
+    symbolic = _git("symbolic-ref", "-q", "HEAD", workspace=workspace).stdout.strip()
+    sha = _git("rev-parse", "-q", "--verify", "HEAD^{commit}", workspace=workspace).stdout
     return (symbolic.removeprefix("refs/heads/") or None), (sha.strip() or None)
 
 
 def _index_clean(workspace: Path, head_sha: str | None) -> bool:
     """Nothing staged: the index is HEAD's tree (or empty on an unborn branch)."""
     if head_sha is None:
-        return _git("-C", str(workspace), "ls-files", "--stage").stdout == ""
-    check = ("-C", str(workspace), "diff-index", "--cached", "--quiet", head_sha, "--")
-    return _git(*check).returncode == 0
+        return _git("ls-files", "--stage", workspace=workspace).stdout == ""
+    check = ("diff-index", "--cached", "--quiet", head_sha, "--")
+    return _git(*check, workspace=workspace).returncode == 0
 
 
 # -- reading what the box wrote ---------------------------------------------------------------
@@ -532,10 +506,20 @@ def _shown(text: str, *, limit: int = 80) -> str:
 # -- bring_back -------------------------------------------------------------------------------
 
 
-def bring_back(shadow: Shadow, *, run_id: str, max_bytes: int = MAX_OBJECT_BYTES) -> BroughtBack:
+def bring_back(
+    shadow: Shadow,
+    *,
+    run_id: str,
+    max_bytes: int = MAX_OBJECT_BYTES,
+    delivered_before: frozenset[str] = frozenset(),
+) -> BroughtBack:
     """Bring the box's new and moved branches into the user's repository as
     `flowerbox/<run_id>/<name>` (a moved detached HEAD as `.../HEAD`), fast-forward the user's
     current branch where that is safe, then remove S. Call it after the box has stopped.
+
+    A delivery branch (flower/<id>) comes back under its own name when that creates it, or
+    fast-forwards one named in `delivered_before` (the ones this run, or a run it resumed,
+    brought back: flowerbox's own records say which); never another run's (G2 of issue 37).
 
     S is read as data only: git never runs with S as its repository. What the box wrote that
     is not a well-formed branch or object is skipped and reported, never raised. Raises
@@ -557,7 +541,8 @@ def bring_back(shadow: Shadow, *, run_id: str, max_bytes: int = MAX_OBJECT_BYTES
             _make_bare(bare, shadow)
             _copy_objects(shadow.gitdir, bare, max_bytes, hexlen, skipped)
             staged = _stage_refs(bare, wanted, skipped)
-            own = tuple(n for n in sorted(staged) if _delivered(shadow.workspace, bare, n, staged))
+            mine = (shadow.workspace, bare, staged, delivered_before)
+            own = tuple(n for n in sorted(staged) if _delivered(n, *mine))
             branches = _fetch(shadow.workspace, bare, staged, run_id, own, skipped)
     forwarded, left = _fast_forward(shadow, found.head, branches, run_id)
     _remove(shadow.gitdir)
@@ -574,9 +559,9 @@ def _check_prefix(workspace: Path, run_id: str) -> None:
     """No ref of the user's sits where this run's branches go (a D/F conflict or a rerun)."""
     base = f"refs/heads/{PREFIX}/{run_id}"
     for ref in (f"refs/heads/{PREFIX}", base):
-        if _git("-C", str(workspace), "show-ref", "--verify", "-q", ref).returncode == 0:
+        if _git("show-ref", "--verify", "-q", ref, workspace=workspace).returncode == 0:
             raise GitShadowError(f"the branch {ref[11:]} is in the way of {base[11:]}/*: rename it")
-    if _must("-C", str(workspace), "for-each-ref", "--count=1", "--format=x", base + "/"):
+    if _must("for-each-ref", "--count=1", "--format=x", base + "/", workspace=workspace):
         raise GitShadowError(f"branches {base[11:]}/* exist already: this run id was brought back")
 
 
@@ -590,8 +575,11 @@ def _wanted(shadow: Shadow, found: _BoxRefs, skipped: list[Skipped]) -> dict[str
     wanted = {n: found.branches[n] for n in moved[:MAX_BROUGHT]}
     head = found.head or "refs/"
     if not head.startswith("refs/") and head != shadow.head_sha:
-        known = ("-C", str(shadow.workspace), "cat-file", "-e", f"{head}^{{commit}}")
-        if head not in found.branches.values() and _git(*known).returncode != 0:
+        known = ("cat-file", "-e", f"{head}^{{commit}}")
+        if (
+            head not in found.branches.values()
+            and _git(*known, workspace=shadow.workspace).returncode != 0
+        ):
             wanted["HEAD"] = head
     for name in [n for n in wanted if n != "HEAD"]:
         if _git("check-ref-format", f"refs/heads/{PREFIX}/x/{name}").returncode != 0:
@@ -605,7 +593,7 @@ def _make_bare(bare: Path, shadow: Shadow) -> None:
     user's (so only S's new objects need copying)."""
     fmt = f"--object-format={shadow.object_format}"
     _must("init", "-q", "--bare", "--template=", fmt, str(bare))
-    _must("-C", str(bare), "config", "core.hooksPath", "/dev/null")
+    _must("config", "core.hooksPath", "/dev/null", repo=bare)
     (bare / "objects" / "info").mkdir(exist_ok=True)
     (bare / "objects" / "pack").mkdir(exist_ok=True)
     (bare / "objects" / "info" / "alternates").write_text(f"{shadow.objects.resolve()}\n")
@@ -625,8 +613,8 @@ def _copy_objects(
         try:
             if relative.startswith("objects/pack/"):
                 budget -= _copy(gitdir, relative, bare / relative, budget)
-            elif (data := _read(gitdir, relative, budget)) is not None:
-                budget -= len(loose.add(data, min(budget, MAX_LOOSE_OBJECT)))
+            else:
+                budget -= loose.add(gitdir, relative, budget)
         except _TooBig:
             skipped.append(Skipped("objects", f"past {budget} bytes: the rest was not copied"))
             break
@@ -634,7 +622,7 @@ def _copy_objects(
             skipped.append(Skipped(relative, str(exc)))
     loose.close()
     for pack in sorted(packs.glob("*.pack")):
-        done = _git("-C", str(bare), "index-pack", str(pack))
+        done = _git("index-pack", str(pack), repo=bare)
         if done.returncode != 0:
             pack.unlink()
             skipped.append(Skipped(pack.name, f"git index-pack refused it: {_said(done)}"))
@@ -649,24 +637,54 @@ class _LoosePack:
         self.out = path.open("wb")
         self.out.write(b"PACK" + struct.pack(">II", 2, 0))  # the count is set at close
 
-    def add(self, data: bytes, limit: int) -> bytes:
-        """Add a loose object (zlib of `<type> <size>\\0<content>`); returns its content.
-        ValueError: not a git object, or more than `limit` bytes inflated."""
-        inflater = zlib.decompressobj()
+    def add(self, root: Path, relative: str, budget: int) -> int:
+        """Add the loose object `root/relative` (zlib of `<type> <size>\\0<content>`, read as
+        `_read` does) as one entry, inflated and deflated a chunk at a time (a small file may
+        inflate to gigabytes: the finding G3 of issue 37); returns its content's size.
+
+        Raises:
+            _TooBig: the file is larger than `budget`.
+            ValueError: not a git object, or its content is larger than `budget` or
+                MAX_LOOSE_OBJECT; nothing of it is left in the pack.
+        """
+        start = self.out.tell()
         try:
-            raw = inflater.decompress(data, limit + 64)
-        except zlib.error as exc:
-            raise ValueError(f"not a zlib stream ({exc})") from exc
-        if inflater.unconsumed_tail:
-            raise ValueError(f"more than {limit} bytes inflated")
-        header, _, content = raw.partition(b"\0")
-        kind, _, size = header.partition(b" ")
-        if kind not in PACK_TYPES or not size.isdigit() or int(size) != len(content):
-            raise ValueError("not a git object")
-        self.out.write(_entry_header(PACK_TYPES[kind], len(content)))
-        self.out.write(zlib.compress(content, 1))
+            with open_file(root, relative) as fd:
+                if fd is None:
+                    return 0
+                if (size := os.fstat(fd).st_size) > budget:
+                    raise _TooBig(root / relative, f"{size} bytes, more than {budget}")
+                written = self._entry(_inflated(fd), min(budget, MAX_LOOSE_OBJECT))
+        except BaseException:
+            self.out.seek(start)
+            self.out.truncate()
+            raise
         self.count += 1
-        return content
+        return written
+
+    def _entry(self, chunks: Iterator[bytes], limit: int) -> int:
+        head = b""
+        for chunk in chunks:  # the header is in the first chunk or two
+            head += chunk
+            if b"\0" in head or len(head) > 64:
+                break
+        header, found, rest = head.partition(b"\0")
+        kind, _, size = header.partition(b" ")
+        if not found or kind not in PACK_TYPES or not size.isdigit():
+            raise ValueError("not a git object")
+        if (declared := int(size)) > limit:
+            raise ValueError(f"more than {limit} bytes inflated (its header says {declared})")
+        self.out.write(_entry_header(PACK_TYPES[kind], declared))
+        deflater, got = zlib.compressobj(1), 0
+        for chunk in itertools.chain([rest], chunks):
+            got += len(chunk)
+            if got > declared:
+                raise ValueError(f"not a git object: more than its header's {declared} bytes")
+            self.out.write(deflater.compress(chunk))
+        if got != declared:
+            raise ValueError(f"not a git object: {got} bytes, not its header's {declared}")
+        self.out.write(deflater.flush())
+        return declared
 
     def close(self) -> None:
         """Set the count and append the checksum; an empty pack is removed."""
@@ -682,6 +700,24 @@ class _LoosePack:
                 digest.update(chunk)
         with self.path.open("ab") as pack:
             pack.write(digest.digest())
+
+
+def _inflated(fd: int) -> Iterator[bytes]:
+    """The zlib stream read from `fd`, inflated at most CHUNK bytes at a time.
+
+    Raises:
+        ValueError: not a zlib stream, or one cut short.
+    """
+    inflater = zlib.decompressobj()
+    while not inflater.eof:
+        data = inflater.unconsumed_tail or os.read(fd, CHUNK)
+        if not data:
+            raise ValueError("a zlib stream cut short")
+        try:
+            out = inflater.decompress(data, CHUNK)
+        except zlib.error as exc:
+            raise ValueError(f"not a zlib stream ({exc})") from exc
+        yield out
 
 
 def _entry_header(kind: int, size: int) -> bytes:
@@ -745,7 +781,7 @@ def _stage_refs(bare: Path, wanted: dict[str, str], skipped: list[Skipped]) -> d
     staged: dict[str, str] = {}
     for name, sha in sorted(wanted.items()):
         ref = "refs/flowerbox-head" if name == "HEAD" else f"refs/heads/{name}"
-        done = _git("-C", str(bare), "update-ref", ref, sha)
+        done = _git("update-ref", ref, sha, repo=bare)
         if done.returncode != 0:
             skipped.append(Skipped(name, f"not a commit the box stored: {_said(done)}"))
             continue
@@ -753,11 +789,17 @@ def _stage_refs(bare: Path, wanted: dict[str, str], skipped: list[Skipped]) -> d
     return staged
 
 
-def _delivered(workspace: Path, bare: Path, name: str, staged: dict[str, str]) -> bool:
+def _delivered(
+    name: str, workspace: Path, bare: Path, staged: dict[str, str], before: frozenset[str]
+) -> bool:
     """Fetch flower's delivery branch `name` under its own name: a new branch, or a
-    fast-forward of the user's (a fetch without `+` never rewrites one); False for any other
-    name, or when git refuses (then it comes back under the run's prefix)."""
+    fast-forward of one this run delivered `before` (a fetch without `+` never rewrites
+    one); False for any other name, another run's delivery branch, or when git refuses (then
+    it comes back under the run's prefix)."""
     if not DELIVERY.fullmatch(name):
+        return False
+    exists = _git("show-ref", "--verify", "-q", f"refs/heads/{name}", workspace=workspace)
+    if exists.returncode == 0 and name not in before:
         return False
     return _fetch_specs(workspace, bare, [f"{staged[name]}:refs/heads/{name}"]) is None
 
@@ -784,12 +826,11 @@ def _fetch(
     names = {f"refs/heads/{PREFIX}/{run_id}/{n}": n for n in specs}
     names |= {f"refs/heads/{n}": n for n in own}
     out = _must(
-        "-C",
-        str(workspace),
         "for-each-ref",
         "--format=%(objectname) %(refname)",
         f"refs/heads/{PREFIX}/{run_id}/",
         *(f"refs/heads/{n}" for n in own),
+        workspace=workspace,
     )
     pairs = (line.split(" ", 1) for line in out.splitlines())
     return {names[ref]: sha for sha, ref in pairs if ref in names}
@@ -801,14 +842,14 @@ def _work(shadow: Shadow, ref: str, sha: str) -> Work:
     ws = str(shadow.workspace)
     base = None
     if shadow.head_sha:
-        found = _git("-C", ws, "merge-base", shadow.head_sha, sha)
+        found = _git("merge-base", shadow.head_sha, sha, workspace=ws)
         base = found.stdout.strip() if found.returncode == 0 else None
     span = f"{base}..{sha}" if base else sha
-    commits = int(_must("-C", ws, "rev-list", "--count", span).strip() or 0)
+    commits = int(_must("rev-list", "--count", span, workspace=ws).strip() or 0)
     if base:
-        listed = _must("-C", ws, "diff", "--name-only", "-z", base, sha)
+        listed = _must("diff", "--name-only", "-z", base, sha, workspace=ws)
     else:
-        listed = _must("-C", ws, "ls-tree", "-r", "--name-only", "-z", sha)
+        listed = _must("ls-tree", "-r", "--name-only", "-z", sha, workspace=ws)
     files = tuple(listed.split("\0")[:-1])
     apply = f"git -C {shlex.quote(ws)} merge {ref}"
     return Work(ref, commits, files, apply)
@@ -816,12 +857,11 @@ def _work(shadow: Shadow, ref: str, sha: str) -> Work:
 
 def _fetch_specs(workspace: Path, bare: Path, specs: list[str]) -> str | None:
     done = _git(
-        "-C", str(workspace),
         "-c", "fetch.fsckObjects=true",
         "-c", "transfer.fsckObjects=true",
-        "-c", "protocol.file.allow=always",
         "fetch", "--quiet", "--no-tags", "--no-prune", "--no-write-fetch-head",
         "--no-recurse-submodules", "--no-auto-maintenance", "--end-of-options", str(bare), *specs,
+        workspace=workspace,
     )  # fmt: skip
     return None if done.returncode == 0 else _said(done)
 
@@ -848,15 +888,17 @@ def _fast_forward(
         why = "a merge, rebase or cherry-pick is in progress in your repository"
     elif not (shadow.index_clean and _index_clean(shadow.workspace, old)):
         why = "your index has staged changes"
-    elif old and _git("-C", ws, "merge-base", "--is-ancestor", old, new).returncode != 0:
+    elif old and _git("merge-base", "--is-ancestor", old, new, workspace=ws).returncode != 0:
         why = f"the box's {name} does not descend from yours"
     if why:
         return None, f"{name} not fast-forwarded: {why}; the run's is {PREFIX}/{run_id}/{name}"
     message = f"flowerbox: fast-forward to run {run_id}"
-    _must("-C", ws, "update-ref", "-m", message, f"refs/heads/{name}", new, old or "0" * len(new))
+    _must(
+        "update-ref", "-m", message, f"refs/heads/{name}", new, old or "0" * len(new), workspace=ws
+    )
     # --reset (a one-way merge that ignores the working tree) keeps the stat data of
     # unchanged entries: the next `git status` does not re-hash every file
-    done = _git("-C", ws, "read-tree", "--reset", new)
+    done = _git("read-tree", "--reset", new, workspace=ws)
     if done.returncode != 0:
         return name, f"{name} moved, but the index was not reset ({_said(done)}): `git reset -q`"
     return name, None

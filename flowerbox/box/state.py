@@ -12,6 +12,8 @@
             watched/                        the start copies of files a box must not change
             gateway/                        mounted into the gateway container only: the
                                             usage ledger, the request log, the egress log
+        no-hooks/                           0555, empty: core.hooksPath of every git the host
+                                            runs (flowerbox.hostgit)
         secrets/<run_id>/credentials.env    0600, read once by the gateway as it starts, then
                                             removed (and swept after a killed CLI)
     /tmp/flowerbox-<uid>/fbx-*/             0700 each: one run's socket folder, mounted into its
@@ -39,6 +41,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from flowerbox.errors import RunError, StateError
+from flowerbox.hostgit import HostGit, empty_hooks
 
 RUN_ID = re.compile(r"\d{8}-\d{6}-[0-9a-f]{6}")
 
@@ -69,6 +72,11 @@ def _private(path: Path) -> Path:
 def home() -> Path:
     """flowerbox's host-only state folder."""
     return _private(base() / "flowerbox")
+
+
+def host_git() -> HostGit:
+    """git for the host (flowerbox.hostgit), its hooks path an empty folder in the state."""
+    return HostGit(hooks=empty_hooks(home()))
 
 
 def socket_root(under: Path = Path("/tmp")) -> Path:

@@ -14,11 +14,12 @@ appends the note (flowerbox.note's lines, and the push's) to each commit as `flo
 pushes the notes ref as a fast-forward. When another writer moved it in between, the push is
 refused: the notes are fetched again and written on top, `tries` times at most.
 
-git is the system's, configured by nothing of the machine's: GIT_CONFIG_NOSYSTEM, no global
-config, a private HOME, no hooks, no credential helper, no redirects followed, only the
-remote's own protocol. The credential goes in the environment (GIT_CONFIG_COUNT/KEY/VALUE,
-as `http.<url>.extraHeader`, sent to that repository's URL only), never in argv or a URL,
-which any process on the machine can read in /proc.
+git is the system's, run through flowerbox.hostgit (no hooks, no credential helper, bounded
+memory and time, only the remote's own protocol) and configured by nothing of the machine's:
+GIT_CONFIG_NOSYSTEM, no global config, a private HOME, no redirects followed. The credential
+goes in the environment (GIT_CONFIG_COUNT/KEY/VALUE, as `http.<url>.extraHeader`, sent to that
+repository's URL only), never in argv or a URL, which any process on the machine can read in
+/proc.
 """
 
 from __future__ import annotations
@@ -32,7 +33,8 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from flowerbox.broker.pktline import Command
-from flowerbox.errors import ProvenanceError
+from flowerbox.errors import HostGitError, ProvenanceError
+from flowerbox.hostgit import HostGit, empty_hooks
 from flowerbox.note import IDENTITY, NOTES_REF, Provenance
 
 __all__ = ["CAP", "TRIES", "Noted", "Upstream", "write_notes"]
@@ -120,23 +122,21 @@ class _Git:
         settings = {
             f"http.{upstream.url}.extraHeader": f"Authorization: {upstream.authorization}",
             "http.followRedirects": "false",
-            "credential.helper": "",
-            "core.hooksPath": os.devnull,
-            "protocol.allow": "never",
-            f"protocol.{urlsplit(upstream.url).scheme}.allow": "always",
         }
-        self.env = {
-            "PATH": os.environ.get("PATH", os.defpath),
+        env = {
             "HOME": str(home),
             "XDG_CONFIG_HOME": str(home),
             "GIT_CONFIG_NOSYSTEM": "1",
             "GIT_CONFIG_GLOBAL": os.devnull,
-            "GIT_TERMINAL_PROMPT": "0",
             "LC_ALL": "C",
             "GIT_CONFIG_COUNT": str(len(settings)),
         }
         for n, (key, value) in enumerate(settings.items()):
-            self.env |= {f"GIT_CONFIG_KEY_{n}": key, f"GIT_CONFIG_VALUE_{n}": value}
+            env |= {f"GIT_CONFIG_KEY_{n}": key, f"GIT_CONFIG_VALUE_{n}": value}
+        scheme = urlsplit(upstream.url).scheme
+        self.git = HostGit(
+            hooks=empty_hooks(scratch), protocols=(scheme,), timeout=TIMEOUT, env=env
+        )
 
     def __call__(self, *args: str, stdin: str | None = None) -> str:
         done = self.run(*args, stdin=stdin)
@@ -146,11 +146,8 @@ class _Git:
 
     def run(self, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
         try:
-            return subprocess.run(
-                ["git", *args], cwd=self.repo, env=self.env, input=stdin, capture_output=True,
-                text=True, timeout=TIMEOUT, check=False,
-            )  # fmt: skip
-        except (OSError, subprocess.TimeoutExpired) as exc:
+            return self.git.run(*args, repo=self.repo, stdin=stdin)
+        except HostGitError as exc:
             raise ProvenanceError(f"git {' '.join(args[:2])} failed: {exc}") from exc
 
     def new_commits(self, command: Command, most: int) -> list[str]:

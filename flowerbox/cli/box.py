@@ -8,7 +8,6 @@ only the box can get wrong: no engine, no image, no credentials, a bad workspace
 from __future__ import annotations
 
 import os
-import subprocess
 import tempfile
 from pathlib import Path
 from typing import Annotated
@@ -21,6 +20,7 @@ from flower.cli import check_args, options_help
 from flowerbox.box.engine import CHECKOUT, connect, ensure_image
 from flowerbox.box.options import DEFAULT_IMAGE, DISK_BUDGET_GB, BoxOptions
 from flowerbox.box.prepare import workspace_of
+from flowerbox.box.state import host_git
 from flowerbox.cli import kube
 from flowerbox.cli.options import (
     Allow,
@@ -46,7 +46,7 @@ from flowerbox.cli.options import (
     kube_target,
     on_kube,
 )
-from flowerbox.errors import ConfigError
+from flowerbox.errors import ConfigError, HostGitError
 from flowerbox.kube.target import BROKER
 from flowerbox.runs.launch import launch
 
@@ -180,9 +180,7 @@ def demo(image: Image = DEFAULT_IMAGE, base_image: BaseImage = None) -> None:
     root = Path(tempfile.mkdtemp(prefix="flowerbox-demo-"))
     workspace = root / "workspace"
     workspace.mkdir()
-    git = ["git", "-c", "user.name=demo", "-c", "user.email=demo@localhost"]
-    for command in (["git", "init", "-q"], [*git, "commit", "-q", "--allow-empty", "-m", "start"]):
-        subprocess.run(command, cwd=workspace, check=True, capture_output=True)
+    _first_commit(workspace)
     key = "sk-flowerbox-demo"  # the fake API requires it: the gateway must really inject it
     STDERR.print(f"demo workspace: {workspace} (the model is scripted; no real key is used)")
     with FakeAPI(starter_cast(), api_key=key) as api:
@@ -197,6 +195,24 @@ def demo(image: Image = DEFAULT_IMAGE, base_image: BaseImage = None) -> None:
         "branch: git branch --list 'flower/*')"
     )
     raise typer.Exit(code)
+
+
+def _first_commit(workspace: Path) -> None:
+    """`git init` and an empty first commit, through flowerbox.hostgit (plumbing only: no
+    hook of the user's global config runs)."""
+    git = host_git()
+
+    def must(*args: str, stdin: str | None = None) -> str:
+        done = git.run(*args, repo=workspace, stdin=stdin)
+        if done.returncode != 0:
+            raise HostGitError(f"git {args[-1]} failed in {workspace}: {done.stderr.strip()}")
+        return done.stdout.strip()
+
+    must("init", "-q", "--template=", str(workspace))
+    tree = must("mktree", stdin="")
+    commit = must("-c", "user.name=demo", "-c", "user.email=demo@localhost", "commit-tree",
+                  tree, "-m", "start")  # fmt: skip
+    must("update-ref", "HEAD", commit)
 
 
 @app.command()

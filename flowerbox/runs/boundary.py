@@ -5,7 +5,9 @@
     lines = after_run(spec, code)           # what the user is told at the end
 
 Before: the repository's tips for provenance, a start copy of every file a later `flower` on
-the host would load (`.env`, `.flowerbox/`, the protected paths), and the shadow gitdir the
+the host would load (`.env`, `.flowerbox/`, the protected paths) or the user's own git would
+read or run (config files it includes from the working tree, a hooks folder there), and the
+shadow gitdir the
 box gets instead of the user's `.git` (flowerbox.box.gitshadow) — all in the run's host-only
 folder (flowerbox.box.state).
 
@@ -31,7 +33,7 @@ from datetime import datetime
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from flowerbox.box import gitshadow
+from flowerbox.box import gitshadow, state
 from flowerbox.box.spec import BoxSpec
 from flowerbox.box.untrusted import clean, open_dir, read_bytes
 from flowerbox.errors import UntrustedFileError
@@ -103,8 +105,23 @@ def _bring_back(spec: BoxSpec, code: int | None) -> list[str]:
     if spec.git != "dir" or not path.is_file():
         return []
     shadow = records.from_json(gitshadow.Shadow, json.loads(path.read_text(encoding="utf-8")))
-    brought = gitshadow.bring_back(shadow, run_id=spec.run_id)
+    before = frozenset(_delivered(records.chain(spec.run_id)))
+    brought = gitshadow.bring_back(shadow, run_id=spec.run_id, delivered_before=before)
+    if brought.delivered:
+        mine = set(_delivered([spec.run_id])) | set(brought.delivered)
+        records.record(spec, delivered=sorted(mine))
     return brought.lines() if brought.branches or brought.skipped else []  # quiet when idle
+
+
+def _delivered(run_ids: list[str]) -> list[str]:
+    """The delivery branches these runs brought back under their own names, as flowerbox's
+    own records say (only the run that made such a branch, or one resuming it, may move it)."""
+    found: list[str] = []
+    for run_id in run_ids:
+        run = records.load(state.run_folder(run_id))
+        names = run.meta.get("delivered") if run is not None else None
+        found += [n for n in names if isinstance(n, str)] if isinstance(names, list) else []
+    return found
 
 
 def _notes(spec: BoxSpec, code: int | None) -> list[str]:
@@ -128,15 +145,25 @@ def _watched_report(spec: BoxSpec, code: int | None) -> list[str]:
 
 def watched(spec: BoxSpec) -> dict[str, str | None]:
     """Each watched file's text (None: not text, too big, or not a regular file), read as
-    box-written data: `.env`, everything under `.flowerbox/`, and the protected paths."""
+    box-written data: `.env`, everything under `.flowerbox/`, the protected paths, and what
+    the user's own git reads or runs from the working tree."""
     found: dict[str, str | None] = {}
     names = [*WATCHED_ROOTS, *(p for p in spec.protected if not p.startswith(".git/"))]
+    names += [p.relative_to(spec.workspace.resolve()).as_posix() for p in _git_reads(spec)]
     for name in names:
         for relative in _files(spec.workspace, PurePosixPath(name)):
             if len(found) >= MAX_WATCHED_FILES:
                 return found
             found[str(relative)] = _text(spec.workspace, relative)
     return found
+
+
+def _git_reads(spec: BoxSpec) -> list[Path]:
+    """What the user's own git reads or runs from the working tree (included config files,
+    a hooks folder there: flowerbox.hostgit), so a change the run made there is reported."""
+    if spec.git == "none":
+        return []
+    return state.host_git().in_tree(spec.workspace)
 
 
 def _files(root: Path, relative: PurePosixPath, depth: int = 0) -> list[PurePosixPath]:
@@ -179,8 +206,8 @@ def changes(before: dict[str, str | None], after: dict[str, str | None]) -> list
             continue
         how = "created" if name not in before else "removed" if name not in after else "changed"
         lines.append(
-            f"the run {how} {name}: a later `flower` or flowerbox here would read it; "
-            "check it before you keep it"
+            f"the run {how} {name}: a later `flower`, flowerbox or your own git here would "
+            "read or run it; check it before you keep it"
         )
         diff = difflib.unified_diff(
             _lines(old), _lines(new), f"{name} (before)", f"{name} (after)", lineterm=""

@@ -27,7 +27,6 @@ from rich.console import Console
 from rich.markup import escape
 
 from flower import Event, RunDir, Timeline, iso_utc, read_timeline
-from flowerbox.box import state
 from flowerbox.box.engine import Box, connect
 from flowerbox.box.untrusted import clean_data, exists, read_from, real_folder
 from flowerbox.box.untrusted import drop as drop_file
@@ -40,7 +39,6 @@ STDERR = Console(stderr=True, highlight=False, soft_wrap=True)
 DELIVERY_WAIT_S = 10.0  # how long answer/send wait to see the run take the file
 EVENTS_CHUNK = 1024 * 1024  # read at a time from a run's events file
 END_WAIT_S = 60.0  # how long stop waits for the run's keeper to record the end
-MAX_RESUMES = 100  # how far back a report follows a run's resumed_from
 
 
 def find(workspace: Path | None, run: str | None) -> Run:
@@ -146,19 +144,11 @@ def timeline(run: Run) -> Timeline:
     def read(relative: str, limit: int) -> bytes | None:
         return read_from(spec.workspace, below / relative, offset=0, limit=limit)
 
-    chain = [run.run_id]
-    while len(chain) < MAX_RESUMES and (earlier := _resumed_from(chain[-1])) is not None:
-        chain.append(earlier)
+    chain = records.chain(run.run_id)
     events = [RunDir(".").events(run_id).as_posix() for run_id in reversed(chain)]
     return read_timeline(
         spec.run_dir, workspace=spec.workspace, events=events, read=read, window=default_window()
     )
-
-
-def _resumed_from(run_id: str) -> str | None:
-    found = records.load(state.run_folder(run_id))
-    earlier = found.meta.get("resumed_from") if found is not None else None
-    return earlier if isinstance(earlier, str) and state.RUN_ID.fullmatch(earlier) else None
 
 
 def stop_run(run: Run) -> Run:

@@ -19,9 +19,10 @@ import json
 import subprocess
 from pathlib import Path
 
+from flowerbox.box import state
 from flowerbox.box.facts import summary
 from flowerbox.box.spec import BoxSpec
-from flowerbox.errors import ProvenanceError
+from flowerbox.errors import HostGitError, ProvenanceError
 from flowerbox.note import IDENTITY, NOTES_REF, Provenance, Spend, allowlist
 from flowerbox.runs import records
 
@@ -33,22 +34,24 @@ __all__ = [
 SNAPSHOT = "provenance-start.json"
 
 
+def _run(workspace: Path, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    """git in the user's repository, through flowerbox.hostgit (no hook or command of any
+    config runs)."""
+    try:
+        return state.host_git().run(*args, workspace=workspace, stdin=stdin)
+    except HostGitError as exc:
+        raise ProvenanceError(str(exc)) from exc
+
+
 def _git(workspace: Path, *args: str, stdin: str | None = None) -> str:
-    done = subprocess.run(
-        ["git", "-C", str(workspace), *args],
-        input=stdin,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    done = _run(workspace, *args, stdin=stdin)
     if done.returncode != 0:
         raise ProvenanceError(f"git {' '.join(args[:3])} failed: {done.stderr.strip()}")
     return done.stdout
 
 
 def _succeeds(workspace: Path, *args: str) -> bool:
-    done = subprocess.run(["git", "-C", str(workspace), *args], capture_output=True, check=False)
-    return done.returncode == 0
+    return _run(workspace, *args).returncode == 0
 
 
 def is_repository(workspace: Path) -> bool:

@@ -48,6 +48,7 @@ from flowerbox.box.untrusted import read_json as read_untrusted_json
 from flowerbox.errors import RunError
 
 META = "meta.json"
+MAX_RESUMES = 100  # how far back a run's resumed_from is followed
 OUTPUT = "output.log"
 SUPERVISOR_LOG = "supervisor.log"
 MAX_ASKS_BYTES = 256 * 1024
@@ -278,6 +279,19 @@ def find(workspace: Path, run_id: str | None) -> Run:
     raise RunError(f"no run {run_id!r} here or in the index: `flowerbox ps --all` lists them")
 
 
+def chain(run_id: str) -> list[str]:
+    """`run_id`, the run it resumed, the run that one resumed, ... (MAX_RESUMES at most),
+    from the host-only records."""
+    found = [run_id]
+    while len(found) < MAX_RESUMES:
+        run = load(state.run_folder(found[-1]))
+        earlier = run.meta.get("resumed_from") if run is not None else None
+        if not (isinstance(earlier, str) and state.RUN_ID.fullmatch(earlier)):
+            break
+        found.append(earlier)
+    return found
+
+
 def ensure_idle(workspace: Path) -> None:
     """Refuse a second flower run in a workspace whose runs/ a live (or unkept) run uses."""
     for run in runs_of(workspace):
@@ -296,7 +310,9 @@ def ensure_idle(workspace: Path) -> None:
 def record(spec: BoxSpec, **fields: Any) -> None:
     """Set `fields` on the run's record: `box` (the isolation the engine recorded for it,
     flowerbox.box.facts), `stop_reason` (why the host stopped it: a budget), `notices` (what the
-    end of the run told the user; `logs` and `attach` show them for a detached run)."""
+    end of the run told the user; `logs` and `attach` show them for a detached run),
+    `delivered` (the delivery branches it brought back under their own names: only it, or a
+    run resuming it, may move them)."""
 
     def change(meta: dict[str, Any]) -> dict[str, Any]:
         meta.update(fields)

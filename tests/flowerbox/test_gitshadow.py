@@ -5,19 +5,25 @@ or the workspace, and the test asserts that bring_back, quarantine and the user'
 
 from __future__ import annotations
 
+import json
 import os
+import pickle
 import subprocess
+import sys
 import time
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from flowerbox import hostgit
 from flowerbox.box import gitshadow
 from flowerbox.box.gitshadow import Shadow
 from flowerbox.errors import GitShadowError
+from tests.flowerbox import gitbombs
 
 RUN = "r1"
 
@@ -842,9 +848,30 @@ def test_a_woken_runs_branch_is_fast_forwarded_never_rewritten(
     box.git("checkout", "-q", DELIVERY)
     sha = box.commit("round2.py")
     box.git("checkout", "-q", "main")
-    assert box.back().ref(DELIVERY) == DELIVERY
+    mine = frozenset({DELIVERY})  # flowerbox's records: the run (or one it resumed) made it
+    assert gitshadow.bring_back(box.shadow, run_id=RUN, delivered_before=mine).ref(DELIVERY) == (
+        DELIVERY
+    )
     assert git(repo, "rev-list", "--count", f"{earlier}..{DELIVERY}").strip() == "1"
     assert git(repo, "rev-parse", DELIVERY).strip() == sha
+
+
+def test_a_new_run_never_moves_an_earlier_runs_delivery_branch(
+    repo: Path, make_box: Callable[..., Box]
+) -> None:
+    """G2 of issue 37: another run's delivery branch, even by a fast-forward, stays as it was;
+    the new commits come back under the run's prefix."""
+    git(repo, "branch", DELIVERY)  # delivered by an earlier run
+    earlier = git(repo, "rev-parse", DELIVERY).strip()
+    box = make_box(repo)
+    box.git("checkout", "-q", DELIVERY)
+    sha = box.commit("planted.py")
+    box.git("checkout", "-q", "main")
+    result = gitshadow.bring_back(box.shadow, run_id=RUN, delivered_before=frozenset({"x"}))
+    assert result.ref(DELIVERY) == f"flowerbox/{RUN}/{DELIVERY}" and not result.delivered
+    assert git(repo, "rev-parse", DELIVERY).strip() == earlier
+    assert git(repo, "rev-parse", result.ref(DELIVERY)).strip() == sha
+    box.user_is_safe()
 
 
 @pytest.mark.parametrize(
@@ -909,3 +936,64 @@ def test_a_delivery_with_planted_hooks_and_worktree_links_runs_nothing_on_the_ho
     assert result.branches == {DELIVERY: sha} and result.delivered == (DELIVERY,)
     box.user_is_safe()
     box.user_is_safe(planted)
+
+
+# -- G3 of issue 37: objects small on disk, huge in memory --------------------------------------
+
+MiB = 1 << 20
+# bring_back in a process of its own, so its peak memory and its git children's are its own
+MEASURED = """
+import json, pickle, resource, sys
+from flowerbox.box import gitshadow
+shadow = pickle.loads(bytes.fromhex(sys.stdin.read()))
+done = gitshadow.bring_back(shadow, run_id=sys.argv[1])
+peak = {who: resource.getrusage(getattr(resource, f"RUSAGE_{who}")).ru_maxrss
+        for who in ("SELF", "CHILDREN")}
+print(json.dumps({"branches": done.branches, "skipped": [s.what for s in done.skipped],
+                  "peak_kib": peak}))
+"""
+
+
+def measured_back(box: Box) -> dict[str, Any]:
+    done = subprocess.run(
+        [sys.executable, "-c", MEASURED, RUN],
+        input=pickle.dumps(box.shadow).hex(),
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=600,
+    )
+    found: dict[str, Any] = json.loads(done.stdout)
+    return found
+
+
+def test_a_delta_bomb_pack_is_refused_within_gits_memory_bound(box: Box) -> None:
+    """A 201-byte pack whose deltas make a 1.5 GiB blob: git indexing it stays under its
+    address-space bound (flowerbox.hostgit.MEMORY) and fails; the run's branch still comes
+    back. (Against main, git built the blob: 1.5 GiB resident.)"""
+    sha = box.commit("b.txt")
+    pack = gitbombs.delta_bomb(1536 * MiB)
+    (box.s / "objects" / "pack" / gitbombs.pack_name(pack)).write_bytes(pack)
+    done = measured_back(box)
+    assert done["branches"] == {"main": sha}
+    assert done["skipped"] == [gitbombs.pack_name(pack)]
+    assert done["peak_kib"]["CHILDREN"] * 1024 < hostgit.MEMORY + 64 * MiB
+    box.user_is_safe()
+
+
+def test_a_loose_object_that_inflates_to_hundreds_of_mib_costs_the_host_little(box: Box) -> None:
+    """A 400 MiB blob in a 400 KiB loose object, on the run's branch: it comes back, and
+    neither flowerbox (a chunk at a time) nor git (big files streamed) holds it in memory.
+    (Against main, flowerbox held it twice: 1.1 GiB for a 600 KB object.)"""
+    blob, data = gitbombs.loose_bomb(400 * MiB)
+    path = loose(box, blob)
+    path.parent.mkdir(exist_ok=True)
+    path.write_bytes(data)
+    box.git("update-index", "--add", "--cacheinfo", f"100644,{blob},big.bin")
+    box.git("commit", "-q", "-m", "a big file")
+    sha = box.git("rev-parse", "HEAD").strip()
+    done = measured_back(box)
+    assert done["branches"] == {"main": sha} and done["skipped"] == []
+    assert done["peak_kib"]["SELF"] * 1024 < 200 * MiB
+    assert done["peak_kib"]["CHILDREN"] * 1024 < 200 * MiB
+    assert git(box.ws, "cat-file", "-s", blob).strip() == str(400 * MiB)

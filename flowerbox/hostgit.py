@@ -1,0 +1,310 @@
+"""The one way flowerbox runs git on the host (issue 37, G1 and G3).
+
+    git = HostGit(hooks=empty_hooks(state_folder))
+    done = git.run("update-ref", "refs/heads/x", sha, workspace=ws)   # -C ws, checked config
+    done = git.run("index-pack", str(pack), repo=bare)                # -C bare, a repo of ours
+
+Every git process flowerbox starts on the host goes through `HostGit.run`, because the user's
+own configuration may hand the agent a way to run code there: husky's `core.hooksPath=.husky/_`
+or a `.githooks` convention in the repository's config, a relative `core.hooksPath` in
+`~/.gitconfig` (relative to the working tree), an `[include] path = ../.gitconfig` naming a
+tracked file the agent can rewrite. Whatever those say, a call here:
+
+- runs no hook (`core.hooksPath` is an empty folder of flowerbox's own), no fsmonitor, no
+  `core.alternateRefsCommand`, editor, pager, askpass, ssh command or credential helper
+  (`-c` settings, read after every config file and include, so they win; the helper list is
+  reset by its empty value), and no trace2 writer (its environment variables, which beat
+  config);
+- runs only the subcommands flowerbox needs (ALLOWED; `clone` only bare, `worktree` only
+  `list`): none of them checks files out, merges, or prints a patch, so no filter, textconv,
+  merge or diff driver a `.gitattributes` names is ever consulted (`diff` gets `--no-ext-diff
+  --no-textconv` all the same), and the global and system attribute files are off;
+- reaches only the transports the caller names (`GIT_ALLOW_PROTOCOL`: `file` by default);
+- with `workspace=`, first lists the configuration as git will read it: an entry that comes
+  from a file inside the working tree (not `.git/`, which the box never sees) is the agent's.
+  What such an entry could do that a `-c` cannot undo is refused (HostGitError): a `url.*`
+  rewrite (multi-valued); `fsck` severities it weakens are set back to errors; everything
+  else it may set is overridden above or never read by these subcommands;
+- is bounded: git's own memory knobs (pack windows, delta cache, big files streamed, one
+  thread, packs always indexed rather than exploded), an address-space limit on the process
+  and its children (`ulimit -v` in a `sh` that then execs git: no shell ever parses an
+  argument), and a timeout that kills its process group, with a message that says which.
+
+The environment is the caller's minus every `GIT_*` variable (a repository, config or
+command of someone else's) but the identity ones.
+
+Errors:
+
+    HostGitError              git could not run, ran past its time, or the workspace's
+                              config holds what flowerbox cannot neutralize (the message
+                              names the file and the fix)
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import subprocess
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from flowerbox.errors import HostGitError
+
+__all__ = ["ALLOWED", "MEMORY", "TIMEOUT", "HostGit", "HostGitError", "empty_hooks"]
+
+TIMEOUT = 900.0
+MEMORY = 1 << 30  # the address space of one git process (and each of its children)
+# The subcommands flowerbox runs: reads, ref updates, fetch/push, notes; nothing that checks
+# out, merges or prints a patch (those would consult attribute-named drivers).
+ALLOWED = frozenset(
+    {
+        "cat-file", "check-ref-format", "clone", "commit-tree", "config", "diff", "diff-index",
+        "fetch", "for-each-ref", "index-pack", "init", "ls-files", "ls-remote", "ls-tree",
+        "merge-base", "mktree", "notes", "push", "read-tree", "rev-list", "rev-parse",
+        "show-ref", "symbolic-ref", "update-ref", "var", "worktree",
+    }
+)  # fmt: skip
+# Subcommands allowed only in a form that checks nothing out: one of these arguments present.
+ONLY_WITH = {"clone": ("--mirror", "--bare"), "worktree": ("list",)}
+# Read after every file and include: each wins over what any config says.
+SETTINGS = (
+    ("core.fsmonitor", "false"),
+    ("core.untrackedCache", "false"),
+    ("core.alternateRefsCommand", "true"),  # lists no refs (an empty value would run "")
+    ("core.editor", ":"),
+    ("sequence.editor", ":"),
+    ("core.pager", "cat"),
+    ("core.askPass", ""),
+    ("core.sshCommand", "false"),
+    ("core.attributesFile", os.devnull),
+    ("credential.helper", ""),  # the empty value resets the list
+    ("commit.gpgSign", "false"),
+    ("tag.gpgSign", "false"),
+    ("gc.auto", "0"),
+    ("maintenance.auto", "false"),
+    ("fetch.writeCommitGraph", "false"),
+    ("submodule.recurse", "false"),
+    # memory: pack windows, the delta base cache, big files streamed, one thread
+    ("core.packedGitLimit", "256m"),
+    ("core.packedGitWindowSize", "32m"),
+    ("core.deltaBaseCacheLimit", "32m"),
+    ("core.bigFileThreshold", "64m"),
+    ("pack.windowMemory", "64m"),
+    ("pack.deltaCacheSize", "32m"),
+    ("pack.threads", "1"),
+    ("transfer.unpackLimit", "1"),  # index-pack streams a pack; unpack-objects inflates
+    ("fetch.unpackLimit", "1"),
+)
+# Identity may come from the caller's environment; every other GIT_* variable is dropped.
+KEPT_ENV = re.compile(r"GIT_(AUTHOR|COMMITTER)_(NAME|EMAIL|DATE)")
+ENV = {
+    "GIT_TERMINAL_PROMPT": "0",
+    "GIT_ASKPASS": "",  # an empty one is no askpass (and SSH_ASKPASS is not looked at)
+    "GIT_PAGER": "cat",
+    "GIT_EDITOR": ":",
+    "GIT_ATTR_NOSYSTEM": "1",
+    "GIT_NO_REPLACE_OBJECTS": "1",
+    "GIT_TRACE2": "0",
+    "GIT_TRACE2_EVENT": "0",
+    "GIT_TRACE2_PERF": "0",
+    "GIT_PROTOCOL_FROM_USER": "0",
+}
+DROPPED_ENV = ("SSH_ASKPASS", "EDITOR", "VISUAL", "PAGER")
+# What a config file in the working tree may not set: multi-valued, so no -c undoes it.
+REFUSED = re.compile(r"url\..*")
+# What it may weaken and a -c sets back: fsck severities, skip lists, the checks themselves.
+FSCK = re.compile(r"((fetch|receive)\.)?fsck\.[^.]+|(fetch|transfer|receive)\.fsckobjects")
+SHOWN = 200  # characters of a command shown in an error
+
+
+@dataclass(frozen=True)
+class HostGit:
+    """git on the host, hardened as the module says. `hooks` is an empty folder of
+    flowerbox's own (`empty_hooks`); `protocols`, the transports a fetch may use; `env`,
+    variables set last (a caller's credential header, a private HOME)."""
+
+    hooks: Path
+    protocols: tuple[str, ...] = ("file",)
+    memory: int = MEMORY
+    timeout: float = TIMEOUT
+    env: Mapping[str, str] = field(default_factory=dict)
+
+    def run(
+        self,
+        *args: str,
+        workspace: Path | None = None,
+        repo: Path | None = None,
+        stdin: str | None = None,
+    ) -> subprocess.CompletedProcess[str]:
+        """git `args` (optionally `-c k=v` pairs, then a subcommand of ALLOWED) in `repo`
+        (a repository of flowerbox's), or in `workspace` (the user's, whose working tree
+        the box wrote: its config is checked first), else in no repository.
+
+        Raises:
+            HostGitError: git could not run or timed out, the subcommand is not one
+                flowerbox runs, or the workspace's config cannot be neutralized.
+        """
+        command = _subcommand(args)
+        where: tuple[str, ...] = ()
+        overrides: list[str] = []
+        if workspace is not None:
+            where = ("-C", str(workspace))
+            overrides = self._neutralize(workspace)
+        elif repo is not None:
+            where = ("-C", str(repo))
+        if command == "diff":
+            at = args.index("diff") + 1
+            args = (*args[:at], "--no-ext-diff", "--no-textconv", *args[at:])
+        argv = ["git", *where, *self._settings(), *overrides, *args]
+        return self._spawn(argv, stdin)
+
+    def _settings(self) -> list[str]:
+        pairs = [("core.hooksPath", str(self.hooks)), *SETTINGS]
+        return [part for key, value in pairs for part in ("-c", f"{key}={value}")]
+
+    def in_tree(self, workspace: Path) -> list[Path]:
+        """What your own git in `workspace` reads or runs from its working tree, which the box
+        writes: config files included from there, and the hooks folder when `core.hooksPath`
+        lies there (husky's `.husky/_`, a relative path in ~/.gitconfig). flowerbox's calls
+        use neither; your next `git commit` does, so the run reports what changed in them."""
+        top = workspace.resolve()
+        entries = self._config(workspace)
+        found = {path for path, _, _ in entries if _in(path, top)}
+        hooks = [value for _, key, value in entries if key == "core.hookspath"]
+        if hooks and _in(where := (top / Path(hooks[-1]).expanduser()).resolve(), top):
+            found.add(where)
+        return sorted(found)
+
+    def _config(self, workspace: Path) -> list[tuple[Path, str, str]]:
+        """(file, key, value) of each setting git reads in `workspace` from a file, the file
+        resolved (a relative include is relative to the workspace's top, as git prints it)."""
+        listed = self._spawn(
+            ["git", "-C", str(workspace), *self._settings(), "config", "--list",
+             "--show-origin", "-z"], None,
+        )  # fmt: skip
+        if listed.returncode != 0:
+            return []  # not a repository (yet): the call itself says so
+        return [((workspace / o).resolve(), k, v) for o, k, v in _entries(listed.stdout)]
+
+    def _neutralize(self, workspace: Path) -> list[str]:
+        """`-c` settings that undo what config read from the working tree weakens; raises
+        for what none can undo."""
+        top = workspace.resolve()
+        out: list[str] = []
+        for path, key, _ in self._config(workspace):
+            if not _in(path, top):
+                continue
+            if REFUSED.fullmatch(key):
+                raise HostGitError(
+                    f"{path} sets {key}, and git reads it from your repository's config: it "
+                    "lies in the working tree the run could rewrite, so flowerbox runs no git "
+                    f"there; move that setting out of the working tree (`git config --show-"
+                    f"origin --get-regexp '^url\\.'` shows where it is included)"
+                )
+            if FSCK.fullmatch(key):
+                out += ["-c", f"{key}={_strict(key)}"]
+        return out
+
+    def _spawn(self, argv: list[str], stdin: str | None) -> subprocess.CompletedProcess[str]:
+        if shutil.which("git") is None:
+            raise HostGitError("git is not installed on this machine: install git")
+        limited = ["sh", "-c", 'ulimit -v "$0" && exec "$@"', str(self.memory // 1024), *argv]
+        try:
+            process = subprocess.Popen(
+                limited,
+                stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+                env=self._environment(),
+                start_new_session=True,  # its children die with it on a timeout
+            )
+        except OSError as exc:
+            raise HostGitError(f"git {_named(argv)} could not run: {exc}") from exc
+        try:
+            out, err = process.communicate(stdin, timeout=self.timeout)
+        except subprocess.TimeoutExpired as exc:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.communicate()
+            raise HostGitError(
+                f"git {_named(argv)} ran past {self.timeout:.0f} s and was stopped: the "
+                "repository may be very large or damaged; run the command by hand to see"
+            ) from exc
+        return subprocess.CompletedProcess(argv, process.returncode, out, err)
+
+    def _environment(self) -> dict[str, str]:
+        env = {
+            k: v
+            for k, v in os.environ.items()
+            if (not k.startswith("GIT_") or KEPT_ENV.fullmatch(k)) and k not in DROPPED_ENV
+        }
+        env |= ENV
+        env["GIT_ALLOW_PROTOCOL"] = ":".join(self.protocols)
+        env |= self.env
+        return env
+
+
+def empty_hooks(parent: Path) -> Path:
+    """`parent`/no-hooks: an empty folder (0555) that core.hooksPath names; anything found
+    in it is removed first (only flowerbox's own state holds it).
+
+    Raises:
+        HostGitError: it cannot be made.
+    """
+    folder = parent / "no-hooks"
+    try:
+        if folder.is_symlink():
+            folder.unlink()
+        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        if any(folder.iterdir()):
+            folder.chmod(0o700)
+            shutil.rmtree(folder)
+            folder.mkdir(mode=0o700)
+        folder.chmod(0o555)
+    except OSError as exc:
+        raise HostGitError(f"cannot make {folder} for git's hooks path: {exc}") from exc
+    return folder
+
+
+def _subcommand(args: tuple[str, ...]) -> str:
+    at = 0
+    while at < len(args) and args[at] == "-c":
+        at += 2
+    command = args[at] if at < len(args) else ""
+    needed = ONLY_WITH.get(command)
+    if command not in ALLOWED or (needed and not set(needed) & set(args[at + 1 :])):
+        raise HostGitError(f"flowerbox does not run `git {command}` on the host in that form")
+    return command
+
+
+def _entries(listed: str) -> list[tuple[str, str, str]]:
+    """(origin file, key, value) of each `config --list --show-origin -z` entry read from a
+    file (not the command line)."""
+    parts = listed.split("\0")
+    found = []
+    for origin, entry in zip(parts[0::2], parts[1::2], strict=False):
+        if origin.startswith("file:"):
+            key, _, value = entry.partition("\n")
+            found.append((origin[5:], key.lower(), value))
+    return found
+
+
+def _in(path: Path, top: Path) -> bool:
+    """Inside the working tree `top`, but not its `.git` (which the box never sees)."""
+    return path.is_relative_to(top) and not path.is_relative_to(top / ".git")
+
+
+def _strict(key: str) -> str:
+    """The value that undoes a weakened fsck setting."""
+    if key.endswith("skiplist"):
+        return os.devnull
+    return "true" if key.endswith("fsckobjects") else "error"
+
+
+def _named(argv: list[str]) -> str:
+    """The subcommand and what follows it, for a message."""
+    at = next((i for i, a in enumerate(argv) if a in ALLOWED), len(argv))
+    return " ".join(argv[at : at + 3])[:SHOWN]
