@@ -70,6 +70,14 @@ _HOMES = {
     "flower.core.statefile": ("StateFileError", "atomic_write_json", "read_json", "update_json"),
     "flower.core.timeline": ("Timeline", "read_timeline"),
     "flower.core.times": ("iso_utc",),
+    "flower.core.untrusted": (
+        "MAX_JSON_DEPTH",
+        "PrintableStream",
+        "UntrustedJSONError",
+        "parse_json",
+        "printable",
+        "printable_data",
+    ),
     "flower.core.workbench": ("Workbench",),
     "flower.core.workspace": (
         "in_git_repository",
@@ -120,12 +128,14 @@ __all__ = [
     "JUDGE_RULES",
     "LANG_ENV",
     "Lineage",
+    "MAX_JSON_DEPTH",
     "Lookup",
     "ORACLE_RULES",
     "OVER_BUDGET",
     "PLUGIN_DIR",
     "Price",
     "PriceTable",
+    "PrintableStream",
     "PrunePolicy",
     "PruningSessionStore",
     "RUN_ID_ENV",
@@ -141,6 +151,7 @@ __all__ = [
     "Timeline",
     "TrimPolicy",
     "TrimmingSessionStore",
+    "UntrustedJSONError",
     "Verdict",
     "WORKER_RULES",
     "Workbench",
@@ -172,6 +183,9 @@ __all__ = [
     "normalize",
     "oracle",
     "parse_dotenv",
+    "parse_json",
+    "printable",
+    "printable_data",
     "read_json",
     "read_timeline",
     "shown",
@@ -259,6 +273,14 @@ if TYPE_CHECKING:  # what type checkers and IDEs see
     from flower.core.statefile import StateFileError, atomic_write_json, read_json, update_json
     from flower.core.timeline import Timeline, read_timeline
     from flower.core.times import iso_utc
+    from flower.core.untrusted import (
+        MAX_JSON_DEPTH,
+        PrintableStream,
+        UntrustedJSONError,
+        parse_json,
+        printable,
+        printable_data,
+    )
     from flower.core.workbench import Workbench
     from flower.core.workspace import (
         in_git_repository,

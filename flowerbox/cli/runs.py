@@ -34,11 +34,10 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from flower import FlowerError
+from flower import FlowerError, printable
 from flower.cli import PngOut, Render, SvgOut, contract, positive_usd, table_console, write_report
 from flowerbox.box.options import BoxOptions
 from flowerbox.box.spec import answer_command
-from flowerbox.box.untrusted import clean
 from flowerbox.cli import kube
 from flowerbox.cli.options import (
     Broker,
@@ -311,14 +310,14 @@ def _report_end(run: Run) -> int | None:
     cost = run.cost_usd()
     spent = "" if cost is None else f" · ${cost:.4f}"
     for line in run.meta.get("notices") or []:
-        STDERR.print(escape(clean(str(line))))
+        STDERR.print(escape(printable(str(line), one_line=True)))
     STDERR.print(f"{run.run_id}: {status_text(run)}{spent}", style="bold")
     output = run.state_dir / records.OUTPUT
     if run.exit_code not in (0, 1, 3, 130) and output.is_file():
         with output.open("rb") as handle:  # the agent's output: its tail, cleaned
             handle.seek(max(0, output.stat().st_size - 64 * 1024))
             tail = handle.read().decode("utf-8", errors="replace").splitlines()[-20:]
-        STDERR.print(escape(clean("\n".join(tail))), style="dim")
+        STDERR.print(escape(printable("\n".join(tail))), style="dim")
     return run.exit_code
 
 
