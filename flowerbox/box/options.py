@@ -12,6 +12,7 @@ from pathlib import Path
 
 DEFAULT_IMAGE = "flowerbox:dev"
 DISK_BUDGET_GB = 20.0  # docs/threat-model.md: a bind mount has no quota
+INODE_BUDGET = 1_000_000  # nor a count of files (docs/decisions.md, issue 37)
 
 
 @dataclass(frozen=True)
@@ -25,3 +26,4 @@ class BoxOptions:
     allow: tuple[str, ...] = ()
     allow_presets: tuple[str, ...] = ()
     disk_budget_gb: float | None = DISK_BUDGET_GB  # None or 0: no limit
+    inode_budget: int | None = INODE_BUDGET  # None or 0: no limit

@@ -130,7 +130,7 @@ def _attached(spec: BoxSpec, box: Box, raw: list[str] | None) -> int:
 
         for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
             signal.signal(sig, stop)
-        with watch_disk(spec, box.stop):
+        with watch_disk(spec, box.stop, held=box.pids):
             code = box.run(write=_write(sys.stdout), write_err=_write(sys.stderr))
         return code
     finally:

@@ -6,7 +6,8 @@ Every box run (attached or detached) has a host-only folder, BoxSpec.state_dir
     meta.json          run id, command, workspace, containers, status, started/ended, exit
                        code, cost, the BoxSpec; atomic JSON (statefile). `resume` rebuilds a
                        box from this alone.
-    output.log         the agent's stdout and stderr (detached)
+    output.log         the agent's stdout and stderr (detached; the previous 16 MiB in
+                       output.log.1: flowerbox.runs.outputlog)
     supervisor.log     the detached supervisor's own lines
     agent.stderr.log, gateway.stderr.log
                        each container's stderr, kept by the host as it removes the container
