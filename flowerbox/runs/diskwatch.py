@@ -14,7 +14,8 @@ The run's use counts everything the run can make the host keep:
 - files the box's processes hold open after unlinking them: no folder shows them, and they
   keep their space until the last process closes them. `held()` names the box's processes
   (host pids); each one's /proc/<pid>/fd links are stat'ed and a regular file with no name
-  left (`st_nlink == 0`) on a watched filesystem counts, once per inode.
+  left (`st_nlink == 0`) on a watched filesystem counts, once per inode; so does a deleted
+  file only mapped into memory (/proc/<pid>/maps), by the extent mapped.
 
 `on_exceeded` is called once, with a message.
 """
@@ -95,10 +96,12 @@ def tree_usage(root: Path) -> Usage:
 
 def unlinked_usage(pids: Iterable[int], devices: set[int]) -> Usage:
     """Space and inodes of the regular files on `devices` that the processes `pids` hold
-    open with no name left (unlinked), each file once; a process that is gone, or whose
-    descriptors cannot be read, adds nothing."""
+    with no name left (unlinked), each file once: through an open descriptor (its blocks),
+    or only mapped into memory after the descriptor was closed (the mapping's extent). A
+    process that is gone, or whose /proc entries cannot be read, adds nothing."""
     seen: dict[tuple[int, int], int] = {}
     for pid in pids:
+        seen |= _mapped_unlinked(pid, devices)
         fds = f"/proc/{pid}/fd"
         try:
             names = os.listdir(fds)
@@ -112,6 +115,25 @@ def unlinked_usage(pids: Iterable[int], devices: set[int]) -> Usage:
             if stat.S_ISREG(info.st_mode) and info.st_nlink == 0 and info.st_dev in devices:
                 seen[(info.st_dev, info.st_ino)] = info.st_blocks * 512
     return Usage(sum(seen.values()), len(seen))
+
+
+def _mapped_unlinked(pid: int, devices: set[int]) -> dict[tuple[int, int], int]:
+    """{(device, inode): extent} of the deleted files `pid` maps (/proc/<pid>/maps lines:
+    `start-end perms offset major:minor inode path (deleted)`)."""
+    found: dict[tuple[int, int], int] = {}
+    try:
+        with open(f"/proc/{pid}/maps", encoding="utf-8", errors="replace") as handle:
+            lines = [line for line in handle if line.endswith(" (deleted)\n")]
+    except OSError:
+        return found
+    for line in lines:
+        span, _, offset, dev, inode, *_ = line.split()
+        start, end = (int(part, 16) for part in span.split("-"))
+        major, minor = (int(part, 16) for part in dev.split(":"))
+        key = (os.makedev(major, minor), int(inode))
+        if key[0] in devices and key[1]:
+            found[key] = max(found.get(key, 0), int(offset, 16) + end - start)
+    return found
 
 
 class DiskWatch:

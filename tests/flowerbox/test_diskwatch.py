@@ -87,25 +87,27 @@ def test_a_link_is_not_followed_when_measuring(tmp_path: Path) -> None:
 
 
 HOLDER = """
-import os, sys, time
+import mmap, os, sys, time
 fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o600)
 os.write(fd, b"x" * int(sys.argv[2]))
 os.fsync(fd)
 os.unlink(sys.argv[1])
+if sys.argv[3] == "mapped":
+    kept = mmap.mmap(fd, 0)
+    os.close(fd)
 print("held", flush=True)
 time.sleep(60)
 """
 
 
 @pytest.fixture
-def holder(tmp_path: Path) -> Iterator[Callable[[Path, int], subprocess.Popen[str]]]:
+def holder(tmp_path: Path) -> Iterator[Callable[..., subprocess.Popen[str]]]:
     """A real process that writes a file, unlinks it and keeps it open (as a box's would)."""
     started: list[subprocess.Popen[str]] = []
 
-    def start(path: Path, size: int) -> subprocess.Popen[str]:
-        proc = subprocess.Popen(
-            [sys.executable, "-c", HOLDER, str(path), str(size)], stdout=subprocess.PIPE, text=True
-        )
+    def start(path: Path, size: int, how: str = "open") -> subprocess.Popen[str]:
+        argv = [sys.executable, "-c", HOLDER, str(path), str(size), how]
+        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True)
         started.append(proc)
         assert proc.stdout is not None and proc.stdout.readline() == "held\n"
         return proc
@@ -117,7 +119,7 @@ def holder(tmp_path: Path) -> Iterator[Callable[[Path, int], subprocess.Popen[st
 
 
 def test_a_file_unlinked_while_open_counts_against_the_budget(
-    tmp_path: Path, holder: Callable[[Path, int], subprocess.Popen[str]]
+    tmp_path: Path, holder: Callable[..., subprocess.Popen[str]]
 ) -> None:
     """D1 (issue 37): 700 MiB written, unlinked, kept open: no folder shows it."""
     box = tmp_path / "ws"
@@ -134,7 +136,7 @@ def test_a_file_unlinked_while_open_counts_against_the_budget(
 
 
 def test_unlinked_files_of_processes_not_the_boxs_are_not_the_runs(
-    tmp_path: Path, holder: Callable[[Path, int], subprocess.Popen[str]]
+    tmp_path: Path, holder: Callable[..., subprocess.Popen[str]]
 ) -> None:
     box = tmp_path / "ws"
     box.mkdir()
@@ -148,7 +150,7 @@ def test_unlinked_files_of_processes_not_the_boxs_are_not_the_runs(
 
 
 def test_unlinked_usage_counts_each_file_once_on_the_watched_devices_only(
-    tmp_path: Path, holder: Callable[[Path, int], subprocess.Popen[str]]
+    tmp_path: Path, holder: Callable[..., subprocess.Popen[str]]
 ) -> None:
     proc = holder(tmp_path / "a.bin", 2 * MB)
     device = tmp_path.stat().st_dev
@@ -157,6 +159,8 @@ def test_unlinked_usage_counts_each_file_once_on_the_watched_devices_only(
     assert unlinked_usage([proc.pid, proc.pid], {device}) == once
     assert unlinked_usage([proc.pid], {device + 1}) == Usage()
     assert unlinked_usage([2**22 + 7], {device}) == Usage()  # no such process
+    mapped = holder(tmp_path / "b.bin", 3 * MB, "mapped")  # its descriptor closed
+    assert unlinked_usage([mapped.pid], {device}).bytes >= 3 * MB
 
 
 def test_many_empty_files_pass_the_inode_budget(tmp_path: Path) -> None:
