@@ -71,7 +71,6 @@ _HOMES = {
     "flower.core.timeline": ("Timeline", "read_timeline"),
     "flower.core.times": ("iso_utc",),
     "flower.core.untrusted": (
-        "MAX_JSON_DEPTH",
         "PrintableStream",
         "UntrustedJSONError",
         "parse_json",
@@ -128,7 +127,6 @@ __all__ = [
     "JUDGE_RULES",
     "LANG_ENV",
     "Lineage",
-    "MAX_JSON_DEPTH",
     "Lookup",
     "ORACLE_RULES",
     "OVER_BUDGET",
@@ -274,7 +272,6 @@ if TYPE_CHECKING:  # what type checkers and IDEs see
     from flower.core.timeline import Timeline, read_timeline
     from flower.core.times import iso_utc
     from flower.core.untrusted import (
-        MAX_JSON_DEPTH,
         PrintableStream,
         UntrustedJSONError,
         parse_json,

@@ -11,7 +11,6 @@ from pathlib import Path
 import pytest
 
 from flower import (
-    MAX_JSON_DEPTH,
     PrintableStream,
     UntrustedJSONError,
     parse_json,
@@ -21,6 +20,7 @@ from flower import (
 )
 from flower.core.statefile import CorruptStateError
 from flower.core.timeline import read_timeline
+from flower.core.untrusted import MAX_JSON_DEPTH
 
 ATTACKS = [
     "\x1b]0;pwned title\x07",
