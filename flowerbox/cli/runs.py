@@ -21,6 +21,7 @@ FlowerboxErrors: exit 2 with a message that says what to do (flowerbox.cli.app).
 
 from __future__ import annotations
 
+import shlex
 import signal
 import sys
 import threading
@@ -135,13 +136,15 @@ def ps(
 
 def _questions(console: Console, run_id: str, asks: list[dict[str, Any]], answer: str) -> None:
     """A run's pending questions, each with the command that answers it (`{id}` in `answer`
-    becomes the question's id). The asks are cleaned of terminal controls already."""
+    becomes the question's id, quoted: the box chose it, and the command is for pasting).
+    Whoever read them, every string goes through the sanitizer here too."""
     for ask in asks:
         offered = ask.get("options")
         options = f"  [{' / '.join(map(str, offered))}]" if isinstance(offered, list) else ""
         line = f"{run_id} {ask['id']}: {ask.get('question')}{options}"
-        console.print(line, markup=False)
-        console.print(f"  answer: {answer.replace('{id}', ask['id'])}", markup=False)
+        console.print(printable(line), markup=False)
+        ask_id = shlex.quote(printable(str(ask["id"]), one_line=True))
+        console.print(f"  answer: {answer.replace('{id}', ask_id)}", markup=False)
 
 
 def _short(command: list[str], width: int | None) -> str:
