@@ -26,6 +26,7 @@ from flower.cli.exits import exit_codes
 from flower.cli.status import lineage_steps, outcome_cell, read_only, read_rows, unreadable
 from flower.cli.tables import table_console
 from flower.core.rundir import RunDir
+from flower.core.untrusted import printable_data
 from flower.errors import RunDirError
 
 LARGEST = 5
@@ -111,7 +112,7 @@ def report(run_dir: Path) -> dict[str, Any]:
             largest += session.pop("results")
             sessions.append(session)
     largest.sort(key=lambda r: r["chars"], reverse=True)
-    return contract.document(
+    document = contract.document(
         "flower analyze",
         run_dir=str(run_dir.resolve()),
         steps=[contract.attempt(row, run_dir) for row in steps],
@@ -119,6 +120,9 @@ def report(run_dir: Path) -> dict[str, Any]:
         totals=_totals(steps, sessions),
         largest_results=largest[:LARGEST],
     )
+    # In a flowerbox workspace the box wrote the run dir: no string reaches a terminal raw.
+    shown: dict[str, Any] = printable_data(document)
+    return shown
 
 
 def read_transcripts(db: Path) -> list[Stats]:
