@@ -70,6 +70,13 @@ _HOMES = {
     "flower.core.statefile": ("StateFileError", "atomic_write_json", "read_json", "update_json"),
     "flower.core.timeline": ("Timeline", "read_timeline"),
     "flower.core.times": ("iso_utc",),
+    "flower.core.untrusted": (
+        "PrintableStream",
+        "UntrustedJSONError",
+        "parse_json",
+        "printable",
+        "printable_data",
+    ),
     "flower.core.workbench": ("Workbench",),
     "flower.core.workspace": (
         "in_git_repository",
@@ -126,6 +133,7 @@ __all__ = [
     "PLUGIN_DIR",
     "Price",
     "PriceTable",
+    "PrintableStream",
     "PrunePolicy",
     "PruningSessionStore",
     "RUN_ID_ENV",
@@ -141,6 +149,7 @@ __all__ = [
     "Timeline",
     "TrimPolicy",
     "TrimmingSessionStore",
+    "UntrustedJSONError",
     "Verdict",
     "WORKER_RULES",
     "Workbench",
@@ -172,6 +181,9 @@ __all__ = [
     "normalize",
     "oracle",
     "parse_dotenv",
+    "parse_json",
+    "printable",
+    "printable_data",
     "read_json",
     "read_timeline",
     "shown",
@@ -259,6 +271,13 @@ if TYPE_CHECKING:  # what type checkers and IDEs see
     from flower.core.statefile import StateFileError, atomic_write_json, read_json, update_json
     from flower.core.timeline import Timeline, read_timeline
     from flower.core.times import iso_utc
+    from flower.core.untrusted import (
+        PrintableStream,
+        UntrustedJSONError,
+        parse_json,
+        printable,
+        printable_data,
+    )
     from flower.core.workbench import Workbench
     from flower.core.workspace import (
         in_git_repository,

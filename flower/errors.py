@@ -20,6 +20,8 @@ Tree (each class lives beside the code that raises it; the leaves carry their da
     ├── StateFileError (ValueError)    `path`: a JSON state file (flower.core.statefile)
     │   ├── CorruptStateError          it does not parse; it is left untouched
     │   └── LockTimeoutError           `timeout`, `holder`: its lock stayed held
+    ├── UntrustedJSONError (ValueError) box-written JSON too large, too deep or not JSON
+    │                                  (flower.core.untrusted)
     ├── WorkbenchError (ValueError)    `path`: the workbench cannot live there
     │                                  (flower.core.workbench)
     ├── StoreError                     `path`, `problem`, `fix`: sessions.db cannot be used

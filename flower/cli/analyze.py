@@ -9,9 +9,11 @@ migration), so a run may be going on at the same time.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sqlite3
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -26,6 +28,8 @@ from flower.cli.exits import exit_codes
 from flower.cli.status import lineage_steps, outcome_cell, read_only, read_rows, unreadable
 from flower.cli.tables import table_console
 from flower.core.rundir import RunDir
+from flower.core.statefile import STATE_LIMIT
+from flower.core.untrusted import parse_json, printable_data
 from flower.errors import RunDirError
 
 LARGEST = 5
@@ -111,7 +115,7 @@ def report(run_dir: Path) -> dict[str, Any]:
             largest += session.pop("results")
             sessions.append(session)
     largest.sort(key=lambda r: r["chars"], reverse=True)
-    return contract.document(
+    document = contract.document(
         "flower analyze",
         run_dir=str(run_dir.resolve()),
         steps=[contract.attempt(row, run_dir) for row in steps],
@@ -119,6 +123,9 @@ def report(run_dir: Path) -> dict[str, Any]:
         totals=_totals(steps, sessions),
         largest_results=largest[:LARGEST],
     )
+    # In a flowerbox workspace the box wrote the run dir: no string reaches a terminal raw.
+    shown: dict[str, Any] = printable_data(document)
+    return shown
 
 
 def read_transcripts(db: Path) -> list[Stats]:
@@ -136,7 +143,7 @@ def read_transcripts(db: Path) -> list[Stats]:
                 rows = conn.execute(
                     "SELECT payload FROM entries WHERE store_key = ? ORDER BY seq", (key,)
                 ).fetchall()
-                entries = decode([payload for (payload,) in rows])
+                entries = _entries([payload for (payload,) in rows], decode)
                 project, sid, *sub = key.split("/", 2)
                 stats = transcript_stats(entries, session_id=sid)
                 if session is None:
@@ -149,6 +156,20 @@ def read_transcripts(db: Path) -> list[Stats]:
                 _add_subagents(session)
                 sessions.append(session)
     return sessions
+
+
+def _entries(payloads: list[str], decode: Callable[[list[str]], list[Any]]) -> list[Any]:
+    """The payloads decoded by the store's own fast decoder; when one nests too deep for it
+    (a RecursionError: in a flowerbox workspace the box writes sessions.db too), each through
+    the bounded parser instead, the ones it refuses left out."""
+    try:
+        return decode(payloads)
+    except RecursionError:
+        kept = []
+        for payload in payloads:
+            with contextlib.suppress(ValueError):
+                kept.append(parse_json(payload, limit=STATE_LIMIT))
+        return kept
 
 
 def transcript_stats(entries: list[dict[str, Any]], *, session_id: str) -> Stats:

@@ -34,6 +34,7 @@ from flower.core.manifest import INTERRUPTED, RUNNING, writer_alive
 from flower.core.rundir import RunDir
 from flower.core.statefile import StateFileError, read_json
 from flower.core.times import iso_utc
+from flower.core.untrusted import printable_data
 from flower.core.workbench import Workbench
 from flower.core.workspace import workbench_location
 from flower.errors import RunDirError
@@ -214,7 +215,7 @@ def snapshot(
     ]
     aside = read_rows(layout.aside.manifest, problems)
     live = writer_alive(layout.run_lock)
-    return contract.document(
+    document = contract.document(
         "flower status",
         run_dir=str(run_dir.resolve()),
         live=live,
@@ -232,6 +233,9 @@ def snapshot(
         problems=problems,
         final=not live,
     )
+    # In a flowerbox workspace the box wrote these files: no string reaches a terminal raw.
+    shown: dict[str, Any] = printable_data(document)
+    return shown
 
 
 def group_runs(

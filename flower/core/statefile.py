@@ -33,6 +33,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
+from flower.core.untrusted import MiB, parse_json
 from flower.errors import FlowerError
 
 __all__ = [
@@ -49,6 +50,8 @@ __all__ = [
 
 T = TypeVar("T")
 
+STATE_LIMIT = 64 * MiB
+"""The largest state file read: in a flowerbox workspace the box writes these files too."""
 DEFAULT_LOCK_TIMEOUT = 10.0
 """Seconds to wait for a lock. It is held only around one small read-modify-write."""
 
@@ -140,17 +143,21 @@ def sweep_temps(directory: Path, name: str) -> list[Path]:
 
 
 def read_json(path: Path, default: Any) -> Any:
-    """The parsed file, or a copy of `default` when it does not exist. Needs no lock.
+    """The parsed file, or a copy of `default` when it does not exist. Needs no lock. Read
+    as box-written data (flower.core.untrusted.parse_json): at most STATE_LIMIT bytes, nested
+    at most MAX_JSON_DEPTH deep.
 
     Raises:
-        CorruptStateError: the file exists but is not valid UTF-8 JSON.
+        CorruptStateError: the file exists but is not valid UTF-8 JSON, or is too large or
+            too deep.
     """
     try:
-        raw = path.read_bytes()
+        with path.open("rb") as handle:
+            raw = handle.read(STATE_LIMIT + 1)
     except FileNotFoundError:
         return copy.deepcopy(default)
     try:
-        return json.loads(raw)
+        return parse_json(raw, limit=STATE_LIMIT)
     except ValueError as exc:
         raise CorruptStateError(
             path,

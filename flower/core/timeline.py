@@ -19,7 +19,6 @@ renderer's job (flower.cli.picture); this module only bounds and types.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import stat
@@ -32,6 +31,7 @@ from typing import Any
 from flower.core.goal import Verdict
 from flower.core.manifest import ENDED, RUNNING
 from flower.core.rundir import RunDir
+from flower.core.untrusted import parse_json
 
 __all__ = [
     "Bar",
@@ -248,9 +248,9 @@ def _json(read: Reader, name: str, limit: int, default: Any, problems: list[str]
         problems.append(f"{name}: larger than {limit // MiB} MiB, not read")
         return default
     try:
-        return json.loads(data)
-    except ValueError:
-        problems.append(f"{name}: not JSON, not read")
+        return parse_json(data, limit=limit)
+    except ValueError as exc:
+        problems.append(f"{name}: {exc}")
         return default
 
 
@@ -284,7 +284,7 @@ def _events(read: Reader, name: str, problems: list[str]) -> list[tuple[float, d
     out = []
     for line in data.splitlines():
         try:
-            event = json.loads(line)
+            event = parse_json(line, limit=EVENTS_LIMIT)
         except ValueError:
             continue
         if isinstance(event, dict) and _number(event.get("t")) is not None:

@@ -183,6 +183,21 @@ class Box:
                 self.client.containers.get(kwargs["name"]).remove(force=True)
             self.remove()
 
+    def pids(self) -> list[int]:
+        """The host pids of the agent's processes (the engine's `top`), each checked to be in
+        the container's cgroup: a pid the engine reports from another view (gVisor's
+        sandbox), or one reused since, is left out. [] when the agent is not running."""
+        agent = self._agent
+        if agent is None:
+            return []
+        try:
+            top: dict[str, Any] = agent.top()
+        except (APIError, NotFound):
+            return []
+        column = top["Titles"].index("PID")
+        pids = [int(row[column]) for row in top.get("Processes") or []]
+        return [pid for pid in pids if _in_cgroup_of(pid, agent.id)]
+
     def stop(self) -> None:
         """Ask the agent to stop (SIGTERM: flower records its step and exits)."""
         if self._agent is not None:
@@ -253,6 +268,14 @@ class Box:
                 raise BoxError(f"the gateway died before it listened:\n{logs}")
             time.sleep(0.1)
         raise BoxError(f"the gateway did not open {self.spec.api_socket} in {SOCKET_WAIT_S:.0f}s")
+
+
+def _in_cgroup_of(pid: int, container_id: str) -> bool:
+    try:
+        with open(f"/proc/{pid}/cgroup", encoding="utf-8", errors="replace") as handle:
+            return container_id in handle.read()
+    except OSError:
+        return False
 
 
 def labelled(client: DockerClient, label: str) -> list[Any]:

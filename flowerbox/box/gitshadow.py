@@ -59,8 +59,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+from flower import printable
 from flowerbox.box import state
-from flowerbox.box.untrusted import clean, open_dir, open_file
+from flowerbox.box.untrusted import open_dir, open_file
 from flowerbox.errors import GitShadowError, HostGitError, UntrustedFileError
 
 __all__ = [
@@ -177,7 +178,7 @@ class BroughtBack:
         if self.note:
             out.append(f"  {self.note}")
         out.extend(f"  not brought back: {s.what}: {s.why}" for s in self.skipped)
-        return [clean(line) for line in out]
+        return [printable(line, one_line=True) for line in out]
 
 
 @dataclass(frozen=True)
@@ -206,7 +207,7 @@ class Quarantined:
                 "not every folder could be checked for git metadata the run made (too many "
                 "entries, or one unreadable): look for new .git entries before using git there"
             )
-        return [clean(line) for line in out]
+        return [printable(line, one_line=True) for line in out]
 
 
 def _in_worker_worktree(path: Path) -> bool:

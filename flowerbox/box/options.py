@@ -12,6 +12,7 @@ from pathlib import Path
 
 DEFAULT_IMAGE = "flowerbox:dev"
 DISK_BUDGET_GB = 20.0  # docs/threat-model.md: a bind mount has no quota
+INODE_BUDGET = 1_000_000  # nor a count of files (docs/decisions.md, issue 37)
 
 
 @dataclass(frozen=True)
@@ -26,3 +27,4 @@ class BoxOptions:
     allow_presets: tuple[str, ...] = ()
     allow_api_fetch: bool = False  # request bodies may make the API fetch (sidecar.reach)
     disk_budget_gb: float | None = DISK_BUDGET_GB  # None or 0: no limit
+    inode_budget: int | None = INODE_BUDGET  # None or 0: no limit

@@ -216,6 +216,7 @@ def prepare(command: list[str], options: BoxOptions) -> Prepared:
         allow_api_fetch=options.allow_api_fetch,
         git=git,
         disk_budget_gb=options.disk_budget_gb or None,
+        inode_budget=options.inode_budget or None,
         lang=os.environ.get(LANG_ENV, ""),  # the --lang of flowerbox's root, or the user's
     )
     spec.gateway_dir.mkdir(mode=0o700, exist_ok=True)

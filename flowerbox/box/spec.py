@@ -91,6 +91,7 @@ class BoxSpec:
     git_objects: Path | None = None  # the user's objects folder, mounted read-only ("dir")
     git_alternates: tuple[Path, ...] = ()  # the user's own alternates, read-only where they are
     disk_budget_gb: float | None = None  # the run stops once its folders grew past it
+    inode_budget: int | None = None  # ... or once it made more files and folders than this
     lang: str = ""  # flower's language inside ($FLOWER_LANG); "": flower's own default
     # Served by a running broker (flowerbox.broker): no gateway container; the box's key is
     # the run's token, a 0600 file in secrets_dir mounted read-only into the agent (never in
@@ -166,6 +167,9 @@ def protected_paths(workspace: Path) -> tuple[str, ...]:
     return tuple(names)
 
 
+CONTAINER_LOG_MB = 16
+
+
 def _hardening(spec: BoxSpec) -> dict[str, Any]:
     """What both containers share: who runs, what the root fs is, what the kernel allows."""
     return {
@@ -180,6 +184,12 @@ def _hardening(spec: BoxSpec) -> dict[str, Any]:
         "nano_cpus": int(spec.limits.cpus * 1e9),
         "init": True,
         "labels": spec.labels,
+        # The engine keeps each container's output on the host's disk; without a cap a box
+        # printing for hours fills it (issue 37, D2): the last 2 x CONTAINER_LOG_MB are kept.
+        "log_config": {
+            "type": "json-file",
+            "config": {"max-size": f"{CONTAINER_LOG_MB}m", "max-file": "2"},
+        },
     }
 
 

@@ -51,6 +51,11 @@ def docker_run_args(kwargs: dict[str, Any]) -> list[str]:
                 flags += [
                     arg for path, opts in value.items() for arg in ("--tmpfs", f"{path}:{opts}")
                 ]
+            case "log_config":
+                flags += ["--log-driver", value["type"]]
+                flags += [
+                    arg for k, v in value["config"].items() for arg in ("--log-opt", f"{k}={v}")
+                ]
             case "labels":
                 flags += [arg for k, v in value.items() for arg in ("--label", f"{k}={v}")]
             case "environment":

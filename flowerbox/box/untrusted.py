@@ -11,7 +11,9 @@ reads are bounded. Nothing the host creates under the root can be redirected by 
     data = read_bytes(ws, "runs/asks.json", limit=MiB)      # None: not there
     asks = read_json(ws, "runs/asks.json", [])              # default when absent or bad
     drop(ws, "runs/inbox", "0001.json", b"{...}")           # temp + rename inside the dir fd
-    print(clean(text_from_the_box))                         # no terminal control sequences
+
+What is read is shown and parsed through flower's one sanitizer and bounded parser
+(flower.core.untrusted: `printable`, `parse_json`), as flower's own commands do.
 
 Errors:
     UntrustedFileError   a link, a non-regular file, a file too big, an unreadable path;
@@ -20,18 +22,16 @@ Errors:
 
 from __future__ import annotations
 
-import codecs
 import contextlib
 import errno
-import json
 import os
-import re
 import stat
 import uuid
 from collections.abc import Iterator
 from pathlib import Path, PurePath, PurePosixPath
 from typing import Any
 
+from flower import parse_json
 from flowerbox.errors import UntrustedFileError
 
 Relative = str | PurePath  # a path below the root, without `..`
@@ -39,59 +39,6 @@ MiB = 1024 * 1024
 DEFAULT_LIMIT = MiB
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
-
-# CSI and OSC sequences (colours, cursor moves, titles, hyperlinks), any other ESC pair, then
-# every remaining C0/C1 control but tab and newline.
-_CONTROL = re.compile(
-    r"\x1b\[[0-?]*[ -/]*[@-~]"
-    r"|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?"
-    r"|\x1b[PX^_][^\x1b]*(?:\x1b\\)?"
-    r"|\x1b.?"
-    r"|[\x00-\x08\x0b-\x1f\x7f-\x9f]"
-)
-
-
-def clean(text: str) -> str:
-    """`text` without terminal control sequences: safe to print on the user's terminal."""
-    return _CONTROL.sub("", text)
-
-
-class StreamCleaner:
-    """`clean` for a byte stream cut anywhere (a container's output): a control sequence or a
-    UTF-8 character split across two chunks is held back until its end arrives."""
-
-    HOLD = 256  # a sequence still open after this many characters is junk: let it go
-
-    def __init__(self) -> None:
-        self._decode = codecs.getincrementaldecoder("utf-8")(errors="replace")
-        self._held = ""
-
-    def feed(self, chunk: bytes) -> bytes:
-        text = self._held + self._decode.decode(chunk)
-        cut = text.rfind("\x1b")
-        tail = text[cut:] if cut != -1 else ""
-        if tail and len(tail) < self.HOLD and not any(end in tail for end in "\x07\n"):
-            text, self._held = text[:cut], tail
-        else:
-            self._held = ""
-        return clean(text).encode()
-
-    def flush(self) -> bytes:
-        """What is left at the end of the stream, cleaned (a sequence never finished is
-        dropped whole)."""
-        self._held = ""
-        return clean(self._decode.decode(b"", final=True)).encode()
-
-
-def clean_data(value: Any) -> Any:
-    """Every string in a JSON value `clean`ed (keys too)."""
-    if isinstance(value, str):
-        return clean(value)
-    if isinstance(value, list):
-        return [clean_data(item) for item in value]
-    if isinstance(value, dict):
-        return {clean(str(k)): clean_data(v) for k, v in value.items()}
-    return value
 
 
 def _parts(relative: Relative) -> list[str]:
@@ -189,10 +136,11 @@ def read_from(root: Path, relative: Relative, *, offset: int, limit: int) -> byt
 
 def read_json(root: Path, relative: Relative, default: Any, *, limit: int = DEFAULT_LIMIT) -> Any:
     """The parsed file, or `default` when it is missing, unreadable, too big, a link, not
-    JSON, or not of `default`'s type (a box-written file is never a reason to fail)."""
+    JSON, nested too deep, or not of `default`'s type (a box-written file is never a reason
+    to fail)."""
     try:
         data = read_bytes(root, relative, limit=limit)
-        value = default if data is None else json.loads(data)
+        value = default if data is None else parse_json(data, limit=limit)
     except (OSError, ValueError):
         return default
     return value if isinstance(value, type(default)) else default

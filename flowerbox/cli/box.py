@@ -18,7 +18,7 @@ from rich.console import Console
 from flower import LANG_ENV
 from flower.cli import check_args, options_help
 from flowerbox.box.engine import CHECKOUT, connect, ensure_image
-from flowerbox.box.options import DEFAULT_IMAGE, DISK_BUDGET_GB, BoxOptions
+from flowerbox.box.options import DEFAULT_IMAGE, DISK_BUDGET_GB, INODE_BUDGET, BoxOptions
 from flowerbox.box.prepare import workspace_of
 from flowerbox.box.state import host_git
 from flowerbox.cli import kube
@@ -33,6 +33,7 @@ from flowerbox.cli.options import (
     Detach,
     DiskBudget,
     Image,
+    InodeBudget,
     Namespace,
     Net,
     NoIsolate,
@@ -85,6 +86,7 @@ def go(
     allow_api_fetch: AllowApiFetch = False,
     net: Net = "allowlist",
     disk_budget_gb: DiskBudget = DISK_BUDGET_GB,
+    inode_budget: InodeBudget = INODE_BUDGET,
     on: OnOption = On.LOCAL,
     repo: Repo = None,
     ref: Ref = "main",
@@ -119,6 +121,7 @@ def once(
     allow_api_fetch: AllowApiFetch = False,
     net: Net = "allowlist",
     disk_budget_gb: DiskBudget = DISK_BUDGET_GB,
+    inode_budget: InodeBudget = INODE_BUDGET,
 ) -> None:
     """flower once "prompt" in the box (one step, for CI jobs)."""
     command = flower_args("once", [prompt, *ctx.args])
@@ -140,6 +143,7 @@ def run(
     allow_api_fetch: AllowApiFetch = False,
     net: Net = "allowlist",
     disk_budget_gb: DiskBudget = DISK_BUDGET_GB,
+    inode_budget: InodeBudget = INODE_BUDGET,
 ) -> None:
     """flower run FILE.py in the box; any other option goes to flower (--timeout 0, -W...)."""
     path = _inside_workspace(file, workspace_of(workspace))
@@ -160,6 +164,7 @@ def shell(
     allow_api_fetch: AllowApiFetch = False,
     net: Net = "allowlist",
     disk_budget_gb: DiskBudget = DISK_BUDGET_GB,
+    inode_budget: InodeBudget = INODE_BUDGET,
 ) -> None:
     """A shell in the agent's container: same hardening, mounts and gateway, no network.
 

@@ -9,6 +9,7 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
+from flower import printable
 from flowerbox.box.options import DEFAULT_IMAGE
 from flowerbox.cli import kube
 from flowerbox.cli.options import (
@@ -129,7 +130,7 @@ def selftest(
     if any(verdict.why.startswith(SILENT) for verdict in report.verdicts):
         STDERR.print(
             "some probes never reported: an image older than this flowerbox? run "
-            f"`flowerbox build`. The box's stderr ended with:\n{report.stderr[-1500:]}",
+            f"`flowerbox build`. The box's stderr ended with:\n{printable(report.stderr[-1500:])}",
             markup=False,
         )
     raise typer.Exit(_counted(report.verdicts, report.host))
@@ -145,7 +146,7 @@ def _show(sections: list[tuple[str, list[Verdict]]], *, as_json: bool) -> None:
                 line = {"section": section, "probe": verdict.probe, "ok": verdict.ok}
                 typer.echo(json.dumps({**line, "why": verdict.why}))
             else:
-                typer.echo(verdict.line())
+                typer.echo(printable(verdict.line()))  # a verdict quotes what the box said
 
 
 def _counted(probes: list[Verdict], host: list[Verdict]) -> int:

@@ -48,6 +48,16 @@ DiskBudget = Annotated[
         min=0,
     ),
 ]
+InodeBudget = Annotated[
+    int,
+    typer.Option(
+        "--inode-budget",
+        envvar="FLOWERBOX_INODE_BUDGET",
+        metavar="N",
+        help="Stop the run (resumable) once it made this many files and folders; 0: no limit.",
+        min=0,
+    ),
+]
 Detach = Annotated[
     bool,
     typer.Option(

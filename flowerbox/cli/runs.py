@@ -21,6 +21,7 @@ FlowerboxErrors: exit 2 with a message that says what to do (flowerbox.cli.app).
 
 from __future__ import annotations
 
+import shlex
 import signal
 import sys
 import threading
@@ -34,11 +35,10 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from flower import FlowerError
+from flower import FlowerError, printable
 from flower.cli import PngOut, Render, SvgOut, contract, positive_usd, table_console, write_report
 from flowerbox.box.options import BoxOptions
 from flowerbox.box.spec import answer_command
-from flowerbox.box.untrusted import clean
 from flowerbox.cli import kube
 from flowerbox.cli.options import (
     Broker,
@@ -136,13 +136,15 @@ def ps(
 
 def _questions(console: Console, run_id: str, asks: list[dict[str, Any]], answer: str) -> None:
     """A run's pending questions, each with the command that answers it (`{id}` in `answer`
-    becomes the question's id). The asks are cleaned of terminal controls already."""
+    becomes the question's id, quoted: the box chose it, and the command is for pasting).
+    Whoever read them, every string goes through the sanitizer here too."""
     for ask in asks:
         offered = ask.get("options")
         options = f"  [{' / '.join(map(str, offered))}]" if isinstance(offered, list) else ""
         line = f"{run_id} {ask['id']}: {ask.get('question')}{options}"
-        console.print(line, markup=False)
-        console.print(f"  answer: {answer.replace('{id}', ask['id'])}", markup=False)
+        console.print(printable(line), markup=False)
+        ask_id = shlex.quote(printable(str(ask["id"]), one_line=True))
+        console.print(f"  answer: {answer.replace('{id}', ask_id)}", markup=False)
 
 
 def _short(command: list[str], width: int | None) -> str:
@@ -311,14 +313,14 @@ def _report_end(run: Run) -> int | None:
     cost = run.cost_usd()
     spent = "" if cost is None else f" · ${cost:.4f}"
     for line in run.meta.get("notices") or []:
-        STDERR.print(escape(clean(str(line))))
+        STDERR.print(escape(printable(str(line), one_line=True)))
     STDERR.print(f"{run.run_id}: {status_text(run)}{spent}", style="bold")
     output = run.state_dir / records.OUTPUT
     if run.exit_code not in (0, 1, 3, 130) and output.is_file():
         with output.open("rb") as handle:  # the agent's output: its tail, cleaned
             handle.seek(max(0, output.stat().st_size - 64 * 1024))
             tail = handle.read().decode("utf-8", errors="replace").splitlines()[-20:]
-        STDERR.print(escape(clean("\n".join(tail))), style="dim")
+        STDERR.print(escape(printable("\n".join(tail))), style="dim")
     return run.exit_code
 
 

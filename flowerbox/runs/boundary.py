@@ -30,12 +30,14 @@ import shutil
 import stat
 import sys
 from datetime import datetime
+from functools import partial
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from flower import printable
 from flowerbox.box import gitshadow, state
 from flowerbox.box.spec import BoxSpec
-from flowerbox.box.untrusted import clean, open_dir, read_bytes
+from flowerbox.box.untrusted import open_dir, read_bytes
 from flowerbox.errors import UntrustedFileError
 from flowerbox.runs import provenance, records
 from flowerbox.wire import OBJECTS_IN_BOX
@@ -205,14 +207,15 @@ def changes(before: dict[str, str | None], after: dict[str, str | None]) -> list
         if old == new:
             continue
         how = "created" if name not in before else "removed" if name not in after else "changed"
+        shown_name = printable(name, one_line=True)  # the box chose it
         lines.append(
-            f"the run {how} {name}: a later `flower`, flowerbox or your own git here would "
+            f"the run {how} {shown_name}: a later `flower`, flowerbox or your own git here would "
             "read or run it; check it before you keep it"
         )
         diff = difflib.unified_diff(
-            _lines(old), _lines(new), f"{name} (before)", f"{name} (after)", lineterm=""
+            _lines(old), _lines(new), f"{shown_name} (before)", f"{shown_name} (after)", lineterm=""
         )
-        shown = [f"  {clean(line)}" for line in diff]
+        shown = [f"  {printable(line, one_line=True)}" for line in diff]
         lines += shown[:MAX_DIFF_LINES]
         if len(shown) > MAX_DIFF_LINES:
             lines.append(f"  ... {len(shown) - MAX_DIFF_LINES} more diff lines")
@@ -240,8 +243,9 @@ def _write(path: Path, data: Any) -> None:
 
 
 def report(lines: list[str]) -> None:
-    """The lines on stderr, as the attached CLI and the supervisor show them."""
-    for line in lines:
+    """The lines on stderr, as the attached CLI and the supervisor show them: each one line,
+    whatever box-chosen name it holds."""
+    for line in map(partial(printable, one_line=True), lines):
         print(
             line if line.startswith(("flowerbox:", " ")) else f"flowerbox: {line}", file=sys.stderr
         )

@@ -26,10 +26,19 @@ from typing import Any, TextIO
 from rich.console import Console
 from rich.markup import escape
 
-from flower import Event, RunDir, Timeline, iso_utc, read_timeline
+from flower import (
+    Event,
+    RunDir,
+    Timeline,
+    iso_utc,
+    parse_json,
+    printable_data,
+    read_timeline,
+)
+from flowerbox.box import state
 from flowerbox.box.engine import Box, connect
-from flowerbox.box.untrusted import clean_data, exists, read_from, real_folder
 from flowerbox.box.untrusted import drop as drop_file
+from flowerbox.box.untrusted import exists, read_from, real_folder
 from flowerbox.errors import RunError, UntrustedFileError
 from flowerbox.runs import records
 from flowerbox.runs.records import Run
@@ -103,11 +112,11 @@ def follow_events(run: Run, sink: Callable[[Any], Any], *, follow: bool) -> Run:
             offset += complete
             for line in (data or b"")[:complete].splitlines():
                 try:
-                    row = json.loads(line)
+                    row = parse_json(line, limit=EVENTS_CHUNK)
                 except ValueError:
                     continue  # not a line flower wrote: skip it, never stop following
                 if isinstance(row, dict):
-                    sink(Event.from_json(clean_data(row)))
+                    sink(Event.from_json(printable_data(row)))
             if not data or len(data) < EVENTS_CHUNK:
                 return
 

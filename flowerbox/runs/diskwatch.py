@@ -1,12 +1,23 @@
-"""The workspace's disk budget: a bind mount has no quota, so the run's keeper watches it.
+"""The run's disk and inode budgets: a bind mount has no quota, so the run's keeper watches.
 
-    watch = DiskWatch([spec.workspace, ...], budget_bytes=..., on_exceeded=stop)
+    watch = DiskWatch([spec.workspace, ...], budget=Usage(bytes=..., inodes=...),
+                      on_exceeded=stop, held=box.pids)
     watch.start()  ...  watch.stop()
 
-Every INTERVAL_S the filesystems' used space is read (statvfs: cheap). Only when it has grown
-by more than the budget since the start are the watched folders themselves measured (a walk
-that follows no link), so a large write by someone else on the same disk never stops a run:
-the budget is what the box's folders grew by. `on_exceeded` is called once, with a message.
+Every INTERVAL_S the filesystems' used space and inodes are read (statvfs: cheap). Only when
+either grew by more than its budget since the start is the run's own use measured, so a large
+write by someone else on the same disk never stops a run: the budget is what the run grew by.
+The run's use counts everything the run can make the host keep:
+
+- the watched folders (the box's folders, and the host-only folder of the run's records and
+  logs), walked without following a link: the blocks and the entries (inodes) below them;
+- files the box's processes hold open after unlinking them: no folder shows them, and they
+  keep their space until the last process closes them. `held()` names the box's processes
+  (host pids); each one's /proc/<pid>/fd links are stat'ed and a regular file with no name
+  left (`st_nlink == 0`) on a watched filesystem counts, once per inode; so does a deleted
+  file only mapped into memory (/proc/<pid>/maps), by the extent mapped.
+
+`on_exceeded` is called once, with a message.
 """
 
 from __future__ import annotations
@@ -16,6 +27,7 @@ import os
 import stat
 import threading
 from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 from flowerbox.box.spec import BoxSpec
@@ -24,22 +36,45 @@ from flowerbox.runs import records
 INTERVAL_S = 2.0
 GB = 1024**3
 MAX_ENTRIES = 2_000_000  # a walk stops counting here (the budget is then checked on that)
+UNKNOWN_INODES_EVERY = 15  # a filesystem that counts no inodes (btrfs): measure each 30 s
 
 
-def used_bytes(path: Path) -> int:
-    """Space in use on the filesystem that holds `path`."""
+@dataclass(frozen=True)
+class Usage:
+    """Space (bytes of blocks in use) and inodes."""
+
+    bytes: int = 0
+    inodes: int = 0
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(self.bytes + other.bytes, self.inodes + other.inodes)
+
+    def __sub__(self, other: Usage) -> Usage:
+        return Usage(self.bytes - other.bytes, self.inodes - other.inodes)
+
+    def past(self, budget: Usage) -> bool:
+        """Whether either figure is past its budget (a budget of 0 is no limit)."""
+        return bool(budget.bytes and self.bytes > budget.bytes) or bool(
+            budget.inodes and self.inodes > budget.inodes
+        )
+
+
+def used(path: Path) -> Usage:
+    """Space and inodes in use on the filesystem that holds `path` (inodes 0: not counted
+    there)."""
     vfs = os.statvfs(path)
-    return (vfs.f_blocks - vfs.f_bfree) * vfs.f_frsize
+    return Usage((vfs.f_blocks - vfs.f_bfree) * vfs.f_frsize, vfs.f_files - vfs.f_ffree)
 
 
-def tree_bytes(root: Path) -> int:
-    """Space the files under `root` take (blocks, so sparse files count as what they use);
-    links are not followed, other filesystems mounted below are not entered."""
+def tree_usage(root: Path) -> Usage:
+    """Space the files under `root` take (blocks, so sparse files count as what they use)
+    and how many entries there are; links are not followed, other filesystems mounted below
+    are not entered."""
     total, entries = 0, 0
     try:
         device = root.lstat().st_dev
     except OSError:
-        return 0
+        return Usage()
     stack = [root]
     while stack and entries < MAX_ENTRIES:
         folder = stack.pop()
@@ -56,64 +91,131 @@ def tree_bytes(root: Path) -> int:
                         stack.append(Path(entry.path))
         except OSError:
             continue
-    return total
+    return Usage(total, entries)
+
+
+def unlinked_usage(pids: Iterable[int], devices: set[int]) -> Usage:
+    """Space and inodes of the regular files on `devices` that the processes `pids` hold
+    with no name left (unlinked), each file once: through an open descriptor (its blocks),
+    or only mapped into memory after the descriptor was closed (the mapping's extent). A
+    process that is gone, or whose /proc entries cannot be read, adds nothing."""
+    seen: dict[tuple[int, int], int] = {}
+    for pid in pids:
+        seen |= _mapped_unlinked(pid, devices)
+        fds = f"/proc/{pid}/fd"
+        try:
+            names = os.listdir(fds)
+        except OSError:
+            continue
+        for name in names:
+            try:
+                info = os.stat(f"{fds}/{name}")  # the magic link: the open file itself
+            except OSError:
+                continue
+            if stat.S_ISREG(info.st_mode) and info.st_nlink == 0 and info.st_dev in devices:
+                seen[(info.st_dev, info.st_ino)] = info.st_blocks * 512
+    return Usage(sum(seen.values()), len(seen))
+
+
+def _mapped_unlinked(pid: int, devices: set[int]) -> dict[tuple[int, int], int]:
+    """{(device, inode): extent} of the deleted files `pid` maps (/proc/<pid>/maps lines:
+    `start-end perms offset major:minor inode path (deleted)`)."""
+    found: dict[tuple[int, int], int] = {}
+    try:
+        with open(f"/proc/{pid}/maps", encoding="utf-8", errors="replace") as handle:
+            lines = [line for line in handle if line.endswith(" (deleted)\n")]
+    except OSError:
+        return found
+    for line in lines:
+        span, _, offset, dev, inode, *_ = line.split()
+        start, end = (int(part, 16) for part in span.split("-"))
+        major, minor = (int(part, 16) for part in dev.split(":"))
+        key = (os.makedev(major, minor), int(inode))
+        if key[0] in devices and key[1]:
+            found[key] = max(found.get(key, 0), int(offset, 16) + end - start)
+    return found
 
 
 class DiskWatch:
-    """Calls `on_exceeded(message)` once when `folders` grew by more than `budget_bytes`."""
+    """Calls `on_exceeded(message)` once when the run's use grew past `budget`."""
 
     def __init__(
         self,
         folders: Iterable[Path],
         *,
-        budget_bytes: int,
+        budget: Usage,
         on_exceeded: Callable[[str], object],
+        held: Callable[[], Iterable[int]] = tuple,
         interval_s: float = INTERVAL_S,
     ) -> None:
         self.folders = [folder for folder in folders if folder.is_dir()]
-        self.budget = budget_bytes
+        self.budget = budget
         self._on_exceeded = on_exceeded
+        self._held = held
         self._interval = interval_s
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._watch, name="disk-watch", daemon=True)
 
     def start(self) -> None:
-        if self.folders:
+        if self.folders and (self.budget.bytes or self.budget.inodes):
             self._thread.start()
 
     def stop(self) -> None:
         self._stop.set()
 
-    def _size(self) -> int:
-        return sum(tree_bytes(folder) for folder in self.folders)
+    def _devices(self) -> dict[int, Path]:
+        return {folder.stat().st_dev: folder for folder in self.folders}
 
-    def _used(self) -> int:
-        devices = {folder.stat().st_dev: folder for folder in self.folders}
-        return sum(used_bytes(folder) for folder in devices.values())
+    def _size(self) -> Usage:
+        folders = sum((tree_usage(folder) for folder in self.folders), Usage())
+        try:
+            pids = list(self._held())
+        except Exception:  # noqa: BLE001 - the engine's answer is a best effort; folders still count
+            pids = []
+        return folders + unlinked_usage(pids, set(self._devices()))
+
+    def _used(self) -> Usage:
+        return sum((used(folder) for folder in self._devices().values()), Usage())
 
     def _watch(self) -> None:
         used_start, size_start = self._used(), self._size()
+        counts_inodes = all(os.statvfs(folder).f_files for folder in self._devices().values())
+        tick = 0
         while not self._stop.wait(self._interval):
+            tick += 1
             grown = self._used() - used_start
-            if grown <= self.budget:
+            if not grown.past(self.budget) and (counts_inodes or tick % UNKNOWN_INODES_EVERY):
                 continue
             size = self._size()
-            if size - size_start > self.budget:
-                self._on_exceeded(
-                    f"the run's folders grew by {(size - size_start) / GB:.2f} GB, past its "
-                    f"disk budget of {self.budget / GB:g} GB: stopping it (resumable; "
-                    "--disk-budget GB sets another)"
-                )
+            if (size - size_start).past(self.budget):
+                self._on_exceeded(self._message(size - size_start))
                 return
             used_start += grown - (size - size_start)  # someone else's writes: not the run's
 
+    def _message(self, grown: Usage) -> str:
+        if self.budget.bytes and grown.bytes > self.budget.bytes:
+            return (
+                f"the run's folders grew by {grown.bytes / GB:.2f} GB, past its disk budget "
+                f"of {self.budget.bytes / GB:g} GB: stopping it (resumable; --disk-budget GB "
+                "sets another)"
+            )
+        return (
+            f"the run made {grown.inodes} files and folders, past its inode budget of "
+            f"{self.budget.inodes}: stopping it (resumable; --inode-budget N sets another)"
+        )
+
 
 @contextlib.contextmanager
-def watch_disk(spec: BoxSpec, stop: Callable[[], object]) -> Iterator[None]:
+def watch_disk(
+    spec: BoxSpec, stop: Callable[[], object], *, held: Callable[[], Iterable[int]] = tuple
+) -> Iterator[None]:
     """While the block runs, the run's box-writable folders (workspace, workbench, the box's
-    own area) against its disk budget; past it, the reason goes to the run's record (the end
-    of the run reports it) and `stop` stops the agent (resumable, as `flowerbox stop`)."""
-    if not spec.disk_budget_gb:
+    own area), its host-only records and logs, and the files the box's processes (`held`)
+    keep open unlinked, against its disk and inode budgets; past one, the reason goes to the
+    run's record (the end of the run reports it) and `stop` stops the agent (resumable, as
+    `flowerbox stop`)."""
+    budget = Usage(int((spec.disk_budget_gb or 0) * GB), spec.inode_budget or 0)
+    if not (budget.bytes or budget.inodes):
         yield
         return
 
@@ -121,11 +223,12 @@ def watch_disk(spec: BoxSpec, stop: Callable[[], object]) -> Iterator[None]:
         records.record(spec, stop_reason=message)  # the end of the run reports it (boundary)
         stop()
 
-    folders = [spec.workspace, spec.workbench, records.box_area(spec)]
+    folders = [spec.workspace, spec.workbench, records.box_area(spec), spec.state_dir]
     watch = DiskWatch(
         (folder for folder in folders if folder is not None),
-        budget_bytes=int(spec.disk_budget_gb * GB),
+        budget=budget,
         on_exceeded=exceeded,
+        held=held,
     )
     watch.start()
     try:

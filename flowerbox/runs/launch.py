@@ -23,14 +23,14 @@ from typing import TextIO
 
 from rich.console import Console
 
-from flower import RunDir, git_exclude, git_unexcluded, workbench_location
+from flower import PrintableStream, RunDir, git_exclude, git_unexcluded, workbench_location
 from flowerbox.box import state
 from flowerbox.box.engine import CHECKOUT, Box, connect, ensure_image, image_id
 from flowerbox.box.options import BoxOptions
 from flowerbox.box.prepare import Prepared, prepare
 from flowerbox.box.spec import BoxSpec
 from flowerbox.box.terminal import docker_cli_attach
-from flowerbox.box.untrusted import StreamCleaner, regular_file
+from flowerbox.box.untrusted import regular_file
 from flowerbox.runs import records
 from flowerbox.runs.boundary import after_run, before_run, report
 from flowerbox.runs.brokered import leave_broker, through_broker
@@ -130,7 +130,7 @@ def _attached(spec: BoxSpec, box: Box, raw: list[str] | None) -> int:
 
         for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
             signal.signal(sig, stop)
-        with watch_disk(spec, box.stop):
+        with watch_disk(spec, box.stop, held=box.pids):
             code = box.run(write=_write(sys.stdout), write_err=_write(sys.stderr))
         return code
     finally:
@@ -180,7 +180,7 @@ def _keep_runs_out_of_git(spec: BoxSpec) -> None:
 def _write(stream: TextIO) -> Callable[[bytes], None]:
     """The box's output onto our stream, without terminal control sequences: what the agent
     prints never retitles, clears or links the user's terminal."""
-    cleaner = StreamCleaner()
+    cleaner = PrintableStream()
 
     def write(chunk: bytes) -> None:
         stream.buffer.write(cleaner.feed(chunk))

@@ -6,7 +6,8 @@ Every box run (attached or detached) has a host-only folder, BoxSpec.state_dir
     meta.json          run id, command, workspace, containers, status, started/ended, exit
                        code, cost, the BoxSpec; atomic JSON (statefile). `resume` rebuilds a
                        box from this alone.
-    output.log         the agent's stdout and stderr (detached)
+    output.log         the agent's stdout and stderr (detached; the previous 16 MiB in
+                       output.log.1: flowerbox.runs.outputlog)
     supervisor.log     the detached supervisor's own lines
     agent.stderr.log, gateway.stderr.log
                        each container's stderr, kept by the host as it removes the container
@@ -28,7 +29,6 @@ Errors:
 
 from __future__ import annotations
 
-import json
 import os
 import socket
 import time
@@ -40,10 +40,16 @@ from typing import Any, TypeVar, cast
 
 import msgspec
 
-from flower import RunDir, StateFileError, read_json, update_json
+from flower import (
+    RunDir,
+    StateFileError,
+    parse_json,
+    printable_data,
+    read_json,
+    update_json,
+)
 from flowerbox.box import state
 from flowerbox.box.spec import BoxSpec, agent_kwargs, gateway_kwargs
-from flowerbox.box.untrusted import clean_data
 from flowerbox.box.untrusted import read_json as read_untrusted_json
 from flowerbox.errors import RunError
 
@@ -130,7 +136,9 @@ def pending_of(asks: Any) -> list[dict[str, Any]]:
     if not isinstance(asks, list):
         return []
     return [
-        clean_data(ask) for ask in asks if isinstance(ask, dict) and isinstance(ask.get("id"), str)
+        printable_data(ask)
+        for ask in asks
+        if isinstance(ask, dict) and isinstance(ask.get("id"), str)
     ]
 
 
@@ -228,11 +236,11 @@ def requests(run: Run) -> list[dict[str, Any]]:
     rows = []
     for line in data.splitlines():
         try:
-            row = json.loads(line)
+            row = parse_json(line, limit=REQUESTS_READ)
         except ValueError:
             continue  # the first line, cut by the seek; or a line being written
         if isinstance(row, dict):
-            rows.append(clean_data(row))
+            rows.append(printable_data(row))
     return rows
 
 

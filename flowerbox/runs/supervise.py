@@ -2,10 +2,10 @@
 
 `flowerbox "ask" --detach` starts the gateway and the agent, then this process in a session of
 its own (no terminal, so no hang-up reaches it) and returns. It waits on the agent's container,
-copying its output to output.log, and when the agent ends it does what the attached path does
-in `flowerbox.runs.launch`: remove both containers (so the gateway lives exactly as long as
-its run), call `flowerbox.runs.boundary.after_run`, and remove the run's private folders (sockets,
-credentials, the box's own area).
+copying its output to output.log (capped: flowerbox.runs.outputlog), and when the agent ends
+it does what the attached path does in `flowerbox.runs.launch`: remove both containers (so the
+gateway lives exactly as long as its run), call `flowerbox.runs.boundary.after_run`, and
+remove the run's private folders (sockets, credentials, the box's own area).
 
 SIGTERM to this process stops the agent gracefully first (as `flowerbox stop` does).
 """
@@ -25,6 +25,7 @@ from flowerbox.errors import BoxError
 from flowerbox.runs import boundary, records
 from flowerbox.runs.brokered import leave_broker
 from flowerbox.runs.diskwatch import watch_disk
+from flowerbox.runs.outputlog import CappedLog
 
 
 def supervise(state_dir: Path) -> int:
@@ -45,14 +46,11 @@ def supervise(state_dir: Path) -> int:
             stopping.stop()
 
         signal.signal(signal.SIGTERM, stop)
-        with (state_dir / records.OUTPUT).open("ab") as output:
-
-            def write(chunk: bytes) -> None:
-                output.write(chunk)
-                output.flush()
-
-            with watch_disk(spec, box.stop):
-                code = box.wait(write)
+        with (
+            CappedLog(state_dir / records.OUTPUT) as output,
+            watch_disk(spec, box.stop, held=box.pids),
+        ):
+            code = box.wait(output.write)
     except BoxError:
         traceback.print_exc()
     finally:

@@ -8,12 +8,12 @@ an attack that was not planted, FAIL: silence proves nothing. Pure: no engine, n
 from __future__ import annotations
 
 import contextlib
-import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
+from flower import parse_json
 from flowerbox.selftest.probes import PROBES
 
 __all__ = [
@@ -428,7 +428,7 @@ def judge(
     observations: dict[str, dict[str, Any]] = {}
     for line in output.splitlines():
         with contextlib.suppress(ValueError):
-            data = json.loads(line)
+            data = parse_json(line)
             if isinstance(data, dict) and data.get("probe") in probes:
                 observations[data["probe"]] = data
     verdicts = []
@@ -626,7 +626,7 @@ def judge_host(output: str, observed: dict[str, dict[str, Any]], *, forged: str)
     lines: dict[str, dict[str, Any]] = {}
     for line in output.splitlines():
         with contextlib.suppress(ValueError):
-            data = json.loads(line)
+            data = parse_json(line)
             if isinstance(data, dict) and data.get("probe") in ("host_plants", "git_redirects"):
                 lines[data["probe"]] = data
     verdicts = []

@@ -40,6 +40,9 @@ ADDED |= {"shown", "workspace_refusal"}
 ADDED |= {"ANSWER_COMMAND_ENV"}
 # ... and the variable that carries the language into the box (issue 21, item 6).
 ADDED |= {"LANG_ENV"}
+# Added by issue 37: the one sanitizer and bounded parser of what a box writes, for flower's
+# commands and flowerbox's alike.
+ADDED |= {"PrintableStream", "UntrustedJSONError", "parse_json", "printable", "printable_data"}
 
 
 def test_the_public_names_all_resolve() -> None:

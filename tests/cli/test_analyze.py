@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -146,6 +147,26 @@ def _assistant(mid: str, block: dict[str, Any], **extra: Any) -> dict[str, Any]:
 def _result(tool_id: str, content: str, **extra: Any) -> dict[str, Any]:
     block = {"type": "tool_result", "tool_use_id": tool_id, "content": content}
     return {"type": "user", "message": {"content": [block | extra]}}
+
+
+def test_a_transcript_entry_nested_too_deep_is_left_out_not_a_crash(
+    run_dir: Path, claude_home: Path
+) -> None:
+    """Issue 37, T2: in a flowerbox workspace the box writes sessions.db too; an entry of 10 KB
+    of nested JSON was a RecursionError in the store's decoder."""
+    with sqlite3.connect(run_dir / "sessions.db") as conn:
+        (key, seq) = conn.execute(
+            "SELECT store_key, max(seq) FROM entries WHERE store_key NOT LIKE '%/%/%'"
+        ).fetchone()
+        deep = '{"type": "user", "x": ' + "[" * 10_000 + "]" * 10_000 + "}"
+        conn.execute(
+            "INSERT INTO entries (store_key, seq, uid, payload) VALUES (?, ?, ?, ?)",
+            (key, seq + 1, "deep", deep),
+        )
+    done = flower("analyze", str(run_dir), "--json", env=offline_env(claude_home), cwd=run_dir)
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr[-2000:]
+    [session] = parse_document(done.stdout)["sessions"]
+    assert session["tools"]["Write"] == 1
 
 
 def test_transcript_stats_counts_denials_synthetic_errors_and_compactions() -> None:

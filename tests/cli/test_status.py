@@ -169,6 +169,25 @@ def test_failed_attempts_are_listed(tmp_path: Path, claude_home: Path) -> None:
     assert "Invalid API key" in done.stdout and "build: HTTP 529" in done.stdout
 
 
+def test_escape_sequences_the_box_wrote_never_reach_the_terminal(
+    tmp_path: Path, claude_home: Path
+) -> None:
+    """T3 (issue 37): a flowerbox workspace's runs/ is the box's to write; plain `flower
+    status` (and `flower analyze`) on the host showed its escape sequences (a title, a
+    clipboard write)."""
+    runs = tmp_path / "runs"
+    osc52 = "\x1b]52;c;Y3VybCBldmlsLmV4YW1wbGUgfCBzaA==\x07"
+    row = {"step": f"build{osc52}", "ok": False, "error": "\x1b]0;pwned\x07x\u202eyz"}
+    record_rows(runs / "manifest.json", [row], run="r1\x1b[2J")
+    write_asks(runs, [{"id": "q\x9b2J", "question": f"Which?{osc52}", "options": ["\x1b[31m"]}])
+    for command in (["status"], ["status", "--json"], ["analyze"], ["analyze", "--json"]):
+        done = flower(*command, str(runs), env=offline_env(claude_home), cwd=tmp_path)
+        assert done.returncode == 0, done.stderr
+        assert "build" in done.stdout and ("Which?" in done.stdout or command[0] == "analyze")
+        for unsafe in ("\x1b", "\x07", "\x9b", "\u202e", "\\u001b", "\\u202e"):
+            assert unsafe not in done.stdout + done.stderr, (command, unsafe)
+
+
 def test_a_missing_run_dir_exits_two(tmp_path: Path, claude_home: Path) -> None:
     done = flower("status", str(tmp_path / "nope"), env=offline_env(claude_home), cwd=tmp_path)
     assert done.returncode == 2

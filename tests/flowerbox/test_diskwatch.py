@@ -1,12 +1,19 @@
-"""The disk budget: what the watched folders grew by stops a run; someone else's writes on the
-same disk never do."""
+"""The disk and inode budgets: what the run grew by stops it (its folders, the files its
+processes hold open unlinked, its host-side logs); someone else's writes on the same disk
+never do."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import threading
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
-from flowerbox.runs.diskwatch import DiskWatch, tree_bytes
+import pytest
+
+from flowerbox.runs.diskwatch import DiskWatch, Usage, tree_usage, unlinked_usage
+from flowerbox.runs.outputlog import CappedLog
 
 MB = 1024 * 1024
 
@@ -17,7 +24,9 @@ def write(path: Path, size: int) -> None:
         handle.flush()
 
 
-def watch(folder: Path, budget: int) -> tuple[DiskWatch, threading.Event, list[str]]:
+def watch(
+    folder: Path, budget: int, *, inodes: int = 0, held: Callable[[], Iterable[int]] = tuple
+) -> tuple[DiskWatch, threading.Event, list[str]]:
     said: list[str] = []
     fired = threading.Event()
 
@@ -26,7 +35,13 @@ def watch(folder: Path, budget: int) -> tuple[DiskWatch, threading.Event, list[s
         fired.set()
 
     return (
-        DiskWatch([folder], budget_bytes=budget, on_exceeded=exceeded, interval_s=0.05),
+        DiskWatch(
+            [folder],
+            budget=Usage(budget, inodes),
+            on_exceeded=exceeded,
+            held=held,
+            interval_s=0.05,
+        ),
         fired,
         said,
     )
@@ -68,4 +83,112 @@ def test_a_link_is_not_followed_when_measuring(tmp_path: Path) -> None:
     outside.mkdir()
     write(outside / "big.bin", 4 * MB)
     (box / "link").symlink_to(outside)
-    assert tree_bytes(box) < MB
+    assert tree_usage(box).bytes < MB
+
+
+HOLDER = """
+import mmap, os, sys, time
+fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o600)
+os.write(fd, b"x" * int(sys.argv[2]))
+os.fsync(fd)
+os.unlink(sys.argv[1])
+if sys.argv[3] == "mapped":
+    kept = mmap.mmap(fd, 0)
+    os.close(fd)
+print("held", flush=True)
+time.sleep(60)
+"""
+
+
+@pytest.fixture
+def holder(tmp_path: Path) -> Iterator[Callable[..., subprocess.Popen[str]]]:
+    """A real process that writes a file, unlinks it and keeps it open (as a box's would)."""
+    started: list[subprocess.Popen[str]] = []
+
+    def start(path: Path, size: int, how: str = "open") -> subprocess.Popen[str]:
+        argv = [sys.executable, "-c", HOLDER, str(path), str(size), how]
+        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True)
+        started.append(proc)
+        assert proc.stdout is not None and proc.stdout.readline() == "held\n"
+        return proc
+
+    yield start
+    for proc in started:
+        proc.kill()
+        proc.communicate()
+
+
+def test_a_file_unlinked_while_open_counts_against_the_budget(
+    tmp_path: Path, holder: Callable[..., subprocess.Popen[str]]
+) -> None:
+    """D1 (issue 37): 700 MiB written, unlinked, kept open: no folder shows it."""
+    box = tmp_path / "ws"
+    box.mkdir()
+    pids: list[int] = []
+    watcher, fired, said = watch(box, 2 * MB, held=lambda: pids)
+    watcher.start()
+    try:
+        pids.append(holder(box / "hidden.bin", 4 * MB).pid)
+        assert fired.wait(10)
+    finally:
+        watcher.stop()
+    assert len(said) == 1 and "disk budget" in said[0]
+
+
+def test_unlinked_files_of_processes_not_the_boxs_are_not_the_runs(
+    tmp_path: Path, holder: Callable[..., subprocess.Popen[str]]
+) -> None:
+    box = tmp_path / "ws"
+    box.mkdir()
+    watcher, fired, _ = watch(box, 2 * MB, held=list)  # the box's processes: none of these
+    watcher.start()
+    try:
+        holder(tmp_path / "someone-elses.bin", 8 * MB)
+        assert not fired.wait(1.0)
+    finally:
+        watcher.stop()
+
+
+def test_unlinked_usage_counts_each_file_once_on_the_watched_devices_only(
+    tmp_path: Path, holder: Callable[..., subprocess.Popen[str]]
+) -> None:
+    proc = holder(tmp_path / "a.bin", 2 * MB)
+    device = tmp_path.stat().st_dev
+    once = unlinked_usage([proc.pid], {device})
+    assert once.inodes >= 1 and once.bytes >= 2 * MB
+    assert unlinked_usage([proc.pid, proc.pid], {device}) == once
+    assert unlinked_usage([proc.pid], {device + 1}) == Usage()
+    assert unlinked_usage([2**22 + 7], {device}) == Usage()  # no such process
+    mapped = holder(tmp_path / "b.bin", 3 * MB, "mapped")  # its descriptor closed
+    assert unlinked_usage([mapped.pid], {device}).bytes >= 3 * MB
+
+
+def test_many_empty_files_pass_the_inode_budget(tmp_path: Path) -> None:
+    """D3 (issue 37): 150,000 empty files took no space, so no disk budget saw them."""
+    box = tmp_path / "ws"
+    box.mkdir()
+    watcher, fired, said = watch(box, 0, inodes=500)
+    watcher.start()
+    try:
+        for n in range(100):
+            (box / f"f{n}").touch()
+        assert not fired.wait(0.5)
+        for n in range(100, 1000):
+            (box / f"f{n}").touch()
+        assert fired.wait(10)
+    finally:
+        watcher.stop()
+    assert len(said) == 1 and "past its inode budget of 500" in said[0]
+
+
+def test_the_output_log_keeps_the_latest_output_within_its_cap(tmp_path: Path) -> None:
+    """D2 (issue 37): a detached run's output log reached 446 MiB under a 0.2 GB budget."""
+    path = tmp_path / "output.log"
+    with CappedLog(path, cap=1000) as log:
+        for n in range(50):
+            log.write(f"{n:04d}".encode() * 90)  # 360 bytes a chunk
+        log.write(b"last")
+    kept = tmp_path / "output.log.1"
+    assert path.stat().st_size <= 1000 and kept.stat().st_size == 1000
+    assert (kept.read_bytes() + path.read_bytes()).endswith(b"0049" * 90 + b"last")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["output.log", "output.log.1"]

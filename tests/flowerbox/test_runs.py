@@ -210,6 +210,25 @@ def test_ps_shows_the_pending_question_and_answer_reaches_the_channel(
     assert human._unread[-1][1] == "也写个测试"
 
 
+def test_ps_shows_a_box_written_question_sanitized_and_its_answer_command_quoted(
+    xdg_state: Path, tmp_path: Path
+) -> None:
+    """Issue 37: the question's text is the box's (escapes, a bidi override, 10 KB of nested
+    JSON before it), and so is its id, which ps prints inside a command meant for pasting."""
+    ws = tmp_path / "ws"
+    spec = started(ws, "20260101-000000-dddddd", command=["go", "x"])
+    spec.run_dir.mkdir(parents=True, exist_ok=True)
+    (spec.run_dir / "asks.json").write_text("[" * 10_000 + "]" * 10_000)
+    deep = runner.invoke(app, ["ps", "-w", str(ws)])
+    assert deep.exit_code == 0 and deep.exception is None, deep.output
+    ask = {"id": "q1; touch /tmp/x", "question": "Which?\x1b]52;c;eA==\x07\u202e", "options": []}
+    (spec.run_dir / "asks.json").write_text(json.dumps([ask]))
+    table = runner.invoke(app, ["ps", "-w", str(ws)])
+    assert table.exit_code == 0, table.output
+    assert "Which?" in table.stdout and "flowerbox answer 'q1; touch /tmp/x'" in table.stdout
+    assert not any(char in table.stdout for char in "\x1b\x07\u202e")
+
+
 def test_what_cannot_be_done_to_an_ended_run_exits_2_saying_what_can(
     xdg_state: Path, tmp_path: Path
 ) -> None:
