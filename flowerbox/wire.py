@@ -52,6 +52,12 @@ ALLOW_ANNOTATION = "flowerbox.dev/allow"  # on the token Secret: its egress allo
 # lets the run reach, and the image its provenance note names.
 REPO_ANNOTATION = "flowerbox.dev/repo"
 IMAGE_ANNOTATION = "flowerbox.dev/image"
+# The one ref a cluster run may push, its delivery (on the token Secret and the claim): outside
+# refs/heads/ unless the run was made with --deliver-branch, so a forge's CI, which runs on
+# branch and tag pushes, never runs the agent's code with the repository's secrets unasked.
+DELIVER_ANNOTATION = "flowerbox.dev/deliver-ref"
+DELIVERY_REF = "refs/flowerbox/{run_id}"
+DELIVERY_BRANCH = "refs/heads/flowerbox/{run_id}"
 
 # --- entry modules: what each container (or the host's keeper) runs with `python -m` -------
 GATEWAY_MODULE = "flowerbox.sidecar.gateway"

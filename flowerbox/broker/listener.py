@@ -65,7 +65,8 @@ class Unserved:
 @dataclass(frozen=True)
 class RunToken:
     """A run as the cluster tells it: its id, its token's SHA-256, budget and allowlist; and
-    for the git relay, its repository and image ("" when its Secret names none)."""
+    for the git relay, its repository and image ("" when its Secret names none), and whether
+    the one ref it may push is a branch."""
 
     run_id: str
     token_sha256: str
@@ -74,6 +75,7 @@ class RunToken:
     repo: str = ""
     image: str = ""
     namespace: str = ""
+    deliver_branch: bool = False
 
 
 def presented_token(incoming: Incoming) -> str | None:
@@ -236,7 +238,8 @@ class ClusterBroker(Registry):
         if not told.repo:
             return
         image, namespace = told.image or "unknown", told.namespace or "unknown"
-        run = RelayRun(told.run_id, told.repo, image, namespace, allowlist(told.allow))
+        network = allowlist(told.allow)
+        run = RelayRun(told.run_id, told.repo, image, namespace, network, told.deliver_branch)
         with self._lock:
             self.relayed.setdefault(told.run_id, run)
 

@@ -36,6 +36,9 @@ from flowerbox.errors import BrokerError, FlowerboxError
 from flowerbox.wire import (
     ALLOW_ANNOTATION,
     BUDGET_ANNOTATION,
+    DELIVER_ANNOTATION,
+    DELIVERY_BRANCH,
+    DELIVERY_REF,
     IMAGE_ANNOTATION,
     KUBE_ROLE_LABEL,
     KUBE_RUN_LABEL,
@@ -65,7 +68,8 @@ def run_token(secret: Any) -> RunToken:
     """The run a token Secret (the client's V1Secret) tells of.
 
     Raises:
-        ValueError: no run id, no token, or a budget or allowlist that is not one.
+        ValueError: no run id, no token, a budget or allowlist that is not one, or a
+            delivery ref that is not one of the run's two.
     """
     meta = secret.metadata
     run_id = (meta.labels or {}).get(KUBE_RUN_LABEL)
@@ -84,6 +88,9 @@ def run_token(secret: Any) -> RunToken:
         raise ValueError(f"Secret {meta.name}: {ALLOW_ANNOTATION} is nested too deep") from None
     if not isinstance(allow, list) or not all(isinstance(entry, str) for entry in allow):
         raise ValueError(f"Secret {meta.name}: {ALLOW_ANNOTATION} is not a JSON list of names")
+    ref = notes.get(DELIVER_ANNOTATION, DELIVERY_REF.format(run_id=run_id))
+    if ref not in (DELIVERY_REF.format(run_id=run_id), DELIVERY_BRANCH.format(run_id=run_id)):
+        raise ValueError(f"Secret {meta.name}: {DELIVER_ANNOTATION} {ref!r} is not its run's")
     return RunToken(
         run_id=run_id,
         token_sha256=hashlib.sha256(token).hexdigest(),
@@ -92,6 +99,7 @@ def run_token(secret: Any) -> RunToken:
         repo=notes.get(REPO_ANNOTATION, ""),
         image=notes.get(IMAGE_ANNOTATION, ""),
         namespace=meta.namespace or "",
+        deliver_branch=ref == DELIVERY_BRANCH.format(run_id=run_id),
     )
 
 

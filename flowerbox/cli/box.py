@@ -29,6 +29,7 @@ from flowerbox.cli.options import (
     Broker,
     Budget,
     Context,
+    DeliverBranch,
     Detach,
     DiskBudget,
     Image,
@@ -90,6 +91,7 @@ def go(
     context: Context = None,
     runtime_class: RuntimeClass = None,
     broker: Broker = BROKER,
+    deliver_branch: DeliverBranch = False,
 ) -> None:
     """flower "ask" in the box; any other option goes to flower (--timeout 0, --json...).
 

@@ -30,6 +30,7 @@ from flowerbox.box.prepare import egress_allowlist
 from flowerbox.cli.options import (
     Broker,
     Context,
+    DeliverBranch,
     Image,
     Namespace,
     Ref,
@@ -108,7 +109,9 @@ def go(target: KubeTarget, args: list[str], options: BoxOptions) -> None:
     allowed = egress_allowlist("allowlist", options.allow, options.allow_presets)
     spec = kube_spec(new_run_id(), image=options.image, command=flower_command(args))
     spec = dataclasses.replace(spec, budget_usd=options.budget_usd, allow=allowed)
-    for made in cluster(target).start(spec, run_manifests(spec, target), repo=target.repo):
+    manifests = run_manifests(spec, target)
+    on = cluster(target)
+    for made in on.start(spec, manifests, repo=target.repo, deliver_branch=target.deliver_branch):
         typer.echo(f"created {made}", err=True)
     typer.echo(spec.run_id)
 
@@ -144,7 +147,8 @@ def resume(target: KubeTarget, run: str) -> None:
 
 
 def deliver(target: KubeTarget, run: str) -> None:
-    """Push the ended run's branch back as flowerbox/RUN, through the broker's git relay."""
+    """Push the ended run's branch back as refs/flowerbox/RUN (or the branch flowerbox/RUN,
+    as the run was made), through the broker's git relay."""
     for made in cluster(target).deliver(run, target):
         typer.echo(f"created {made}")
 
@@ -185,6 +189,7 @@ def render(
     runtime_class: RuntimeClass = None,
     broker: Broker = BROKER,
     image: Image = DEFAULT_IMAGE,
+    deliver_branch: DeliverBranch = False,
     run_id: Annotated[
         str | None, typer.Option("--run-id", help="The run's id (default: a new one).")
     ] = None,

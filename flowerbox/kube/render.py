@@ -22,6 +22,7 @@ from typing import Any
 
 from flowerbox import wire
 from flowerbox.box.spec import BoxSpec
+from flowerbox.broker.gitroute import delivery_ref
 from flowerbox.kube.pod import (
     ROLE_LABEL,
     RUN_LABEL,
@@ -73,7 +74,9 @@ def _skips(*checks: str) -> dict[str, str]:
 def _git_env(spec: BoxSpec, target: KubeTarget) -> list[Manifest]:
     """git's way to the remote: the broker's relay, the run's token as the credential. The
     repository on the claim is the agent's to write, so git runs none of its hooks, no
-    fsmonitor and no credential helper it could name (GIT_CONFIG_* outrank .git/config)."""
+    fsmonitor, no credential helper, askpass, signing program or proxy it could name, and no
+    transport but http (a `file://`, `ext::` or ssh URL its config rewrites a URL to would
+    run its receivepack or command): GIT_CONFIG_* outrank .git/config and its includes."""
     relay = f"http://{target.broker}:{wire.GIT_PORT}/"
     token = {"secretKeyRef": {"name": token_secret(spec), "key": TOKEN_KEY}}
     settings = {
@@ -81,11 +84,20 @@ def _git_env(spec: BoxSpec, target: KubeTarget) -> list[Manifest]:
         "http.extraHeader": "Authorization: Bearer $(FLOWERBOX_TOKEN)",
         "core.hooksPath": "/dev/null",
         "core.fsmonitor": "false",
+        "core.askPass": "",
         "credential.helper": "",
+        "protocol.allow": "never",
+        "protocol.http.allow": "always",
+        "http.proxy": "",
+        "push.gpgSign": "false",
+        "push.recurseSubmodules": "no",
     }
     env: list[Manifest] = [
         {"name": "HOME", "value": "/tmp"},
         {"name": "GIT_CONFIG_NOSYSTEM", "value": "1"},
+        {"name": "GIT_CONFIG_GLOBAL", "value": "/dev/null"},
+        {"name": "GIT_ASKPASS", "value": ""},  # set, empty: core.askPass is never looked at
+        {"name": "GIT_TERMINAL_PROMPT", "value": "0"},
         {"name": "FLOWERBOX_TOKEN", "valueFrom": token},
         {"name": "GIT_CONFIG_COUNT", "value": str(len(settings))},
     ]
@@ -129,6 +141,7 @@ def claim(spec: BoxSpec, target: KubeTarget) -> Manifest:
                 wire.IMAGE_ANNOTATION: spec.image,
                 wire.REPO_ANNOTATION: target.repo,
                 REF_ANNOTATION: target.ref,
+                wire.DELIVER_ANNOTATION: delivery_ref(spec.run_id, branch=target.deliver_branch),
             },
         ),
         "spec": {
@@ -191,13 +204,20 @@ def run_manifests(spec: BoxSpec, target: KubeTarget, *, name: str | None = None)
 
 
 def deliver_manifests(spec: BoxSpec, target: KubeTarget) -> list[Manifest]:
-    """After the run: flower's branch `flower/<run-id>` pushed as `flowerbox/<run-id>`, the
-    one ref the broker's git relay lets a run push. No notes ref: the agent holds the same
-    token, so a note it could push would prove nothing; the relay writes the provenance
-    note itself once the remote took the branch (flowerbox.broker.gitnotes). No agent code
-    runs here."""
-    script = 'cd "$0" && git push origin "$1:refs/heads/flowerbox/$2"'
-    args = [str(spec.workspace), f"flower/{spec.run_id}", spec.run_id]
+    """After the run: flower's branch `flower/<run-id>` pushed to the run's repository as
+    `refs/flowerbox/<run-id>` (or `refs/heads/flowerbox/<run-id>`: target.deliver_branch),
+    the one ref the broker's git relay lets the run push. No notes ref: the agent holds the
+    same token, so a note it could push would prove nothing; the relay writes the provenance
+    note itself once the remote took the ref (flowerbox.broker.gitnotes).
+
+    No agent code runs here, though git reads the agent's repository: the push goes to the
+    repository's URL, never to a remote of its config (whose url, receivepack or
+    pushurl the agent chose), with no hooks (--no-verify, and core.hooksPath), no submodule
+    pushes and no signing (gpg.program), and only http, the relay's, as a transport
+    (_git_env: set in the environment, which outranks the repository's config)."""
+    script = 'cd "$0" && git push --no-verify --no-recurse-submodules -- "$1" "$2:$3"'
+    ref = delivery_ref(spec.run_id, branch=target.deliver_branch)
+    args = [str(spec.workspace), target.repo, f"refs/heads/flower/{spec.run_id}", ref]
     env = _git_env(spec, target)
     push = container(spec, name="deliver", command=["sh", "-c", script, *args], env=env)
     pod = pod_spec(spec, target, init=[])

@@ -536,7 +536,8 @@ def test_the_git_relay_it_serves_clones_and_pushes_a_runs_own_branch_with_its_no
         (work / "made.txt").write_text("the run's work\n")
         git("add", "made.txt", cwd=work, env=quiet_env(tmp_path / "run-home"))
         git("commit", "-q", "-m", "work", cwd=work, env=quiet_env(tmp_path / "run-home"))
-        branch = f"refs/heads/flowerbox/{run.run_id}"
+        branch = f"refs/flowerbox/{run.run_id}"  # not a branch: no forge CI runs on it
+        sha = git("rev-parse", "HEAD", cwd=work, env=quiet_env(tmp_path / "run-home")).strip()
         to_main = git_as(run.token, "push", "origin", "HEAD:refs/heads/main", cwd=work)
         assert to_main.returncode != 0
         pushed = git_as(run.token, "push", "origin", f"HEAD:{branch}", cwd=work)
@@ -549,14 +550,7 @@ def test_the_git_relay_it_serves_clones_and_pushes_a_runs_own_branch_with_its_no
         git(
             "fetch", "-q", "origin", "refs/notes/flowerbox:refs/notes/flowerbox", cwd=notes, env=env
         )
-        note = git(
-            "notes",
-            "--ref=flowerbox",
-            "show",
-            branch.removeprefix("refs/heads/"),
-            cwd=notes,
-            env=env,
-        )
+        note = git("notes", "--ref=flowerbox", "show", sha, cwd=notes, env=env)
         assert f"flowerbox-run: {run.run_id}" in note
         assert "image: flowerbox:test" in note and f"namespace: {NAMESPACE}" in note
         assert "network: allowlist: pypi.org" in note

@@ -163,6 +163,35 @@ def test_each_run_command_on_kube_sends_its_requests(kubeconfig: FakeKube) -> No
     assert {kind for kind, _ in kubeconfig.objects} == {"pods"}  # the cluster collects them
 
 
+def pushed_ref(kube: FakeKube, run_id: str) -> str:
+    """The ref the run's deliver Job pushes (the last word of its push line)."""
+    rendered = kube.objects[("jobs", f"flowerbox-{run_id}-deliver")]["spec"]["template"]
+    return str(rendered["spec"]["containers"][0]["command"][-1])
+
+
+@pytest.mark.parametrize(
+    ("extra", "ref"),
+    [((), "refs/flowerbox/{}"), (("--deliver-branch",), "refs/heads/flowerbox/{}")],
+    ids=["default", "deliver-branch"],
+)
+def test_deliver_pushes_the_one_ref_the_run_was_made_with(
+    kubeconfig: FakeKube, extra: tuple[str, ...], ref: str
+) -> None:
+    """Attack X1: the deliver Job pushed a branch, which the forge's CI runs with the
+    repository's secrets. By default it is refs/flowerbox/<run-id> (no CI runs on it); a
+    branch only when the run was made so, recorded on its claim (for `deliver`) and its
+    token Secret (for the broker's relay)."""
+    run_id = start(kubeconfig, *extra)
+    token = kubeconfig.objects[("secrets", f"flowerbox-{run_id}-token")]
+    claim = kubeconfig.objects[("persistentvolumeclaims", f"flowerbox-{run_id}")]
+    for made in (token, claim):
+        assert made["metadata"]["annotations"]["flowerbox.dev/deliver-ref"] == ref.format(run_id)
+    kubeconfig.objects[("jobs", f"flowerbox-{run_id}")]["status"] = {"succeeded": 1}
+    delivered = runner.invoke(app, ["deliver", run_id, "--on", "kube"])
+    assert delivered.exit_code == 0, delivered.output
+    assert pushed_ref(kubeconfig, run_id) == ref.format(run_id)
+
+
 def test_logs_on_kube_reads_the_agents_pod(kubeconfig: FakeKube) -> None:
     run_id = start(kubeconfig)
     pod = f"flowerbox-{run_id}-x1y2z"

@@ -152,7 +152,10 @@ def test_git_on_the_agents_repository_runs_nothing_planted_there(
 def test_a_planted_hook_and_fsmonitor_do_not_run_in_a_real_push(
     spec: BoxSpec, target: KubeTarget, tmp_path: Path
 ) -> None:
-    """The same attack on real git: the deliver Job's git settings, a push to a local remote."""
+    """The same attack on real git: the deliver Job's git settings, a push to a local remote
+    (refused: the Job's git has http alone as a transport, since a local remote's
+    receive-pack is a program its config names; tests/flowerbox/test_gitrelay.py pushes
+    through the relay)."""
     (job,) = deliver_manifests(spec, target)
     (push,) = job["spec"]["template"]["spec"]["containers"]
     settings = {e["name"]: e["value"] for e in push["env"] if e["name"].startswith("GIT_CONFIG")}
@@ -172,8 +175,10 @@ def test_a_planted_hook_and_fsmonitor_do_not_run_in_a_real_push(
     assert planted.returncode == 0 and Path(f"{ran}-fsmonitor").exists()  # the plant works
     Path(f"{ran}-fsmonitor").unlink()
     env = {**os.environ, **settings, "HOME": str(tmp_path)}
-    for args in (["status"], ["push", "-q", str(remote), "HEAD:refs/heads/flowerbox/x"]):
-        subprocess.run(["git", "-C", str(repo), *args], env=env, check=True, capture_output=True)
+    subprocess.run(["git", "-C", str(repo), "status"], env=env, check=True, capture_output=True)
+    push = ["git", "-C", str(repo), "push", "-q", str(remote), "HEAD:refs/flowerbox/x"]
+    pushed = subprocess.run(push, env=env, capture_output=True, text=True, check=False)
+    assert pushed.returncode != 0 and "transport 'file' not allowed" in pushed.stderr
     assert not Path(f"{ran}-hook").exists() and not Path(f"{ran}-fsmonitor").exists()
 
 
