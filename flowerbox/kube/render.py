@@ -38,7 +38,6 @@ from flowerbox.kube.pod import (
 )
 from flowerbox.kube.target import UID, VOLUME, KubeTarget
 
-DNS_PORT = 53
 KEY_SECRET = "flowerbox-broker-key"  # `kubectl create secret generic` (docs/deployment.md)
 BROKER_LEDGER = "/var/lib/flowerbox-broker"
 DROP_TTL_S = 600  # a drop Job is gone soon after: the run's log says it took the file
@@ -77,7 +76,7 @@ def _git_env(spec: BoxSpec, target: KubeTarget) -> list[Manifest]:
     fsmonitor, no credential helper, askpass, signing program or proxy it could name, and no
     transport but http (a `file://`, `ext::` or ssh URL its config rewrites a URL to would
     run its receivepack or command): GIT_CONFIG_* outrank .git/config and its includes."""
-    relay = f"http://{target.broker}:{wire.GIT_PORT}/"
+    relay = f"http://{target.broker_host}:{wire.GIT_PORT}/"
     token = {"secretKeyRef": {"name": token_secret(spec), "key": TOKEN_KEY}}
     settings = {
         f"url.{relay}.insteadOf": "https://",
@@ -152,16 +151,13 @@ def claim(spec: BoxSpec, target: KubeTarget) -> Manifest:
 
 
 def agent_policy(spec: BoxSpec, target: KubeTarget) -> Manifest:
-    """The agent's Pods reach the broker's ports and the cluster's DNS, nothing else; nothing
-    reaches them. (A sidecar could not do this: a Pod's containers share one network.)"""
+    """The agent's Pods reach the broker's ports, nothing else (no DNS: a name lookup is a
+    way out; flowerbox.kube.pod); nothing reaches them. (A sidecar could not do this: a
+    Pod's containers share one network.)"""
     broker = {"podSelector": {"matchLabels": {ROLE_LABEL: "broker"}}}
     ports = [
         {"protocol": "TCP", "port": p} for p in (wire.API_PORT, wire.PROXY_PORT, wire.GIT_PORT)
     ]
-    dns = {
-        "to": [{"namespaceSelector": {}, "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}}}],
-        "ports": [{"protocol": "UDP", "port": DNS_PORT}, {"protocol": "TCP", "port": DNS_PORT}],
-    }
     return {
         "apiVersion": "networking.k8s.io/v1",
         "kind": "NetworkPolicy",
@@ -170,7 +166,7 @@ def agent_policy(spec: BoxSpec, target: KubeTarget) -> Manifest:
             "podSelector": {"matchLabels": {RUN_LABEL: spec.run_id}},
             "policyTypes": ["Ingress", "Egress"],
             "ingress": [],
-            "egress": [{"to": [broker], "ports": ports}, dns],
+            "egress": [{"to": [broker], "ports": ports}],
         },
     }
 

@@ -59,6 +59,13 @@ class KubeTarget:
                 "holds its credential; no other scheme goes through it)"
             )
 
+    @property
+    def broker_host(self) -> str:
+        """The broker's address in a run's Pod: its Service's cluster IP, as the kubelet puts
+        it in `<NAME>_SERVICE_HOST` and expands `$(...)` with it, so no Pod of a run needs
+        DNS (it has none: flowerbox.kube.pod)."""
+        return f"$({self.broker.upper().replace('-', '_')}_SERVICE_HOST)"
+
 
 def flower_command(args: Sequence[str]) -> tuple[str, ...]:
     """flower with `args` (`go "ask"`...) on the claim's workspace and runs/, as the Docker

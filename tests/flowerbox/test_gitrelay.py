@@ -20,7 +20,7 @@ import pytest
 from flowerbox.broker.gitrelay import GitCredential, RelayRun, git_credential
 from flowerbox.errors import BrokerError
 from flowerbox.kube.render import deliver_manifests, run_manifests
-from flowerbox.kube.target import BROKER, KubeTarget, kube_spec
+from flowerbox.kube.target import KubeTarget, kube_spec
 from flowerbox.wire import GIT_PORT
 from tests.flowerbox.gitclient import BRANCH, OTHER_RUN, OTHER_TOKEN, RUN, RUN_TOKEN, Relay, commit
 from tests.flowerbox.gitremote import BASIC, TOKEN, USER, git, quiet_env
@@ -298,14 +298,16 @@ def test_a_malformed_head_is_refused_and_logged(relay: Relay) -> None:
 
 def job_line(container: dict[str, Any], relay: Relay, paths: dict[str, str]) -> Any:
     """Run a rendered container's shell line here, as its Pod would: its env resolved the
-    way the kubelet does (`$(NAME)`, the token Secret), the broker's Service replaced by the
-    tap to the relay, the claim's paths by `paths`."""
-    env = quiet_env(relay.home)
+    way the kubelet does (`$(NAME)`, the token Secret, the broker Service's variable), the
+    broker's Service replaced by the tap to the relay, the claim's paths by `paths`."""
+    service = KubeTarget(repo=relay.remote.url("app")).broker_host.strip("$()")
+    env = quiet_env(relay.home) | {service: "broker.invalid"}
     for entry in container["env"]:
         value = RUN_TOKEN if "valueFrom" in entry else entry["value"]
         for name, known in env.items():
             value = value.replace(f"$({name})", known)
-        env[entry["name"]] = value.replace(f"http://{BROKER}:{GIT_PORT}/", relay.url)
+        env[entry["name"]] = value.replace(f"http://broker.invalid:{GIT_PORT}/", relay.url)
+    env.pop(service)
     env["HOME"] = str(relay.home)
     command = [paths.get(arg, arg) for arg in container["command"]]
     return subprocess.run(command, env=env, capture_output=True, text=True, timeout=60)

@@ -100,7 +100,11 @@ def test_no_credential_is_rendered(
     assert set(key) == {"name", "valueFrom"}  # the run's token, from its own Secret
 
 
-def test_the_agent_reaches_only_the_broker_and_dns(manifests: list[Manifest]) -> None:
+def test_the_agent_reaches_only_the_broker_and_no_dns(manifests: list[Manifest]) -> None:
+    """Attack K1: the agent's Pods could ask kube-dns (in any namespace) any name, a way out
+    for data (a name under a domain whose server the attacker reads). Now the policy lets
+    them reach the broker's ports alone, and every Pod of a run has no resolver but its own
+    loopback, the broker's address coming from the kubelet, never from a lookup."""
     run_policy = next(
         m
         for m in manifests
@@ -108,14 +112,20 @@ def test_the_agent_reaches_only_the_broker_and_dns(manifests: list[Manifest]) ->
         and "podSelector" in m["spec"]
         and m["spec"]["podSelector"].get("matchLabels", {}).get("flowerbox.dev/run-id")
     )
-    to = [peer for rule in run_policy["spec"]["egress"] for peer in rule["to"]]
-    assert [p["podSelector"]["matchLabels"] for p in to] == [
-        {"flowerbox.dev/role": "broker"},
-        {"k8s-app": "kube-dns"},
-    ]
+    (rule,) = run_policy["spec"]["egress"]
+    assert rule["to"] == [{"podSelector": {"matchLabels": {"flowerbox.dev/role": "broker"}}}]
+    assert {p["port"] for p in rule["ports"]} == {8080, 3128, 8081}  # no 53
     assert run_policy["spec"]["ingress"] == []
     deny = next(m for m in manifests if m["metadata"]["name"] == "flowerbox-default-deny")
     assert deny["spec"] == {"podSelector": {}, "policyTypes": ["Ingress", "Egress"]}
+    pods = [m["spec"]["template"]["spec"] for m in manifests if m["kind"] == "Job"]
+    assert len(pods) == 4  # the run's, deliver, drop, read
+    for pod in pods:
+        assert pod["dnsPolicy"] == "None"
+        assert pod["dnsConfig"] == {"nameservers": ["127.0.0.1"], "searches": [], "options": []}
+        for box in [*pod["initContainers"], *pod["containers"]]:
+            values = " ".join(str(e.get("value", "")) for e in box["env"])
+            assert "flowerbox-broker" not in values  # no name to look up: the kubelet's IP
 
 
 @pytest.mark.parametrize(
