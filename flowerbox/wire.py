@@ -46,6 +46,7 @@ KUBE_RUN_LABEL = "flowerbox.dev/run-id"  # a label key may have one '/': the dot
 KUBE_ROLE_LABEL = "flowerbox.dev/role"  # agent, broker, selftest, token
 TOKEN_KEY = "token"  # the run's broker token in its Secret (made by the client, never rendered)
 TOKEN_ROLE = "token"  # the KUBE_ROLE_LABEL of a run's token Secret: what the broker watches
+TOKEN_SECRET = "flowerbox-{run_id}-token"  # its name: the broker serves it while a Job reads it
 BUDGET_ANNOTATION = "flowerbox.dev/budget-usd"  # on the token Secret: the run's budget
 ALLOW_ANNOTATION = "flowerbox.dev/allow"  # on the token Secret: its egress allowlist, JSON
 # On the token Secret too (and on the run's claim): the one repository the broker's git relay

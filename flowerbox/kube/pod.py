@@ -99,7 +99,7 @@ def claim_name(spec: BoxSpec) -> str:
 
 def token_secret(spec: BoxSpec) -> str:
     """The run's own broker token: the one thing the broker tells runs apart by."""
-    return f"flowerbox-{spec.run_id}-token"
+    return wire.TOKEN_SECRET.format(run_id=spec.run_id)
 
 
 def agent_environment(spec: BoxSpec, target: KubeTarget) -> list[Manifest]:

@@ -52,11 +52,12 @@ SKIPS = {
     "CKV_K8S_35": "the run's token is an environment variable the CLI reads; it is per-run "
     "and worth nothing once the run ends",
     "CKV_K8S_38": "the broker alone has an API token: it lists and watches the run tokens' "
-    "Secrets in its namespace, and its Role allows nothing else",
+    "Secrets and the runs' Jobs in its namespace, and its Role allows nothing else",
     "CKV2_K8S_5": "the broker reads the Secrets of its own namespace: each run's token is one; "
     "the namespace holds flowerbox's alone",
 }
 SECRET_READER = {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get", "list", "watch"]}
+JOB_READER = {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["get", "list", "watch"]}
 
 
 def _meta(name: str, target: KubeTarget, tags: dict[str, str], **extra: Any) -> Manifest:
@@ -273,7 +274,8 @@ def asks_header(spec: BoxSpec, tag: str) -> str:
 
 def reader_manifests(target: KubeTarget, tags: dict[str, str]) -> list[Manifest]:
     """The broker's identity to the API server: a service account whose Role reads Secrets
-    in the namespace and nothing else (the run tokens: flowerbox.broker.tokens)."""
+    and Jobs in the namespace and nothing else (the run tokens, and whether a Job holding one
+    runs: flowerbox.broker.tokens)."""
     account = {"kind": "ServiceAccount", "name": target.broker, "namespace": target.namespace}
     return [
         {
@@ -286,7 +288,7 @@ def reader_manifests(target: KubeTarget, tags: dict[str, str]) -> list[Manifest]
             "apiVersion": "rbac.authorization.k8s.io/v1",
             "kind": "Role",
             "metadata": _meta(target.broker, target, dict(tags), annotations=_skips("CKV2_K8S_5")),
-            "rules": [SECRET_READER],
+            "rules": [SECRET_READER, JOB_READER],
         },
         {
             "apiVersion": "rbac.authorization.k8s.io/v1",

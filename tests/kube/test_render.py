@@ -213,13 +213,15 @@ def test_the_fetch_line_clones_once_and_makes_home(
 
 
 def test_the_broker_alone_may_read_the_run_tokens(manifests: list[Manifest]) -> None:
-    """The broker learns each run's token from its Secret: its own service account, a Role
-    that reads Secrets in its namespace and nothing else, and the one Pod with an API token."""
+    """The broker learns each run's token from its Secret, and whether a Job holding it
+    runs: its own service account, a Role that reads Secrets and Jobs in its namespace and
+    nothing else, and the one Pod with an API token."""
     by_kind = {(m["kind"], m["metadata"]["name"]) for m in manifests}
     assert {("ServiceAccount", "flowerbox-broker"), ("Role", "flowerbox-broker")} <= by_kind
     (role,) = [m for m in manifests if m["kind"] == "Role"]
     assert role["rules"] == [
-        {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get", "list", "watch"]}
+        {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get", "list", "watch"]},
+        {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["get", "list", "watch"]},
     ]
     (binding,) = [m for m in manifests if m["kind"] == "RoleBinding"]
     assert binding["roleRef"] == {
