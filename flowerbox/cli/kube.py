@@ -38,7 +38,7 @@ from flowerbox.cli.options import (
     RuntimeClass,
     kube_target,
 )
-from flowerbox.errors import ConfigError, RunError
+from flowerbox.errors import BoxError, ConfigError, RunError
 from flowerbox.kube.pod import Manifest
 from flowerbox.kube.render import broker_manifests, run_manifests
 from flowerbox.kube.target import BROKER, NO_REPO, KubeTarget, flower_command, kube_spec
@@ -92,6 +92,28 @@ def selftest(target: KubeTarget, *, image: str, negative: bool) -> list[Verdict]
         on.remove(spec.run_id)
 
 
+def pinned(image: str) -> str:
+    """The image as the cluster is to run it: by digest when given so, or when this
+    machine's engine knows its registry digest; else by its tag, with a line on stderr
+    (a tag can be moved to other code after review)."""
+    if "@sha256:" in image:
+        return image
+    # lazy: the docker SDK is only for this look-up, and an engine is optional here
+    from flowerbox.box.engine import connect, repo_digest
+
+    try:
+        found = repo_digest(connect(), image)
+    except BoxError:
+        found = None
+    if found is None:
+        typer.echo(
+            f"{image} is named by its tag: pass --image NAME@sha256:... (or pull or push it "
+            "here first) so what runs is what was reviewed",
+            err=True,
+        )
+    return found or image
+
+
 def _print(manifests: list[Manifest]) -> None:
     # lazy: PyYAML is the `kube` extra's, and only render prints YAML
     from flowerbox.kube.document import dump
@@ -107,7 +129,7 @@ def go(target: KubeTarget, args: list[str], options: BoxOptions) -> None:
     if target.repo == NO_REPO:
         raise ConfigError("--on kube needs --repo URL: the https git remote the run works on")
     allowed = egress_allowlist("allowlist", options.allow, options.allow_presets)
-    spec = kube_spec(new_run_id(), image=options.image, command=flower_command(args))
+    spec = kube_spec(new_run_id(), image=pinned(options.image), command=flower_command(args))
     spec = dataclasses.replace(spec, budget_usd=options.budget_usd, allow=allowed)
     manifests = run_manifests(spec, target)
     on = cluster(target)
@@ -201,11 +223,12 @@ def render(
     apply-broker`) applies."""
     target = kube_target(ctx.params)
     if for_broker:
-        _print(broker_manifests(target, image=image))
+        _print(broker_manifests(target, image=pinned(image)))
         return
     if ask is None or repo is None:
         raise typer.BadParameter('pass "ask" and --repo URL, or --broker-manifests')
-    spec = kube_spec(run_id or new_run_id(), image=image, command=flower_command(["go", ask]))
+    command = flower_command(["go", ask])
+    spec = kube_spec(run_id or new_run_id(), image=pinned(image), command=command)
     _print(run_manifests(spec, target))
 
 
@@ -220,5 +243,5 @@ def apply_broker(
 ) -> None:
     """Apply the broker's manifests (what `render --broker-manifests` prints)."""
     target = kube_target(ctx.params)
-    for made in cluster(target).apply(broker_manifests(target, image=image)):
+    for made in cluster(target).apply(broker_manifests(target, image=pinned(image))):
         typer.echo(f"created {made}")

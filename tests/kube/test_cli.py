@@ -363,3 +363,27 @@ def test_on_may_stand_before_the_command(kubeconfig: FakeKube) -> None:
         "y",
     ]
     assert on_behind(["ps", "--on", "kube"]) == ["ps", "--on", "kube"]
+
+
+@pytest.mark.parametrize(
+    ("image", "noted"),
+    [
+        ("registry.example/flowerbox@sha256:" + "ab" * 32, False),
+        ("registry.example/flowerbox-not-here:0.2.0", True),
+    ],
+    ids=["by-digest", "by-tag-unknown-here"],
+)
+def test_render_names_the_image_by_digest_or_says_it_is_by_tag(image: str, noted: bool) -> None:
+    """L1: a tag can be moved to other code after the manifests were reviewed. An image
+    given by digest is rendered so; one this machine's engine knows the registry digest of
+    is rendered by it; any other keeps its tag, and stderr says how to pin it."""
+    done = runner.invoke(app, ["kube", "render", "x", "--repo", REPO_URL, "--image", image])
+    assert done.exit_code == 0, done.output
+    images = {
+        box["image"]
+        for m in yaml.safe_load_all(done.stdout)
+        if m["kind"] == "Job"
+        for box in m["spec"]["template"]["spec"]["containers"]
+    }
+    assert images == {image}
+    assert ("is named by its tag: pass --image NAME@sha256:" in done.stderr) is noted
