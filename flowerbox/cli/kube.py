@@ -171,8 +171,14 @@ def resume(target: KubeTarget, run: str) -> None:
 def deliver(target: KubeTarget, run: str) -> None:
     """Push the ended run's branch back as refs/flowerbox/RUN (or the branch flowerbox/RUN,
     as the run was made), through the broker's git relay."""
-    for made in cluster(target).deliver(run, target):
+    created, ref = cluster(target).deliver(run, target)
+    for made in created:
         typer.echo(f"created {made}")
+    typer.echo(
+        f"once it ends (`flowerbox ps --on kube`), review the work: git fetch origin "
+        f"{ref}:refs/remotes/flowerbox/{run} && git log -p ..flowerbox/{run}",
+        err=True,
+    )
 
 
 def drop(target: KubeTarget, run: str, payload: dict[str, str]) -> None:

@@ -236,12 +236,14 @@ class Cluster:
         name = f"flowerbox-{run_id}-{max(map(_resumed, self._idle(run_id)), default=0) + 1}"
         return self.apply(run_manifests(spec, target, name=name))
 
-    def deliver(self, run_id: str, target: KubeTarget) -> list[str]:
+    def deliver(self, run_id: str, target: KubeTarget) -> tuple[list[str], str]:
         """The Job that pushes the run's branch back, once it ended, as the one ref the run
-        was made with (`refs/flowerbox/<run-id>`, or the branch `flowerbox/<run-id>`)."""
+        was made with (`refs/flowerbox/<run-id>`, or the branch `flowerbox/<run-id>`): what
+        was created, and that ref."""
         spec, target = self._recorded(run_id, target)
         self._idle(run_id)
-        return self.apply(deliver_manifests(spec, target))
+        ref = delivery_ref(run_id, branch=target.deliver_branch)
+        return self.apply(deliver_manifests(spec, target)), ref
 
     def drop(self, run_id: str, target: KubeTarget, payload: dict[str, str]) -> str:
         """An answer or a message into the running run's inbox, by a drop Job on its node;

@@ -190,6 +190,8 @@ def test_deliver_pushes_the_one_ref_the_run_was_made_with(
     delivered = runner.invoke(app, ["deliver", run_id, "--on", "kube"])
     assert delivered.exit_code == 0, delivered.output
     assert pushed_ref(kubeconfig, run_id) == ref.format(run_id)
+    fetch = f"git fetch origin {ref.format(run_id)}:refs/remotes/flowerbox/{run_id}"
+    assert fetch in delivered.stderr  # where the reviewer finds it
 
 
 def test_logs_on_kube_reads_the_agents_pod(kubeconfig: FakeKube) -> None:
