@@ -10,6 +10,9 @@
 # come from the base image's own Debian release, which moves with its security updates, and
 # the Python side, where nearly all of the image is, is hash-pinned in requirements.lock.
 
+# By tag here (a digest could not be checked from where this is built and tested, and a wrong
+# one breaks every build); a release build pins it:
+#   --build-arg BASE_IMAGE=debian:bookworm-slim@sha256:<the digest its registry shows>
 ARG BASE_IMAGE=debian:bookworm-slim
 
 # ---------------------------------------------------------------------------------------------

@@ -6,11 +6,14 @@ BIN := $(VENV)/bin
 .DEFAULT_GOAL := check
 .PHONY: install demo demo-host test lint check bench
 
-# The virtualenv is rebuilt whenever pyproject.toml changes.
-$(VENV)/.installed: pyproject.toml
+# The virtualenv is rebuilt whenever pyproject.toml or the lock changes. Every third-party
+# package comes from requirements-dev.lock, checked against its hashes; flowerbox itself is
+# installed from this checkout with no dependency resolution and no build environment of
+# its own (hatchling is in the lock), so nothing unpinned is fetched.
+$(VENV)/.installed: pyproject.toml requirements-dev.lock
 	$(PY) -m venv $(VENV)
-	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e '.[dev]'
+	$(BIN)/python -m pip install -q --require-hashes -r requirements-dev.lock
+	$(BIN)/python -m pip install -q --no-deps --no-build-isolation -e .
 	touch $@
 
 install: $(VENV)/.installed

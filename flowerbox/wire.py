@@ -46,6 +46,7 @@ KUBE_RUN_LABEL = "flowerbox.dev/run-id"  # a label key may have one '/': the dot
 KUBE_ROLE_LABEL = "flowerbox.dev/role"  # agent, broker, selftest, token
 TOKEN_KEY = "token"  # the run's broker token in its Secret (made by the client, never rendered)
 TOKEN_ROLE = "token"  # the KUBE_ROLE_LABEL of a run's token Secret: what the broker watches
+TOKEN_SECRET = "flowerbox-{run_id}-token"  # its name: the broker serves it while a Job reads it
 BUDGET_ANNOTATION = "flowerbox.dev/budget-usd"  # on the token Secret: the run's budget
 ALLOW_ANNOTATION = "flowerbox.dev/allow"  # on the token Secret: its egress allowlist, JSON
 API_FETCH_ANNOTATION = "flowerbox.dev/allow-api-fetch"  # "true": its --allow-api-fetch
@@ -53,6 +54,12 @@ API_FETCH_ANNOTATION = "flowerbox.dev/allow-api-fetch"  # "true": its --allow-ap
 # lets the run reach, and the image its provenance note names.
 REPO_ANNOTATION = "flowerbox.dev/repo"
 IMAGE_ANNOTATION = "flowerbox.dev/image"
+# The one ref a cluster run may push, its delivery (on the token Secret and the claim): outside
+# refs/heads/ unless the run was made with --deliver-branch, so a forge's CI, which runs on
+# branch and tag pushes, never runs the agent's code with the repository's secrets unasked.
+DELIVER_ANNOTATION = "flowerbox.dev/deliver-ref"
+DELIVERY_REF = "refs/flowerbox/{run_id}"
+DELIVERY_BRANCH = "refs/heads/flowerbox/{run_id}"
 
 # --- entry modules: what each container (or the host's keeper) runs with `python -m` -------
 GATEWAY_MODULE = "flowerbox.sidecar.gateway"

@@ -291,3 +291,15 @@ def image_id(client: DockerClient, tag: str) -> str:
         raise BoxError(f"the image {tag} is not here: run `flowerbox build`") from exc
     except (APIError, DockerException) as exc:
         raise BoxError(f"cannot look up the image {tag}: {exc}") from exc
+
+
+def repo_digest(client: DockerClient, image: str) -> str | None:
+    """`image` by the registry digest the engine recorded when it pushed or pulled it
+    (`name@sha256:...`: what a node then runs cannot change under the tag), or None when
+    it has none: not here, or built here and never pushed."""
+    name = image.rsplit(":", 1)[0] if ":" in image.rsplit("/", 1)[-1] else image
+    try:
+        digests = client.images.get(image).attrs.get("RepoDigests") or []
+    except (ImageNotFound, APIError, DockerException):
+        return None
+    return next((d for d in digests if d.split("@", 1)[0] == name), None)

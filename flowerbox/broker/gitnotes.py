@@ -1,5 +1,5 @@
 """The provenance note on a cluster run's branch, written by the broker's git relay once the
-remote has reported the run's push of `refs/heads/flowerbox/<run-id>` updated
+remote has reported the run's push of its one ref (`refs/flowerbox/<run-id>`) updated
 (flowerbox.broker.gitrelay calls this; the agent cannot, as it never holds the credential).
 
     noted = write_notes(Upstream(url, authorization), command, provenance)

@@ -11,7 +11,8 @@ was created with, and what its provenance note says of it), or None; so is `spen
 what the ledger says the run spent, for the note. Each request, read strictly
 (flowerbox.sidecar.http), must carry exactly one `Authorization: Bearer <token>` of a live
 run (else 401), be git's smart HTTP for that run's repository (flowerbox.broker.gitroute:
-else 403/404/405), and, for a push, name `refs/heads/flowerbox/<run-id>` alone, without
+else 403/404/405), and, for a push, name the run's one ref alone (`refs/flowerbox/<run-id>`,
+where no forge's CI runs; `refs/heads/flowerbox/<run-id>` if the run was made so), without
 deleting it, and ask for the remote's report (the command list is read and judged before a
 byte goes upstream: flowerbox.broker.pktline). Then it goes to the remote with the
 credential as Basic auth and none of the client's: only `_FORWARDED` headers pass. The
@@ -22,8 +23,8 @@ refused at once; a chunked body is cut where it passes it (the remote then has a
 incomplete pack, which git never applies).
 
 After a push the remote reported updating the run's branch (its report-status answer, read
-as it passes, and to its end when the client has hung up: `ok refs/heads/flowerbox/<run-id>`
-and nothing else counts), the relay notes the push's new commits under
+as it passes, and to its end when the client has hung up: `ok <the run's ref>` and nothing
+else counts), the relay notes the push's new commits under
 `refs/notes/flowerbox` upstream, with the credential (flowerbox.broker.gitnotes). That comes
 after the client's answer and never changes it.
 
@@ -50,7 +51,7 @@ from urllib.parse import urlsplit
 import h11
 
 from flowerbox.broker.gitnotes import CAP, Upstream, write_notes
-from flowerbox.broker.gitroute import Refusal, Route, push_refusal, route, serves
+from flowerbox.broker.gitroute import Refusal, Route, delivery_ref, push_refusal, route, serves
 from flowerbox.broker.pktline import Command, PushHead, Status, read_push, report
 from flowerbox.errors import BadRequest, BrokerError, ProvenanceError
 from flowerbox.note import Provenance, Spend
@@ -85,13 +86,20 @@ _CLOSE = ("connection", "close")
 class RelayRun:
     """A live run as the relay knows it: its id and the https URL of its repository; and,
     for its provenance note, its image, namespace and network as the broker has them (from
-    the run's token Secret and its registration)."""
+    the run's token Secret and its registration). `deliver_branch`: its one ref is a branch
+    (the run was made with --deliver-branch)."""
 
     run_id: str
     repo: str
     image: str = "unknown"
     namespace: str = "unknown"
     network: str = "unknown"
+    deliver_branch: bool = False
+
+    @property
+    def ref(self) -> str:
+        """The one ref the run may push."""
+        return delivery_ref(self.run_id, branch=self.deliver_branch)
 
 
 RunLookup = Callable[[str], RelayRun | None]
@@ -310,7 +318,7 @@ class _Exchange:
                 return
             head = read_push(body)
             self.facts["refs"] = [c.shown() for c in head.commands]
-            refused = push_refusal(head, run.run_id)
+            refused = push_refusal(head, run.ref)
             if refused is not None:
                 self._reject(head, refused, body)
                 return

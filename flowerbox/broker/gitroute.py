@@ -5,7 +5,7 @@ them, tests call them as they are.
     where = route("GET", "/github.com/acme/app.git/info/refs?service=git-upload-pack")
     where.repository            # ("github.com", "/acme/app.git")
     serves(where, "https://github.com/acme/app.git")      # the run's own repository?
-    push_refusal(head, run_id)  # None, or why the push is refused
+    push_refusal(head, delivery_ref(run_id))  # None, or why the push is refused
 
 A run's git is told `url.http://<broker>:8081/.insteadOf https://` (flowerbox.kube.render), so
 `https://HOST/PATH` reaches the relay as `/HOST/PATH/...`. Only git's smart HTTP is routed:
@@ -22,8 +22,9 @@ from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from flowerbox.broker.pktline import REPORTS, PushHead
+from flowerbox.wire import DELIVERY_BRANCH, DELIVERY_REF
 
-__all__ = ["SERVICES", "Refusal", "Route", "branch", "push_refusal", "route", "serves"]
+__all__ = ["SERVICES", "Refusal", "Route", "delivery_ref", "push_refusal", "route", "serves"]
 
 SERVICES = ("git-upload-pack", "git-receive-pack")
 PUSH = "git-receive-pack"
@@ -99,17 +100,18 @@ def serves(where: Route, repo: str) -> bool:
     return (url.netloc.lower(), url.path.rstrip("/")) == (where.host, where.path.rstrip("/"))
 
 
-def branch(run_id: str) -> str:
-    """The one ref a run may push: `refs/heads/flowerbox/<run-id>`."""
-    return f"refs/heads/flowerbox/{run_id}"
+def delivery_ref(run_id: str, *, branch: bool = False) -> str:
+    """The one ref a run may push: `refs/flowerbox/<run-id>`, where no forge's CI runs (it
+    runs on branch and tag pushes); `refs/heads/flowerbox/<run-id>` for a run made with
+    --deliver-branch. Its run id in it: a run never moves another run's delivery."""
+    return (DELIVERY_BRANCH if branch else DELIVERY_REF).format(run_id=run_id)
 
 
-def push_refusal(head: PushHead, run_id: str) -> str | None:
-    """Why a push is refused, or None: a run pushes its own branch alone, never deletes it,
-    carries no push options (a forge acts on some: GitLab's `merge_request.*` can merge),
-    and asks for the remote's report (without it the relay never learns that the branch was
-    updated, so the push would land with no provenance note)."""
-    own = branch(run_id)
+def push_refusal(head: PushHead, own: str) -> str | None:
+    """Why a push is refused, or None: a run pushes its own ref (`own`: its delivery_ref)
+    alone, never deletes it, carries no push options (a forge acts on some: GitLab's
+    `merge_request.*` can merge), and asks for the remote's report (without it the relay
+    never learns that the ref was updated, so the push would land with no provenance note)."""
     if not head.commands:
         return None  # git's probe: the remote updates nothing
     if len(head.commands) != 1:
@@ -117,7 +119,7 @@ def push_refusal(head: PushHead, run_id: str) -> str | None:
         return f"a push of {len(head.commands)} refs ({names}); a run pushes {own} alone"
     command = head.commands[0]
     if command.ref != own:
-        return f"{command.ref} is not this run's branch; a run pushes {own} alone"
+        return f"{command.ref} is not this run's ref; a run pushes {own} alone"
     if command.deletes:
         return f"deleting {own} is refused"
     if head.options:

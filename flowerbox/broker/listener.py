@@ -65,7 +65,8 @@ class Unserved:
 @dataclass(frozen=True)
 class RunToken:
     """A run as the cluster tells it: its id, its token's SHA-256, budget and allowlist; and
-    for the git relay, its repository and image ("" when its Secret names none)."""
+    for the git relay, its repository and image ("" when its Secret names none), and whether
+    the one ref it may push is a branch."""
 
     run_id: str
     token_sha256: str
@@ -75,6 +76,7 @@ class RunToken:
     image: str = ""
     namespace: str = ""
     allow_api_fetch: bool = False
+    deliver_branch: bool = False
 
 
 def presented_token(incoming: Incoming) -> str | None:
@@ -140,6 +142,7 @@ class ClusterBroker(Registry):
         """
         self.tokens: dict[str, ServedRun] = {}
         self.relayed: dict[str, RelayRun] = {}  # run id -> what the git relay knows of it
+        self.live: frozenset[str] = frozenset()  # the runs a Job holding their token runs
         super().__init__(folder, credentials=credentials, prices=prices, team_budget=team_budget)
         # run id -> a run the ledger serves, not yet seen in the cluster's Secrets
         self.unlisted = {entry.run_id: entry for entry in self.ledger.active()}
@@ -227,6 +230,18 @@ class ClusterBroker(Registry):
             return True
         return super().revoke(run_id)
 
+    def running(self, run_ids: frozenset[str]) -> None:
+        """The runs whose token a running Job holds (flowerbox.broker.tokens.Holders): a
+        run's token is refused while it has none (the run ended, or was stopped), and
+        served again once one runs (a resume, a deliver)."""
+        with self._lock:
+            started, ended = run_ids - self.live, self.live - run_ids
+            self.live = run_ids
+        for run_id in sorted(started):
+            self.line(f"run {run_id}: a Job holding its token runs; its token is served")
+        for run_id in sorted(ended):
+            self.line(f"run {run_id}: no Job holding its token runs; its token is refused")
+
     def relay_run(self, token: str) -> RelayRun | None:
         """The git relay's `runs`: the live run `token` is served for, with the repository
         its Secret named; None for any other token, or a run created with no repository."""
@@ -243,7 +258,8 @@ class ClusterBroker(Registry):
         if not told.repo:
             return
         image, namespace = told.image or "unknown", told.namespace or "unknown"
-        run = RelayRun(told.run_id, told.repo, image, namespace, allowlist(told.allow))
+        network = allowlist(told.allow)
+        run = RelayRun(told.run_id, told.repo, image, namespace, network, told.deliver_branch)
         with self._lock:
             self.relayed.setdefault(told.run_id, run)
 
@@ -252,8 +268,12 @@ class ClusterBroker(Registry):
         found = token_hash(token)
         with self._lock:
             run = self.tokens.get(found)
+            live = run is not None and run.entry.run_id in self.live
         if run is not None and not run.revoked.is_set():
-            return run
+            if live:
+                return run
+            why = f"run {run.entry.run_id} has no running Job; its token is refused until one runs"
+            return Unserved(run.entry.run_id, why, "refused: no running Job")
         ended = self.ledger.run_of(found)
         if ended is None:
             why = "not a token of a run this broker serves"

@@ -30,6 +30,7 @@ from flowerbox.cli.options import (
     Broker,
     Budget,
     Context,
+    DeliverBranch,
     Detach,
     DiskBudget,
     Image,
@@ -94,6 +95,7 @@ def go(
     context: Context = None,
     runtime_class: RuntimeClass = None,
     broker: Broker = BROKER,
+    deliver_branch: DeliverBranch = False,
 ) -> None:
     """flower "ask" in the box; any other option goes to flower (--timeout 0, --json...).
 

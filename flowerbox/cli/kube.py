@@ -30,6 +30,7 @@ from flowerbox.box.prepare import egress_allowlist
 from flowerbox.cli.options import (
     Broker,
     Context,
+    DeliverBranch,
     Image,
     Namespace,
     Ref,
@@ -37,7 +38,7 @@ from flowerbox.cli.options import (
     RuntimeClass,
     kube_target,
 )
-from flowerbox.errors import ConfigError, RunError
+from flowerbox.errors import BoxError, ConfigError, RunError
 from flowerbox.kube.pod import Manifest
 from flowerbox.kube.render import broker_manifests, run_manifests
 from flowerbox.kube.target import BROKER, NO_REPO, KubeTarget, flower_command, kube_spec
@@ -91,6 +92,28 @@ def selftest(target: KubeTarget, *, image: str, negative: bool) -> list[Verdict]
         on.remove(spec.run_id)
 
 
+def pinned(image: str) -> str:
+    """The image as the cluster is to run it: by digest when given so, or when this
+    machine's engine knows its registry digest; else by its tag, with a line on stderr
+    (a tag can be moved to other code after review)."""
+    if "@sha256:" in image:
+        return image
+    # lazy: the docker SDK is only for this look-up, and an engine is optional here
+    from flowerbox.box.engine import connect, repo_digest
+
+    try:
+        found = repo_digest(connect(), image)
+    except BoxError:
+        found = None
+    if found is None:
+        typer.echo(
+            f"{image} is named by its tag: pass --image NAME@sha256:... (or pull or push it "
+            "here first) so what runs is what was reviewed",
+            err=True,
+        )
+    return found or image
+
+
 def _print(manifests: list[Manifest]) -> None:
     # lazy: PyYAML is the `kube` extra's, and only render prints YAML
     from flowerbox.kube.document import dump
@@ -106,14 +129,16 @@ def go(target: KubeTarget, args: list[str], options: BoxOptions) -> None:
     if target.repo == NO_REPO:
         raise ConfigError("--on kube needs --repo URL: the https git remote the run works on")
     allowed = egress_allowlist("allowlist", options.allow, options.allow_presets)
-    spec = kube_spec(new_run_id(), image=options.image, command=flower_command(args))
+    spec = kube_spec(new_run_id(), image=pinned(options.image), command=flower_command(args))
     spec = dataclasses.replace(
         spec,
         budget_usd=options.budget_usd,
         allow=allowed,
         allow_api_fetch=options.allow_api_fetch,
     )
-    for made in cluster(target).start(spec, run_manifests(spec, target), repo=target.repo):
+    manifests = run_manifests(spec, target)
+    on = cluster(target)
+    for made in on.start(spec, manifests, repo=target.repo, deliver_branch=target.deliver_branch):
         typer.echo(f"created {made}", err=True)
     typer.echo(spec.run_id)
 
@@ -149,9 +174,16 @@ def resume(target: KubeTarget, run: str) -> None:
 
 
 def deliver(target: KubeTarget, run: str) -> None:
-    """Push the ended run's branch back as flowerbox/RUN, through the broker's git relay."""
-    for made in cluster(target).deliver(run, target):
+    """Push the ended run's branch back as refs/flowerbox/RUN (or the branch flowerbox/RUN,
+    as the run was made), through the broker's git relay."""
+    created, ref = cluster(target).deliver(run, target)
+    for made in created:
         typer.echo(f"created {made}")
+    typer.echo(
+        f"once it ends (`flowerbox ps --on kube`), review the work: git fetch origin "
+        f"{ref}:refs/remotes/flowerbox/{run} && git log -p ..flowerbox/{run}",
+        err=True,
+    )
 
 
 def drop(target: KubeTarget, run: str, payload: dict[str, str]) -> None:
@@ -190,6 +222,7 @@ def render(
     runtime_class: RuntimeClass = None,
     broker: Broker = BROKER,
     image: Image = DEFAULT_IMAGE,
+    deliver_branch: DeliverBranch = False,
     run_id: Annotated[
         str | None, typer.Option("--run-id", help="The run's id (default: a new one).")
     ] = None,
@@ -201,11 +234,12 @@ def render(
     apply-broker`) applies."""
     target = kube_target(ctx.params)
     if for_broker:
-        _print(broker_manifests(target, image=image))
+        _print(broker_manifests(target, image=pinned(image)))
         return
     if ask is None or repo is None:
         raise typer.BadParameter('pass "ask" and --repo URL, or --broker-manifests')
-    spec = kube_spec(run_id or new_run_id(), image=image, command=flower_command(["go", ask]))
+    command = flower_command(["go", ask])
+    spec = kube_spec(run_id or new_run_id(), image=pinned(image), command=command)
     _print(run_manifests(spec, target))
 
 
@@ -220,5 +254,5 @@ def apply_broker(
 ) -> None:
     """Apply the broker's manifests (what `render --broker-manifests` prints)."""
     target = kube_target(ctx.params)
-    for made in cluster(target).apply(broker_manifests(target, image=image)):
+    for made in cluster(target).apply(broker_manifests(target, image=pinned(image))):
         typer.echo(f"created {made}")

@@ -132,7 +132,17 @@ RuntimeClass = Annotated[
     ),
 ]
 Broker = Annotated[str, typer.Option("--broker", help="On kube: the broker's Service name.")]
-KUBE_ONLY = frozenset({"repo", "ref", "namespace", "context", "runtime_class", "broker"})
+DeliverBranch = Annotated[
+    bool,
+    typer.Option(
+        "--deliver-branch",
+        help="On kube: deliver as the branch flowerbox/RUN, which the forge's CI may run on "
+        "(default: refs/flowerbox/RUN, which no CI runs on; docs/deployment.md).",
+    ),
+]
+KUBE_ONLY = frozenset(
+    {"repo", "ref", "namespace", "context", "runtime_class", "broker", "deliver_branch"}
+)
 """The cluster options' parameter names: they mean nothing on this machine."""
 _FIELDS = frozenset(field.name for field in fields(BoxOptions))
 
@@ -184,4 +194,5 @@ def kube_target(given: Mapping[str, Any]) -> KubeTarget:
         context=given.get("context"),
         runtime_class=given.get("runtime_class"),
         broker=given.get("broker") or BROKER,
+        deliver_branch=bool(given.get("deliver_branch")),
     )

@@ -36,6 +36,7 @@ from kubernetes.client.exceptions import ApiException
 from kubernetes.config.config_exception import ConfigException
 
 from flowerbox.box.spec import BoxSpec
+from flowerbox.broker.gitroute import delivery_ref
 from flowerbox.errors import ClusterError, RunError
 from flowerbox.kube import asks
 from flowerbox.kube.pod import RUN_LABEL, TOKEN_KEY, Manifest, labels, token_secret
@@ -52,6 +53,7 @@ from flowerbox.wire import (
     ALLOW_ANNOTATION,
     API_FETCH_ANNOTATION,
     BUDGET_ANNOTATION,
+    DELIVER_ANNOTATION,
     IMAGE_ANNOTATION,
     REPO_ANNOTATION,
     TOKEN_ROLE,
@@ -180,12 +182,20 @@ class Cluster:
             created.append(f"{kind}/{name}")
         return created
 
-    def start(self, spec: BoxSpec, manifests: list[Manifest], *, repo: str = "") -> list[str]:
-        """A new run: its token first (the Pods read it, the broker learns the run from it
-        and the `repo` its git relay lets it reach; a self-test has none), then exactly what
-        render printed."""
+    def start(
+        self,
+        spec: BoxSpec,
+        manifests: list[Manifest],
+        *,
+        repo: str = "",
+        deliver_branch: bool = False,
+    ) -> list[str]:
+        """A new run: its token first (the Pods read it, the broker learns the run from it,
+        the `repo` its git relay lets it reach, a self-test has none, and the one ref it may
+        push there), then exactly what render printed."""
         token = secrets.token_urlsafe(32)
-        self.apply([token_manifest(spec, self.namespace, token, repo=repo)])
+        made = token_manifest(spec, self.namespace, token, repo=repo, deliver_branch=deliver_branch)
+        self.apply([made])
         return self.apply(manifests)
 
     def _recorded(self, run_id: str, target: KubeTarget) -> tuple[BoxSpec, KubeTarget]:
@@ -207,7 +217,9 @@ class Cluster:
                 f"run {run_id}'s volume records no command: start a new run", run_id=run_id
             ) from exc
         spec = kube_spec(run_id, image=image, command=command)
-        return spec, dataclasses.replace(target, **where)
+        # no annotation (a claim older than it): the default ref, as its token Secret's
+        branch = annotations.get(DELIVER_ANNOTATION) == delivery_ref(run_id, branch=True)
+        return spec, dataclasses.replace(target, **where, deliver_branch=branch)
 
     def _idle(self, run_id: str) -> list[RunStatus]:
         jobs = self._jobs(run_id)
@@ -225,11 +237,14 @@ class Cluster:
         name = f"flowerbox-{run_id}-{max(map(_resumed, self._idle(run_id)), default=0) + 1}"
         return self.apply(run_manifests(spec, target, name=name))
 
-    def deliver(self, run_id: str, target: KubeTarget) -> list[str]:
-        """The Job that pushes the run's branch back as `flowerbox/<run-id>`, once it ended."""
+    def deliver(self, run_id: str, target: KubeTarget) -> tuple[list[str], str]:
+        """The Job that pushes the run's branch back, once it ended, as the one ref the run
+        was made with (`refs/flowerbox/<run-id>`, or the branch `flowerbox/<run-id>`): what
+        was created, and that ref."""
         spec, target = self._recorded(run_id, target)
         self._idle(run_id)
-        return self.apply(deliver_manifests(spec, target))
+        ref = delivery_ref(run_id, branch=target.deliver_branch)
+        return self.apply(deliver_manifests(spec, target)), ref
 
     def drop(self, run_id: str, target: KubeTarget, payload: dict[str, str]) -> str:
         """An answer or a message into the running run's inbox, by a drop Job on its node;
@@ -438,11 +453,15 @@ def _resumed(status: RunStatus) -> int:
     return int(status.job.removeprefix(f"flowerbox-{status.run_id}").lstrip("-") or 0)
 
 
-def token_manifest(spec: BoxSpec, namespace: str, token: str, *, repo: str = "") -> Manifest:
+def token_manifest(
+    spec: BoxSpec, namespace: str, token: str, *, repo: str = "", deliver_branch: bool = False
+) -> Manifest:
     """The run's token Secret: the run id in its label; the budget and egress allowlist the
-    broker applies, and the repository its git relay lets the run reach, in its annotations
-    (flowerbox.broker.tokens reads them), with the image its provenance note names."""
+    broker applies, and the repository its git relay lets the run reach and the one ref it
+    may push there, in its annotations (flowerbox.broker.tokens reads them), with the image
+    its provenance note names."""
     notes = {ALLOW_ANNOTATION: json.dumps(list(spec.allow)), IMAGE_ANNOTATION: spec.image}
+    notes[DELIVER_ANNOTATION] = delivery_ref(spec.run_id, branch=deliver_branch)
     if repo:
         notes[REPO_ANNOTATION] = repo
     if spec.budget_usd is not None:

@@ -8,7 +8,7 @@
     Docker's default seccomp profile      seccompProfile RuntimeDefault
     mem_limit, nano_cpus                  resources.limits memory, cpu (requests = limits)
     tmpfs /tmp (noexec, 256m)             emptyDir medium Memory, sizeLimit 256Mi at /tmp
-    network none + the gateway's relay    a NetworkPolicy: only the broker (and DNS)
+    network none + the gateway's relay    a NetworkPolicy: only the broker (no DNS either)
     no Docker socket                      automountServiceAccountToken: false (no API token)
     pids_limit                            no Pod field: the kubelet's podPidsLimit (docs)
 
@@ -28,6 +28,7 @@ Manifest = dict[str, Any]
 RUN_LABEL = wire.KUBE_RUN_LABEL
 ROLE_LABEL = wire.KUBE_ROLE_LABEL
 TOKEN_KEY = wire.TOKEN_KEY
+NO_RESOLVER = "127.0.0.1"  # a Pod's own loopback: no DNS server listens there
 _SIZE = re.compile(r"^(\d+(?:\.\d+)?)([kmgt]?)b?$", re.IGNORECASE)
 
 
@@ -98,21 +99,23 @@ def claim_name(spec: BoxSpec) -> str:
 
 def token_secret(spec: BoxSpec) -> str:
     """The run's own broker token: the one thing the broker tells runs apart by."""
-    return f"flowerbox-{spec.run_id}-token"
+    return wire.TOKEN_SECRET.format(run_id=spec.run_id)
 
 
 def agent_environment(spec: BoxSpec, target: KubeTarget) -> list[Manifest]:
-    """The Docker agent's environment with the broker's Service for the relay's loopback
-    ports, and the run's token (from its Secret) for the placeholder key. The broker tells a
-    CONNECT's run by the token in the proxy URL (the CLI sends it as `Proxy-Authorization:
-    Basic`), expanded by the kubelet from the variable listed first; the API is reached
-    directly (NO_PROXY), as through the relay in Docker."""
+    """The Docker agent's environment with the broker's Service (by its cluster IP:
+    KubeTarget.broker_host) for the relay's loopback ports, and the run's token (from its
+    Secret) for the placeholder key. The broker tells a CONNECT's run by the token in the
+    proxy URL (the CLI sends it as `Proxy-Authorization: Basic`), expanded by the kubelet
+    from the variable listed first; the API is reached directly (NO_PROXY), as through the
+    relay in Docker."""
     env = agent_env(spec)
-    api = f"http://{target.broker}:{wire.API_PORT}"
-    proxy = f"http://run:$(ANTHROPIC_API_KEY)@{target.broker}:{wire.PROXY_PORT}"
+    broker = target.broker_host
+    api = f"http://{broker}:{wire.API_PORT}"
+    proxy = f"http://run:$(ANTHROPIC_API_KEY)@{broker}:{wire.PROXY_PORT}"
     env |= {"ANTHROPIC_BASE_URL": api, "FLOWER_HEALTH_URL": f"{api}/health"}
     env |= dict.fromkeys(("HTTPS_PROXY", "HTTP_PROXY", "https_proxy", "http_proxy"), proxy)
-    env |= dict.fromkeys(("NO_PROXY", "no_proxy"), f"{env['NO_PROXY']},{target.broker}")
+    env |= dict.fromkeys(("NO_PROXY", "no_proxy"), f"{env['NO_PROXY']},{broker}")
     env.pop("ANTHROPIC_API_KEY")
     token = {"secretKeyRef": {"name": token_secret(spec), "key": TOKEN_KEY}}
     listed: list[Manifest] = [{"name": name, "value": value} for name, value in env.items()]
@@ -135,13 +138,20 @@ def container(spec: BoxSpec, *, name: str, command: list[str], env: list[Manifes
 
 
 def pod_spec(spec: BoxSpec, target: KubeTarget, *, init: list[Manifest]) -> Manifest:
-    """The agent's Pod: one container running the spec's command, after `init`."""
+    """The agent's Pod: one container running the spec's command, after `init`. It has no
+    DNS (a lookup is a way out: a name can carry data to whoever answers for its domain):
+    its one resolver is its own loopback, where nothing answers, so a lookup fails at once
+    and nothing leaves; the broker is reached by the address the kubelet gives (Service
+    links: the namespace holds flowerbox's Services alone), every other name only through
+    the broker's proxy, which resolves what the run's allowlist lets through."""
     command = ["python", "-m", wire.INSIDE_MODULE, "--", *spec.command]
     agent = container(spec, name="agent", command=command, env=agent_environment(spec, target))
     pod: Manifest = {
         "restartPolicy": "Never",
         "automountServiceAccountToken": False,
-        "enableServiceLinks": False,  # no other Service's address in the agent's environment
+        "enableServiceLinks": True,  # the broker's address: KubeTarget.broker_host
+        "dnsPolicy": "None",
+        "dnsConfig": {"nameservers": [NO_RESOLVER], "searches": [], "options": []},
         "securityContext": pod_security(spec.uid, spec.gid),
         "initContainers": init,
         "containers": [agent],

@@ -22,6 +22,7 @@ from typing import Any
 
 from flowerbox import wire
 from flowerbox.box.spec import BoxSpec
+from flowerbox.broker.gitroute import delivery_ref
 from flowerbox.kube.pod import (
     ROLE_LABEL,
     RUN_LABEL,
@@ -37,7 +38,6 @@ from flowerbox.kube.pod import (
 )
 from flowerbox.kube.target import UID, VOLUME, KubeTarget
 
-DNS_PORT = 53
 KEY_SECRET = "flowerbox-broker-key"  # `kubectl create secret generic` (docs/deployment.md)
 BROKER_LEDGER = "/var/lib/flowerbox-broker"
 DROP_TTL_S = 600  # a drop Job is gone soon after: the run's log says it took the file
@@ -52,11 +52,12 @@ SKIPS = {
     "CKV_K8S_35": "the run's token is an environment variable the CLI reads; it is per-run "
     "and worth nothing once the run ends",
     "CKV_K8S_38": "the broker alone has an API token: it lists and watches the run tokens' "
-    "Secrets in its namespace, and its Role allows nothing else",
+    "Secrets and the runs' Jobs in its namespace, and its Role allows nothing else",
     "CKV2_K8S_5": "the broker reads the Secrets of its own namespace: each run's token is one; "
     "the namespace holds flowerbox's alone",
 }
 SECRET_READER = {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get", "list", "watch"]}
+JOB_READER = {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["get", "list", "watch"]}
 
 
 def _meta(name: str, target: KubeTarget, tags: dict[str, str], **extra: Any) -> Manifest:
@@ -73,19 +74,30 @@ def _skips(*checks: str) -> dict[str, str]:
 def _git_env(spec: BoxSpec, target: KubeTarget) -> list[Manifest]:
     """git's way to the remote: the broker's relay, the run's token as the credential. The
     repository on the claim is the agent's to write, so git runs none of its hooks, no
-    fsmonitor and no credential helper it could name (GIT_CONFIG_* outrank .git/config)."""
-    relay = f"http://{target.broker}:{wire.GIT_PORT}/"
+    fsmonitor, no credential helper, askpass, signing program or proxy it could name, and no
+    transport but http (a `file://`, `ext::` or ssh URL its config rewrites a URL to would
+    run its receivepack or command): GIT_CONFIG_* outrank .git/config and its includes."""
+    relay = f"http://{target.broker_host}:{wire.GIT_PORT}/"
     token = {"secretKeyRef": {"name": token_secret(spec), "key": TOKEN_KEY}}
     settings = {
         f"url.{relay}.insteadOf": "https://",
         "http.extraHeader": "Authorization: Bearer $(FLOWERBOX_TOKEN)",
         "core.hooksPath": "/dev/null",
         "core.fsmonitor": "false",
+        "core.askPass": "",
         "credential.helper": "",
+        "protocol.allow": "never",
+        "protocol.http.allow": "always",
+        "http.proxy": "",
+        "push.gpgSign": "false",
+        "push.recurseSubmodules": "no",
     }
     env: list[Manifest] = [
         {"name": "HOME", "value": "/tmp"},
         {"name": "GIT_CONFIG_NOSYSTEM", "value": "1"},
+        {"name": "GIT_CONFIG_GLOBAL", "value": "/dev/null"},
+        {"name": "GIT_ASKPASS", "value": ""},  # set, empty: core.askPass is never looked at
+        {"name": "GIT_TERMINAL_PROMPT", "value": "0"},
         {"name": "FLOWERBOX_TOKEN", "valueFrom": token},
         {"name": "GIT_CONFIG_COUNT", "value": str(len(settings))},
     ]
@@ -129,6 +141,7 @@ def claim(spec: BoxSpec, target: KubeTarget) -> Manifest:
                 wire.IMAGE_ANNOTATION: spec.image,
                 wire.REPO_ANNOTATION: target.repo,
                 REF_ANNOTATION: target.ref,
+                wire.DELIVER_ANNOTATION: delivery_ref(spec.run_id, branch=target.deliver_branch),
             },
         ),
         "spec": {
@@ -139,16 +152,13 @@ def claim(spec: BoxSpec, target: KubeTarget) -> Manifest:
 
 
 def agent_policy(spec: BoxSpec, target: KubeTarget) -> Manifest:
-    """The agent's Pods reach the broker's ports and the cluster's DNS, nothing else; nothing
-    reaches them. (A sidecar could not do this: a Pod's containers share one network.)"""
+    """The agent's Pods reach the broker's ports, nothing else (no DNS: a name lookup is a
+    way out; flowerbox.kube.pod); nothing reaches them. (A sidecar could not do this: a
+    Pod's containers share one network.)"""
     broker = {"podSelector": {"matchLabels": {ROLE_LABEL: "broker"}}}
     ports = [
         {"protocol": "TCP", "port": p} for p in (wire.API_PORT, wire.PROXY_PORT, wire.GIT_PORT)
     ]
-    dns = {
-        "to": [{"namespaceSelector": {}, "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}}}],
-        "ports": [{"protocol": "UDP", "port": DNS_PORT}, {"protocol": "TCP", "port": DNS_PORT}],
-    }
     return {
         "apiVersion": "networking.k8s.io/v1",
         "kind": "NetworkPolicy",
@@ -157,7 +167,7 @@ def agent_policy(spec: BoxSpec, target: KubeTarget) -> Manifest:
             "podSelector": {"matchLabels": {RUN_LABEL: spec.run_id}},
             "policyTypes": ["Ingress", "Egress"],
             "ingress": [],
-            "egress": [{"to": [broker], "ports": ports}, dns],
+            "egress": [{"to": [broker], "ports": ports}],
         },
     }
 
@@ -191,13 +201,20 @@ def run_manifests(spec: BoxSpec, target: KubeTarget, *, name: str | None = None)
 
 
 def deliver_manifests(spec: BoxSpec, target: KubeTarget) -> list[Manifest]:
-    """After the run: flower's branch `flower/<run-id>` pushed as `flowerbox/<run-id>`, the
-    one ref the broker's git relay lets a run push. No notes ref: the agent holds the same
-    token, so a note it could push would prove nothing; the relay writes the provenance
-    note itself once the remote took the branch (flowerbox.broker.gitnotes). No agent code
-    runs here."""
-    script = 'cd "$0" && git push origin "$1:refs/heads/flowerbox/$2"'
-    args = [str(spec.workspace), f"flower/{spec.run_id}", spec.run_id]
+    """After the run: flower's branch `flower/<run-id>` pushed to the run's repository as
+    `refs/flowerbox/<run-id>` (or `refs/heads/flowerbox/<run-id>`: target.deliver_branch),
+    the one ref the broker's git relay lets the run push. No notes ref: the agent holds the
+    same token, so a note it could push would prove nothing; the relay writes the provenance
+    note itself once the remote took the ref (flowerbox.broker.gitnotes).
+
+    No agent code runs here, though git reads the agent's repository: the push goes to the
+    repository's URL, never to a remote of its config (whose url, receivepack or
+    pushurl the agent chose), with no hooks (--no-verify, and core.hooksPath), no submodule
+    pushes and no signing (gpg.program), and only http, the relay's, as a transport
+    (_git_env: set in the environment, which outranks the repository's config)."""
+    script = 'cd "$0" && git push --no-verify --no-recurse-submodules -- "$1" "$2:$3"'
+    ref = delivery_ref(spec.run_id, branch=target.deliver_branch)
+    args = [str(spec.workspace), target.repo, f"refs/heads/flower/{spec.run_id}", ref]
     env = _git_env(spec, target)
     push = container(spec, name="deliver", command=["sh", "-c", script, *args], env=env)
     pod = pod_spec(spec, target, init=[])
@@ -257,7 +274,8 @@ def asks_header(spec: BoxSpec, tag: str) -> str:
 
 def reader_manifests(target: KubeTarget, tags: dict[str, str]) -> list[Manifest]:
     """The broker's identity to the API server: a service account whose Role reads Secrets
-    in the namespace and nothing else (the run tokens: flowerbox.broker.tokens)."""
+    and Jobs in the namespace and nothing else (the run tokens, and whether a Job holding one
+    runs: flowerbox.broker.tokens)."""
     account = {"kind": "ServiceAccount", "name": target.broker, "namespace": target.namespace}
     return [
         {
@@ -270,7 +288,7 @@ def reader_manifests(target: KubeTarget, tags: dict[str, str]) -> list[Manifest]
             "apiVersion": "rbac.authorization.k8s.io/v1",
             "kind": "Role",
             "metadata": _meta(target.broker, target, dict(tags), annotations=_skips("CKV2_K8S_5")),
-            "rules": [SECRET_READER],
+            "rules": [SECRET_READER, JOB_READER],
         },
         {
             "apiVersion": "rbac.authorization.k8s.io/v1",

@@ -32,7 +32,8 @@ DNS_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 @dataclass(frozen=True)
 class KubeTarget:
     """One run's place on a cluster. `repo`/`ref` fill the workspace (the broker fetches);
-    the agent's branch goes back as `flowerbox/<run-id>`."""
+    the agent's branch goes back to `repo` as `refs/flowerbox/<run-id>`, where no forge's CI
+    runs (`deliver_branch`: as the branch `flowerbox/<run-id>`, which CI may run on)."""
 
     repo: str
     ref: str = "main"
@@ -43,6 +44,7 @@ class KubeTarget:
     storage: str = "10Gi"  # the PVC's size: the run's disk budget on a cluster
     deadline_s: int = 6 * 3600  # activeDeadlineSeconds: a backstop, not a timeout
     ttl_s: int = 24 * 3600  # ttlSecondsAfterFinished: the Job goes, the PVC stays for resume
+    deliver_branch: bool = False
 
     def __post_init__(self) -> None:
         for what, value in (("--namespace", self.namespace), ("--broker", self.broker)):
@@ -56,6 +58,13 @@ class KubeTarget:
                 f"--repo {self.repo!r}: pass an https:// git URL (the broker fetches it and "
                 "holds its credential; no other scheme goes through it)"
             )
+
+    @property
+    def broker_host(self) -> str:
+        """The broker's address in a run's Pod: its Service's cluster IP, as the kubelet puts
+        it in `<NAME>_SERVICE_HOST` and expands `$(...)` with it, so no Pod of a run needs
+        DNS (it has none: flowerbox.kube.pod)."""
+        return f"$({self.broker.upper().replace('-', '_')}_SERVICE_HOST)"
 
 
 def flower_command(args: Sequence[str]) -> tuple[str, ...]:

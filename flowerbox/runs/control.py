@@ -35,7 +35,6 @@ from flower import (
     printable_data,
     read_timeline,
 )
-from flowerbox.box import state
 from flowerbox.box.engine import Box, connect
 from flowerbox.box.untrusted import drop as drop_file
 from flowerbox.box.untrusted import exists, read_from, real_folder

@@ -86,7 +86,9 @@ class GitRemote:
         compared before and after one. (Not the notes ref: the relay writes it after its
         answer to an earlier push, so it may move while a test compares.)"""
         where = self.root / f"{name}.git"
-        return git("for-each-ref", "refs/heads", "refs/tags", cwd=where, env=self.env)
+        return git(
+            "for-each-ref", "refs/heads", "refs/tags", "refs/flowerbox", cwd=where, env=self.env
+        )
 
 
 class _Backend(BaseHTTPRequestHandler):

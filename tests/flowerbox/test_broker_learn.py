@@ -44,9 +44,20 @@ def test_a_second_secret_for_a_live_run_changes_nothing_the_relay_knows(
     edited, names another repository and image. Neither is the run as it was learned: the
     relay goes on taking the run's token to its own repository alone, with its image."""
     broker.learn(told(TOKEN, REPO))
+    broker.running(frozenset({RUN}))  # its Job runs (flowerbox.broker.tokens.Holders)
     with pytest.raises(BrokerError, match="known with another token"):
         broker.learn(told("another-token", "https://git.example/acme/secrets.git", "evil"))
     broker.learn(told(TOKEN, "https://git.example/acme/secrets.git", "evil"))  # edited
     run = broker.relay_run(TOKEN)
     assert run is not None and (run.repo, run.image) == (REPO, "flowerbox:1")
     assert broker.relay_run("another-token") is None
+
+
+def test_a_run_whose_job_ended_has_no_way_to_its_repository(broker: ClusterBroker) -> None:
+    """Attack L2, at the relay: a token of a run with no running Job reaches nothing."""
+    broker.learn(told(TOKEN, REPO))
+    assert broker.relay_run(TOKEN) is None  # no Job of it runs yet
+    broker.running(frozenset({RUN}))
+    assert broker.relay_run(TOKEN) is not None
+    broker.running(frozenset())
+    assert broker.relay_run(TOKEN) is None

@@ -26,9 +26,11 @@ import pytest
 
 from flower.core.lifeline import bundled_cli
 from flower.testing import Always, FakeAPI, Usage, text
+from flowerbox.box.spec import BoxSpec
 from flowerbox.broker.listener import UNATTRIBUTED, presented_token, proxy_token
 from flowerbox.kube.cluster import token_manifest
-from flowerbox.kube.target import kube_spec
+from flowerbox.kube.render import deliver_manifests, drop_manifests, run_manifests
+from flowerbox.kube.target import KubeTarget, kube_spec
 from flowerbox.sidecar.http import Incoming
 from tests.flowerbox.conftest import REAL_KEY, kill_left_running, wait_for
 from tests.flowerbox.gitremote import TOKEN, USER, git, git_remote, quiet_env
@@ -95,14 +97,19 @@ class TcpBroker:
         command += ["--git-port", str(self.git_port)]
         command += ["--credentials", str(credentials), "--ledger", str(self.folder)]
         command += ["--namespace", NAMESPACE, *self.args]
-        watches = self.watches()
+        watches = self.watches("secrets"), self.watches("jobs")
         with self.log.open("ab") as log:
             self.process = subprocess.Popen(
                 command, stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env
             )
         process = self.process
-        # Listening, and the Secrets listed once (each watch follows a list).
-        ready = (lambda: self.watches() > watches) if listed else self.answers
+        # Listening, and the Secrets and Jobs listed once (each watch follows a list).
+        now = lambda: (self.watches("secrets"), self.watches("jobs"))  # noqa: E731
+        ready = (
+            (lambda: all(a > b for a, b in zip(now(), watches, strict=True)))
+            if listed
+            else self.answers
+        )
         wait_for(lambda: ready() or process.poll() is not None, 60)
         assert process.poll() is None, self.log.read_text()
         return self
@@ -111,8 +118,11 @@ class TcpBroker:
         with socket.socket() as sock:
             return sock.connect_ex(("127.0.0.1", self.api_port)) == 0
 
-    def watches(self) -> int:
-        return sum(r.query.get("watch") == ["true"] for r in self.kube.requests)
+    def watches(self, plural: str) -> int:
+        return sum(
+            r.query.get("watch") == ["true"] and r.path.endswith(f"/{plural}")
+            for r in self.kube.requests
+        )
 
     def stop(self) -> None:
         assert self.process is not None
@@ -128,7 +138,8 @@ class TcpBroker:
         repo: str = "",
         allow_api_fetch: bool = False,
     ) -> ClusterRun:
-        """A run's token Secret, as `flowerbox "ask" --on kube` makes it; returns once served."""
+        """A run's token Secret and its Job, as `flowerbox "ask" --on kube` makes them;
+        returns once its token is served."""
         spec = kube_spec(run_id, image="flowerbox:test", command=("flower",))
         spec = dataclasses.replace(
             spec, budget_usd=budget, allow=allow, allow_api_fetch=allow_api_fetch
@@ -136,14 +147,33 @@ class TcpBroker:
         token = base64.urlsafe_b64encode(os.urandom(32)).decode().rstrip("=")
         self.kube.put("secrets", token_manifest(spec, NAMESPACE, token, repo=repo))
         self.wait_logged(f"run {run_id}: serving its token")
+        self.job(spec, f"flowerbox-{run_id}")
         return ClusterRun(run_id, token)
+
+    def job(self, spec: BoxSpec, name: str, *, deliver: bool = False) -> None:
+        """A Job of the run as the client makes it (running: no status yet); returns once
+        the broker serves its token for it."""
+        target = KubeTarget(repo="https://git.example/a.git")
+        made = deliver_manifests(spec, target)[0] if deliver else run_manifests(spec, target)[2]
+        made["metadata"]["name"] = name
+        line = f"run {spec.run_id}: a Job holding its token runs"
+        times = self.log.read_text().count(line) + 1
+        self.kube.put("jobs", made)
+        self.wait_logged(line, times=times)
+
+    def end(self, name: str, run_id: str) -> None:
+        """The Job ended, as its controller says so; returns once the broker heard."""
+        line = f"run {run_id}: no Job holding its token runs"
+        times = self.log.read_text().count(line) + 1
+        self.kube.modify("jobs", name, status={"succeeded": 1})
+        self.wait_logged(line, times=times)
 
     def remove(self, run: ClusterRun) -> None:
         assert self.kube.delete("secrets", f"flowerbox-{run.run_id}-token") is not None
         self.wait_logged(f"run {run.run_id}: its Secret was deleted")
 
-    def wait_logged(self, line: str) -> None:
-        wait_for(lambda: line in self.log.read_text(), 30)
+    def wait_logged(self, line: str, *, times: int = 1) -> None:
+        wait_for(lambda: self.log.read_text().count(line) >= times, 30)
 
     def request(
         self, headers: dict[str, str] | list[tuple[str, str]], body: bytes | None = None
@@ -285,6 +315,46 @@ def test_a_team_budget_stops_new_requests_across_runs(
         status, body = broker.request({"x-api-key": run.token})
         assert status == 403 and "the team's budget of $0.03" in body["error"]["message"]
     assert sum(r["cost_usd"] for r in broker.rows()) <= 0.03
+
+
+def test_a_runs_token_is_refused_once_no_job_holding_it_runs(
+    start_broker: Callable[..., TcpBroker], upstream: FakeAPI
+) -> None:
+    """Attack L2: on a cluster a run's token stayed valid until `rm --on kube`, so a token
+    the agent leaked (into its branch, say) spent the run's budget from another run's Pod
+    long after the run ended. Now it is served only while a Job that reads it runs: refused
+    once the run's Job ended or was deleted, served again for a resume or a deliver Job,
+    never for a Job that does not hold it (a drop Job beside the run)."""
+    broker = start_broker()
+    run = broker.add("20261202-000000-121212", allow=("127.0.0.1",))
+    spec = kube_spec(run.run_id, image="flowerbox:test", command=("flower",))
+    assert broker.spend(run) == 200
+    broker.end(f"flowerbox-{run.run_id}", run.run_id)
+    status, body = broker.request({"x-api-key": run.token})
+    assert status == 401 and "has no running Job" in body["error"]["message"]
+    status, tunnel = connect(broker, "127.0.0.1:9", run.token)
+    tunnel.close()
+    assert status == 407
+    broker.job(spec, f"flowerbox-{run.run_id}-1")  # a resume
+    assert broker.spend(run) == 200
+    line = f"run {run.run_id}: no Job holding its token runs"
+    times = broker.log.read_text().count(line) + 1
+    assert broker.kube.delete("jobs", f"flowerbox-{run.run_id}-1") is not None  # stop
+    broker.wait_logged(line, times=times)
+    assert broker.spend(run) == 401
+    target = KubeTarget(repo="https://git.example/a.git")
+    drop = drop_manifests(spec, target, {"send": "x"}, file="f.json", tag="ab12")[0]
+    broker.kube.put("jobs", drop)  # running, beside nothing: it holds no token
+    broker.job(spec, f"flowerbox-{run.run_id}-deliver", deliver=True)
+    assert broker.spend(run) == 200
+    broker.end(f"flowerbox-{run.run_id}-deliver", run.run_id)
+    assert broker.spend(run) == 401
+    notes = [r["note"] for r in broker.rows(run.run_id)]
+    assert notes == [None, "refused: no running Job", None, "refused: no running Job"] + [
+        None,
+        "refused: no running Job",
+    ]
+    assert len(upstream.requests) == 3
 
 
 class Echo(threading.Thread):
@@ -540,7 +610,8 @@ def test_the_git_relay_it_serves_clones_and_pushes_a_runs_own_branch_with_its_no
         (work / "made.txt").write_text("the run's work\n")
         git("add", "made.txt", cwd=work, env=quiet_env(tmp_path / "run-home"))
         git("commit", "-q", "-m", "work", cwd=work, env=quiet_env(tmp_path / "run-home"))
-        branch = f"refs/heads/flowerbox/{run.run_id}"
+        branch = f"refs/flowerbox/{run.run_id}"  # not a branch: no forge CI runs on it
+        sha = git("rev-parse", "HEAD", cwd=work, env=quiet_env(tmp_path / "run-home")).strip()
         to_main = git_as(run.token, "push", "origin", "HEAD:refs/heads/main", cwd=work)
         assert to_main.returncode != 0
         pushed = git_as(run.token, "push", "origin", f"HEAD:{branch}", cwd=work)
@@ -553,14 +624,7 @@ def test_the_git_relay_it_serves_clones_and_pushes_a_runs_own_branch_with_its_no
         git(
             "fetch", "-q", "origin", "refs/notes/flowerbox:refs/notes/flowerbox", cwd=notes, env=env
         )
-        note = git(
-            "notes",
-            "--ref=flowerbox",
-            "show",
-            branch.removeprefix("refs/heads/"),
-            cwd=notes,
-            env=env,
-        )
+        note = git("notes", "--ref=flowerbox", "show", sha, cwd=notes, env=env)
         assert f"flowerbox-run: {run.run_id}" in note
         assert "image: flowerbox:test" in note and f"namespace: {NAMESPACE}" in note
         assert "network: allowlist: pypi.org" in note

@@ -29,7 +29,7 @@ from tests.flowerbox.gitclient import (
 )
 from tests.flowerbox.gitremote import BASIC, TOKEN, git
 
-OTHER_BRANCH = f"refs/heads/flowerbox/{OTHER_RUN}"
+OTHER_BRANCH = f"refs/flowerbox/{OTHER_RUN}"
 
 
 def noted(relay: Relay, count: int = 1, timeout: float = 60.0) -> list[dict[str, Any]]:

@@ -11,6 +11,7 @@ import json
 import os
 import socket
 import subprocess
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +20,7 @@ import pytest
 from flowerbox.broker.gitrelay import GitCredential, RelayRun, git_credential
 from flowerbox.errors import BrokerError
 from flowerbox.kube.render import deliver_manifests, run_manifests
-from flowerbox.kube.target import BROKER, KubeTarget, kube_spec
+from flowerbox.kube.target import KubeTarget, kube_spec
 from flowerbox.wire import GIT_PORT
 from tests.flowerbox.gitclient import BRANCH, OTHER_RUN, OTHER_TOKEN, RUN, RUN_TOKEN, Relay, commit
 from tests.flowerbox.gitremote import BASIC, TOKEN, USER, git, quiet_env
@@ -51,12 +52,14 @@ def test_a_push_to_the_runs_branch_lands_upstream(relay: Relay) -> None:
 @pytest.mark.parametrize(
     ("refspecs", "reason"),
     [
-        (["HEAD:refs/heads/main"], "refs/heads/main is not this run's branch"),
-        ([f"HEAD:refs/heads/flowerbox/{OTHER_RUN}"], "is not this run's branch"),
-        (["HEAD:refs/tags/v1"], "refs/tags/v1 is not this run's branch"),
+        (["HEAD:refs/heads/main"], "refs/heads/main is not this run's ref"),
+        ([f"HEAD:refs/heads/flowerbox/{OTHER_RUN}"], "is not this run's ref"),
+        ([f"HEAD:refs/heads/flowerbox/{RUN}"], "is not this run's ref"),
+        ([f"HEAD:refs/flowerbox/{OTHER_RUN}"], "is not this run's ref"),
+        (["HEAD:refs/tags/v1"], "refs/tags/v1 is not this run's ref"),
         ([f"HEAD:{BRANCH}", "HEAD:refs/heads/main"], "a push of 2 refs"),
     ],
-    ids=["main", "another-runs-branch", "a-tag", "two-refs"],
+    ids=["main", "another-runs-branch", "its-own-branch", "another-runs-ref", "a-tag", "two-refs"],
 )
 def test_a_push_to_any_other_ref_is_refused_and_nothing_changes(
     relay: Relay, refspecs: list[str], reason: str
@@ -72,6 +75,39 @@ def test_a_push_to_any_other_ref_is_refused_and_nothing_changes(
     refused = relay.log()[-1]
     assert refused["decision"] == "refuse" and refused["status"] == 403
     assert reason in refused["reason"] and refused["run"] == RUN
+
+
+def test_a_run_lands_outside_the_branches_so_no_forge_ci_runs_it(relay: Relay) -> None:
+    """Attack X1: a run's push went into the repository's branches, where the forge's CI
+    runs the pushed code with the repository's secrets before anyone reviewed it. Its one
+    ref is refs/flowerbox/<run-id> now: no branch or tag of the remote changed, and a
+    reviewer fetches it by its refspec."""
+    work = relay.clone()
+    sha = commit(relay, work)
+    heads = git("for-each-ref", "refs/heads", "refs/tags", cwd=relay.remote.root / "app.git",
+                env=relay.remote.env)  # fmt: skip
+    assert relay.git("push", "origin", f"HEAD:{BRANCH}", cwd=work).returncode == 0
+    assert BRANCH.startswith("refs/flowerbox/")
+    after = git("for-each-ref", "refs/heads", "refs/tags", cwd=relay.remote.root / "app.git",
+                env=relay.remote.env)  # fmt: skip
+    assert after == heads
+    review = relay.clone()
+    fetched = relay.git("fetch", "-q", "origin", "refs/flowerbox/*:refs/remotes/flowerbox/*",
+                        cwd=review)  # fmt: skip
+    assert fetched.returncode == 0, fetched.stderr
+    assert git("rev-parse", f"flowerbox/{RUN}", cwd=review, env=relay.env()).strip() == sha
+
+
+def test_a_run_made_to_deliver_a_branch_pushes_that_branch_alone(relay: Relay) -> None:
+    """--deliver-branch: the run's one ref is the branch flowerbox/<run-id> instead."""
+    relay.runs[RUN_TOKEN] = RelayRun(RUN, relay.remote.url("app"), deliver_branch=True)
+    work = relay.clone()
+    sha = commit(relay, work)
+    refused = relay.git("push", "origin", f"HEAD:{BRANCH}", cwd=work)
+    assert refused.returncode != 0 and "is not this run's ref" in refused.stderr
+    done = relay.git("push", "origin", f"HEAD:refs/heads/flowerbox/{RUN}", cwd=work)
+    assert done.returncode == 0, done.stderr
+    assert f"{sha} commit\trefs/heads/flowerbox/{RUN}" in relay.remote.branches("app")
 
 
 def test_deleting_the_runs_branch_is_refused(relay: Relay) -> None:
@@ -262,24 +298,33 @@ def test_a_malformed_head_is_refused_and_logged(relay: Relay) -> None:
 
 def job_line(container: dict[str, Any], relay: Relay, paths: dict[str, str]) -> Any:
     """Run a rendered container's shell line here, as its Pod would: its env resolved the
-    way the kubelet does (`$(NAME)`, the token Secret), the broker's Service replaced by the
-    tap to the relay, the claim's paths by `paths`."""
-    env = quiet_env(relay.home)
+    way the kubelet does (`$(NAME)`, the token Secret, the broker Service's variable), the
+    broker's Service replaced by the tap to the relay, the claim's paths by `paths`."""
+    service = KubeTarget(repo=relay.remote.url("app")).broker_host.strip("$()")
+    env = quiet_env(relay.home) | {service: "broker.invalid"}
     for entry in container["env"]:
         value = RUN_TOKEN if "valueFrom" in entry else entry["value"]
         for name, known in env.items():
             value = value.replace(f"$({name})", known)
-        env[entry["name"]] = value.replace(f"http://{BROKER}:{GIT_PORT}/", relay.url)
+        env[entry["name"]] = value.replace(f"http://broker.invalid:{GIT_PORT}/", relay.url)
+    env.pop(service)
     env["HOME"] = str(relay.home)
     command = [paths.get(arg, arg) for arg in container["command"]]
     return subprocess.run(command, env=env, capture_output=True, text=True, timeout=60)
 
 
-def test_the_jobs_rendered_fetch_and_deliver_go_through_the_relay(
-    relay: Relay, tmp_path: Path
-) -> None:
-    """The init container's clone and the deliver Job's push, their own lines and git
-    settings from flowerbox.kube.render: the run's branch lands, and only it."""
+@dataclass
+class Claim:
+    """A run's claim here: its workspace fetched by the rendered init container, flower's
+    branch committed on; the rendered deliver Job's container."""
+
+    workspace: Path
+    sha: str
+    deliver: dict[str, Any]
+    paths: dict[str, str]
+
+
+def fetched(relay: Relay, tmp_path: Path) -> Claim:
     spec = kube_spec(RUN, image="flowerbox:dev", command=("flower", "go", "x"))
     target = KubeTarget(repo=relay.remote.url("app"), ref="main")
     workspace = tmp_path / "claim" / "workspace"
@@ -290,13 +335,96 @@ def test_the_jobs_rendered_fetch_and_deliver_go_through_the_relay(
     assert done.returncode == 0, done.stderr
     git("checkout", "-q", "-b", f"flower/{RUN}", cwd=workspace, env=relay.env())
     sha = commit(relay, workspace)
-    before = relay.remote.branches("app")
     (deliver,) = deliver_manifests(spec, target)[0]["spec"]["template"]["spec"]["containers"]
-    done = job_line(deliver, relay, paths)
+    return Claim(workspace, sha, deliver, paths)
+
+
+def test_the_jobs_rendered_fetch_and_deliver_go_through_the_relay(
+    relay: Relay, tmp_path: Path
+) -> None:
+    """The init container's clone and the deliver Job's push, their own lines and git
+    settings from flowerbox.kube.render: the run's ref lands, and only it."""
+    claim = fetched(relay, tmp_path)
+    before = relay.remote.branches("app")
+    done = job_line(claim.deliver, relay, claim.paths)
     assert done.returncode == 0, done.stderr
     after = relay.remote.branches("app")
-    assert after.replace(f"{sha} commit\t{BRANCH}\n", "") == before
-    assert relay.log()[-1]["refs"] == [{"ref": BRANCH, "old": "0" * 40, "new": sha}]
+    assert after.replace(f"{claim.sha} commit\t{BRANCH}\n", "") == before
+    assert relay.log()[-1]["refs"] == [{"ref": BRANCH, "old": "0" * 40, "new": claim.sha}]
+
+
+def plant(claim: Claim, tmp_path: Path, settings: dict[str, str]) -> Path:
+    """The agent's configuration in the claim's repository: `settings`, each a program
+    (MARK: a script that leaves a file named after its caller in the returned folder)."""
+    marks = tmp_path / "ran"
+    marks.mkdir()
+    script = tmp_path / "evil.sh"
+    script.write_text(f'#!/bin/sh\ntouch "{marks}/$(basename "$0")-$$"\nexit 0\n')
+    script.chmod(0o755)
+    for hooks in (claim.workspace / ".git" / "hooks", claim.workspace / ".githooks"):
+        hooks.mkdir(exist_ok=True)
+        for name in ("pre-push", "reference-transaction", "post-update"):
+            (hooks / name).write_text(script.read_text())
+            (hooks / name).chmod(0o755)
+    config = claim.workspace / ".git" / "config"
+    for key, value in settings.items():
+        git("config", "--file", str(config), "--add", key, value.replace("MARK", str(script)))
+    return marks
+
+
+def test_the_deliver_job_runs_none_of_the_agents_git_configuration(
+    relay: Relay, tmp_path: Path
+) -> None:
+    """Attack K2: the deliver Job pushed to `origin`, so the agent's `remote.origin.url`
+    and `receivepack` ran a program of its choosing; its hooks, signing program, askpass and
+    submodule pushes were its to name too. Planted, none runs, and the run's ref lands."""
+    claim = fetched(relay, tmp_path)
+    bare = tmp_path / "local.git"
+    git("init", "-q", "--bare", str(bare), env=relay.env())
+    marks = plant(
+        claim,
+        tmp_path,
+        {
+            "remote.origin.url": str(bare),
+            "remote.origin.receivepack": "MARK; git-receive-pack",
+            "remote.origin.pushurl": str(bare),
+            "core.hooksPath": ".githooks",
+            "push.gpgSign": "true",
+            "gpg.program": "MARK",
+            "core.askPass": "MARK",
+            "push.recurseSubmodules": "on-demand",
+        },
+    )
+    done = job_line(claim.deliver, relay, claim.paths)
+    assert done.returncode == 0, done.stderr
+    assert list(marks.iterdir()) == []
+    assert relay.log()[-1]["refs"] == [{"ref": BRANCH, "old": "0" * 40, "new": claim.sha}]
+    assert git("for-each-ref", cwd=bare, env=relay.env()) == ""
+
+
+@pytest.mark.parametrize(
+    "settings",
+    [
+        {"url.LOCAL.pushInsteadOf": "https://"},
+        {"url.LOCAL.insteadOf": "https://127.0.0.1"},
+        {"url.ext::MARK %S.pushInsteadOf": "https://"},
+    ],
+    ids=["push-instead-of-a-path", "instead-of-a-path", "ext-transport"],
+)
+def test_a_url_the_agents_config_rewrites_runs_nothing(
+    relay: Relay, tmp_path: Path, settings: dict[str, str]
+) -> None:
+    """A rewrite of the repository's URL to a path or `ext::` (whose receive-pack, or
+    command, git would run): only http, the relay's, is a transport in the Job."""
+    claim = fetched(relay, tmp_path)
+    bare = tmp_path / "local.git"
+    git("init", "-q", "--bare", str(bare), env=relay.env())
+    planted = {k.replace("LOCAL", str(bare)): v for k, v in settings.items()}
+    marks = plant(claim, tmp_path, planted | {"remote.origin.receivepack": "MARK"})
+    done = job_line(claim.deliver, relay, claim.paths)
+    assert list(marks.iterdir()) == []
+    assert git("for-each-ref", cwd=bare, env=relay.env()) == ""
+    assert done.returncode != 0 and "not allowed" in done.stderr, done.stderr  # no transport
 
 
 def test_the_credential_comes_from_the_brokers_credentials_file() -> None:

@@ -21,7 +21,7 @@ from flowerbox.broker.pktline import (
 
 RUN = "20261202-060000-abc123"
 OLD, NEW, ZERO = "1" * 40, "2" * 40, "0" * 40
-OWN = f"refs/heads/flowerbox/{RUN}"
+OWN = f"refs/flowerbox/{RUN}"
 
 
 def pkt(text: str | bytes) -> bytes:
@@ -45,7 +45,7 @@ def test_a_push_of_the_runs_branch_is_read_with_its_capabilities() -> None:
     assert head.capabilities == ("report-status", "side-band-64k", "agent=git/2.39")
     assert head.options == ()
     assert body.startswith(head.read)  # what was read is forwarded first, unchanged
-    assert push_refusal(head, RUN) is None
+    assert push_refusal(head, OWN) is None
 
 
 def test_shallow_lines_and_sha256_ids_are_read() -> None:
@@ -58,27 +58,27 @@ def test_push_options_are_read_after_the_commands_and_refused() -> None:
     body = push(f"{OLD} {NEW} {OWN}\0push-options", tail=pkt("ci.skip") + b"0000PACK")
     head = read_push(chunks(body))
     assert head.options == ("ci.skip",)
-    assert push_refusal(head, RUN) == "push options are refused (a forge may act on them)"
+    assert push_refusal(head, OWN) == "push options are refused (a forge may act on them)"
 
 
 def test_a_flush_alone_is_gits_probe_and_updates_nothing() -> None:
     head = read_push(chunks(b"0000"))
-    assert head.commands == () and push_refusal(head, RUN) is None
+    assert head.commands == () and push_refusal(head, OWN) is None
 
 
 @pytest.mark.parametrize(
     ("lines", "reason"),
     [
-        ([f"{OLD} {NEW} refs/heads/main"], "refs/heads/main is not this run's branch"),
+        ([f"{OLD} {NEW} refs/heads/main"], "refs/heads/main is not this run's ref"),
         ([f"{OLD} {NEW} {OWN}", f"{OLD} {NEW} refs/heads/x"], "a push of 2 refs"),
         ([f"{OLD} {NEW} {OWN}", f"{OLD} {NEW} {OWN}"], "a push of 2 refs"),
         ([f"{OLD} {ZERO} {OWN}"], f"deleting {OWN} is refused"),
-        ([f"{OLD} {NEW} {OWN}x"], "is not this run's branch"),
-        ([f"{OLD} {NEW} refs/heads/flowerbox/{RUN}/x"], "is not this run's branch"),
+        ([f"{OLD} {NEW} {OWN}x"], "is not this run's ref"),
+        ([f"{OLD} {NEW} refs/heads/flowerbox/{RUN}/x"], "is not this run's ref"),
     ],
 )
 def test_any_other_update_is_refused(lines: list[str], reason: str) -> None:
-    refused = push_refusal(read_push(chunks(push(*lines))), RUN)
+    refused = push_refusal(read_push(chunks(push(*lines))), OWN)
     assert refused is not None and reason in refused
 
 

@@ -73,6 +73,17 @@ class FakeKube:
             self.changes.append((self.version, "ADDED", plural, obj))
             self.changed.notify_all()
 
+    def modify(self, plural: str, name: str, **fields: Any) -> None:
+        """Change an object's top-level `fields` (a Job's status, as its controller does),
+        with the next resource version: a watch streams it as MODIFIED."""
+        with self.changed:
+            obj = json.loads(json.dumps(self.objects[(plural, name)] | fields))
+            self.version += 1
+            obj["metadata"]["resourceVersion"] = str(self.version)
+            self.objects[(plural, name)] = obj
+            self.changes.append((self.version, "MODIFIED", plural, obj))
+            self.changed.notify_all()
+
     def delete(self, plural: str, name: str) -> dict[str, Any] | None:
         with self.changed:
             gone = self.objects.pop((plural, name), None)
@@ -103,7 +114,7 @@ def _ran(kube: FakeKube, job: dict[str, Any], printed: bytes) -> None:
     made = {"name": pod, "labels": tags, "creationTimestamp": "2026-12-02T10:15:00Z"}
     kube.put("pods", {"metadata": made, "spec": template["spec"]})
     kube.logs[pod] = printed
-    job["status"] = {"succeeded": 1}
+    kube.modify("jobs", name, status={"succeeded": 1})
 
 
 def _handler(kube: FakeKube) -> type[BaseHTTPRequestHandler]:

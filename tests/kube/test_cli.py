@@ -164,6 +164,37 @@ def test_each_run_command_on_kube_sends_its_requests(kubeconfig: FakeKube) -> No
     assert {kind for kind, _ in kubeconfig.objects} == {"pods"}  # the cluster collects them
 
 
+def pushed_ref(kube: FakeKube, run_id: str) -> str:
+    """The ref the run's deliver Job pushes (the last word of its push line)."""
+    rendered = kube.objects[("jobs", f"flowerbox-{run_id}-deliver")]["spec"]["template"]
+    return str(rendered["spec"]["containers"][0]["command"][-1])
+
+
+@pytest.mark.parametrize(
+    ("extra", "ref"),
+    [((), "refs/flowerbox/{}"), (("--deliver-branch",), "refs/heads/flowerbox/{}")],
+    ids=["default", "deliver-branch"],
+)
+def test_deliver_pushes_the_one_ref_the_run_was_made_with(
+    kubeconfig: FakeKube, extra: tuple[str, ...], ref: str
+) -> None:
+    """Attack X1: the deliver Job pushed a branch, which the forge's CI runs with the
+    repository's secrets. By default it is refs/flowerbox/<run-id> (no CI runs on it); a
+    branch only when the run was made so, recorded on its claim (for `deliver`) and its
+    token Secret (for the broker's relay)."""
+    run_id = start(kubeconfig, *extra)
+    token = kubeconfig.objects[("secrets", f"flowerbox-{run_id}-token")]
+    claim = kubeconfig.objects[("persistentvolumeclaims", f"flowerbox-{run_id}")]
+    for made in (token, claim):
+        assert made["metadata"]["annotations"]["flowerbox.dev/deliver-ref"] == ref.format(run_id)
+    kubeconfig.objects[("jobs", f"flowerbox-{run_id}")]["status"] = {"succeeded": 1}
+    delivered = runner.invoke(app, ["deliver", run_id, "--on", "kube"])
+    assert delivered.exit_code == 0, delivered.output
+    assert pushed_ref(kubeconfig, run_id) == ref.format(run_id)
+    fetch = f"git fetch origin {ref.format(run_id)}:refs/remotes/flowerbox/{run_id}"
+    assert fetch in delivered.stderr  # where the reviewer finds it
+
+
 def test_logs_on_kube_reads_the_agents_pod(kubeconfig: FakeKube) -> None:
     run_id = start(kubeconfig)
     pod = f"flowerbox-{run_id}-x1y2z"
@@ -335,3 +366,27 @@ def test_on_may_stand_before_the_command(kubeconfig: FakeKube) -> None:
         "y",
     ]
     assert on_behind(["ps", "--on", "kube"]) == ["ps", "--on", "kube"]
+
+
+@pytest.mark.parametrize(
+    ("image", "noted"),
+    [
+        ("registry.example/flowerbox@sha256:" + "ab" * 32, False),
+        ("registry.example/flowerbox-not-here:0.2.0", True),
+    ],
+    ids=["by-digest", "by-tag-unknown-here"],
+)
+def test_render_names_the_image_by_digest_or_says_it_is_by_tag(image: str, noted: bool) -> None:
+    """L1: a tag can be moved to other code after the manifests were reviewed. An image
+    given by digest is rendered so; one this machine's engine knows the registry digest of
+    is rendered by it; any other keeps its tag, and stderr says how to pin it."""
+    done = runner.invoke(app, ["kube", "render", "x", "--repo", REPO_URL, "--image", image])
+    assert done.exit_code == 0, done.output
+    images = {
+        box["image"]
+        for m in yaml.safe_load_all(done.stdout)
+        if m["kind"] == "Job"
+        for box in m["spec"]["template"]["spec"]["containers"]
+    }
+    assert images == {image}
+    assert ("is named by its tag: pass --image NAME@sha256:" in done.stderr) is noted

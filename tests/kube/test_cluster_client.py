@@ -310,10 +310,12 @@ def test_the_token_secret_tells_the_broker_the_runs_budget_and_allowlist(
         "flowerbox.dev/allow": '["pypi.org", "github.com"]',
         "flowerbox.dev/image": spec.image,
         "flowerbox.dev/repo": target.repo,
+        "flowerbox.dev/deliver-ref": f"refs/flowerbox/{spec.run_id}",
     }
     other = dataclasses.replace(spec, run_id="20261202-023500-def456")
     cluster.start(other, run_manifests(other, target))  # a self-test's: no repository
     assert kube.created()[4]["metadata"]["annotations"] == {
         "flowerbox.dev/allow": "[]",
         "flowerbox.dev/image": spec.image,
+        "flowerbox.dev/deliver-ref": f"refs/flowerbox/{other.run_id}",
     }

@@ -69,22 +69,25 @@ def test_tmp_is_a_memory_volume_of_the_tmpfs_size(spec: BoxSpec, target: KubeTar
 
 
 def test_no_network_but_the_way_to_the_model(spec: BoxSpec, target: KubeTarget) -> None:
-    """Docker: no network, the relay to the gateway. Pod: the broker's Service, a policy
-    that lets nothing else through, no API token, no other Service's address."""
+    """Docker: no network, the relay to the gateway. Pod: the broker's Service by the
+    address the kubelet gives (no DNS), a policy that lets nothing else through, no API
+    token."""
     docker = agent_kwargs(spec)
     pod = agent_pod(spec, target)
     assert docker["network_mode"] == "none"
     assert pod["automountServiceAccountToken"] is False
-    assert pod["enableServiceLinks"] is False
+    assert pod["enableServiceLinks"] is True  # the broker's address, with no DNS
+    broker = "$(FLOWERBOX_BROKER_SERVICE_HOST)"
+    assert target.broker == "flowerbox-broker" and target.broker_host == broker
     listed = pod["containers"][0]["env"]
     env = {e["name"]: e.get("value") for e in listed}
     docker_env = docker["environment"]
-    assert env["ANTHROPIC_BASE_URL"] == f"http://{target.broker}:8080"
+    assert env["ANTHROPIC_BASE_URL"] == f"http://{broker}:8080"
     # The run's token as the proxy's credential (the CLI sends it as Proxy-Authorization),
     # expanded by the kubelet from the variable listed before it; the API is not proxied.
-    assert env["HTTPS_PROXY"] == f"http://run:$(ANTHROPIC_API_KEY)@{target.broker}:3128"
+    assert env["HTTPS_PROXY"] == f"http://run:$(ANTHROPIC_API_KEY)@{broker}:3128"
     assert listed[0]["name"] == "ANTHROPIC_API_KEY"
-    assert env["NO_PROXY"] == env["no_proxy"] == f"127.0.0.1,localhost,{target.broker}"
+    assert env["NO_PROXY"] == env["no_proxy"] == f"127.0.0.1,localhost,{broker}"
     same = set(docker_env) - {"ANTHROPIC_BASE_URL", "ANTHROPIC_API_KEY", "FLOWER_HEALTH_URL"}
     same -= {"HTTPS_PROXY", "HTTP_PROXY", "https_proxy", "http_proxy", "NO_PROXY", "no_proxy"}
     assert {name: env[name] for name in same} == {name: docker_env[name] for name in same}

@@ -100,7 +100,11 @@ def test_no_credential_is_rendered(
     assert set(key) == {"name", "valueFrom"}  # the run's token, from its own Secret
 
 
-def test_the_agent_reaches_only_the_broker_and_dns(manifests: list[Manifest]) -> None:
+def test_the_agent_reaches_only_the_broker_and_no_dns(manifests: list[Manifest]) -> None:
+    """Attack K1: the agent's Pods could ask kube-dns (in any namespace) any name, a way out
+    for data (a name under a domain whose server the attacker reads). Now the policy lets
+    them reach the broker's ports alone, and every Pod of a run has no resolver but its own
+    loopback, the broker's address coming from the kubelet, never from a lookup."""
     run_policy = next(
         m
         for m in manifests
@@ -108,14 +112,20 @@ def test_the_agent_reaches_only_the_broker_and_dns(manifests: list[Manifest]) ->
         and "podSelector" in m["spec"]
         and m["spec"]["podSelector"].get("matchLabels", {}).get("flowerbox.dev/run-id")
     )
-    to = [peer for rule in run_policy["spec"]["egress"] for peer in rule["to"]]
-    assert [p["podSelector"]["matchLabels"] for p in to] == [
-        {"flowerbox.dev/role": "broker"},
-        {"k8s-app": "kube-dns"},
-    ]
+    (rule,) = run_policy["spec"]["egress"]
+    assert rule["to"] == [{"podSelector": {"matchLabels": {"flowerbox.dev/role": "broker"}}}]
+    assert {p["port"] for p in rule["ports"]} == {8080, 3128, 8081}  # no 53
     assert run_policy["spec"]["ingress"] == []
     deny = next(m for m in manifests if m["metadata"]["name"] == "flowerbox-default-deny")
     assert deny["spec"] == {"podSelector": {}, "policyTypes": ["Ingress", "Egress"]}
+    pods = [m["spec"]["template"]["spec"] for m in manifests if m["kind"] == "Job"]
+    assert len(pods) == 4  # the run's, deliver, drop, read
+    for pod in pods:
+        assert pod["dnsPolicy"] == "None"
+        assert pod["dnsConfig"] == {"nameservers": ["127.0.0.1"], "searches": [], "options": []}
+        for box in [*pod["initContainers"], *pod["containers"]]:
+            values = " ".join(str(e.get("value", "")) for e in box["env"])
+            assert "flowerbox-broker" not in values  # no name to look up: the kubelet's IP
 
 
 @pytest.mark.parametrize(
@@ -152,7 +162,10 @@ def test_git_on_the_agents_repository_runs_nothing_planted_there(
 def test_a_planted_hook_and_fsmonitor_do_not_run_in_a_real_push(
     spec: BoxSpec, target: KubeTarget, tmp_path: Path
 ) -> None:
-    """The same attack on real git: the deliver Job's git settings, a push to a local remote."""
+    """The same attack on real git: the deliver Job's git settings, a push to a local remote
+    (refused: the Job's git has http alone as a transport, since a local remote's
+    receive-pack is a program its config names; tests/flowerbox/test_gitrelay.py pushes
+    through the relay)."""
     (job,) = deliver_manifests(spec, target)
     (push,) = job["spec"]["template"]["spec"]["containers"]
     settings = {e["name"]: e["value"] for e in push["env"] if e["name"].startswith("GIT_CONFIG")}
@@ -172,8 +185,10 @@ def test_a_planted_hook_and_fsmonitor_do_not_run_in_a_real_push(
     assert planted.returncode == 0 and Path(f"{ran}-fsmonitor").exists()  # the plant works
     Path(f"{ran}-fsmonitor").unlink()
     env = {**os.environ, **settings, "HOME": str(tmp_path)}
-    for args in (["status"], ["push", "-q", str(remote), "HEAD:refs/heads/flowerbox/x"]):
-        subprocess.run(["git", "-C", str(repo), *args], env=env, check=True, capture_output=True)
+    subprocess.run(["git", "-C", str(repo), "status"], env=env, check=True, capture_output=True)
+    push = ["git", "-C", str(repo), "push", "-q", str(remote), "HEAD:refs/flowerbox/x"]
+    pushed = subprocess.run(push, env=env, capture_output=True, text=True, check=False)
+    assert pushed.returncode != 0 and "transport 'file' not allowed" in pushed.stderr
     assert not Path(f"{ran}-hook").exists() and not Path(f"{ran}-fsmonitor").exists()
 
 
@@ -198,13 +213,15 @@ def test_the_fetch_line_clones_once_and_makes_home(
 
 
 def test_the_broker_alone_may_read_the_run_tokens(manifests: list[Manifest]) -> None:
-    """The broker learns each run's token from its Secret: its own service account, a Role
-    that reads Secrets in its namespace and nothing else, and the one Pod with an API token."""
+    """The broker learns each run's token from its Secret, and whether a Job holding it
+    runs: its own service account, a Role that reads Secrets and Jobs in its namespace and
+    nothing else, and the one Pod with an API token."""
     by_kind = {(m["kind"], m["metadata"]["name"]) for m in manifests}
     assert {("ServiceAccount", "flowerbox-broker"), ("Role", "flowerbox-broker")} <= by_kind
     (role,) = [m for m in manifests if m["kind"] == "Role"]
     assert role["rules"] == [
-        {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get", "list", "watch"]}
+        {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get", "list", "watch"]},
+        {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["get", "list", "watch"]},
     ]
     (binding,) = [m for m in manifests if m["kind"] == "RoleBinding"]
     assert binding["roleRef"] == {
