@@ -29,6 +29,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from flower.core.texts.en import EN
+from flower.core.texts.zh import ZH
 from flower.testing import (
     Always,
     FakeAPI,
@@ -45,6 +47,7 @@ from flower.testing import (
     tool,
     working_directory,
 )
+from flower.testing.demo import GOAL_MARKERS, ROLE_MARKERS
 
 ASK = "写 calc.py 里的 add(a, b),并写 test_calc.py 测它"
 BYTES_TARGET = 1.35
@@ -52,6 +55,8 @@ CACHED_TARGET = 1.20
 CACHE_READ, CACHE_WRITE = 0.1, 1.25
 BILLING_HEADER = "x-anthropic-billing-header:"
 FLOWER = [sys.executable, "-m", "flower.cli"]
+HANDOFF_MARKERS = tuple(table["handoff.write"].split("{", 1)[0][:30] for table in (ZH, EN))
+"""What the request that asks for a handoff starts with (zh, en)."""
 NEAR_WINDOW = 960_000  # past the default handoff level (a 1M window less 50k of headroom)
 
 BRIEF = """## 目标
@@ -173,17 +178,26 @@ def cast(workspace: Path, *, faults: bool, stalled: list[int] | None = None) -> 
         judge_rule = _first_fails(judge, http_error(529), 4)
         goal_rule = _first_fails(goal_rule, http_error(500), 1)
         worker_rule = _first_fails(worker, drop(after_blocks=1), 1, say="先写 calc.py")
-    from flower.core.handoff import HANDOFF_PROMPT  # lazy: only the cast needs its marker
+    cast: list[tuple[When, Script]] = [(When(kind="subagent"), worker_rule)]
+    for i, marker in enumerate(HANDOFF_MARKERS):  # zh, en: the roles' rules in either language
+        cast += [
+            (When(kind="main", last_user_contains=marker), Always(_handoff())),
+            (When(kind="main", system_contains=ROLE_MARKERS["clarify"][i]), clarifier),
+            (
+                When(
+                    kind="main", system_contains=ROLE_MARKERS["judge"][i], contains=GOAL_MARKERS[i]
+                ),
+                goal_rule,
+            ),
+            (When(kind="main", system_contains=ROLE_MARKERS["judge"][i]), judge_rule),
+            (When(kind="main", system_contains=ROLE_MARKERS["coordinator"][i]), coordinator),
+        ]
+    return rules(*cast)
 
-    marker = HANDOFF_PROMPT.split("{", 1)[0][:30]
-    return rules(
-        (When(kind="subagent"), worker_rule),
-        (When(kind="main", last_user_contains=marker), Always(_handoff())),
-        (When(kind="main", system_contains="你是澄清者"), clarifier),
-        (When(kind="main", system_contains="你是裁判", contains="设定目标"), goal_rule),
-        (When(kind="main", system_contains="你是裁判"), judge_rule),
-        (When(kind="main", system_contains="你是协调者"), coordinator),
-    )
+
+def is_coordinator(request: Request) -> bool:
+    """A request of the coordinator's session, in either language."""
+    return any(marker in request.system_text for marker in ROLE_MARKERS["coordinator"])
 
 
 def _first_fails(script: Script, fault: Fault, count: int, *, say: str = "") -> Script:
@@ -261,7 +275,7 @@ def run_faulted(root: Path) -> Faulted:
             text=True,
         )
         try:
-            _wait(api, lambda r: "你是协调者" in r.system_text, proc)
+            _wait(api, is_coordinator, proc)
             sent = _flower("send", SEND, ws=ws, env=env)
             if sent.returncode != 0:
                 raise RuntimeError(f"flower send failed: {sent.stderr}")
