@@ -40,6 +40,8 @@ ADDED |= {"shown", "workspace_refusal"}
 ADDED |= {"ANSWER_COMMAND_ENV"}
 # ... and the variable that carries the language into the box (issue 21, item 6).
 ADDED |= {"LANG_ENV"}
+# Added by issue 31: the bundled CLI's version, read without importing the SDK (host commands).
+ADDED |= {"cli_version"}
 
 
 def test_the_public_names_all_resolve() -> None:
