@@ -187,11 +187,31 @@ def demo(image: Image = DEFAULT_IMAGE, base_image: BaseImage = None) -> None:
         options = BoxOptions(workspace=workspace, image=image, base_image=base_image)
         ask = DEMO_ASKS.get(os.environ.get(LANG_ENV, ""), DEMO_ASKS["en"])  # as --lang set it
         code = launch(["go", ask, "--timeout", "0"], options)
-    STDERR.print(
-        f"look around: {workspace} (runs/ holds the sessions; the work is on the run's "
-        "branch: git branch --list 'flower/*')"
-    )
+    STDERR.print(demo_ending(code, workspace))
     raise typer.Exit(code)
+
+
+# What a failed demo's exit code says (docs/getting-started.md, "Exit codes").
+DEMO_FAILURES = {
+    1: "a step failed or the goal was not achieved",
+    2: "bad input, no Docker engine or no image",
+    3: "the judge found the goal unreachable and nobody answered",
+    130: "it was stopped",
+}
+
+
+def demo_ending(code: int, workspace: Path) -> str:
+    """The demo's last line: where to look when it worked; that it failed, and why, if not."""
+    if code == 0:
+        return (
+            f"look around: {workspace} (runs/ holds the sessions; the work is on the run's "
+            "branch: git branch --list 'flower/*')"
+        )
+    why = DEMO_FAILURES.get(code, "the run ended abnormally")
+    return (
+        f"the demo failed: {why} (exit {code}); the lines above say what went wrong, and "
+        f"{workspace} holds what it left (runs/ has the sessions)"
+    )
 
 
 @app.command()
