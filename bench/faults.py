@@ -11,7 +11,9 @@ followed by the documented way to continue (the same `flower "ask"` again).
 The figures are ratios of the faulted run to the fault-free one: request bytes, and the same
 bytes priced as a prompt-caching API would (the longest prefix a request shares with an
 earlier one at 0.1x, the rest at 1.25x; the CLI's per-session billing header left out).
-Targets: <= 1.35 bytes, <= 1.20 cache-aware.
+Targets: <= 1.35 bytes, <= 1.20 cache-aware. The fake model routes on the roles' rule texts in
+either language, so the job runs in both (FLOWER_LANG=en, the default, and zh); `--smoke` runs
+it whole and does not judge the targets (python -m bench --smoke runs it in both languages).
 
     python -m bench.faults
 """
@@ -50,6 +52,7 @@ from flower.testing import (
 from flower.testing.demo import GOAL_MARKERS, ROLE_MARKERS
 
 ASK = "写 calc.py 里的 add(a, b),并写 test_calc.py 测它"
+LANGUAGES = ("en", "zh")  # what `python -m bench --smoke` runs it in
 BYTES_TARGET = 1.35
 CACHED_TARGET = 1.20
 CACHE_READ, CACHE_WRITE = 0.1, 1.25
@@ -380,7 +383,7 @@ def _common_prefix(a: bytes, b: bytes) -> int:
     return low
 
 
-def main() -> int:
+def main(*, smoke: bool = False) -> int:
     with tempfile.TemporaryDirectory(prefix="bench-faults-") as tmp:
         clean = run_clean(Path(tmp) / "clean")
         faulted = run_faulted(Path(tmp) / "faulted")
@@ -393,9 +396,9 @@ def main() -> int:
     print(f"request bytes:     {by_bytes:.3f}x the fault-free run (target <= {BYTES_TARGET})")
     print(f"cache-aware:       {by_cache:.3f}x the fault-free run (target <= {CACHED_TARGET})")
     print(f"after the kill:    {len(faulted.after_kill)} requests from the killed run")
-    ok = by_bytes <= BYTES_TARGET and by_cache <= CACHED_TARGET and not faulted.after_kill
-    return 0 if ok else 1
+    met = by_bytes <= BYTES_TARGET and by_cache <= CACHED_TARGET
+    return 0 if (met or smoke) and not faulted.after_kill else 1
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(smoke="--smoke" in sys.argv[1:]))
