@@ -22,7 +22,6 @@ and keeps its traceback.
 
 from __future__ import annotations
 
-from importlib.metadata import version as installed
 from typing import Annotated, Any
 
 import typer
@@ -118,6 +117,9 @@ app.command(
 @app.command()
 def version() -> None:
     """Print the versions that matter for a run: flowerbox, the SDK and its Claude Code CLI."""
+    # lazy: package metadata is a slow import (email parsing), and only this command reads it
+    from importlib.metadata import version as installed
+
     typer.echo(f"flowerbox {__version__}")
     typer.echo(f"claude-agent-sdk {installed('claude-agent-sdk')}")
     typer.echo(f"claude code {cli_version()}")
