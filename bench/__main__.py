@@ -69,13 +69,16 @@ def smoke_one(name: str, lang: str, *, engine: bool) -> tuple[bool, str]:
     """`python -m bench.NAME --smoke` in `lang`: it must exit 0 and print a figure line, and,
     when an engine answers, skip nothing. Whether it passed, and its report."""
     started = time.monotonic()
-    done = subprocess.run(
-        [sys.executable, "-m", f"bench.{name}", "--smoke"],
-        env={**os.environ, "FLOWER_LANG": lang},
-        capture_output=True,
-        text=True,
-        timeout=SMOKE_TIMEOUT_S,
-    )
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", f"bench.{name}", "--smoke"],
+            env={**os.environ, "FLOWER_LANG": lang},
+            capture_output=True,
+            text=True,
+            timeout=SMOKE_TIMEOUT_S,
+        )
+    except subprocess.TimeoutExpired:
+        return False, f"bench.{name} [{lang}] FAILED (still running after {SMOKE_TIMEOUT_S} s)"
     took = time.monotonic() - started
     lines = done.stdout.splitlines()
     figures = [line.strip() for line in lines if FIGURE.search(line)]
