@@ -18,7 +18,7 @@ from flower.core.agent import AgentSpec
 from flower.core.events import Event
 from flower.core.resilience import Resilience
 from flower.core.runtime import Runtime
-from flower.testing import Always, FakeAPI, Reply, Request, text, tool
+from flower.testing import Always, FakeAPI, Reply, Request, When, rules, text, tool
 
 pytestmark = pytest.mark.anyio
 
@@ -80,13 +80,15 @@ async def test_a_crash_mid_turn_is_still_resumed_however_alike(
     """Killed twice the same way (exit 137), but each time after an API response: both are
     resumed, the third attempt finishes the step in the same session."""
 
+    kills: list[int] = []  # counted here: a CLI killed before it stored the call forgets it
+
     def crash_twice(request: Request) -> Reply:
-        killed = len(request.tool_results())  # each kill comes back as an interrupted call
-        if killed < 2:
-            return tool("Bash", {"command": KILL_THE_CLI}, id=f"toolu_kill_{killed}")
+        if len(kills) < 2:
+            kills.append(request.index)
+            return tool("Bash", {"command": KILL_THE_CLI}, id=f"toolu_kill_{len(kills)}")
         return text("carried on")
 
-    flower_env.script = crash_twice
+    flower_env.script = rules((When(kind="main"), crash_twice))
     events: list[Event] = []
 
     result = await runtime.run(
