@@ -11,7 +11,9 @@ followed by the documented way to continue (the same `flower "ask"` again).
 The figures are ratios of the faulted run to the fault-free one: request bytes, and the same
 bytes priced as a prompt-caching API would (the longest prefix a request shares with an
 earlier one at 0.1x, the rest at 1.25x; the CLI's per-session billing header left out).
-Targets: <= 1.35 bytes, <= 1.20 cache-aware.
+Targets: <= 1.35 bytes, <= 1.20 cache-aware. The fake model routes on the roles' rule texts in
+either language, so the job runs in both (FLOWER_LANG=en, the default, and zh); `--smoke` runs
+it whole and does not judge the targets (python -m bench --smoke runs it in both languages).
 
     python -m bench.faults
 """
@@ -29,6 +31,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from flower.core.texts.en import EN
+from flower.core.texts.zh import ZH
 from flower.testing import (
     Always,
     FakeAPI,
@@ -45,13 +49,17 @@ from flower.testing import (
     tool,
     working_directory,
 )
+from flower.testing.demo import GOAL_MARKERS, ROLE_MARKERS
 
 ASK = "写 calc.py 里的 add(a, b),并写 test_calc.py 测它"
+LANGUAGES = ("en", "zh")  # what `python -m bench --smoke` runs it in
 BYTES_TARGET = 1.35
 CACHED_TARGET = 1.20
 CACHE_READ, CACHE_WRITE = 0.1, 1.25
 BILLING_HEADER = "x-anthropic-billing-header:"
 FLOWER = [sys.executable, "-m", "flower.cli"]
+HANDOFF_MARKERS = tuple(table["handoff.write"].split("{", 1)[0][:30] for table in (ZH, EN))
+"""What the request that asks for a handoff starts with (zh, en)."""
 NEAR_WINDOW = 960_000  # past the default handoff level (a 1M window less 50k of headroom)
 
 BRIEF = """## 目标
@@ -173,17 +181,26 @@ def cast(workspace: Path, *, faults: bool, stalled: list[int] | None = None) -> 
         judge_rule = _first_fails(judge, http_error(529), 4)
         goal_rule = _first_fails(goal_rule, http_error(500), 1)
         worker_rule = _first_fails(worker, drop(after_blocks=1), 1, say="先写 calc.py")
-    from flower.core.handoff import HANDOFF_PROMPT  # lazy: only the cast needs its marker
+    cast: list[tuple[When, Script]] = [(When(kind="subagent"), worker_rule)]
+    for i, marker in enumerate(HANDOFF_MARKERS):  # zh, en: the roles' rules in either language
+        cast += [
+            (When(kind="main", last_user_contains=marker), Always(_handoff())),
+            (When(kind="main", system_contains=ROLE_MARKERS["clarify"][i]), clarifier),
+            (
+                When(
+                    kind="main", system_contains=ROLE_MARKERS["judge"][i], contains=GOAL_MARKERS[i]
+                ),
+                goal_rule,
+            ),
+            (When(kind="main", system_contains=ROLE_MARKERS["judge"][i]), judge_rule),
+            (When(kind="main", system_contains=ROLE_MARKERS["coordinator"][i]), coordinator),
+        ]
+    return rules(*cast)
 
-    marker = HANDOFF_PROMPT.split("{", 1)[0][:30]
-    return rules(
-        (When(kind="subagent"), worker_rule),
-        (When(kind="main", last_user_contains=marker), Always(_handoff())),
-        (When(kind="main", system_contains="你是澄清者"), clarifier),
-        (When(kind="main", system_contains="你是裁判", contains="设定目标"), goal_rule),
-        (When(kind="main", system_contains="你是裁判"), judge_rule),
-        (When(kind="main", system_contains="你是协调者"), coordinator),
-    )
+
+def is_coordinator(request: Request) -> bool:
+    """A request of the coordinator's session, in either language."""
+    return any(marker in request.system_text for marker in ROLE_MARKERS["coordinator"])
 
 
 def _first_fails(script: Script, fault: Fault, count: int, *, say: str = "") -> Script:
@@ -261,7 +278,7 @@ def run_faulted(root: Path) -> Faulted:
             text=True,
         )
         try:
-            _wait(api, lambda r: "你是协调者" in r.system_text, proc)
+            _wait(api, is_coordinator, proc)
             sent = _flower("send", SEND, ws=ws, env=env)
             if sent.returncode != 0:
                 raise RuntimeError(f"flower send failed: {sent.stderr}")
@@ -366,7 +383,7 @@ def _common_prefix(a: bytes, b: bytes) -> int:
     return low
 
 
-def main() -> int:
+def main(*, smoke: bool = False) -> int:
     with tempfile.TemporaryDirectory(prefix="bench-faults-") as tmp:
         clean = run_clean(Path(tmp) / "clean")
         faulted = run_faulted(Path(tmp) / "faulted")
@@ -379,9 +396,9 @@ def main() -> int:
     print(f"request bytes:     {by_bytes:.3f}x the fault-free run (target <= {BYTES_TARGET})")
     print(f"cache-aware:       {by_cache:.3f}x the fault-free run (target <= {CACHED_TARGET})")
     print(f"after the kill:    {len(faulted.after_kill)} requests from the killed run")
-    ok = by_bytes <= BYTES_TARGET and by_cache <= CACHED_TARGET and not faulted.after_kill
-    return 0 if ok else 1
+    met = by_bytes <= BYTES_TARGET and by_cache <= CACHED_TARGET
+    return 0 if (met or smoke) and not faulted.after_kill else 1
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(smoke="--smoke" in sys.argv[1:]))

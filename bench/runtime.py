@@ -2,7 +2,8 @@
 
 Both drive the same CLI against the same fake API script (49 Bash calls, then an answer).
 Runtime adds the SQLite session store (eager mirror flush), event normalisation and the
-manifest. Target: Runtime's wall time <= 1.15 x the bare SDK's.
+manifest. Target: Runtime's wall time <= 1.15 x the bare SDK's. `--smoke`: 5 turns, one round,
+the target not judged (python -m bench --smoke).
 """
 
 from __future__ import annotations
@@ -23,15 +24,16 @@ from flower.testing import FakeAPI, Sequence, text, tool
 
 TURNS = 50
 ROUNDS = 3
+SMOKE_TURNS, SMOKE_ROUNDS = 5, 1
 TARGET = 1.15
 
 
-def script() -> Sequence:
-    calls = [tool("Bash", {"command": f"echo turn {i}"}) for i in range(TURNS - 1)]
+def script(turns: int) -> Sequence:
+    calls = [tool("Bash", {"command": f"echo turn {i}"}) for i in range(turns - 1)]
     return Sequence([*calls, text("all turns done")])
 
 
-async def bare(api: FakeAPI, workspace: Path, home: Path) -> float:
+async def bare(api: FakeAPI, workspace: Path, home: Path, turns: int) -> float:
     options = ClaudeAgentOptions(
         cwd=workspace,
         env=api.env(home=home),
@@ -44,7 +46,7 @@ async def bare(api: FakeAPI, workspace: Path, home: Path) -> float:
     return time.perf_counter() - started
 
 
-async def through_runtime(api: FakeAPI, workspace: Path, home: Path) -> float:
+async def through_runtime(api: FakeAPI, workspace: Path, home: Path, turns: int) -> float:
     os.environ.update(api.env(home=home))
     runtime = Runtime(workspace=workspace, run_dir=workspace.parent / "runs")
     try:
@@ -53,14 +55,14 @@ async def through_runtime(api: FakeAPI, workspace: Path, home: Path) -> float:
         elapsed = time.perf_counter() - started
     finally:
         runtime.close()
-    assert result.ok and result.num_turns == TURNS, result
+    assert result.ok and result.num_turns == turns, result
     return elapsed
 
 
-async def measure() -> tuple[list[float], list[float]]:
+async def measure(turns: int, rounds: int) -> tuple[list[float], list[float]]:
     bare_times, runtime_times = [], []
     with tempfile.TemporaryDirectory() as tmp:
-        for round_ in range(ROUNDS):
+        for round_ in range(rounds):
             for name, runner, times in (
                 ("bare", bare, bare_times),
                 ("runtime", through_runtime, runtime_times),
@@ -68,23 +70,24 @@ async def measure() -> tuple[list[float], list[float]]:
                 root = Path(tmp) / f"{name}-{round_}"
                 (root / "ws").mkdir(parents=True)
                 (root / "home").mkdir()
-                with FakeAPI(script()) as api:
-                    times.append(await runner(api, root / "ws", root / "home"))
+                with FakeAPI(script(turns)) as api:
+                    times.append(await runner(api, root / "ws", root / "home", turns))
     return bare_times, runtime_times
 
 
-def main() -> int:
+def main(*, smoke: bool = False) -> int:
     for name in [k for k in os.environ if k.startswith(("ANTHROPIC_", "CLAUDE_"))]:
         del os.environ[name]
-    bare_times, runtime_times = asyncio.run(measure())
+    turns, rounds = (SMOKE_TURNS, SMOKE_ROUNDS) if smoke else (TURNS, ROUNDS)
+    bare_times, runtime_times = asyncio.run(measure(turns, rounds))
     b, r = statistics.median(bare_times), statistics.median(runtime_times)
     ratio = r / b
-    print(f"{TURNS}-turn step, median of {ROUNDS} (seconds):")
+    print(f"{turns}-turn step, median of {rounds} (seconds):")
     print(f"  bare query()   {b:7.2f}   {' '.join(f'{t:.2f}' for t in bare_times)}")
     print(f"  Runtime.run    {r:7.2f}   {' '.join(f'{t:.2f}' for t in runtime_times)}")
     print(f"  ratio          {ratio:7.3f}x  (target <= {TARGET}x)")
-    return 0 if ratio <= TARGET else 1
+    return 0 if ratio <= TARGET or smoke else 1
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(smoke="--smoke" in sys.argv[1:]))

@@ -32,7 +32,9 @@ _HOMES = {
         "load_dotenv",
         "parse_dotenv",
     ),
-    "flower.core.events": ("Event", "EventKind", "normalize"),
+    "flower.core.bundled": ("cli_version",),
+    "flower.core.event": ("Event", "EventKind"),
+    "flower.core.events": ("normalize",),
     "flower.core.exclude": ("git_exclude", "git_unexcluded"),
     "flower.core.goal": ("Goal", "Verdict"),
     "flower.core.guard": (
@@ -161,6 +163,7 @@ __all__ = [
     "clarify",
     "clarify_step",
     "classify",
+    "cli_version",
     "coordinator",
     "default_window",
     "delegate_guard",
@@ -225,6 +228,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see
         default_window,
     )
     from flower.core.brief import Brief
+    from flower.core.bundled import cli_version
     from flower.core.env import (
         CREDENTIALS,
         Lookup,
@@ -233,7 +237,8 @@ if TYPE_CHECKING:  # what type checkers and IDEs see
         load_dotenv,
         parse_dotenv,
     )
-    from flower.core.events import Event, EventKind, normalize
+    from flower.core.event import Event, EventKind
+    from flower.core.events import normalize
     from flower.core.exclude import git_exclude, git_unexcluded
     from flower.core.goal import Goal, Verdict
     from flower.core.guard import (

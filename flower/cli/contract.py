@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Mapping, Sequence
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +36,9 @@ USAGE_FIX = "run the command with --help to see what it takes"
 
 def schema() -> dict[str, Any]:
     """The JSON Schema every document validates against."""
+    # lazy: importlib.resources costs every start of both CLIs; only the schema's readers use it
+    from importlib import resources
+
     text = resources.files(__package__ or "flower.cli").joinpath(SCHEMA_FILE).read_text()
     loaded: dict[str, Any] = json.loads(text)
     return loaded

@@ -19,11 +19,9 @@ import os
 import sys
 import tempfile
 import time
-import urllib.error
-import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
@@ -32,6 +30,9 @@ from rich.markup import escape
 from flower.cli.exits import STDERR, Exit, exit_codes
 from flower.core.env import Lookup, dotenv_entry, parse_dotenv
 from flower.errors import UsageError
+
+if TYPE_CHECKING:
+    import urllib.error
 
 API_KEY = "ANTHROPIC_API_KEY"
 AUTH_TOKEN = "ANTHROPIC_AUTH_TOKEN"
@@ -260,6 +261,10 @@ def probe_credentials(
     *, base_url: str, secret: str, bearer: bool, model: str, timeout: float = PROBE_TIMEOUT
 ) -> ProbeResult:
     """Send one small real request and say plainly what the answer means."""
+    # lazy: an HTTP client costs every start of both CLIs; only the check of a key uses it
+    import urllib.error
+    import urllib.request
+
     url = base_url.rstrip("/") + "/v1/messages"
     auth = {"authorization": f"Bearer {secret}"} if bearer else {"x-api-key": secret}
     body = {

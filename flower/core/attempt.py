@@ -9,11 +9,15 @@ subagents, priced one call at a time, and the CLI's own figure at each result.
 
 A failure stays data: `error` is the text shown and recorded, `status`, `error_kind` and
 `terminal_reason` are what the SDK said (resilience.classify reads them first), and `end`
-says why Runtime itself ended the attempt, never mixed into the error text.
+says why Runtime itself ended the attempt, never mixed into the error text. A CLI that exited
+leaves its `exit_code` and the last lines of its stderr (`said`), which the SDK's own error
+only points to ("Check stderr output for details"): the cause, when it died at start.
 """
 
 from __future__ import annotations
 
+import sys
+from collections import deque
 from typing import Any
 
 from flower.core.ends import AttemptEnd
@@ -22,6 +26,7 @@ from flower.core.spend import Spend
 
 ABORTED = frozenset({"aborted_streaming", "aborted_tools"})
 TASK_ENDS = frozenset({"notification", "completed", "failed", "killed", "stopped"})
+STDERR_LINES = 20  # the CLI's stderr kept per attempt: enough for a traceback's last lines
 
 
 class Attempt:
@@ -36,6 +41,8 @@ class Attempt:
         self.error_kind: str | None = None  # AssistantMessage.error: "rate_limit", ...
         self.terminal_reason: str | None = None  # "api_error", "max_turns", ...
         self.end: AttemptEnd | None = None
+        self.exit_code: int | None = None  # the CLI process's, when it failed
+        self.said: deque[str] = deque(maxlen=STDERR_LINES)  # the CLI's last stderr lines
         self.turns = 0
         self.context = 0
         self.results = 0
@@ -57,6 +64,23 @@ class Attempt:
         if not self.results:
             return False
         return self.idle if self.reports_state else not self.tasks
+
+    @property
+    def reached_api(self) -> bool:
+        """Whether any API response (or a result) came back in this attempt."""
+        return bool(self.spend.api_calls or self.results)
+
+    @property
+    def cause(self) -> str:
+        """The CLI's last non-empty stderr line, else the error text's first line."""
+        lines = [line.strip() for line in self.said if line.strip()]
+        return lines[-1] if lines else (self.error or "").strip().split("\n", 1)[0]
+
+    def stderr(self, line: str) -> None:
+        """A line the CLI wrote to stderr: kept, and shown where it would have gone (this
+        process's stderr, which the CLI shares when nobody reads its own)."""
+        self.said.append(line)
+        print(line, file=sys.stderr, flush=True)
 
     def observe(self, event: Event) -> None:
         payload = event.payload

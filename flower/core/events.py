@@ -36,8 +36,7 @@ cache_read + cache_creation tokens, the sole input of the handoff decision, and 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 from claude_agent_sdk import (
     AssistantMessage,
@@ -56,23 +55,8 @@ from claude_agent_sdk import (
     UserMessage,
 )
 
-EventKind = Literal[
-    "text",
-    "thinking",
-    "tool_call",
-    "tool_result",
-    "denied",
-    "error",
-    "session",
-    "result",
-    "retry",
-    "reset",
-    "status",
-    "task",
-    "ask",
-    "step",
-    "handoff",
-]
+from flower.core.event import Event as Event
+from flower.core.event import EventKind as EventKind
 
 SYNTHETIC_MODEL = "<synthetic>"
 # Texts with which a refused tool call comes back to the model (hook deny, permission mode).
@@ -83,40 +67,6 @@ DENIAL_MARKERS = (
     "doesn't want to proceed",
 )
 _SUMMARY_FIELDS = ("command", "file_path", "path", "pattern", "url", "description", "query")
-
-
-@dataclass
-class Event:
-    """One thing that happened in a run. `raw` is the source object: never ship it to a UI."""
-
-    kind: EventKind
-    text: str = ""
-    tool: str = ""
-    payload: dict[str, Any] = field(default_factory=dict)
-    raw: Any = None
-
-    def __str__(self) -> str:
-        if self.kind == "tool_call":
-            return f"[{self.tool}] {self.text}"
-        return self.text or f"<{self.kind}>"
-
-    def to_json(self) -> dict[str, Any]:
-        """The Event as a JSON object for another process: everything but `raw` (an SDK
-        object that never leaves this one). A payload value JSON cannot hold is left as it
-        is; write with `json.dumps(..., default=str)`."""
-        return {"kind": self.kind, "text": self.text, "tool": self.tool, "payload": self.payload}
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> Event:
-        """An Event back from `to_json()`'s object (no `raw`). Written by another process, so
-        read leniently: a missing kind is "status", a payload that is no object is {}."""
-        payload = data.get("payload")
-        return cls(
-            data.get("kind", "status"),
-            str(data.get("text", "")),
-            str(data.get("tool", "")),
-            payload if isinstance(payload, dict) else {},
-        )
 
 
 def context_level(usage: dict[str, Any] | None) -> int:

@@ -19,8 +19,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-import claude_agent_sdk
-
+from flower.core.bundled import sdk_folder
 from flower.core.reaper import ENV_CLI, ENV_PARENT, ENV_PYTHON
 
 LAUNCHER = Path(__file__).with_name("reaper.sh")
@@ -36,8 +35,9 @@ class Lifeline:
 
 def bundled_cli() -> str | None:
     """The CLI the SDK runs when no cli_path is given: its bundled binary, else PATH's."""
-    bundled = Path(claude_agent_sdk.__file__).parent / "_bundled" / "claude"
-    return str(bundled) if bundled.is_file() else shutil.which("claude")
+    folder = sdk_folder()
+    bundled = folder / "_bundled" / "claude" if folder else None
+    return str(bundled) if bundled and bundled.is_file() else shutil.which("claude")
 
 
 def lifeline() -> Lifeline | None:

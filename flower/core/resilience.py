@@ -20,7 +20,6 @@ import random
 import re
 import socket
 import time
-import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
@@ -171,6 +170,10 @@ def _host_port(target: tuple[str, int] | str) -> str:
 
 
 def _health_ok(url: str, timeout: float) -> bool:
+    # lazy: an HTTP client for the rare probe of a health URL costs every start of the CLIs
+    # (flower.cli.options reads this module's defaults)
+    import urllib.request
+
     try:
         with urllib.request.urlopen(url, timeout=timeout) as response:  # noqa: S310
             return bool(response.status == 200)

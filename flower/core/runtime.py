@@ -6,8 +6,10 @@ and INTERRUPT_NOTE, or CARRY_ON_NOTE when they said nothing; not counted as an a
 no session to resume, the step ends with error INTERRUPTED, never ok); a full context (the
 session writes its own handoff, budget lifted and no UI events, and a brand-new session
 starts from it, capped at max_generations); a retryable failure (Event "retry", wait for the
-network, back off, resume the same session with resume_prompt). Errors go to
-StepResult.errors and the manifest, never into the context.
+network, back off, resume the same session with resume_prompt; but a CLI that exits before
+any API response twice with the same unclassified error stops the step at once: waiting does
+not mend a bad option or a kernel that lacks a feature). Errors go to StepResult.errors and the
+manifest, never into the context.
 
 Runtime owns the workspace, the session store (always the pruning layer over sessions.db),
 the workbench and the policies. It drives the CLI through ClaudeSDKClient (interrupt needs
@@ -47,7 +49,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from claude_agent_sdk import ClaudeSDKClient, ClaudeSDKError, ResultError
+from claude_agent_sdk import ClaudeSDKClient, ClaudeSDKError, ProcessError, ResultError
 
 from flower.core import lang
 from flower.core.agent import AgentSpec, HandoffPolicy, build_options
@@ -61,7 +63,7 @@ from flower.core.handoff import Handoff, is_overflow
 from flower.core.leftovers import sweep
 from flower.core.manifest import ENDED, RUNNING, ManifestWriter, WriterLock
 from flower.core.mounting import session_spec
-from flower.core.resilience import Resilience, classify
+from flower.core.resilience import Kind, Resilience, classify
 from flower.core.runcheck import check_state_files
 from flower.core.rundir import RunDir, this_run_id
 from flower.core.spend import TOKEN_FIELDS
@@ -257,6 +259,7 @@ class Runtime:
     ) -> None:
         """The attempts of one step, until one of the four exits."""
         number = 0
+        failed_at_start: str | None = None  # the last attempt's cause, when it died at start
         while True:
             number += 1
             result.attempts = number
@@ -310,7 +313,19 @@ class Runtime:
                 continue
             # exit 4: a failure, retried if it can be
             result.errors.append(error)
-            if not await self._recover(number, attempt, emit):
+            kind = classify(
+                error,
+                status=attempt.status,
+                kind=attempt.error_kind,
+                reason=attempt.terminal_reason,
+            )
+            cause = attempt.cause if kind == "other" and not attempt.reached_api else None
+            if cause is not None and cause == failed_at_start:  # it will not heal: say why
+                code = "?" if attempt.exit_code is None else attempt.exit_code
+                result.error = lang.text("runtime.will_not_heal", code=code, cause=cause)
+                break
+            failed_at_start = cause
+            if not await self._recover(number, kind, emit):
                 break
             if attempt.session_id:
                 resume, fork, resume_at = attempt.session_id, False, None
@@ -323,15 +338,10 @@ class Runtime:
             return None
         return self.budget_usd - self.spent_before - self.spent()
 
-    async def _recover(self, number: int, attempt: Attempt, emit: EventSink) -> bool:
-        """Whether to try again after failed attempt `number`; waits as long as it takes."""
+    async def _recover(self, number: int, kind: Kind, emit: EventSink) -> bool:
+        """Whether to try again after failed attempt `number` (a failure of `kind`); waits as
+        long as it takes."""
         policy = self.resilience
-        kind = classify(
-            attempt.error or "",
-            status=attempt.status,
-            kind=attempt.error_kind,
-            reason=attempt.terminal_reason,
-        )
         if not policy.enabled or number >= policy.max_attempts or kind == "fatal":
             return False
         delay = policy.delay_for(number)
@@ -415,6 +425,7 @@ class Runtime:
             portable=self.portable,
             context=self._workbench_context(spec),
         )
+        options.stderr = attempt.stderr  # the cause, when the CLI dies before it says anything
         handoff_due = False
         try:
             async with ClaudeSDKClient(options) as client:
@@ -431,6 +442,8 @@ class Runtime:
                         break
         except ClaudeSDKError as exc:
             attempt.error = f"{type(exc).__name__}: {exc}"  # the text recorded, as before
+            if isinstance(exc, ProcessError):
+                attempt.exit_code = exc.exit_code
             if isinstance(exc, ResultError):  # and what the SDK knows, kept as data
                 attempt.status = exc.api_error_status or attempt.status
                 attempt.terminal_reason = exc.terminal_reason or attempt.terminal_reason

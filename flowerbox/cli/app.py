@@ -22,14 +22,13 @@ and keeps its traceback.
 
 from __future__ import annotations
 
-from importlib.metadata import version as installed
 from typing import Annotated, Any
 
 import typer
 from rich.console import Console
 from rich.markup import escape
 
-from flower import FlowerError
+from flower import FlowerError, cli_version
 from flower.cli import GLOBAL_OPTIONS, HELP_OPTIONS, AskRouter, LangOption, contract, setup
 from flowerbox import __version__
 from flowerbox.cli import box, broker, checks, kube, runs
@@ -118,12 +117,12 @@ app.command(
 @app.command()
 def version() -> None:
     """Print the versions that matter for a run: flowerbox, the SDK and its Claude Code CLI."""
-    # lazy: the SDK is a large import, and only this command needs its CLI's version
-    from claude_agent_sdk._cli_version import __cli_version__
+    # lazy: package metadata is a slow import (email parsing), and only this command reads it
+    from importlib.metadata import version as installed
 
     typer.echo(f"flowerbox {__version__}")
     typer.echo(f"claude-agent-sdk {installed('claude-agent-sdk')}")
-    typer.echo(f"claude code {__cli_version__}")
+    typer.echo(f"claude code {cli_version()}")
 
 
 def main() -> None:

@@ -10,17 +10,15 @@ from __future__ import annotations
 import os
 import tempfile
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
+from typer.core import TyperCommand
 
 from flower import LANG_ENV
 from flower.cli import check_args, options_help
-from flowerbox.box.engine import CHECKOUT, connect, ensure_image
 from flowerbox.box.options import DEFAULT_IMAGE, DISK_BUDGET_GB, INODE_BUDGET, BoxOptions
-from flowerbox.box.prepare import workspace_of
-from flowerbox.box.state import host_git
 from flowerbox.cli import kube
 from flowerbox.cli.options import (
     Allow,
@@ -50,7 +48,6 @@ from flowerbox.cli.options import (
 )
 from flowerbox.errors import ConfigError, HostGitError
 from flowerbox.kube.target import BROKER
-from flowerbox.runs.launch import launch
 
 app = typer.Typer()
 STDERR = Console(stderr=True, highlight=False, soft_wrap=True)
@@ -65,6 +62,16 @@ def flower_options(command: str) -> str:
     return f"Any other option goes to `flower {command}` in the box (checked first):\n\n{listed}"
 
 
+class PassingOn(TyperCommand):
+    """A box command whose --help ends with the flower options it passes on (flower_options
+    of the flower command of its name), made when the help is shown: making them builds
+    flower's whole command line, which every other start of flowerbox would pay."""
+
+    def format_help(self, ctx: Any, formatter: Any) -> None:  # typer's vendored click types
+        self.epilog = flower_options(str(self.name))
+        super().format_help(ctx, formatter)
+
+
 def flower_args(command: str, args: list[str]) -> list[str]:
     """`flower COMMAND ARGS...` as flower would parse it, checked on the host before any
     container starts (a typo used to surface inside a started box); the argv to pass on."""
@@ -72,7 +79,7 @@ def flower_args(command: str, args: list[str]) -> list[str]:
     return [command, *args]
 
 
-@app.command(context_settings=PASS_THROUGH, epilog=flower_options("go"))
+@app.command(context_settings=PASS_THROUGH, cls=PassingOn)
 def go(
     ctx: typer.Context,
     ask: Annotated[str, typer.Argument(help="What you want done, in one line.")] = "",
@@ -106,10 +113,10 @@ def go(
     if on_kube(ctx, shared={"image", "budget_usd", "allow", "allow_presets", "allow_api_fetch"}):
         kube.go(kube_target(ctx.params), command, box_options(ctx.params))
         return
-    raise typer.Exit(launch(command, box_options(ctx.params), detach=detach))
+    raise typer.Exit(start_box(command, box_options(ctx.params), detach=detach))
 
 
-@app.command(context_settings=PASS_THROUGH, epilog=flower_options("once"))
+@app.command(context_settings=PASS_THROUGH, cls=PassingOn)
 def once(
     ctx: typer.Context,
     prompt: Annotated[str, typer.Argument(help="What the agent should do.")],
@@ -128,10 +135,10 @@ def once(
     """flower once "prompt" in the box (one step, for CI jobs)."""
     command = flower_args("once", [prompt, *ctx.args])
     options = box_options(ctx.params, isolate=False)
-    raise typer.Exit(launch(command, options, detach=detach))
+    raise typer.Exit(start_box(command, options, detach=detach))
 
 
-@app.command(context_settings=PASS_THROUGH, epilog=flower_options("run"))
+@app.command(context_settings=PASS_THROUGH, cls=PassingOn)
 def run(
     ctx: typer.Context,
     file: Annotated[Path, typer.Argument(help="A Python file in the workspace (`workflow`).")],
@@ -148,10 +155,13 @@ def run(
     inode_budget: InodeBudget = INODE_BUDGET,
 ) -> None:
     """flower run FILE.py in the box; any other option goes to flower (--timeout 0, -W...)."""
+    # lazy: resolving the workspace needs the box's preparation, only `run` does here
+    from flowerbox.box.prepare import workspace_of
+
     path = _inside_workspace(file, workspace_of(workspace))
     command = flower_args("run", [str(path), *ctx.args])
     options = box_options(ctx.params, isolate=False)
-    raise typer.Exit(launch(command, options, detach=detach))
+    raise typer.Exit(start_box(command, options, detach=detach))
 
 
 @app.command(context_settings=PASS_THROUGH)
@@ -175,7 +185,7 @@ def shell(
     and its output is streamed, as with `once`.
     """
     options = box_options(ctx.params, isolate=False)
-    raise typer.Exit(launch(["shell"], options, raw=list(ctx.args) or ["bash"]))
+    raise typer.Exit(start_box(["shell"], options, raw=list(ctx.args) or ["bash"]))
 
 
 @app.command()
@@ -196,17 +206,16 @@ def demo(image: Image = DEFAULT_IMAGE, base_image: BaseImage = None) -> None:
         os.environ.update(ANTHROPIC_API_KEY=key, ANTHROPIC_BASE_URL=api.url)
         options = BoxOptions(workspace=workspace, image=image, base_image=base_image)
         ask = DEMO_ASKS.get(os.environ.get(LANG_ENV, ""), DEMO_ASKS["en"])  # as --lang set it
-        code = launch(["go", ask, "--timeout", "0"], options)
-    STDERR.print(
-        f"look around: {workspace} (runs/ holds the sessions; the work is on the run's "
-        "branch: git branch --list 'flower/*')"
-    )
+        code = start_box(["go", ask, "--timeout", "0"], options)
+    STDERR.print(demo_ending(code, workspace))
     raise typer.Exit(code)
 
 
 def _first_commit(workspace: Path) -> None:
     """`git init` and an empty first commit, through flowerbox.hostgit (plumbing only: no
     hook of the user's global config runs)."""
+    from flowerbox.box.state import host_git  # lazy: only the demo makes a repository
+
     git = host_git()
 
     def must(*args: str, stdin: str | None = None) -> str:
@@ -222,11 +231,48 @@ def _first_commit(workspace: Path) -> None:
     must("update-ref", "HEAD", commit)
 
 
+# What a failed demo's exit code says (docs/getting-started.md, "Exit codes").
+DEMO_FAILURES = {
+    1: "a step failed or the goal was not achieved",
+    2: "bad input, no Docker engine or no image",
+    3: "the judge found the goal unreachable and nobody answered",
+    130: "it was stopped",
+}
+
+
+def demo_ending(code: int, workspace: Path) -> str:
+    """The demo's last line: where to look when it worked; that it failed, and why, if not."""
+    if code == 0:
+        return (
+            f"look around: {workspace} (runs/ holds the sessions; the work is on the run's "
+            "branch: git branch --list 'flower/*')"
+        )
+    why = DEMO_FAILURES.get(code, "the run ended abnormally")
+    return (
+        f"the demo failed: {why} (exit {code}); the lines above say what went wrong, and "
+        f"{workspace} holds what it left (runs/ has the sessions)"
+    )
+
+
 @app.command()
 def build(image: Image = DEFAULT_IMAGE, base_image: BaseImage = None) -> None:
     """Build the image from this checkout's Dockerfile (again, if it is there)."""
+    # lazy: the engine's module brings the docker SDK, which only building needs here
+    from flowerbox.box.engine import CHECKOUT, connect, ensure_image
+
     ensure_image(connect(), image, context=CHECKOUT, base_image=base_image, rebuild=True)
     STDERR.print(f"{image} is ready")
+
+
+def start_box(
+    command: list[str], options: BoxOptions, *, raw: list[str] | None = None, detach: bool = False
+) -> int:
+    """flowerbox.runs.launch.launch: a box for `command`, its exit code (0 once detached)."""
+    # lazy: launching brings the docker SDK and the box's machinery (0.3-0.4 s), which
+    # `--help`, `--version` and `ps` never use
+    from flowerbox.runs.launch import launch
+
+    return launch(command, options, raw=raw, detach=detach)
 
 
 def _inside_workspace(file: Path, ws: Path) -> Path:

@@ -16,8 +16,6 @@ import typer
 from flower.cli import positive_usd
 from flowerbox import wire
 from flowerbox.box import state
-from flowerbox.broker import client
-from flowerbox.runs.brokered import serve, serve_cluster
 
 app = typer.Typer()
 
@@ -92,8 +90,14 @@ def broker(
     """Serve every run on this host with one key, a token per run and a team budget, until
     Ctrl+C; runs started meanwhile use it instead of a private gateway (docs/deployment.md)."""
     if status:
+        # lazy: the broker's client brings its server's module, which --help skips
+        from flowerbox.broker import client
+
         typer.echo(json.dumps(client.call(state.broker_folder(), {"op": "status"}), indent=2))
         return
+    # lazy: serving brings the gateway's servers and the docker SDK, which --help skips
+    from flowerbox.runs.brokered import serve, serve_cluster
+
     if listen is None:
         if credentials or ledger:
             raise typer.BadParameter("--credentials and --ledger go with --listen")

@@ -31,12 +31,10 @@ from flowerbox.cli.options import (
 )
 from flowerbox.errors import ConfigError
 from flowerbox.selftest.controls import ALL_WEAK, control_named
-from flowerbox.selftest.doctor import doctor as run_checks
-from flowerbox.selftest.runner import HOST_SECTION
-from flowerbox.selftest.runner import selftest as run_probes
 from flowerbox.selftest.verdicts import SILENT, Verdict
 
 app = typer.Typer()
+BOX_SECTION = "box"  # the probes' section; the other is the host boundary's
 STDERR = Console(stderr=True, highlight=False, soft_wrap=True)
 
 
@@ -50,6 +48,9 @@ def doctor(
     net: Net = "allowlist",
 ) -> None:
     """Check engine, image, credentials, workspace, gateway and proxy; a fix for each miss."""
+    # lazy: the checks bring the docker SDK, which the other commands here (and --help) skip
+    from flowerbox.selftest.doctor import doctor as run_checks
+
     checks = run_checks(box_options(ctx.params))
     for check in checks:
         typer.echo(check.line())
@@ -105,7 +106,7 @@ def selftest(
     """
     if on_kube(ctx, shared={"image", "negative_control", "as_json"}):
         probes = kube.selftest(kube_target(ctx.params), image=image, negative=negative_control)
-        _show([("box", probes)], as_json=as_json)
+        _show([(BOX_SECTION, probes)], as_json=as_json)
         raise typer.Exit(_counted(probes, []))
     control = ALL_WEAK if negative_control else None
     if weaken is not None:
@@ -123,8 +124,12 @@ def selftest(
             "of the host-boundary checks git_hook_redirect (the others judge the host's own "
             "code, which no box changes)"
         )
+    # lazy: the probes bring the docker SDK, which the other commands here (and --help) skip
+    from flowerbox.selftest.runner import HOST_SECTION
+    from flowerbox.selftest.runner import selftest as run_probes
+
     report = run_probes(box_options(ctx.params), control=control)
-    _show([("box", report.verdicts), (HOST_SECTION, report.host)], as_json=as_json)
+    _show([(BOX_SECTION, report.verdicts), (HOST_SECTION, report.host)], as_json=as_json)
     for what in report.left:
         STDERR.print(f"could not remove what the self-test planted: {what}", markup=False)
     if any(verdict.why.startswith(SILENT) for verdict in report.verdicts):
@@ -137,10 +142,10 @@ def selftest(
 
 
 def _show(sections: list[tuple[str, list[Verdict]]], *, as_json: bool) -> None:
-    """Each section's verdicts: a line, or a JSON object, each."""
+    """Each section's verdicts: a line, or a JSON object, each; the host's under a title."""
     for section, verdicts in sections:
-        if verdicts and section == HOST_SECTION and not as_json:
-            typer.echo(f"{HOST_SECTION}: flowerbox's host code against what the box planted")
+        if verdicts and section != BOX_SECTION and not as_json:
+            typer.echo(f"{section}: flowerbox's host code against what the box planted")
         for verdict in verdicts:
             if as_json:
                 line = {"section": section, "probe": verdict.probe, "ok": verdict.ok}

@@ -26,7 +26,6 @@ import typer
 
 from flower import new_run_id
 from flowerbox.box.options import DEFAULT_IMAGE, BoxOptions
-from flowerbox.box.prepare import egress_allowlist
 from flowerbox.cli.options import (
     Broker,
     Context,
@@ -128,6 +127,9 @@ def go(target: KubeTarget, args: list[str], options: BoxOptions) -> None:
     the rendered manifests do not depend on them."""
     if target.repo == NO_REPO:
         raise ConfigError("--on kube needs --repo URL: the https git remote the run works on")
+    # lazy: the box's preparation (git, the shadow .git) is a slow import most commands skip
+    from flowerbox.box.prepare import egress_allowlist
+
     allowed = egress_allowlist("allowlist", options.allow, options.allow_presets)
     spec = kube_spec(new_run_id(), image=pinned(options.image), command=flower_command(args))
     spec = dataclasses.replace(

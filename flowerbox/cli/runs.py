@@ -68,7 +68,6 @@ from flowerbox.runs.control import (
     timeline,
 )
 from flowerbox.runs.detach import remaining_budget, resume_command
-from flowerbox.runs.launch import launch
 from flowerbox.runs.records import Run
 
 app = typer.Typer()
@@ -421,6 +420,10 @@ def resume(
         budget_usd=spec.budget_usd,
     )
     detached = bool(found.meta.get("detached")) if detach is None else detach
+    # lazy: launching brings the docker SDK and the box's machinery, which only a resume
+    # of this module's commands needs
+    from flowerbox.runs.launch import launch
+
     code = launch(resume_command(command), options, detach=detached, resume_of=spec)
     raise typer.Exit(code)
 

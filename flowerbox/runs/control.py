@@ -35,13 +35,11 @@ from flower import (
     printable_data,
     read_timeline,
 )
-from flowerbox.box.engine import Box, connect
 from flowerbox.box.untrusted import drop as drop_file
 from flowerbox.box.untrusted import exists, read_from, real_folder
 from flowerbox.errors import RunError, UntrustedFileError
 from flowerbox.runs import records
 from flowerbox.runs.records import Run
-from flowerbox.runs.supervise import supervise
 
 STDERR = Console(stderr=True, highlight=False, soft_wrap=True)
 DELIVERY_WAIT_S = 10.0  # how long answer/send wait to see the run take the file
@@ -162,7 +160,7 @@ def timeline(run: Run) -> Timeline:
 def stop_run(run: Run) -> Run:
     """SIGTERM the agent (docker stop, killed after the grace period) and wait for the run's
     keeper to record the end; the run as last recorded."""
-    Box.existing(run.spec(), client=connect()).stop()
+    _stop_agent(run)
     deadline = time.monotonic() + END_WAIT_S
     latest = run
     while time.monotonic() < deadline:
@@ -176,9 +174,21 @@ def stop_run(run: Run) -> Run:
 def reap(run: Run) -> Run:
     """Do what a run's lost keeper would have: stop the agent if it still runs, then wait,
     remove both containers and the private folders, and record the end (after_run)."""
-    Box.existing(run.spec(), client=connect()).stop()
+    _stop_agent(run)
+    # lazy: as _stop_agent's engine; only a run whose keeper is lost needs its work done
+    from flowerbox.runs.supervise import supervise
+
     supervise(run.state_dir)
     return records.load(run.state_dir) or run
+
+
+def _stop_agent(run: Run) -> None:
+    """docker stop of the run's agent (a no-op when it is gone)."""
+    # lazy: the engine's module brings the docker SDK (0.2-0.3 s), which reading runs (ps,
+    # logs, answer) never needs
+    from flowerbox.box.engine import Box, connect
+
+    Box.existing(run.spec(), client=connect()).stop()
 
 
 def drop(run: Run, data: dict[str, str]) -> PurePosixPath:

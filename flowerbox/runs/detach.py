@@ -21,7 +21,6 @@ import sys
 from typing import TYPE_CHECKING
 
 from flowerbox import wire
-from flowerbox.box.engine import Box
 from flowerbox.box.spec import BoxSpec
 from flowerbox.errors import BoxError, RunError
 from flowerbox.runs import records
@@ -78,6 +77,10 @@ def start_detached(
     resumed_from: str | None = None,
 ) -> str:
     """Start the run in the background; its id. Raises BoxError (nothing left running)."""
+    # lazy: the engine's module (the caller, holding a client, has loaded the docker SDK);
+    # what else this module gives, a resumed run's budget and command, needs no engine
+    from flowerbox.box.engine import Box
+
     records.record_start(spec, command=command, detached=True, resumed_from=resumed_from)
     box = Box(spec, client=client, on_started=lambda facts: records.record(spec, box=facts))
     try:

@@ -19,6 +19,7 @@ import json
 import subprocess
 from pathlib import Path
 
+from flower import cli_version
 from flowerbox.box import state
 from flowerbox.box.facts import summary
 from flowerbox.box.spec import BoxSpec
@@ -107,7 +108,7 @@ def note_text(spec: BoxSpec, *, image: str, image_id: str, code: int | None) -> 
         image=f"{image} {image_id}",
         network=network_policy(spec),
         spend=spend,
-        claude_code=_claude_code_version(),
+        claude_code=cli_version(),
         box=summary(recorded.meta.get("box") if recorded else None),
         exit="unknown" if code is None else str(code),
     ).text()
@@ -118,15 +119,6 @@ def network_policy(spec: BoxSpec) -> str:
     if spec.net == "open":
         return "open (--net open: a network of its own, unfiltered)"
     return allowlist(spec.allow)
-
-
-def _claude_code_version() -> str:
-    try:
-        # lazy: the SDK is a large import, needed once per run, here
-        from claude_agent_sdk._cli_version import __cli_version__
-    except ImportError:
-        return "unknown"
-    return str(__cli_version__)
 
 
 def attach_notes(spec: BoxSpec, code: int | None) -> list[str]:

@@ -43,6 +43,8 @@ ADDED |= {"LANG_ENV"}
 # Added by issue 37: the one sanitizer and bounded parser of what a box writes, for flower's
 # commands and flowerbox's alike.
 ADDED |= {"PrintableStream", "UntrustedJSONError", "parse_json", "printable", "printable_data"}
+# Added by issue 31: the bundled CLI's version, read without importing the SDK (host commands).
+ADDED |= {"cli_version"}
 
 
 def test_the_public_names_all_resolve() -> None:

@@ -242,6 +242,11 @@ written, each on its own line; write nothing else, and no code block.
     "handoff.writing": "context {used}/{window}, writing the handoff",
     "handoff.done": "handoff written, a new session takes over",
     "handoff.done_at": "handoff written, a new session takes over: {path}",
+    "runtime.will_not_heal": (
+        "the step stops: the Claude Code CLI exited with exit code {code} before its first API "
+        "request twice with the same error, which waiting will not change (fix it, then run "
+        "again): {cause}"
+    ),
     "runtime.near_handoff": "context {used}/{window}, near the handoff line {at}",
     "document.placeholder": "(not filled in)",
     # -- the stores' replacements (flower.stores, through Runtime) ----------------------

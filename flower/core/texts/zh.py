@@ -187,6 +187,10 @@ ZH: dict[str, str] = {
     "handoff.writing": "上下文 {used}/{window},正在写交接",
     "handoff.done": "交接完成,新会话接手",
     "handoff.done_at": "交接完成,新会话接手:{path}",
+    "runtime.will_not_heal": (
+        "这一步停下:Claude Code CLI 两次在第一个 API 请求之前以退出码 {code} 退出,错误相同,"
+        "等待改变不了它(修好后再运行):{cause}"
+    ),
     "runtime.near_handoff": "上下文 {used}/{window},接近交接线 {at}",
     "document.placeholder": "(未填)",
     # -- the stores' replacements (flower.stores, through Runtime) ----------------------

@@ -1,0 +1,88 @@
+"""Cold starts of the commands a person waits on (issue 31): `flower --help`, `flower status`,
+`flowerbox --version`, `--help` and `ps`, against `flower --version` in the same run.
+
+Each round starts every command once, as a new process through its console script (the
+page cache warm, as for a person who typed one a minute ago), in a folder with an empty
+runs/ and a private flowerbox state; the figure is the median of the rounds. Targets:
+flowerbox's three <= 1.3x `flower --version`; `flower --help` and `flower status` <= 0.3 s.
+`--smoke`: one round, the targets not judged (python -m bench --smoke).
+
+    python -m bench.cli
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROUNDS = 11
+SMOKE_ROUNDS = 1
+BASELINE = "flower --version"
+RATIO_TARGET = 1.3  # flowerbox's commands, as a multiple of the baseline
+SECONDS_TARGET = 0.3  # flower's own
+TARGETS = {
+    "flower --help": ("s", SECONDS_TARGET),
+    "flower status": ("s", SECONDS_TARGET),
+    "flowerbox --version": ("x", RATIO_TARGET),
+    "flowerbox --help": ("x", RATIO_TARGET),
+    "flowerbox ps": ("x", RATIO_TARGET),
+}
+
+
+def command(line: str) -> list[str]:
+    """The console script next to this Python (what a person runs), and its arguments."""
+    name, *args = line.split()
+    script = Path(sys.executable).parent / name
+    if script.is_file():
+        return [str(script), *args]
+    return [sys.executable, "-m", f"{name}.cli" if name == "flower" else name, *args]
+
+
+def seconds(line: str, cwd: Path, env: dict[str, str]) -> float:
+    """Wall time of one start of `line`, which must succeed."""
+    started = time.perf_counter()
+    done = subprocess.run(command(line), cwd=cwd, env=env, capture_output=True, timeout=60)
+    elapsed = time.perf_counter() - started
+    if done.returncode != 0:
+        raise RuntimeError(f"{line} failed ({done.returncode}): {done.stderr.decode()[-500:]}")
+    return elapsed
+
+
+def measure(rounds: int) -> dict[str, list[float]]:
+    times: dict[str, list[float]] = {line: [] for line in (BASELINE, *TARGETS)}
+    with tempfile.TemporaryDirectory(prefix="bench-cli-") as tmp:
+        root = Path(tmp)
+        (root / "runs").mkdir()
+        env = {**os.environ, "XDG_STATE_HOME": str(root / "state"), "NO_COLOR": "1"}
+        for line in times:  # once each first: the page cache, the bytecode
+            seconds(line, root, env)
+        for _ in range(rounds):
+            for line, found in times.items():
+                found.append(seconds(line, root, env))
+    return times
+
+
+def main(*, smoke: bool = False) -> int:
+    rounds = SMOKE_ROUNDS if smoke else ROUNDS
+    times = measure(rounds)
+    base = statistics.median(times[BASELINE])
+    print(f"cold start, median of {rounds} (seconds, and x {BASELINE}):")
+    print(f"  {BASELINE:22} {base:6.3f}   1.00x  (the baseline)")
+    ok = True
+    for line, (unit, target) in TARGETS.items():
+        median = statistics.median(times[line])
+        ratio = median / base
+        met = (ratio if unit == "x" else median) <= target
+        ok &= met
+        goal = f"<= {target}x" if unit == "x" else f"<= {target} s"
+        print(f"  {line:22} {median:6.3f}  {ratio:5.2f}x  (target {goal})")
+    return 0 if ok or smoke else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(smoke="--smoke" in sys.argv[1:]))
