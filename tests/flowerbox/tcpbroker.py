@@ -82,22 +82,28 @@ class TcpBroker:
         keep = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "FLOWER"))}
         env = keep | {"KUBECONFIG": str(self.root / "kubeconfig"), "HOME": str(self.root)}
         env.pop("KUBERNETES_SERVICE_HOST", None)
-        command = [sys.executable, "-m", "flowerbox", "broker"]
-        command += ["--listen", f"127.0.0.1:{self.api_port}", "--proxy-port", str(self.proxy_port)]
-        command += ["--git-port", str(self.git_port)]
-        command += ["--credentials", str(credentials), "--ledger", str(self.folder)]
-        command += ["--namespace", NAMESPACE, *self.args]
         watches = self.watches()
         with self.log.open("ab") as log:
             self.process = subprocess.Popen(
-                command, stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env
-            )
+                self.command(credentials), stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+                env=env,
+            )  # fmt: skip
         process = self.process
         # Listening, and the Secrets listed once (each watch follows a list).
         ready = (lambda: self.watches() > watches) if listed else self.answers
         wait_for(lambda: ready() or process.poll() is not None, 60)
         assert process.poll() is None, self.log.read_text()
         return self
+
+    def command(self, credentials: Path) -> list[str]:
+        """How it is started: `flowerbox broker --listen` with this checkout's Python."""
+        return [sys.executable, "-m", "flowerbox", *self.arguments(credentials)]
+
+    def arguments(self, credentials: Path) -> list[str]:
+        command = ["broker", "--listen", f"127.0.0.1:{self.api_port}"]
+        command += ["--proxy-port", str(self.proxy_port), "--git-port", str(self.git_port)]
+        command += ["--credentials", str(credentials), "--ledger", str(self.folder)]
+        return [*command, "--namespace", NAMESPACE, *self.args]
 
     def answers(self) -> bool:
         with socket.socket() as sock:
@@ -197,16 +203,18 @@ class TcpBroker:
 
 
 @contextmanager
-def cluster_brokers(tmp_path: Path, upstream: FakeAPI) -> Iterator[Callable[..., TcpBroker]]:
-    """`start(*args, git=...)` starts a TcpBroker (the `start_broker` fixture); each one
-    started is killed at the end if it still runs."""
+def cluster_brokers(
+    tmp_path: Path, upstream: FakeAPI, kind: type[TcpBroker] = TcpBroker
+) -> Iterator[Callable[..., TcpBroker]]:
+    """`start(*args, git=...)` starts a TcpBroker (or a `kind` of it: the `start_broker`
+    fixture); each one started is killed at the end if it still runs."""
     upstream.script = Always(REPLY)
     started: list[TcpBroker] = []
     with fake_kube() as kube:
         write_kubeconfig(tmp_path / "kubeconfig", kube)
 
         def start(*args: str, git: str = "") -> TcpBroker:
-            broker = TcpBroker(tmp_path, kube, upstream, args, git).start()
+            broker = kind(tmp_path, kube, upstream, args, git).start()
             started.append(broker)
             return broker
 

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import base64
 import contextlib
-import resource
-import socket
 import subprocess
 import time
 from collections.abc import Callable, Iterator
@@ -20,43 +18,23 @@ import pytest
 
 from flower.testing import FakeAPI
 from tests.flowerbox.conftest import wait_for
+from tests.flowerbox.flood import (
+    FLOOD_PEER,
+    MIB,
+    answer_of,
+    head,
+    idle_heads,
+    opened,
+    pinned_bodies,
+)
 from tests.flowerbox.gitremote import TOKEN, USER, git, git_remote, quiet_env
-from tests.flowerbox.tcpbroker import MESSAGES, TcpBroker, ask, cluster_brokers
-
-MIB = 1024
-FLOOD_PEER = "127.0.0.2"  # loopback too: the flood's address, not the run's
+from tests.flowerbox.tcpbroker import TcpBroker, ask, cluster_brokers
 
 
 @pytest.fixture
 def start_broker(tmp_path: Path, upstream: FakeAPI) -> Iterator[Callable[..., TcpBroker]]:
     with cluster_brokers(tmp_path, upstream) as start:
         yield start
-
-
-def head(
-    *lines: str, length: int | None = None, method: str = "POST", target: str = MESSAGES
-) -> bytes:
-    """A request head (to the API unless told; no token unless a line gives one)."""
-    sized = [] if length is None else [f"content-length: {length}"]
-    text = "\r\n".join([f"{method} {target} HTTP/1.1", "host: broker", *lines, *sized])
-    return (text + "\r\n\r\n").encode("latin-1")
-
-
-def opened(port: int, *, source: str = "127.0.0.1") -> socket.socket:
-    sock = socket.socket()
-    sock.bind((source, 0))
-    sock.settimeout(30)
-    sock.connect(("127.0.0.1", port))
-    return sock
-
-
-def answer_of(sock: socket.socket) -> bytes:
-    """What the broker answered before it closed (a reset ends it too)."""
-    got = b""
-    with contextlib.suppress(OSError):
-        while data := sock.recv(65536):
-            got += data
-    return got
 
 
 def test_token_less_bodies_of_31_mib_pin_no_memory(start_broker: Callable[..., TcpBroker]) -> None:
@@ -66,21 +44,11 @@ def test_token_less_bodies_of_31_mib_pin_no_memory(start_broker: Callable[..., T
     run = broker.add("20261205-000000-aaaaaa")
     assert broker.spend(run) == 200
     before = broker.rss_kib()
-    body = b"x" * (31 << 20)
-    held = []
-    for _ in range(12):
-        sock = opened(broker.api_port, source=FLOOD_PEER)
-        with contextlib.suppress(OSError):  # the broker closes on it once it has answered
-            sock.sendall(head(length=32 << 20) + body)
-        held.append(sock)
-    grown = broker.rss_kib() - before
-    try:
+    with pinned_bodies(broker.api_port):
+        grown = broker.rss_kib() - before
         assert grown <= 64 * MIB, f"the broker grew by {grown // MIB} MiB"
         assert broker.spend(run) == 200
         assert broker.process is not None and broker.process.poll() is None
-    finally:
-        for sock in held:
-            sock.close()
     wait_for(lambda: broker.causes("api").get("refused: no token", 0) == 12)
 
 
@@ -91,35 +59,19 @@ def test_ten_thousand_idle_half_sent_heads_hold_no_thread_and_a_run_is_served(
     them. It is admitted up to its cap (the rest answered 503 and closed at once), each
     admitted one is cut off when its head is late, and a run on another address is served
     all along."""
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if hard != resource.RLIM_INFINITY and hard < 12_000:
-        pytest.skip(f"10,000 client sockets need RLIMIT_NOFILE >= 12000 (hard limit {hard})")
-    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, 12_000), hard))
     broker = start_broker()
     run = broker.add("20261205-000000-bbbbbb")
     assert broker.spend(run) == 200
     before = broker.rss_kib()
-    held: list[socket.socket] = []
-    served = []
-    try:
-        for n in range(10_000):
-            with contextlib.suppress(OSError):  # turned away: closed, or reset
-                sock = opened(broker.api_port, source=FLOOD_PEER)
-                held.append(sock)
-                sock.sendall(b"POST /v1/messages?beta=true HTTP/1.1\r\nhost: b")
-            if n % 2_000 == 1_999:
-                served.append(broker.spend(run))  # meanwhile, from 127.0.0.1
+    with idle_heads(broker.api_port, count=10_000, meanwhile=lambda: broker.spend(run)) as served:
         grown = broker.rss_kib() - before
-        assert served == [200] * 5
+        assert served == [200] * 5  # from 127.0.0.1, while the flood came
         assert grown <= 64 * MIB, f"the broker grew by {grown // MIB} MiB"
         # The admitted ones are cut off when their heads are late: the peer may come again.
         time.sleep(12)
         with opened(broker.api_port, source=FLOOD_PEER) as again:
             again.sendall(head(length=len(ask())) + ask())
             assert answer_of(again).startswith(b"HTTP/1.1 401 ")
-    finally:
-        for sock in held:
-            sock.close()
     assert broker.process is not None and broker.process.poll() is None
     assert broker.causes("api").get("too many connections", 0) >= 9_000
 
