@@ -11,7 +11,8 @@ ledger's `refusals` table in one transaction at most once a second: its size gro
 minutes and the distinct keys, not with the requests. The causes are a fixed vocabulary
 (the caller's); at most `PEERS` peers a minute are told apart (the rest count as `other`).
 The first refusal of a key in a minute is said on the log, redacted and cut short, up to
-`LINES` lines a minute; at each minute's end one line sums it up.
+`LINES` lines a minute; the first refusal of the next minute brings one line summing up the
+minute before.
 
 A refusal counted but not yet flushed is lost with the process (a second at most): unlike
 a run's request, no money depends on it.
