@@ -83,7 +83,7 @@ class ContainerBroker(TcpBroker):
                 if path.exists():
                     fields = dict(line.split() for line in path.read_text().splitlines())
                     return int(fields.get("rss", fields.get("anon", "0"))) // 1024
-        raise AssertionError(f"no cgroup memory.stat found for container {stats}")
+        raise AssertionError(f"no cgroup of container {stats}: has it been killed?")
 
     def inspect(self, template: str) -> str:
         done = subprocess.run(

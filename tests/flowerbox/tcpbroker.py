@@ -169,7 +169,9 @@ class TcpBroker:
     def refusals(self, listener: str | None = None) -> list[dict[str, Any]]:
         with sqlite3.connect(self.folder / "ledger.db") as db:
             db.row_factory = sqlite3.Row
-            rows = [dict(r) for r in db.execute("SELECT * FROM refusals ORDER BY rowid")]
+            known = db.execute("SELECT 1 FROM sqlite_master WHERE name = 'refusals'").fetchall()
+            query = "SELECT * FROM refusals ORDER BY rowid"
+            rows = [dict(r) for r in db.execute(query)] if known else []  # a ledger before them
         return [r for r in rows if listener is None or r["listener"] == listener]
 
     def causes(self, listener: str) -> dict[str, int]:
