@@ -99,10 +99,11 @@ def test_two_thousand_refusals_cost_the_ledger_and_log_little(
     start_broker: Callable[..., TcpBroker],
 ) -> None:
     """Attack: 2,000 token-less requests, then 200 heads with a 60 KB header line (half of
-    them malformed: a space before the colon). Each is counted, not written down: together
-    they add at most 2 MB to the ledger and the log. A live run's own refusal still gets its
-    row."""
-    broker = start_broker()
+    them malformed: a space before the colon), to the API; and 100 of each kind to the proxy
+    and the git relay. Each is counted, not written down: the API's 2,200 add at most 2 MB
+    to the ledger and the logs, all 2,600 together too. A live run's own refusal still gets
+    its row."""
+    broker = start_broker(git=git_lines("127.0.0.1:1"))
     run = broker.add("20261205-000000-cccccc")
     assert broker.spend(run) == 200
     before = sizes(broker)
@@ -110,19 +111,33 @@ def test_two_thousand_refusals_cost_the_ledger_and_log_little(
     heads = [head(length=len(ask()))] * 2_000
     heads += [head(f"x-junk: {long_value}", length=2)] * 100
     heads += [head(f"x-junk : {long_value}", length=2)] * 100
-    for sent in heads:
-        with opened(broker.api_port, source=FLOOD_PEER) as sock:
-            with contextlib.suppress(OSError):
-                sock.sendall(sent)
-            assert answer_of(sock)[:12] in (b"HTTP/1.1 401", b"HTTP/1.1 400")
+    flood(broker.api_port, heads)
     wait_for(lambda: sum(broker.causes("api").values()) == 2_200)
     counted = broker.causes("api")
     assert counted == {"refused: no token": 2_100, "malformed (400)": 100}, counted
     grown = sizes(broker) - before
     assert grown <= 2_000_000, f"{grown} bytes written for 2,200 refusals"
+    refs = "/x/y.git/info/refs?service=git-upload-pack"
+    flood(broker.git_port, [head(method="GET", target=refs), head(f"x-junk : {long_value}")] * 50)
+    flood(broker.proxy_port, [head(method="CONNECT", target="a:443"), head("x : y")] * 50)
+    wait_for(lambda: sum(r["count"] for r in broker.refusals()) == 2_400)
+    assert broker.causes("git") == {"refused 401": 50, "malformed (400)": 50}
+    assert broker.causes("proxy") == {"refused 407": 50, "malformed": 50}
+    grown = sizes(broker) - before
+    assert grown <= 2_000_000, f"{grown} bytes written for 2,400 refusals"
     status, _ = broker.request({"x-api-key": run.token}, target="/v1/complete")
     assert status == 403
     assert [r["status"] for r in broker.rows(run.run_id)] == [200, 403]
+
+
+def flood(port: int, heads: list[bytes]) -> None:
+    """Each head on a connection of its own, from the flood's address; each refused."""
+    for sent in heads:
+        with opened(port, source=FLOOD_PEER) as sock:
+            with contextlib.suppress(OSError):
+                sock.sendall(sent)
+            answer = answer_of(sock)
+            assert answer[:12] in (b"HTTP/1.1 401", b"HTTP/1.1 400", b"HTTP/1.1 407"), answer
 
 
 def test_a_token_in_a_header_line_the_parser_refused_is_written_nowhere(
