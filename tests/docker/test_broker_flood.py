@@ -22,7 +22,7 @@ from flower.testing import FakeAPI
 from flowerbox.kube.target import UID
 from tests.flowerbox.conftest import REAL_KEY
 from tests.flowerbox.flood import MIB, idle_heads, pinned_bodies
-from tests.flowerbox.tcpbroker import TcpBroker, cluster_brokers
+from tests.flowerbox.test_broker_tcp import TcpBroker, cluster_brokers
 
 pytestmark = pytest.mark.docker
 KUBE_CLIENT = (

@@ -13,7 +13,7 @@ from typing import TypeVar
 
 import pytest
 
-from tests.flowerbox.tcpbroker import MESSAGES
+from tests.flowerbox.test_broker_tcp import MESSAGES
 
 MIB = 1024  # in KiB, as VmRSS counts
 FLOOD_PEER = "127.0.0.2"  # loopback too: the flood's address, not the run's

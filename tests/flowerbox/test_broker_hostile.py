@@ -1,6 +1,6 @@
 """Attacks on `flowerbox broker --listen` by a client that can reach its ports and holds no
 token (or holds a run's token and spells things otherwise), each against the real process
-on loopback (tests/flowerbox/tcpbroker.py): memory pinned by half-sent bodies, threads held
+on loopback (tests/flowerbox/test_broker_tcp.py): memory pinned by half-sent bodies, threads held
 by idle heads, the ledger and the log filled by refusals, push options in another spelling,
 a token quoted in a refused header line. Memory is the broker's VmRSS: bound assertions,
 not timings (docs/threat-model.md, "The broker under hostile traffic", has the numbers)."""
@@ -28,7 +28,7 @@ from tests.flowerbox.flood import (
     pinned_bodies,
 )
 from tests.flowerbox.gitremote import TOKEN, USER, git, git_remote, quiet_env
-from tests.flowerbox.tcpbroker import TcpBroker, ask, cluster_brokers
+from tests.flowerbox.test_broker_tcp import TcpBroker, ask, cluster_brokers
 
 
 @pytest.fixture
