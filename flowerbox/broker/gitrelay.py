@@ -52,9 +52,17 @@ import h11
 
 from flowerbox.broker.gitnotes import CAP, Upstream, write_notes
 from flowerbox.broker.gitroute import Refusal, Route, delivery_ref, push_refusal, route, serves
-from flowerbox.broker.pktline import Command, PushHead, Status, read_push, report
+from flowerbox.broker.pktline import (
+    Command,
+    PushHead,
+    Status,
+    read_push,
+    report,
+    unsafe_capability,
+)
 from flowerbox.errors import BadRequest, BrokerError, ProvenanceError
 from flowerbox.note import Provenance, Spend
+from flowerbox.sidecar.admission import Admitted, peer_of
 from flowerbox.sidecar.http import Incoming, RequestReader, linger_close
 from flowerbox.sidecar.proxy import JsonLines
 
@@ -156,13 +164,14 @@ def git_credential(values: Mapping[str, str], source: str) -> GitCredential | No
     return GitCredential(host, token, username, origin=origin)
 
 
-class GitRelay(socketserver.ThreadingMixIn, socketserver.TCPServer):
-    """The relay's TCP server; `server_address` has the port it bound."""
+class GitRelay(Admitted, socketserver.TCPServer):
+    """The relay's TCP server; `server_address` has the port it bound. Its connections are
+    admitted per peer and in all (flowerbox.sidecar.admission); a refusal that names no run
+    is given to `unattributed` (cause, peer, what the client is told) instead of `log`."""
 
-    daemon_threads = True
-    block_on_close = False
     allow_reuse_address = True
-    request_queue_size = 64
+    request_queue_size = 1024
+    unattributed: Callable[[str, str, str], None] | None = None
 
     def __init__(
         self,
@@ -216,7 +225,7 @@ class _Connection(socketserver.BaseRequestHandler):
                 exchange.run()
         except BadRequest as exc:
             if exchange is None:
-                _Exchange.malformed(self.server, self.request, exc)
+                _Exchange.malformed(self.server, self.request, exc, peer_of(self.client_address))
             else:
                 exchange.refuse(Refusal(exc.status, f"bad request: {exc}"))
         except (OSError, h11.LocalProtocolError):
@@ -318,7 +327,7 @@ class _Exchange:
                 return
             head = read_push(body)
             self.facts["refs"] = [c.shown() for c in head.commands]
-            refused = push_refusal(head, run.ref)
+            refused = _capability_refusal(head) or push_refusal(head, run.ref)
             if refused is not None:
                 self._reject(head, refused, body)
                 return
@@ -440,7 +449,13 @@ class _Exchange:
     def refuse(self, refusal: Refusal) -> None:
         """Logged, then answered in one plain-text line (unless an answer has begun)."""
         reason = self.relay.credential.scrub(refusal.reason)
-        self.relay.log.record(decision="refuse", status=refusal.status, reason=reason, **self.facts)
+        unattributed = self.relay.unattributed
+        if unattributed is not None and "run" not in self.facts:
+            unattributed(f"refused {refusal.status}", self.incoming.peer, reason)
+        else:
+            self.relay.log.record(
+                decision="refuse", status=refusal.status, reason=reason, **self.facts
+            )
         if self.answered:
             return
         self.answered = True
@@ -454,9 +469,13 @@ class _Exchange:
         self.reader.send(h11.EndOfMessage())
 
     @staticmethod
-    def malformed(relay: GitRelay, sock: socket.socket, exc: BadRequest) -> None:
+    def malformed(relay: GitRelay, sock: socket.socket, exc: BadRequest, peer: str) -> None:
         """A head that cannot be read: answered by hand (h11 has no state to answer from)."""
-        relay.log.record(decision="refuse", status=exc.status, reason=f"bad request: {exc}")
+        reason = f"bad request: {exc}"
+        if relay.unattributed is not None:
+            relay.unattributed(f"malformed ({exc.status})", peer, reason)
+        else:
+            relay.log.record(decision="refuse", status=exc.status, reason=reason)
         data = f"flowerbox git relay: bad request: {exc}\n".encode()
         head = (
             f"HTTP/1.1 {exc.status} {HTTPStatus(exc.status).phrase}\r\n"
@@ -465,6 +484,17 @@ class _Exchange:
         )
         with contextlib.suppress(OSError):
             sock.sendall(head.encode() + data)
+
+
+def _capability_refusal(head: PushHead) -> str | None:
+    """Why a push's capabilities are refused (push options in any spelling, a signed push,
+    one the relay does not know), or None."""
+    unsafe = unsafe_capability(head.capabilities)
+    if unsafe is None:
+        return None
+    if unsafe.partition("=")[0] == "push-options":
+        return "push options are refused (a forge may act on them)"
+    return f"the push capability {unsafe!r} is refused (a forge may act on it)"
 
 
 def _remote_refusal(status: int, repo: str) -> Refusal:

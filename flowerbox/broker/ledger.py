@@ -1,4 +1,5 @@
-"""The broker's ledger: runs, their hashed tokens, and one row per request or refusal.
+"""The broker's ledger: runs, their hashed tokens, one row per request or refusal of a live
+run, and the counts of the refusals that name none (flowerbox.broker.refusals).
 
 A SQLite file in the broker's host-only folder (0600, WAL, synchronous=NORMAL): every row is
 committed before the client is answered, so a broker killed at any moment loses nothing. A
@@ -23,6 +24,7 @@ from typing import Any
 from flowerbox.errors import BrokerError
 from flowerbox.note import Spend
 from flowerbox.sidecar.meter import TOKEN_FIELDS
+from flowerbox.sidecar.redact import Redactor
 
 __all__ = ["CUT_NOTE", "Ledger", "RunEntry", "token_hash"]
 
@@ -55,6 +57,15 @@ CREATE TABLE IF NOT EXISTS requests (
     settled INTEGER NOT NULL
 );
 CREATE INDEX IF NOT EXISTS requests_run ON requests (run_id);
+CREATE TABLE IF NOT EXISTS refusals (
+    minute TEXT NOT NULL,
+    listener TEXT NOT NULL,
+    cause TEXT NOT NULL,
+    peer TEXT NOT NULL,
+    run_id TEXT NOT NULL,
+    count INTEGER NOT NULL,
+    PRIMARY KEY (minute, listener, cause, peer, run_id)
+);
 """
 
 
@@ -90,8 +101,9 @@ class RunEntry:
 class Ledger:
     """The ledger file, shared by the broker's threads (one connection behind a lock)."""
 
-    def __init__(self, path: Path) -> None:
-        """Open (or create, 0600) the ledger at `path` and settle rows a crash left begun.
+    def __init__(self, path: Path, redactor: Redactor | None = None) -> None:
+        """Open (or create, 0600) the ledger at `path` and settle rows a crash left begun;
+        every text written passes `redactor` (bounded, no credential).
 
         Raises:
             BrokerError: the file is a link, or not a SQLite ledger.
@@ -111,6 +123,7 @@ class Ledger:
                 f"cannot open the broker's ledger {path}: {exc}; move it away to start afresh"
             ) from exc
         self._lock = threading.Lock()
+        self.redactor = redactor or Redactor()
         self.cut = self._write(
             "UPDATE requests SET cost_usd = reserved_usd, settled = 1, note = ? WHERE settled = 0",
             (CUT_NOTE,),
@@ -162,6 +175,10 @@ class Ledger:
             for row in rows
         ]
 
+    def token_hashes(self) -> list[str]:
+        """Every run's token hash, served or revoked: what the redaction must know."""
+        return [str(row[0]) for row in self._read("SELECT token_sha256 FROM runs")]
+
     def known(self, run_id: str) -> bool:
         return bool(self._read("SELECT 1 FROM runs WHERE run_id = ?", (run_id,)))
 
@@ -181,15 +198,17 @@ class Ledger:
     def settle(self, row: int | None, run_id: str, fields: dict[str, Any]) -> None:
         """A request's answer (or refusal): the begun `row` completed, or a new row."""
         tokens = fields.get("tokens") or {}
+        texts = {name: fields.get(name) for name in ("method", "path", "model", "note")}
+        clean = {k: self.redactor.note(v) if isinstance(v, str) else v for k, v in texts.items()}
         values = {
-            "method": fields.get("method"),
-            "path": fields.get("path"),
+            "method": clean["method"],
+            "path": clean["path"],
             "status": fields.get("status"),
-            "model": fields.get("model"),
+            "model": clean["model"],
             **{name: int(tokens.get(name, 0)) for name in TOKEN_FIELDS},
             "cost_usd": fields.get("cost_usd") or 0.0,
             "ms": fields.get("ms"),
-            "note": fields.get("note") or None,
+            "note": clean["note"] or None,
             "settled": 1,
         }
         if row is None:
@@ -201,6 +220,27 @@ class Ledger:
         assignments = ", ".join(f"{name} = ?" for name in values)
         sql = f"UPDATE requests SET {assignments} WHERE id = ?"  # noqa: S608 - our names
         self._write(sql, (*values.values(), row))
+
+    def count_refusals(self, counts: dict[tuple[str, str, str, str, str], int]) -> None:
+        """Add refusal counts, keyed (minute, listener, cause, peer, run id), in one commit."""
+        sql = (
+            "INSERT INTO refusals VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT"
+            " (minute, listener, cause, peer, run_id) DO UPDATE SET count = count + excluded.count"
+        )
+        clean = self.redactor.note
+        rows = [(*(clean(text) for text in key), count) for key, count in counts.items()]
+        with self._lock:
+            try:
+                with self._db:  # one transaction
+                    self._db.execute("BEGIN IMMEDIATE")
+                    self._db.executemany(sql, rows)
+            except sqlite3.Error as exc:
+                raise BrokerError(f"the broker's ledger refused a write: {exc}") from exc
+
+    def refusals(self) -> list[dict[str, Any]]:
+        """The refusal counts, oldest minute first: `flowerbox broker --ledger`, the tests."""
+        names, rows = self._query("SELECT * FROM refusals ORDER BY minute, rowid", ())
+        return [dict(zip(names, row, strict=True)) for row in rows]
 
     def spent(self, run_id: str | None = None) -> float:
         """What one run (None: every run, the team) has spent, settled rows and begun ones

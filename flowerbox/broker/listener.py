@@ -12,9 +12,13 @@ it as `x-api-key` (or `Authorization: Bearer`); the ledger maps its SHA-256 to t
 proxy request carries it as the password of `Proxy-Authorization: Basic` (the CLI sends the
 proxy URL's userinfo so: `HTTPS_PROXY=http://run:TOKEN@broker:3128`, flowerbox.kube.pod).
 No token, one the broker does not serve (unknown, or its run's Secret deleted), or two
-credentials that disagree (a request smuggling a second token) is refused: 401 for the API,
-407 for the proxy, recorded (the ledger's row, against the run a revoked token was made for,
-else against `UNATTRIBUTED`; the proxy's egress log), and nothing is forwarded.
+credentials that disagree (a request smuggling a second token) is refused from the head
+alone, before a byte of its body is read: 401 for the API, 407 for the proxy, and nothing is
+forwarded. Such refusals name no live run, so anyone who reaches the ports can send them as
+fast as the network goes: each is counted (flowerbox.broker.refusals: the ledger's
+`refusals` table, per minute, listener, cause, peer and the revoked run, if any), never a
+row or a line of its own, and the broker's log is rate-limited. The three listeners share
+one admission (flowerbox.sidecar.admission): connections per peer and in all.
 
 The runs come from the cluster (flowerbox.broker.tokens: the run tokens' Secrets), never
 over the network: there is no control socket here.
@@ -33,17 +37,18 @@ from typing import Any
 
 from flowerbox.broker.gitrelay import GitCredential, GitRelay, RelayRun
 from flowerbox.broker.ledger import RunEntry, token_hash
+from flowerbox.broker.refusals import LineBudget, Refusals
 from flowerbox.broker.server import Charge, Registry, ServedRun, checked
 from flowerbox.broker.tcp import OnTcp
 from flowerbox.errors import BrokerError, FlowerboxError
 from flowerbox.note import allowlist
+from flowerbox.sidecar.admission import Admission
 from flowerbox.sidecar.egress import Policy
 from flowerbox.sidecar.gateway import Credentials, Gateway, Refusal, Tenant
 from flowerbox.sidecar.http import Incoming
 from flowerbox.sidecar.meter import Meter
 from flowerbox.sidecar.pricing import PriceTable
 from flowerbox.sidecar.proxy import EgressProxy, JsonLines, Rules
-from flowerbox.wire import EGRESS_LOG
 
 __all__ = ["UNATTRIBUTED", "ClusterBroker", "RunToken", "presented_token", "proxy_token"]
 
@@ -146,23 +151,40 @@ class ClusterBroker(Registry):
         super().__init__(folder, credentials=credentials, prices=prices, team_budget=team_budget)
         # run id -> a run the ledger serves, not yet seen in the cluster's Secrets
         self.unlisted = {entry.run_id: entry for entry in self.ledger.active()}
-        self.egress_log = JsonLines(folder / EGRESS_LOG)  # refusals that name no run
-        self.git_log = JsonLines(folder / GIT_LOG)
+        if git is not None:
+            self.redactor.know_secret(git[1].token)
+            self.redactor.know_secret(git[1].authorization().removeprefix("Basic "))
+        self.git_log = JsonLines(folder / GIT_LOG, self.redactor)
+        self.log_budget = LineBudget()
+        self.refusals = Refusals(self.ledger, self.line)
         try:
             self.gateway = TokenGateway(self, api)
             self.proxy = TokenProxy(self, proxy)
             self.relay = None if git is None else self._relay(*git)
         except OSError as exc:
             raise BrokerError(f"cannot listen on {api}, {proxy} and {git}: {exc}") from exc
+        admission = Admission()
+        for name, server in (("api", self.gateway), ("proxy", self.proxy), ("git", self.relay)):
+            if server is not None:
+                server.admission = admission
+                server.turned_away = partial(self._turned_away, name)
+
+    def _turned_away(self, listener: str, peer: str) -> None:
+        self.refusals.count(listener, "too many connections", peer=peer)
 
     def _relay(self, address: tuple[str, int], credential: GitCredential) -> GitRelay:
-        return GitRelay(
+        relay = GitRelay(
             address,
             runs=self.relay_run,
             credential=credential,
             log=self.git_log,
             spent=self.ledger.spend,
         )
+        relay.unattributed = partial(self._unattributed, "git")
+        return relay
+
+    def _unattributed(self, listener: str, cause: str, peer: str, detail: str) -> None:
+        self.refusals.count(listener, cause, peer=peer, detail=detail)
 
     def learn(self, told: RunToken) -> None:
         """Serve a run the cluster told of; one served already is left as it is.
@@ -287,7 +309,8 @@ class ClusterBroker(Registry):
         return Unserved(ended, why, "refused: token revoked")
 
     def line(self, text: str) -> None:
-        self.gateway.line(f"broker: {text}")
+        """A line of the broker's own (never dropped: the requests' lines are)."""
+        Gateway.line(self.gateway, f"broker: {text}")
 
     def serve_forever(self) -> None:
         for server in self._others():
@@ -303,7 +326,7 @@ class ClusterBroker(Registry):
     def close(self) -> None:
         for server in (self.gateway, *self._others()):
             server.server_close()
-        self.egress_log.close()
+        self.refusals.flush()
         self.git_log.close()
         super().close()
 
@@ -329,19 +352,20 @@ class TokenGateway(Gateway, OnTcp):
         nobody = Meter(None, broker.prices)  # no request is charged to it: `tenant` decides
         where = Path(":".join(map(str, address)))  # a name only: OnTcp makes no file
         super().__init__(where, credentials=broker.credentials, meter=nobody)
+        self.redactor = broker.redactor  # it knows the run tokens too
 
     def tenant(self, incoming: Incoming) -> Tenant:
         try:
             token = presented_token(incoming)
         except ValueError as exc:
             why = f"{exc}; send the run's token once"
-            return self._refused(Unserved(UNATTRIBUTED, why, "refused: two credentials"))
+            return self._refused(Unserved(UNATTRIBUTED, why, "refused: two credentials"), incoming)
         if token is None:
             why = "no token; send the run's token as x-api-key"
-            return self._refused(Unserved(UNATTRIBUTED, why, "refused: no token"))
+            return self._refused(Unserved(UNATTRIBUTED, why, "refused: no token"), incoming)
         found = self.broker.serving(token)
         if isinstance(found, Unserved):
-            return self._refused(found)
+            return self._refused(found, incoming)
         charge = Charge(found, self.broker.team, self.broker.ledger)
         return Tenant(charge, charge.record, fetch=found.fetch)
 
@@ -349,14 +373,34 @@ class TokenGateway(Gateway, OnTcp):
         return "run token"  # the only kind `tenant` lets through
 
     def malformed(self, **fields: Any) -> None:
-        self.broker.ledger.settle(None, UNATTRIBUTED, fields)
+        cause = f"malformed ({fields.get('status')})"
+        peer = str(fields.get("peer", "-"))
+        self.broker.refusals.count("api", cause, peer=peer, detail=str(fields.get("note", "")))
 
-    def _refused(self, unserved: Unserved) -> Tenant:
-        """Answered 401 before anything else, recorded in the ledger (never forwarded)."""
+    def line(self, text: str) -> None:
+        """Rate-limited (flowerbox.broker.refusals.LineBudget): a flood writes no log."""
+        allowed, dropped = self.broker.log_budget.take()
+        if allowed:
+            said = f" ({dropped} lines before this one were dropped: too many)" if dropped else ""
+            super().line(text + said)
+
+    def service_actions(self) -> None:
+        super().service_actions()
+        self.broker.refusals.due()
+
+    def _refused(self, unserved: Unserved, incoming: Incoming) -> Tenant:
+        """Answered 401 before anything else (never forwarded), counted."""
         message = f"flowerbox broker: {unserved.why}"
-        record = partial(self.broker.ledger.settle, None, unserved.run_id)
         refusal = Refusal(401, "authentication_error", message, unserved.note)
-        return Tenant(Meter(None, self.broker.prices), lambda **fields: record(fields), refusal)
+        counted = partial(
+            self.broker.refusals.count,
+            "api",
+            unserved.note,
+            peer=incoming.peer,
+            run_id=unserved.run_id,
+            detail=unserved.why,
+        )
+        return Tenant(Meter(None, self.broker.prices), lambda **fields: counted(), refusal)
 
 
 class TokenProxy(EgressProxy, OnTcp):
@@ -366,7 +410,7 @@ class TokenProxy(EgressProxy, OnTcp):
         self.broker = broker
         self.tcp_address = address
         where = Path(":".join(map(str, address)))  # a name only: OnTcp makes no file
-        super().__init__(where, policy=NO_EGRESS, log=broker.egress_log)
+        super().__init__(where, policy=NO_EGRESS, log=_Counted(broker.refusals))
 
     def rules(self, incoming: Incoming) -> Rules:
         try:
@@ -378,5 +422,19 @@ class TokenProxy(EgressProxy, OnTcp):
             return Rules(NO_EGRESS, self.log, why)
         found = self.broker.serving(token)
         if isinstance(found, Unserved):
-            return Rules(NO_EGRESS, self.log, found.why)
+            return Rules(NO_EGRESS, _Counted(self.broker.refusals, found.run_id), found.why)
         return Rules(found.policy or NO_EGRESS, found.egress_log)
+
+
+class _Counted:
+    """The proxy's log of what names no live run: each record a refusal count."""
+
+    def __init__(self, refusals: Refusals, run_id: str = UNATTRIBUTED) -> None:
+        self.refusals = refusals
+        self.run_id = run_id
+
+    def record(self, **fields: Any) -> None:
+        reason = str(fields.get("reason", ""))
+        cause = "malformed" if reason.startswith("bad request:") else "refused 407"
+        peer = str(fields.get("peer", "-"))
+        self.refusals.count("proxy", cause, peer=peer, run_id=self.run_id, detail=reason)

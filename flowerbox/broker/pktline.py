@@ -15,6 +15,7 @@ The request, as git sends it (gitprotocol-pack(5), "Reference Update Request"):
 
     *("shallow" SP oid)  old SP new SP ref NUL capabilities  *(old SP new SP ref)  flush
     [*push-option flush]            only when the capabilities name `push-options`
+                                    (receive-pack takes `push-options=<anything>` too)
     pack data                       not read here: the relay forwards it as it comes
 
 Refused with `PushError` (the relay answers 400): a length that is not four hex digits, or
@@ -41,7 +42,7 @@ from flowerbox.errors import BadRequest
 
 __all__ = [
     "MAX_HEAD", "MAX_LINES", "MAX_STATUS", "Command", "PushError", "PushHead", "Status",
-    "read_push", "report",
+    "read_push", "report", "unsafe_capability",
 ]  # fmt: skip
 
 MAX_PKT = 65520  # git's LARGE_PACKET_MAX: the longest pkt-line, its 4 length bytes included
@@ -50,6 +51,17 @@ MAX_HEAD = 1 << 20  # bytes read before the pack: far above any list the relay w
 MAX_STATUS = 64 * 1024  # a report of one ref is a few hundred bytes
 REPORTS = frozenset({"report-status", "report-status-v2"})
 BANDS = {"side-band-64k": MAX_PKT - 5, "side-band": 1000 - 5}  # data per band-1 packet
+# The capabilities a push may ask for: none changes what the forge does with the ref
+# (`atomic` only makes a one-ref push all-or-nothing). receive-pack takes a name followed
+# by `=` as that name (`push-options=1` is `push-options`), so only the valued ones below
+# may carry a value. Anything else is refused: `push-options` (a forge acts on them:
+# GitLab's merge_request.*, ci.skip), `push-cert` (a signed push the forge records and may
+# act on), and any name git learns later.
+SAFE_CAPABILITIES = frozenset(
+    {"report-status", "report-status-v2", "side-band", "side-band-64k", "quiet", "atomic",
+     "ofs-delta"}
+)  # fmt: skip
+VALUED_CAPABILITIES = frozenset({"agent", "session-id", "object-format"})
 _LENGTH = re.compile(rb"[0-9a-f]{4}")
 _OID = r"(?:[0-9a-f]{40}|[0-9a-f]{64})"
 _COMMAND = re.compile(rf"({_OID}) ({_OID}) (refs/[!-~]+)")  # a ref name has no space or control
@@ -149,10 +161,22 @@ def read_push(chunks: Iterator[bytes]) -> PushHead:
         commands.append(_command(line))
     capabilities = tuple(features.split())
     options: list[str] = []
-    if "push-options" in capabilities:
+    if any(c.partition("=")[0] == "push-options" for c in capabilities):
         while (line := packets.next()) is not None:
             options.append(line)
     return PushHead(tuple(commands), capabilities, tuple(options), bytes(packets.buffer))
+
+
+def unsafe_capability(capabilities: tuple[str, ...]) -> str | None:
+    """The first capability of a push that may change what the forge does (or that the
+    relay does not know), for its refusal; None when all are safe. Judged from the list
+    alone, before anything goes upstream."""
+    for capability in capabilities:
+        name, valued, _ = capability.partition("=")
+        if capability in SAFE_CAPABILITIES or (valued and name in VALUED_CAPABILITIES):
+            continue
+        return capability[:60]
+    return None
 
 
 def _command(line: str) -> Command:

@@ -46,6 +46,7 @@ from flowerbox.sidecar.meter import Meter, Reservation, Whose
 from flowerbox.sidecar.pricing import PriceTable
 from flowerbox.sidecar.proxy import EgressProxy, JsonLines, PrivateUnixServer
 from flowerbox.sidecar.reach import FetchRule
+from flowerbox.sidecar.redact import Redactor
 
 __all__ = ["CONTROL_SOCKET", "LEDGER", "Broker", "Charge", "Registration", "Registry", "checked"]
 
@@ -191,6 +192,7 @@ class RunGateway(Gateway):
             meter=run.meter,
             requests=run.requests,
         )
+        self.redactor = broker.redactor  # it knows the run tokens too
 
     def tenant(self, incoming: Incoming) -> Tenant:
         charge = Charge(self.run, self.broker.team, self.broker.ledger)
@@ -239,7 +241,10 @@ class Registry:
         self.folder = folder
         self.credentials = credentials
         self.prices = prices
-        self.ledger = Ledger(folder / LEDGER)
+        self.redactor = Redactor(credentials.secrets())  # one for every record it writes
+        self.ledger = Ledger(folder / LEDGER, self.redactor)
+        for sha256 in self.ledger.token_hashes():
+            self.redactor.know_token_hash(sha256)
         self.team = Meter(
             None,  # the ledger is the team's record: no file rewritten under the team's lock
             prices,
@@ -279,6 +284,7 @@ class Registry:
 
     def _served(self, entry: RunEntry) -> ServedRun:
         """A run's meter (from what the ledger says it spent) and records, in its folder."""
+        self.redactor.know_token_hash(entry.token_sha256)
         entry.gateway_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
         return ServedRun(
             entry=entry,
@@ -288,8 +294,8 @@ class Registry:
                 budget=entry.budget_usd,
                 spent=self.ledger.spent(entry.run_id),
             ),
-            requests=JsonLines(entry.gateway_dir / wire.REQUESTS_LOG),
-            egress_log=JsonLines(entry.gateway_dir / wire.EGRESS_LOG),
+            requests=JsonLines(entry.gateway_dir / wire.REQUESTS_LOG, self.redactor),
+            egress_log=JsonLines(entry.gateway_dir / wire.EGRESS_LOG, self.redactor),
             policy=None if entry.allow is None else Policy.parse(list(entry.allow), []),
         )
 

@@ -16,17 +16,20 @@ import socketserver
 from pathlib import Path
 
 from flowerbox.errors import BrokerError
+from flowerbox.sidecar.admission import Admitted
 from flowerbox.sidecar.proxy import PrivateUnixServer
 
 __all__ = ["OnTcp", "parse_address"]
 
 
-class OnTcp(PrivateUnixServer):
+class OnTcp(Admitted, PrivateUnixServer):
     """A PrivateUnixServer's subclass listening on `tcp_address` (set before its __init__):
     listed after that subclass and so before PrivateUnixServer in the MRO, its bind, listen
-    and close are the TCP server's, and no socket file is made or removed."""
+    and close are the TCP server's, and no socket file is made or removed. Its connections
+    are admitted per peer and in all (flowerbox.sidecar.admission)."""
 
     allow_reuse_address = True  # a restarted broker binds its port again at once
+    request_queue_size = 1024  # a burst of connections waits to be admitted or turned away
     tcp_address: tuple[str, int]
 
     def __init__(self, socket_path: Path, handler: type[socketserver.BaseRequestHandler]) -> None:

@@ -76,12 +76,14 @@ import h11
 
 from flower import parse_dotenv
 from flowerbox.errors import BadRequest, FlowerboxError, GatewayError
+from flowerbox.sidecar.admission import peer_of
 from flowerbox.sidecar.egress import Policy
 from flowerbox.sidecar.http import Incoming, RequestReader, linger_close
 from flowerbox.sidecar.meter import Meter, Reservation, UsageReader, past_reservation
 from flowerbox.sidecar.pricing import PriceTable, load_prices, token_count
 from flowerbox.sidecar.proxy import HOP_BY_HOP, EgressProxy, JsonLines, PrivateUnixServer
 from flowerbox.sidecar.reach import FetchRule, Found, RequestRefused, inspect, request_object
+from flowerbox.sidecar.redact import NOTE_LIMIT, Redactor
 from flowerbox.wire import PLACEHOLDER_KEY
 
 __all__ = [
@@ -137,6 +139,7 @@ FORWARDED_HEADERS = frozenset(
     }
 )
 BODY_LIMIT = 32 * 1024 * 1024  # the Messages API's own request limit
+BODY_WITHIN = 300.0  # seconds for a whole body (32 MiB at 110 kB/s): no trickle for ever
 DEFAULT_MAX_TOKENS = 128_000  # reserved for a request without a usable max_tokens
 # How long a request waits for in-flight requests' reservations to settle before it is
 # refused; below the CLI's 600 s request timeout.
@@ -372,6 +375,7 @@ class Gateway(PrivateUnixServer):
         self.requests = requests or JsonLines(None)
         self.admission_wait = admission_wait
         self.secrets = credentials.secrets()
+        self.redactor = Redactor(self.secrets)  # what is written down; `scrub`: what is shown
         self._log_lock = threading.Lock()
         super().__init__(socket_path, _Connection)
 
@@ -390,11 +394,13 @@ class Gateway(PrivateUnixServer):
 
     def line(self, text: str) -> None:
         with self._log_lock:
-            print(f"flowerbox-gateway: {self.scrub(text)}", file=self.log, flush=True)
+            shown = self.redactor.note(text, 2 * NOTE_LIMIT)
+            print(f"flowerbox-gateway: {shown}", file=self.log, flush=True)
 
     def record(self, tenant: Tenant, **fields: Any) -> None:
-        """One request's line in its tenant's record, its texts scrubbed like a log line."""
-        tenant.record(**{k: self.scrub(v) if isinstance(v, str) else v for k, v in fields.items()})
+        """One request's line in its tenant's record, its texts redacted like a log line."""
+        clean = self.redactor.note
+        tenant.record(**{k: clean(v) if isinstance(v, str) else v for k, v in fields.items()})
 
     def malformed(self, **fields: Any) -> None:
         """Record a request that could not be read (so has no tenant of its own)."""
@@ -419,8 +425,14 @@ class _Connection(socketserver.BaseRequestHandler):
         reader = RequestReader(self.request)
         try:
             while (incoming := reader.next_request()) is not None:
-                body = reader.body(limit=BODY_LIMIT)
-                _Exchange(self.server, reader, incoming, body).run()
+                # Whose it is, from the head alone: a refused request's body is never read
+                # (nor held), and its connection closes after the answer.
+                tenant = self.server.tenant(incoming)
+                if tenant.refusal is not None and (incoming.method, incoming.target) != HEALTH:
+                    _Exchange(self.server, reader, incoming, b"", tenant).run()
+                    break
+                body = reader.body(limit=BODY_LIMIT, within=BODY_WITHIN)
+                _Exchange(self.server, reader, incoming, body, tenant).run()
                 if not reader.reusable:
                     break
         except BadRequest as exc:
@@ -443,14 +455,21 @@ class _Connection(socketserver.BaseRequestHandler):
         with contextlib.suppress(OSError):
             self.request.sendall(head.encode() + data)
         self.server.line(f"- - {exc.status} refused: {exc}")
-        self.server.malformed(status=exc.status, note=f"refused: {exc}")
+        self.server.malformed(
+            status=exc.status, note=f"refused: {exc}", peer=peer_of(self.client_address)
+        )
 
 
 class _Exchange:
     """One request and its answer: routed, admitted, forwarded, relayed, settled."""
 
     def __init__(
-        self, gateway: Gateway, reader: RequestReader, incoming: Incoming, body: bytes
+        self,
+        gateway: Gateway,
+        reader: RequestReader,
+        incoming: Incoming,
+        body: bytes,
+        tenant: Tenant,
     ) -> None:
         self.gateway = gateway
         self.reader = reader
@@ -458,7 +477,7 @@ class _Exchange:
         self.body = body
         self.started = time.perf_counter()
         self.settled = False
-        self.tenant = gateway.tenant(incoming)
+        self.tenant = tenant
         self.account = self.tenant.account
 
     def run(self) -> None:
@@ -630,6 +649,8 @@ class _Exchange:
     def _answer(self, status: int, payload: dict[str, Any]) -> None:
         data = self.gateway.scrub(json.dumps(payload)).encode()
         headers = [("content-type", "application/json"), ("content-length", str(len(data)))]
+        if self.reader.conn.their_state is not h11.DONE:  # its body unread: it closes
+            headers.append(("connection", "close"))
         self.reader.send(h11.Response(status_code=status, headers=headers))
         if self.incoming.method != "HEAD":
             self.reader.send(h11.Data(data=data))

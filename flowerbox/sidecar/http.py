@@ -17,6 +17,10 @@ h11 itself refuses unknown transfer codings, conflicting Content-Lengths, a miss
 HTTP/1.1 request, and malformed chunks. Every refusal is a `BadRequest` whose message says what
 was wrong; the server answers 400 and closes the connection (`linger_close`).
 
+Time is bounded per request, not per read: a head must arrive whole within `head_within`
+seconds of its first byte (of the connection, for the first request), a body within what
+`body(within=...)` gives; a client trickling a byte at a time is cut off there (a 408).
+
 Each request is parsed by a fresh h11 connection, and the bytes after it (a pipelined request,
 the first bytes of a CONNECT tunnel) are carried over: `leftover()` hands them out, and the next
 request's head is checked like the first.
@@ -27,6 +31,7 @@ from __future__ import annotations
 import contextlib
 import re
 import socket
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -37,8 +42,10 @@ from flowerbox.errors import BadRequest
 __all__ = ["BadRequest", "Incoming", "RequestReader", "linger_close"]
 
 HEAD_LIMIT = 64 * 1024
+HEAD_WITHIN = 10.0  # seconds for a whole head, from its first byte (the connection's, first)
 CHUNK = 64 * 1024
-LINGER = 1.0
+LINGER = 1.0  # seconds, in all, to drain a closed request's unread bytes
+LINGER_BYTES = 1 << 20
 _HEAD_END = re.compile(rb"\n\r?\n")
 
 
@@ -51,6 +58,7 @@ class Incoming:
     target: str
     headers: list[tuple[str, str]]
     http_version: str
+    peer: str = "local"  # the client's address (a unix socket's clients are all local)
 
     def header(self, name: str) -> str | None:
         """The first value of header `name` (lower-case), or None."""
@@ -60,21 +68,38 @@ class Incoming:
 class RequestReader:
     """Reads requests off one client socket; sends responses through the same h11 state."""
 
-    def __init__(self, sock: socket.socket, *, head_limit: int = HEAD_LIMIT) -> None:
+    def __init__(
+        self,
+        sock: socket.socket,
+        *,
+        head_limit: int = HEAD_LIMIT,
+        head_within: float = HEAD_WITHIN,
+    ) -> None:
         self.sock = sock
         self.head_limit = head_limit
+        self.head_within = head_within
         self.conn = h11.Connection(h11.SERVER)
         self._pending = b""
         self._eof = False
+        self._requests = 0
+        self._deadline: float | None = None
+        self.peer = _peer(sock)
 
     def next_request(self) -> Incoming | None:
-        """The next request's head, or None when the client closed between requests.
+        """The next request's head, or None when the client closed between requests. The
+        first request's head must be whole within `head_within` of the connection; a later
+        one's within `head_within` of its first byte (until then the socket's timeout is the
+        connection's idle limit).
 
         Raises:
-            BadRequest: the head breaks a rule (see the module docstring).
+            BadRequest: the head breaks a rule (see the module docstring), or is late (408).
             OSError: the socket failed or timed out.
         """
         self.conn = h11.Connection(h11.SERVER, max_incomplete_event_size=self.head_limit)
+        self._requests += 1
+        self._deadline = None
+        if self._requests == 1 or self._pending:
+            self._deadline = time.monotonic() + self.head_within
         while not (found := _HEAD_END.search(self._pending)):
             if len(self._pending) > self.head_limit:
                 raise BadRequest("the request head is too large", 431)
@@ -83,10 +108,13 @@ class RequestReader:
                     raise BadRequest("the connection closed inside a request head")
                 return None
             self._read()
+            if self._deadline is None:
+                self._deadline = time.monotonic() + self.head_within
         end = found.end()
         if end > self.head_limit:
             raise BadRequest("the request head is too large", 431)
         head, self._pending = self._pending[:end], self._pending[end:]
+        self._deadline = None
         _check_head(head)
         self.conn.receive_data(head)
         event = self._event()
@@ -101,10 +129,13 @@ class RequestReader:
             target=event.target.decode("latin-1"),
             headers=headers,
             http_version=event.http_version.decode("ascii"),
+            peer=self.peer,
         )
 
-    def body_chunks(self) -> Iterator[bytes]:
-        """The request's body as it arrives, de-framed; ends at the end of the message."""
+    def body_chunks(self, *, within: float | None = None) -> Iterator[bytes]:
+        """The request's body as it arrives, de-framed; ends at the end of the message.
+        With `within`, the whole body must have arrived that many seconds from now."""
+        self._deadline = None if within is None else time.monotonic() + within
         if self.conn.they_are_waiting_for_100_continue:
             self.send(h11.InformationalResponse(status_code=100, headers=[], reason=b"Continue"))
         if self._pending:  # (an empty receive_data would tell h11 the client closed)
@@ -121,16 +152,17 @@ class RequestReader:
             elif event is h11.NEED_DATA:
                 if self._eof:
                     raise BadRequest("the request body ended early")
-                data = self.sock.recv(CHUNK)
+                data = self._recv()
                 self._eof = not data
                 self.conn.receive_data(data)
             else:
                 raise BadRequest(f"unexpected {type(event).__name__} in a request body")
 
-    def body(self, *, limit: int) -> bytes:
-        """The whole body; BadRequest (413) past `limit` bytes."""
+    def body(self, *, limit: int, within: float | None = None) -> bytes:
+        """The whole body; BadRequest (413) past `limit` bytes, (408) not whole `within`
+        seconds from now."""
         parts, size = [], 0
-        for data in self.body_chunks():
+        for data in self.body_chunks(within=within):
             size += len(data)
             if size > limit:
                 raise BadRequest(f"the request body is larger than {limit} bytes", 413)
@@ -156,15 +188,41 @@ class RequestReader:
         )
 
     def _read(self) -> None:
-        data = self.sock.recv(CHUNK)
+        data = self._recv()
         self._eof = not data
         self._pending += data
+
+    def _recv(self) -> bytes:
+        """One read, within what is left of the deadline (the socket's own timeout is put
+        back after: it governs the answer's writes too)."""
+        if self._deadline is None:
+            return self.sock.recv(CHUNK)
+        left = self._deadline - time.monotonic()
+        if left <= 0:
+            raise BadRequest("the request took too long to arrive", 408)
+        before = self.sock.gettimeout()
+        self.sock.settimeout(left if before is None else min(left, before))
+        try:
+            return self.sock.recv(CHUNK)
+        except TimeoutError:
+            raise BadRequest("the request took too long to arrive", 408) from None
+        finally:
+            self.sock.settimeout(before)
 
     def _event(self) -> h11.Event | type[h11.NEED_DATA] | type[h11.PAUSED]:
         try:
             return self.conn.next_event()
         except h11.RemoteProtocolError as exc:
             raise BadRequest(str(exc)) from exc
+
+
+def _peer(sock: socket.socket) -> str:
+    """The client's IP address; `local` for a unix socket's (or one already gone)."""
+    try:
+        address = sock.getpeername()
+    except OSError:
+        return "local"
+    return str(address[0]) if isinstance(address, tuple) else "local"
 
 
 def _check_head(head: bytes) -> None:
@@ -180,10 +238,14 @@ def _check_head(head: bytes) -> None:
 
 def linger_close(sock: socket.socket) -> None:
     """Close after our answer without destroying it: closing with unread input would reset
-    the connection, so half-close, drain briefly, then close."""
+    the connection, so half-close, drain briefly (LINGER seconds, LINGER_BYTES, in all:
+    a client sending on cannot hold the thread), then close."""
+    deadline, drained = time.monotonic() + LINGER, 0
     with contextlib.suppress(OSError):
         sock.shutdown(socket.SHUT_WR)
-        sock.settimeout(LINGER)
-        for _ in range(16):
-            if not sock.recv(CHUNK):
+        while drained < LINGER_BYTES and (left := deadline - time.monotonic()) > 0:
+            sock.settimeout(left)
+            data = sock.recv(CHUNK)
+            if not data:
                 break
+            drained += len(data)

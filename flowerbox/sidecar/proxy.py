@@ -46,19 +46,22 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from http import HTTPStatus
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any, NoReturn, Protocol
 from urllib.parse import urlsplit
 
 import h11
 
 from flowerbox.errors import BadRequest
+from flowerbox.sidecar.admission import peer_of
 from flowerbox.sidecar.egress import Host, IPAddress, Policy, parse_host, show
 from flowerbox.sidecar.http import Incoming, RequestReader, linger_close
+from flowerbox.sidecar.redact import Redactor
 
 __all__ = [
     "Connector",
     "JsonLines",
     "EgressProxy",
+    "Log",
     "PrivateUnixServer",
     "Resolver",
     "Rules",
@@ -100,20 +103,37 @@ def system_resolver(host: str, port: int) -> list[IPAddress]:
     return found
 
 
+class Log(Protocol):
+    """Where a decision is recorded: a JSON lines file, or a broker's refusal counts."""
+
+    def record(self, **fields: Any) -> None: ...
+
+
 class JsonLines:
     """One JSON line per record (an egress decision, a gateway request), appended with a
-    single write, stamped with the time (0600; None: no file)."""
+    single write, stamped with the time (0600; None: no file). Every text in it passes
+    `redactor` (a fresh one knows the credential formats alone): redacted and bounded."""
 
-    def __init__(self, path: Path | None) -> None:
+    def __init__(self, path: Path | None, redactor: Redactor | None = None) -> None:
         self.path = path
+        self.redactor = redactor or Redactor()
         self._fd = None if path is None else os.open(path, _APPEND, 0o600)
 
     def record(self, **fields: Any) -> None:
         if self._fd is None:
             return
         now = datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-        line = json.dumps({"time": now, **fields}, ensure_ascii=False) + "\n"
+        line = json.dumps({"time": now, **self._clean(fields)}, ensure_ascii=False) + "\n"
         os.write(self._fd, line.encode())
+
+    def _clean(self, value: Any) -> Any:
+        if isinstance(value, str):
+            return self.redactor.note(value)
+        if isinstance(value, dict):
+            return {key: self._clean(item) for key, item in value.items()}
+        if isinstance(value, list | tuple):
+            return [self._clean(item) for item in value]
+        return value
 
     def close(self) -> None:
         if self._fd is not None:
@@ -172,7 +192,7 @@ class Rules:
     refused before anything else (a broker's request without a token it serves: 407)."""
 
     policy: Policy
-    log: JsonLines
+    log: Log
     refusal: str | None = None
 
 
@@ -185,7 +205,7 @@ class EgressProxy(PrivateUnixServer):
         socket_path: Path,
         *,
         policy: Policy,
-        log: JsonLines,
+        log: Log,
         resolver: Resolver = system_resolver,
         connector: Connector = socket.create_connection,
         connect_timeout: float = CONNECT_TIMEOUT,
@@ -219,7 +239,7 @@ class _ProxyHandler(socketserver.BaseRequestHandler):
 
     def handle(self) -> None:
         self.command = ""
-        self.log = self.server.log
+        self.log: Log = self.server.log
         self.request.settimeout(HEAD_TIMEOUT)
         self.reader = RequestReader(self.request)
         try:
@@ -248,12 +268,18 @@ class _ProxyHandler(socketserver.BaseRequestHandler):
     def _bad(self, reason: str, status: int = 400) -> None:
         """Answer a request the proxy cannot use (and log it)."""
         why = f"bad request: {reason}"
-        self.log.record(method=self.command, host="", port=None, decision="deny", reason=why)
+        peer = peer_of(self.client_address)
+        self.log.record(
+            method=self.command, host="", port=None, decision="deny", reason=why, peer=peer
+        )
         self._answer(status, f"flowerbox egress: {why}")
 
     def _unauthorized(self, reason: str) -> None:
         """Answer 407 a request whose credentials name no run served (and log it)."""
-        self.log.record(method=self.command, host="", port=None, decision="deny", reason=reason)
+        peer = peer_of(self.client_address)
+        self.log.record(
+            method=self.command, host="", port=None, decision="deny", reason=reason, peer=peer
+        )
         challenge = {"Proxy-Authenticate": 'Basic realm="flowerbox"'}
         self._answer(407, f"flowerbox egress: {reason}", challenge)
 

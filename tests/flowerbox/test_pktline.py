@@ -17,6 +17,7 @@ from flowerbox.broker.pktline import (
     Status,
     read_push,
     report,
+    unsafe_capability,
 )
 
 RUN = "20261202-060000-abc123"
@@ -59,6 +60,31 @@ def test_push_options_are_read_after_the_commands_and_refused() -> None:
     head = read_push(chunks(body))
     assert head.options == ("ci.skip",)
     assert push_refusal(head, OWN) == "push options are refused (a forge may act on them)"
+
+
+def test_push_options_spelt_with_a_value_are_read_as_push_options() -> None:
+    """receive-pack takes `push-options=<x>` as `push-options`: so does the reader."""
+    body = push(f"{OLD} {NEW} {OWN}\0report-status push-options=1", tail=pkt("ci.skip") + b"0000")
+    assert read_push(chunks(body)).options == ("ci.skip",)
+
+
+@pytest.mark.parametrize(
+    ("capabilities", "unsafe"),
+    [
+        ("report-status side-band-64k quiet atomic ofs-delta agent=git/2.47", None),
+        ("report-status-v2 side-band session-id=x object-format=sha1", None),
+        ("report-status push-options", "push-options"),
+        ("report-status push-options=1", "push-options=1"),
+        ("report-status push-cert=1234-abcd", "push-cert=1234-abcd"),
+        ("report-status side-band-64k=1", "side-band-64k=1"),
+        ("report-status something-git-adds-later", "something-git-adds-later"),
+        ("report-status " + "x" * 500, "x" * 60),
+    ],
+)
+def test_only_capabilities_that_change_nothing_at_the_forge_pass(
+    capabilities: str, unsafe: str | None
+) -> None:
+    assert unsafe_capability(tuple(capabilities.split())) == unsafe
 
 
 def test_a_flush_alone_is_gits_probe_and_updates_nothing() -> None:
