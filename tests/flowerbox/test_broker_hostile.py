@@ -211,7 +211,7 @@ def test_push_options_in_any_spelling_never_reach_the_forge(
             ["git", "pack-objects", "--stdout", "--revs", "-q"], cwd=work, env=env,
             check=True, input=b"HEAD\n^origin/main\n", capture_output=True,
         ).stdout  # fmt: skip
-        branch = f"refs/heads/flowerbox/{run.run_id}"
+        branch = f"refs/flowerbox/{run.run_id}"  # a cluster run's ref (issue 37, X1)
 
         def push(features: str) -> bytes:
             options = pkt("merge_request.create") + pkt("ci.skip") + b"0000"
