@@ -18,7 +18,8 @@ server tool is refused until it is known, never forwarded unseen.
 The body is read as the API would read it, or not at all: a body that is not one JSON
 object, or has an object with the same key twice (a parser that keeps the first would see
 another request than one that keeps the last), or is nested past the parser's recursion
-limit, is refused.
+limit, or has NaN/Infinity or a lone surrogate escape (parsers read them differently: one
+that drops `\\ud800` reads `"ur\\ud800l"` as `"url"`), is refused.
 
 Errors: `RequestRefused` (the body cannot be inspected; `status` and `kind` for the answer).
 """
@@ -66,6 +67,9 @@ CLIENT_TOOL_TYPES = re.compile(r"(custom|bash|computer|text_editor|memory)(_\d{8
 # host name (no userinfo, no backslash, no percent-encoding in the host), an optional port.
 _STRICT_URL = re.compile(r"https?://([A-Za-z0-9.-]+)(?::\d{1,5})?(?:[/?#][!-\[\]-~]*)?")
 _SHOWN = 120
+# A surrogate left in a decoded string is a lone one (a pair decodes to one code point):
+# invalid Unicode that parsers drop, replace or refuse, so "ur\ud800l" may read as "url".
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 class RequestRefused(BadRequest):
@@ -150,7 +154,9 @@ def request_object(body: bytes) -> dict[str, Any]:
             deeper than the parser recurses.
     """
     try:
-        data = json.loads(body.decode("utf-8"), object_pairs_hook=_unique_keys)
+        data = json.loads(
+            body.decode("utf-8"), object_pairs_hook=_unique_keys, parse_constant=_no_constant
+        )
     except UnicodeDecodeError:
         raise _unreadable("it is not UTF-8") from None
     except RecursionError:  # the parser recurses once per level, and stops itself
@@ -159,6 +165,8 @@ def request_object(body: bytes) -> dict[str, Any]:
         raise _unreadable(str(exc)) from None
     if not isinstance(data, dict):
         raise _unreadable("it is not a JSON object")
+    if any(_LONE_SURROGATE.search(text) for text in _strings(data)):
+        raise _unreadable("a string holds a lone surrogate escape")
     return data
 
 
@@ -235,6 +243,24 @@ def _servers(servers: Any) -> str:
 
 def _shown(text: str) -> str:
     return text if len(text) <= _SHOWN else text[:_SHOWN] + "..."
+
+
+def _strings(value: Any) -> Iterator[str]:
+    """Every key and string value inside `value`, without recursion."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            yield item
+        elif isinstance(item, dict):
+            yield from item.keys()
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
 
 
 def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
