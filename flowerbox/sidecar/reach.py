@@ -13,7 +13,10 @@ with its files and skills), and server tools: a `tools` entry with a `type` the 
 itself (`web_search_*`, `web_fetch_*`, `code_execution_*`, ...). Each is a way out for
 workspace data that `--network none` does not close, and each bills input the body does not
 hold. Anything typed that is not a known client-side tool counts as a server tool: a new
-server tool is refused until it is known, never forwarded unseen.
+server tool is refused until it is known, never forwarded unseen. Likewise an image or
+document whose source is not one the request holds (base64, text, content blocks), a
+`tools` that is not a list of objects, and a `server_tool_use`/`mcp_tool_use` block (a call
+the API would make in a turn it continues).
 
 The body is read as the API would read it, or not at all: a body that is not one JSON
 object, or has an object with the same key twice (a parser that keeps the first would see
@@ -67,6 +70,12 @@ CLIENT_TOOL_TYPES = re.compile(r"(custom|bash|computer|text_editor|memory)(_\d{8
 # host name (no userinfo, no backslash, no percent-encoding in the host), an optional port.
 _STRICT_URL = re.compile(r"https?://([A-Za-z0-9.-]+)(?::\d{1,5})?(?:[/?#][!-\[\]-~]*)?")
 _SHOWN = 120
+# The blocks the API reads a `source` of, and the source types whose content is in the
+# request: any other (a new type, a spelling like "URL") is refused until it is known.
+_SOURCED = frozenset({"image", "document"})
+_HELD_SOURCES = frozenset({"base64", "text", "content"})
+# Blocks that are a server's call (in a turn the API continues): made only by server tools.
+_SERVER_CALLS = frozenset({"server_tool_use", "mcp_tool_use"})
 # A surrogate left in a decoded string is a lone one (a pair decodes to one code point):
 # invalid Unicode that parsers drop, replace or refuse, so "ur\ud800l" may read as "url".
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
@@ -180,23 +189,35 @@ def inspect(request: dict[str, Any]) -> Found:
     if request.get("container") is not None:
         reaches.append(Reach("a container"))
     server_tools = False
-    for tool in request.get("tools") or []:
-        kind = tool.get("type") if isinstance(tool, dict) else None
+    tools = request.get("tools") or []
+    if not isinstance(tools, list) or not all(isinstance(tool, dict) for tool in tools):
+        reaches.append(Reach("tools that are not a list of objects"))
+        tools = []
+    for tool in tools:
+        kind = tool.get("type")
         if isinstance(kind, str) and not CLIENT_TOOL_TYPES.fullmatch(kind):
             reaches.append(Reach(f"the server tool {_shown(kind)}"))
             server_tools = True
+    reported: set[int] = set()  # the sources named already: their file_id is not news
     for block in _objects(request):
+        block_type = block.get("type")
         source = block.get("source")
-        if isinstance(source, dict):
-            reach = _source(block, source)
-            if reach is not None:
-                reaches.append(reach)
-            elif source.get("type") == "base64" and source.get("media_type") == "application/pdf":
+        reach = _source(block, source) if isinstance(source, dict) else None
+        if reach is None and block_type in _SOURCED and "source" in block:
+            known = isinstance(source, dict) and source.get("type") in _HELD_SOURCES
+            reach = None if known else Reach(f"{block_type} source of a kind it does not know")
+        if reach is not None:
+            reaches.append(reach)
+            reported.add(id(source))
+        elif isinstance(source, dict):
+            if source.get("type") == "base64" and source.get("media_type") == "application/pdf":
                 pdfs += 1
-            elif block.get("type") == "image":
+            elif block_type == "image":
                 images += 1
-        elif "file_id" in block and block.get("type") != "file":  # not a source seen above
-            reaches.append(Reach(f"{_shown(str(block.get('type') or 'a block'))} of a file_id"))
+        if "file_id" in block and id(block) not in reported:
+            reaches.append(Reach(f"{_shown(str(block_type or 'a block'))} of a file_id"))
+        if block_type in _SERVER_CALLS:
+            reaches.append(Reach(f"a {block_type} block (a call the API makes)"))
     samplings = 2 if _compacts(request.get("context_management")) else 1
     return Found(tuple(reaches), server_tools, pdfs, images, bool(request.get("tools")), samplings)
 

@@ -34,6 +34,63 @@ GOT_THROUGH = {
     ),
     # Not JSON: a lenient parser reads it, a strict one refuses; the gateway guesses neither.
     "NaN": (b'{"model": "claude-sonnet-4-5", "max_tokens": NaN, "messages": []}', "NaN"),
+    # A source type the gateway did not know passed: "URL", "url ", a string, a new kind.
+    **{
+        f"an image source {source!r}": (
+            json.dumps(asking({"type": "image", "source": source})).encode(),
+            "image source of a kind it does not know",
+        )
+        for source in (
+            {"type": "URL", "url": EVIL},
+            {"type": "url ", "url": EVIL},
+            EVIL,
+            {"type": "remote", "href": EVIL},
+        )
+    },
+    # A file_id was looked for only in blocks without a source.
+    "a file_id beside a source": (
+        json.dumps(
+            asking({"type": "container_upload", "file_id": "file_011", "source": {"type": "text"}})
+        ).encode(),
+        "container_upload of a file_id",
+    ),
+    "a block of type file": (
+        json.dumps(asking({"type": "file", "file_id": "file_011"})).encode(),
+        "file of a file_id",
+    ),
+    # tools as one object (or a list in a list): iterated as keys, no server tool seen.
+    "tools as an object": (
+        json.dumps(asking(tools={"type": "web_fetch_20250910", "name": "web_fetch"})).encode(),
+        "tools that are not a list of objects",
+    ),
+    "tools in a list in a list": (
+        json.dumps(asking(tools=[[{"type": "web_fetch_20250910", "name": "web_fetch"}]])).encode(),
+        "tools that are not a list of objects",
+    ),
+    # A turn the API would continue with its own call: only a server tool makes one.
+    "a server_tool_use block": (
+        json.dumps(
+            {
+                "model": "claude-sonnet-4-5",
+                "max_tokens": 10,
+                "messages": [
+                    {"role": "user", "content": "go on"},
+                    {
+                        "role": "assistant",
+                        "content": [
+                            {
+                                "type": "server_tool_use",
+                                "id": "srvtoolu_1",
+                                "name": "web_fetch",
+                                "input": {"url": EVIL},
+                            }
+                        ],
+                    },
+                ],
+            }
+        ).encode(),
+        "a server_tool_use block",
+    ),
 }
 
 
