@@ -44,7 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from flower import atomic_write_json
-from flowerbox.sidecar.pricing import PriceTable, token_count
+from flowerbox.sidecar.pricing import Billing, PriceTable, token_count
 
 __all__ = [
     "TOKEN_FIELDS",
@@ -194,12 +194,21 @@ class Meter:
         """Whether the budget (if any) is used up: further model requests are refused."""
         return self.budget is not None and self.total >= self.budget
 
-    def worst_case(self, model: str | None, *, max_tokens: int, input_tokens: int) -> float:
+    def worst_case(
+        self,
+        model: str | None,
+        *,
+        max_tokens: int,
+        input_tokens: int,
+        billing: Billing | None = None,
+    ) -> float:
         """The most a request can cost: `max_tokens` at the output price plus `input_tokens`
-        at the dearest input-side price (a 1-hour cache write), in whichever tier is dearer."""
-        price, _ = self.prices.lookup(model or "")
+        at the dearest input-side price (a 1-hour cache write), in whichever tier is dearer,
+        at fast mode's prices and with the US-only factor when `billing` asks for them."""
+        billing = billing or Billing()
+        price = billing.price(self.prices.lookup(model or "")[0])
         tiers = [price] if price.long_prompt is None else [price, price.long_prompt]
-        return max(
+        return billing.factor * max(
             (
                 max_tokens * tier.output
                 + input_tokens * max(tier.input, tier.cache_write_5m, tier.cache_write_1h)
@@ -259,7 +268,8 @@ class Meter:
     ) -> tuple[dict[str, int], float]:
         """Count one response, settling its reservation; returns its token counts and cost."""
         price, known = self.prices.lookup(model)
-        cost = price.cost(usage) + _server_tool_fees(usage)
+        billing = Billing.of(usage)
+        cost = billing.price(price).cost(usage) * billing.factor + _server_tool_fees(usage)
         tokens = {name: token_count(usage.get(name)) for name in TOKEN_FIELDS}
         with self._settled:
             if reservation is not None:

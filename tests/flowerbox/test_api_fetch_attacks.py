@@ -8,12 +8,15 @@ wall")."""
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
 
 import pytest
 
 from flower.testing import FakeAPI
-from tests.flowerbox.conftest import GatewayProcess
+from tests.flowerbox.conftest import REAL_KEY, GatewayProcess
 from tests.flowerbox.test_api_fetch import api, asking, post, url_source
 
 __all__ = ["api"]  # the stand-in upstream fixture, shared with test_api_fetch
@@ -103,3 +106,75 @@ def test_what_got_through_is_refused_and_never_forwarded(
     status, message = post(gateway, body)
     assert status in (400, 403) and why in message, (status, message)
     assert api.requests == []
+
+
+# --- the budget against what the API bills ----------------------------------------------
+
+OPUS_46 = "claude-opus-4-6"  # $5 per million input tokens, $25 output
+BILLED_IN, BILLED_OUT = 50_000, 1_000  # what the stand-in bills a 100 KB question
+
+
+class _Billing(BaseHTTPRequestHandler):
+    """A stand-in API that bills as the real one does: fast mode (`speed: "fast"`) and
+    US-only inference (`inference_geo: "us"`) when the request asks for them, reported in
+    the usage under the same names."""
+
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+    def do_POST(self) -> None:
+        asked = json.loads(self.rfile.read(int(self.headers["content-length"])))
+        usage = {
+            "input_tokens": BILLED_IN,
+            "output_tokens": BILLED_OUT,
+            "speed": asked.get("speed", "standard"),
+            "inference_geo": asked.get("inference_geo", "global"),
+        }
+        message = {"type": "message", "model": OPUS_46, "content": [], "usage": usage}
+        data = json.dumps(message).encode()
+        self.send_response(200 if self.headers["x-api-key"] == REAL_KEY else 401)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+
+@pytest.fixture
+def billing_api() -> Iterator[str]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Billing)
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05})
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=5)
+
+
+@pytest.mark.parametrize(
+    ("asked", "real_bill"),
+    [
+        # fast mode bills $30/$150 per million: 6x the $0.275 main metered
+        ({"speed": "fast"}, (BILLED_IN * 30 + BILLED_OUT * 150) / 1e6),
+        ({"inference_geo": "us"}, (BILLED_IN * 5 + BILLED_OUT * 25) / 1e6 * 1.1),
+    ],
+)
+def test_fast_mode_and_us_only_inference_are_metered_as_billed(
+    asked: dict[str, str], real_bill: float, billing_api: str, start_gateway: Start
+) -> None:
+    """Main priced every response at the model's standard prices: 20 fast questions billed
+    $33.00 against a $20 budget, metered $5.50."""
+    budget = 20.0
+    gateway = start_gateway(billing_api, args=("--budget", str(budget)))
+    question = {"model": OPUS_46, "max_tokens": BILLED_OUT, **asked}
+    question["messages"] = [{"role": "user", "content": "x" * 100_000}]
+    statuses = [post(gateway, json.dumps(question).encode())[0] for _ in range(20)]
+    answered = statuses.count(200)
+    total = float(gateway.settled(20).usage()["total_cost_usd"])
+    assert answered >= 1 and statuses.count(403) == 20 - answered
+    assert total == pytest.approx(answered * real_bill)
+    assert total <= budget
