@@ -268,6 +268,7 @@ class Meter:
     ) -> tuple[dict[str, int], float]:
         """Count one response, settling its reservation; returns its token counts and cost."""
         price, known = self.prices.lookup(model)
+        usage = _with_iterations(usage)
         billing = Billing.of(usage)
         cost = billing.price(price).cost(usage) * billing.factor + _server_tool_fees(usage)
         tokens = {name: token_count(usage.get(name)) for name in TOKEN_FIELDS}
@@ -350,6 +351,18 @@ class Meter:
                 "updated_at": datetime.now(UTC).isoformat(timespec="seconds"),
             },
         )
+
+
+def _with_iterations(usage: dict[str, Any]) -> dict[str, Any]:
+    """`usage` with each token count at least the sum of its `iterations` (the samplings of
+    one request: a server-side compaction's, then the message's), which the top-level counts
+    may leave out."""
+    iterations = usage.get("iterations")
+    if not isinstance(iterations, list):
+        return usage
+    parts = [part for part in iterations if isinstance(part, dict)]
+    summed = {name: sum(token_count(part.get(name)) for part in parts) for name in TOKEN_FIELDS}
+    return usage | {name: max(token_count(usage.get(name)), summed[name]) for name in summed}
 
 
 def past_reservation(cost: float, reservation: Reservation) -> bool:

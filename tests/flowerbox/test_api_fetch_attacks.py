@@ -132,6 +132,9 @@ class _Billing(BaseHTTPRequestHandler):
             "speed": asked.get("speed", "standard"),
             "inference_geo": asked.get("inference_geo", "global"),
         }
+        if "context_management" in asked:  # compacted first: a sampling of its own
+            compaction = {"type": "compaction", "input_tokens": 150_000, "output_tokens": 5_000}
+            usage["iterations"] = [compaction, {"type": "message", **usage}]
         message = {"type": "message", "model": OPUS_46, "content": [], "usage": usage}
         data = json.dumps(message).encode()
         self.send_response(200 if self.headers["x-api-key"] == REAL_KEY else 401)
@@ -161,13 +164,19 @@ def billing_api() -> Iterator[str]:
         # fast mode bills $30/$150 per million: 6x the $0.275 main metered
         ({"speed": "fast"}, (BILLED_IN * 30 + BILLED_OUT * 150) / 1e6),
         ({"inference_geo": "us"}, (BILLED_IN * 5 + BILLED_OUT * 25) / 1e6 * 1.1),
+        # server-side compaction: its sampling is in usage.iterations, not the top level
+        (
+            {"context_management": {"edits": [{"type": "compact_20260112"}]}},
+            ((150_000 + BILLED_IN) * 5 + (5_000 + BILLED_OUT) * 25) / 1e6,
+        ),
     ],
 )
-def test_fast_mode_and_us_only_inference_are_metered_as_billed(
-    asked: dict[str, str], real_bill: float, billing_api: str, start_gateway: Start
+def test_fast_mode_us_only_inference_and_compaction_are_metered_as_billed(
+    asked: dict[str, Any], real_bill: float, billing_api: str, start_gateway: Start
 ) -> None:
-    """Main priced every response at the model's standard prices: 20 fast questions billed
-    $33.00 against a $20 budget, metered $5.50."""
+    """Main priced every response at the model's standard prices and its top-level counts:
+    20 fast questions billed $33.00 against a $20 budget, metered $5.50; 20 compacting ones
+    billed $23.00, metered $5.50."""
     budget = 20.0
     gateway = start_gateway(billing_api, args=("--budget", str(budget)))
     question = {"model": OPUS_46, "max_tokens": BILLED_OUT, **asked}
