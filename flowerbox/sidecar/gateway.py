@@ -79,7 +79,7 @@ from flowerbox.errors import BadRequest, FlowerboxError, GatewayError
 from flowerbox.sidecar.egress import Policy
 from flowerbox.sidecar.http import Incoming, RequestReader, linger_close
 from flowerbox.sidecar.meter import Meter, Reservation, UsageReader, past_reservation
-from flowerbox.sidecar.pricing import Billing, PriceTable, load_prices, token_count
+from flowerbox.sidecar.pricing import Billing, PriceTable, load_prices
 from flowerbox.sidecar.proxy import HOP_BY_HOP, EgressProxy, JsonLines, PrivateUnixServer
 from flowerbox.sidecar.reach import FetchRule, Found, RequestRefused, inspect, request_object
 from flowerbox.wire import PLACEHOLDER_KEY
@@ -567,8 +567,7 @@ class _Exchange:
         self.settled = True
         if reader.seen:
             usage = dict(reader.usage)
-            # A cut stream: at least one token per content delta that got through.
-            usage["output_tokens"] = max(token_count(usage.get("output_tokens")), reader.deltas)
+            usage["output_tokens"] = reader.output_tokens()
             model = reader.model or model or "unknown"
             tokens, cost = meter.add(model, usage, reservation=reservation)
             over = reservation is not None and past_reservation(cost, reservation)

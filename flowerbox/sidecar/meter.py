@@ -83,6 +83,8 @@ class UsageReader:
         self.model = model
         self.usage: dict[str, Any] = {}
         self.deltas = 0  # content deltas seen: each carries at least one generated token
+        self.text_bytes = 0  # their text's UTF-8 bytes: a token is at least one byte
+        self.final = False  # a message_delta's usage arrived: the output count is the bill's
         self._pending = b""
 
     def feed(self, chunk: bytes) -> None:
@@ -95,6 +97,7 @@ class UsageReader:
                 continue
             if _DELTA in line:
                 self.deltas += 1
+                self.text_bytes += _text_bytes(line[5:])
             elif any(e in line for e in _USAGE_EVENTS):
                 self._event(line[5:])
 
@@ -109,6 +112,13 @@ class UsageReader:
         elif rest.startswith(b"data:"):
             self._event(rest[5:])
 
+    def output_tokens(self) -> int:
+        """The output to charge: the usage's count, and at least one token per content delta;
+        for a stream cut before its final usage (the client can hang up just before it),
+        one per byte of the text that got through, since the API billed all of it."""
+        reported = max(token_count(self.usage.get("output_tokens")), self.deltas)
+        return reported if self.final or not self.streaming else max(reported, self.text_bytes)
+
     @property
     def seen(self) -> bool:
         """Whether any usage arrived (an error body or a refused stream carries none)."""
@@ -122,6 +132,16 @@ class UsageReader:
             self.usage = dict(message.get("usage") or {})
         elif data.get("type") == "message_delta" and isinstance(data.get("usage"), dict):
             self.usage.update({k: v for k, v in data["usage"].items() if v is not None})
+            self.final = True
+
+
+def _text_bytes(payload: bytes) -> int:
+    """The bytes of generated text in one content delta (text, thinking, tool input)."""
+    delta = json_object(payload).get("delta")
+    if not isinstance(delta, dict):
+        return 0
+    texts = (delta.get(name) for name in ("text", "thinking", "partial_json"))
+    return sum(len(text.encode()) for text in texts if isinstance(text, str))
 
 
 def json_object(raw: bytes) -> dict[str, Any]:

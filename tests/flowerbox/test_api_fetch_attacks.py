@@ -7,7 +7,9 @@ wall")."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import socket
 import threading
 from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -16,8 +18,8 @@ from typing import Any
 import pytest
 
 from flower.testing import FakeAPI
-from tests.flowerbox.conftest import REAL_KEY, GatewayProcess
-from tests.flowerbox.test_api_fetch import api, asking, post, url_source
+from tests.flowerbox.conftest import PLACEHOLDER, REAL_KEY, GatewayProcess
+from tests.flowerbox.test_api_fetch import MESSAGES, api, asking, post, url_source
 
 __all__ = ["api"]  # the stand-in upstream fixture, shared with test_api_fetch
 
@@ -187,3 +189,74 @@ def test_fast_mode_us_only_inference_and_compaction_are_metered_as_billed(
     assert answered >= 1 and statuses.count(403) == 20 - answered
     assert total == pytest.approx(answered * real_bill)
     assert total <= budget
+
+
+DELTAS, DELTA_TEXT, DELTA_TOKENS = 50, "word " * 80, 100  # 400 bytes, billed 100 tokens
+
+
+class _LongStream(BaseHTTPRequestHandler):
+    """A stream of DELTAS text deltas, then (after the test's go) one more and the final
+    usage: what the API bills for all of it."""
+
+    protocol_version = "HTTP/1.1"
+    go: threading.Event
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers["content-length"]))
+        self.send_response(200)
+        self.send_header("content-type", "text/event-stream")
+        self.send_header("transfer-encoding", "chunked")
+        self.end_headers()
+        start = {"model": OPUS_46, "usage": {"input_tokens": 10, "output_tokens": 1}}
+        self._event("message_start", {"type": "message_start", "message": start})
+        delta = {"type": "content_block_delta", "index": 0}
+        delta["delta"] = {"type": "text_delta", "text": DELTA_TEXT}
+        for _ in range(DELTAS):
+            self._event("content_block_delta", delta)
+        self.go.wait(timeout=10)
+        with contextlib.suppress(OSError):  # the gateway hung up: the bill stands anyway
+            self._event("content_block_delta", delta)
+            usage = {"output_tokens": (DELTAS + 1) * DELTA_TOKENS}
+            self._event("message_delta", {"type": "message_delta", "delta": {}, "usage": usage})
+            self.wfile.write(b"0\r\n\r\n")
+
+    def _event(self, name: str, data: dict[str, Any]) -> None:
+        event = f"event: {name}\ndata: {json.dumps(data)}\n\n".encode()
+        self.wfile.write(b"%x\r\n%s\r\n" % (len(event), event))
+        self.wfile.flush()
+
+
+def test_a_stream_the_client_cuts_before_its_usage_is_charged_for_the_text_it_got(
+    start_gateway: Start,
+) -> None:
+    """The agent reads every delta and hangs up just before message_delta: main charged one
+    token a delta (51 output tokens for 5,000 billed), so the budget ran far behind the bill."""
+    go = threading.Event()
+    server = ThreadingHTTPServer(("127.0.0.1", 0), type("H", (_LongStream,), {"go": go}))
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05})
+    thread.start()
+    try:
+        gateway = start_gateway(f"http://127.0.0.1:{server.server_address[1]}")
+        question = {"model": OPUS_46, "max_tokens": 8000, "stream": True, "messages": []}
+        data = json.dumps(question).encode()
+        head = f"POST {MESSAGES} HTTP/1.1\r\nhost: x\r\nx-api-key: {PLACEHOLDER}\r\n"
+        head += f"content-type: application/json\r\ncontent-length: {len(data)}\r\n\r\n"
+        with socket.socket(socket.AF_UNIX) as client:
+            client.settimeout(10)
+            client.connect(str(gateway.socket))
+            client.sendall(head.encode() + data)
+            got = b""
+            while got.count(b"event: content_block_delta") < DELTAS:
+                got += client.recv(65536)
+        go.set()
+        output = gateway.settled(1).usage()["models"][OPUS_46]["output_tokens"]
+        assert output >= DELTAS * DELTA_TOKENS, output  # main: 51
+    finally:
+        go.set()
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=5)
