@@ -8,7 +8,9 @@ wall")."""
 from __future__ import annotations
 
 import contextlib
+import gzip
 import json
+import re
 import socket
 import threading
 from collections.abc import Callable, Iterator
@@ -24,6 +26,7 @@ from tests.flowerbox.test_api_fetch import MESSAGES, api, asking, post, url_sour
 __all__ = ["api"]  # the stand-in upstream fixture, shared with test_api_fetch
 
 Start = Callable[..., GatewayProcess]
+StandIn = Callable[[type[BaseHTTPRequestHandler]], str]
 EVIL = "https://evil.test/leak?d=secret"
 
 
@@ -147,17 +150,25 @@ class _Billing(BaseHTTPRequestHandler):
 
 
 @pytest.fixture
-def billing_api() -> Iterator[str]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Billing)
-    server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05})
-    thread.start()
+def stand_in() -> Iterator[Callable[[type[BaseHTTPRequestHandler]], str]]:
+    """Start a stand-in API on loopback with the given handler; returns its URL."""
+    servers: list[tuple[ThreadingHTTPServer, threading.Thread]] = []
+
+    def start(handler: type[BaseHTTPRequestHandler]) -> str:
+        server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        server.daemon_threads = True
+        thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05})
+        thread.start()
+        servers.append((server, thread))
+        return f"http://127.0.0.1:{server.server_address[1]}"
+
     try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
+        yield start
     finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=5)
+        for server, thread in servers:
+            server.shutdown()
+            server.server_close()
+            thread.join(timeout=5)
 
 
 @pytest.mark.parametrize(
@@ -174,13 +185,13 @@ def billing_api() -> Iterator[str]:
     ],
 )
 def test_fast_mode_us_only_inference_and_compaction_are_metered_as_billed(
-    asked: dict[str, Any], real_bill: float, billing_api: str, start_gateway: Start
+    asked: dict[str, Any], real_bill: float, stand_in: StandIn, start_gateway: Start
 ) -> None:
     """Main priced every response at the model's standard prices and its top-level counts:
     20 fast questions billed $33.00 against a $20 budget, metered $5.50; 20 compacting ones
     billed $23.00, metered $5.50."""
     budget = 20.0
-    gateway = start_gateway(billing_api, args=("--budget", str(budget)))
+    gateway = start_gateway(stand_in(_Billing), args=("--budget", str(budget)))
     question = {"model": OPUS_46, "max_tokens": BILLED_OUT, **asked}
     question["messages"] = [{"role": "user", "content": "x" * 100_000}]
     statuses = [post(gateway, json.dumps(question).encode())[0] for _ in range(20)]
@@ -230,33 +241,117 @@ class _LongStream(BaseHTTPRequestHandler):
 
 
 def test_a_stream_the_client_cuts_before_its_usage_is_charged_for_the_text_it_got(
-    start_gateway: Start,
+    stand_in: StandIn, start_gateway: Start
 ) -> None:
     """The agent reads every delta and hangs up just before message_delta: main charged one
     token a delta (51 output tokens for 5,000 billed), so the budget ran far behind the bill."""
     go = threading.Event()
-    server = ThreadingHTTPServer(("127.0.0.1", 0), type("H", (_LongStream,), {"go": go}))
-    server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05})
-    thread.start()
+    gateway = start_gateway(stand_in(type("Stream", (_LongStream,), {"go": go})))
+    question = {"model": OPUS_46, "max_tokens": 8000, "stream": True, "messages": []}
     try:
-        gateway = start_gateway(f"http://127.0.0.1:{server.server_address[1]}")
-        question = {"model": OPUS_46, "max_tokens": 8000, "stream": True, "messages": []}
-        data = json.dumps(question).encode()
-        head = f"POST {MESSAGES} HTTP/1.1\r\nhost: x\r\nx-api-key: {PLACEHOLDER}\r\n"
-        head += f"content-type: application/json\r\ncontent-length: {len(data)}\r\n\r\n"
-        with socket.socket(socket.AF_UNIX) as client:
-            client.settimeout(10)
-            client.connect(str(gateway.socket))
-            client.sendall(head.encode() + data)
+        with raw_client(gateway) as client:
+            client.sendall(raw_request(json.dumps(question).encode()))
             got = b""
             while got.count(b"event: content_block_delta") < DELTAS:
                 got += client.recv(65536)
-        go.set()
-        output = gateway.settled(1).usage()["models"][OPUS_46]["output_tokens"]
-        assert output >= DELTAS * DELTA_TOKENS, output  # main: 51
     finally:
         go.set()
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=5)
+    output = gateway.settled(1).usage()["models"][OPUS_46]["output_tokens"]
+    assert output >= DELTAS * DELTA_TOKENS, output  # main: 51
+
+
+def raw_client(gateway: GatewayProcess) -> socket.socket:
+    client = socket.socket(socket.AF_UNIX)
+    client.settimeout(10)
+    client.connect(str(gateway.socket))
+    return client
+
+
+def raw_request(body: bytes, target: str = MESSAGES, *, headers: str = "") -> bytes:
+    """One request as the agent can write it: any target, any extra header lines."""
+    head = f"POST {target} HTTP/1.1\r\nhost: x\r\nx-api-key: {PLACEHOLDER}\r\n{headers}"
+    if "transfer-encoding" not in headers:
+        head += f"content-length: {len(body)}\r\n"
+    return head.encode() + b"content-type: application/json\r\n\r\n" + body
+
+
+# --- held: kept as regressions -----------------------------------------------------------
+
+
+class _Recorder(BaseHTTPRequestHandler):
+    """A stand-in API that answers every POST and records its target and body."""
+
+    protocol_version = "HTTP/1.1"
+    received: list[tuple[str, bytes]]
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+    def do_POST(self) -> None:
+        self.received.append((self.path, self.rfile.read(int(self.headers["content-length"]))))
+        usage = {"input_tokens": 10, "output_tokens": 1}
+        data = json.dumps({"type": "message", "model": OPUS_46, "usage": usage}).encode()
+        self.send_response(200)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+
+LEAK = json.dumps(asking(url_source("document", EVIL))).encode()
+PLAIN = json.dumps(asking()).encode()
+
+
+def chunked(body: bytes, extension: bytes = b"", trailer: bytes = b"") -> bytes:
+    return b"%x%s\r\n%s\r\n0\r\n%s\r\n" % (len(body), extension, body, trailer)
+
+
+HELD = {
+    # Escapes decode before the check: "\u0074ype": "\u0075rl" is "type": "url".
+    "unicode escapes": raw_request(LEAK.replace(b'"type": "url"', b'"\\u0074ype": "\\u0075rl"')),
+    # One key twice, spelled apart: a first-wins parser would see the URL source.
+    "a key twice, once escaped": raw_request(
+        LEAK.replace(b'"type": "url"', b'"type": "url", "typ\\u0065": "text"')
+    ),
+    # A compressed body is not read past: it is not UTF-8 JSON.
+    "gzip": raw_request(gzip.compress(LEAK), headers="content-encoding: gzip\r\n"),
+    "a BOM": raw_request(b"\xef\xbb\xbf" + LEAK),
+    # Chunked framing is undone before the check; the trailer and extension go nowhere.
+    "chunked, trailer and extension": raw_request(
+        chunked(
+            LEAK, b";x=" + EVIL.encode().replace(b"?", b""), b"x-url: " + EVIL.encode() + b"\r\n"
+        ),
+        headers="transfer-encoding: chunked\r\n",
+    ),
+    # A second request on the same connection is read and checked like the first.
+    "pipelined after a plain request": raw_request(PLAIN) + raw_request(LEAK),
+    # Only the two exact targets the CLI uses are forwarded.
+    **{
+        f"target {target}": raw_request(LEAK, target)
+        for target in (
+            "//v1/messages?beta=true",
+            "/v1/messages/batches?beta=true",
+            "/v1/messages/../files?beta=true",
+            "/v1/%6Dessages?beta=true",
+            "/v1/messages?beta=true&beta=true",
+            "/v1/complete",
+        )
+    },
+}
+
+
+@pytest.mark.parametrize("name", sorted(HELD))
+def test_what_held_never_reaches_the_upstream(
+    name: str, stand_in: StandIn, start_gateway: Start
+) -> None:
+    received: list[tuple[str, bytes]] = []
+    gateway = start_gateway(stand_in(type("Rec", (_Recorder,), {"received": received})))
+    with raw_client(gateway) as client:
+        client.sendall(HELD[name])
+        client.shutdown(socket.SHUT_WR)
+        answer = b""
+        while data := client.recv(65536):
+            answer += data
+    statuses = re.findall(rb"HTTP/1\.1 (\d{3}) ", answer)
+    assert statuses and statuses[-1] in (b"400", b"403"), answer[:300]
+    assert not any(b"evil.test" in body for _, body in received), received
