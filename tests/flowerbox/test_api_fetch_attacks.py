@@ -13,6 +13,7 @@ import json
 import re
 import socket
 import threading
+import zlib
 from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -315,7 +316,24 @@ HELD = {
     ),
     # A compressed body is not read past: it is not UTF-8 JSON.
     "gzip": raw_request(gzip.compress(LEAK), headers="content-encoding: gzip\r\n"),
+    "deflate": raw_request(zlib.compress(LEAK), headers="content-encoding: deflate\r\n"),
     "a BOM": raw_request(b"\xef\xbb\xbf" + LEAK),
+    "UTF-16": raw_request(LEAK.decode().encode("utf-16")),
+    "expect 100-continue": raw_request(LEAK, headers="expect: 100-continue\r\n"),
+    # A URL source deep in a document's content blocks; an MCP toolset instead of servers.
+    "a URL in a document's content": raw_request(
+        json.dumps(
+            asking(
+                {
+                    "type": "document",
+                    "source": {"type": "content", "content": [url_source("image", EVIL)]},
+                }
+            )
+        ).encode()
+    ),
+    "an mcp_toolset": raw_request(
+        json.dumps(asking(tools=[{"type": "mcp_toolset", "mcp_server_name": EVIL}])).encode()
+    ),
     # Chunked framing is undone before the check; the trailer and extension go nowhere.
     "chunked, trailer and extension": raw_request(
         chunked(
@@ -335,6 +353,8 @@ HELD = {
             "/v1/%6Dessages?beta=true",
             "/v1/messages?beta=true&beta=true",
             "/v1/complete",
+            "/v1/files?beta=true",
+            "http://api.anthropic.com/v1/messages?beta=true",
         )
     },
 }
