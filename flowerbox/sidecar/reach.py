@@ -117,8 +117,9 @@ class Found:
 
     def unbounded_input(self) -> int:
         """What the request is reserved for when `input_bound` is None: the context window,
-        once per server-tool iteration."""
-        return CONTEXT_WINDOW * (SERVER_TOOL_ITERATIONS if self.server_tools else 1)
+        once per server-tool iteration and per sampling (a compaction reads it too)."""
+        iterations = SERVER_TOOL_ITERATIONS if self.server_tools else 1
+        return CONTEXT_WINDOW * iterations * self.samplings
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 
 from flower.testing import FakeAPI
+from flowerbox.sidecar.reach import CONTEXT_WINDOW, inspect
 from tests.flowerbox.conftest import PLACEHOLDER, REAL_KEY, GatewayProcess
 from tests.flowerbox.test_api_fetch import MESSAGES, api, asking, post, url_source
 
@@ -115,6 +116,17 @@ def test_what_got_through_is_refused_and_never_forwarded(
 
 
 # --- the budget against what the API bills ----------------------------------------------
+
+
+def test_an_unbounded_request_that_compacts_is_reserved_for_both_samplings() -> None:
+    """A fetched document with a compaction edit: the API reads the context to compact it,
+    then again to answer. Main reserved one window for both, so the request that goes in
+    alone could bill twice its worst case."""
+    compacting = {"context_management": {"edits": [{"type": "compact_20260112"}]}}
+    found = inspect(asking(url_source("document", EVIL), **compacting))
+    assert found.input_bound(200) is None
+    assert found.unbounded_input() == 2 * CONTEXT_WINDOW  # main: 1,000,000
+
 
 OPUS_46 = "claude-opus-4-6"  # $5 per million input tokens, $25 output
 BILLED_IN, BILLED_OUT = 50_000, 1_000  # what the stand-in bills a 100 KB question
