@@ -246,13 +246,16 @@ def _source(block: dict[str, Any], source: dict[str, Any]) -> Reach | None:
 
 
 def _objects(value: Any) -> Iterator[dict[str, Any]]:
-    """Every JSON object inside `value`, without recursion."""
+    """Every JSON object inside `value` the API reads as content, without recursion: not
+    the input of a `tool_use` block, which is the model's arguments to a client tool (a
+    URL source there is text, and refusing it would end a run whose model wrote one)."""
     stack = [value]
     while stack:
         item = stack.pop()
         if isinstance(item, dict):
             yield item
-            stack.extend(item.values())
+            skipped = "input" if item.get("type") == "tool_use" else None
+            stack.extend(value for key, value in item.items() if key != skipped)
         elif isinstance(item, list):
             stack.extend(item)
 

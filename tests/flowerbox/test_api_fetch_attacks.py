@@ -115,6 +115,24 @@ def test_what_got_through_is_refused_and_never_forwarded(
     assert api.requests == []
 
 
+def test_a_url_source_in_a_client_tools_arguments_is_text_and_passes(
+    api: FakeAPI, start_gateway: Start
+) -> None:
+    """The model may call a client tool with an API-shaped argument; the API never fetches
+    it, and refusing it ended the run (a tool_result with the same shape is refused:
+    test_api_fetch.py)."""
+    blocks = [url_source("image", EVIL), {"type": "image", "source": EVIL}]
+    call = {"type": "tool_use", "id": "toolu_1", "name": "attach", "input": {"blocks": blocks}}
+    body = asking()
+    body["messages"] += [
+        {"role": "assistant", "content": [call]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1"}]},
+    ]
+    gateway = start_gateway(api.url)
+    assert post(gateway, json.dumps(body).encode())[0] == 200
+    assert len(api.requests) == 1
+
+
 # --- the budget against what the API bills ----------------------------------------------
 
 
