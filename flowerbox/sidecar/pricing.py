@@ -3,7 +3,8 @@
 The table itself (its tiers, model ids and the matching of real model names) lives in
 flower.core.pricing, so the gateway's meter and flower's own accounts of a running attempt
 price tokens alike. This module reads a JSON prices file over it (`load_prices`); its `"*"`
-entry sets the price of models the table does not know.
+entry sets the price of models the table does not know. `Billing` adds what the table leaves
+out and a request can ask for: fast mode's prices and US-only inference's factor.
 
 Errors: `PriceError` (a prices file that cannot be read or has a malformed entry).
 """
