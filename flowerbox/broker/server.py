@@ -43,7 +43,7 @@ from flowerbox.sidecar.egress import Policy
 from flowerbox.sidecar.gateway import Credentials, Gateway, Refusal, Tenant, client_keys
 from flowerbox.sidecar.http import Incoming
 from flowerbox.sidecar.meter import Meter, Reservation, Whose
-from flowerbox.sidecar.pricing import PriceTable
+from flowerbox.sidecar.pricing import Billing, PriceTable
 from flowerbox.sidecar.proxy import EgressProxy, JsonLines, PrivateUnixServer
 from flowerbox.sidecar.reach import FetchRule
 from flowerbox.sidecar.redact import Redactor
@@ -127,8 +127,12 @@ class Charge:
         self.row: int | None = None
         self._team: Reservation | None = None
 
-    def worst_case(self, model: str | None, *, max_tokens: int, input_tokens: int) -> float:
-        return self.run.meter.worst_case(model, max_tokens=max_tokens, input_tokens=input_tokens)
+    def worst_case(
+        self, model: str | None, *, max_tokens: int, input_tokens: int, billing: Billing
+    ) -> float:
+        return self.run.meter.worst_case(
+            model, max_tokens=max_tokens, input_tokens=input_tokens, billing=billing
+        )
 
     def admit(self, amount: float, *, wait: float, alone: bool = False) -> Reservation | str:
         mine = self.run.meter.admit(amount, wait=wait, alone=alone)

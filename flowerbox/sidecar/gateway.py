@@ -80,7 +80,7 @@ from flowerbox.sidecar.admission import peer_of
 from flowerbox.sidecar.egress import Policy
 from flowerbox.sidecar.http import Incoming, RequestReader, linger_close
 from flowerbox.sidecar.meter import Meter, Reservation, UsageReader, past_reservation
-from flowerbox.sidecar.pricing import PriceTable, load_prices, token_count
+from flowerbox.sidecar.pricing import Billing, PriceTable, load_prices
 from flowerbox.sidecar.proxy import HOP_BY_HOP, EgressProxy, JsonLines, PrivateUnixServer
 from flowerbox.sidecar.reach import FetchRule, Found, RequestRefused, inspect, request_object
 from flowerbox.sidecar.redact import NOTE_LIMIT, Redactor
@@ -311,7 +311,9 @@ class Account(Protocol):
     """What a request is charged to: `Meter` for one run; a broker's run and team together
     (flowerbox.broker)."""
 
-    def worst_case(self, model: str | None, *, max_tokens: int, input_tokens: int) -> float: ...
+    def worst_case(
+        self, model: str | None, *, max_tokens: int, input_tokens: int, billing: Billing
+    ) -> float: ...
     def admit(self, amount: float, *, wait: float, alone: bool = False) -> Reservation | str: ...
     def overbilled(self) -> bool: ...
     def release(self, reservation: Reservation) -> None: ...
@@ -538,7 +540,9 @@ class _Exchange:
         bound = found.input_bound(len(self.body))
         alone = bound is None or self.account.overbilled()
         input_tokens = found.unbounded_input() if alone or bound is None else bound
-        worst = self.account.worst_case(model, max_tokens=max_tokens, input_tokens=input_tokens)
+        worst = self.account.worst_case(
+            model, max_tokens=max_tokens, input_tokens=input_tokens, billing=Billing.of(request)
+        )
         return worst, alone
 
     def _forward(self, model: str | None, reservation: Reservation | None) -> None:
@@ -582,8 +586,7 @@ class _Exchange:
         self.settled = True
         if reader.seen:
             usage = dict(reader.usage)
-            # A cut stream: at least one token per content delta that got through.
-            usage["output_tokens"] = max(token_count(usage.get("output_tokens")), reader.deltas)
+            usage["output_tokens"] = reader.output_tokens()
             model = reader.model or model or "unknown"
             tokens, cost = meter.add(model, usage, reservation=reservation)
             over = reservation is not None and past_reservation(cost, reservation)

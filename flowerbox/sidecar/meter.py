@@ -44,7 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from flower import atomic_write_json
-from flowerbox.sidecar.pricing import PriceTable, token_count
+from flowerbox.sidecar.pricing import Billing, PriceTable, token_count
 
 __all__ = [
     "TOKEN_FIELDS",
@@ -83,6 +83,8 @@ class UsageReader:
         self.model = model
         self.usage: dict[str, Any] = {}
         self.deltas = 0  # content deltas seen: each carries at least one generated token
+        self.text_bytes = 0  # their text's UTF-8 bytes: a token is at least one byte
+        self.final = False  # a message_delta's usage arrived: the output count is the bill's
         self._pending = b""
 
     def feed(self, chunk: bytes) -> None:
@@ -95,6 +97,7 @@ class UsageReader:
                 continue
             if _DELTA in line:
                 self.deltas += 1
+                self.text_bytes += _text_bytes(line[5:])
             elif any(e in line for e in _USAGE_EVENTS):
                 self._event(line[5:])
 
@@ -109,6 +112,13 @@ class UsageReader:
         elif rest.startswith(b"data:"):
             self._event(rest[5:])
 
+    def output_tokens(self) -> int:
+        """The output to charge: the usage's count, and at least one token per content delta;
+        for a stream cut before its final usage (the client can hang up just before it),
+        one per byte of the text that got through, since the API billed all of it."""
+        reported = max(token_count(self.usage.get("output_tokens")), self.deltas)
+        return reported if self.final or not self.streaming else max(reported, self.text_bytes)
+
     @property
     def seen(self) -> bool:
         """Whether any usage arrived (an error body or a refused stream carries none)."""
@@ -122,6 +132,16 @@ class UsageReader:
             self.usage = dict(message.get("usage") or {})
         elif data.get("type") == "message_delta" and isinstance(data.get("usage"), dict):
             self.usage.update({k: v for k, v in data["usage"].items() if v is not None})
+            self.final = True
+
+
+def _text_bytes(payload: bytes) -> int:
+    """The bytes of generated text in one content delta (text, thinking, tool input)."""
+    delta = json_object(payload).get("delta")
+    if not isinstance(delta, dict):
+        return 0
+    texts = (delta.get(name) for name in ("text", "thinking", "partial_json"))
+    return sum(len(text.encode()) for text in texts if isinstance(text, str))
 
 
 def json_object(raw: bytes) -> dict[str, Any]:
@@ -194,12 +214,21 @@ class Meter:
         """Whether the budget (if any) is used up: further model requests are refused."""
         return self.budget is not None and self.total >= self.budget
 
-    def worst_case(self, model: str | None, *, max_tokens: int, input_tokens: int) -> float:
+    def worst_case(
+        self,
+        model: str | None,
+        *,
+        max_tokens: int,
+        input_tokens: int,
+        billing: Billing | None = None,
+    ) -> float:
         """The most a request can cost: `max_tokens` at the output price plus `input_tokens`
-        at the dearest input-side price (a 1-hour cache write), in whichever tier is dearer."""
-        price, _ = self.prices.lookup(model or "")
+        at the dearest input-side price (a 1-hour cache write), in whichever tier is dearer,
+        at fast mode's prices and with the US-only factor when `billing` asks for them."""
+        billing = billing or Billing()
+        price = billing.price(self.prices.lookup(model or "")[0])
         tiers = [price] if price.long_prompt is None else [price, price.long_prompt]
-        return max(
+        return billing.factor * max(
             (
                 max_tokens * tier.output
                 + input_tokens * max(tier.input, tier.cache_write_5m, tier.cache_write_1h)
@@ -259,7 +288,9 @@ class Meter:
     ) -> tuple[dict[str, int], float]:
         """Count one response, settling its reservation; returns its token counts and cost."""
         price, known = self.prices.lookup(model)
-        cost = price.cost(usage) + _server_tool_fees(usage)
+        usage = _with_iterations(usage)
+        billing = Billing.of(usage)
+        cost = billing.price(price).cost(usage) * billing.factor + _server_tool_fees(usage)
         tokens = {name: token_count(usage.get(name)) for name in TOKEN_FIELDS}
         with self._settled:
             if reservation is not None:
@@ -340,6 +371,18 @@ class Meter:
                 "updated_at": datetime.now(UTC).isoformat(timespec="seconds"),
             },
         )
+
+
+def _with_iterations(usage: dict[str, Any]) -> dict[str, Any]:
+    """`usage` with each token count at least the sum of its `iterations` (the samplings of
+    one request: a server-side compaction's, then the message's), which the top-level counts
+    may leave out."""
+    iterations = usage.get("iterations")
+    if not isinstance(iterations, list):
+        return usage
+    parts = [part for part in iterations if isinstance(part, dict)]
+    summed = {name: sum(token_count(part.get(name)) for part in parts) for name in TOKEN_FIELDS}
+    return usage | {name: max(token_count(usage.get(name)), summed[name]) for name in summed}
 
 
 def past_reservation(cost: float, reservation: Reservation) -> bool:

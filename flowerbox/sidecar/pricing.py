@@ -3,7 +3,8 @@
 The table itself (its tiers, model ids and the matching of real model names) lives in
 flower.core.pricing, so the gateway's meter and flower's own accounts of a running attempt
 price tokens alike. This module reads a JSON prices file over it (`load_prices`); its `"*"`
-entry sets the price of models the table does not know.
+entry sets the price of models the table does not know. `Billing` adds what the table leaves
+out and a request can ask for: fast mode's prices and US-only inference's factor.
 
 Errors: `PriceError` (a prices file that cannot be read or has a malformed entry).
 """
@@ -11,7 +12,8 @@ Errors: `PriceError` (a prices file that cannot be read or has a malformed entry
 from __future__ import annotations
 
 import json
-from dataclasses import replace
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +23,48 @@ from flowerbox.errors import PriceError
 UNKNOWN = PriceTable.UNKNOWN
 """The prices file's key whose price applies to models no other entry matches."""
 
-__all__ = ["UNKNOWN", "Price", "PriceError", "PriceTable", "load_prices", "token_count"]
+__all__ = [
+    "FAST_MODE",
+    "UNKNOWN",
+    "US_ONLY",
+    "Billing",
+    "Price",
+    "PriceError",
+    "PriceTable",
+    "load_prices",
+    "token_count",
+]
+
+FAST_MODE = Price(input=30, output=150, cache_write_5m=37.5, cache_write_1h=60, cache_read=3)
+"""What fast mode (`speed: "fast"`) bills, whatever the model: the CLI catalog's fast prices,
+6x Opus 4.6's. The shipped table (flower.core.pricing) does not model it."""
+US_ONLY = 1.1
+"""The factor US-only inference (`inference_geo: "us"`) bills on top of the tokens."""
+
+
+@dataclass(frozen=True)
+class Billing:
+    """How the API bills a request beside its model: fast mode, US-only inference. Read off
+    a request body (what it asks for) or a response's usage (what was billed): both name
+    them `speed` and `inference_geo`, and anything but the default is taken as the dearer."""
+
+    fast: bool = False
+    us_only: bool = False
+
+    @classmethod
+    def of(cls, fields: Mapping[str, Any]) -> Billing:
+        return cls(
+            fast=fields.get("speed") not in (None, "", "standard"),
+            us_only=fields.get("inference_geo") not in (None, "", "global"),
+        )
+
+    def price(self, price: Price) -> Price:
+        """The price its tokens bill at: fast mode's when it is dearer than the model's."""
+        return FAST_MODE if self.fast and FAST_MODE.output > price.output else price
+
+    @property
+    def factor(self) -> float:
+        return US_ONLY if self.us_only else 1.0
 
 
 def load_prices(path: Path) -> PriceTable:

@@ -13,12 +13,16 @@ with its files and skills), and server tools: a `tools` entry with a `type` the 
 itself (`web_search_*`, `web_fetch_*`, `code_execution_*`, ...). Each is a way out for
 workspace data that `--network none` does not close, and each bills input the body does not
 hold. Anything typed that is not a known client-side tool counts as a server tool: a new
-server tool is refused until it is known, never forwarded unseen.
+server tool is refused until it is known, never forwarded unseen. Likewise an image or
+document whose source is not one the request holds (base64, text, content blocks), a
+`tools` that is not a list of objects, and a `server_tool_use`/`mcp_tool_use` block (a call
+the API would make in a turn it continues).
 
 The body is read as the API would read it, or not at all: a body that is not one JSON
 object, or has an object with the same key twice (a parser that keeps the first would see
 another request than one that keeps the last), or is nested past the parser's recursion
-limit, is refused.
+limit, or has NaN/Infinity or a lone surrogate escape (parsers read them differently: one
+that drops `\\ud800` reads `"ur\\ud800l"` as `"url"`), is refused.
 
 Errors: `RequestRefused` (the body cannot be inspected; `status` and `kind` for the answer).
 """
@@ -66,6 +70,15 @@ CLIENT_TOOL_TYPES = re.compile(r"(custom|bash|computer|text_editor|memory)(_\d{8
 # host name (no userinfo, no backslash, no percent-encoding in the host), an optional port.
 _STRICT_URL = re.compile(r"https?://([A-Za-z0-9.-]+)(?::\d{1,5})?(?:[/?#][!-\[\]-~]*)?")
 _SHOWN = 120
+# The blocks the API reads a `source` of, and the source types whose content is in the
+# request: any other (a new type, a spelling like "URL") is refused until it is known.
+_SOURCED = frozenset({"image", "document"})
+_HELD_SOURCES = frozenset({"base64", "text", "content"})
+# Blocks that are a server's call (in a turn the API continues): made only by server tools.
+_SERVER_CALLS = frozenset({"server_tool_use", "mcp_tool_use"})
+# A surrogate left in a decoded string is a lone one (a pair decodes to one code point):
+# invalid Unicode that parsers drop, replace or refuse, so "ur\ud800l" may read as "url".
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 class RequestRefused(BadRequest):
@@ -104,8 +117,9 @@ class Found:
 
     def unbounded_input(self) -> int:
         """What the request is reserved for when `input_bound` is None: the context window,
-        once per server-tool iteration."""
-        return CONTEXT_WINDOW * (SERVER_TOOL_ITERATIONS if self.server_tools else 1)
+        once per server-tool iteration and per sampling (a compaction reads it too)."""
+        iterations = SERVER_TOOL_ITERATIONS if self.server_tools else 1
+        return CONTEXT_WINDOW * iterations * self.samplings
 
 
 @dataclass(frozen=True)
@@ -150,7 +164,9 @@ def request_object(body: bytes) -> dict[str, Any]:
             deeper than the parser recurses.
     """
     try:
-        data = json.loads(body.decode("utf-8"), object_pairs_hook=_unique_keys)
+        data = json.loads(
+            body.decode("utf-8"), object_pairs_hook=_unique_keys, parse_constant=_no_constant
+        )
     except UnicodeDecodeError:
         raise _unreadable("it is not UTF-8") from None
     except RecursionError:  # the parser recurses once per level, and stops itself
@@ -159,6 +175,8 @@ def request_object(body: bytes) -> dict[str, Any]:
         raise _unreadable(str(exc)) from None
     if not isinstance(data, dict):
         raise _unreadable("it is not a JSON object")
+    if any(_LONE_SURROGATE.search(text) for text in _strings(data)):
+        raise _unreadable("a string holds a lone surrogate escape")
     return data
 
 
@@ -172,23 +190,35 @@ def inspect(request: dict[str, Any]) -> Found:
     if request.get("container") is not None:
         reaches.append(Reach("a container"))
     server_tools = False
-    for tool in request.get("tools") or []:
-        kind = tool.get("type") if isinstance(tool, dict) else None
+    tools = request.get("tools") or []
+    if not isinstance(tools, list) or not all(isinstance(tool, dict) for tool in tools):
+        reaches.append(Reach("tools that are not a list of objects"))
+        tools = []
+    for tool in tools:
+        kind = tool.get("type")
         if isinstance(kind, str) and not CLIENT_TOOL_TYPES.fullmatch(kind):
             reaches.append(Reach(f"the server tool {_shown(kind)}"))
             server_tools = True
+    reported: set[int] = set()  # the sources named already: their file_id is not news
     for block in _objects(request):
+        block_type = block.get("type")
         source = block.get("source")
-        if isinstance(source, dict):
-            reach = _source(block, source)
-            if reach is not None:
-                reaches.append(reach)
-            elif source.get("type") == "base64" and source.get("media_type") == "application/pdf":
+        reach = _source(block, source) if isinstance(source, dict) else None
+        if reach is None and block_type in _SOURCED and "source" in block:
+            known = isinstance(source, dict) and source.get("type") in _HELD_SOURCES
+            reach = None if known else Reach(f"{block_type} source of a kind it does not know")
+        if reach is not None:
+            reaches.append(reach)
+            reported.add(id(source))
+        elif isinstance(source, dict):
+            if source.get("type") == "base64" and source.get("media_type") == "application/pdf":
                 pdfs += 1
-            elif block.get("type") == "image":
+            elif block_type == "image":
                 images += 1
-        elif "file_id" in block and block.get("type") != "file":  # not a source seen above
-            reaches.append(Reach(f"{_shown(str(block.get('type') or 'a block'))} of a file_id"))
+        if "file_id" in block and id(block) not in reported:
+            reaches.append(Reach(f"{_shown(str(block_type or 'a block'))} of a file_id"))
+        if block_type in _SERVER_CALLS:
+            reaches.append(Reach(f"a {block_type} block (a call the API makes)"))
     samplings = 2 if _compacts(request.get("context_management")) else 1
     return Found(tuple(reaches), server_tools, pdfs, images, bool(request.get("tools")), samplings)
 
@@ -216,13 +246,16 @@ def _source(block: dict[str, Any], source: dict[str, Any]) -> Reach | None:
 
 
 def _objects(value: Any) -> Iterator[dict[str, Any]]:
-    """Every JSON object inside `value`, without recursion."""
+    """Every JSON object inside `value` the API reads as content, without recursion: not
+    the input of a `tool_use` block, which is the model's arguments to a client tool (a
+    URL source there is text, and refusing it would end a run whose model wrote one)."""
     stack = [value]
     while stack:
         item = stack.pop()
         if isinstance(item, dict):
             yield item
-            stack.extend(item.values())
+            skipped = "input" if item.get("type") == "tool_use" else None
+            stack.extend(value for key, value in item.items() if key != skipped)
         elif isinstance(item, list):
             stack.extend(item)
 
@@ -235,6 +268,24 @@ def _servers(servers: Any) -> str:
 
 def _shown(text: str) -> str:
     return text if len(text) <= _SHOWN else text[:_SHOWN] + "..."
+
+
+def _strings(value: Any) -> Iterator[str]:
+    """Every key and string value inside `value`, without recursion."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            yield item
+        elif isinstance(item, dict):
+            yield from item.keys()
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
 
 
 def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
