@@ -13,8 +13,9 @@ tracked file the agent can rewrite. Whatever those say, a call here:
 - runs no hook (`core.hooksPath` is an empty folder of flowerbox's own), no fsmonitor, no
   `core.alternateRefsCommand`, editor, pager, askpass, ssh command or credential helper
   (`-c` settings, read after every config file and include, so they win; the helper list is
-  reset by its empty value), and no trace2 writer (its environment variables, which beat
-  config);
+  reset by its empty value), no trace2 writer (its environment variables, which beat
+  config), and no lazy fetch of a missing object from a promisor remote (GIT_NO_LAZY_FETCH:
+  `remote.<name>.promisor` needs no extension, and the remote's `uploadpack` is a command);
 - runs only the subcommands flowerbox needs (ALLOWED; `clone` only bare, `worktree` only
   `list`): none of them checks files out, merges, or prints a patch, so no filter, textconv,
   merge or diff driver a `.gitattributes` names is ever consulted (`diff` gets `--no-ext-diff
@@ -23,8 +24,9 @@ tracked file the agent can rewrite. Whatever those say, a call here:
 - with `workspace=`, first lists the configuration as git will read it: an entry that comes
   from a file inside the working tree (not `.git/`, which the box never sees) is the agent's.
   What such an entry could do that a `-c` cannot undo is refused (HostGitError): a `url.*`
-  rewrite (multi-valued); `fsck` severities it weakens are set back to errors; everything
-  else it may set is overridden above or never read by these subcommands;
+  rewrite (multi-valued), any `remote.*` (a promisor flag sticks); `fsck` severities it
+  weakens are set back to errors; everything else it may set is overridden above or never
+  read by these subcommands;
 - is bounded: git's own memory knobs (pack windows, delta cache, big files streamed, one
   thread, packs always indexed rather than exploded), an address-space limit on the process
   and its children (`ulimit -v` in a `sh` that then execs git: no shell ever parses an
@@ -111,10 +113,14 @@ ENV = {
     "GIT_TRACE2_EVENT": "0",
     "GIT_TRACE2_PERF": "0",
     "GIT_PROTOCOL_FROM_USER": "0",
+    # a missing object is not fetched from a promisor remote (whose uploadpack is a command)
+    "GIT_NO_LAZY_FETCH": "1",
 }
 DROPPED_ENV = ("SSH_ASKPASS", "EDITOR", "VISUAL", "PAGER")
-# What a config file in the working tree may not set: multi-valued, so no -c undoes it.
-REFUSED = re.compile(r"url\..*")
+# What a config file in the working tree may not set: a url rewrite is multi-valued, a
+# remote's promisor flag sticks once read (git older than 2.39.4 ignores GIT_NO_LAZY_FETCH):
+# no -c undoes either.
+REFUSED = re.compile(r"(url|remote)\..*")
 # What it may weaken and a -c sets back: fsck severities, skip lists, the checks themselves.
 FSCK = re.compile(r"((fetch|receive)\.)?fsck\.[^.]+|(fetch|transfer|receive)\.fsckobjects")
 SHOWN = 200  # characters of a command shown in an error
@@ -202,7 +208,7 @@ class HostGit:
                     f"{path} sets {key}, and git reads it from your repository's config: it "
                     "lies in the working tree the run could rewrite, so flowerbox runs no git "
                     f"there; move that setting out of the working tree (`git config --show-"
-                    f"origin --get-regexp '^url\\.'` shows where it is included)"
+                    f"origin --get-regexp '^{key.split('.')[0]}\\.'` shows where it is included)"
                 )
             if FSCK.fullmatch(key):
                 out += ["-c", f"{key}={_strict(key)}"]
