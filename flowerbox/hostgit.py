@@ -33,7 +33,9 @@ tracked file the agent can rewrite. Whatever those say, a call here:
   argument), and a timeout that kills its process group, with a message that says which.
 
 The environment is the caller's minus every `GIT_*` variable (a repository, config or
-command of someone else's) but the identity ones.
+command of someone else's) but the identity ones, and its PATH without relative entries or
+folders in a git working tree (an activated `.venv/bin` of the project): `sh` and `git` are
+never the agent's.
 
 Errors:
 
@@ -215,8 +217,12 @@ class HostGit:
         return out
 
     def _spawn(self, argv: list[str], stdin: str | None) -> subprocess.CompletedProcess[str]:
-        if shutil.which("git") is None:
-            raise HostGitError("git is not installed on this machine: install git")
+        env = self._environment()
+        if shutil.which("git", path=env["PATH"]) is None:
+            raise HostGitError(
+                "no git on your PATH outside a git working tree (flowerbox never runs a "
+                "program from one, nor from a relative PATH entry): install git"
+            )
         limited = ["sh", "-c", 'ulimit -v "$0" && exec "$@"', str(self.memory // 1024), *argv]
         try:
             process = subprocess.Popen(
@@ -225,7 +231,7 @@ class HostGit:
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 text=True,
-                env=self._environment(),
+                env=env,
                 start_new_session=True,  # its children die with it on a timeout
             )
         except OSError as exc:
@@ -248,6 +254,7 @@ class HostGit:
             if (not k.startswith("GIT_") or KEPT_ENV.fullmatch(k)) and k not in DROPPED_ENV
         }
         env |= ENV
+        env["PATH"] = _trusted_path(env.get("PATH", os.defpath))
         env["GIT_ALLOW_PROTOCOL"] = ":".join(self.protocols)
         env |= self.env
         return env
@@ -273,6 +280,20 @@ def empty_hooks(parent: Path) -> Path:
     except OSError as exc:
         raise HostGitError(f"cannot make {folder} for git's hooks path: {exc}") from exc
     return folder
+
+
+def _trusted_path(path: str) -> str:
+    """`path` (a PATH) without the folders the agent may have written: a relative entry (an
+    empty one is the current folder) and any folder in a git working tree (the project's
+    activated `.venv/bin`, a direnv `node_modules/.bin`). `sh`, `git` and what git starts
+    are looked up in the rest; git's own programs come first anyway (its exec path)."""
+    kept = [e for e in path.split(os.pathsep) if os.path.isabs(e) and not _in_work_tree(e)]
+    return os.pathsep.join(kept)
+
+
+def _in_work_tree(folder: str) -> bool:
+    where = Path(folder).resolve()
+    return any(os.path.lexists(up / ".git") for up in (where, *where.parents))
 
 
 def _subcommand(args: tuple[str, ...]) -> str:

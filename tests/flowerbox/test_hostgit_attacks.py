@@ -5,6 +5,9 @@ calls flowerbox makes after a run. Each case runs its setup through the user's o
 
 from __future__ import annotations
 
+import os
+import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -13,7 +16,7 @@ from flowerbox.hostgit import HostGit, HostGitError
 from tests.flowerbox import test_hostgit as base
 from tests.flowerbox.test_hostgit import git, include, planted
 
-# test_hostgit's fixtures (pytest registers each under its own name): a home of the test's
+# test_hostgit's fixtures, registered here under the names they are used by: a home of the test's
 # own, the user's repository `ws`, a HostGit `host`, the planted command's `mark`
 git_env, ws, host, mark = base.git_env, base.ws, base.host, base.mark
 
@@ -53,4 +56,29 @@ def test_the_lazy_fetch_is_off_whatever_config_names_the_remote(
     assert mark.exists()
     mark.unlink()
     assert host.run("cat-file", "-e", f"{MISSING}^{{commit}}", workspace=ws).returncode != 0
+    assert not mark.exists()
+
+
+@pytest.mark.parametrize("entry", ["absolute", "relative"])
+def test_a_git_or_sh_the_agent_put_on_your_path_never_runs(
+    entry: str, ws: Path, host: HostGit, mark: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The project's virtualenv activated (`<ws>/.venv/bin` first on PATH), or a relative
+    entry (`node_modules/.bin`) with flowerbox started in the workspace: the agent's `git`
+    and `sh` there are what a plain lookup finds, for flowerbox's calls in your repository
+    and in its own."""
+    folder = ws / ("node_modules/.bin" if entry == "relative" else ".venv/bin")
+    folder.mkdir(parents=True)
+    for name in ("git", "sh"):
+        real = shutil.which(name)
+        (folder / name).write_text(f'#!/bin/sh\n{planted(mark)}\nexec {real} "$@"\n')
+        (folder / name).chmod(0o755)
+    shown = folder.relative_to(ws) if entry == "relative" else folder
+    monkeypatch.setenv("PATH", f"{shown}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.chdir(ws)
+    assert subprocess.run(["git", "rev-parse", "HEAD"], check=False).returncode == 0
+    assert mark.exists()
+    mark.unlink()
+    assert host.run("rev-parse", "HEAD", workspace=ws).returncode == 0
+    assert host.run("rev-parse", "--git-dir", repo=ws / ".git").returncode == 0
     assert not mark.exists()
