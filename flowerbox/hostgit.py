@@ -14,8 +14,9 @@ tracked file the agent can rewrite. Whatever those say, a call here:
   `core.alternateRefsCommand`, editor, pager, askpass, ssh command or credential helper
   (`-c` settings, read after every config file and include, so they win; the helper list is
   reset by its empty value), no trace2 writer (its environment variables, which beat
-  config), and no lazy fetch of a missing object from a promisor remote (GIT_NO_LAZY_FETCH:
-  `remote.<name>.promisor` needs no extension, and the remote's `uploadpack` is a command);
+  config), and in the user's repository no lazy fetch of a missing object from a promisor
+  remote (GIT_NO_LAZY_FETCH: `remote.<name>.promisor` needs no extension, and the remote's
+  `uploadpack` is a command);
 - runs only the subcommands flowerbox needs (ALLOWED; `clone` only bare, `worktree` only
   `list`): none of them checks files out, merges, or prints a patch, so no filter, textconv,
   merge or diff driver a `.gitattributes` names is ever consulted (`diff` gets `--no-ext-diff
@@ -115,9 +116,10 @@ ENV = {
     "GIT_TRACE2_EVENT": "0",
     "GIT_TRACE2_PERF": "0",
     "GIT_PROTOCOL_FROM_USER": "0",
-    # a missing object is not fetched from a promisor remote (whose uploadpack is a command)
-    "GIT_NO_LAZY_FETCH": "1",
 }
+# In the user's repository, a missing object is not fetched from a promisor remote (whose
+# uploadpack is a command); a repository of flowerbox's own (the broker's partial clone) may.
+NO_LAZY_FETCH = {"GIT_NO_LAZY_FETCH": "1"}
 DROPPED_ENV = ("SSH_ASKPASS", "EDITOR", "VISUAL", "PAGER")
 # What a config file in the working tree may not set: a url rewrite is multi-valued, a
 # remote's promisor flag sticks once read (git older than 2.39.4 ignores GIT_NO_LAZY_FETCH):
@@ -167,7 +169,7 @@ class HostGit:
             at = args.index("diff") + 1
             args = (*args[:at], "--no-ext-diff", "--no-textconv", *args[at:])
         argv = ["git", *where, *self._settings(), *overrides, *args]
-        return self._spawn(argv, stdin)
+        return self._spawn(argv, stdin, theirs=workspace is not None)
 
     def _settings(self) -> list[str]:
         pairs = [("core.hooksPath", str(self.hooks)), *SETTINGS]
@@ -191,7 +193,7 @@ class HostGit:
         resolved (a relative include is relative to the workspace's top, as git prints it)."""
         listed = self._spawn(
             ["git", "-C", str(workspace), *self._settings(), "config", "--list",
-             "--show-origin", "-z"], None,
+             "--show-origin", "-z"], None, theirs=True,
         )  # fmt: skip
         if listed.returncode != 0:
             return []  # not a repository (yet): the call itself says so
@@ -216,8 +218,11 @@ class HostGit:
                 out += ["-c", f"{key}={_strict(key)}"]
         return out
 
-    def _spawn(self, argv: list[str], stdin: str | None) -> subprocess.CompletedProcess[str]:
-        env = self._environment()
+    def _spawn(
+        self, argv: list[str], stdin: str | None, *, theirs: bool
+    ) -> subprocess.CompletedProcess[str]:
+        """Run `argv`, bounded; `theirs`: in the user's repository."""
+        env = self._environment() | (NO_LAZY_FETCH if theirs else {})
         if shutil.which("git", path=env["PATH"]) is None:
             raise HostGitError(
                 "no git on your PATH outside a git working tree (flowerbox never runs a "
