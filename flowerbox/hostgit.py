@@ -31,7 +31,9 @@ tracked file the agent can rewrite. Whatever those say, a call here:
 - is bounded: git's own memory knobs (pack windows, delta cache, big files streamed, one
   thread, packs always indexed rather than exploded), an address-space limit on the process
   and its children (`ulimit -v` in a `sh` that then execs git: no shell ever parses an
-  argument), and a timeout that kills its process group, with a message that says which.
+  argument), a bound on what it prints (OUTPUT: held in flowerbox's own memory, where no
+  `ulimit` of git's applies; a tree of a few KiB can list gigabytes), and a timeout; past
+  either its process group is killed, with a message that says which.
 
 The environment is the caller's minus every `GIT_*` variable (a repository, config or
 command of someone else's) but the identity ones, and its PATH without relative entries or
@@ -47,21 +49,27 @@ Errors:
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
+import selectors
 import shutil
 import signal
 import subprocess
+import threading
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import IO
 
 from flowerbox.errors import HostGitError
 
-__all__ = ["ALLOWED", "MEMORY", "TIMEOUT", "HostGit", "HostGitError", "empty_hooks"]
+__all__ = ["ALLOWED", "MEMORY", "OUTPUT", "TIMEOUT", "HostGit", "HostGitError", "empty_hooks"]
 
 TIMEOUT = 900.0
 MEMORY = 1 << 30  # the address space of one git process (and each of its children)
+OUTPUT = 128 << 20  # what one call may print, stdout and stderr, held in flowerbox's memory
 # The subcommands flowerbox runs: reads, ref updates, fetch/push, notes; nothing that checks
 # out, merges or prints a patch (those would consult attribute-named drivers).
 ALLOWED = frozenset(
@@ -139,6 +147,7 @@ class HostGit:
     hooks: Path
     protocols: tuple[str, ...] = ("file",)
     memory: int = MEMORY
+    output: int = OUTPUT
     timeout: float = TIMEOUT
     env: Mapping[str, str] = field(default_factory=dict)
 
@@ -235,21 +244,30 @@ class HostGit:
                 stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
-                text=True,
                 env=env,
                 start_new_session=True,  # its children die with it on a timeout
             )
         except OSError as exc:
             raise HostGitError(f"git {_named(argv)} could not run: {exc}") from exc
         try:
-            out, err = process.communicate(stdin, timeout=self.timeout)
-        except subprocess.TimeoutExpired as exc:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.communicate()
+            out, err = _collect(process, stdin, self.output, self.timeout)
+        except _Overran as exc:
+            with contextlib.suppress(ProcessLookupError):  # the group may be gone already
+                os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+            why = (
+                f"printed more than {self.output >> 20} MiB"
+                if exc.args[0] == "output"
+                else f"ran past {self.timeout:.0f} s"
+            )
             raise HostGitError(
-                f"git {_named(argv)} ran past {self.timeout:.0f} s and was stopped: the "
-                "repository may be very large or damaged; run the command by hand to see"
+                f"git {_named(argv)} {why} and was stopped: the repository may be very large "
+                "or damaged (or what a run left built to be); run the command by hand to see"
             ) from exc
+        finally:
+            for pipe in (process.stdout, process.stderr):
+                if pipe is not None:
+                    pipe.close()
         return subprocess.CompletedProcess(argv, process.returncode, out, err)
 
     def _environment(self) -> dict[str, str]:
@@ -263,6 +281,54 @@ class HostGit:
         env["GIT_ALLOW_PROTOCOL"] = ":".join(self.protocols)
         env |= self.env
         return env
+
+
+class _Overran(Exception):
+    """git went past a bound: "output" or "time"."""
+
+
+def _collect(
+    process: subprocess.Popen[bytes], stdin: str | None, limit: int, timeout: float
+) -> tuple[str, str]:
+    """What `process` prints on stdout and stderr until it exits, `stdin` fed to it: at most
+    `limit` bytes in all (held in flowerbox's memory, which no `ulimit` of git's bounds),
+    within `timeout` seconds.
+
+    Raises:
+        _Overran: past either bound (the process still runs).
+    """
+    assert process.stdout is not None and process.stderr is not None
+    if stdin is not None:
+        threading.Thread(target=_feed, args=(process.stdin, stdin.encode()), daemon=True).start()
+    held: dict[int, list[bytes]] = {process.stdout.fileno(): [], process.stderr.fileno(): []}
+    deadline, total = time.monotonic() + timeout, 0
+    with selectors.DefaultSelector() as pipes:
+        for fd in held:
+            pipes.register(fd, selectors.EVENT_READ)
+        while pipes.get_map():
+            if (left := deadline - time.monotonic()) <= 0:
+                raise _Overran("time")
+            for key, _ in pipes.select(left):
+                chunk = os.read(key.fd, 1 << 16)
+                total += len(chunk)
+                if total > limit:
+                    raise _Overran("output")
+                if chunk:
+                    held[key.fd].append(chunk)
+                else:
+                    pipes.unregister(key.fd)
+    try:
+        process.wait(max(deadline - time.monotonic(), 0))
+    except subprocess.TimeoutExpired as exc:
+        raise _Overran("time") from exc
+    out, err = (b"".join(held[p.fileno()]) for p in (process.stdout, process.stderr))
+    return out.decode(errors="surrogateescape"), err.decode(errors="surrogateescape")
+
+
+def _feed(pipe: IO[bytes], data: bytes) -> None:
+    """`data` to git's stdin, which git may close early (it read what it needed)."""
+    with contextlib.suppress(OSError), pipe:
+        pipe.write(data)
 
 
 def empty_hooks(parent: Path) -> Path:

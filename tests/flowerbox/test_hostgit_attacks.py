@@ -82,3 +82,47 @@ def test_a_git_or_sh_the_agent_put_on_your_path_never_runs(
     assert host.run("rev-parse", "HEAD", workspace=ws).returncode == 0
     assert host.run("rev-parse", "--git-dir", repo=ws / ".git").returncode == 0
     assert not mark.exists()
+
+
+def _fed(ws: Path, stdin: str, *args: str) -> str:
+    """The user's own git reading `stdin`; what it printed."""
+    done = subprocess.run(["git", *args], cwd=ws, input=stdin, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
+
+
+def _tree_bomb(ws: Path, fan: int, depth: int) -> str:
+    """A commit of a few KiB whose tree lists `fan`**`depth` files of long names: each level
+    a tree of `fan` entries naming the same tree below."""
+
+    def mktree(kind: str, sha: str) -> str:
+        mode = "040000 tree" if kind == "tree" else "100644 blob"
+        entries = "".join(f"{mode} {sha}\t{kind[0] * 100}{n}\n" for n in range(fan))
+        return _fed(ws, entries, "mktree")
+
+    tree = mktree("blob", _fed(ws, "", "hash-object", "-w", "--stdin"))
+    for _ in range(depth - 1):
+        tree = mktree("tree", tree)
+    return git(ws, "commit-tree", tree, "-m", "bomb").stdout.strip()
+
+
+@pytest.mark.parametrize("bomb", ["tree", "includes"])
+def test_what_git_prints_is_bounded(bomb: str, ws: Path, host: HostGit) -> None:
+    """git's output is held in flowerbox's memory, where no address-space limit applies: a
+    box-made commit of a few KiB whose `ls-tree -r` (bring_back's list of a delivery's files)
+    prints without end, or working-tree config files that include each other fourfold (the
+    runner's own `config --list`). 4 and 10 MB of output here, past a bound of 1 MiB; with
+    fan 1000 the tree held 22 GB in 5 s."""
+    args: tuple[str, ...] = ("rev-parse", "HEAD")
+    if bomb == "tree":
+        args = ("ls-tree", "-r", "--name-only", "-z", _tree_bomb(ws, fan=10, depth=4))
+    else:
+        include(ws, "[include]\n\tpath = i0\n")
+        for n in range(5):
+            (ws / f"i{n}").write_text(f"[include]\n\tpath = i{n + 1}\n" * 4)
+        (ws / "i5").write_text(f"[x]\n\ty = {'v' * 10_000}\n")
+    assert len(git(ws, *(("config", "--list") if bomb == "includes" else args)).stdout) > 2 << 20
+    small = HostGit(hooks=host.hooks, output=1 << 20)
+    with pytest.raises(HostGitError, match=r"printed more than 1 MiB and was stopped"):
+        small.run(*args, workspace=ws)
+    assert host.run(*args, workspace=ws).returncode == 0  # the default bound is larger
