@@ -23,7 +23,8 @@ tracked file the agent can rewrite. Whatever those say, a call here:
   --no-textconv` all the same), and the global and system attribute files are off;
 - reaches only the transports the caller names (`GIT_ALLOW_PROTOCOL`: `file` by default);
 - with `workspace=`, first lists the configuration as git will read it: an entry that comes
-  from a file inside the working tree (not `.git/`, which the box never sees) is the agent's.
+  from a file inside the working tree (not `.git/`, which the box never sees), as git names
+  it or where a link leads, or from a file such a file includes, is the agent's.
   What such an entry could do that a `-c` cannot undo is refused (HostGitError): a `url.*`
   rewrite (multi-valued), any `remote.*` (a promisor flag sticks); `fsck` severities it
   weakens are set back to errors; everything else it may set is overridden above or never
@@ -135,7 +136,21 @@ DROPPED_ENV = ("SSH_ASKPASS", "EDITOR", "VISUAL", "PAGER")
 REFUSED = re.compile(r"(url|remote)\..*")
 # What it may weaken and a -c sets back: fsck severities, skip lists, the checks themselves.
 FSCK = re.compile(r"((fetch|receive)\.)?fsck\.[^.]+|(fetch|transfer|receive)\.fsckobjects")
+INCLUDE = re.compile(r"include\.path|includeif\..*\.path")  # the keys that include a file
 SHOWN = 200  # characters of a command shown in an error
+
+
+@dataclass(frozen=True)
+class _Entry:
+    """A setting git read from a file: the file (resolved), and whether the agent may have
+    written it: it lies in the working tree (as git names it, or where that leads), or a
+    file of the agent's includes it (a chain to the box's shadow git directory, to
+    `/proc/self/cwd/...`)."""
+
+    path: Path
+    key: str
+    value: str
+    agents: bool
 
 
 @dataclass(frozen=True)
@@ -191,37 +206,47 @@ class HostGit:
         use neither; your next `git commit` does, so the run reports what changed in them."""
         top = workspace.resolve()
         entries = self._config(workspace)
-        found = {path for path, _, _ in entries if _in(path, top)}
-        hooks = [value for _, key, value in entries if key == "core.hookspath"]
+        found = {entry.path for entry in entries if _in(entry.path, top)}
+        hooks = [entry.value for entry in entries if entry.key == "core.hookspath"]
         if hooks and _in(where := (top / Path(hooks[-1]).expanduser()).resolve(), top):
             found.add(where)
         return sorted(found)
 
-    def _config(self, workspace: Path) -> list[tuple[Path, str, str]]:
-        """(file, key, value) of each setting git reads in `workspace` from a file, the file
-        resolved (a relative include is relative to the workspace's top, as git prints it)."""
+    def _config(self, workspace: Path) -> list[_Entry]:
+        """Each setting git reads in `workspace` from a file, in the order git reads them."""
         listed = self._spawn(
             ["git", "-C", str(workspace), *self._settings(), "config", "--list",
              "--show-origin", "-z"], None, theirs=True,
         )  # fmt: skip
         if listed.returncode != 0:
             return []  # not a repository (yet): the call itself says so
-        return [((workspace / o).resolve(), k, v) for o, k, v in _entries(listed.stdout)]
+        tops = (Path(os.path.abspath(workspace)), workspace.resolve())
+        theirs: set[str] = set()  # files the agent's files include
+        found = []
+        for origin, key, value in _entries(listed.stdout):
+            named = os.path.normpath(os.path.join(tops[0], origin))  # as git opened it
+            path = Path(named).resolve()
+            agents = named in theirs or any(_in(p, t) for p in (Path(named), path) for t in tops)
+            if agents and INCLUDE.fullmatch(key):
+                theirs.add(os.path.normpath(os.path.join(tops[0], _included(origin, value))))
+            found.append(_Entry(path, key, value, agents))
+        return found
 
     def _neutralize(self, workspace: Path) -> list[str]:
-        """`-c` settings that undo what config read from the working tree weakens; raises
+        """`-c` settings that undo what config the agent may have written weakens; raises
         for what none can undo."""
-        top = workspace.resolve()
         out: list[str] = []
-        for path, key, _ in self._config(workspace):
-            if not _in(path, top):
+        for entry in self._config(workspace):
+            key = entry.key
+            if not entry.agents:
                 continue
             if REFUSED.fullmatch(key):
                 raise HostGitError(
-                    f"{path} sets {key}, and git reads it from your repository's config: it "
-                    "lies in the working tree the run could rewrite, so flowerbox runs no git "
-                    f"there; move that setting out of the working tree (`git config --show-"
-                    f"origin --get-regexp '^{key.split('.')[0]}\\.'` shows where it is included)"
+                    f"{entry.path} sets {key}, and git reads it from your repository's config: "
+                    "it lies in (or is included from) the working tree the run could rewrite, "
+                    "so flowerbox runs no git there; move that setting out of the working tree "
+                    f"(`git config --show-origin --get-regexp '^{key.split('.')[0]}\\.'` shows "
+                    "where it is included)"
                 )
             if FSCK.fullmatch(key):
                 out += ["-c", f"{key}={_strict(key)}"]
@@ -388,6 +413,14 @@ def _entries(listed: str) -> list[tuple[str, str, str]]:
             key, _, value = entry.partition("\n")
             found.append((origin[5:], key.lower(), value))
     return found
+
+
+def _included(origin: str, value: str) -> str:
+    """The file an include in `origin` names, as git names it: `~` is the home, a relative
+    path is relative to the including file's folder."""
+    if value.startswith("~"):
+        return os.path.expanduser(value)
+    return os.path.join(os.path.dirname(origin), value)
 
 
 def _in(path: Path, top: Path) -> bool:

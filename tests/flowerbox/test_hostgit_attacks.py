@@ -126,3 +126,31 @@ def test_what_git_prints_is_bounded(bomb: str, ws: Path, host: HostGit) -> None:
     with pytest.raises(HostGitError, match=r"printed more than 1 MiB and was stopped"):
         small.run(*args, workspace=ws)
     assert host.run(*args, workspace=ws).returncode == 0  # the default bound is larger
+
+
+REWRITE = '[url "/elsewhere/"]\n\tinsteadOf = /tmp/\n'
+
+
+@pytest.mark.parametrize("how", ["symlink", "proc", "chain"])
+def test_a_working_tree_config_is_the_agents_wherever_it_leads(
+    how: str, ws: Path, host: HostGit, tmp_path: Path
+) -> None:
+    """The runner's origin check judged a file by where it leads: the included `.gitconfig`
+    made a link to a file outside the working tree (the box's shadow git directory is one
+    the agent writes), an include of `/proc/self/cwd/...` (git's cwd is the working tree,
+    flowerbox's is not), or an include chain from the working tree to such a file."""
+    outside = tmp_path / "box-area" / "evil.cfg"  # as ~/.local/state/flowerbox-box/<run>/git
+    outside.parent.mkdir()
+    outside.write_text(REWRITE)
+    include(ws, "")
+    (ws / ".gitconfig").unlink()
+    if how == "symlink":
+        (ws / ".gitconfig").symlink_to(outside)
+    elif how == "proc":
+        (ws / "evil.cfg").write_text(REWRITE)
+        (ws / ".gitconfig").write_text("[include]\n\tpath = /proc/self/cwd/evil.cfg\n")
+    else:
+        (ws / ".gitconfig").write_text(f"[includeIf \"gitdir:/\"]\n\tpath = {outside}\n")
+    assert "/elsewhere/" in git(ws, "config", "--get-regexp", r"^url\.").stdout
+    with pytest.raises(HostGitError, match=r"sets url\./elsewhere/\.insteadof"):
+        host.run("rev-parse", "HEAD", workspace=ws)
