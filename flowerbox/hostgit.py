@@ -27,8 +27,8 @@ tracked file the agent can rewrite. Whatever those say, a call here:
   it or where a link leads, or from a file such a file includes, is the agent's.
   What such an entry could do that a `-c` cannot undo is refused (HostGitError): a `url.*`
   rewrite (multi-valued), any `remote.*` (a promisor flag sticks); `fsck` severities it
-  weakens are set back to errors; everything else it may set is overridden above or never
-  read by these subcommands;
+  weakens are set back to errors, `core.sharedRepository` to your own value; everything
+  else it may set is overridden above or never read by these subcommands;
 - is bounded: git's own memory knobs (pack windows, delta cache, big files streamed, one
   thread, packs always indexed rather than exploded), an address-space limit on the process
   and its children (`ulimit -v` in a `sh` that then execs git: no shell ever parses an
@@ -136,6 +136,9 @@ DROPPED_ENV = ("SSH_ASKPASS", "EDITOR", "VISUAL", "PAGER")
 REFUSED = re.compile(r"(url|remote)\..*")
 # What it may weaken and a -c sets back: fsck severities, skip lists, the checks themselves.
 FSCK = re.compile(r"((fetch|receive)\.)?fsck\.[^.]+|(fetch|transfer|receive)\.fsckobjects")
+# What it may set and a -c sets back to the user's own value (or git's default): the mode of
+# every ref, object and index file git writes (0666 would let every user of the machine in).
+YOURS = {"core.sharedrepository": "umask"}
 INCLUDE = re.compile(r"include\.path|includeif\..*\.path")  # the keys that include a file
 SHOWN = 200  # characters of a command shown in an error
 
@@ -236,10 +239,15 @@ class HostGit:
         """`-c` settings that undo what config the agent may have written weakens; raises
         for what none can undo."""
         out: list[str] = []
+        yours: dict[str, str] = {}  # the user's own value of each key in YOURS
         for entry in self._config(workspace):
             key = entry.key
+            if key in YOURS and not entry.agents:
+                yours[key] = entry.value
             if not entry.agents:
                 continue
+            if key in YOURS:
+                out += ["-c", f"{key}={yours.get(key, YOURS[key])}"]  # last: your value wins
             if REFUSED.fullmatch(key):
                 raise HostGitError(
                     f"{entry.path} sets {key}, and git reads it from your repository's config: "

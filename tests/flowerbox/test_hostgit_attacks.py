@@ -154,3 +154,21 @@ def test_a_working_tree_config_is_the_agents_wherever_it_leads(
     assert "/elsewhere/" in git(ws, "config", "--get-regexp", r"^url\.").stdout
     with pytest.raises(HostGitError, match=r"sets url\./elsewhere/\.insteadof"):
         host.run("rev-parse", "HEAD", workspace=ws)
+
+
+def test_the_working_tree_cannot_make_your_repository_world_writable(
+    ws: Path, host: HostGit, tmp_path: Path
+) -> None:
+    """`core.sharedRepository = 0666` from the included `.gitconfig`: every ref, object and
+    index file git writes is then writable by every user of the machine. flowerbox's writes
+    keep your own setting (here none: your umask)."""
+    include(ws, "[core]\n\tsharedRepository = 0666\n")
+    git(ws, "update-ref", "refs/heads/control", "HEAD")
+    assert (ws / ".git/refs/heads/control").stat().st_mode & 0o002
+    assert host.run("update-ref", "refs/heads/b", "HEAD", workspace=ws).returncode == 0
+    assert host.run("read-tree", "--reset", "HEAD", workspace=ws).returncode == 0
+    for written in (ws / ".git/refs/heads/b", ws / ".git/index"):
+        assert not written.stat().st_mode & 0o002, written
+    git(ws, "config", "core.sharedRepository", "group")  # your own: kept
+    assert host.run("update-ref", "refs/heads/c", "HEAD", workspace=ws).returncode == 0
+    assert (ws / ".git/refs/heads/c").stat().st_mode & 0o060 == 0o060
