@@ -28,7 +28,9 @@ tracked file the agent can rewrite. Whatever those say, a call here:
   What such an entry could do that a `-c` cannot undo is refused (HostGitError): a `url.*`
   rewrite (multi-valued), any `remote.*` (a promisor flag sticks); `fsck` severities it
   weakens are set back to errors, `core.sharedRepository` to your own value; everything
-  else it may set is overridden above or never read by these subcommands;
+  else it may set is overridden above or never read by these subcommands. Every filter
+  driver any of the config defines is emptied (`read-tree --reset` runs the clean filter
+  `.gitattributes` names on a file the run changed);
 - is bounded: git's own memory knobs (pack windows, delta cache, big files streamed, one
   thread, packs always indexed rather than exploded), an address-space limit on the process
   and its children (`ulimit -v` in a `sh` that then execs git: no shell ever parses an
@@ -139,6 +141,10 @@ FSCK = re.compile(r"((fetch|receive)\.)?fsck\.[^.]+|(fetch|transfer|receive)\.fs
 # What it may set and a -c sets back to the user's own value (or git's default): the mode of
 # every ref, object and index file git writes (0666 would let every user of the machine in).
 YOURS = {"core.sharedrepository": "umask"}
+# A filter driver: `.gitattributes`, which the box writes, names one for any path, and
+# `read-tree --reset` runs its clean command on a file whose stat data changed. Every one
+# the config defines, yours too (its command may lie in the working tree), is emptied.
+FILTER = re.compile(r"filter\.(.+)\.[^.]+")
 INCLUDE = re.compile(r"include\.path|includeif\..*\.path")  # the keys that include a file
 SHOWN = 200  # characters of a command shown in an error
 
@@ -240,8 +246,11 @@ class HostGit:
         for what none can undo."""
         out: list[str] = []
         yours: dict[str, str] = {}  # the user's own value of each key in YOURS
+        filters: set[str] = set()
         for entry in self._config(workspace):
             key = entry.key
+            if named := FILTER.fullmatch(key):
+                filters.add(named[1])
             if key in YOURS and not entry.agents:
                 yours[key] = entry.value
             if not entry.agents:
@@ -258,7 +267,7 @@ class HostGit:
                 )
             if FSCK.fullmatch(key):
                 out += ["-c", f"{key}={_strict(key)}"]
-        return out
+        return out + _no_filters(filters)
 
     def _spawn(
         self, argv: list[str], stdin: str | None, *, theirs: bool
@@ -421,6 +430,20 @@ def _entries(listed: str) -> list[tuple[str, str, str]]:
             key, _, value = entry.partition("\n")
             found.append((origin[5:], key.lower(), value))
     return found
+
+
+def _no_filters(names: set[str]) -> list[str]:
+    """`-c` settings that empty each filter driver: git runs no empty command, and a
+    required filter that ran none is no error once it is not required."""
+    if any("=" in name for name in names):
+        raise HostGitError(
+            "a filter driver of your repository's config has a `=` in its name, which no "
+            "`-c` setting can reach: rename it (`git config --get-regexp '^filter\\.'`)"
+        )
+    parts = ("clean=", "smudge=", "process=", "required=false")
+    return [
+        arg for name in sorted(names) for part in parts for arg in ("-c", f"filter.{name}.{part}")
+    ]
 
 
 def _included(origin: str, value: str) -> str:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -150,7 +151,7 @@ def test_a_working_tree_config_is_the_agents_wherever_it_leads(
         (ws / "evil.cfg").write_text(REWRITE)
         (ws / ".gitconfig").write_text("[include]\n\tpath = /proc/self/cwd/evil.cfg\n")
     else:
-        (ws / ".gitconfig").write_text(f"[includeIf \"gitdir:/\"]\n\tpath = {outside}\n")
+        (ws / ".gitconfig").write_text(f'[includeIf "gitdir:/"]\n\tpath = {outside}\n')
     assert "/elsewhere/" in git(ws, "config", "--get-regexp", r"^url\.").stdout
     with pytest.raises(HostGitError, match=r"sets url\./elsewhere/\.insteadof"):
         host.run("rev-parse", "HEAD", workspace=ws)
@@ -172,3 +173,35 @@ def test_the_working_tree_cannot_make_your_repository_world_writable(
     git(ws, "config", "core.sharedRepository", "group")  # your own: kept
     assert host.run("update-ref", "refs/heads/c", "HEAD", workspace=ws).returncode == 0
     assert (ws / ".git/refs/heads/c").stat().st_mode & 0o060 == 0o060
+
+
+@pytest.mark.parametrize("defined", ["include", "yours"])
+def test_no_filter_runs_when_the_index_is_reset(
+    defined: str, ws: Path, host: HostGit, mark: Path
+) -> None:
+    """bring_back's fast-forward resets the index with `read-tree --reset`, which checks
+    the content of a racily clean entry (saved in the second git last wrote the index)
+    through the clean filter `.gitattributes` names (the box writes it): a driver of the
+    agent's (the included `.gitconfig`), or one of yours whose command lies in the working
+    tree (`filter.strip.clean = ./tools/strip`, as notebook strippers are set up). None
+    runs: every filter the config defines is emptied."""
+    later = time.time() + 3600
+    os.utime(ws / "f", (later, later))
+    git(ws, "add", "f")  # racily clean from now on: its time is not before the index's
+    script = ws / "tools" / "strip"
+    script.parent.mkdir()
+    script.write_text(f"#!/bin/sh\n{planted(mark)}\ncat\n")
+    script.chmod(0o755)
+    driver = '[filter "strip"]\n\tclean = ./tools/strip\n\trequired = true\n'
+    if defined == "include":
+        include(ws, driver)
+    else:
+        (ws / ".git" / "config").write_text((ws / ".git" / "config").read_text() + driver)
+    (ws / ".gitattributes").write_text("* filter=strip\n")
+    mark.unlink(missing_ok=True)
+    git(ws, "read-tree", "--reset", "HEAD", check=False)
+    assert mark.exists()
+    mark.unlink()
+    done = host.run("read-tree", "--reset", "HEAD", workspace=ws)
+    assert done.returncode == 0, done.stderr
+    assert not mark.exists()
