@@ -13,25 +13,35 @@ tracked file the agent can rewrite. Whatever those say, a call here:
 - runs no hook (`core.hooksPath` is an empty folder of flowerbox's own), no fsmonitor, no
   `core.alternateRefsCommand`, editor, pager, askpass, ssh command or credential helper
   (`-c` settings, read after every config file and include, so they win; the helper list is
-  reset by its empty value), and no trace2 writer (its environment variables, which beat
-  config);
+  reset by its empty value), no trace2 writer (its environment variables, which beat
+  config), and in the user's repository no lazy fetch of a missing object from a promisor
+  remote (GIT_NO_LAZY_FETCH: `remote.<name>.promisor` needs no extension, and the remote's
+  `uploadpack` is a command);
 - runs only the subcommands flowerbox needs (ALLOWED; `clone` only bare, `worktree` only
   `list`): none of them checks files out, merges, or prints a patch, so no filter, textconv,
   merge or diff driver a `.gitattributes` names is ever consulted (`diff` gets `--no-ext-diff
   --no-textconv` all the same), and the global and system attribute files are off;
 - reaches only the transports the caller names (`GIT_ALLOW_PROTOCOL`: `file` by default);
 - with `workspace=`, first lists the configuration as git will read it: an entry that comes
-  from a file inside the working tree (not `.git/`, which the box never sees) is the agent's.
+  from a file inside the working tree (not `.git/`, which the box never sees), as git names
+  it or where a link leads, or from a file such a file includes, is the agent's.
   What such an entry could do that a `-c` cannot undo is refused (HostGitError): a `url.*`
-  rewrite (multi-valued); `fsck` severities it weakens are set back to errors; everything
-  else it may set is overridden above or never read by these subcommands;
+  rewrite (multi-valued), any `remote.*` (a promisor flag sticks); `fsck` severities it
+  weakens are set back to errors, `core.sharedRepository` to your own value; everything
+  else it may set is overridden above or never read by these subcommands. Every filter
+  driver any of the config defines is emptied (`read-tree --reset` runs the clean filter
+  `.gitattributes` names on a file the run changed);
 - is bounded: git's own memory knobs (pack windows, delta cache, big files streamed, one
   thread, packs always indexed rather than exploded), an address-space limit on the process
   and its children (`ulimit -v` in a `sh` that then execs git: no shell ever parses an
-  argument), and a timeout that kills its process group, with a message that says which.
+  argument), a bound on what it prints (OUTPUT: held in flowerbox's own memory, where no
+  `ulimit` of git's applies; a tree of a few KiB can list gigabytes), and a timeout; past
+  either its process group is killed, with a message that says which.
 
 The environment is the caller's minus every `GIT_*` variable (a repository, config or
-command of someone else's) but the identity ones.
+command of someone else's) but the identity ones, and its PATH without relative entries or
+folders in a git working tree (an activated `.venv/bin` of the project): `sh` and `git` are
+never the agent's.
 
 Errors:
 
@@ -42,21 +52,27 @@ Errors:
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
+import selectors
 import shutil
 import signal
 import subprocess
+import threading
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import IO
 
 from flowerbox.errors import HostGitError
 
-__all__ = ["ALLOWED", "MEMORY", "TIMEOUT", "HostGit", "HostGitError", "empty_hooks"]
+__all__ = ["ALLOWED", "MEMORY", "OUTPUT", "TIMEOUT", "HostGit", "HostGitError", "empty_hooks"]
 
 TIMEOUT = 900.0
 MEMORY = 1 << 30  # the address space of one git process (and each of its children)
+OUTPUT = 128 << 20  # what one call may print, stdout and stderr, held in flowerbox's memory
 # The subcommands flowerbox runs: reads, ref updates, fetch/push, notes; nothing that checks
 # out, merges or prints a patch (those would consult attribute-named drivers).
 ALLOWED = frozenset(
@@ -112,12 +128,38 @@ ENV = {
     "GIT_TRACE2_PERF": "0",
     "GIT_PROTOCOL_FROM_USER": "0",
 }
+# In the user's repository, a missing object is not fetched from a promisor remote (whose
+# uploadpack is a command); a repository of flowerbox's own (the broker's partial clone) may.
+NO_LAZY_FETCH = {"GIT_NO_LAZY_FETCH": "1"}
 DROPPED_ENV = ("SSH_ASKPASS", "EDITOR", "VISUAL", "PAGER")
-# What a config file in the working tree may not set: multi-valued, so no -c undoes it.
-REFUSED = re.compile(r"url\..*")
+# What a config file in the working tree may not set: a url rewrite is multi-valued, a
+# remote's promisor flag sticks once read (git older than 2.39.4 ignores GIT_NO_LAZY_FETCH):
+# no -c undoes either.
+REFUSED = re.compile(r"(url|remote)\..*")
 # What it may weaken and a -c sets back: fsck severities, skip lists, the checks themselves.
 FSCK = re.compile(r"((fetch|receive)\.)?fsck\.[^.]+|(fetch|transfer|receive)\.fsckobjects")
+# What it may set and a -c sets back to the user's own value (or git's default): the mode of
+# every ref, object and index file git writes (0666 would let every user of the machine in).
+YOURS = {"core.sharedrepository": "umask"}
+# A filter driver: `.gitattributes`, which the box writes, names one for any path, and
+# `read-tree --reset` runs its clean command on a file whose stat data changed. Every one
+# the config defines, yours too (its command may lie in the working tree), is emptied.
+FILTER = re.compile(r"filter\.(.+)\.[^.]+")
+INCLUDE = re.compile(r"include\.path|includeif\..*\.path")  # the keys that include a file
 SHOWN = 200  # characters of a command shown in an error
+
+
+@dataclass(frozen=True)
+class _Entry:
+    """A setting git read from a file: the file (resolved), and whether the agent may have
+    written it: it lies in the working tree (as git names it, or where that leads), or a
+    file of the agent's includes it (a chain to the box's shadow git directory, to
+    `/proc/self/cwd/...`)."""
+
+    path: Path
+    key: str
+    value: str
+    agents: bool
 
 
 @dataclass(frozen=True)
@@ -129,6 +171,7 @@ class HostGit:
     hooks: Path
     protocols: tuple[str, ...] = ("file",)
     memory: int = MEMORY
+    output: int = OUTPUT
     timeout: float = TIMEOUT
     env: Mapping[str, str] = field(default_factory=dict)
 
@@ -159,7 +202,7 @@ class HostGit:
             at = args.index("diff") + 1
             args = (*args[:at], "--no-ext-diff", "--no-textconv", *args[at:])
         argv = ["git", *where, *self._settings(), *overrides, *args]
-        return self._spawn(argv, stdin)
+        return self._spawn(argv, stdin, theirs=workspace is not None)
 
     def _settings(self) -> list[str]:
         pairs = [("core.hooksPath", str(self.hooks)), *SETTINGS]
@@ -172,45 +215,70 @@ class HostGit:
         use neither; your next `git commit` does, so the run reports what changed in them."""
         top = workspace.resolve()
         entries = self._config(workspace)
-        found = {path for path, _, _ in entries if _in(path, top)}
-        hooks = [value for _, key, value in entries if key == "core.hookspath"]
+        found = {entry.path for entry in entries if _in(entry.path, top)}
+        hooks = [entry.value for entry in entries if entry.key == "core.hookspath"]
         if hooks and _in(where := (top / Path(hooks[-1]).expanduser()).resolve(), top):
             found.add(where)
         return sorted(found)
 
-    def _config(self, workspace: Path) -> list[tuple[Path, str, str]]:
-        """(file, key, value) of each setting git reads in `workspace` from a file, the file
-        resolved (a relative include is relative to the workspace's top, as git prints it)."""
+    def _config(self, workspace: Path) -> list[_Entry]:
+        """Each setting git reads in `workspace` from a file, in the order git reads them."""
         listed = self._spawn(
             ["git", "-C", str(workspace), *self._settings(), "config", "--list",
-             "--show-origin", "-z"], None,
+             "--show-origin", "-z"], None, theirs=True,
         )  # fmt: skip
         if listed.returncode != 0:
             return []  # not a repository (yet): the call itself says so
-        return [((workspace / o).resolve(), k, v) for o, k, v in _entries(listed.stdout)]
+        tops = (Path(os.path.abspath(workspace)), workspace.resolve())
+        theirs: set[str] = set()  # files the agent's files include
+        found = []
+        for origin, key, value in _entries(listed.stdout):
+            named = os.path.normpath(os.path.join(tops[0], origin))  # as git opened it
+            path = Path(named).resolve()
+            agents = named in theirs or any(_in(p, t) for p in (Path(named), path) for t in tops)
+            if agents and INCLUDE.fullmatch(key):
+                theirs.add(os.path.normpath(os.path.join(tops[0], _included(origin, value))))
+            found.append(_Entry(path, key, value, agents))
+        return found
 
     def _neutralize(self, workspace: Path) -> list[str]:
-        """`-c` settings that undo what config read from the working tree weakens; raises
+        """`-c` settings that undo what config the agent may have written weakens; raises
         for what none can undo."""
-        top = workspace.resolve()
         out: list[str] = []
-        for path, key, _ in self._config(workspace):
-            if not _in(path, top):
+        yours: dict[str, str] = {}  # the user's own value of each key in YOURS
+        filters: set[str] = set()
+        for entry in self._config(workspace):
+            key = entry.key
+            if named := FILTER.fullmatch(key):
+                filters.add(named[1])
+            if key in YOURS and not entry.agents:
+                yours[key] = entry.value
+            if not entry.agents:
                 continue
+            if key in YOURS:
+                out += ["-c", f"{key}={yours.get(key, YOURS[key])}"]  # last: your value wins
             if REFUSED.fullmatch(key):
                 raise HostGitError(
-                    f"{path} sets {key}, and git reads it from your repository's config: it "
-                    "lies in the working tree the run could rewrite, so flowerbox runs no git "
-                    f"there; move that setting out of the working tree (`git config --show-"
-                    f"origin --get-regexp '^url\\.'` shows where it is included)"
+                    f"{entry.path} sets {key}, and git reads it from your repository's config: "
+                    "it lies in (or is included from) the working tree the run could rewrite, "
+                    "so flowerbox runs no git there; move that setting out of the working tree "
+                    f"(`git config --show-origin --get-regexp '^{key.split('.')[0]}\\.'` shows "
+                    "where it is included)"
                 )
             if FSCK.fullmatch(key):
                 out += ["-c", f"{key}={_strict(key)}"]
-        return out
+        return out + _no_filters(filters)
 
-    def _spawn(self, argv: list[str], stdin: str | None) -> subprocess.CompletedProcess[str]:
-        if shutil.which("git") is None:
-            raise HostGitError("git is not installed on this machine: install git")
+    def _spawn(
+        self, argv: list[str], stdin: str | None, *, theirs: bool
+    ) -> subprocess.CompletedProcess[str]:
+        """Run `argv`, bounded; `theirs`: in the user's repository."""
+        env = self._environment() | (NO_LAZY_FETCH if theirs else {})
+        if shutil.which("git", path=env["PATH"]) is None:
+            raise HostGitError(
+                "no git on your PATH outside a git working tree (flowerbox never runs a "
+                "program from one, nor from a relative PATH entry): install git"
+            )
         limited = ["sh", "-c", 'ulimit -v "$0" && exec "$@"', str(self.memory // 1024), *argv]
         try:
             process = subprocess.Popen(
@@ -218,21 +286,30 @@ class HostGit:
                 stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
-                text=True,
-                env=self._environment(),
+                env=env,
                 start_new_session=True,  # its children die with it on a timeout
             )
         except OSError as exc:
             raise HostGitError(f"git {_named(argv)} could not run: {exc}") from exc
         try:
-            out, err = process.communicate(stdin, timeout=self.timeout)
-        except subprocess.TimeoutExpired as exc:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.communicate()
+            out, err = _collect(process, stdin, self.output, self.timeout)
+        except _Overran as exc:
+            with contextlib.suppress(ProcessLookupError):  # the group may be gone already
+                os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+            why = (
+                f"printed more than {self.output >> 20} MiB"
+                if exc.args[0] == "output"
+                else f"ran past {self.timeout:.0f} s"
+            )
             raise HostGitError(
-                f"git {_named(argv)} ran past {self.timeout:.0f} s and was stopped: the "
-                "repository may be very large or damaged; run the command by hand to see"
+                f"git {_named(argv)} {why} and was stopped: the repository may be very large "
+                "or damaged (or what a run left built to be); run the command by hand to see"
             ) from exc
+        finally:
+            for pipe in (process.stdout, process.stderr):
+                if pipe is not None:
+                    pipe.close()
         return subprocess.CompletedProcess(argv, process.returncode, out, err)
 
     def _environment(self) -> dict[str, str]:
@@ -242,9 +319,58 @@ class HostGit:
             if (not k.startswith("GIT_") or KEPT_ENV.fullmatch(k)) and k not in DROPPED_ENV
         }
         env |= ENV
+        env["PATH"] = _trusted_path(env.get("PATH", os.defpath))
         env["GIT_ALLOW_PROTOCOL"] = ":".join(self.protocols)
         env |= self.env
         return env
+
+
+class _Overran(Exception):
+    """git went past a bound: "output" or "time"."""
+
+
+def _collect(
+    process: subprocess.Popen[bytes], stdin: str | None, limit: int, timeout: float
+) -> tuple[str, str]:
+    """What `process` prints on stdout and stderr until it exits, `stdin` fed to it: at most
+    `limit` bytes in all (held in flowerbox's memory, which no `ulimit` of git's bounds),
+    within `timeout` seconds.
+
+    Raises:
+        _Overran: past either bound (the process still runs).
+    """
+    assert process.stdout is not None and process.stderr is not None
+    if stdin is not None:
+        threading.Thread(target=_feed, args=(process.stdin, stdin.encode()), daemon=True).start()
+    held: dict[int, list[bytes]] = {process.stdout.fileno(): [], process.stderr.fileno(): []}
+    deadline, total = time.monotonic() + timeout, 0
+    with selectors.DefaultSelector() as pipes:
+        for fd in held:
+            pipes.register(fd, selectors.EVENT_READ)
+        while pipes.get_map():
+            if (left := deadline - time.monotonic()) <= 0:
+                raise _Overran("time")
+            for key, _ in pipes.select(left):
+                chunk = os.read(key.fd, 1 << 16)
+                total += len(chunk)
+                if total > limit:
+                    raise _Overran("output")
+                if chunk:
+                    held[key.fd].append(chunk)
+                else:
+                    pipes.unregister(key.fd)
+    try:
+        process.wait(max(deadline - time.monotonic(), 0))
+    except subprocess.TimeoutExpired as exc:
+        raise _Overran("time") from exc
+    out, err = (b"".join(held[p.fileno()]) for p in (process.stdout, process.stderr))
+    return out.decode(errors="surrogateescape"), err.decode(errors="surrogateescape")
+
+
+def _feed(pipe: IO[bytes], data: bytes) -> None:
+    """`data` to git's stdin, which git may close early (it read what it needed)."""
+    with contextlib.suppress(OSError), pipe:
+        pipe.write(data)
 
 
 def empty_hooks(parent: Path) -> Path:
@@ -269,6 +395,20 @@ def empty_hooks(parent: Path) -> Path:
     return folder
 
 
+def _trusted_path(path: str) -> str:
+    """`path` (a PATH) without the folders the agent may have written: a relative entry (an
+    empty one is the current folder) and any folder in a git working tree (the project's
+    activated `.venv/bin`, a direnv `node_modules/.bin`). `sh`, `git` and what git starts
+    are looked up in the rest; git's own programs come first anyway (its exec path)."""
+    kept = [e for e in path.split(os.pathsep) if os.path.isabs(e) and not _in_work_tree(e)]
+    return os.pathsep.join(kept)
+
+
+def _in_work_tree(folder: str) -> bool:
+    where = Path(folder).resolve()
+    return any(os.path.lexists(up / ".git") for up in (where, *where.parents))
+
+
 def _subcommand(args: tuple[str, ...]) -> str:
     at = 0
     while at < len(args) and args[at] == "-c":
@@ -290,6 +430,28 @@ def _entries(listed: str) -> list[tuple[str, str, str]]:
             key, _, value = entry.partition("\n")
             found.append((origin[5:], key.lower(), value))
     return found
+
+
+def _no_filters(names: set[str]) -> list[str]:
+    """`-c` settings that empty each filter driver: git runs no empty command, and a
+    required filter that ran none is no error once it is not required."""
+    if any("=" in name for name in names):
+        raise HostGitError(
+            "a filter driver of your repository's config has a `=` in its name, which no "
+            "`-c` setting can reach: rename it (`git config --get-regexp '^filter\\.'`)"
+        )
+    parts = ("clean=", "smudge=", "process=", "required=false")
+    return [
+        arg for name in sorted(names) for part in parts for arg in ("-c", f"filter.{name}.{part}")
+    ]
+
+
+def _included(origin: str, value: str) -> str:
+    """The file an include in `origin` names, as git names it: `~` is the home, a relative
+    path is relative to the including file's folder."""
+    if value.startswith("~"):
+        return os.path.expanduser(value)
+    return os.path.join(os.path.dirname(origin), value)
 
 
 def _in(path: Path, top: Path) -> bool:
