@@ -201,11 +201,11 @@ def inspect(request: dict[str, Any]) -> Found:
             server_tools = True
     reported: set[int] = set()  # the sources named already: their file_id is not news
     for block in _objects(request):
-        block_type = block.get("type")
+        block_type = _kind(block)
         source = block.get("source")
         reach = _source(block, source) if isinstance(source, dict) else None
         if reach is None and block_type in _SOURCED and "source" in block:
-            known = isinstance(source, dict) and source.get("type") in _HELD_SOURCES
+            known = isinstance(source, dict) and _kind(source) in _HELD_SOURCES
             reach = None if known else Reach(f"{block_type} source of a kind it does not know")
         if reach is not None:
             reaches.append(reach)
@@ -221,6 +221,13 @@ def inspect(request: dict[str, Any]) -> Found:
             reaches.append(Reach(f"a {block_type} block (a call the API makes)"))
     samplings = 2 if _compacts(request.get("context_management")) else 1
     return Found(tuple(reaches), server_tools, pdfs, images, bool(request.get("tools")), samplings)
+
+
+def _kind(obj: dict[str, Any]) -> str | None:
+    """An object's `type` where it is a string: elsewhere (a tool schema's property named
+    "type", say Grep's) it is data, and a set of block types is never asked about it."""
+    kind = obj.get("type")
+    return kind if isinstance(kind, str) else None
 
 
 def _compacts(management: Any) -> bool:

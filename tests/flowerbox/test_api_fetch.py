@@ -80,6 +80,10 @@ REACHING = {
         "the server tool future_tool_20270101",
     ),
     "container": (asking(container="container_011"), "a container"),
+    "a source whose type is an object": (
+        asking({"type": "image", "source": {"type": {"url": "https://evil.test/o.png"}}}),
+        "image source of a kind it does not know",
+    ),
     "a system block": (
         {**asking(), "system": [url_source("document", "https://evil.test/s.pdf")]},
         "evil.test/s.pdf",
@@ -127,6 +131,11 @@ def test_client_side_tools_and_plain_bodies_pass(api: FakeAPI, start_gateway: St
         {"type": "text_editor_20250728", "name": "str_replace_based_edit_tool"},
         {"type": "custom", "name": "mine", "input_schema": {"type": "object"}},
         {"name": "Read", "input_schema": {"type": "object"}},
+        # the bundled CLI's Grep has a parameter named "type": a schema, not a block's type
+        {
+            "name": "Grep",
+            "input_schema": {"type": "object", "properties": {"type": {"type": "string"}}},
+        },
     ]
     base64_image = {"type": "image", "source": {"type": "base64", "media_type": "image/png"}}
     for body in (asking(), asking(base64_image, tools=client_tools)):
