@@ -947,8 +947,11 @@ import json, pickle, resource, sys
 from flowerbox.box import gitshadow
 shadow = pickle.loads(bytes.fromhex(sys.stdin.read()))
 done = gitshadow.bring_back(shadow, run_id=sys.argv[1])
-peak = {who: resource.getrusage(getattr(resource, f"RUSAGE_{who}")).ru_maxrss
-        for who in ("SELF", "CHILDREN")}
+# SELF from VmHWM, this process's own peak: ru_maxrss carries over the spawning process's
+# resident size through exec (a pytest process hundreds of MiB big late in a suite)
+status = open("/proc/self/status").read()
+hwm = next(int(line.split()[1]) for line in status.splitlines() if line.startswith("VmHWM:"))
+peak = {"SELF": hwm, "CHILDREN": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss}
 print(json.dumps({"branches": done.branches, "skipped": [s.what for s in done.skipped],
                   "peak_kib": peak}))
 """
