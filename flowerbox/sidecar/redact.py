@@ -25,6 +25,8 @@ import re
 import threading
 from collections.abc import Iterable
 
+from flower import printable
+
 __all__ = ["NOTE_LIMIT", "REDACTED", "Redactor"]
 
 NOTE_LIMIT = 300  # characters of a note, a reason or a log line
@@ -75,9 +77,11 @@ class Redactor:
         return _TOKENISH.sub(_random_looking, text)
 
     def note(self, text: str, limit: int = NOTE_LIMIT) -> str:
-        """What may be written down: redacted, control characters replaced, cut to `limit`."""
+        """What may be written down: terminal control sequences removed whole (a title-setting
+        sequence leaves no payload behind), redacted, the other control characters replaced,
+        cut to `limit`."""
         cut = text[:_READ]
-        shown = _CONTROL.sub("?", self.redact(cut))
+        shown = _CONTROL.sub("?", self.redact(printable(cut)))
         if len(shown) > limit or len(cut) < len(text):
             return shown[:limit] + f"... ({len(text)} characters)"
         return shown

@@ -55,3 +55,8 @@ def test_a_note_is_one_bounded_line() -> None:
     note = redactor().note("a\x1b[31m\nb" + "word " * 20_000)
     assert len(note) <= NOTE_LIMIT + 40 and "\x1b" not in note and "\n" not in note
     assert note.endswith("(100008 characters)")
+
+
+def test_a_terminal_sequence_is_written_down_as_nothing_not_as_its_payload() -> None:
+    note = redactor().note("\x1b]0;pwned\x07evil-model \x1b[2Jx\x9b31my\tz")
+    assert note == "evil-model xy?z"
