@@ -4,9 +4,12 @@
                       on_exceeded=stop, held=box.pids)
     watch.start()  ...  watch.stop()
 
-Every INTERVAL_S the filesystems' used space and inodes are read (statvfs: cheap). Only when
-either grew by more than its budget since the start is the run's own use measured, so a large
+Every INTERVAL_S the filesystems' used space and inodes are read (statvfs: cheap). When
+either grew by more than its budget since the start, the run's own use is measured, so a large
 write by someone else on the same disk never stops a run: the budget is what the run grew by.
+Space someone else frees lowers that starting point, and the run's use is measured every
+MEASURED_EVERY ticks anyway (and on a filesystem that counts no inodes, btrfs): a neighbour
+deleting as fast as the run writes never hides the run's growth.
 The run's use counts everything the run can make the host keep:
 
 - the watched folders (the box's folders, and the host-only folder of the run's records and
@@ -36,7 +39,7 @@ from flowerbox.runs import records
 INTERVAL_S = 2.0
 GB = 1024**3
 MAX_ENTRIES = 2_000_000  # a walk stops counting here (the budget is then checked on that)
-UNKNOWN_INODES_EVERY = 15  # a filesystem that counts no inodes (btrfs): measure each 30 s
+MEASURED_EVERY = 15  # the run's own use measured each 30 s whatever the filesystem says
 
 
 @dataclass(frozen=True)
@@ -154,11 +157,13 @@ class DiskWatch:
         self._held = held
         self._interval = interval_s
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._watch, name="disk-watch", daemon=True)
 
     def start(self) -> None:
+        """The starting point is taken here, before the caller lets the run write; then the
+        watching goes on in a thread."""
         if self.folders and (self.budget.bytes or self.budget.inodes):
-            self._thread.start()
+            start = self._used(), self._size()
+            threading.Thread(target=self._watch, args=start, name="disk-watch", daemon=True).start()
 
     def stop(self) -> None:
         self._stop.set()
@@ -177,14 +182,15 @@ class DiskWatch:
     def _used(self) -> Usage:
         return sum((used(folder) for folder in self._devices().values()), Usage())
 
-    def _watch(self) -> None:
-        used_start, size_start = self._used(), self._size()
+    def _watch(self, used_start: Usage, size_start: Usage) -> None:
         counts_inodes = all(os.statvfs(folder).f_files for folder in self._devices().values())
         tick = 0
         while not self._stop.wait(self._interval):
             tick += 1
-            grown = self._used() - used_start
-            if not grown.past(self.budget) and (counts_inodes or tick % UNKNOWN_INODES_EVERY):
+            now = self._used()
+            used_start = Usage(min(used_start.bytes, now.bytes), min(used_start.inodes, now.inodes))
+            grown = now - used_start
+            if not grown.past(self.budget) and counts_inodes and tick % MEASURED_EVERY:
                 continue
             size = self._size()
             if (size - size_start).past(self.budget):

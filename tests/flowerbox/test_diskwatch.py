@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from flowerbox.runs import diskwatch
 from flowerbox.runs.diskwatch import DiskWatch, Usage, tree_usage, unlinked_usage
 from flowerbox.runs.outputlog import CappedLog
 
@@ -72,6 +73,31 @@ def test_writes_elsewhere_on_the_same_disk_are_not_the_runs(tmp_path: Path) -> N
         write(other / "big.bin", 8 * MB)
         assert not fired.wait(1.0)
         write(box / "big.bin", 4 * MB)  # after that, the run's own growth still counts
+        assert fired.wait(10)
+    finally:
+        watcher.stop()
+
+
+@pytest.mark.parametrize("together", [True, False], ids=["same-tick", "freed-first"])
+def test_space_freed_elsewhere_never_hides_the_runs_growth(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, together: bool
+) -> None:
+    """A neighbour deleting 8 MB as the run writes 4 MB: the disk as a whole shrank, yet the
+    run grew past its budget. (A CI run of a detached box's budget test missed it so, while
+    the previous test's 700 MiB were freed.) The disk's used figure is the test's, so other
+    writers on this machine cannot blur it."""
+    box = tmp_path / "ws"
+    box.mkdir()
+    disk = [Usage(100 * MB, 1000)]
+    monkeypatch.setattr(diskwatch, "used", lambda path: disk[0])
+    watcher, fired, _ = watch(box, 2 * MB)
+    watcher.start()
+    try:
+        disk[0] -= Usage(8 * MB, 1)  # the neighbour's delete
+        if not together:
+            assert not fired.wait(0.5)
+        write(box / "big.bin", 4 * MB)
+        disk[0] += Usage(4 * MB, 1)
         assert fired.wait(10)
     finally:
         watcher.stop()
