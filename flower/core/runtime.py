@@ -6,9 +6,10 @@ and INTERRUPT_NOTE, or CARRY_ON_NOTE when they said nothing; not counted as an a
 no session to resume, the step ends with error INTERRUPTED, never ok); a full context (the
 session writes its own handoff, budget lifted and no UI events, and a brand-new session
 starts from it, capped at max_generations); a retryable failure (Event "retry", wait for the
-network, back off, resume the same session with resume_prompt; but a CLI that exits before
-any API response twice with the same unclassified error stops the step at once: waiting does
-not mend a bad option or a kernel that lacks a feature). Errors go to StepResult.errors and the
+network, back off, resume the same session with resume_prompt, or start it anew when the CLI
+was killed before the store held any of it; but a CLI that exits before any API response
+twice with the same unclassified error stops the step at once: waiting does not mend a bad
+option or a kernel that lacks a feature). Errors go to StepResult.errors and the
 manifest, never into the context.
 
 Runtime owns the workspace, the session store (always the pruning layer over sessions.db),
@@ -260,6 +261,7 @@ class Runtime:
         """The attempts of one step, until one of the four exits."""
         number = 0
         failed_at_start: str | None = None  # the last attempt's cause, when it died at start
+        fresh = prompt, resume, fork, resume_at  # how this generation's session starts anew
         while True:
             number += 1
             result.attempts = number
@@ -308,6 +310,7 @@ class Runtime:
                 result.retired.append(str(attempt.session_id))
                 resume, fork, resume_at = None, False, None
                 prompt = handoff.prompt_block()
+                fresh = prompt, resume, fork, resume_at
                 self._ctx, self._warned = 0, False
                 number -= 1
                 continue
@@ -327,10 +330,17 @@ class Runtime:
             failed_at_start = cause
             if not await self._recover(number, kind, emit):
                 break
-            if attempt.session_id:
+            if attempt.session_id and await self._stored(attempt.session_id):
                 resume, fork, resume_at = attempt.session_id, False, None
                 prompt = self.resilience.resume_text()
                 result.resumed = True
+            elif attempt.session_id:  # killed before its first entry was stored: start anew
+                prompt, resume, fork, resume_at = fresh
+
+    async def _stored(self, session_id: str) -> bool:
+        """Whether the store holds the session: a CLI killed before its first entry was
+        stored left nothing to resume ("No conversation found"), only a session to redo."""
+        return await asyncio.to_thread(self.store.usage, session_id) is not None
 
     def _budget_left(self) -> float | None:
         """What the run may still spend, the runs it continues counted (None: no budget)."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -104,3 +105,41 @@ async def test_a_crash_mid_turn_is_still_resumed_however_alike(
     ]
     sessions = {r.headers.get("x-claude-code-session-id") for r in flower_env.requests}
     assert len(sessions) == 1  # resumed, not restarted
+
+
+async def test_a_cli_killed_before_its_session_was_stored_starts_it_anew(
+    runtime: Runtime, flower_env: FakeAPI, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Killed before the store held a line of its session (seen in CI: the kill came before
+    the mirror's first batch), the CLI has nothing to resume ("No conversation found"): the
+    step starts a new session on its own prompt, not the resume text, and is not stopped as
+    a fault that will not heal."""
+    lost: list[str] = []
+    keep = runtime.store.append
+
+    async def nothing_of_the_first_session(key: Any, entries: list[Any]) -> None:
+        lost[:] = lost or [key["session_id"]]  # as if the kill came before this batch
+        if key["session_id"] != lost[0]:
+            await keep(key, entries)
+
+    monkeypatch.setattr(runtime.store, "append", nothing_of_the_first_session)
+    kills: list[int] = []
+
+    def crash_once(request: Request) -> Reply:
+        if not kills:
+            kills.append(request.index)
+            return tool("Bash", {"command": KILL_THE_CLI}, id="toolu_kill")
+        return text("carried on")
+
+    flower_env.script = rules((When(kind="main"), crash_once))
+
+    result = await runtime.run(AgentSpec("worker", "", allowed_tools=["Bash"]), "go")
+
+    assert result.ok and result.text == "carried on" and not result.resumed
+    assert result.attempts == 2 and len(result.errors) == 1 and "137" in result.errors[0]
+    main = [r for r in flower_env.requests if r.kind == "main"]
+    first, again = main[0], main[-1]
+    assert first.headers.get("x-claude-code-session-id") == lost[0]
+    assert again.headers.get("x-claude-code-session-id") != lost[0]  # a new session
+    (prompt,) = again.user_texts  # its own prompt, and nothing of the lost session
+    assert prompt.endswith("\n\ngo") and again.tool_results() == []

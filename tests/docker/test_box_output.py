@@ -97,7 +97,7 @@ def test_deep_json_and_escapes_in_runs_never_crash_ps_logs_attach_or_status(
 
 def stopped_by_budget(host_user: User, workspace: Path, what: str) -> dict[str, object]:
     [meta] = metas(host_user, workspace).values()
-    assert what in str(meta.get("stop_reason")), meta.get("stop_reason")
+    assert what in str(meta.get("stop_reason")), meta  # the whole record: status, exit, notices
     return meta
 
 
