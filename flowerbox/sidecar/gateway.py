@@ -65,6 +65,7 @@ import ssl
 import sys
 import threading
 import time
+import traceback
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from http import HTTPStatus
@@ -441,7 +442,31 @@ class _Connection(socketserver.BaseRequestHandler):
             self._malformed(exc)
         except (OSError, h11.LocalProtocolError):
             pass  # the client went away, or broke off mid-response: nothing left to say
+        except Exception:  # noqa: BLE001 - a bug of ours is answered and written down, not a reset
+            self._failed(reader)
         linger_close(self.request)
+
+    def _failed(self, reader: RequestReader) -> None:
+        """A fault of the gateway's own: its traceback in the log and, if nothing of the answer
+        went out yet, a 500 that says so. A dropped connection would read to the CLI as a
+        network outage, retried for minutes with no word of the cause."""
+        self.server.line(f"internal error: {_fault()}")
+        if reader.conn.our_state is not h11.SEND_RESPONSE:
+            return
+        message = (
+            "flowerbox gateway: internal error while handling this request (a flowerbox bug: its"
+            " traceback is in the gateway's log, `flowerbox logs RUN`; please report it)"
+        )
+        data = json.dumps(_error("api_error", message)).encode()
+        headers = [
+            ("content-type", "application/json"),
+            ("content-length", str(len(data))),
+            ("connection", "close"),
+        ]
+        with contextlib.suppress(OSError, h11.LocalProtocolError):
+            reader.send(h11.Response(status_code=500, headers=headers))
+            reader.send(h11.Data(data=data))
+            reader.send(h11.EndOfMessage())
 
     def _malformed(self, exc: BadRequest) -> None:
         """A request that cannot be read is answered 400 (413, 431) and the connection closed;
@@ -699,6 +724,14 @@ def _chunks(response: http.client.HTTPResponse) -> Iterator[bytes]:
     for a full buffer, so an event is passed on the moment it comes in."""
     while chunk := response.read1(CHUNK):
         yield chunk
+
+
+def _fault() -> str:
+    """The exception being handled, on one line: what it is, and its innermost frames."""
+    kind, exc, trace = sys.exc_info()
+    frames = traceback.extract_tb(trace)[-3:]
+    where = " <- ".join(f"{Path(f.filename).name}:{f.lineno} {f.name}" for f in reversed(frames))
+    return f"{getattr(kind, '__name__', kind)}: {exc} (at {where})"
 
 
 def _error(kind: str, message: str) -> dict[str, Any]:
