@@ -36,9 +36,7 @@ def gateway(
     creds.write_text(f"ANTHROPIC_API_KEY={REAL_KEY}\nANTHROPIC_BASE_URL={upstream.url}\n")
     log = io.StringIO()
     meter = Meter(tmp_path / "usage.json", PriceTable())
-    server = Gateway(
-        api_socket(sockdir), credentials=load_credentials(creds), meter=meter, log=log
-    )
+    server = Gateway(api_socket(sockdir), credentials=load_credentials(creds), meter=meter, log=log)
     thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
     thread.start()
     try:
