@@ -39,6 +39,7 @@ from docker.errors import DockerException, ImageNotFound  # noqa: TID251
 
 from flower.testing import Always, FakeAPI, text
 from flowerbox import wire
+from flowerbox.runs import records
 
 ROUNDS = 5
 TARGET_ADDED_S = 1.5
@@ -168,8 +169,10 @@ def report_connect(connects: int) -> bool:
     return added_ms <= TARGET_CONNECT_MS
 
 
-def first_request(api: FakeAPI, command: list[str], env: dict[str, str], cwd: Path) -> float:
-    """Seconds from starting `command` to the FakeAPI's first messages request."""
+def first_request(
+    api: FakeAPI, command: list[str], env: dict[str, str], cwd: Path
+) -> tuple[float, float]:
+    """(when `command` started, when the FakeAPI got its first messages request): epoch s."""
     api.reset()
     started = time.time()
     done = subprocess.run(
@@ -177,7 +180,24 @@ def first_request(api: FakeAPI, command: list[str], env: dict[str, str], cwd: Pa
     )
     if done.returncode != 0 or not api.messages_requests():
         raise RuntimeError(f"{command[:4]} failed ({done.returncode}):\n{done.stderr[-2000:]}")
-    return api.messages_requests()[0].received_at - started
+    return started, api.messages_requests()[0].received_at
+
+
+def phases(ws: Path, started: float, first: float) -> dict[str, float]:
+    """Seconds each phase of the box's start took (the run's record, flowerbox.box.startclock),
+    from the process's start to the first API request; the last phase is the agent's
+    container, flower and the CLI starting up, the relay and the gateway's hop."""
+    (run,) = records.runs_of(ws)
+    moments = [(str(name), float(at)) for name, at in run.meta.get("start_phases", [])]
+    ends = [*moments, ("first API request", first)]
+    begins = [started, *(at for _, at in moments)]
+    return {name: end - begin for (name, end), begin in zip(ends, begins, strict=True)}
+
+
+def report_phases(rounds: list[dict[str, float]]) -> None:
+    print("  where the box's start goes, median of the rounds (s):")
+    for name in rounds[0]:
+        print(f"    {name:<26} {statistics.median(r[name] for r in rounds):6.2f}")
 
 
 def git_repository(ws: Path) -> None:
@@ -206,7 +226,7 @@ def main(*, smoke: bool = False) -> int:
         print(f"skipped: no engine or no {IMAGE}/{BASE_IMAGE} ({exc}): bash docker/engine.sh")
         return 0 if connect_ok else 1
     host_env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "FLOWER_"))}
-    boxed, direct = [], []
+    boxed, direct, breakdown = [], [], []
     with tempfile.TemporaryDirectory(dir="/tmp") as tmp, FakeAPI(api_key=KEY) as api:
         api.script = Always(text("hi"))
         box_env = {**host_env, "ANTHROPIC_API_KEY": KEY, "ANTHROPIC_BASE_URL": api.url}
@@ -219,17 +239,19 @@ def main(*, smoke: bool = False) -> int:
             flower += ["--run-dir", str(ws / "runs-host")]
             box = [sys.executable, "-m", "flowerbox", "once", PROMPT, "-w", str(ws)]
             box += ["--image", IMAGE]
-            d = first_request(api, flower, flower_env, ws)
-            b = first_request(api, box, box_env, ws)
+            d_start, d_first = first_request(api, flower, flower_env, ws)
+            b_start, b_first = first_request(api, box, box_env, ws)
             if round_:
-                direct.append(d)
-                boxed.append(b)
+                direct.append(d_first - d_start)
+                boxed.append(b_first - b_start)
+                breakdown.append(phases(ws, b_start, b_first))
     d, b = statistics.median(direct), statistics.median(boxed)
     added, layers = b - d, image - base
     print(f"start to first API request, median of {rounds} rounds (s):")
     print(f"  flower once on the host    {d:6.2f}")
     print(f"  flowerbox once             {b:6.2f}")
     print(f"  added by the box {added:.2f} s (target <= {TARGET_ADDED_S} s)")
+    report_phases(breakdown)
     print("  streaming overhead per request through the gateway: see bench.gateway")
     print(f"image {IMAGE} {image:.0f} MB over {BASE_IMAGE} {base:.0f} MB:")
     print(f"  layers added {layers:.0f} MB (target <= {TARGET_IMAGE_MB} MB)")

@@ -21,12 +21,15 @@ from docker import DockerClient
 from docker.errors import APIError, DockerException, ImageNotFound, NotFound
 
 from flowerbox import __version__, wire
+from flowerbox.box import startclock
 from flowerbox.box.facts import box_facts
 from flowerbox.box.spec import BoxSpec, agent_kwargs, gateway_kwargs
 from flowerbox.errors import BoxError
 
 CHECKOUT = Path(__file__).resolve().parents[2]  # where the Dockerfile is, from a checkout
 SOCKET_WAIT_S = 30.0
+SOCKET_POLL_S = 0.01
+GATEWAY_CHECK_S = 0.5
 STOP_GRACE_S = 30
 STDERR_KEPT = 4 * 1024 * 1024  # the end of each container's stderr the host keeps
 STDERR_LINES = 100_000
@@ -134,10 +137,16 @@ class Box:
             self.remove()
 
     def start(self) -> Any:
-        """The gateway, its socket, then the agent, detached; returns the agent's container.
-        Nothing is removed here: `run`, or whoever keeps a detached run, does that."""
+        """The gateway, then the agent while the gateway comes up (the agent's entry waits for
+        its socket: flowerbox.inside.entry), detached; returns the agent's container once the
+        gateway listens. Nothing is removed here: `run`, or whoever keeps a detached run,
+        does that."""
         self._start_gateway()
-        self._agent = self._start({**self._shape(agent_kwargs(self.spec)), "detach": True})
+        try:
+            self._agent = self._start({**self._shape(agent_kwargs(self.spec)), "detach": True})
+            startclock.mark("agent started")
+        finally:
+            self._gateway_listening()
         if self._on_started is not None:
             with contextlib.suppress(APIError, NotFound):  # a record, never a reason to fail
                 self._agent.reload()
@@ -177,6 +186,7 @@ class Box:
         kwargs = agent_kwargs(self.spec)
         try:
             self._start_gateway()
+            self._gateway_listening()
             return attach(kwargs)
         finally:
             with contextlib.suppress(APIError, NotFound):
@@ -241,9 +251,8 @@ class Box:
             raise BoxError(f"starting {kwargs.get('name')} failed: {exc}") from exc
 
     def _start_gateway(self) -> None:
-        """The gateway, up once its socket is; it has read the credentials file by then, so
-        the file goes at once (a killed CLI leaves nothing to find: flowerbox.box.state).
-        A broker's run has no gateway container: the broker serves its sockets already."""
+        """The gateway's container, started (`_gateway_listening` waits for its socket). A
+        broker's run has no gateway container: the broker serves its sockets already."""
         if self.spec.broker:
             if not self.spec.api_socket.is_socket():
                 raise BoxError(
@@ -253,20 +262,37 @@ class Box:
             return
         try:
             self._gateway = self._start(gateway_kwargs(self.spec))
+        except BaseException:
+            shutil.rmtree(self.spec.secrets_dir, ignore_errors=True)
+            raise
+        startclock.mark("gateway started")
+
+    def _gateway_listening(self) -> None:
+        """Once the gateway's socket is there it has read the credentials file, so the file
+        goes at once (a killed CLI leaves nothing to find: flowerbox.box.state)."""
+        if self.spec.broker:
+            return
+        try:
             self._wait_for_socket()
+            startclock.mark("gateway listening")
         finally:
             shutil.rmtree(self.spec.secrets_dir, ignore_errors=True)
 
     def _wait_for_socket(self) -> None:
+        """Until the socket is there: a stat every SOCKET_POLL_S (it costs nothing, and the
+        start waits on it), the engine asked whether the gateway died every GATEWAY_CHECK_S."""
         deadline = time.monotonic() + SOCKET_WAIT_S
+        checked = time.monotonic()
         while time.monotonic() < deadline:
             if self.spec.api_socket.exists():
                 return
-            self._gateway.reload()
-            if self._gateway.status in ("exited", "dead"):
-                logs = self._gateway.logs(tail=20).decode(errors="replace")
-                raise BoxError(f"the gateway died before it listened:\n{logs}")
-            time.sleep(0.1)
+            if time.monotonic() - checked >= GATEWAY_CHECK_S:
+                checked = time.monotonic()
+                self._gateway.reload()
+                if self._gateway.status in ("exited", "dead"):
+                    logs = self._gateway.logs(tail=20).decode(errors="replace")
+                    raise BoxError(f"the gateway died before it listened:\n{logs}")
+            time.sleep(SOCKET_POLL_S)
         raise BoxError(f"the gateway did not open {self.spec.api_socket} in {SOCKET_WAIT_S:.0f}s")
 
 

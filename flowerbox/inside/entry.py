@@ -1,5 +1,6 @@
-"""Inside the agent's container: start the relay, then run the command, and exit with its
-code. `python -m inside.entry --relay 127.0.0.1:8080=/run/flowerbox/api.sock -- flower ...`
+"""Inside the agent's container: start the relay, then run the command once the gateway's
+socket is there and the relay listens, and exit with its code.
+`python -m inside.entry --relay 127.0.0.1:8080=/run/flowerbox/api.sock -- flower ...`
 
 The container has no network; the relay turns the gateway's unix socket into the loopback
 port ANTHROPIC_BASE_URL names. SIGTERM and SIGINT are passed on to the command (flower stops
@@ -40,16 +41,21 @@ def main(argv: list[str] | None = None) -> int:
                 f"flowerbox: the run's key {args.key_file} cannot be read: {exc}", file=sys.stderr
             )
             return 2
-    for mapping in args.relay:
-        socket_path = Path(mapping.split("=", 1)[1])
-        if not _wait_for(socket_path):
-            print(f"flowerbox: the gateway's socket {socket_path} never appeared", file=sys.stderr)
-            return 2
-    relay = _start_relay(args.relay) if args.relay else None
-    if args.relay and relay is None:
-        print("flowerbox: the relay did not start", file=sys.stderr)
-        return 2
+    # The relay starts while the gateway may still be coming up (the host starts both
+    # containers at once): it connects per connection, so only the command waits for both.
+    relay = _spawn_relay(args.relay) if args.relay else None
     try:
+        for mapping in args.relay:
+            socket_path = Path(mapping.split("=", 1)[1])
+            if not _wait_for(socket_path):
+                print(
+                    f"flowerbox: the gateway's socket {socket_path} never appeared",
+                    file=sys.stderr,
+                )
+                return 2
+        if relay is not None and not _listening(relay, len(args.relay)):
+            print("flowerbox: the relay did not start", file=sys.stderr)
+            return 2
         child = subprocess.Popen(command, env=env)
 
         def forward(signum: int, frame: FrameType | None) -> None:
@@ -67,20 +73,20 @@ def main(argv: list[str] | None = None) -> int:
             relay.wait(timeout=10)
 
 
-def _start_relay(mappings: list[str]) -> subprocess.Popen[str] | None:
-    """The relay, once it listens on every mapping; None if it died first."""
+def _spawn_relay(mappings: list[str]) -> subprocess.Popen[str]:
     relay_args = [arg for mapping in mappings for arg in ("--listen", mapping)]
-    relay = subprocess.Popen(
+    return subprocess.Popen(
         [sys.executable, "-m", wire.RELAY_MODULE, *relay_args],
         stdout=subprocess.PIPE,
         text=True,
     )
+
+
+def _listening(relay: subprocess.Popen[str], mappings: int) -> bool:
+    """Whether the relay listens on every mapping (one "relay ... -> ..." line each); False
+    if it died first."""
     assert relay.stdout is not None
-    for _ in mappings:  # one "relay ... -> ..." line per mapping when it listens
-        if not relay.stdout.readline():
-            relay.wait(timeout=10)
-            return None
-    return relay
+    return all(relay.stdout.readline() for _ in range(mappings))
 
 
 def _wait_for(path: Path) -> bool:
@@ -88,7 +94,7 @@ def _wait_for(path: Path) -> bool:
     while time.monotonic() < deadline:
         if path.exists():
             return True
-        time.sleep(0.05)
+        time.sleep(0.01)
     return path.exists()
 
 

@@ -82,7 +82,7 @@ def start_detached(
     from flowerbox.box.engine import Box
 
     records.record_start(spec, command=command, detached=True, resumed_from=resumed_from)
-    box = Box(spec, client=client, on_started=lambda facts: records.record(spec, box=facts))
+    box = Box(spec, client=client, on_started=lambda facts: records.box_started(spec, facts))
     try:
         box.start()
         keeper = _spawn_supervisor(spec)

@@ -24,7 +24,7 @@ from typing import TextIO
 from rich.console import Console
 
 from flower import PrintableStream, RunDir, git_exclude, git_unexcluded, workbench_location
-from flowerbox.box import state
+from flowerbox.box import startclock, state
 from flowerbox.box.engine import CHECKOUT, Box, connect, ensure_image, image_id
 from flowerbox.box.options import BoxOptions
 from flowerbox.box.prepare import Prepared, prepare
@@ -37,7 +37,7 @@ from flowerbox.runs.brokered import leave_broker, through_broker
 from flowerbox.runs.control import read_answers
 from flowerbox.runs.detach import carried, start_detached
 from flowerbox.runs.diskwatch import watch_disk
-from flowerbox.runs.records import ensure_idle, record, record_start
+from flowerbox.runs.records import box_started, ensure_idle, record_start
 
 STDERR = Console(stderr=True, highlight=False, soft_wrap=True)
 ROOT_WARNING = (
@@ -75,7 +75,9 @@ def launch(
             workspace, the options, no credentials, no engine or image, a run already
             going in the workspace); the message says what to do.
     """
+    startclock.mark("cli ready")
     prepared = prepare(command, options)
+    startclock.mark("workspace checked")
     handed_over = False
     try:
         if os.getuid() == 0:
@@ -86,6 +88,7 @@ def launch(
             ensure_idle(prepared.spec.workspace)  # one flower run at a time in its runs/
         client = connect()
         ensure_image(client, options.image, context=CHECKOUT, base_image=options.base_image)
+        startclock.mark("engine and image")
         spec = prepared.spec if raw is None else replace(prepared.spec, command=tuple(raw))
         spec = spec if resume_of is None else carried(spec, resume_of)
         resumed_from = None if resume_of is None else resume_of.run_id
@@ -93,15 +96,17 @@ def launch(
         if raw is None and spec.git == "dir" and not RunDir(spec.run_dir).holds_a_run():
             _keep_runs_out_of_git(spec)
         spec = through_broker(before_run(spec, image_id=image_id(client, options.image)))
+        startclock.mark("shadow git directory")
         prepared = Prepared(spec)
         prepared.write_secrets()  # last: every check has passed
+        startclock.mark("credentials and secrets")
         if detach:
             run_id = start_detached(spec, client=client, command=command, resumed_from=resumed_from)
             handed_over = True  # the keeper cleans up when the run ends
             print(run_id)
             STDERR.print(f"{run_id} runs in the background: flowerbox ps | logs -f | attach | stop")
             return 0
-        box = Box(spec, client=client, on_started=_recorder(spec))
+        box = Box(spec, client=client, on_started=lambda facts: box_started(spec, facts))
         record_start(spec, command=command, detached=False, resumed_from=resumed_from)
         return _attached(spec, box, raw)
     finally:
@@ -136,15 +141,6 @@ def _attached(spec: BoxSpec, box: Box, raw: list[str] | None) -> int:
     finally:
         typed.set()
         report(after_run(spec, code))
-
-
-def _recorder(spec: BoxSpec) -> Callable[[dict[str, object]], None]:
-    """Records the box's isolation, as the engine reports it, once the agent runs."""
-
-    def on_started(facts: dict[str, object]) -> None:
-        record(spec, box=facts)
-
-    return on_started
 
 
 def _tell_masked_env(workspace: Path) -> None:

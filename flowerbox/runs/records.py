@@ -48,7 +48,7 @@ from flower import (
     read_json,
     update_json,
 )
-from flowerbox.box import state
+from flowerbox.box import startclock, state
 from flowerbox.box.spec import BoxSpec, agent_kwargs, gateway_kwargs
 from flowerbox.box.untrusted import read_json as read_untrusted_json
 from flowerbox.errors import RunError
@@ -317,16 +317,22 @@ def ensure_idle(workspace: Path) -> None:
 
 def record(spec: BoxSpec, **fields: Any) -> None:
     """Set `fields` on the run's record: `box` (the isolation the engine recorded for it,
-    flowerbox.box.facts), `stop_reason` (why the host stopped it: a budget), `notices` (what the
-    end of the run told the user; `logs` and `attach` show them for a detached run),
-    `delivered` (the delivery branches it brought back under their own names: only it, or a
-    run resuming it, may move them)."""
+    flowerbox.box.facts), `start_phases` ([name, epoch seconds] of the start), `stop_reason`
+    (why the host stopped it: a budget), `notices` (what the end of the run told the user;
+    `logs` and `attach` show them for a detached run), `delivered` (the delivery branches it
+    brought back under their own names: only it, or a run resuming it, may move them)."""
 
     def change(meta: dict[str, Any]) -> dict[str, Any]:
         meta.update(fields)
         return meta
 
     update_json(spec.state_dir / META, change, default={})
+
+
+def box_started(spec: BoxSpec, facts: dict[str, object]) -> None:
+    """Once the agent runs: its isolation as the engine recorded it, and the moments of the
+    start (flowerbox.box.startclock: where a start's time went)."""
+    record(spec, box=facts, start_phases=startclock.moments())
 
 
 def box_area(spec: BoxSpec) -> Path:
