@@ -10,9 +10,15 @@ from pathlib import Path
 
 from rich.console import Console
 
-from flower.core import otlp
+from flower.core.otlp import (
+    check_traces,
+    credential_redactor,
+    export_trace,
+    trace_content_wanted,
+    traces_wanted,
+)
 from flower.core.timeline import read_below
-from flower.core.trace import build, read_lines, read_rows
+from flower.core.trace import build_trace, read_event_lines, read_run_rows
 
 __all__ = ["send_trace", "traces_checked"]
 
@@ -20,18 +26,18 @@ __all__ = ["send_trace", "traces_checked"]
 def traces_checked() -> bool:
     """Whether this run is to be traced; a UsageError (exit 2, before anything is spent) when
     it is and cannot be: the extra missing, a protocol the exporter does not speak."""
-    if not otlp.wanted():
+    if not traces_wanted():
         return False
-    otlp.check()
+    check_traces()
     return True
 
 
 def send_trace(console: Console, *, run_dir: Path, run_id: str, events: Path) -> None:
     """Export run `run_id`'s trace; a receiver that refuses it costs one yellow line, never
     the run's exit code."""
-    rows = read_rows(read_below(run_dir), run_id)
-    lines = read_lines(read_below(events.parent), [events.name])
-    spans = build(run_id, lines, rows, content=otlp.content_wanted(), redact=otlp.redactor())
-    problem = otlp.export(spans)
+    rows = read_run_rows(read_below(run_dir), run_id)
+    lines = read_event_lines(read_below(events.parent), [events.name])
+    content, redact = trace_content_wanted(), credential_redactor()
+    problem = export_trace(build_trace(run_id, lines, rows, content=content, redact=redact))
     if problem is not None:
         console.print(problem, style="yellow", markup=False)

@@ -2,22 +2,23 @@
 by the standard variables: on only when OTEL_EXPORTER_OTLP_ENDPOINT or
 OTEL_EXPORTER_OTLP_TRACES_ENDPOINT is set, and nothing of OpenTelemetry is imported otherwise.
 
-    if wanted():
-        check()                          # before the run: the extra, the protocol (UsageError)
+    if traces_wanted():
+        check_traces()                   # before the run: the extra, the protocol (UsageError)
     ...
-    problem = export(spans)              # after it: None, or a line saying what went wrong
+    problem = export_trace(spans)        # after it: None, or a line saying what went wrong
 
 The SDK reads the rest itself: OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES (the resource),
 OTEL_EXPORTER_OTLP_[TRACES_]HEADERS, _TIMEOUT, _COMPRESSION, _CERTIFICATE, OTEL_SDK_DISABLED.
 The protocol is http/protobuf unless OTEL_EXPORTER_OTLP_[TRACES_]PROTOCOL says grpc (which
 needs the gRPC exporter installed). The conversation's texts go only when
 OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT asks for them, and every text, asked for or
-not, passes `redactor()`: the credentials this process holds never leave in a span.
+not, passes `credential_redactor()`: the credentials this process holds never leave in a span.
 """
 
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -25,7 +26,14 @@ from flower.core.env import CREDENTIALS
 from flower.core.trace import Span
 from flower.errors import UsageError
 
-__all__ = ["CONTENT_ENV", "check", "content_wanted", "export", "redactor", "wanted"]
+__all__ = [
+    "CONTENT_ENV",
+    "check_traces",
+    "credential_redactor",
+    "export_trace",
+    "trace_content_wanted",
+    "traces_wanted",
+]
 
 ENDPOINTS = ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT")
 PROTOCOLS = ("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL")
@@ -34,14 +42,15 @@ _CONTENT_ON = {"true", "1", "span_only", "span_and_event"}
 INSTALL = "pip install 'flowerbox[otel]'"
 REDACTED = "[redacted]"
 SCOPE = "flower"
+_ANTHROPIC_KEY = re.compile(r"sk-ant-[A-Za-z0-9_-]*")
 
 
-def wanted(env: Mapping[str, str] = os.environ) -> bool:
+def traces_wanted(env: Mapping[str, str] = os.environ) -> bool:
     """Whether traces are asked for: an OTLP endpoint variable is set (and not empty)."""
     return any(env.get(name, "").strip() for name in ENDPOINTS)
 
 
-def content_wanted(env: Mapping[str, str] = os.environ) -> bool:
+def trace_content_wanted(env: Mapping[str, str] = os.environ) -> bool:
     """The convention's opt-in to the conversation's texts in spans."""
     return env.get(CONTENT_ENV, "").strip().lower() in _CONTENT_ON
 
@@ -53,7 +62,7 @@ def protocol(env: Mapping[str, str] = os.environ) -> str:
     return "http/protobuf"
 
 
-def check(env: Mapping[str, str] = os.environ) -> None:
+def check_traces(env: Mapping[str, str] = os.environ) -> None:
     """Raise UsageError (one sentence: what to install or set) when traces are asked for and
     cannot be sent; do it before a run spends anything."""
     name = next(n for n in ENDPOINTS if env.get(n, "").strip())
@@ -85,21 +94,22 @@ def check(env: Mapping[str, str] = os.environ) -> None:
         ) from None
 
 
-def redactor(env: Mapping[str, str] = os.environ) -> Callable[[str], str]:
-    """A function that blanks out every credential value this process holds."""
+def credential_redactor(env: Mapping[str, str] = os.environ) -> Callable[[str], str]:
+    """A function that blanks out every credential value this process holds, and anything
+    shaped like an Anthropic key."""
     secrets = sorted({env[k] for k in CREDENTIALS if len(env.get(k, "")) >= 8}, key=len)[::-1]
 
     def redact(text: str) -> str:
         for secret in secrets:
             text = text.replace(secret, REDACTED)
-        return text
+        return _ANTHROPIC_KEY.sub(REDACTED, text)
 
     return redact
 
 
-def export(spans: Sequence[Span], env: Mapping[str, str] = os.environ) -> str | None:
+def export_trace(spans: Sequence[Span], env: Mapping[str, str] = os.environ) -> str | None:
     """Send `spans` (root first, a parent before its children) as one trace; None when the
-    receiver took them, else a line that says why not. `check()` must have passed."""
+    receiver took them, else a line that says why not. `check_traces()` must have passed."""
     from opentelemetry import trace as api
     from opentelemetry.sdk.resources import Resource
     from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
@@ -118,7 +128,7 @@ def export(spans: Sequence[Span], env: Mapping[str, str] = os.environ) -> str | 
     provider = TracerProvider(resource=Resource.create())
     provider.add_span_processor(kept)
     tracer = provider.get_tracer(SCOPE)
-    redact = redactor(env)
+    redact = credential_redactor(env)
     made: dict[str, Any] = {}
     for span in spans:
         parent = made.get(span.parent) if span.parent else None

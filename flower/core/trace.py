@@ -3,6 +3,8 @@ call, with events for retries, handoffs, human waits and verdicts, built from wh
 wrote (its events file and its manifest rows) and from a meter's calls. No OpenTelemetry
 here: these are plain spans, which flower.core.otlp exports.
 
+    spans = build_trace(run_id, read_event_lines(read, [events]), read_run_rows(read, run_id))
+
     flower run                      invoke_workflow   run id, cost and tokens of the run
     └─ step 干活                     invoke_agent      a manifest row: ok, attempts, cost, tokens
        └─ attempt 1                                    a CLI session; faults, retries
@@ -32,7 +34,15 @@ from flower.core.rundir import RunDir
 from flower.core.timeline import EVENTS_LIMIT, MANIFEST_LIMIT, MiB, Reader
 from flower.core.untrusted import parse_json
 
-__all__ = ["Call", "Span", "SpanEvent", "build", "gen_ai_usage", "read_lines", "read_rows"]
+__all__ = [
+    "MeteredCall",
+    "Span",
+    "SpanEvent",
+    "build_trace",
+    "gen_ai_usage",
+    "read_event_lines",
+    "read_run_rows",
+]
 
 Attr = str | int | float | bool
 MAX_SPANS = 5000
@@ -76,7 +86,7 @@ class Span:
 
 
 @dataclass(frozen=True)
-class Call:
+class MeteredCall:
     """One metered API call: when it ran, the model, its tokens (the API's names) and cost."""
 
     start: float
@@ -102,12 +112,12 @@ def gen_ai_usage(usage: Mapping[str, Any]) -> dict[str, Attr]:
     return attrs
 
 
-def build(
+def build_trace(
     run_id: str,
     lines: list[tuple[float, dict[str, Any]]],
     rows: list[dict[str, Any]],
     *,
-    metered: list[Call] | None = None,
+    metered: list[MeteredCall] | None = None,
     content: bool = False,
     redact: Callable[[str], str] = lambda text: text,
 ) -> list[Span]:
@@ -132,7 +142,7 @@ class _Builder:
         self,
         lines: list[tuple[float, dict[str, Any]]],
         rows: list[dict[str, Any]],
-        metered: list[Call] | None,
+        metered: list[MeteredCall] | None,
     ) -> list[Span]:
         lines = sorted(lines, key=lambda line: line[0])
         rows = sorted((r for r in rows if _num(r.get("started_at"))), key=_row_start)
@@ -329,7 +339,7 @@ class _Builder:
         start, thread = opened.get(message, (t, None))
         usage = payload.get("usage")
         usage = usage if isinstance(usage, dict) else {}
-        call = Call(
+        call = MeteredCall(
             start=start,
             end=closed.get(message, t),
             model=_text(payload.get("model")),
@@ -343,7 +353,7 @@ class _Builder:
             output = [{"role": "assistant", "parts": parts}]
             span.attributes["gen_ai.output.messages"] = self._said(json.dumps(output))
 
-    def _call(self, call: Call, parent: str, *, source: str) -> Span | None:
+    def _call(self, call: MeteredCall, parent: str, *, source: str) -> Span | None:
         key = f"call:{call.message_id}" if call.message_id else f"call#{len(self.spans)}"
         if key in self.spans:  # the same response again (its usage changed): the newest wins
             self.spans.pop(key)
@@ -470,7 +480,7 @@ class _Builder:
 # --- reading a run's files ---------------------------------------------------------------
 
 
-def read_rows(read: Reader, run_id: str) -> list[dict[str, Any]]:
+def read_run_rows(read: Reader, run_id: str) -> list[dict[str, Any]]:
     """Run `run_id`'s rows of the manifest below `read` (flower.core.timeline's Reader: no
     link followed, regular files only), bounded; none when it cannot be read."""
     data = _bounded(read, RunDir.MANIFEST, MANIFEST_LIMIT)
@@ -483,7 +493,7 @@ def read_rows(read: Reader, run_id: str) -> list[dict[str, Any]]:
     return [row for row in rows if isinstance(row, dict) and row.get("run") == run_id]
 
 
-def read_lines(read: Reader, names: Iterable[str]) -> list[tuple[float, dict[str, Any]]]:
+def read_event_lines(read: Reader, names: Iterable[str]) -> list[tuple[float, dict[str, Any]]]:
     """(time, event object) of every line of the events files `names` below `read` that is
     an object with a time, each file read up to EVENTS_LIMIT."""
     lines: list[tuple[float, dict[str, Any]]] = []
