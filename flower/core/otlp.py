@@ -67,7 +67,7 @@ def check_traces(env: Mapping[str, str] = os.environ) -> None:
     cannot be sent; do it before a run spends anything."""
     name = next(n for n in ENDPOINTS if env.get(n, "").strip())
     try:
-        import opentelemetry.sdk.trace  # noqa: F401
+        import opentelemetry.sdk.trace  # noqa: F401  # lazy: the extra, only when asked for
     except ImportError:
         raise UsageError(
             f"{name} is set, so flower would export traces, but the OpenTelemetry SDK is not "
@@ -110,6 +110,7 @@ def credential_redactor(env: Mapping[str, str] = os.environ) -> Callable[[str], 
 def export_trace(spans: Sequence[Span], env: Mapping[str, str] = os.environ) -> str | None:
     """Send `spans` (root first, a parent before its children) as one trace; None when the
     receiver took them, else a line that says why not. `check_traces()` must have passed."""
+    # lazy: OpenTelemetry is imported only when traces are asked for (the extra)
     from opentelemetry import trace as api
     from opentelemetry.sdk.resources import Resource
     from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
@@ -161,12 +162,15 @@ def export_trace(spans: Sequence[Span], env: Mapping[str, str] = os.environ) -> 
 
 def _exporter(env: Mapping[str, str]) -> Any:
     if protocol(env) == "grpc":
+        # lazy: a package of its own, installed by those who chose gRPC
         from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import (  # type: ignore[import-not-found]
             OTLPSpanExporter as Grpc,
         )
 
         return Grpc()
-    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import (  # lazy: the extra
+        OTLPSpanExporter,
+    )
 
     return OTLPSpanExporter()
 
