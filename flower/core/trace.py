@@ -405,8 +405,9 @@ class _Builder:
                     message=text,
                 )
                 if payload.get("source") == "flower" and step is not None:
-                    if attempt is not None:
+                    if attempt is not None:  # it failed here; the next starts after the wait
                         attempt.error = _text(payload.get("kind")) or "failed"
+                        attempt.end = max(attempt.start, t)
                     self._attempt(step, t + max(0.0, _num(payload.get("delay_s")) or 0.0), "retry")
             case "handoff":
                 phase = _text(payload.get("phase"))

@@ -6,6 +6,7 @@ and cost must equal the run's manifest; the key must be nowhere in the bytes sen
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 from collections import Counter
 from dataclasses import replace
@@ -189,26 +190,81 @@ def test_unset_nothing_of_opentelemetry_is_imported_or_sent(
     fake_api: FakeAPI, cli_env: dict[str, str], workspace: Path
 ) -> None:
     fake_api.script = starter_cast()
-    probe = (
-        "import atexit, sys\n"
+    loaded = (
+        "import atexit\n"
         "atexit.register(lambda: print('LOADED', sorted(m for m in sys.modules if "
-        "m.startswith(('opentelemetry.sdk', 'opentelemetry.exporter'))), file=sys.stderr))\n"
-        "from flower.cli.app import main\n"
+        "m.startswith(('opentelemetry.sdk', 'opentelemetry.exporter'))), file=sys.stderr))"
+    )
+    done = probe_run(loaded, workspace, cli_env)
+    assert done.returncode == 0, done.stderr
+    assert "LOADED []" in done.stderr  # neither the SDK nor an exporter: nothing could send
+
+
+def probe_run(code: str, workspace: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """`flower "ask"` in a Python that first runs `code` (to hide a package, as a machine
+    without the extra would)."""
+    script = (
+        f"import sys\n{code}\nfrom flower.cli.app import main\n"
         f"sys.argv = ['flower', {DEMO_ASK!r}, '--timeout', '0', '-w', {str(workspace)!r}]\n"
         "main()\n"
     )
-    import subprocess
+    return subprocess.run(
+        [sys.executable, "-c", script],
+        env=env,
+        cwd=workspace.parent,
+        capture_output=True,
+        text=True,
+        timeout=180,
+        stdin=subprocess.DEVNULL,
+    )
 
+
+def test_asked_for_without_the_extra_one_sentence_says_what_to_install(
+    fake_api: FakeAPI, cli_env: dict[str, str], workspace: Path
+) -> None:
+    fake_api.script = starter_cast()
+    env = {**cli_env, "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://127.0.0.1:9/v1/traces"}
+    done = probe_run("sys.modules['opentelemetry.sdk'] = None", workspace, env)
+    assert done.returncode == 2, done.stderr
+    assert "pip install 'flowerbox[otel]'" in done.stderr
+    assert "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT is set" in done.stderr
+    assert "Traceback" not in done.stderr
+    assert fake_api.requests == []  # refused before anything was spent
+
+
+def test_a_protocol_the_exporter_does_not_speak_is_refused_before_the_run(
+    fake_api: FakeAPI, cli_env: dict[str, str], workspace: Path
+) -> None:
+    fake_api.script = starter_cast()
+    env = {
+        **cli_env,
+        "OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:9",
+        "OTEL_EXPORTER_OTLP_PROTOCOL": "http/json",
+    }
+    done = flower(DEMO_ASK, "--timeout", "0", "-w", str(workspace), env=env, cwd=workspace.parent)
+    assert done.returncode == 2, done.stderr
+    assert "'http/json'" in done.stderr and "http/protobuf" in done.stderr
+    assert fake_api.requests == []
+    box = subprocess.run(
+        [sys.executable, "-m", "flowerbox", DEMO_ASK, "--timeout", "0"],
+        env=env,
+        cwd=workspace,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+    )
+    assert box.returncode == 2, box.stderr
+    assert "'http/json'" in box.stderr and "Traceback" not in box.stderr
+
+
+def test_a_receiver_that_is_down_costs_a_line_not_the_run(
+    fake_api: FakeAPI, cli_env: dict[str, str], workspace: Path
+) -> None:
+    fake_api.script = starter_cast()
     with Receiver() as receiver:
-        done = subprocess.run(
-            [sys.executable, "-c", probe],
-            env=cli_env,
-            cwd=workspace.parent,
-            capture_output=True,
-            text=True,
-            timeout=180,
-            stdin=subprocess.DEVNULL,
-        )
+        url = receiver.url  # a port that was ours and is closed now
+    env = {**cli_env, "OTEL_EXPORTER_OTLP_ENDPOINT": url, "OTEL_EXPORTER_OTLP_TIMEOUT": "2"}
+    done = flower(DEMO_ASK, "--timeout", "0", "-w", str(workspace), env=env, cwd=workspace.parent)
     assert done.returncode == 0, done.stderr
-    assert "LOADED []" in done.stderr
-    assert receiver.bodies == []
+    assert "traces: the OTLP receiver did not take the run's" in done.stdout + done.stderr
