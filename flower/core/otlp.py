@@ -8,7 +8,8 @@ OTEL_EXPORTER_OTLP_TRACES_ENDPOINT is set, and nothing of OpenTelemetry is impor
     problem = export_trace(spans)        # after it: None, or a line saying what went wrong
 
 The SDK reads the rest itself: OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES (the resource),
-OTEL_EXPORTER_OTLP_[TRACES_]HEADERS, _TIMEOUT, _COMPRESSION, _CERTIFICATE, OTEL_SDK_DISABLED.
+OTEL_EXPORTER_OTLP_[TRACES_]HEADERS, _TIMEOUT, _COMPRESSION, _CERTIFICATE; OTEL_SDK_DISABLED=true
+turns it all off (nothing imported, as unset).
 The protocol is http/protobuf unless OTEL_EXPORTER_OTLP_[TRACES_]PROTOCOL says grpc (which
 needs the gRPC exporter installed). The conversation's texts go only when
 OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT asks for them, and every text, asked for or
@@ -46,7 +47,10 @@ _ANTHROPIC_KEY = re.compile(r"sk-ant-[A-Za-z0-9_-]*")
 
 
 def traces_wanted(env: Mapping[str, str] = os.environ) -> bool:
-    """Whether traces are asked for: an OTLP endpoint variable is set (and not empty)."""
+    """Whether traces are asked for: an OTLP endpoint variable is set (and not empty), and
+    OTEL_SDK_DISABLED does not say true."""
+    if env.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":
+        return False
     return any(env.get(name, "").strip() for name in ENDPOINTS)
 
 
@@ -148,7 +152,7 @@ def export_trace(spans: Sequence[Span], env: Mapping[str, str] = os.environ) -> 
     for span in reversed(spans):  # children end before their parents
         made[span.key].end(end_time=_ns(span.end))
     if not kept.spans:
-        return None  # OTEL_SDK_DISABLED, or a sampler that dropped the trace
+        return None  # a sampler (OTEL_TRACES_SAMPLER) dropped the trace
     exporter = _exporter(env)
     try:
         result = exporter.export(kept.spans)
