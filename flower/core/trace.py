@@ -134,6 +134,8 @@ class _Builder:
         self.redact = redact
         self.spans: dict[str, Span] = {}
         self.rows: dict[str, dict[str, Any]] = {}  # a step's key -> its manifest row
+        self.steps: list[Span] = []
+        self.attempts: dict[str, list[Span]] = {}  # a step's key -> its attempts
         self.dropped = 0
 
     # --- the skeleton: run, steps, attempts ---------------------------------------------
@@ -162,7 +164,7 @@ class _Builder:
         )
         steps = [self._step(i, row, end) for i, row in enumerate(rows)]
         self.steps = [s for s in steps if s is not None]
-        self.attempts: dict[str, list[Span]] = {s.key: [] for s in self.steps}
+        self.attempts = {s.key: [] for s in self.steps}
         self._events(lines, metered is None)
         for call in metered or []:
             self._call(call, self._container(call.start, None), source="gateway")
@@ -238,8 +240,9 @@ class _Builder:
             return None
         if not self.attempts[step.key]:
             self._attempt(step, step.start, "first")
-        inside = [a for a in self.attempts[step.key] if a.start - SLACK <= t]
-        return inside[-1] if inside else self.attempts[step.key][0]
+        attempts = self.attempts[step.key]  # empty only when MAX_SPANS is reached
+        inside = [a for a in attempts if a.start - SLACK <= t]
+        return inside[-1] if inside else attempts[0] if attempts else None
 
     def _container(self, t: float, thread: str | None) -> str:
         """The span a call or tool call at `t` belongs under: the subagent's Agent call for

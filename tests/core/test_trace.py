@@ -146,3 +146,11 @@ def test_hostile_lines_are_bounded_and_typed(tmp_path: Path) -> None:
     assert (
         step.attributes["flower.cost.usd"] == 0.0 and step.attributes["flower.step.attempts"] == 1
     )
+
+
+def test_more_rows_than_spans_still_builds() -> None:
+    rows = [row(f"s{i}", i, i + 0.5) for i in range(MAX_SPANS + 10)]
+    lines = [ev(i + 0.2, "tool_call", "x", "Bash", id=f"t{i}") for i in range(MAX_SPANS + 10)]
+    spans = build_trace("r1", lines, rows)
+    assert len(spans) == MAX_SPANS
+    assert spans[0].attributes["flower.trace.dropped_spans"] > 0
