@@ -18,6 +18,6 @@ usermod --append --groups docker "$user"
 [[ -x $venv/bin/python ]] || /usr/bin/python3 -m venv "$venv"
 "$venv/bin/python" -m pip install -q --upgrade pip
 # With the otel extra: the host exports a run's trace (tests/docker/test_traces.py).
-"$venv/bin/python" -m pip install -q "$here[otel]"
+"$venv/bin/python" -m pip install -q "${here}[otel]"
 chmod -R a+rX "$venv"
 echo "e2e-user.sh: $user ready; flowerbox at $venv/bin/flowerbox" >&2
