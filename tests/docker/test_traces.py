@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import json
 import shlex
+import time
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
-from flower.testing import FakeAPI, Reply, Request, Usage, When, rules, tool
+from flower.testing import FakeAPI, Reply, Request, Usage, When, rules, sequence, text, tool
 from flower.testing.demo import DEMO_ASK, starter_cast
 from tests.docker.e2e import FLOWERBOX, REAL, as_user, box_env, ledger, usage_of
 from tests.otlp import Receiver
@@ -115,3 +116,34 @@ def test_a_box_run_lands_in_a_receiver_with_the_gateways_figures(
     tools = {s.attributes.get("gen_ai.tool.name") for s in spans}
     assert {"Agent", "Write", "Bash", "mcp__human__ask"} <= tools
     assert REAL.encode() not in sent and b"sk-ant-" not in sent
+
+
+def test_a_detached_runs_keeper_sends_its_trace(
+    real_api: FakeAPI, host_user: tuple[str, int, int], user_workspace: Path, flowerbox_image: str
+) -> None:
+    note = user_workspace / "note.md"
+    real_api.script = sequence(
+        tool("Write", {"file_path": str(note), "content": "# note\n"}), text("wrote note.md")
+    )
+    with Receiver() as receiver:
+        env = {**box_env(real_api, host_user), "OTEL_EXPORTER_OTLP_ENDPOINT": receiver.url}
+        command = [FLOWERBOX, "once", "write a note", "--detach"]
+        started = as_user(host_user, command, cwd=user_workspace, env=env)
+        assert started.returncode == 0, started.stderr[-3000:]
+        deadline = time.monotonic() + 240
+        while not receiver.bodies and time.monotonic() < deadline:
+            time.sleep(0.5)
+        spans = receiver.spans()
+    assert note.read_text() == "# note\n"
+    (root,) = [s for s in spans if not s.parent_id]
+    assert root.attributes["flower.run.id"] == started.stdout.strip()
+    names = sorted(s.name for s in spans)
+    assert "invoke_agent once" in names and "execute_tool Write" in names
+    calls = [
+        s
+        for s in spans
+        if s.attributes.get("flower.cost.source") == "gateway" and s.name.startswith("chat ")
+    ]
+    assert len(calls) == len(real_api.requests) == 2
+    usage = usage_of(host_user, user_workspace)
+    assert root.attributes["flower.cost.usd"] == pytest.approx(usage["total_cost_usd"], abs=5e-6)
