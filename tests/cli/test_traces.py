@@ -13,7 +13,16 @@ from dataclasses import replace
 from pathlib import Path
 
 from flower.core.spend import call_cost
-from flower.testing import DEMO_ASK, FakeAPI, Usage, starter_cast
+from flower.testing import (
+    DEMO_ASK,
+    FakeAPI,
+    Usage,
+    http_error,
+    sequence,
+    starter_cast,
+    text,
+    tool,
+)
 from tests.cli.conftest import flower
 from tests.otlp import Received, Receiver
 
@@ -268,3 +277,28 @@ def test_a_receiver_that_is_down_costs_a_line_not_the_run(
     done = flower(DEMO_ASK, "--timeout", "0", "-w", str(workspace), env=env, cwd=workspace.parent)
     assert done.returncode == 0, done.stderr
     assert "traces: the OTLP receiver did not take the run's" in done.stdout + done.stderr
+
+
+def test_a_retried_step_shows_its_attempts_and_the_fault_between_them(
+    fake_api: FakeAPI, cli_env: dict[str, str], workspace: Path
+) -> None:
+    write = tool("Write", {"file_path": str(workspace / "x.txt"), "content": "x\n"})
+    # Three 500s: the CLI's own retries give up, flower's layer tries the step again.
+    fake_api.script = sequence(replace(write, fault=http_error(500, times=3)), text("wrote x.txt"))
+    with Receiver() as receiver:
+        env = traced_env(cli_env, receiver)
+        done = flower("once", "write x.txt", "--retries", "5", env=env, cwd=workspace)
+        spans = receiver.spans()
+    assert done.returncode == 0, done.stderr
+    (step,) = [s for s in spans if s.name == "invoke_agent once"]
+    attempts = sorted((s for s in spans if s.parent_id == step.span_id), key=lambda s: s.start)
+    assert [a.attributes["flower.attempt.kind"] for a in attempts] == ["first", "retry"]
+    first, second = attempts
+    assert first.error and not second.error and first.end <= second.start
+    names = [name for name, _ in first.events]
+    assert "flower.fault" in names and "flower.retry" in names
+    retry = dict(first.events)["flower.retry"]
+    assert retry["source"] == "flower" and retry["attempt"] == 1
+    assert step.attributes["flower.step.attempts"] == 2
+    written = [s for s in spans if s.attributes.get("gen_ai.tool.name") == "Write"]
+    assert [s.parent_id for s in written] == [second.span_id]
