@@ -133,19 +133,20 @@ def export_trace(spans: Sequence[Span], env: Mapping[str, str] = os.environ) -> 
     provider = TracerProvider(resource=Resource.create())
     provider.add_span_processor(kept)
     tracer = provider.get_tracer(SCOPE)
-    redact = credential_redactor(env)
+    redact = _utf8(credential_redactor(env))
     made: dict[str, Any] = {}
     for span in spans:
         parent = made.get(span.parent) if span.parent else None
         context = api.set_span_in_context(parent) if parent is not None else None
         live = tracer.start_span(
-            span.name,
+            redact(span.name),
             context=context,
             attributes=_clean(span.attributes, redact),
             start_time=_ns(span.start),
         )
         for event in span.events:
-            live.add_event(event.name, _clean(event.attributes, redact), timestamp=_ns(event.t))
+            attributes = _clean(event.attributes, redact)
+            live.add_event(redact(event.name), attributes, timestamp=_ns(event.t))
         if span.error is not None:
             live.set_status(api.Status(api.StatusCode.ERROR, redact(span.error)))
         made[span.key] = live
@@ -156,6 +157,8 @@ def export_trace(spans: Sequence[Span], env: Mapping[str, str] = os.environ) -> 
     exporter = _exporter(env)
     try:
         result = exporter.export(kept.spans)
+    except Exception as exc:  # noqa: BLE001 - a trace never costs the run: said, not raised
+        return f"traces: could not send the run's trace ({type(exc).__name__}: {exc})"
     finally:
         exporter.shutdown()
         provider.shutdown()
@@ -177,6 +180,16 @@ def _exporter(env: Mapping[str, str]) -> Any:
     )
 
     return OTLPSpanExporter()
+
+
+def _utf8(redact: Callable[[str], str]) -> Callable[[str], str]:
+    """`redact`, then whatever UTF-8 cannot hold (a lone surrogate a box wrote in JSON)
+    replaced: protobuf refuses such a string, and the whole trace with it."""
+
+    def clean(text: str) -> str:
+        return redact(text).encode("utf-8", "replace").decode("utf-8")
+
+    return clean
 
 
 def _clean(attributes: Mapping[str, Any], redact: Callable[[str], str]) -> dict[str, Any]:

@@ -5,8 +5,17 @@ from __future__ import annotations
 
 import pytest
 
-from flower.core.otlp import check_traces, protocol, trace_content_wanted, traces_wanted
+from flower.core.otlp import (
+    check_traces,
+    export_trace,
+    protocol,
+    trace_content_wanted,
+    traces_wanted,
+)
+from flower.core.trace import build_trace
 from flower.errors import UsageError
+from tests.core.test_trace import ev, row
+from tests.otlp import Receiver
 
 URL = "http://127.0.0.1:4318"
 
@@ -41,3 +50,23 @@ def test_the_conversation_only_on_the_conventions_opt_in() -> None:
     assert not trace_content_wanted({})
     assert not trace_content_wanted({name: "false"})
     assert trace_content_wanted({name: "True"}) and trace_content_wanted({name: "SPAN_ONLY"})
+
+
+def test_what_utf_8_cannot_hold_and_key_shapes_never_reach_the_receiver(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    key = "sk-ant-api03-" + "z" * 30
+    lines = [
+        ev(0.1, "step", "干活"),
+        ev(0.5, "tool_call", "x", "Bash\ud800" + key, id="t1"),  # a box's JSON can say "\ud800"
+        ev(0.6, "ask", "?", id="q\udfff", state="asked"),
+    ]
+    spans = build_trace("r1", lines, [row("干活\ud800", 0, 3)])
+    with Receiver() as receiver:
+        monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", receiver.url)
+        assert export_trace(spans) is None
+        got = receiver.spans()
+        sent = b"".join(body for _, body in receiver.bodies)
+    assert len(got) == len(spans)
+    assert {s.name for s in got} >= {"invoke_agent 干活?", "execute_tool Bash?[redacted]"}
+    assert key.encode() not in sent and b"sk-ant-" not in sent
