@@ -32,6 +32,7 @@ class Received:
     attributes: dict[str, Any]
     events: list[tuple[str, dict[str, Any]]]
     error: bool
+    kind: str  # SPAN_KIND_CLIENT, SPAN_KIND_INTERNAL...
     resource: dict[str, Any]
 
 
@@ -95,6 +96,7 @@ class Receiver:
                             attributes=_attrs(span.attributes),
                             events=[(e.name, _attrs(e.attributes)) for e in span.events],
                             error=span.status.code == span.status.STATUS_CODE_ERROR,
+                            kind=span.SpanKind.Name(span.kind),
                             resource=resource,
                         )
 

@@ -141,6 +141,7 @@ def export_trace(spans: Sequence[Span], env: Mapping[str, str] = os.environ) -> 
         live = tracer.start_span(
             redact(span.name),
             context=context,
+            kind=api.SpanKind.CLIENT if span.client else api.SpanKind.INTERNAL,
             attributes=_clean(span.attributes, redact),
             start_time=_ns(span.start),
         )

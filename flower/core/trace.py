@@ -78,6 +78,7 @@ class Span:
     attributes: dict[str, Attr] = field(default_factory=dict)
     events: list[SpanEvent] = field(default_factory=list)
     error: str | None = None  # the span's status: None is ok
+    client: bool = False  # a call to a server (the model): span kind CLIENT, else INTERNAL
 
     def add(self, name: str, t: float, **attributes: Attr | None) -> None:
         if len(self.events) < MAX_EVENTS:
@@ -205,6 +206,7 @@ class _Builder:
             span.attributes["gen_ai.conversation.id"] = _text(row["session_id"])
         if row.get("ok") is not True and not running:
             span.error = _text(row.get("error")) or "failed"
+            span.attributes["error.type"] = "step_failed"
         verdict = Verdict.parse(str(row.get("text") or "")[:4000])
         if verdict.complete() and verdict.state:
             span.attributes["flower.verdict"] = verdict.state
@@ -325,6 +327,7 @@ class _Builder:
         span.attributes["flower.tool.duration_s"] = round(span.end - span.start, 3)
         if outcome != "ok":
             span.error = outcome
+            span.attributes["error.type"] = f"tool_{outcome}"
         if self.content:
             span.attributes["gen_ai.tool.call.result"] = self._said(str(event.get("text", "")))
 
@@ -363,6 +366,7 @@ class _Builder:
         span = self._span(key, parent, f"chat {call.model}", call.start, call.end)
         if span is None:
             return None
+        span.client = True
         span.attributes.update(
             {
                 "gen_ai.operation.name": "chat",
@@ -381,6 +385,7 @@ class _Builder:
             span.attributes["http.response.status_code"] = call.status
             if call.status >= 400:
                 span.error = f"HTTP {call.status}"
+                span.attributes["error.type"] = str(call.status)
         return span
 
     def _mark(
@@ -410,6 +415,7 @@ class _Builder:
                 if payload.get("source") == "flower" and step is not None:
                     if attempt is not None:  # it failed here; the next starts after the wait
                         attempt.error = _text(payload.get("kind")) or "failed"
+                        attempt.attributes["error.type"] = attempt.error
                         attempt.end = max(attempt.start, t)
                     self._attempt(step, t + max(0.0, _num(payload.get("delay_s")) or 0.0), "retry")
             case "handoff":

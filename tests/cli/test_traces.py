@@ -124,6 +124,7 @@ def test_a_run_lands_in_a_receiver_as_one_trace_with_the_manifests_figures(
     for call in calls:
         a = call.attributes
         assert call.name == f"chat {a['gen_ai.request.model']}"
+        assert call.kind == "SPAN_KIND_CLIENT"  # the convention's kind for a model call
         assert a["gen_ai.provider.name"] == "anthropic"
         assert a["gen_ai.usage.output_tokens"] == WEIGHT.output_tokens
         assert a["gen_ai.usage.cache_read.input_tokens"] == WEIGHT.cache_read_input_tokens
@@ -295,6 +296,7 @@ def test_a_retried_step_shows_its_attempts_and_the_fault_between_them(
     assert [a.attributes["flower.attempt.kind"] for a in attempts] == ["first", "retry"]
     first, second = attempts
     assert first.error and not second.error and first.end <= second.start
+    assert first.attributes["error.type"] == "retry"
     names = [name for name, _ in first.events]
     assert "flower.fault" in names and "flower.retry" in names
     retry = dict(first.events)["flower.retry"]
