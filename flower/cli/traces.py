@@ -33,14 +33,13 @@ def traces_checked() -> bool:
 
 
 def send_trace(console: Console, *, run_dir: Path, run_id: str, events: Path) -> None:
-    """Export run `run_id`'s trace; a receiver that refuses it costs one yellow line, never
-    the run's exit code."""
+    """Export run `run_id`'s trace and say so in a line (its trace id); a receiver that
+    refuses it costs a yellow line, never the run's exit code."""
     try:
         rows = read_run_rows(read_below(run_dir), run_id)
         lines = read_event_lines(read_below(events.parent), [events.name])
         content, redact = trace_content_wanted(), credential_redactor()
-        problem = export_trace(build_trace(run_id, lines, rows, content=content, redact=redact))
+        sent, line = export_trace(build_trace(run_id, lines, rows, content=content, redact=redact))
     except Exception as exc:  # noqa: BLE001 - the run is over; its trace must not change its exit
-        problem = f"traces: the run's trace was not sent ({type(exc).__name__}: {exc})"
-    if problem is not None:
-        console.print(problem, style="yellow", markup=False)
+        sent, line = False, f"traces: the run's trace was not sent ({type(exc).__name__}: {exc})"
+    console.print(line, style="dim" if sent else "yellow", markup=False)

@@ -5,7 +5,7 @@ OTEL_EXPORTER_OTLP_TRACES_ENDPOINT is set, and nothing of OpenTelemetry is impor
     if traces_wanted():
         check_traces()                   # before the run: the extra, the protocol (UsageError)
     ...
-    problem = export_trace(spans)        # after it: None, or a line saying what went wrong
+    sent, line = export_trace(spans)     # after it: whether the receiver took it, and a line
 
 The SDK reads the rest itself: OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES (the resource),
 OTEL_EXPORTER_OTLP_[TRACES_]HEADERS, _TIMEOUT, _COMPRESSION, _CERTIFICATE; OTEL_SDK_DISABLED=true
@@ -111,9 +111,10 @@ def credential_redactor(env: Mapping[str, str] = os.environ) -> Callable[[str], 
     return redact
 
 
-def export_trace(spans: Sequence[Span], env: Mapping[str, str] = os.environ) -> str | None:
-    """Send `spans` (root first, a parent before its children) as one trace; None when the
-    receiver took them, else a line that says why not. `check_traces()` must have passed."""
+def export_trace(spans: Sequence[Span], env: Mapping[str, str] = os.environ) -> tuple[bool, str]:
+    """Send `spans` (root first, a parent before its children) as one trace: whether the
+    receiver took them, and a line to tell (the trace id, or why not). `check_traces()` must
+    have passed."""
     # lazy: OpenTelemetry is imported only when traces are asked for (the extra)
     from opentelemetry import trace as api
     from opentelemetry.sdk.resources import Resource
@@ -154,18 +155,19 @@ def export_trace(spans: Sequence[Span], env: Mapping[str, str] = os.environ) -> 
     for span in reversed(spans):  # children end before their parents
         made[span.key].end(end_time=_ns(span.end))
     if not kept.spans:
-        return None  # a sampler (OTEL_TRACES_SAMPLER) dropped the trace
+        return True, "traces: the sampler (OTEL_TRACES_SAMPLER) dropped this run's trace"
+    trace_id = format(kept.spans[0].context.trace_id, "032x")
     exporter = _exporter(env)
     try:
         result = exporter.export(kept.spans)
     except Exception as exc:  # noqa: BLE001 - a trace never costs the run: said, not raised
-        return f"traces: could not send the run's trace ({type(exc).__name__}: {exc})"
+        return False, f"traces: could not send the run's trace ({type(exc).__name__}: {exc})"
     finally:
         exporter.shutdown()
         provider.shutdown()
     if result is not SpanExportResult.SUCCESS:
-        return f"traces: the OTLP receiver did not take the run's {len(kept.spans)} spans"
-    return None
+        return False, f"traces: the OTLP receiver did not take the run's {len(kept.spans)} spans"
+    return True, f"trace {trace_id} sent ({len(kept.spans)} spans)"
 
 
 def _exporter(env: Mapping[str, str]) -> Any:

@@ -49,7 +49,7 @@ TOKENS = (
 
 def send_box_trace(spec: BoxSpec) -> list[str]:
     """Export the ended run's trace when the OTEL variables ask for one; the lines to tell
-    the user (a receiver that refused it)."""
+    the user (its trace id, or why the receiver did not take it)."""
     if not traces_wanted():
         return []
     run = records.load(spec.state_dir)
@@ -63,8 +63,8 @@ def send_box_trace(spec: BoxSpec) -> list[str]:
     spans = build_trace(
         spec.run_id, lines, rows, metered=calls, content=trace_content_wanted(), redact=redact
     )
-    problem = export_trace(spans)
-    return [] if problem is None else [f"flowerbox: {problem}"]
+    sent, line = export_trace(spans)
+    return [line if sent else f"flowerbox: {line}"]
 
 
 def _box_files(

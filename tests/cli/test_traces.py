@@ -84,6 +84,7 @@ def test_a_run_lands_in_a_receiver_as_one_trace_with_the_manifests_figures(
     rows = json.loads((workspace.parent / "runs" / "manifest.json").read_text())
 
     assert len({s.trace_id for s in spans}) == 1  # one trace per run
+    assert f"trace {spans[0].trace_id} sent ({len(spans)} spans)" in done.stdout
     by_id = {s.span_id: s for s in spans}
     children = tree(spans)
     (root,) = children[""]

@@ -64,9 +64,10 @@ def test_what_utf_8_cannot_hold_and_key_shapes_never_reach_the_receiver(
     spans = build_trace("r1", lines, [row("干活\ud800", 0, 3)])
     with Receiver() as receiver:
         monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", receiver.url)
-        assert export_trace(spans) is None
+        sent, line = export_trace(spans)
         got = receiver.spans()
-        sent = b"".join(body for _, body in receiver.bodies)
+        body = b"".join(body for _, body in receiver.bodies)
+    assert sent and line == f"trace {got[0].trace_id} sent ({len(spans)} spans)"
     assert len(got) == len(spans)
     assert {s.name for s in got} >= {"invoke_agent 干活?", "execute_tool Bash?[redacted]"}
-    assert key.encode() not in sent and b"sk-ant-" not in sent
+    assert key.encode() not in body and b"sk-ant-" not in body

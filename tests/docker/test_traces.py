@@ -81,6 +81,7 @@ def test_a_box_run_lands_in_a_receiver_with_the_gateways_figures(
     (root,) = [s for s in spans if not s.parent_id]
     assert root.resource["service.name"] == "agents-box"
     assert root.attributes["flower.cost.source"] == "gateway"
+    assert f"trace {root.trace_id} sent ({len(spans)} spans)" in done.stdout + done.stderr
 
     # One model-call span per request the gateway metered, each with the ledger's figures.
     logged = [
