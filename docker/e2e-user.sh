@@ -17,6 +17,7 @@ usermod --append --groups docker "$user"
 # The system interpreter: world-executable, unlike a pyenv under /root.
 [[ -x $venv/bin/python ]] || /usr/bin/python3 -m venv "$venv"
 "$venv/bin/python" -m pip install -q --upgrade pip
-"$venv/bin/python" -m pip install -q "$here"
+# With the otel extra: the host exports a run's trace (tests/docker/test_traces.py).
+"$venv/bin/python" -m pip install -q "${here}[otel]"
 chmod -R a+rX "$venv"
 echo "e2e-user.sh: $user ready; flowerbox at $venv/bin/flowerbox" >&2

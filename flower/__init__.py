@@ -70,7 +70,14 @@ _HOMES = {
     "flower.core.rundir": ("RUN_ID_ENV", "RunDir", "new_run_id"),
     "flower.core.runtime": ("Runtime", "StepResult"),
     "flower.core.statefile": ("StateFileError", "atomic_write_json", "read_json", "update_json"),
+    "flower.core.otlp": (
+        "check_traces",
+        "export_trace",
+        "trace_content_wanted",
+        "traces_wanted",
+    ),
     "flower.core.timeline": ("Timeline", "read_timeline"),
+    "flower.core.trace": ("MeteredCall", "build_trace", "read_event_lines", "read_run_rows"),
     "flower.core.times": ("iso_utc",),
     "flower.core.untrusted": (
         "PrintableStream",
@@ -130,6 +137,7 @@ __all__ = [
     "LANG_ENV",
     "Lineage",
     "Lookup",
+    "MeteredCall",
     "ORACLE_RULES",
     "OVER_BUDGET",
     "PLUGIN_DIR",
@@ -159,7 +167,9 @@ __all__ = [
     "__version__",
     "atomic_write_json",
     "build_options",
+    "build_trace",
     "check_credentials",
+    "check_traces",
     "clarify",
     "clarify_step",
     "classify",
@@ -168,6 +178,7 @@ __all__ = [
     "default_window",
     "delegate_guard",
     "describe",
+    "export_trace",
     "git_exclude",
     "git_unexcluded",
     "goal_step",
@@ -187,12 +198,16 @@ __all__ = [
     "parse_json",
     "printable",
     "printable_data",
+    "read_event_lines",
     "read_json",
+    "read_run_rows",
     "read_timeline",
     "shown",
     "spill_guard",
     "starter_flow",
     "token_count",
+    "trace_content_wanted",
+    "traces_wanted",
     "update_json",
     "wake_state",
     "wants_isolation",
@@ -257,6 +272,12 @@ if TYPE_CHECKING:  # what type checkers and IDEs see
     from flower.core.inbox import ANSWER_COMMAND_ENV
     from flower.core.lang import LANG_ENV
     from flower.core.lineage import Lineage
+    from flower.core.otlp import (
+        check_traces,
+        export_trace,
+        trace_content_wanted,
+        traces_wanted,
+    )
     from flower.core.pricing import DEFAULT_PRICES, Price, PriceTable, token_count
     from flower.core.resilience import Resilience, classify
     from flower.core.roles import (
@@ -276,6 +297,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see
     from flower.core.statefile import StateFileError, atomic_write_json, read_json, update_json
     from flower.core.timeline import Timeline, read_timeline
     from flower.core.times import iso_utc
+    from flower.core.trace import MeteredCall, build_trace, read_event_lines, read_run_rows
     from flower.core.untrusted import (
         PrintableStream,
         UntrustedJSONError,

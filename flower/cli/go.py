@@ -254,6 +254,9 @@ async def drive(
     # lazy: both load the SDK (through Event and Runtime); `flower --help` stays fast
     from flower.cli.eventlog import EventLog
     from flower.cli.interact import Terminal
+    from flower.cli.traces import send_trace, traces_checked
+
+    traced = traces_checked()  # a UsageError before anything is spent
 
     interactive = sys.stdin.isatty() and not unattended
     elsewhere = f"answer from another terminal: {answer_command(runtime.run_dir)}"
@@ -284,6 +287,8 @@ async def drive(
         with contextlib.suppress(asyncio.CancelledError):
             await heartbeat  # its last status line is drawn before the end line
         log.close()
+        if traced:
+            send_trace(console, run_dir=runtime.run_dir, run_id=runtime.run_id, events=log.path)
     return state, False
 
 

@@ -61,6 +61,7 @@ def once(
     """Run one step and exit: 0 if it succeeded, 1 if it failed, 2 on bad input."""
     # lazy: these load the SDK, which `flower --help` must not pay for
     from flower.cli.eventlog import EventLog, tee
+    from flower.cli.traces import send_trace, traces_checked
     from flower.core.agent import AgentSpec
     from flower.core.runtime import Runtime, usable_run_dir
 
@@ -91,6 +92,7 @@ def once(
             max_budget_usd=budget,
             permission_mode="acceptEdits",
         )
+        traced = traces_checked()  # a UsageError before anything is spent
         log = EventLog(events or RunDir(runtime.run_dir).events(runtime.run_id))
         on_event = tee(Render(console, verbose=verbose, spent=runtime.spent), log)
         try:
@@ -98,6 +100,8 @@ def once(
         finally:
             runtime.close()
             log.close()
+            if traced:
+                send_trace(console, run_dir=runtime.run_dir, run_id=runtime.run_id, events=log.path)
     if not result.ok:
         STDERR.print(f"[bold red]step failed:[/] {escape(str(result.error))}")
     code, status = (Exit.OK, "done") if result.ok else (Exit.FAILED, "failed")

@@ -27,6 +27,7 @@ EventKind = Literal[
     "ask",
     "step",
     "handoff",
+    "call",
 ]
 
 

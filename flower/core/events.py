@@ -1,7 +1,7 @@
 """Event: the one shape everything above the core sees. normalize() is the only place that
 knows SDK message types; the workflow, the CLI and flowerbox consume Events only.
 
-The 15 kinds (a wire format: a kind is added, never renamed; UIs keep an `else` branch):
+The 16 kinds (a wire format: a kind is added, never renamed; UIs keep an `else` branch):
 
     kind         emitted by        text                          payload (besides context)
     text         normalize         what the model said           subagent?, session_id, usage
@@ -24,6 +24,8 @@ The 15 kinds (a wire format: a kind is added, never renamed; UIs keep an `else` 
     step         Workflow.run      the step name (each round)    index, total, resumed, woke,
                                                                  round, rounds (if several)
     handoff      Runtime           the context level explained   phase, step, context, window
+    call         Runtime           "<model>: $<cost>"            message_id, model, usage (final
+                                                                 tokens), cost_usd (price table)
 
 normalize() does four things beyond the translation (seed 004): subagent lines carry
 payload["subagent"] (the parent Agent call's id) so they never mix with the main text;

@@ -64,10 +64,11 @@ from flower.core.handoff import Handoff, is_overflow
 from flower.core.leftovers import sweep
 from flower.core.manifest import ENDED, RUNNING, ManifestWriter, WriterLock
 from flower.core.mounting import session_spec
+from flower.core.pricing import token_count
 from flower.core.resilience import Kind, Resilience, classify
 from flower.core.runcheck import check_state_files
 from flower.core.rundir import RunDir, this_run_id
-from flower.core.spend import TOKEN_FIELDS
+from flower.core.spend import TOKEN_FIELDS, call_cost
 from flower.core.takeover import take_over
 from flower.core.workbench import Workbench
 from flower.core.workspace import in_git_repository, shown, undecodable
@@ -203,6 +204,7 @@ class Runtime:
         self._live: tuple[asyncio.AbstractEventLoop, ClaudeSDKClient] | None = None
         self._said: str | None = None  # the human's words of a pending interrupt
         self._session: str | None = None  # the session of the attempt under way
+        self._emit: EventSink = _ignore  # the step's sink, for "call" (the handoff writer's too)
 
     @property
     def manifest_path(self) -> Path:
@@ -227,7 +229,7 @@ class Runtime:
         self._step, self._inflight = result, None
         await asyncio.to_thread(self._open_row)
         try:
-            emit = _naming(result.step, on_event or _ignore)
+            emit = self._emit = _naming(result.step, on_event or _ignore)
             await self._loop(spec, prompt, result, resume, fork, resume_at, emit)
         except asyncio.CancelledError:
             if self._inflight is not None:  # what it streamed before the stop is spent
@@ -558,6 +560,17 @@ class Runtime:
         if attempt is not None:
             attempt.observe_entries(entries)
             self._offer_rows(attempt)
+            self._report_calls(attempt)
+
+    def _report_calls(self, attempt: Attempt) -> None:
+        """A "call" Event per API response now complete: its final tokens and exact cost, what
+        a trace's model-call span carries (flower.core.trace)."""
+        done, attempt.spend.completed = attempt.spend.completed, []
+        for message_id, model, usage in done:
+            tokens = {name: token_count(usage.get(name)) for name in TOKEN_FIELDS}
+            cost = round(call_cost(model, usage), 9)
+            payload = {"message_id": message_id, "model": model, "usage": tokens, "cost_usd": cost}
+            self._emit(Event("call", f"{model}: ${cost:.6f}", payload=payload))
 
     def _offer_rows(self, attempt: Attempt) -> None:
         """New usage, a result, a session: have the running row rewritten."""

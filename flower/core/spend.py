@@ -27,7 +27,7 @@ from typing import Any
 from flower.core.pricing import PriceTable, token_count
 from flower.stores.transcript import is_api_error
 
-__all__ = ["PRICES", "TOKEN_FIELDS", "Spend"]
+__all__ = ["PRICES", "TOKEN_FIELDS", "Spend", "call_cost"]
 
 TOKEN_FIELDS = (
     "input_tokens",
@@ -53,13 +53,15 @@ class Spend:
         self.usage: dict[str, int] = dict.fromkeys(TOKEN_FIELDS, 0)
         self._calls: dict[str, tuple[str, dict[str, Any]]] = {}  # id -> (model, usage)
         self._open: set[str] = set()  # the calls since the last result
+        self.completed: list[tuple[str, str, dict[str, Any]]] = []
+        """(message id, model, usage) of each call whose complete response arrived (or
+        changed) since the owner last took them: Runtime reports each as a "call" Event."""
 
     @property
     def cost(self) -> float:
         """The CLI's figure up to its last result, plus the calls made since, priced."""
         return max(0.0, self.last_total - self.baseline) + sum(
-            PRICES.lookup(model)[0].cost(usage)
-            for model, usage in (self._calls[i] for i in self._open)
+            call_cost(model, usage) for model, usage in (self._calls[i] for i in self._open)
         )
 
     def event(self, payload: Mapping[str, Any]) -> bool:
@@ -88,7 +90,9 @@ class Spend:
             known = self._calls.get(message_id)
             if known is not None and known[1] == usage:
                 continue
-            self._record(message_id, str(message.get("model") or ""), usage)
+            model = str(message.get("model") or "")
+            self._record(message_id, model, usage)
+            self.completed.append((message_id, model, dict(usage)))
             changed = True
         return changed
 
@@ -106,6 +110,11 @@ class Spend:
             before = token_count(known[1].get(name)) if known else 0
             self.usage[name] += token_count(usage.get(name)) - before
         self._calls[message_id] = (model, dict(usage))
+
+
+def call_cost(model: str, usage: Mapping[str, Any]) -> float:
+    """One call's cost by flower's price table (the table the flowerbox gateway meters with)."""
+    return PRICES.lookup(model)[0].cost(usage)
 
 
 def _written(entry: Mapping[str, Any]) -> float:

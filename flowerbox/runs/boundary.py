@@ -40,6 +40,7 @@ from flowerbox.box.spec import BoxSpec
 from flowerbox.box.untrusted import open_dir, read_bytes
 from flowerbox.errors import UntrustedFileError
 from flowerbox.runs import provenance, records
+from flowerbox.runs.trace import send_box_trace
 from flowerbox.wire import OBJECTS_IN_BOX
 
 SHADOW = "shadow.json"
@@ -83,7 +84,7 @@ def after_run(spec: BoxSpec, code: int | None) -> list[str]:
     lines: list[str] = (
         [ended.meta["stop_reason"]] if ended and ended.meta.get("stop_reason") else []
     )
-    for step in (_quarantine, _bring_back, _notes, _watched_report):
+    for step in (_quarantine, _bring_back, _notes, _watched_report, _trace):
         try:
             lines += step(spec, code)
         except Exception as exc:  # noqa: BLE001 - reported, and the next step still runs
@@ -134,6 +135,11 @@ def _notes(spec: BoxSpec, code: int | None) -> list[str]:
         f"noted {len(commits)} commit(s) of {spec.run_id} in {provenance.NOTES_REF} "
         "(git log --notes=flowerbox)"
     ]
+
+
+def _trace(spec: BoxSpec, code: int | None) -> list[str]:
+    """The run's trace, when the OTEL variables ask for one (flowerbox.runs.trace)."""
+    return send_box_trace(spec)
 
 
 def _watched_report(spec: BoxSpec, code: int | None) -> list[str]:

@@ -97,7 +97,8 @@ def start_detached(
 def _spawn_supervisor(spec: BoxSpec) -> int:
     # Isolated Python (-I: no PYTHONPATH, no user site, not the cwd on sys.path), started in
     # the run's host-only folder with a clean environment; it needs no credentials.
-    env = {k: v for k, v in os.environ.items() if k in SUPERVISOR_ENV}
+    # OTEL_*: the keeper sends the run's trace when it ends (flowerbox.runs.trace).
+    env = {k: v for k, v in os.environ.items() if k in SUPERVISOR_ENV or k.startswith("OTEL_")}
     log = spec.state_dir / records.SUPERVISOR_LOG
     try:
         with log.open("ab") as out:

@@ -23,7 +23,16 @@ from typing import TextIO
 
 from rich.console import Console
 
-from flower import PrintableStream, RunDir, git_exclude, git_unexcluded, workbench_location
+from flower import (
+    FlowerError,
+    PrintableStream,
+    RunDir,
+    check_traces,
+    git_exclude,
+    git_unexcluded,
+    traces_wanted,
+    workbench_location,
+)
 from flowerbox.box import startclock, state
 from flowerbox.box.engine import CHECKOUT, Box, connect, ensure_image, image_id
 from flowerbox.box.options import BoxOptions
@@ -31,6 +40,7 @@ from flowerbox.box.prepare import Prepared, prepare
 from flowerbox.box.spec import BoxSpec
 from flowerbox.box.terminal import docker_cli_attach
 from flowerbox.box.untrusted import regular_file
+from flowerbox.errors import ConfigError
 from flowerbox.runs import records
 from flowerbox.runs.boundary import after_run, before_run, report
 from flowerbox.runs.brokered import leave_broker, through_broker
@@ -76,6 +86,11 @@ def launch(
             going in the workspace); the message says what to do.
     """
     startclock.mark("cli ready")
+    if raw is None and traces_wanted():
+        try:
+            check_traces()  # the host exports the trace: its extra, before the box starts
+        except FlowerError as exc:
+            raise ConfigError(str(exc)) from exc
     prepared = prepare(command, options)
     startclock.mark("workspace checked")
     handed_over = False

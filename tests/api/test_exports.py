@@ -45,6 +45,10 @@ ADDED |= {"LANG_ENV"}
 ADDED |= {"PrintableStream", "UntrustedJSONError", "parse_json", "printable", "printable_data"}
 # Added by issue 31: the bundled CLI's version, read without importing the SDK (host commands).
 ADDED |= {"cli_version"}
+# Added by issue 33: a run's trace, which flowerbox builds on the host from the gateway's
+# ledger and the box's files, and exports by the same standard variables.
+ADDED |= {"MeteredCall", "build_trace", "read_event_lines", "read_run_rows"}
+ADDED |= {"check_traces", "export_trace", "trace_content_wanted", "traces_wanted"}
 
 
 def test_the_public_names_all_resolve() -> None:
