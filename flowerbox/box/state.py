@@ -135,6 +135,12 @@ def box_folder(run_id: str) -> Path:
     return _private(base() / "flowerbox-box") / check_run_id(run_id)
 
 
+def kept_folder(run_id: str) -> Path:
+    """Where a run's box area waits, host-only, when its commits could not come back at its
+    end (`flowerbox deliver RUN` tries again); moved here whole, so no box reaches it."""
+    return _private(base() / "flowerbox-kept") / check_run_id(run_id)
+
+
 SECRETS_TTL_S = 120.0  # a gateway reads its file within seconds of it being written
 
 

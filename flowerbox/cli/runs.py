@@ -498,6 +498,9 @@ _DELIVERED = {
 ClusterRun = Annotated[
     str, typer.Argument(help="The run id (`flowerbox ps --on kube` lists them).")
 ]
+AnyRun = Annotated[
+    str, typer.Argument(help="The run id (`flowerbox ps` lists them; with --on kube, a cluster's).")
+]
 
 
 def _cluster_only(ctx: typer.Context, what: str) -> None:
@@ -511,15 +514,26 @@ def _cluster_only(ctx: typer.Context, what: str) -> None:
 @app.command("deliver")
 def deliver_run(
     ctx: typer.Context,
-    run: ClusterRun,
+    run: AnyRun,
+    workspace: Workspace = None,
     on: OnOption = On.LOCAL,
     namespace: Namespace = "flowerbox",
     context: Context = None,
     broker: Broker = BROKER,
 ) -> None:
-    """Push an ended cluster run's branch back as flowerbox/RUN, through the broker's relay."""
-    _cluster_only(ctx, "a run here leaves its work on its branch in your repository")
-    kube.deliver(kube_target(ctx.params), run)
+    """Push an ended cluster run's branch back as flowerbox/RUN, through the broker's relay;
+    here, bring back the commits of a run that could not bring them back when it ended."""
+    if on_kube(ctx):
+        kube.deliver(kube_target(ctx.params), run)
+        return
+    found = find(workspace, run)
+    if found.running:
+        raise RunError(f"run {found.run_id} is still running: its commits come back when it ends")
+    # lazy: bringing back needs the host git runner, which no other command here loads
+    from flowerbox.runs.boundary import deliver_again
+
+    for line in deliver_again(found.spec()):
+        STDERR.print(escape(printable(line, one_line=True)))
 
 
 @app.command("rm")

@@ -38,7 +38,7 @@ from flower import printable
 from flowerbox.box import gitshadow, state
 from flowerbox.box.spec import BoxSpec
 from flowerbox.box.untrusted import open_dir, read_bytes
-from flowerbox.errors import UntrustedFileError
+from flowerbox.errors import RunError, UntrustedFileError
 from flowerbox.runs import provenance, records
 from flowerbox.runs.trace import send_box_trace
 from flowerbox.wire import OBJECTS_IN_BOX
@@ -84,14 +84,52 @@ def after_run(spec: BoxSpec, code: int | None) -> list[str]:
     lines: list[str] = (
         [ended.meta["stop_reason"]] if ended and ended.meta.get("stop_reason") else []
     )
+    kept = False
     for step in (_quarantine, _bring_back, _notes, _watched_report, _trace):
         try:
             lines += step(spec, code)
         except Exception as exc:  # noqa: BLE001 - reported, and the next step still runs
             lines.append(f"flowerbox: {step.__name__.strip('_')} failed: {exc}")
-    shutil.rmtree(records.box_area(spec), ignore_errors=True)  # rmtree never follows a link
+            kept = kept or step is _bring_back
+    if kept:  # the box's commits are only in its git directory: kept for another try
+        lines.append(_keep(spec))
+    shutil.rmtree(records.box_area(spec), ignore_errors=True)  # never follows a link
     records.record(spec, notices=lines)
     return lines
+
+
+def _keep(spec: BoxSpec) -> str:
+    """The run's box area moved, whole, where only the host reaches it (the run's cleanup
+    removes the box area), and the line that says how to try again."""
+    try:
+        os.rename(records.box_area(spec), state.kept_folder(spec.run_id))
+    except OSError as exc:
+        return f"flowerbox: the run's commits did not come back and cannot be kept: {exc}"
+    return (
+        f"flowerbox: the run's commits did not come back; its git directory is kept: "
+        f"`flowerbox deliver {spec.run_id}` tries again"
+    )
+
+
+def deliver_again(spec: BoxSpec) -> list[str]:
+    """Bring back the commits of an ended run that did not come back when it ended (its git
+    directory kept by `_keep`); the directory goes once they did. Raises RunError when there
+    is nothing to bring back, or when it fails again (the directory then stays)."""
+    kept = state.kept_folder(spec.run_id)
+    if not (spec.state_dir / SHADOW).is_file() or not kept.is_dir():
+        raise RunError(
+            f"run {spec.run_id} has nothing left to bring back: its commits came back when "
+            "it ended (or it had no git directory of its own)"
+        )
+    try:
+        lines = _bring_back(spec, None, kept=kept)
+    except Exception as exc:  # noqa: BLE001 - whatever it was, the directory stays for a retry
+        raise RunError(
+            f"bringing back run {spec.run_id}'s commits failed again: {exc} (its git "
+            "directory is still kept)"
+        ) from exc
+    shutil.rmtree(kept, ignore_errors=True)
+    return lines or [f"run {spec.run_id} made no new commits"]
 
 
 def _quarantine(spec: BoxSpec, code: int | None) -> list[str]:
@@ -103,11 +141,15 @@ def _quarantine(spec: BoxSpec, code: int | None) -> list[str]:
     return done.lines()
 
 
-def _bring_back(spec: BoxSpec, code: int | None) -> list[str]:
+def _bring_back(spec: BoxSpec, code: int | None, *, kept: Path | None = None) -> list[str]:
+    """`kept`: the box area as `_keep` moved it (the shadow's gitdir is in it)."""
     path = spec.state_dir / SHADOW
     if spec.git != "dir" or not path.is_file():
         return []
     shadow = records.from_json(gitshadow.Shadow, json.loads(path.read_text(encoding="utf-8")))
+    if kept is not None:
+        inside = shadow.gitdir.relative_to(records.box_area(spec))
+        shadow = dataclasses.replace(shadow, gitdir=kept / inside)
     before = frozenset(_delivered(records.chain(spec.run_id)))
     brought = gitshadow.bring_back(shadow, run_id=spec.run_id, delivered_before=before)
     if brought.delivered:

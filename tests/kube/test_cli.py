@@ -311,7 +311,8 @@ def test_ps_on_kube_ignores_a_log_of_another_run_or_read(kubeconfig: FakeKube) -
         (["x", "--on", "kube"], "--on kube needs --repo URL"),
         (["stop", "--on", "kube"], "pass the run id with --on kube"),
         (["answer", "q1", "yes", "--on", "kube"], "pass the run id with --on kube"),
-        (["deliver", "r"], "flowerbox deliver is for a run on a cluster (--on kube)"),
+        (["deliver", "r"], "no run 'r' here or in the index"),  # a run of this machine's
+        (["deliver", "r", "--on", "kube", "-w", "/tmp"], "--workspace is for this machine"),
         (["rm", "r"], "flowerbox rm is for a run on a cluster (--on kube)"),
         (["selftest", "--on", "kube", "--weaken", "no_seccomp"], "--weaken is for this machine"),
         (["kube", "ps"], "No such command 'ps'"),
