@@ -48,8 +48,8 @@ class OnTcp(Admitted, PrivateUnixServer):
         socketserver.TCPServer.server_close(self)
 
 
-def parse_address(text: str) -> tuple[str, int]:
-    """`HOST:PORT` (`[v6]:PORT`) as a socket address.
+def parse_address(text: str, flag: str = "--listen") -> tuple[str, int]:
+    """`HOST:PORT` (`[v6]:PORT`) as a socket address (`flag`: the option that gave it).
 
     Raises:
         BrokerError: no port, or one out of range.
@@ -57,5 +57,5 @@ def parse_address(text: str) -> tuple[str, int]:
     host, _, port = text.rpartition(":")
     host = host.removeprefix("[").removesuffix("]")
     if not host or not port.isdigit() or not 0 < int(port) < 65536:
-        raise BrokerError(f"--listen {text!r}: give HOST:PORT, e.g. 0.0.0.0:8080")
+        raise BrokerError(f"{flag} {text!r}: give HOST:PORT, e.g. 0.0.0.0:8080")
     return host, int(port)
