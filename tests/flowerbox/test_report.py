@@ -47,7 +47,7 @@ def test_report_draws_a_box_run_and_refuses_what_the_box_planted(
     page = spec.state_dir / "report.html"  # host-only: nothing the box can replace
     assert f"wrote {page}" in drawn.stderr
     html = page.read_text()
-    assert html.count('class="bar ') == 4 and "flower 运行 · ws · 达成" in html  # zh: the suite's
+    assert html.count('class="bar ') == 4 and "flower run · ws · achieved" in html
     assert 'class="wait"' in html  # q1, from the events file named by the flowerbox run id
     assert "progress.json: not read" in html and "SECRET-PLANTED" not in html  # the link
     assert "&lt;/title&gt;&lt;/svg&gt;&lt;script&gt;" in html and "<script" not in html
