@@ -17,7 +17,10 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from flower.testing import FakeAPI
+from flowerbox.broker import client
 from tests.flowerbox.conftest import REAL_KEY, wait_for
+from tests.flowerbox.test_broker import BrokerProcess
+from tests.flowerbox.test_broker import start_broker as start_local  # noqa: F401 - a fixture
 from tests.flowerbox.test_broker_tcp import (
     COST,
     ClusterRun,
@@ -162,6 +165,40 @@ def test_the_counts_survive_a_restart_as_the_ledger_keeps_them(
     assert broker.spend(run) == 403
     _, moved = scrape(port)
     assert requests(moved)["api", "refused", "budget"] == 2
+
+
+def test_a_local_broker_serves_the_same_metrics_for_its_runs_on_unix_sockets(
+    start_local: Callable[..., BrokerProcess],  # noqa: F811 - the fixture imported above
+) -> None:
+    """`flowerbox broker --metrics` without --listen: runs registered on the control socket,
+    their requests on their own api.sock; a token on another run's socket is refused."""
+    port = free_port()
+    broker = start_local("--metrics", f"127.0.0.1:{port}", "--team-budget", "5")
+    first, second = broker.register(budget=1.0), broker.register()
+    assert first.request()[0] == 200 and second.request()[0] == 200 and first.request()[0] == 200
+    assert second.request(first.token)[0] == 401  # on second's socket: second's refusal
+    page, samples = scrape(port)
+    rows = broker.rows()
+    assert one(samples, "flowerbox_broker_runs_registered") == 2
+    assert one(samples, "flowerbox_broker_runs_live") == 2
+    spent = runs_of(samples, "flowerbox_broker_run_spent_usd_total")
+    assert spent == {
+        run.run_id: pytest.approx(sum(r["cost_usd"] for r in rows if r["run_id"] == run.run_id))
+        for run in (first, second)
+    }
+    assert runs_of(samples, "flowerbox_broker_run_budget_left_usd") == {
+        first.run_id: pytest.approx(1.0 - 2 * COST)
+    }
+    assert one(samples, "flowerbox_broker_budget_left_usd") == pytest.approx(5 - 3 * COST)
+    assert requests(samples) == {
+        ("api", "forwarded", ""): 3,
+        ("api", "refused", "not this run's token"): 1,
+    }
+    assert one(samples, "flowerbox_broker_upstream_latency_seconds_count") == 3
+    assert first.token not in page and second.token not in page and REAL_KEY not in page
+    assert client.revoke(broker.folder, second.run_id)
+    _, ended = scrape(port)
+    assert set(runs_of(ended, "flowerbox_broker_run_live")) == {first.run_id}
 
 
 def test_a_metrics_address_that_cannot_be_served_is_said_with_exit_2(sockdir: Path) -> None:
