@@ -38,6 +38,10 @@ class OnTcp(Admitted, PrivateUnixServer):
         super().__init__(socket_path, handler)
 
     def server_bind(self) -> None:
+        # TCPServer.server_bind, which this replaces, is where allow_reuse_address is applied:
+        # without it a port whose refused connections (closed by the broker first) wait out
+        # TIME_WAIT cannot be bound again for a minute after a restart.
+        self.socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self.socket.bind(self.tcp_address)
         self.server_address = self.socket.getsockname()[:2]
 

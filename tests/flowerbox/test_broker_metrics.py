@@ -151,14 +151,17 @@ def test_the_counts_survive_a_restart_as_the_ledger_keeps_them(
     metered: Callable[..., tuple[TcpBroker, int]],
 ) -> None:
     broker, port = metered()
-    # (A refusal from the head closes its connection from the broker's side: its port
-    # then waits out TIME_WAIT, which a restart on the same port may meet.)
     run = broker.add("20261207-000000-cccccc", budget=0.01)
     assert [broker.spend(run) for _ in range(3)] == [200, 200, 403]
+    assert broker.request({})[0] == 401  # counted in the refusals table, not a row
     broker.stop()
     broker.start()  # the same ports, the same ledger
     _, samples = scrape(port)
-    assert requests(samples) == {("api", "forwarded", ""): 2, ("api", "refused", "budget"): 1}
+    assert requests(samples) == {
+        ("api", "forwarded", ""): 2,
+        ("api", "refused", "budget"): 1,
+        ("api", "refused", "no token"): 1,
+    }
     assert one(samples, "flowerbox_broker_spent_usd_total") == pytest.approx(2 * COST)
     assert runs_of(samples, "flowerbox_broker_run_budget_left_usd") == {run.run_id: 0.0}
     assert one(samples, "flowerbox_broker_upstream_latency_seconds_count") == 0  # this process's
