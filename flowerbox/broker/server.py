@@ -379,7 +379,15 @@ class Broker(Registry):
             except BrokerError as exc:
                 self.ledger.revoke(entry.run_id)
                 print(f"flowerbox broker: {exc}; its token is revoked", file=sys.stderr)
-        self.control = _ControlServer(folder / CONTROL_SOCKET, self)
+        try:
+            self.control = _ControlServer(folder / CONTROL_SOCKET, self)
+        except OSError as exc:  # a folder whose path is too long for a unix socket, say
+            super().close()
+            raise BrokerError(
+                f"cannot bind the broker's control socket {folder / CONTROL_SOCKET}: {exc};"
+                " a unix socket's path must stay under 108 bytes: set XDG_STATE_HOME to a"
+                " shorter folder"
+            ) from exc
 
     def register(self, asked: Registration) -> str:
         """Serve a new run on sockets in its socket folder; its token (the one copy of it)."""
