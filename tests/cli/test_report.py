@@ -241,6 +241,16 @@ def test_the_report_speaks_the_runs_language_and_shows_each_steps_tool_calls(
     chromium()
     dom = dump_dom(page)
     assert dom.count('class="tool ') == len(ticks) > 0
+    # The CSP is the second line behind escaping: a script that got into the page (an
+    # escape that failed) still does not run; without the policy it would (the control).
+    planted = html.replace("</body>", "<script>document.title='pwned'</script></body>")
+    broken, control = tmp_path / f"broken-{lang}.html", tmp_path / f"control-{lang}.html"
+    broken.write_text(planted)
+    control.write_text(
+        planted.replace(f'content="{CSP}"', "content=\"script-src 'unsafe-inline'\"")
+    )
+    assert "<title>pwned</title>" in dump_dom(control)
+    assert "<title>pwned</title>" not in dump_dom(broken)
     shot = tmp_path / f"page-{lang}.png"
     screenshot(page, shot, width=1280, height=900)
     assert count(pixels(shot)[2], TOOL_COLOURS["ok"]) > 20  # the ticks are drawn
