@@ -24,6 +24,7 @@ SURVIVOR_LABEL = "dev.flower.selftest.survivor"  # a container a self-test probe
 API_PORT = 8080
 PROXY_PORT = 3128  # the egress proxy (docs/egress.md)
 GIT_PORT = 8081  # a cluster broker's git relay: it adds the git credential only it holds
+METRICS_PORT = 9180  # a cluster broker's Prometheus metrics (flowerbox.broker.metrics)
 PLACEHOLDER_KEY = "sk-flowerbox-placeholder"  # the agent's API key: worth nothing
 
 # --- folders mounted into the containers, and the files in them ---------------------------

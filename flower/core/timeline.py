@@ -6,7 +6,8 @@ cost and context over time, read from what the run left in its run directory.
 Sources (flower.core.rundir): manifest.json (one row per step or round: its times, attempts,
 cost, context and the judge's text, from which the verdict is read), progress.json (which
 processes made up the workspace's run), events/<run id>.jsonl (`--events`: faults, handoffs,
-questions, the context level as it rose) and asks.json (questions still open).
+questions, the context level as it rose, the tool calls: flower.core.toolcalls) and
+asks.json (questions still open).
 
 Every one of them is box-writable when a flowerbox workspace is read on the host, so they are
 read as hostile input: through `read`, which refuses links and anything but a regular file
@@ -31,6 +32,7 @@ from typing import Any
 from flower.core.goal import Verdict
 from flower.core.manifest import ENDED, RUNNING
 from flower.core.rundir import RunDir
+from flower.core.toolcalls import ToolCall, tool_calls
 from flower.core.untrusted import parse_json
 
 __all__ = [
@@ -128,6 +130,7 @@ class Timeline:
     context: tuple[tuple[float, int], ...]  # (time, tokens in the main session's context)
     window: int  # tokens; 0 when unknown
     problems: tuple[str, ...]
+    tools: tuple[ToolCall, ...] = ()  # each step's tool calls, in the order they began
 
     @property
     def start(self) -> float:
@@ -230,6 +233,7 @@ def read_timeline(
         context=tuple(_thin(context)),
         window=seen or window,
         problems=tuple(problems),
+        tools=tuple(tool_calls(lines, bars)),
     )
 
 

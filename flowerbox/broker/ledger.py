@@ -7,6 +7,10 @@ request is written twice: *begun* when its budget is reserved (before it is forw
 its worst case, and *settled* with what it cost once answered. A row still begun when a
 broker opens the ledger was cut by a crash: it is settled at its worst case, as the gateway
 charges a stream cut before its usage arrived. Tokens are never stored, only their SHA-256.
+
+`outcomes` counts the requests and refusals the ledger holds per listener, outcome and cause
+(flowerbox.broker.tally): summed once when the ledger opens, then kept up with each write, so
+`flowerbox broker --metrics` reads them without a query (and equal to the ledger by making).
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from flowerbox.broker.tally import REFUSED, Tally, cause, outcome
 from flowerbox.errors import BrokerError
 from flowerbox.note import Spend
 from flowerbox.sidecar.meter import TOKEN_FIELDS
@@ -128,6 +133,18 @@ class Ledger:
             "UPDATE requests SET cost_usd = reserved_usd, settled = 1, note = ? WHERE settled = 0",
             (CUT_NOTE,),
         ).rowcount
+        self.outcomes = self._outcomes()
+
+    def _outcomes(self) -> Tally:
+        """What the ledger holds so far, per (listener, outcome, cause)."""
+        tally = Tally()
+        sql = "SELECT status, note, method, COUNT(*) FROM requests GROUP BY status, note, method"
+        for status, note, method, count in self._read(sql):
+            tally.add(("api", *outcome(status, note, method)), count)
+        sql = "SELECT listener, cause, SUM(count) FROM refusals GROUP BY listener, cause"
+        for listener, said, count in self._read(sql):
+            tally.add((listener, REFUSED, cause(said)), count)
+        return tally
 
     def close(self) -> None:
         with self._lock:
@@ -211,15 +228,17 @@ class Ledger:
             "note": clean["note"] or None,
             "settled": 1,
         }
+        counted = ("api", *outcome(fields.get("status"), clean["note"] or None, clean["method"]))
         if row is None:
             names = ", ".join(["run_id", "time", *values])
             marks = ", ".join("?" * (len(values) + 2))
             sql = f"INSERT INTO requests ({names}) VALUES ({marks})"  # noqa: S608 - our names
             self._write(sql, (run_id, _now(), *values.values()))
-            return
-        assignments = ", ".join(f"{name} = ?" for name in values)
-        sql = f"UPDATE requests SET {assignments} WHERE id = ?"  # noqa: S608 - our names
-        self._write(sql, (*values.values(), row))
+        else:
+            assignments = ", ".join(f"{name} = ?" for name in values)
+            sql = f"UPDATE requests SET {assignments} WHERE id = ?"  # noqa: S608 - our names
+            self._write(sql, (*values.values(), row))
+        self.outcomes.add(counted)
 
     def count_refusals(self, counts: dict[tuple[str, str, str, str, str], int]) -> None:
         """Add refusal counts, keyed (minute, listener, cause, peer, run id), in one commit."""
@@ -236,6 +255,8 @@ class Ledger:
                     self._db.executemany(sql, rows)
             except sqlite3.Error as exc:
                 raise BrokerError(f"the broker's ledger refused a write: {exc}") from exc
+        for (_, listener, said, _, _), count in counts.items():
+            self.outcomes.add((listener, REFUSED, cause(said)), count)
 
     def refusals(self) -> list[dict[str, Any]]:
         """The refusal counts, oldest minute first: `flowerbox broker --ledger`, the tests."""

@@ -39,6 +39,7 @@ from flowerbox.broker.gitrelay import GitCredential, GitRelay, RelayRun
 from flowerbox.broker.ledger import RunEntry, token_hash
 from flowerbox.broker.refusals import LineBudget, Refusals
 from flowerbox.broker.server import Charge, Registry, ServedRun, checked
+from flowerbox.broker.tally import REFUSED, cause
 from flowerbox.broker.tcp import OnTcp
 from flowerbox.errors import BrokerError, FlowerboxError
 from flowerbox.note import allowlist
@@ -264,6 +265,19 @@ class ClusterBroker(Registry):
         for run_id in sorted(ended):
             self.line(f"run {run_id}: no Job holding its token runs; its token is refused")
 
+    def outcomes(self) -> dict[tuple[str, ...], int]:
+        """The ledger's, and the refusals counted but not in it yet (a second's worth)."""
+        counts = super().outcomes()
+        for (listener, said), count in self.refusals.pending().items():
+            key = (listener, REFUSED, cause(said))
+            counts[key] = counts.get(key, 0) + count
+        return counts
+
+    def served(self) -> list[tuple[ServedRun, bool]]:
+        """The runs whose Secret is listed; live: a running Job holds its token."""
+        with self._lock:
+            return [(run, run_id in self.live) for run_id, run in self.runs.items()]
+
     def relay_run(self, token: str) -> RelayRun | None:
         """The git relay's `runs`: the live run `token` is served for, with the repository
         its Secret named; None for any other token, or a run created with no repository."""
@@ -387,6 +401,9 @@ class TokenGateway(Gateway, OnTcp):
     def service_actions(self) -> None:
         super().service_actions()
         self.broker.refusals.due()
+
+    def upstream_answered(self, seconds: float) -> None:
+        self.broker.upstream_latency(seconds)
 
     def _refused(self, unserved: Unserved, incoming: Incoming) -> Tenant:
         """Answered 401 before anything else (never forwarded), counted."""

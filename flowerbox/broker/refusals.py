@@ -80,6 +80,14 @@ class Refusals:
         if time.monotonic() - self._flushed >= FLUSH_EVERY:
             self.flush()
 
+    def pending(self) -> dict[tuple[str, str], int]:
+        """The counts not flushed yet, per listener and cause."""
+        counted: Counter[tuple[str, str]] = Counter()
+        with self._lock:
+            for (_, listener, cause, _, _), count in self._pending.items():
+                counted[listener, cause] += count
+        return dict(counted)
+
     def flush(self) -> None:
         with self._lock:
             pending, self._pending = self._pending, Counter()

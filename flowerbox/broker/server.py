@@ -38,6 +38,7 @@ from typing import Any
 
 from flowerbox import wire
 from flowerbox.broker.ledger import Ledger, RunEntry, token_hash
+from flowerbox.broker.tally import Tally
 from flowerbox.errors import BrokerError, FlowerboxError
 from flowerbox.sidecar.egress import Policy
 from flowerbox.sidecar.gateway import Credentials, Gateway, Refusal, Tenant, client_keys
@@ -223,6 +224,9 @@ class RunGateway(Gateway):
         self.broker.ledger.settle(None, self.run.entry.run_id, fields)
         super().malformed(**fields)
 
+    def upstream_answered(self, seconds: float) -> None:
+        self.broker.upstream_latency(seconds)
+
 
 class Registry:
     """What every broker holds: the runs it serves, the team's meter, the ledger. How runs
@@ -257,6 +261,9 @@ class Registry:
             whose=TEAM,
         )
         self.runs: dict[str, ServedRun] = {}
+        self.egress = Tally()  # the runs' egress decisions, by decision (allow, deny)
+        # Each upstream answer's wait, in seconds (`--metrics` sets it: flowerbox.broker.metrics)
+        self.upstream_latency: Callable[[float], None] = _unobserved
         self._lock = threading.Lock()
 
     def revoke(self, run_id: str) -> bool:
@@ -280,6 +287,16 @@ class Registry:
             "team_budget_usd": self.team.budget,
         }
 
+    def outcomes(self) -> dict[tuple[str, ...], int]:
+        """Requests per (listener, outcome, cause): the ledger's (flowerbox.broker.tally)."""
+        return self.ledger.outcomes.snapshot()
+
+    def served(self) -> list[tuple[ServedRun, bool]]:
+        """The runs served now, each with whether it is live (its token is let through now).
+        Here every one: a local run is registered by its box and revoked at its end."""
+        with self._lock:
+            return [(run, True) for run in self.runs.values()]
+
     def close(self) -> None:
         with self._lock:
             runs, self.runs = list(self.runs.values()), {}
@@ -299,9 +316,28 @@ class Registry:
                 spent=self.ledger.spent(entry.run_id),
             ),
             requests=JsonLines(entry.gateway_dir / wire.REQUESTS_LOG, self.redactor),
-            egress_log=JsonLines(entry.gateway_dir / wire.EGRESS_LOG, self.redactor),
+            egress_log=CountedLines(
+                entry.gateway_dir / wire.EGRESS_LOG, self.redactor, self.egress
+            ),
             policy=None if entry.allow is None else Policy.parse(list(entry.allow), []),
         )
+
+
+class CountedLines(JsonLines):
+    """A run's egress log that also counts its decisions in the broker's `egress` tally."""
+
+    def __init__(self, path: Path, redactor: Redactor, tally: Tally) -> None:
+        super().__init__(path, redactor)
+        self.tally = tally
+
+    def record(self, **fields: Any) -> None:
+        decision = fields.get("decision")
+        self.tally.add((decision if decision in ("allow", "deny") else "other",))
+        super().record(**fields)
+
+
+def _unobserved(seconds: float) -> None:
+    """No metrics asked for: an upstream's latency is not kept."""
 
 
 def checked(run_id: str, budget_usd: float | None, allow: tuple[str, ...] | None) -> None:
@@ -343,7 +379,15 @@ class Broker(Registry):
             except BrokerError as exc:
                 self.ledger.revoke(entry.run_id)
                 print(f"flowerbox broker: {exc}; its token is revoked", file=sys.stderr)
-        self.control = _ControlServer(folder / CONTROL_SOCKET, self)
+        try:
+            self.control = _ControlServer(folder / CONTROL_SOCKET, self)
+        except OSError as exc:  # a folder whose path is too long for a unix socket, say
+            super().close()
+            raise BrokerError(
+                f"cannot bind the broker's control socket {folder / CONTROL_SOCKET}: {exc};"
+                " a unix socket's path must stay under 108 bytes: set XDG_STATE_HOME to a"
+                " shorter folder"
+            ) from exc
 
     def register(self, asked: Registration) -> str:
         """Serve a new run on sockets in its socket folder; its token (the one copy of it)."""

@@ -38,6 +38,10 @@ class OnTcp(Admitted, PrivateUnixServer):
         super().__init__(socket_path, handler)
 
     def server_bind(self) -> None:
+        # TCPServer.server_bind, which this replaces, is where allow_reuse_address is applied:
+        # without it a port whose refused connections (closed by the broker first) wait out
+        # TIME_WAIT cannot be bound again for a minute after a restart.
+        self.socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self.socket.bind(self.tcp_address)
         self.server_address = self.socket.getsockname()[:2]
 
@@ -48,8 +52,8 @@ class OnTcp(Admitted, PrivateUnixServer):
         socketserver.TCPServer.server_close(self)
 
 
-def parse_address(text: str) -> tuple[str, int]:
-    """`HOST:PORT` (`[v6]:PORT`) as a socket address.
+def parse_address(text: str, flag: str = "--listen") -> tuple[str, int]:
+    """`HOST:PORT` (`[v6]:PORT`) as a socket address (`flag`: the option that gave it).
 
     Raises:
         BrokerError: no port, or one out of range.
@@ -57,5 +61,5 @@ def parse_address(text: str) -> tuple[str, int]:
     host, _, port = text.rpartition(":")
     host = host.removeprefix("[").removesuffix("]")
     if not host or not port.isdigit() or not 0 < int(port) < 65536:
-        raise BrokerError(f"--listen {text!r}: give HOST:PORT, e.g. 0.0.0.0:8080")
+        raise BrokerError(f"{flag} {text!r}: give HOST:PORT, e.g. 0.0.0.0:8080")
     return host, int(port)

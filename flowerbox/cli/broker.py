@@ -86,6 +86,15 @@ def broker(
         str,
         typer.Option("--namespace", help="With --listen: the namespace of the run tokens."),
     ] = "flowerbox",
+    metrics: Annotated[
+        str | None,
+        typer.Option(
+            "--metrics",
+            metavar="HOST:PORT",
+            help="Serve Prometheus metrics at http://HOST:PORT/metrics: runs, spend, budgets,"
+            " requests by outcome, upstream latency, egress decisions (docs/deployment.md).",
+        ),
+    ] = None,
 ) -> None:
     """Serve every run on this host with one key, a token per run and a team budget, until
     Ctrl+C; runs started meanwhile use it instead of a private gateway (docs/deployment.md)."""
@@ -96,12 +105,17 @@ def broker(
         typer.echo(json.dumps(client.call(state.broker_folder(), {"op": "status"}), indent=2))
         return
     # lazy: serving brings the gateway's servers and the docker SDK, which --help skips
+    from flowerbox.broker.tcp import parse_address
     from flowerbox.runs.brokered import serve, serve_cluster
+
+    if metrics is not None:
+        parse_address(metrics, "--metrics")  # said before anything is started
 
     if listen is None:
         if credentials or ledger:
             raise typer.BadParameter("--credentials and --ledger go with --listen")
-        raise typer.Exit(serve(team_budget=team_budget, prices=prices, engine=not no_engine))
+        done = serve(team_budget=team_budget, prices=prices, engine=not no_engine, metrics=metrics)
+        raise typer.Exit(done)
     if no_engine:
         raise typer.BadParameter("--no-engine is for a broker of local boxes, not --listen")
     # lazy: the official client is the `kube` extra, and only --listen needs it
@@ -117,5 +131,6 @@ def broker(
         follow=source.follow,
         team_budget=team_budget,
         prices=prices,
+        metrics=metrics,
     )
     raise typer.Exit(done)

@@ -307,7 +307,8 @@ def reader_manifests(target: KubeTarget, tags: dict[str, str]) -> list[Manifest]
 def broker_manifests(target: KubeTarget, *, image: str) -> list[Manifest]:
     """The broker, once per namespace: the only Pod with the key (from KEY_SECRET), an API
     token (to read the run tokens) and a route out; a default-deny policy for everything
-    else in the namespace."""
+    else in the namespace. Its metrics port is announced by the usual `prometheus.io/*`
+    annotations and reachable from every namespace but this one (the runs')."""
     tags = {ROLE_LABEL: "broker", "app.kubernetes.io/part-of": "flowerbox"}
     ports = [("api", wire.API_PORT), ("proxy", wire.PROXY_PORT), ("git", wire.GIT_PORT)]
     secrets = wire.SECRETS_IN_GATEWAY
@@ -320,8 +321,12 @@ def broker_manifests(target: KubeTarget, *, image: str) -> list[Manifest]:
             *("--credentials", f"{secrets}/{wire.CREDENTIALS_FILE}"),
             *("--ledger", BROKER_LEDGER),
             *("--namespace", target.namespace),
+            *("--metrics", f"0.0.0.0:{wire.METRICS_PORT}"),
         ],
-        "ports": [{"name": n, "containerPort": p, "protocol": "TCP"} for n, p in ports],
+        "ports": [
+            {"name": n, "containerPort": p, "protocol": "TCP"}
+            for n, p in [*ports, ("metrics", wire.METRICS_PORT)]
+        ],
         "securityContext": container_security(UID, UID),
         "resources": {
             "limits": {"cpu": "1", "memory": "512Mi"},
@@ -350,6 +355,23 @@ def broker_manifests(target: KubeTarget, *, image: str) -> list[Manifest]:
     if target.runtime_class is not None:
         pod["runtimeClassName"] = target.runtime_class
     agents = {"podSelector": {"matchLabels": {ROLE_LABEL: "agent"}}}
+    scraped = {
+        "prometheus.io/scrape": "true",
+        "prometheus.io/port": str(wire.METRICS_PORT),
+        "prometheus.io/path": "/metrics",
+    }
+    # A Prometheus in any namespace but the runs' own: no agent Pod reads the runs' spend.
+    others = {
+        "namespaceSelector": {
+            "matchExpressions": [
+                {
+                    "key": "kubernetes.io/metadata.name",
+                    "operator": "NotIn",
+                    "values": [target.namespace],
+                }
+            ]
+        }
+    }
     return [
         {
             "apiVersion": "networking.k8s.io/v1",
@@ -380,7 +402,10 @@ def broker_manifests(target: KubeTarget, *, image: str) -> list[Manifest]:
                 "replicas": 1,  # one ledger: the team budget is counted in one place
                 "strategy": {"type": "Recreate"},
                 "selector": {"matchLabels": dict(tags)},
-                "template": {"metadata": {"labels": dict(tags)}, "spec": pod},
+                "template": {
+                    "metadata": {"labels": dict(tags), "annotations": scraped},
+                    "spec": pod,
+                },
             },
         },
         {
@@ -400,7 +425,8 @@ def broker_manifests(target: KubeTarget, *, image: str) -> list[Manifest]:
                 "podSelector": {"matchLabels": dict(tags)},
                 "policyTypes": ["Ingress", "Egress"],
                 "ingress": [
-                    {"from": [agents], "ports": [{"protocol": "TCP", "port": p} for _, p in ports]}
+                    {"from": [agents], "ports": [{"protocol": "TCP", "port": p} for _, p in ports]},
+                    {"from": [others], "ports": [{"protocol": "TCP", "port": wire.METRICS_PORT}]},
                 ],
                 "egress": [{}],  # the API and git remotes: the broker applies the allowlists
             },

@@ -23,6 +23,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from types import FrameType
+from wsgiref.simple_server import WSGIServer
 
 from docker.errors import DockerException
 
@@ -79,13 +80,21 @@ def leave_broker(spec: BoxSpec) -> None:
             client.revoke(state.broker_folder(), spec.run_id)
 
 
-def serve(*, team_budget: float | None, prices: Path | None, engine: bool = True) -> int:
+def serve(
+    *,
+    team_budget: float | None,
+    prices: Path | None,
+    engine: bool = True,
+    metrics: str | None = None,
+) -> int:
     """Run the broker in the foreground until SIGTERM or SIGINT; 0. Without the `engine`, a
-    registered run is alive at a restart while its socket folder exists.
+    registered run is alive at a restart while its socket folder exists; with `metrics`
+    (HOST:PORT), Prometheus metrics are served there (flowerbox.broker.metrics).
 
     Raises:
         CredentialsError: no key found (as for a run).
-        BrokerError: a broker runs already, or its folder or ledger cannot be used.
+        BrokerError: a broker runs already, or its folder, ledger or metrics address cannot
+            be used.
     """
     _open_files_to_the_hard_limit()
     credentials = credentials_from(_found_values(), "the environment")
@@ -99,8 +108,9 @@ def serve(*, team_budget: float | None, prices: Path | None, engine: bool = True
         team_budget=team_budget,
         alive=_alive if engine else _folder_alive,
     )
+    exposed = _metrics(broker, metrics)
     print(f"flowerbox broker: serving on {folder} (control.sock, ledger.db)", flush=True)
-    return _until_stopped(broker)
+    return _until_stopped(broker, exposed)
 
 
 def serve_cluster(
@@ -113,10 +123,12 @@ def serve_cluster(
     follow: Follow,
     team_budget: float | None,
     prices: Path | None,
+    metrics: str | None = None,
 ) -> int:
     """`flowerbox broker --listen`: the API on `listen`, the proxy on its host's
     `proxy_port`, the git relay on `git_port` when the credentials hold a git credential,
-    the runs `follow` tells of, until SIGTERM or SIGINT; 0.
+    Prometheus metrics on `metrics` (HOST:PORT) if given, the runs `follow` tells of, until
+    SIGTERM or SIGINT; 0.
 
     Raises:
         GatewayError: the `credentials` file is unusable.
@@ -144,6 +156,7 @@ def serve_cluster(
         git=None if git is None else ((host, git_port), git),
     )
     stopping = threading.Event()
+    exposed = _metrics(broker, metrics)
     threading.Thread(target=_following, args=(follow, broker, stopping), daemon=True).start()
     relay = f"git relay on port {git_port}" if git else "no git relay (no GIT_TOKEN)"
     print(
@@ -152,7 +165,7 @@ def serve_cluster(
         flush=True,
     )
     try:
-        return _until_stopped(broker)
+        return _until_stopped(broker, exposed)
     finally:
         stopping.set()
 
@@ -182,8 +195,29 @@ def _found_values() -> dict[str, str]:
     return {key: os.environ[key] for key in (*CREDENTIAL_KEYS, *GIT_KEYS) if os.environ.get(key)}
 
 
-def _until_stopped(broker: Broker | ClusterBroker) -> int:
-    """Serve in the foreground until SIGTERM or SIGINT, then close; 0."""
+def _metrics(broker: Broker | ClusterBroker, address: str | None) -> WSGIServer | None:
+    """The metrics server on `address`, if one is asked for; the broker closed if it fails.
+
+    Raises:
+        BrokerError: `address` is no HOST:PORT, or cannot be bound.
+    """
+    if address is None:
+        return None
+    # lazy: prometheus_client only for a broker that serves metrics
+    from flowerbox.broker.metrics import serve_metrics
+
+    try:
+        server = serve_metrics(broker, address)
+    except BrokerError:
+        broker.close()
+        raise
+    print(f"flowerbox broker: metrics on http://{address}/metrics", flush=True)
+    return server
+
+
+def _until_stopped(broker: Broker | ClusterBroker, metrics: WSGIServer | None) -> int:
+    """Serve in the foreground until SIGTERM or SIGINT, then close (and the metrics server
+    if there is one); 0."""
 
     def stop(signum: int, frame: FrameType | None) -> None:
         # shutdown() waits for serve_forever to return, so it cannot run on this thread.
@@ -194,6 +228,9 @@ def _until_stopped(broker: Broker | ClusterBroker) -> int:
     try:
         broker.serve_forever()
     finally:
+        if metrics is not None:
+            metrics.shutdown()
+            metrics.server_close()
         broker.close()
     return 0
 

@@ -409,6 +409,10 @@ class Gateway(PrivateUnixServer):
         """Record a request that could not be read (so has no tenant of its own)."""
         self.requests.record(**fields)
 
+    def upstream_answered(self, seconds: float) -> None:
+        """Hook: the upstream answered a forwarded request's head after `seconds` (the
+        broker's latency histogram, flowerbox.broker.metrics). Nothing here."""
+
     def scrub(self, text: str) -> str:
         """`text` with every secret of the credentials file (the key, the token, the base
         URL's userinfo and query values) replaced: nothing the box can read holds them."""
@@ -574,6 +578,7 @@ class _Exchange:
         gateway = self.gateway
         headers = [(n, v) for n, v in self.incoming.headers if n in FORWARDED_HEADERS]
         headers += gateway.credentials.headers()
+        sent = time.perf_counter()
         try:
             conn, response = gateway.upstream.send(
                 self.incoming.method, self.incoming.target, headers, self.body
@@ -583,6 +588,7 @@ class _Exchange:
             message = f"flowerbox gateway: cannot reach {gateway.upstream.name}: {reason}"
             self._refuse(Refusal(502, "api_error", message, "upstream unreachable"), model)
             return
+        gateway.upstream_answered(time.perf_counter() - sent)
         reader = UsageReader(
             streaming="text/event-stream" in (response.getheader("content-type") or ""),
             model=model,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import xml.etree.ElementTree as ET
 from pathlib import Path
 from subprocess import CompletedProcess
@@ -12,7 +13,9 @@ from subprocess import CompletedProcess
 import pytest
 
 from bench.faults import run_faulted
-from flower.cli.picture import COLOURS, WAIT_COLOUR, size
+from flower.cli.picture import COLOURS, CSP, TOOL_COLOURS, WAIT_COLOUR, size
+from flower.core.texts.en import EN
+from flower.core.texts.zh import ZH
 from flower.core.timeline import read_timeline
 from flower.testing import FakeAPI
 from flower.testing.demo import DEMO_ASK, starter_cast
@@ -33,7 +36,7 @@ def test_a_faulted_run_is_drawn_with_its_rounds_faults_and_verdicts(tmp_path: Pa
     assert done.returncode == 0, done.stderr
 
     dom = dump_dom(page)
-    assert "<title>flower run · ws · achieved · $" in dom
+    assert "<title>flower 运行 · ws · 达成 · $" in dom  # the suite speaks zh
     bars = [line for line in dom.split("<rect") if 'class="bar ' in line]
     assert len(bars) == 7  # clarify, goal, work, judge #1, the killed round 2, round 2, judge #2
     assert sum('class="bar unfinished"' in bar for bar in bars) == 1  # the killed attempt
@@ -63,7 +66,7 @@ def test_the_end_of_a_run_says_how_to_draw_it(
     drawn = flower(*line.split()[4:], env=cli_env, cwd=workspace.parent)
     assert drawn.returncode == 0, drawn.stderr
     html = (workspace.parent / "runs" / "report.html").read_text()
-    assert "flower run · ws · achieved" in html and "两条都核对过" in html  # the verdict's reason
+    assert "flower 运行 · ws · 达成" in html and "两条都核对过" in html  # the verdict's reason
 
 
 def demo_run(api: FakeAPI, env: dict[str, str], workspace: Path) -> CompletedProcess[str]:
@@ -155,3 +158,104 @@ def test_a_report_is_written_where_asked_even_with_no_events_file(
     assert drawn.stderr.strip() == f"wrote {out}"
     assert out.read_text().count('class="bar ') == 4
     assert not (tmp_path / "runs" / "report.html").exists()
+
+
+SVG = "{http://www.w3.org/2000/svg}"
+LANES = {
+    "en": ["clarify (确认需求)", "goal (设定目标)", "work (干活)"],
+    "zh": ["确认需求", "设定目标", "干活"],
+}
+WORDS = {
+    "en": {"ok": "ok", "error": "error", "denied": "denied", "open": "no result"},
+    "zh": {"ok": "成功", "error": "出错", "denied": "被拒绝", "open": "无结果"},
+}
+HEADINGS = {
+    "en": ["Verdicts", "Steps", "Tool calls", "Waits for a human", "Faults, retries, handoffs"],
+    "zh": ["判定", "步骤", "工具调用", "等人回答", "故障、重试、交接"],
+}
+
+
+def called(runs: Path) -> list[tuple[str, str]]:
+    """(tool, outcome) of every tool call the run's events files hold, paired by id here."""
+    calls: dict[str, list[str]] = {}
+    for events in sorted((runs / "events").glob("*.jsonl")):
+        for line in events.read_text().splitlines():
+            event = json.loads(line)
+            payload = event["payload"]
+            if event["kind"] == "tool_call":
+                calls[payload["id"]] = [event["tool"], "open"]
+            elif event["kind"] in ("tool_result", "denied") and payload["tool_use_id"] in calls:
+                error = "error" if payload.get("is_error") else "ok"
+                calls[payload["tool_use_id"]][1] = "denied" if event["kind"] == "denied" else error
+    return sorted((name, outcome) for name, outcome in calls.values())
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_the_report_speaks_the_runs_language_and_shows_each_steps_tool_calls(
+    fake_api: FakeAPI, cli_env: dict[str, str], workspace: Path, tmp_path: Path, lang: str
+) -> None:
+    """The same run (the demo, in zh) drawn in each language: lanes and tables as the live
+    UI names them, the seeds' name beside where it differs; a tick per tool call, its name,
+    duration and outcome on hover, equal to the events; still one page under its CSP."""
+    demo_run(fake_api, cli_env, workspace)
+    page = tmp_path / f"report-{lang}.html"
+    args = ["report", "-w", str(workspace), "-o", str(page), "--lang", lang]
+    drawn = flower(*args, env=cli_env, cwd=workspace.parent)
+    assert drawn.returncode == 0, drawn.stderr
+    html = page.read_text()
+    assert f'<html lang="{lang}">' in html
+    assert f'<meta http-equiv="Content-Security-Policy" content="{CSP}">' in html
+    assert "<script" not in html and "src=" not in html and "href=" not in html  # loads nothing
+
+    drawing = ET.fromstring(html.split('<div id="timeline">')[1].split("</div>")[0])
+    names = [node.text for node in drawing.iter(f"{SVG}text")]
+    assert [name for name in names if name in LANES["en"] + LANES["zh"]] == LANES[lang]
+    # Each step that called tools has their lane under its own (clarify asked, work delegated).
+    clarify, goal, work = LANES[lang]
+    rows = names[names.index(clarify) : names.index(text_of(lang, "report.lane.human"))]
+    tools = text_of(lang, "report.lane.tools")
+    assert rows[:5] == [clarify, tools, goal, work, tools]
+    headings = re.findall(r"<h2 id=\"\w+\">([^<]*)</h2>", html)
+    assert headings == HEADINGS[lang]
+    steps = html.split('<h2 id="steps">')[1].split("</table>")[0]
+    for lane in LANES[lang]:
+        assert f"<td>{lane}</td>" in steps
+
+    ticks = [node for node in drawing.iter(f"{SVG}rect") if "tool" in node.get("class", "")]
+    shown = []
+    for tick in ticks:
+        tool, took, outcome, *rest = tick.findtext(f"{SVG}title", "").split(" · ")
+        assert re.fullmatch(r"\d+\.\ds", took), took
+        assert float(took[:-1]) < 60
+        word = {v: k for k, v in WORDS[lang].items()}[outcome]
+        assert tick.get("class") == f"tool {word}"
+        assert tick.get("fill") == TOOL_COLOURS[word]
+        shown.append((tool, word))
+    expected = called(workspace.parent / "runs")
+    assert sorted(shown) == expected
+    assert {"Agent", "Write", "Bash"} <= {tool for tool, _ in expected}
+    assert ("Write", "ok") in shown and ("Bash", "ok") in shown
+    worker = text_of(lang, "report.worker")
+    assert any(f" · {worker} · " in (t.findtext(f"{SVG}title") or "") for t in ticks)
+
+    chromium()
+    dom = dump_dom(page)
+    assert dom.count('class="tool ') == len(ticks) > 0
+    # The CSP is the second line behind escaping: a script that got into the page (an
+    # escape that failed) still does not run; without the policy it would (the control).
+    planted = html.replace("</body>", "<script>document.title='pwned'</script></body>")
+    broken, control = tmp_path / f"broken-{lang}.html", tmp_path / f"control-{lang}.html"
+    broken.write_text(planted)
+    control.write_text(
+        planted.replace(f'content="{CSP}"', "content=\"script-src 'unsafe-inline'\"")
+    )
+    assert "<title>pwned</title>" in dump_dom(control)
+    assert "<title>pwned</title>" not in dump_dom(broken)
+    shot = tmp_path / f"page-{lang}.png"
+    screenshot(page, shot, width=1280, height=900)
+    assert count(pixels(shot)[2], TOOL_COLOURS["ok"]) > 20  # the ticks are drawn
+
+
+def text_of(lang: str, key: str) -> str:
+    table = {"en": EN, "zh": ZH}[lang]
+    return table[key]

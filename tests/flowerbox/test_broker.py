@@ -496,3 +496,19 @@ def test_a_broker_of_many_runs_stops_at_once(
     broker.process.send_signal(signal.SIGTERM)
     broker.process.wait(timeout=20)
     assert not any((run.socket_dir / API_SOCKET).exists() for run in broker.runs)
+
+
+def test_a_broker_folder_too_deep_for_its_control_socket_is_said_with_exit_2(
+    tmp_path: Path,
+) -> None:
+    """A state folder whose control socket path a unix socket cannot hold: said, exit 2
+    (before: a traceback)."""
+    deep = tmp_path / ("d" * 100)
+    deep.mkdir()
+    env = {"HOME": str(deep), "PATH": "/usr/bin:/bin", "ANTHROPIC_API_KEY": "sk-ant-x"}
+    command = [sys.executable, "-m", "flowerbox", "broker", "--no-engine"]
+    done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=60)
+    assert done.returncode == 2, done.stderr
+    assert "cannot bind the broker's control socket" in done.stderr
+    assert "set XDG_STATE_HOME to a shorter folder" in done.stderr
+    assert "Traceback" not in done.stderr

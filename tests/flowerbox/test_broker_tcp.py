@@ -741,3 +741,18 @@ def test_a_runs_api_fetches_follow_the_flag_on_its_token_secret(
     assert broker.request({"x-api-key": fetching.token}, body)[0] == 200
     assert len(upstream.requests) == 1
     assert [r["note"] for r in broker.rows(plain.run_id)] == ["refused: API fetch"]
+
+
+def test_a_broker_that_refused_a_request_binds_its_ports_again_at_once(
+    start_broker: Callable[..., TcpBroker],
+) -> None:
+    """A refusal from the head is closed by the broker first, so its port holds a TIME_WAIT
+    connection for a minute: a broker restarted meanwhile must still bind it (before, it
+    exited "Address already in use": SO_REUSEADDR was never set on the listeners)."""
+    broker = start_broker()
+    run = broker.add("20261207-000000-dddddd")
+    assert broker.request({})[0] == 401
+    assert broker.spend(run) == 200
+    broker.stop()
+    broker.start()
+    assert broker.spend(run) == 200

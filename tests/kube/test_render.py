@@ -243,3 +243,44 @@ def test_the_broker_alone_may_read_the_run_tokens(manifests: list[Manifest]) -> 
     command = [*pods["flowerbox-broker"]["containers"][0]["command"]]
     command += pods["flowerbox-broker"]["containers"][0]["args"]
     assert command[command.index("--namespace") + 1] == "flowerbox"
+
+
+def test_the_brokers_metrics_are_announced_and_reachable_from_other_namespaces_alone(
+    manifests: list[Manifest],
+) -> None:
+    """Prometheus finds the broker by the usual annotations on its Pod, on the port its
+    `--metrics` serves; the runs' own namespace (its agents) cannot reach that port."""
+    (deployment,) = [m for m in manifests if m["kind"] == "Deployment"]
+    template = deployment["spec"]["template"]
+    annotations = template["metadata"]["annotations"]
+    assert annotations == {
+        "prometheus.io/scrape": "true",
+        "prometheus.io/port": "9180",
+        "prometheus.io/path": "/metrics",
+    }
+    (broker,) = template["spec"]["containers"]
+    args = broker["args"]
+    assert args[args.index("--metrics") + 1] == "0.0.0.0:9180"
+    assert {"name": "metrics", "containerPort": 9180, "protocol": "TCP"} in broker["ports"]
+    policy = next(
+        m
+        for m in manifests
+        if m["kind"] == "NetworkPolicy" and m["metadata"]["name"] == "flowerbox-broker"
+    )
+    by_port = {r["ports"][0]["port"]: r["from"] for r in policy["spec"]["ingress"]}
+    agents = [{"podSelector": {"matchLabels": {"flowerbox.dev/role": "agent"}}}]
+    assert by_port[8080] == agents and 9180 not in {
+        p["port"] for p in policy["spec"]["ingress"][0]["ports"]
+    }
+    (others,) = by_port[9180]
+    assert others == {
+        "namespaceSelector": {
+            "matchExpressions": [
+                {
+                    "key": "kubernetes.io/metadata.name",
+                    "operator": "NotIn",
+                    "values": ["flowerbox"],
+                }
+            ]
+        }
+    }
