@@ -26,6 +26,7 @@ from flower.core.human import HumanChannel
 from flower.core.mounting import guards
 from flower.core.roles import COORDINATOR_RULES, coordinator, worker
 from flower.core.runtime import Runtime
+from flower.core.texts.en import EN
 from flower.core.workbench import Workbench
 from flower.stores import (
     EphemeralPolicy,
@@ -159,11 +160,15 @@ def test_runtime_keeps_the_seeds_constants() -> None:
     assert Runtime.INTERRUPTED == "interrupted-by-human"
     assert Runtime.HANDOFF_DUE == "context-full-handoff"
     # « un appel d'outil en vol renvoyant interrupted est un effet de bord normal de
-    # l'interruption, pas une panne d'environnement »: the note says each part of that
+    # l'interruption, pas une panne d'environnement »: the note says each part of that, in
+    # the seeds' language as the constant, and in English as the en run is shown it
     note = Runtime.INTERRUPT_NOTE
-    for part in ("interrupted you", "in flight", "interrupted", "normal side effect"):
+    for part in ("打断了你", "正在执行的工具调用", "interrupted", "正常副作用", "不是环境故障"):
         assert part in note, part
-    assert "not a failure of the environment" in note and note != Runtime.CARRY_ON_NOTE
+    assert note == lang.text("runtime.interrupt_note") and note != Runtime.CARRY_ON_NOTE
+    english = EN["runtime.interrupt_note"]
+    for part in ("interrupted you", "in flight", "normal side effect", "not a failure"):
+        assert part in english, part
 
 
 @pytest.mark.anyio
