@@ -39,6 +39,7 @@ from flower.testing import (
     FakeAPI,
     Reply,
     Request,
+    Usage,
     When,
     prompt_too_long,
     rules,
@@ -704,3 +705,122 @@ async def test_the_pages_minimal_program_runs_as_it_is(
         rt.close()
     assert ctx.get("_failed_at") is None and rt.total_cost() > 0
     assert "=== " in capsys.readouterr().out
+
+
+@pytest.mark.anyio
+async def test_each_step_starts_with_the_context_level_at_zero(
+    flower_env: FakeAPI, workspace: Path
+) -> None:
+    """000:65: « Chaque étape commence par remettre le niveau de contexte à zéro (self._ctx,
+    self._warned = 0, False) »: a second step of the same Runtime near the handoff line is
+    warned again ("near" once per generation, and a step is a new one)."""
+    flower_env.script = Always(text("好", usage=Usage(input_tokens=160_000)))
+    rt = Runtime(
+        workspace=workspace,
+        run_dir=workspace.parent / "runs",
+        handoff=HandoffPolicy(window=230_000),  # at 180k, warned from 160k
+    )
+    seen: list[Event] = []
+    try:
+        for name in ("一", "二"):
+            await rt.run(AgentSpec("w", ""), "说好", step_name=name, on_event=seen.append)
+    finally:
+        rt.close()
+    near = [e.payload["step"] for e in seen if e.kind == "handoff" and e.payload["phase"] == "near"]
+    assert near == ["一", "二"]
+
+
+def test_the_nine_guard_exports() -> None:
+    """000:620: « Neuf exports : cinq fabriques de guard ..., un assembleur, un fusionneur,
+    deux fonctions de marquage d'isolation »."""
+    nine = [
+        "whitelist_guard",
+        "delegate_guard",
+        "spill_guard",
+        "index_guard",
+        "isolate_guard",
+        "workbench_hooks",
+        "merge_hooks",
+        "isolated",
+        "wants_isolation",
+    ]
+    assert set(nine) <= set(flower.__all__)
+    assert all(getattr(flower, n) is getattr(guard, n) for n in nine)
+
+
+def test_no_command_line_option_turns_portable_off() -> None:
+    """003:84: « aucune option de ligne de commande ne permet de la désactiver — il faut
+    passer par l'API Python avec Runtime(portable=False) »."""
+    import typer.main
+
+    from flower.cli.app import app
+
+    group = typer.main.get_command(app)
+    commands = [group, *group.commands.values()]  # type: ignore[attr-defined]
+    options = [
+        opt
+        for command in commands
+        for param in command.params
+        for opt in (*param.opts, *param.secondary_opts)
+    ]
+    assert {"--lang", "--no-trim", "--workspace"} <= set(options)
+    assert not [opt for opt in options if "portable" in opt or "setting" in opt]
+
+
+def test_flower_once_reads_no_answers_and_asks_no_oracle(
+    fake_api: FakeAPI, claude_home: Path, workspace: Path
+) -> None:
+    """004:300: `flower once` does not go through the interactive driver: no stdin answers,
+    no oracle (`?` lines), no interrupt. Lines typed while it runs reach nobody: the model
+    is never shown them and no side runtime (runs/aside) is made."""
+    import os
+    import subprocess
+    import sys
+
+    fake_api.script = Always(text("一步做完"))
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "CLAUDE_"))}
+    env |= {**fake_api.env(home=claude_home), "XDG_CONFIG_HOME": str(claude_home / ".config")}
+    done = subprocess.run(
+        [sys.executable, "-m", "flower.cli", "once", "做一步", "-w", str(workspace)],
+        env=env,
+        cwd=workspace.parent,
+        input="? 进展如何\n改用 B 文件\n",
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert done.returncode == 0, done.stderr
+    assert not (workspace.parent / "runs" / "aside").exists()
+    assert fake_api.requests and not [r for r in fake_api.requests if r.contains("改用 B 文件")]
+    assert not [r for r in fake_api.requests if r.contains("进展如何")]
+
+
+@pytest.mark.anyio
+async def test_without_a_workbench_a_handoff_is_only_in_the_successors_prompt(
+    flower_env: FakeAPI, workspace: Path
+) -> None:
+    """000:78: « sans workbench, rien n'est écrit sur disque, le document est quand même
+    transmis au successeur via le prompt »."""
+    calls: list[int] = []
+
+    def script(request: Request) -> Reply:
+        calls.append(request.index)
+        if len(calls) == 1:
+            return text("never", fault=prompt_too_long())
+        return text("接手了")
+
+    flower_env.script = script
+    rt = Runtime(workspace=workspace, run_dir=workspace.parent / "runs")
+    seen: list[Event] = []
+    try:
+        result = await rt.run(
+            AgentSpec("w", ""), "把十个文件改成 UTF-8", step_name="改", on_event=seen.append
+        )
+    finally:
+        rt.close()
+    assert result.ok and result.text == "接手了" and len(result.retired) == 1
+    successor = flower_env.main_requests()[-1].last_user_text
+    assert "把十个文件改成 UTF-8" in successor  # the degraded document's scene
+    assert not list(workspace.parent.rglob("交接-*.md"))
+    [done] = [e for e in seen if e.kind == "handoff" and e.payload.get("phase") == "done"]
+    assert done.payload["path"] is None
