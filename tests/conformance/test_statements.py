@@ -824,3 +824,41 @@ async def test_without_a_workbench_a_handoff_is_only_in_the_successors_prompt(
     assert not list(workspace.parent.rglob("交接-*.md"))
     [done] = [e for e in seen if e.kind == "handoff" and e.payload.get("phase") == "done"]
     assert done.payload["path"] is None
+
+
+@pytest.mark.parametrize(
+    "wording",
+    [
+        "prompt is too long",
+        "context length exceeded",
+        "maximum context length",
+        "too many total text bytes",
+        "input length and max_tokens exceed",
+    ],
+)
+def test_the_seeds_overflow_wordings_are_overflows(wording: str) -> None:
+    """000:582: is_overflow(*texts) « détecte prompt is too long, context length exceeded,
+    maximum context length, too many total text bytes, input length and max_tokens exceed »:
+    the page's own words, not the code's list (a test over the code's list cannot notice one
+    dropped from it)."""
+    from flower.core.handoff import is_overflow
+
+    assert is_overflow(f"API Error: 400 {wording} (request abc)")
+    assert not is_overflow("API Error: 529 overloaded")
+
+
+def test_a_spilled_result_keeps_a_pointer_and_its_first_400_characters(tmp_path: Path) -> None:
+    """000:676 and 003:134: « remplacé par un pointeur d'une ligne + les 400 premiers
+    caractères », in a file named by the first 16 characters of the content's sha256."""
+    import hashlib
+
+    from flower.core.guard import spill_output
+
+    wb = Workbench(tmp_path)
+    body = "".join(f"{n:05d}\n" for n in range(2000))
+    out = spill_output({"stdout": body}, wb, 4000)
+    assert out is not None
+    pointer, preview = out["stdout"].split("\n", 1)
+    assert preview == body[:400]
+    name = hashlib.sha256(body.encode()).hexdigest()[:16] + ".txt"
+    assert name in pointer and (wb.spill / name).read_text(encoding="utf-8") == body
