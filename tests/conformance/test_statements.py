@@ -862,3 +862,45 @@ def test_a_spilled_result_keeps_a_pointer_and_its_first_400_characters(tmp_path:
     assert preview == body[:400]
     name = hashlib.sha256(body.encode()).hexdigest()[:16] + ".txt"
     assert name in pointer and (wb.spill / name).read_text(encoding="utf-8") == body
+
+
+@pytest.mark.parametrize("word", ["无法验证", "没法验证", "验证不了", "无法判定", "unverifiable"])
+def test_the_seeds_unverifiable_words_are_unreachable(word: str) -> None:
+    """000:608: « 无法验证 / 没法验证 / 验证不了 / 无法判定 / unverifiable sont tous rangés
+    sous unreachable », in a conclusion section and as the whole text: the page's words, not
+    the code's table."""
+    from flower.core.goal import Verdict
+
+    assert Verdict.parse(f"## 结论\n{word}\n## 理由\n看了源码").state == "unreachable"
+    assert Verdict.parse(word).unreachable
+
+
+@pytest.mark.anyio
+async def test_the_oracle_sees_the_last_60_events_and_leaves_the_manifest_alone(
+    flower_env: FakeAPI, workspace: Path
+) -> None:
+    """004:287: the terminal's oracle answers from « l'окно последних событий (фиксированные
+    60 штук) » and the workbench, in its own Runtime under <run_dir>/aside: the main
+    manifest does not grow by a byte."""
+    from flower.cli.interact import Terminal
+
+    flower_env.script = Always(text("在第二步"))
+    rt = Runtime(workspace=workspace, run_dir=workspace.parent / "runs")
+    said: list[str] = []
+    terminal = Terminal(rt, None, say=said.append, interactive=False)
+    for i in range(100):
+        terminal.observe(Event("text", f"事件-{i:03d}"))
+    before = rt.manifest_path.read_bytes() if rt.manifest_path.exists() else b""
+    try:
+        await terminal._ask_oracle("进展如何")
+    finally:
+        if terminal._aside is not None:
+            terminal._aside.close()
+        rt.close()
+    [asked] = flower_env.requests
+    shown = asked.last_user_text
+    assert "事件-040" in shown and "事件-099" in shown and "事件-039" not in shown
+    assert ROLE_MARKERS["oracle"][0] in asked.system_text
+    assert (workspace.parent / "runs" / "aside" / "manifest.json").is_file()
+    after = rt.manifest_path.read_bytes() if rt.manifest_path.exists() else b""
+    assert after == before and any("在第二步" in line for line in said)
