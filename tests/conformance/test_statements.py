@@ -904,3 +904,48 @@ async def test_the_oracle_sees_the_last_60_events_and_leaves_the_manifest_alone(
     assert (workspace.parent / "runs" / "aside" / "manifest.json").is_file()
     after = rt.manifest_path.read_bytes() if rt.manifest_path.exists() else b""
     assert after == before and any("在第二步" in line for line in said)
+
+
+SEEDS_NINE = [
+    "ANTHROPIC_API_KEY",
+    "ANTHROPIC_AUTH_TOKEN",
+    "ANTHROPIC_BASE_URL",
+    "ANTHROPIC_MODEL",
+    "ANTHROPIC_DEFAULT_OPUS_MODEL",
+    "ANTHROPIC_DEFAULT_SONNET_MODEL",
+    "ANTHROPIC_DEFAULT_HAIKU_MODEL",
+    "CLAUDE_CODE_SUBAGENT_MODEL",
+    "CLAUDE_CODE_EFFORT_LEVEL",
+]
+
+
+def test_the_seeds_nine_keys_are_borrowed_from_claude_settings_and_nothing_else(
+    tmp_path: Path, environ: None
+) -> None:
+    """003:56-64: from ~/.claude/settings.json's `env`, these 9 keys (the page's list, not
+    the code's) and nothing else."""
+    import json
+    import os
+
+    from flower.core.env import Lookup, load_dotenv
+
+    for key in [*SEEDS_NINE, "OTHER", "CLAUDE_CODE_USE_BEDROCK"]:
+        os.environ.pop(key, None)
+    home = tmp_path / "home"
+    (home / ".claude").mkdir(parents=True)
+    block = {key: f"v-{key}" for key in SEEDS_NINE} | {"OTHER": "x", "CLAUDE_CODE_USE_BEDROCK": "1"}
+    (home / ".claude" / "settings.json").write_text(json.dumps({"env": block}))
+    lookup = Lookup(cwd=tmp_path / "cwd", home=home, config_home=home / ".config", source=None)
+    assert set(load_dotenv(lookup=lookup)) == set(SEEDS_NINE)
+    assert all(os.environ[key] == f"v-{key}" for key in SEEDS_NINE)
+    assert "OTHER" not in os.environ and "CLAUDE_CODE_USE_BEDROCK" not in os.environ
+
+
+def test_a_degraded_handoff_carries_the_tasks_first_1200_characters() -> None:
+    """000:582: degraded(step, prompt, *, why="") « en fourrant dans scene les 1200 premiers
+    caractères de la tâche d'origine »."""
+    from flower.core.handoff import degraded
+
+    task = "".join(f"{n:04d}" for n in range(1000))
+    handoff = degraded("改", task, why="prompt is too long")
+    assert handoff.complete() and handoff.scene == task[:1200]
