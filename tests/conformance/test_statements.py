@@ -949,3 +949,24 @@ def test_a_degraded_handoff_carries_the_tasks_first_1200_characters() -> None:
     task = "".join(f"{n:04d}" for n in range(1000))
     handoff = degraded("改", task, why="prompt is too long")
     assert handoff.complete() and handoff.scene == task[:1200]
+
+
+def test_every_variable_flower_reads_is_in_the_configuration_page() -> None:
+    """003:5-7: « Table complète des variables d'environnement » (the tables were lost; our
+    docs/configuration.md is that table): every FLOWER_, ANTHROPIC_, CLAUDE_CODE_ and
+    DISABLE_ variable named in flower's code is on the page. flower.testing's are the fake
+    API's, not flower's configuration."""
+    import re
+
+    root = Path(__file__).resolve().parents[2]
+    page = (root / "docs" / "configuration.md").read_text(encoding="utf-8")
+    named = {
+        match
+        for path in (root / "flower").rglob("*.py")
+        if "testing" not in path.relative_to(root / "flower").parts
+        for match in re.findall(
+            r"[\"']((?:FLOWER|ANTHROPIC|CLAUDE_CODE|DISABLE)_[A-Z0-9_]+)[\"']", path.read_text()
+        )
+    }
+    assert len(named) > 15
+    assert sorted(name for name in named if f"`{name}`" not in page) == []
