@@ -970,3 +970,50 @@ def test_every_variable_flower_reads_is_in_the_configuration_page() -> None:
     }
     assert len(named) > 15
     assert sorted(name for name in named if f"`{name}`" not in page) == []
+
+
+HANDOFF_SECTIONS = (
+    "## 正在做\n改到第 7 个\n\n## 已定结论\nUTF-8\n\n## 死路\n无\n\n"
+    "## 下一步\n改第 8、9、10 个文件\n\n## 现场\n根目录"
+)
+
+
+@pytest.mark.anyio
+async def test_the_handoff_is_written_past_the_steps_budget(
+    flower_env: FakeAPI, workspace: Path
+) -> None:
+    """000:76: « Le tour qui écrit le handoff est exécuté avec replace(spec,
+    max_budget_usd=None) — le handoff doit pouvoir être écrit, il ne peut pas se retrouver
+    bloqué par le budget ». The step's budget ($1.17) holds its own two turns; the turn that
+    writes the handoff costs more than that alone, and the handoff is still the session's
+    own (not the degraded one)."""
+    from flower.core.handoff import HANDOFF_PROMPT
+
+    marker = HANDOFF_PROMPT.split("{", 1)[0][:30]
+    climbing = [
+        tool("Bash", {"command": "echo 1"}, usage=Usage(input_tokens=tokens))
+        for tokens in (100_000, 190_000)
+    ]
+    dear = Usage(input_tokens=1000, output_tokens=100_000)
+    flower_env.script = rules(
+        (When(kind="main", last_user_contains=marker), Always(text(HANDOFF_SECTIONS, usage=dear))),
+        (When(kind="main", contains="改第 8、9、10 个文件"), sequence(text("接着改完了"))),
+        (When(kind="main"), sequence(*climbing)),
+    )
+    wb = Workbench(workspace)
+    rt = Runtime(
+        workspace=workspace,
+        run_dir=workspace.parent / "runs",
+        workbench=wb,
+        handoff=HandoffPolicy(window=200_000, max_generations=1),
+    )
+    seen: list[Event] = []
+    spec = AgentSpec("w", "", allowed_tools=["Bash"], max_budget_usd=1.17)
+    try:
+        result = await rt.run(spec, "改十个文件", step_name="改", on_event=seen.append)
+    finally:
+        rt.close()
+    [done] = [e.payload for e in seen if e.kind == "handoff" and e.payload.get("phase") == "done"]
+    assert done["degraded"] is False and "deadends" in done["sections"]
+    assert result.ok and result.text == "接着改完了" and result.cost_usd > spec.max_budget_usd
+    assert "改第 8、9、10 个文件" in (wb.notes / "交接-改.md").read_text(encoding="utf-8")
