@@ -1017,3 +1017,48 @@ async def test_the_handoff_is_written_past_the_steps_budget(
     assert done["degraded"] is False and "deadends" in done["sections"]
     assert result.ok and result.text == "接着改完了" and result.cost_usd > spec.max_budget_usd
     assert "改第 8、9、10 个文件" in (wb.notes / "交接-改.md").read_text(encoding="utf-8")
+
+
+def test_setup_writes_the_seeds_three_model_keys_together(tmp_path: Path) -> None:
+    """003:17: « Si flower setup reçoit un nom de modèle, ANTHROPIC_MODEL,
+    ANTHROPIC_DEFAULT_OPUS_MODEL et ANTHROPIC_DEFAULT_SONNET_MODEL sont écrites toutes les
+    trois ensemble » (the page's three, not the code's MODEL_KEYS)."""
+    import os
+    import subprocess
+    import sys
+
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("ANTHROPIC_", "CLAUDE_", "FLOWER_"))
+    }
+    env |= {
+        "HOME": str(tmp_path),
+        "XDG_CONFIG_HOME": str(tmp_path / ".config"),
+        "MY_KEY": "sk-ant-" + "x" * 40,
+    }
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "flower.cli",
+            "setup",
+            "claude-x",
+            "--key-from-env",
+            "MY_KEY",
+            "--no-probe",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+    )
+    assert done.returncode == 0, done.stderr
+    lines = (tmp_path / ".config" / "flower" / ".env").read_text().splitlines()
+    for key in (
+        "ANTHROPIC_MODEL",
+        "ANTHROPIC_DEFAULT_OPUS_MODEL",
+        "ANTHROPIC_DEFAULT_SONNET_MODEL",
+    ):
+        assert f"{key}=claude-x" in lines, key
