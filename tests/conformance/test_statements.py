@@ -143,15 +143,11 @@ async def test_the_interrupt_note_is_in_the_language_of_the_run(
     )
 
 
-@pytest.mark.anyio
-async def test_a_context_full_past_max_generations_stops_with_a_diagnosis(
-    flower_env: FakeAPI, workspace: Path
-) -> None:
-    """000:69: « On vérifie d'abord len(result.retired) >= handoff.max_generations ; si
-    dépassé, l'erreur est remplacée par un diagnostic et on sort ». With max_generations=1
-    the first overflow hands off (000:76: `done` with degraded / path / sections) and the
-    second stops the step with the diagnosis, no third session."""
-    flower_env.script = Always(text("never", fault=prompt_too_long()))
+async def run_with_one_handoff(
+    workspace: Path, spec: AgentSpec
+) -> tuple[flower.StepResult, Workbench, list[Event]]:
+    """`spec` run as step 改 ("改十个文件") by a Runtime with a workbench, a 200k window and
+    at most one handoff; the events it emitted."""
     wb = Workbench(workspace)
     rt = Runtime(
         workspace=workspace,
@@ -161,11 +157,22 @@ async def test_a_context_full_past_max_generations_stops_with_a_diagnosis(
     )
     seen: list[Event] = []
     try:
-        result = await rt.run(
-            AgentSpec("w", ""), "改十个文件", step_name="改", on_event=seen.append
-        )
+        result = await rt.run(spec, "改十个文件", step_name="改", on_event=seen.append)
     finally:
         rt.close()
+    return result, wb, seen
+
+
+@pytest.mark.anyio
+async def test_a_context_full_past_max_generations_stops_with_a_diagnosis(
+    flower_env: FakeAPI, workspace: Path
+) -> None:
+    """000:69: « On vérifie d'abord len(result.retired) >= handoff.max_generations ; si
+    dépassé, l'erreur est remplacée par un diagnostic et on sort ». With max_generations=1
+    the first overflow hands off (000:76: `done` with degraded / path / sections) and the
+    second stops the step with the diagnosis, no third session."""
+    flower_env.script = Always(text("never", fault=prompt_too_long()))
+    result, wb, seen = await run_with_one_handoff(workspace, AgentSpec("w", ""))
     assert not result.ok and len(result.retired) == 1
     assert "max_generations=1" in (result.error or "")
     sessions = {r.headers.get("x-claude-code-session-id") for r in flower_env.main_requests()}
@@ -1000,19 +1007,8 @@ async def test_the_handoff_is_written_past_the_steps_budget(
         (When(kind="main", contains="改第 8、9、10 个文件"), sequence(text("接着改完了"))),
         (When(kind="main"), sequence(*climbing)),
     )
-    wb = Workbench(workspace)
-    rt = Runtime(
-        workspace=workspace,
-        run_dir=workspace.parent / "runs",
-        workbench=wb,
-        handoff=HandoffPolicy(window=200_000, max_generations=1),
-    )
-    seen: list[Event] = []
     spec = AgentSpec("w", "", allowed_tools=["Bash"], max_budget_usd=1.17)
-    try:
-        result = await rt.run(spec, "改十个文件", step_name="改", on_event=seen.append)
-    finally:
-        rt.close()
+    result, wb, seen = await run_with_one_handoff(workspace, spec)
     [done] = [e.payload for e in seen if e.kind == "handoff" and e.payload.get("phase") == "done"]
     assert done["degraded"] is False and "deadends" in done["sections"]
     assert result.ok and result.text == "接着改完了" and result.cost_usd > spec.max_budget_usd
