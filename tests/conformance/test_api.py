@@ -22,6 +22,7 @@ from flower.core.agent import AgentSpec
 from flower.core.brief import Brief
 from flower.core.goal import Goal, Verdict
 from flower.core.guard import HANDS_ON, delegate_guard
+from flower.core.handoff import Handoff
 from flower.core.human import HumanChannel
 from flower.core.mounting import guards
 from flower.core.roles import COORDINATOR_RULES, coordinator, worker
@@ -148,6 +149,10 @@ def test_the_documents_compare_by_content_not_by_where_they_were_read(tmp_path: 
     """000, "Documents": Brief and Handoff declare `path` with compare=False. As decisions.md
     records, Goal's `path` is compare=False too, and Verdict has the same `path` field (all
     four share one base, whose write()/load() set it)."""
+    brief = Brief("做 X", "能跑", "只改 src", "无")
+    assert Brief.load(brief.write(tmp_path / "需求.md")) == brief  # read back: path set
+    assert Brief("做 X", path=tmp_path / "b.md") == Brief("做 X")
+    assert Handoff(doing="写", next="测", path=tmp_path / "h.md") == Handoff(doing="写", next="测")
     assert Goal("做 X", ["a"], path=tmp_path / "a.md") == Goal("做 X", ["a"], path=None)
     verdict = Verdict.parse("## 结论\n达成\n## 理由\n都过了")
     assert verdict.path is None and verdict == Verdict("achieved", "都过了", [])
