@@ -78,8 +78,8 @@ def problems(text: str, decisions: str, tests: Path) -> list[str]:
             found += [f"{row.id}: decisions.md has no {q!r}" for q in quoted if q not in plain]
     states = Counter(row.state.split(":")[0] for row in table)
     stated = re.search(
-        r"\*\*Counts: (\d+) statements; (\d+) mapped to a test; (\d+) remains?\.\*\* Of the mapped, "
-        r"(\d+) are the seed as written, (\d+) deviate .*?, (\d+) are where",
+        r"\*\*Counts: (\d+) statements; (\d+) mapped to a test; (\d+) remains?\.\*\* "
+        r"Of the mapped, (\d+) are the seed as written, (\d+) deviate .*?, (\d+) are where",
         " ".join(text.split()),
     )
     mapped = len(table) - states["open"]
