@@ -1058,3 +1058,39 @@ def test_setup_writes_the_seeds_three_model_keys_together(tmp_path: Path) -> Non
         "ANTHROPIC_DEFAULT_SONNET_MODEL",
     ):
         assert f"{key}=claude-x" in lines, key
+
+
+@pytest.mark.anyio
+async def test_a_rejected_attempt_without_a_session_starts_over_not_with_the_feedback(
+    flower_env: FakeAPI, workspace: Path
+) -> None:
+    """000:137: « result.session_id vaut None → on retombe aussi sur un départ de zéro »:
+    on_reject's feedback has no session to go to, so the next attempt is the first one again
+    (same prompt, same resume_from), never a new session told the feedback alone. Here
+    resume_from names a session the CLI cannot find, so no attempt gets a session."""
+    import uuid
+
+    from flower.core.lineage import Lineage
+
+    flower_env.script = Always(text("好"))
+    runs = workspace.parent / "runs"
+    runs.mkdir()
+    lost = str(uuid.uuid4())
+    Lineage(runs, workspace).remember("先", lost)
+    step = Step(
+        "接",
+        AgentSpec("w", ""),
+        "接着第一步",
+        resume_from="先",
+        retries=1,
+        on_reject=lambda result, ctx: "按反馈重来",
+    )
+    rt = Runtime(workspace=workspace, run_dir=runs, resilience=Resilience(max_attempts=1))
+    try:
+        ctx = await Workflow([step], continuous=False).run(rt)
+    finally:
+        rt.close()
+    assert ctx["_failed_at"] == "接"
+    assert [(r.step, r.session_id) for r in rt.results] == [("接", None), ("接#round2", None)]
+    assert all(lost in (r.error or "") for r in rt.results)  # the same resume_from, twice
+    assert not [r for r in flower_env.requests if r.contains("按反馈重来")]
