@@ -70,6 +70,7 @@ from flower.core.runcheck import check_state_files
 from flower.core.rundir import RunDir, this_run_id
 from flower.core.spend import TOKEN_FIELDS, call_cost
 from flower.core.takeover import take_over
+from flower.core.texts.zh import ZH
 from flower.core.workbench import Workbench
 from flower.core.workspace import in_git_repository, shown, undecodable
 from flower.core.worktrees import Worktrees
@@ -121,17 +122,10 @@ class Runtime:
     INTERRUPTED = AttemptEnd.INTERRUPTED.value
     HANDOFF_DUE = AttemptEnd.HANDOFF_DUE.value
     STOPPED = AttemptEnd.STOPPED.value
-    INTERRUPT_NOTE = (
-        "(The human interrupted you to say the above. If a tool call that was in flight came "
-        "back as interrupted or cancelled, that is the normal side effect of the interruption, "
-        "not a failure of the environment: redo it if it is still needed.)"
-    )
-    CARRY_ON_NOTE = (
-        "(The human interrupted you without a word: carry on with your task from where you "
-        "were, do not wait for instructions. If a tool call that was in flight came back as "
-        "interrupted or cancelled, that is the normal side effect of the interruption, not a "
-        "failure of the environment: redo it if it is still needed.)"
-    )
+    # The seeds' texts (zh), as the other public constants; a resume sends the current
+    # language's (lang "runtime.interrupt_note" and "runtime.carry_on_note").
+    INTERRUPT_NOTE = ZH["runtime.interrupt_note"]
+    CARRY_ON_NOTE = ZH["runtime.carry_on_note"]
     """What resumes the session after an interrupt with nothing said: without it, a model
     told "the user doesn't want to proceed" stops and waits, and its empty reply would end
     the step (and, under a goal, be judged as a round)."""
@@ -290,7 +284,11 @@ class Runtime:
                     break
                 number -= 1
                 resume, fork, resume_at = attempt.session_id, False, None
-                prompt = f"{said}\n\n{self.INTERRUPT_NOTE}" if said else self.CARRY_ON_NOTE
+                prompt = (
+                    f"{said}\n\n{lang.text('runtime.interrupt_note')}"
+                    if said
+                    else lang.text("runtime.carry_on_note")
+                )
                 result.error = None
                 continue
             if attempt.error is None and attempt.end is None:  # exit 1: success

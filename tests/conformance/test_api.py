@@ -22,10 +22,12 @@ from flower.core.agent import AgentSpec
 from flower.core.brief import Brief
 from flower.core.goal import Goal, Verdict
 from flower.core.guard import HANDS_ON, delegate_guard
+from flower.core.handoff import Handoff
 from flower.core.human import HumanChannel
 from flower.core.mounting import guards
 from flower.core.roles import COORDINATOR_RULES, coordinator, worker
 from flower.core.runtime import Runtime
+from flower.core.texts.en import EN
 from flower.core.workbench import Workbench
 from flower.stores import (
     EphemeralPolicy,
@@ -147,6 +149,10 @@ def test_the_documents_compare_by_content_not_by_where_they_were_read(tmp_path: 
     """000, "Documents": Brief and Handoff declare `path` with compare=False. As decisions.md
     records, Goal's `path` is compare=False too, and Verdict has the same `path` field (all
     four share one base, whose write()/load() set it)."""
+    brief = Brief("做 X", "能跑", "只改 src", "无")
+    assert Brief.load(brief.write(tmp_path / "需求.md")) == brief  # read back: path set
+    assert Brief("做 X", path=tmp_path / "b.md") == Brief("做 X")
+    assert Handoff(doing="写", next="测", path=tmp_path / "h.md") == Handoff(doing="写", next="测")
     assert Goal("做 X", ["a"], path=tmp_path / "a.md") == Goal("做 X", ["a"], path=None)
     verdict = Verdict.parse("## 结论\n达成\n## 理由\n都过了")
     assert verdict.path is None and verdict == Verdict("achieved", "都过了", [])
@@ -159,11 +165,15 @@ def test_runtime_keeps_the_seeds_constants() -> None:
     assert Runtime.INTERRUPTED == "interrupted-by-human"
     assert Runtime.HANDOFF_DUE == "context-full-handoff"
     # « un appel d'outil en vol renvoyant interrupted est un effet de bord normal de
-    # l'interruption, pas une panne d'environnement »: the note says each part of that
+    # l'interruption, pas une panne d'environnement »: the note says each part of that, in
+    # the seeds' language as the constant, and in English as the en run is shown it
     note = Runtime.INTERRUPT_NOTE
-    for part in ("interrupted you", "in flight", "interrupted", "normal side effect"):
+    for part in ("打断了你", "正在执行的工具调用", "interrupted", "正常副作用", "不是环境故障"):
         assert part in note, part
-    assert "not a failure of the environment" in note and note != Runtime.CARRY_ON_NOTE
+    assert note == lang.text("runtime.interrupt_note") and note != Runtime.CARRY_ON_NOTE
+    english = EN["runtime.interrupt_note"]
+    for part in ("interrupted you", "in flight", "normal side effect", "not a failure"):
+        assert part in english, part
 
 
 @pytest.mark.anyio

@@ -248,6 +248,17 @@ written, each on its own line; write nothing else, and no code block.
         "again): {cause}"
     ),
     "runtime.near_handoff": "context {used}/{window}, near the handoff line {at}",
+    "runtime.interrupt_note": (
+        "(The human interrupted you to say the above. If a tool call that was in flight came "
+        "back as interrupted or cancelled, that is the normal side effect of the interruption, "
+        "not a failure of the environment: redo it if it is still needed.)"
+    ),
+    "runtime.carry_on_note": (
+        "(The human interrupted you without a word: carry on with your task from where you "
+        "were, do not wait for instructions. If a tool call that was in flight came back as "
+        "interrupted or cancelled, that is the normal side effect of the interruption, not a "
+        "failure of the environment: redo it if it is still needed.)"
+    ),
     "document.placeholder": "(not filled in)",
     # -- the stores' replacements (flower.stores, through Runtime) ----------------------
     "stores.spilled": (

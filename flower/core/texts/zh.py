@@ -192,6 +192,15 @@ ZH: dict[str, str] = {
         "等待改变不了它(修好后再运行):{cause}"
     ),
     "runtime.near_handoff": "上下文 {used}/{window},接近交接线 {at}",
+    "runtime.interrupt_note": (
+        "(人打断了你,说了上面这些话。如果一个正在执行的工具调用返回了 interrupted 或 cancelled,"
+        "那是打断的正常副作用,不是环境故障:还需要的话就重新执行。)"
+    ),
+    "runtime.carry_on_note": (
+        "(人打断了你,但什么也没说:从你停下的地方继续你的任务,不要等待指示。如果一个正在执行的"
+        "工具调用返回了 interrupted 或 cancelled,那是打断的正常副作用,不是环境故障:还需要的话"
+        "就重新执行。)"
+    ),
     "document.placeholder": "(未填)",
     # -- the stores' replacements (flower.stores, through Runtime) ----------------------
     "stores.spilled": "[工具结果已归档:{chars} 字符。完整内容在 {path},需要时用 Read 读取]",
