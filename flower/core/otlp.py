@@ -46,29 +46,33 @@ SCOPE = "flower"
 _ANTHROPIC_KEY = re.compile(r"sk-ant-[A-Za-z0-9_-]*")
 
 
-def traces_wanted(env: Mapping[str, str] = os.environ) -> bool:
+def traces_wanted(env: Mapping[str, str] | None = None) -> bool:
     """Whether traces are asked for: an OTLP endpoint variable is set (and not empty), and
     OTEL_SDK_DISABLED does not say true."""
+    env = os.environ if env is None else env
     if env.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":
         return False
     return any(env.get(name, "").strip() for name in ENDPOINTS)
 
 
-def trace_content_wanted(env: Mapping[str, str] = os.environ) -> bool:
+def trace_content_wanted(env: Mapping[str, str] | None = None) -> bool:
     """The convention's opt-in to the conversation's texts in spans."""
+    env = os.environ if env is None else env
     return env.get(CONTENT_ENV, "").strip().lower() in _CONTENT_ON
 
 
-def protocol(env: Mapping[str, str] = os.environ) -> str:
+def protocol(env: Mapping[str, str] | None = None) -> str:
+    env = os.environ if env is None else env
     for name in PROTOCOLS:
         if env.get(name, "").strip():
             return env[name].strip().lower()
     return "http/protobuf"
 
 
-def check_traces(env: Mapping[str, str] = os.environ) -> None:
+def check_traces(env: Mapping[str, str] | None = None) -> None:
     """Raise UsageError (one sentence: what to install or set) when traces are asked for and
     cannot be sent; do it before a run spends anything."""
+    env = os.environ if env is None else env
     name = next(n for n in ENDPOINTS if env.get(n, "").strip())
     try:
         import opentelemetry.sdk.trace  # noqa: F401  # lazy: the extra, only when asked for
@@ -98,9 +102,10 @@ def check_traces(env: Mapping[str, str] = os.environ) -> None:
         ) from None
 
 
-def credential_redactor(env: Mapping[str, str] = os.environ) -> Callable[[str], str]:
+def credential_redactor(env: Mapping[str, str] | None = None) -> Callable[[str], str]:
     """A function that blanks out every credential value this process holds, and anything
     shaped like an Anthropic key."""
+    env = os.environ if env is None else env
     secrets = sorted({env[k] for k in CREDENTIALS if len(env.get(k, "")) >= 8}, key=len)[::-1]
 
     def redact(text: str) -> str:
@@ -111,10 +116,11 @@ def credential_redactor(env: Mapping[str, str] = os.environ) -> Callable[[str], 
     return redact
 
 
-def export_trace(spans: Sequence[Span], env: Mapping[str, str] = os.environ) -> tuple[bool, str]:
+def export_trace(spans: Sequence[Span], env: Mapping[str, str] | None = None) -> tuple[bool, str]:
     """Send `spans` (root first, a parent before its children) as one trace: whether the
     receiver took them, and a line to tell (the trace id, or why not). `check_traces()` must
     have passed."""
+    env = os.environ if env is None else env
     # lazy: OpenTelemetry is imported only when traces are asked for (the extra)
     from opentelemetry import trace as api
     from opentelemetry.sdk.resources import Resource

@@ -120,12 +120,13 @@ def build_trace(
     *,
     metered: list[MeteredCall] | None = None,
     content: bool = False,
-    redact: Callable[[str], str] = lambda text: text,
+    redact: Callable[[str], str] | None = None,
 ) -> list[Span]:
     """The spans of run `run_id` (root first). `lines` are (time, event object) of its events
     file, `rows` its manifest rows; `metered` the gateway's calls (None: the "call" events
     are the calls and the rows' figures are the steps')."""
-    return _Builder(run_id, content=content, redact=redact).build(lines, rows, metered)
+    unchanged = redact or (lambda text: text)
+    return _Builder(run_id, content=content, redact=unchanged).build(lines, rows, metered)
 
 
 class _Builder:

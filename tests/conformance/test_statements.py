@@ -610,9 +610,10 @@ def test_the_credentials_probe_is_one_small_message(flower_env: FakeAPI) -> None
 
 def test_event_kind_has_the_fifteen_kinds() -> None:
     """004:212-216: EventKind's 15 values, ask/retry/handoff/step among them (made outside
-    normalize()); the other eleven as decisions.md ("The 15 kinds.") lists them."""
+    normalize()); the other eleven as decisions.md ("The 15 kinds") lists them, and the 16th,
+    `call` (issue 33: one API response complete, for the traces)."""
     kinds = get_args(flower.EventKind)
-    assert len(kinds) == 15 == len(set(kinds))
+    assert len(kinds) == 16 == len(set(kinds)) and kinds[-1] == "call"
     assert {
         "ask",
         "retry",
