@@ -106,6 +106,10 @@ def go(
 ) -> None:
     """flower "ask" in the box; any other option goes to flower (--timeout 0, --json...).
 
+    As with flower, where stdin is not a terminal (a script, CI) the agents' questions are
+    not waited for, unless you pass --timeout SECONDS (then `flowerbox answer` answers them)
+    or $FLOWER_ANSWER_COMMAND says how answers come.
+
     With --on kube the box is a Job on the cluster, its workspace cloned from --repo, and
     this prints its run id (`flowerbox ps --on kube` lists the runs).
     """
@@ -154,7 +158,11 @@ def run(
     disk_budget_gb: DiskBudget = DISK_BUDGET_GB,
     inode_budget: InodeBudget = INODE_BUDGET,
 ) -> None:
-    """flower run FILE.py in the box; any other option goes to flower (--timeout 0, -W...)."""
+    """flower run FILE.py in the box; any other option goes to flower (--timeout 0, -W...).
+
+    Off a terminal its questions are not waited for unless you pass --timeout SECONDS, as
+    with `flowerbox "ask"`.
+    """
     # lazy: resolving the workspace needs the box's preparation, only `run` does here
     from flowerbox.box.prepare import workspace_of
 

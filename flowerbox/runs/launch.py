@@ -27,7 +27,7 @@ from flower import PrintableStream, RunDir, git_exclude, git_unexcluded, workben
 from flowerbox.box import state
 from flowerbox.box.engine import CHECKOUT, Box, connect, ensure_image, image_id
 from flowerbox.box.options import BoxOptions
-from flowerbox.box.prepare import Prepared, prepare
+from flowerbox.box.prepare import NOBODY_ANSWERS, Prepared, nobody_answers, prepare
 from flowerbox.box.spec import BoxSpec
 from flowerbox.box.terminal import docker_cli_attach
 from flowerbox.box.untrusted import regular_file
@@ -82,6 +82,8 @@ def launch(
             STDERR.print(ROOT_WARNING, style="yellow")
         if options.net == "open":
             STDERR.print(NET_OPEN_WARNING, style="yellow")
+        if raw is None and nobody_answers(command):
+            STDERR.print(NOBODY_ANSWERS, style="yellow")
         if raw is None:
             ensure_idle(prepared.spec.workspace)  # one flower run at a time in its runs/
         client = connect()
