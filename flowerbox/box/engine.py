@@ -10,9 +10,11 @@ Errors tree:
 from __future__ import annotations
 
 import contextlib
+import os
 import shutil
 import threading
 import time
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -80,12 +82,21 @@ def ensure_image(
             f"{found}, and there is no Dockerfile to build it from: run `flowerbox build` in a "
             "flowerbox checkout, or pass --image"
         )
-    buildargs = {wire.VERSION_BUILD_ARG: __version__}
+    build_id = str(uuid.uuid4())
+    buildargs = {
+        wire.VERSION_BUILD_ARG: __version__,
+        wire.BUILD_ID_ARG: build_id,
+        wire.BUILD_USER_ARG: str(os.getuid()),
+    }
     if base_image:
         buildargs["BASE_IMAGE"] = base_image
     try:
         client.images.build(
             path=str(context), tag=tag, buildargs=buildargs, network_mode="host", rm=True
+        )
+        # the builder stage stays behind untagged (~0.9 GB): this build's alone goes
+        client.images.prune(
+            filters={"dangling": True, "label": f"{wire.BUILD_ID_LABEL}={build_id}"}
         )
     except (APIError, DockerException) as exc:
         raise BoxError(f"building {tag} from {context} failed: {exc}") from exc
