@@ -24,10 +24,10 @@ from docker.errors import APIError, DockerException, ImageNotFound, NotFound
 
 from flowerbox import __version__, wire
 from flowerbox.box.facts import box_facts
+from flowerbox.box.source import no_checkout
 from flowerbox.box.spec import BoxSpec, agent_kwargs, gateway_kwargs
 from flowerbox.errors import BoxError
 
-CHECKOUT = Path(__file__).resolve().parents[2]  # where the Dockerfile is, from a checkout
 SOCKET_WAIT_S = 30.0
 STOP_GRACE_S = 30
 STDERR_KEPT = 4 * 1024 * 1024  # the end of each container's stderr the host keeps
@@ -79,8 +79,8 @@ def ensure_image(
             f"not {__version__}"
         )
         raise BoxError(
-            f"{found}, and there is no Dockerfile to build it from: run `flowerbox build` in a "
-            "flowerbox checkout, or pass --image"
+            f"{found}, and this flowerbox has no Dockerfile to build it from: run `flowerbox "
+            f"build PATH` with PATH {no_checkout()}, or pass --image"
         )
     build_id = str(uuid.uuid4())
     buildargs = {

@@ -263,13 +263,27 @@ def demo_ending(code: int, workspace: Path) -> str:
 
 
 @app.command()
-def build(image: Image = DEFAULT_IMAGE, base_image: BaseImage = None) -> None:
-    """Build the image from this checkout's Dockerfile (again, if it is there)."""
+def build(
+    checkout: Annotated[
+        Path | None,
+        typer.Argument(
+            help="A flowerbox checkout (its Dockerfile). Default: the current folder when it "
+            "is one, else the checkout this flowerbox runs from (an editable install).",
+            show_default=False,
+        ),
+    ] = None,
+    image: Image = DEFAULT_IMAGE,
+    base_image: BaseImage = None,
+) -> None:
+    """Build the image from a flowerbox checkout of this flowerbox's version (again, if it is
+    there), labelled with that version: works from an installed flowerbox too."""
     # lazy: the engine's module brings the docker SDK, which only building needs here
-    from flowerbox.box.engine import CHECKOUT, connect, ensure_image
+    from flowerbox.box.engine import connect, ensure_image
+    from flowerbox.box.source import build_context
 
-    ensure_image(connect(), image, context=CHECKOUT, base_image=base_image, rebuild=True)
-    STDERR.print(f"{image} is ready")
+    context = build_context(checkout)
+    ensure_image(connect(), image, context=context, base_image=base_image, rebuild=True)
+    STDERR.print(f"{image} is ready (built from {context})")
 
 
 def start_box(

@@ -25,9 +25,10 @@ from rich.console import Console
 
 from flower import PrintableStream, RunDir, git_exclude, git_unexcluded, workbench_location
 from flowerbox.box import state
-from flowerbox.box.engine import CHECKOUT, Box, connect, ensure_image, image_id
+from flowerbox.box.engine import Box, connect, ensure_image, image_id
 from flowerbox.box.options import BoxOptions
 from flowerbox.box.prepare import NOBODY_ANSWERS, Prepared, nobody_answers, prepare
+from flowerbox.box.source import RUNNING_CHECKOUT
 from flowerbox.box.spec import BoxSpec
 from flowerbox.box.terminal import docker_cli_attach
 from flowerbox.box.untrusted import regular_file
@@ -87,7 +88,8 @@ def launch(
         if raw is None:
             ensure_idle(prepared.spec.workspace)  # one flower run at a time in its runs/
         client = connect()
-        ensure_image(client, options.image, context=CHECKOUT, base_image=options.base_image)
+        checkout = RUNNING_CHECKOUT
+        ensure_image(client, options.image, context=checkout, base_image=options.base_image)
         spec = prepared.spec if raw is None else replace(prepared.spec, command=tuple(raw))
         spec = spec if resume_of is None else carried(spec, resume_of)
         resumed_from = None if resume_of is None else resume_of.run_id
