@@ -46,3 +46,8 @@ def exit_codes(json_command: str | None = None) -> Iterator[None]:
     except KeyboardInterrupt as exc:
         STDERR.print("[yellow]interrupted[/]")
         raise typer.Exit(Exit.INTERRUPTED) from exc
+    except typer.Abort as exc:  # a prompt's Ctrl+C (click turns it into Abort, exit 1)
+        if not isinstance(exc.__context__, KeyboardInterrupt):
+            raise
+        STDERR.print("\n[yellow]interrupted[/]")
+        raise typer.Exit(Exit.INTERRUPTED) from exc
