@@ -70,6 +70,10 @@ def test_once_and_run_write_the_same_run_document(
     document = parse_document(ran.stdout)
     assert document["command"] == "flower run" and document["status"] == "done"
     assert [s["step"] for s in document["steps"]] == ["write"]
+    for done in (once, ran):  # issue 36: a CI log (stderr) ends with the outcome line too
+        last = [line for line in done.stderr.splitlines() if line.strip()][-2:]
+        assert last[0].startswith("done · $") and last[0].endswith("· exit 0"), done.stderr
+        assert last[1].startswith("the run drawn: flower report")
 
 
 @pytest.mark.parametrize(
