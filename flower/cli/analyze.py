@@ -27,6 +27,7 @@ from flower.cli import contract
 from flower.cli.exits import exit_codes
 from flower.cli.status import lineage_steps, outcome_cell, read_only, read_rows, unreadable
 from flower.cli.tables import table_console
+from flower.core.labels import display_name
 from flower.core.rundir import RunDir
 from flower.core.statefile import STATE_LIMIT
 from flower.core.untrusted import parse_json, printable_data
@@ -306,7 +307,7 @@ def render(data: dict[str, Any]) -> RenderableType:
         )
         for row in data["steps"]:
             steps.add_row(
-                escape(str(row["name"])),
+                escape(display_name(str(row["name"]), beside=True)),
                 outcome_cell(row),
                 str(row["attempts"]),
                 str(row["num_turns"]),
@@ -330,7 +331,8 @@ def render(data: dict[str, Any]) -> RenderableType:
         box=box.SIMPLE_HEAD,
     )
     for s in data["sessions"]:
-        label = f"{s['session_id'][:8]} {escape(', '.join(s['steps']))}"
+        named = ", ".join(display_name(step, beside=True) for step in s["steps"])
+        label = f"{s['session_id'][:8]} {escape(named)}"
         sessions.add_row(label, *_cells(s), _usd(s["cost_usd"]))
         for sub in s["subagents"]:
             name = sub["agent_type"] or sub["subkey"].rsplit("/", 1)[-1]

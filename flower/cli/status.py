@@ -406,7 +406,7 @@ def render(data: dict[str, Any]) -> RenderableType:
         for s in data["sessions"]:
             sessions.add_row(
                 s["session_id"][:8],
-                escape(", ".join(s["steps"])),
+                escape(", ".join(display_name(step, beside=True) for step in s["steps"])),
                 str(s["entries"]),
                 str(s["subagents"]),
                 _local(s["last_write"]),
@@ -417,7 +417,7 @@ def render(data: dict[str, Any]) -> RenderableType:
         total += f" (+ ${data['aside_cost_usd']:.4f} of oracle asides)"
     parts.append(total)
     parts += [
-        f"[red]error[/] {escape(display_name(e['name']))}: {escape(e['error'])}"
+        f"[red]error[/] {escape(display_name(e['name'], beside=True))}: {escape(e['error'])}"
         for e in data["errors"]
     ]
     if data["pending_asks"]:
@@ -457,7 +457,9 @@ def _run_table(run: dict[str, Any]) -> Table:
     title.append(f"${run['cost_usd']:.4f}")
     if run["current"] is not None:
         now = run["current"]
-        title.append(f"now {display_name(now['name'])} (${now['cost_usd']:.4f} so far)")
+        title.append(
+            f"now {display_name(now['name'], beside=True)} (${now['cost_usd']:.4f} so far)"
+        )
     if run["waiting_for"]:
         title.append(f"waiting for you: {', '.join(run['waiting_for'])}")
     table = Table(
@@ -477,7 +479,8 @@ def _run_table(run: dict[str, Any]) -> Table:
         if row["retired"]:
             flags.append(f"{len(row['retired'])} sessions retired")
         table.add_row(
-            escape(display_name(row["name"])) + (f" [dim]({', '.join(flags)})[/]" if flags else ""),
+            escape(display_name(row["name"], beside=True))
+            + (f" [dim]({', '.join(flags)})[/]" if flags else ""),
             outcome_cell(row),
             str(row["attempts"]),
             f"${row['cost_usd']:.4f}",
