@@ -56,6 +56,7 @@ if TYPE_CHECKING:  # the real imports load the SDK: done late, so `flower --help
     from flower.core.delivery import Delivery, Finish
     from flower.core.runtime import Runtime
     from flower.workflow.base import RunState, Workflow
+from flower.core import lang
 from flower.core.exclude import git_exclude, git_unexcluded
 from flower.errors import UsageError
 
@@ -199,16 +200,11 @@ def _offer_exclude(ws: Path, folders: list[Path], console: Console, *, asks: boo
         return
     shown = " and ".join(missing)
     if asks and not typer.confirm(
-        f"flower keeps {shown} here: add them to .git/info/exclude so git status ignores "
-        "them (this clone only)?",
-        default=True,
-        err=True,
+        lang.text("cli.exclude_prompt", shown=shown), default=True, err=True
     ):
         return
     path = git_exclude(ws, missing)
-    console.print(
-        f"added {shown} to {path} (git ignores them in this clone; delete the lines to undo)"
-    )
+    console.print(lang.text("cli.excluded", shown=shown, path=path))
 
 
 def deliver_work(

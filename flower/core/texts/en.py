@@ -293,4 +293,15 @@ written, each on its own line; write nothing else, and no code block.
     "terminal.interrupted": "Interrupted; the agent carries on in the same session.",
     "terminal.oracle_failed": "side question failed: {error}",
     "terminal.oracle_said": "side answer: {answer}",
+    "cli.exclude_prompt": (
+        "flower keeps {shown} here: add them to .git/info/exclude so git status ignores them "
+        "(this clone only)?"
+    ),
+    "cli.excluded": (
+        "added {shown} to {path} (git ignores them in this clone; delete the lines to undo)"
+    ),
+    "cli.stopped_at_prompt": ("interrupted"),
+    "cli.mistyped_prompt": (
+        "{word!r} looks like `{prog} {meant}` mistyped. Start a run whose whole ask is {word!r}?"
+    ),
 }

@@ -220,4 +220,13 @@ ZH: dict[str, str] = {
     "terminal.interrupted": "已打断,代理会在同一个会话里接着干。",
     "terminal.oracle_failed": "旁路问答失败:{error}",
     "terminal.oracle_said": "旁路问答:{answer}",
+    "cli.exclude_prompt": (
+        "flower 会在这里保存 {shown}:把它们加进 .git/info/exclude,让 git status 忽略它们"
+        "(只对这个克隆)?"
+    ),
+    "cli.excluded": ("已把 {shown} 加进 {path}(这个克隆里 git 会忽略它们;删掉这几行即可撤销)"),
+    "cli.stopped_at_prompt": ("已中断"),
+    "cli.mistyped_prompt": (
+        "{word!r} 看起来是 `{prog} {meant}` 打错了。要以 {word!r} 为完整需求开始一次运行吗?"
+    ),
 }
