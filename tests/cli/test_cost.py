@@ -117,7 +117,7 @@ def test_every_cost_a_user_sees_is_what_the_api_answers_cost(
     each = [run["cost_usd"] for run in status["runs"]]  # oldest first
     assert each == [pytest.approx(before, abs=1e-6), pytest.approx(woke, abs=1e-6)]
     table = flower("status", str(runs), env=cli_env, cwd=ws)
-    assert f"total cost: ${total:.4f}" in table.stdout
+    assert f"总花费:${total:.4f}" in table.stdout
     report = parse_document(flower("analyze", str(runs), "--json", env=cli_env, cwd=ws).stdout)
     assert report["totals"]["cost_usd"] == pytest.approx(total, abs=1e-6)
 
@@ -190,6 +190,6 @@ def _costs_agree(api: FakeAPI, env: dict[str, str], workspace: Path, screen: str
     assert sum(r["cost_usd"] for r in rows) == pytest.approx(total, abs=1e-6)
     status = parse_document(flower("status", str(runs), "--json", env=env, cwd=ws).stdout)
     assert status["total_cost_usd"] == pytest.approx(total, abs=1e-6)
-    assert f"total cost: ${total:.4f}" in flower("status", str(runs), env=env, cwd=ws).stdout
+    assert f"总花费:${total:.4f}" in flower("status", str(runs), env=env, cwd=ws).stdout
     report = parse_document(flower("analyze", str(runs), "--json", env=env, cwd=ws).stdout)
     assert report["totals"]["cost_usd"] == pytest.approx(total, abs=1e-6)
