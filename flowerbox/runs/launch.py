@@ -35,7 +35,7 @@ from flowerbox.box.untrusted import regular_file
 from flowerbox.runs import records
 from flowerbox.runs.boundary import after_run, before_run, report
 from flowerbox.runs.brokered import leave_broker, through_broker
-from flowerbox.runs.control import read_answers
+from flowerbox.runs.control import read_answers, status_text
 from flowerbox.runs.detach import carried, start_detached
 from flowerbox.runs.diskwatch import watch_disk
 from flowerbox.runs.records import ensure_idle, record, record_start
@@ -140,6 +140,16 @@ def _attached(spec: BoxSpec, box: Box, raw: list[str] | None) -> int:
     finally:
         typed.set()
         report(after_run(spec, code))
+        if raw is None and (run := records.load(spec.state_dir)) is not None:
+            _outcome(run)
+
+
+def _outcome(run: records.Run) -> None:
+    """The last line, as `flowerbox attach` ends: how the run ended and what the gateway
+    metered, so a CI log (with --json too) ends with the outcome."""
+    cost = run.cost_usd()
+    spent = "" if cost is None else f" · ${cost:.4f}"
+    STDERR.print(f"{run.run_id}: {status_text(run)}{spent}", style="bold", markup=False)
 
 
 def _recorder(spec: BoxSpec) -> Callable[[dict[str, object]], None]:
