@@ -341,4 +341,26 @@ written, each on its own line; write nothing else, and no code block.
     "status.yes": "yes",
     "status.no": "no",
     "status.interrupted": "interrupted",
+    "analyze.steps": "steps",
+    "analyze.session": "session",
+    "analyze.sessions": "sessions and their subagents",
+    "analyze.calls": "calls",
+    "analyze.in": "in",
+    "analyze.out": "out",
+    "analyze.cache": "cache",
+    "analyze.tools": "tools",
+    "analyze.deny": "deny",
+    "analyze.err": "err",
+    "analyze.cmpct": "cmpct",
+    "analyze.no_sessions": "no session in sessions.db",
+    "analyze.total": (
+        "total: {calls} API calls, {tokens_in} tokens in, {tokens_out} out, {cached} cache "
+        "read, cost {cost}; {errors} API errors, {compactions} compactions"
+    ),
+    "analyze.tool": "tool",
+    "analyze.denied": "denied",
+    "analyze.tool_calls": "tool calls",
+    "analyze.chars": "chars",
+    "analyze.call": "call",
+    "analyze.largest": "largest tool results",
 }

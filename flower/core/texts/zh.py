@@ -266,4 +266,26 @@ ZH: dict[str, str] = {
     "status.yes": "是",
     "status.no": "否",
     "status.interrupted": "被打断",
+    "analyze.steps": "步骤",
+    "analyze.session": "会话",
+    "analyze.sessions": "会话及其子代理",
+    "analyze.calls": "调用",
+    "analyze.in": "输入",
+    "analyze.out": "输出",
+    "analyze.cache": "缓存",
+    "analyze.tools": "工具",
+    "analyze.deny": "拒绝",
+    "analyze.err": "出错",
+    "analyze.cmpct": "压缩",
+    "analyze.no_sessions": "sessions.db 里没有会话",
+    "analyze.total": (
+        "合计:{calls} 次 API 调用,输入 {tokens_in} token,输出 {tokens_out},缓存读 {cached},"
+        "花费 {cost};{errors} 次 API 错误,{compactions} 次压缩"
+    ),
+    "analyze.tool": "工具",
+    "analyze.denied": "被拒",
+    "analyze.tool_calls": "工具调用",
+    "analyze.chars": "字符",
+    "analyze.call": "调用内容",
+    "analyze.largest": "最大的工具结果",
 }
