@@ -54,6 +54,12 @@ RUN /opt/build/bin/pip wheel --no-index --no-deps --no-build-isolation --wheel-d
     && /opt/build/bin/pip --python /opt/flowerbox/bin/python install --no-index \
         --find-links=/wheels flowerbox \
     && /opt/flowerbox/bin/python -c 'import claude_agent_sdk, flower, flowerbox'
+# Which build made this stage, and for whom: the builder's image is left behind untagged, and
+# docker/prepare.sh removes it by this id alone, never another build's (last in the stage, so
+# a new id costs no cached step).
+ARG FLOWERBOX_BUILD_ID=""
+ARG FLOWERBOX_BUILD_USER=""
+LABEL dev.flower.build.id="${FLOWERBOX_BUILD_ID}" dev.flower.build.user="${FLOWERBOX_BUILD_USER}"
 
 # ---------------------------------------------------------------------------------------------
 FROM ${BASE_IMAGE}
@@ -77,7 +83,11 @@ COPY docker/entrypoint.sh /usr/local/bin/flowerbox-entrypoint
 # flowerbox passes its own version (flowerbox.box.engine.ensure_image, docker/prepare.sh) and
 # rebuilds an image whose label differs: an image built for other code is never run.
 ARG FLOWERBOX_VERSION=unknown
+ARG FLOWERBOX_BUILD_ID=""
+ARG FLOWERBOX_BUILD_USER=""
 LABEL dev.flower.build="flowerbox" \
+      dev.flower.build.id="${FLOWERBOX_BUILD_ID}" \
+      dev.flower.build.user="${FLOWERBOX_BUILD_USER}" \
       org.opencontainers.image.title="flowerbox" \
       org.opencontainers.image.description="flower (long-horizon work with Claude Code) in a hardened container, with the flowerbox gateway and relay" \
       org.opencontainers.image.version="${FLOWERBOX_VERSION}" \

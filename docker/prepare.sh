@@ -16,17 +16,32 @@ bash docker/engine.sh
 bash docker/base-image.sh
 # The image is labelled with the version it was built for: flowerbox rebuilds any other.
 version=$(sed -n 's/^version = "\(.*\)"$/\1/p' pyproject.toml | head -n 1)
+# This build's own id, on every stage it makes (the Dockerfile's dev.flower.build.id): what it
+# leaves behind is found by it alone, never another build's or another user's images.
+build_id=$(cat /proc/sys/kernel/random/uuid)
+me=$(id -u)
+previous=$(docker image inspect --format '{{.Id}}' "$image" 2>/dev/null || true)
 build_log=$(mktemp /tmp/flowerbox-build.XXXXXX.log)
 echo "prepare.sh: building $image on $base (log: $build_log)" >&2
 if ! DOCKER_BUILDKIT=0 docker build --network host \
     --build-arg BASE_IMAGE="$base" --build-arg FLOWERBOX_VERSION="$version" \
+    --build-arg FLOWERBOX_BUILD_ID="$build_id" --build-arg FLOWERBOX_BUILD_USER="$me" \
     -t "$image" . >"$build_log" 2>&1; then
     tail -n 40 "$build_log" >&2
     echo "prepare.sh: error: building $image failed (log above)" >&2
     exit 1
 fi
-# The classic builder leaves the builder stage and the previous flowerbox:dev behind untagged
-# (~0.9 GB a build): only those go, by the label every image of our Dockerfile carries;
-# another project's dangling images stay.
-docker image prune -f --filter "label=dev.flower.build=flowerbox" >/dev/null
+# The classic builder leaves the builder stage behind untagged (~0.9 GB a build): this
+# build's goes, by its id; another build's (a colleague's, running now or done) stays.
+docker image prune -f --filter "label=dev.flower.build.id=$build_id" >/dev/null
+# The image this build took "$image" from, now untagged: removed only when this same user
+# built it and no container uses it (no --force); another user's stays.
+if [[ -n $previous ]]; then
+    owner=$(docker image inspect --format \
+        '{{index .Config.Labels "dev.flower.build.user"}}/{{len .RepoTags}}' "$previous" \
+        2>/dev/null || true)
+    if [[ $owner == "$me/0" ]]; then
+        docker image rm "$previous" >/dev/null 2>&1 || true
+    fi
+fi
 echo "prepare.sh: $image is ready" >&2

@@ -12,6 +12,11 @@ from __future__ import annotations
 # --- which flowerbox an image was built for: another is stale (box.engine.ensure_image) ------
 VERSION_LABEL = "org.opencontainers.image.version"  # = flowerbox.__version__ at build time
 VERSION_BUILD_ARG = "FLOWERBOX_VERSION"
+# Which build made an image, and for which uid: a build removes its own leftovers by its id
+# alone, never another build's (docker/prepare.sh, box.engine.ensure_image).
+BUILD_ID_LABEL = "dev.flower.build.id"
+BUILD_ID_ARG = "FLOWERBOX_BUILD_ID"
+BUILD_USER_ARG = "FLOWERBOX_BUILD_USER"
 
 # --- containers: labels, so flowerbox finds what it owns ------------------------------------
 BOX_LABEL = "dev.flower.box"

@@ -27,6 +27,8 @@ from flower.cli import contract
 from flower.cli.exits import exit_codes
 from flower.cli.status import lineage_steps, outcome_cell, read_only, read_rows, unreadable
 from flower.cli.tables import table_console
+from flower.core import lang
+from flower.core.labels import display_name
 from flower.core.rundir import RunDir
 from flower.core.statefile import STATE_LIMIT
 from flower.core.untrusted import parse_json, printable_data
@@ -290,23 +292,21 @@ def _totals(steps: list[dict[str, Any]], sessions: list[Stats]) -> Stats:
 
 
 def render(data: dict[str, Any]) -> RenderableType:
-    """The tables of `flower analyze`."""
+    """The tables of `flower analyze`, in the language of the command line (--lang)."""
+    t = lang.text
     parts: list[RenderableType] = [f"[bold]{escape(data['run_dir'])}[/]"]
     if data["steps"]:
+        columns = ("step", "ok", "attempts", "turns", "cost")
         steps = Table(
-            "step",
-            "ok",
-            "attempts",
-            "turns",
-            "cost",
-            "session",
-            "error",
-            title="steps",
+            *(t(f"status.{c}") for c in columns),
+            t("analyze.session"),
+            t("status.error"),
+            title=t("analyze.steps"),
             box=box.SIMPLE_HEAD,
         )
         for row in data["steps"]:
             steps.add_row(
-                escape(str(row["name"])),
+                escape(display_name(str(row["name"]), beside=True)),
                 outcome_cell(row),
                 str(row["attempts"]),
                 str(row["num_turns"]),
@@ -315,42 +315,54 @@ def render(data: dict[str, Any]) -> RenderableType:
                 escape(str(row["error"] or "")),
             )
         parts.append(steps)
+    counted = ("calls", "in", "out", "cache", "tools", "deny", "err", "cmpct")
     sessions = Table(
-        "session",
-        "calls",
-        "in",
-        "out",
-        "cache",
-        "tools",
-        "deny",
-        "err",
-        "cmpct",
-        "cost",
-        title="sessions and their subagents",
+        t("analyze.session"),
+        *(t(f"analyze.{c}") for c in counted),
+        t("status.cost"),
+        title=t("analyze.sessions"),
         box=box.SIMPLE_HEAD,
     )
     for s in data["sessions"]:
-        label = f"{s['session_id'][:8]} {escape(', '.join(s['steps']))}"
+        named = ", ".join(display_name(step, beside=True) for step in s["steps"])
+        label = f"{s['session_id'][:8]} {escape(named)}"
         sessions.add_row(label, *_cells(s), _usd(s["cost_usd"]))
         for sub in s["subagents"]:
             name = sub["agent_type"] or sub["subkey"].rsplit("/", 1)[-1]
             sessions.add_row(f"  └ {escape(str(name))}", *_cells(sub), "")
-    parts.append(sessions if data["sessions"] else "[dim]no session in sessions.db[/]")
+    none = f"[dim]{escape(t('analyze.no_sessions'))}[/]"
+    parts.append(sessions if data["sessions"] else none)
     totals = data["totals"]
-    parts.append(
-        f"total: {totals['api_calls']} API calls, {totals['input_tokens']:,} tokens in, "
-        f"{totals['output_tokens']:,} out, {totals['cache_read_input_tokens']:,} cache read, "
-        f"cost {_usd(totals['cost_usd'])}; {totals['api_errors']} API errors, "
-        f"{totals['compactions']} compactions"
+    total = t(
+        "analyze.total",
+        calls=totals["api_calls"],
+        tokens_in=f"{totals['input_tokens']:,}",
+        tokens_out=f"{totals['output_tokens']:,}",
+        cached=f"{totals['cache_read_input_tokens']:,}",
+        cost=_usd(totals["cost_usd"]),
+        errors=totals["api_errors"],
+        compactions=totals["compactions"],
     )
+    parts.append(escape(total))
     if totals["tools"]:
-        tools = Table("tool", "calls", "denied", title="tool calls", box=box.SIMPLE_HEAD)
+        tools = Table(
+            t("analyze.tool"),
+            t("analyze.calls"),
+            t("analyze.denied"),
+            title=t("analyze.tool_calls"),
+            box=box.SIMPLE_HEAD,
+        )
         for name, count in totals["tools"].items():
             tools.add_row(escape(name), str(count), str(totals["denied"].get(name, "")))
         parts.append(tools)
     if data["largest_results"]:
         largest = Table(
-            "chars", "tool", "call", "session", title="largest tool results", box=box.SIMPLE_HEAD
+            t("analyze.chars"),
+            t("analyze.tool"),
+            t("analyze.call"),
+            t("analyze.session"),
+            title=t("analyze.largest"),
+            box=box.SIMPLE_HEAD,
         )
         for r in data["largest_results"]:
             largest.add_row(

@@ -57,7 +57,7 @@ def refusal(command: str, exc: BaseException, exit_code: int) -> dict[str, Any]:
 def failure(command: str, kind: str, message: str, fix: str, exit_code: int) -> dict[str, Any]:
     """A document saying `command` failed before its result: what (`kind`), why, what to
     do, and the exit status that follows."""
-    error = {"kind": kind, "message": message, "fix": fix}
+    error = {"kind": kind, "message": message, "fix": sentence(fix)}
     return {**document(command), "error": error, "exit_code": exit_code}
 
 
@@ -69,13 +69,37 @@ def error_kind(exc: BaseException) -> str:
 
 
 def error_fix(exc: BaseException) -> str:
-    """What to do: the error's own `fix` when it has one, else the message's advice (what
-    follows its last colon), else the command's help."""
+    """What to do (`failure` makes it a sentence): the error's own `fix` when it has one, else the
+    message's advice (what follows its last colon outside brackets, quotes and backticks:
+    a colon inside `(e.g.: --timeout)` made the fix "--timeout)"), else the command's help."""
     fix = getattr(exc, "fix", None)
-    if isinstance(fix, str) and fix:
+    if isinstance(fix, str) and fix.strip():
         return fix
-    head, colon, advice = str(exc).rpartition(": ")
-    return advice.strip() if colon and head and advice.strip() else USAGE_FIX
+    message = str(exc)
+    for at in reversed([i for i in range(len(message)) if message.startswith(": ", i)]):
+        head, advice = message[:at], message[at + 2 :].strip()
+        if head and advice and _balanced(head) and _balanced(advice):
+            return advice
+    return USAGE_FIX
+
+
+def sentence(text: str) -> str:
+    """`text` as a sentence: a capital first letter (a command in backticks stays as it is)
+    and a full stop."""
+    text = text.strip()
+    if text[:1].islower():
+        text = text[0].upper() + text[1:]
+    return text if text.endswith((".", "!", "?", "。")) else f"{text}."
+
+
+def _balanced(text: str) -> bool:
+    """No bracket left open or closed, and whole pairs of backticks and double quotes."""
+    depth = 0
+    for char in text:
+        depth += {"(": 1, "[": 1, ")": -1, "]": -1}.get(char, 0)
+        if depth < 0:
+            return False
+    return depth == 0 and text.count("`") % 2 == 0 and text.count('"') % 2 == 0
 
 
 def emit(data: Mapping[str, Any], *, indent: int | None = 2) -> None:

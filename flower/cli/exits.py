@@ -15,6 +15,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from flower.cli.contract import emit, refusal
+from flower.core import lang
 from flower.errors import FlowerError
 
 # Messages are never hard-wrapped: they end up in CI logs and get grepped.
@@ -45,4 +46,9 @@ def exit_codes(json_command: str | None = None) -> Iterator[None]:
         raise typer.Exit(Exit.USAGE) from exc
     except KeyboardInterrupt as exc:
         STDERR.print("[yellow]interrupted[/]")
+        raise typer.Exit(Exit.INTERRUPTED) from exc
+    except typer.Abort as exc:  # a prompt's Ctrl+C (click turns it into Abort, exit 1)
+        if not isinstance(exc.__context__, KeyboardInterrupt):
+            raise
+        STDERR.print(f"\n[yellow]{lang.text('cli.stopped_at_prompt')}[/]")
         raise typer.Exit(Exit.INTERRUPTED) from exc

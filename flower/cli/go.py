@@ -56,6 +56,7 @@ if TYPE_CHECKING:  # the real imports load the SDK: done late, so `flower --help
     from flower.core.delivery import Delivery, Finish
     from flower.core.runtime import Runtime
     from flower.workflow.base import RunState, Workflow
+from flower.core import lang
 from flower.core.exclude import git_exclude, git_unexcluded
 from flower.errors import UsageError
 
@@ -199,16 +200,11 @@ def _offer_exclude(ws: Path, folders: list[Path], console: Console, *, asks: boo
         return
     shown = " and ".join(missing)
     if asks and not typer.confirm(
-        f"flower keeps {shown} here: add them to .git/info/exclude so git status ignores "
-        "them (this clone only)?",
-        default=True,
-        err=True,
+        lang.text("cli.exclude_prompt", shown=shown), default=True, err=True
     ):
         return
     path = git_exclude(ws, missing)
-    console.print(
-        f"added {shown} to {path} (git ignores them in this clone; delete the lines to undo)"
-    )
+    console.print(lang.text("cli.excluded", shown=shown, path=path))
 
 
 def deliver_work(
@@ -320,20 +316,20 @@ def finish(
     delivery: Delivery | None = None,
 ) -> NoReturn:
     """End a command that ran steps: its last lines (where the isolated workers' work is, how
-    it ended, how to draw it), or its JSON document, and its exit."""
+    it ended, how to draw it), and with `as_json` its JSON document on stdout; then its exit.
+    With --json the console is stderr, so a CI log still ends with the outcome line."""
     drawn = report_command(runtime.run_dir, runtime.workspace)
+    for line in delivery.lines() if delivery is not None else []:
+        console.print(line, markup=False)
+    spent = f"${runtime.spent():.4f}"
+    if runtime.spent_before:  # a woken run: the whole job's too
+        spent += f" (${runtime.spent_before + runtime.spent():.4f} with the runs it continues)"
+    console.print(f"{status} · {spent} · exit {int(code)}", style="bold")
+    console.print(f"the run drawn: {drawn}", style="dim")
     if as_json:
         document = run_document(runtime, command, status, code, state=state)
         delivered = {"delivery": delivery.to_json() if delivery is not None else None}
         contract.emit(document | delivered | {"report": drawn})
-    else:
-        for line in delivery.lines() if delivery is not None else []:
-            console.print(line, markup=False)
-        spent = f"${runtime.spent():.4f}"
-        if runtime.spent_before:  # a woken run: the whole job's too
-            spent += f" (${runtime.spent_before + runtime.spent():.4f} with the runs it continues)"
-        console.print(f"{status} · {spent} · exit {int(code)}", style="bold")
-        console.print(f"the run drawn: {drawn}", style="dim")
     raise typer.Exit(code)
 
 

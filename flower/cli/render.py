@@ -21,6 +21,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from rich.cells import cell_len
 from rich.console import Console
 from rich.markup import escape
 from rich.text import Text
@@ -73,24 +74,33 @@ class Render:
     def cost(self) -> float:
         return self.spent() if self.spent is not None else self._cost
 
-    def status_line(self) -> str:
+    def status_line(self, width: int | None = None) -> str:
+        """The live line; within `width` cells, the least needed parts go first (the
+        context, the clock, the round, the step), never the cost or what waits for you."""
         elapsed = int(time.monotonic() - self.started)
-        parts = []
+        parts: list[tuple[str, str]] = []
         if self.step:
             index, total = self.steps
-            parts.append(f"{self.step} {index}/{total}" if total else self.step)
+            parts.append(("step", f"{self.step} {index}/{total}" if total else self.step))
         if self.rounds[1]:
-            parts.append("round {}/{}".format(*self.rounds))
-        parts.append(f"{elapsed // 3600:02d}:{elapsed // 60 % 60:02d}:{elapsed % 60:02d}")
-        parts.append(f"${self.cost:.4f}")
+            parts.append(("round", "round {}/{}".format(*self.rounds)))
+        clock = f"{elapsed // 3600:02d}:{elapsed // 60 % 60:02d}:{elapsed % 60:02d}"
+        parts += [("clock", clock), ("cost", f"${self.cost:.4f}")]
         if self.window:
             share = 100 * self.context / self.window
-            parts.append(f"context {share:.0f}%" if share >= 10 else f"context {share:.1f}%")
+            context = f"context {share:.0f}%" if share >= 10 else f"context {share:.1f}%"
         else:
-            parts.append(f"context {self.context // 1000}k")
+            context = f"context {self.context // 1000}k"
+        parts.append(("context", context))
         if self.waiting:
-            parts.append(f"waiting for you: {', '.join(self.waiting)}")
-        return "· " + " · ".join(parts)
+            parts.append(("waiting", f"waiting for you: {', '.join(self.waiting)}"))
+        line = "· " + " · ".join(text for _, text in parts)
+        for least in ("context", "clock", "round", "step"):
+            if width is None or cell_len(line) < width:
+                break
+            parts = [part for part in parts if part[0] != least]
+            line = "· " + " · ".join(text for _, text in parts)
+        return line
 
     async def heartbeat(self, every: float = HEARTBEAT_S) -> None:
         """Keep the status line in view until cancelled: live below the output on a
@@ -155,7 +165,7 @@ class Render:
             self._live.refresh()  # the line below the output follows every event
 
     def _status(self) -> Text:
-        return Text(self.status_line(), style="dim")
+        return Text(self.status_line(self.console.width), style="dim")
 
     def _step(self, event: Event) -> None:
         payload = event.payload

@@ -16,6 +16,8 @@ import typer
 from typer import _click  # typer >= 0.26 vendors click; its group speaks these types
 from typer.core import TyperGroup
 
+from flower.core import lang
+
 HELP_OPTIONS = ["-h", "--help"]
 """Every command's help options (the apps' context_settings)."""
 HELP_WORDS = frozenset({"help", "h", "?"})
@@ -82,10 +84,7 @@ class AskRouter(TyperGroup):
         """Go on only if a person at a terminal says `word` really is the ask."""
         prog = ctx.command_path
         if sys.stdin.isatty():
-            question = (
-                f"{word!r} looks like `{prog} {meant}` mistyped. Start a run whose whole ask "
-                f"is {word!r}?"
-            )
+            question = lang.text("cli.mistyped_prompt", word=word, prog=prog, meant=meant)
             if typer.confirm(question, default=False, err=True):
                 return
             raise _click.exceptions.UsageError(

@@ -27,6 +27,7 @@ from flower.cli import contract
 from flower.cli.exits import Exit, exit_codes
 from flower.cli.options import existing_run_dir
 from flower.cli.tables import table_console
+from flower.core import lang
 from flower.core.ends import AttemptEnd
 from flower.core.inbox import pending_asks
 from flower.core.labels import display_name
@@ -393,39 +394,47 @@ def _workbench(root: Path) -> dict[str, Any]:
 
 
 def render(data: dict[str, Any]) -> RenderableType:
-    """The tables of `flower status`: one per run, then sessions, cost, questions."""
+    """The tables of `flower status`: one per run, then sessions, cost, questions, in the
+    language of the command line (--lang), the step names as display_name shows them."""
+    t = lang.text
     parts: list[RenderableType] = [f"[bold]{escape(data['run_dir'])}[/]"]
     parts += [_run_table(run) for run in data["runs"]]
     if not data["runs"]:
-        parts.append("[dim]no step has started yet[/]")
+        parts.append(f"[dim]{t('status.none_started')}[/]")
     if data["sessions"]:
         sessions = Table(
-            "session", "steps", "entries", "subagents", title="sessions", box=box.SIMPLE_HEAD
+            t("status.session"),
+            t("status.steps"),
+            t("status.entries"),
+            t("status.subagents"),
+            title=t("status.sessions"),
+            box=box.SIMPLE_HEAD,
         )
-        sessions.add_column("last write", no_wrap=True)
+        sessions.add_column(t("status.last_write"), no_wrap=True)
         for s in data["sessions"]:
             sessions.add_row(
                 s["session_id"][:8],
-                escape(", ".join(s["steps"])),
+                escape(", ".join(display_name(step, beside=True) for step in s["steps"])),
                 str(s["entries"]),
                 str(s["subagents"]),
                 _local(s["last_write"]),
             )
         parts.append(sessions)
-    total = f"total cost: ${data['total_cost_usd']:.4f}"
+    total = t("status.total", cost=f"{data['total_cost_usd']:.4f}")
     if data["aside_cost_usd"]:
-        total += f" (+ ${data['aside_cost_usd']:.4f} of oracle asides)"
-    parts.append(total)
+        total += t("status.asides", cost=f"{data['aside_cost_usd']:.4f}")
+    parts.append(escape(total))
     parts += [
-        f"[red]error[/] {escape(display_name(e['name']))}: {escape(e['error'])}"
+        f"[red]{t('status.error')}[/] {escape(display_name(e['name'], beside=True))}: "
+        f"{escape(e['error'])}"
         for e in data["errors"]
     ]
     if data["pending_asks"]:
         asks = Table(
-            "id",
-            "question",
-            "options",
-            title="waiting for you",
+            t("status.id"),
+            t("status.question"),
+            t("status.options"),
+            title=t("status.waiting"),
             box=box.SIMPLE_HEAD,
             title_style="bold",
         )
@@ -436,48 +445,41 @@ def render(data: dict[str, Any]) -> RenderableType:
                 escape(str(ask.get("question"))),
                 escape(" / ".join(map(str, options))),
             )
-        parts += [
-            asks,
-            "[dim]to answer: flower answer <id> "
-            f'"..." --run-dir {escape(quote(data["run_dir"]))}[/]',
-        ]
+        parts += [asks, f"[dim]{escape(t('status.to_answer', run_dir=quote(data['run_dir'])))}[/]"]
     if data["workbench"]:
         bench = data["workbench"]
         counts = ", ".join(f"{bench[name]} {name}" for name in Workbench.FOLDERS)
-        parts.append(f"workbench {escape(bench['path'])}: {counts}")
-    parts += [f"[yellow]problem[/] {escape(p)}" for p in data["problems"]]
+        parts.append(escape(t("status.workbench", path=bench["path"], counts=counts)))
+    parts += [f"[yellow]{t('status.problem')}[/] {escape(p)}" for p in data["problems"]]
     return Group(*parts)
 
 
 def _run_table(run: dict[str, Any]) -> Table:
     """One run's attempts, titled with its id, state, pid, cost and current step."""
-    title = [f"run {run['run_id'] or '?'}", _STATE_STYLE[run["state"]]]
+    t = lang.text
+    title = [t("status.run", run_id=run["run_id"] or "?"), t(_STATE_TEXT[run["state"]])]
     if run["state"] in (RUNNING, WAITING) and run["pid"] is not None:
-        title.append(f"pid {run['pid']}")
+        title.append(t("status.pid", pid=run["pid"]))
     title.append(f"${run['cost_usd']:.4f}")
     if run["current"] is not None:
         now = run["current"]
-        title.append(f"now {display_name(now['name'])} (${now['cost_usd']:.4f} so far)")
+        name = display_name(now["name"], beside=True)
+        title.append(t("status.now", name=name, cost=f"{now['cost_usd']:.4f}"))
     if run["waiting_for"]:
-        title.append(f"waiting for you: {', '.join(run['waiting_for'])}")
+        title.append(t("status.waiting_for", ids=", ".join(run["waiting_for"])))
     table = Table(
-        "step",
-        "ok",
-        "attempts",
-        "cost",
-        "turns",
-        "time",
-        "error",
+        *(t(f"status.{column}") for column in STEP_COLUMNS),
         title=escape(" · ".join(title)),
         title_justify="left",
         box=box.SIMPLE_HEAD,
     )
     for row in run["steps"]:
-        flags = ["resumed"] if row["resumed"] else []
+        flags = [t("status.resumed")] if row["resumed"] else []
         if row["retired"]:
-            flags.append(f"{len(row['retired'])} sessions retired")
+            flags.append(t("status.retired", count=len(row["retired"])))
         table.add_row(
-            escape(display_name(row["name"])) + (f" [dim]({', '.join(flags)})[/]" if flags else ""),
+            escape(display_name(row["name"], beside=True))
+            + (f" [dim]({escape(', '.join(flags))})[/]" if flags else ""),
             outcome_cell(row),
             str(row["attempts"]),
             f"${row['cost_usd']:.4f}",
@@ -488,22 +490,25 @@ def _run_table(run: dict[str, Any]) -> Table:
     return table
 
 
-_STATE_STYLE = {
-    RUNNING: "running",
-    WAITING: "waiting for a human",
-    DONE: "done",
-    STOPPED: "stopped (resumable)",
-    LOST: "lost: its process died (resumable)",
+STEP_COLUMNS = ("step", "ok", "attempts", "cost", "turns", "time", "error")
+_STATE_TEXT = {
+    RUNNING: "status.running",
+    WAITING: "status.waiting_human",
+    DONE: "status.done",
+    STOPPED: "status.stopped",
+    LOST: "status.lost",
 }
 
 
 def outcome_cell(row: dict[str, Any]) -> str:
     """The "ok" cell of a step row: yes, no, running, or interrupted (its process is gone)."""
     if row["state"] == "running":
-        return "[yellow]running[/]"
+        return f"[yellow]{lang.text('status.running')}[/]"
     if row["state"] == "interrupted":
-        return "[red]interrupted[/]"
-    return "[green]yes[/]" if row["ok"] else "[red]no[/]"
+        return f"[red]{lang.text('status.interrupted')}[/]"
+    return (
+        f"[green]{lang.text('status.yes')}[/]" if row["ok"] else f"[red]{lang.text('status.no')}[/]"
+    )
 
 
 def _when(row: dict[str, Any]) -> str:

@@ -60,17 +60,21 @@ def step_id(name: str) -> str:
     return STARTER_STEP_IDS.get(name, name)
 
 
-def display_name(label: str) -> str:
+def display_name(label: str, *, beside: bool = False) -> str:
     """A recorded label as the user sees it: unchanged in zh; in en the starter's step name
-    becomes its id and the judge's mark `·judge` (干活·判定#1 -> work·judge#1). What is
-    recorded on disk never changes with the language."""
+    becomes its id and the judge's mark `·judge` (干活·判定#1 -> work·judge#1), and with
+    `beside` the seed's name follows where it differs (work·judge#1 (干活)), so a table read
+    in English still matches the files and the other language. What is recorded on disk
+    never changes with the language."""
     if current() != "en":
         return label
+    seed = None
     for name, ident in STARTER_STEP_IDS.items():
         if label.startswith(name):
-            label = ident + label[len(name) :]
+            label, seed = ident + label[len(name) :], name
             break
-    return label.replace(JUDGE_MARK, "·judge")
+    label = label.replace(JUDGE_MARK, "·judge")
+    return f"{label} ({seed})" if beside and seed else label
 
 
 def parse_label(label: str) -> AttemptLabel:

@@ -10,9 +10,11 @@ Errors tree:
 from __future__ import annotations
 
 import contextlib
+import os
 import shutil
 import threading
 import time
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -23,10 +25,10 @@ from docker.errors import APIError, DockerException, ImageNotFound, NotFound
 from flowerbox import __version__, wire
 from flowerbox.box import startclock
 from flowerbox.box.facts import box_facts
+from flowerbox.box.source import no_checkout
 from flowerbox.box.spec import BoxSpec, agent_kwargs, gateway_kwargs
 from flowerbox.errors import BoxError
 
-CHECKOUT = Path(__file__).resolve().parents[2]  # where the Dockerfile is, from a checkout
 SOCKET_WAIT_S = 30.0
 SOCKET_POLL_S = 0.01
 GATEWAY_CHECK_S = 0.5
@@ -80,15 +82,24 @@ def ensure_image(
             f"not {__version__}"
         )
         raise BoxError(
-            f"{found}, and there is no Dockerfile to build it from: run `flowerbox build` in a "
-            "flowerbox checkout, or pass --image"
+            f"{found}, and this flowerbox has no Dockerfile to build it from: run `flowerbox "
+            f"build PATH` with PATH {no_checkout()}, or pass --image"
         )
-    buildargs = {wire.VERSION_BUILD_ARG: __version__}
+    build_id = str(uuid.uuid4())
+    buildargs = {
+        wire.VERSION_BUILD_ARG: __version__,
+        wire.BUILD_ID_ARG: build_id,
+        wire.BUILD_USER_ARG: str(os.getuid()),
+    }
     if base_image:
         buildargs["BASE_IMAGE"] = base_image
     try:
         client.images.build(
             path=str(context), tag=tag, buildargs=buildargs, network_mode="host", rm=True
+        )
+        # the builder stage stays behind untagged (~0.9 GB): this build's alone goes
+        client.images.prune(
+            filters={"dangling": True, "label": f"{wire.BUILD_ID_LABEL}={build_id}"}
         )
     except (APIError, DockerException) as exc:
         raise BoxError(f"building {tag} from {context} failed: {exc}") from exc

@@ -19,6 +19,7 @@ import dataclasses
 import ipaddress
 import os
 import shutil
+import sys
 import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -26,6 +27,7 @@ from pathlib import Path, PurePosixPath
 from urllib.parse import urlsplit
 
 from flower import (
+    ANSWER_COMMAND_ENV,
     LANG_ENV,
     Lookup,
     RunDir,
@@ -189,6 +191,8 @@ def prepare(command: list[str], options: BoxOptions) -> Prepared:
     flower = ["flower", *command, "-w", str(ws), "--run-dir", str(run_dir)]
     if command and command[0] == "go":
         flower.append("--isolate" if isolate else "--no-isolate")
+    if nobody_answers(command):
+        flower += ["--timeout", "0"]  # as flower does off a terminal (NOBODY_ANSWERS)
     if budget_usd is not None and command[:1] in (["go"], ["once"]):
         # flower stops at a step boundary once it is spent; the gateway's refusal is the wall
         # behind that, for what flower cannot see (a step already under way).
@@ -224,6 +228,23 @@ def prepare(command: list[str], options: BoxOptions) -> Prepared:
         events = ("--events", str(spec.events_file))
         spec = dataclasses.replace(spec, command=(*spec.command, *events))
     return Prepared(spec)
+
+
+NOBODY_ANSWERS = (
+    "stdin is not a terminal, so the agents' questions are not waited for (--timeout 0); "
+    "to answer them from another terminal with `flowerbox answer`, pass --timeout SECONDS"
+)
+WAITS = (["go"], ["run"])  # the flower commands with questions (and a --timeout)
+
+
+def nobody_answers(command: Sequence[str]) -> bool:
+    """Whether a box for `command` should not wait for its questions, as flower would not:
+    no --timeout given, stdin not a terminal, and no $FLOWER_ANSWER_COMMAND saying how
+    answers come (flower inside always has one: the box's `flowerbox answer`)."""
+    if list(command[:1]) not in WAITS or sys.stdin is None or sys.stdin.isatty():
+        return False
+    given = any(arg == "--timeout" or arg.startswith("--timeout=") for arg in command[2:])
+    return not given and not os.environ.get(ANSWER_COMMAND_ENV)
 
 
 def load_credentials(ws: Path) -> None:

@@ -106,6 +106,10 @@ def go(
 ) -> None:
     """flower "ask" in the box; any other option goes to flower (--timeout 0, --json...).
 
+    As with flower, where stdin is not a terminal (a script, CI) the agents' questions are
+    not waited for, unless you pass --timeout SECONDS (then `flowerbox answer` answers them)
+    or $FLOWER_ANSWER_COMMAND says how answers come.
+
     With --on kube the box is a Job on the cluster, its workspace cloned from --repo, and
     this prints its run id (`flowerbox ps --on kube` lists the runs).
     """
@@ -154,7 +158,11 @@ def run(
     disk_budget_gb: DiskBudget = DISK_BUDGET_GB,
     inode_budget: InodeBudget = INODE_BUDGET,
 ) -> None:
-    """flower run FILE.py in the box; any other option goes to flower (--timeout 0, -W...)."""
+    """flower run FILE.py in the box; any other option goes to flower (--timeout 0, -W...).
+
+    Off a terminal its questions are not waited for unless you pass --timeout SECONDS, as
+    with `flowerbox "ask"`.
+    """
     # lazy: resolving the workspace needs the box's preparation, only `run` does here
     from flowerbox.box.prepare import workspace_of
 
@@ -255,13 +263,27 @@ def demo_ending(code: int, workspace: Path) -> str:
 
 
 @app.command()
-def build(image: Image = DEFAULT_IMAGE, base_image: BaseImage = None) -> None:
-    """Build the image from this checkout's Dockerfile (again, if it is there)."""
+def build(
+    checkout: Annotated[
+        Path | None,
+        typer.Argument(
+            help="A flowerbox checkout (its Dockerfile). Default: the current folder when it "
+            "is one, else the checkout this flowerbox runs from (an editable install).",
+            show_default=False,
+        ),
+    ] = None,
+    image: Image = DEFAULT_IMAGE,
+    base_image: BaseImage = None,
+) -> None:
+    """Build the image from a flowerbox checkout of this flowerbox's version (again, if it is
+    there), labelled with that version: works from an installed flowerbox too."""
     # lazy: the engine's module brings the docker SDK, which only building needs here
-    from flowerbox.box.engine import CHECKOUT, connect, ensure_image
+    from flowerbox.box.engine import connect, ensure_image
+    from flowerbox.box.source import build_context
 
-    ensure_image(connect(), image, context=CHECKOUT, base_image=base_image, rebuild=True)
-    STDERR.print(f"{image} is ready")
+    context = build_context(checkout)
+    ensure_image(connect(), image, context=context, base_image=base_image, rebuild=True)
+    STDERR.print(f"{image} is ready (built from {context})")
 
 
 def start_box(

@@ -5,7 +5,7 @@
     flowerbox logs [RUN] [-f]            the run's events; -f follows until the run ends
     flowerbox logs [RUN] --requests      the API requests its gateway answered (--json too)
     flowerbox report [RUN]               the run drawn: an HTML page (--svg, --png too)
-    flowerbox attach [RUN]               follow, answer questions, Ctrl+C stops the run
+    flowerbox attach [RUN]               follow, answer questions, Ctrl+C detaches
     flowerbox stop [RUN]                 SIGTERM: flower records its step, exit 130, resumable
     flowerbox resume [RUN]               a new box continuing the same flower run and sessions
     flowerbox answer QID "text"          answer a pending question (from the host)
@@ -27,7 +27,6 @@ import sys
 import threading
 from dataclasses import replace
 from pathlib import Path
-from types import FrameType
 from typing import Annotated, Any
 
 import typer
@@ -51,7 +50,7 @@ from flowerbox.cli.options import (
     kube_target,
     on_kube,
 )
-from flowerbox.errors import BoxError, ConfigError, RunError
+from flowerbox.errors import ConfigError, RunError
 from flowerbox.kube.target import BROKER
 from flowerbox.runs import records
 from flowerbox.runs.control import (
@@ -266,26 +265,23 @@ def report(
         STDERR.print(f"wrote {path}")
 
 
+DETACHED = (
+    "detached from {run}; it keeps running: `flowerbox attach {run}` follows it again, "
+    "`flowerbox stop {run}` stops it"
+)
+
+
 @app.command()
 def attach(run: RunArg = None, workspace: Workspace = None) -> None:
-    """Follow a live run; a typed line answers its question. Ctrl+C stops the run.
+    """Follow a live run; a typed line answers its question. Ctrl+C detaches.
 
     On a terminal a typed line answers the oldest pending question, or is sent to the run
-    when none is pending. Ctrl+C stops the run (resumable); a second one leaves it stopping.
+    when none is pending. Ctrl+C leaves the run going (exit 0), as `gh run watch` or
+    `kubectl logs -f` do; `flowerbox stop` stops it. Ends with the run's exit code.
     """
     found = find(workspace, run)
     if not found.running:
         raise ended_error(found, "attach to")
-    stopping = threading.Event()
-
-    def on_ctrl_c(signum: int, frame: FrameType | None) -> None:
-        if stopping.is_set():
-            raise KeyboardInterrupt
-        stopping.set()
-        STDERR.print(f"stopping {found.run_id}; Ctrl+C again to leave it stopping on its own")
-        threading.Thread(target=_stop_quietly, args=(found,), daemon=True).start()
-
-    previous = signal.signal(signal.SIGINT, on_ctrl_c)
     done = threading.Event()
     if sys.stdin.isatty():
         threading.Thread(target=read_answers, args=(found, done), daemon=True).start()
@@ -293,10 +289,12 @@ def attach(run: RunArg = None, workspace: Workspace = None) -> None:
     render = Render(
         Console(highlight=False, soft_wrap=True), answer_hint=hint or answer_command(found.run_id)
     )
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         final = follow_events(found, render, follow=True)
     except KeyboardInterrupt:
-        raise typer.Exit(130) from None
+        STDERR.print(DETACHED.format(run=found.run_id))
+        raise typer.Exit(0) from None
     finally:
         done.set()
         signal.signal(signal.SIGINT, previous)
@@ -354,14 +352,6 @@ def stop(
     STDERR.print(
         f"{found.run_id}: {status_text(final)}; `flowerbox resume {found.run_id}` continues it"
     )
-
-
-def _stop_quietly(run: Run) -> None:
-
-    try:
-        stop_run(run)
-    except BoxError as exc:
-        STDERR.print(f"[bold red]error:[/] {escape(str(exc))}")
 
 
 @app.command()

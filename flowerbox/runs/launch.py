@@ -34,9 +34,10 @@ from flower import (
     workbench_location,
 )
 from flowerbox.box import startclock, state
-from flowerbox.box.engine import CHECKOUT, Box, connect, ensure_image, image_id
+from flowerbox.box.engine import Box, connect, ensure_image, image_id
 from flowerbox.box.options import BoxOptions
-from flowerbox.box.prepare import Prepared, prepare
+from flowerbox.box.prepare import NOBODY_ANSWERS, Prepared, nobody_answers, prepare
+from flowerbox.box.source import RUNNING_CHECKOUT
 from flowerbox.box.spec import BoxSpec
 from flowerbox.box.terminal import docker_cli_attach
 from flowerbox.box.untrusted import regular_file
@@ -44,7 +45,7 @@ from flowerbox.errors import ConfigError
 from flowerbox.runs import records
 from flowerbox.runs.boundary import after_run, before_run, report
 from flowerbox.runs.brokered import leave_broker, through_broker
-from flowerbox.runs.control import read_answers
+from flowerbox.runs.control import read_answers, status_text
 from flowerbox.runs.detach import carried, start_detached
 from flowerbox.runs.diskwatch import watch_disk
 from flowerbox.runs.records import box_started, ensure_idle, record_start
@@ -99,10 +100,13 @@ def launch(
             STDERR.print(ROOT_WARNING, style="yellow")
         if options.net == "open":
             STDERR.print(NET_OPEN_WARNING, style="yellow")
+        if raw is None and nobody_answers(command):
+            STDERR.print(NOBODY_ANSWERS, style="yellow")
         if raw is None:
             ensure_idle(prepared.spec.workspace)  # one flower run at a time in its runs/
         client = connect()
-        ensure_image(client, options.image, context=CHECKOUT, base_image=options.base_image)
+        checkout = RUNNING_CHECKOUT
+        ensure_image(client, options.image, context=checkout, base_image=options.base_image)
         startclock.mark("engine and image")
         spec = prepared.spec if raw is None else replace(prepared.spec, command=tuple(raw))
         spec = spec if resume_of is None else carried(spec, resume_of)
@@ -156,6 +160,16 @@ def _attached(spec: BoxSpec, box: Box, raw: list[str] | None) -> int:
     finally:
         typed.set()
         report(after_run(spec, code))
+        if raw is None and (run := records.load(spec.state_dir)) is not None:
+            _outcome(run)
+
+
+def _outcome(run: records.Run) -> None:
+    """The last line, as `flowerbox attach` ends: how the run ended and what the gateway
+    metered, so a CI log (with --json too) ends with the outcome."""
+    cost = run.cost_usd()
+    spent = "" if cost is None else f" · ${cost:.4f}"
+    STDERR.print(f"{run.run_id}: {status_text(run)}{spent}", style="bold", markup=False)
 
 
 def _tell_masked_env(workspace: Path) -> None:

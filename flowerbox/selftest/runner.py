@@ -41,10 +41,11 @@ from urllib.parse import urlsplit
 
 from flower import Lookup, load_dotenv
 from flowerbox import wire
-from flowerbox.box.engine import CHECKOUT, Box, connect, ensure_image, image_id, labelled
+from flowerbox.box.engine import Box, connect, ensure_image, image_id, labelled
 from flowerbox.box.gitshadow import layout
 from flowerbox.box.options import BoxOptions
 from flowerbox.box.prepare import LOOPBACK, Prepared, in_git, prepare, workspace_of
+from flowerbox.box.source import RUNNING_CHECKOUT
 from flowerbox.box.spec import BoxSpec
 from flowerbox.runs.boundary import before_run
 from flowerbox.selftest import hostboundary
@@ -348,7 +349,9 @@ def selftest(
             spec = replace(spec, command=tuple(command))
             try:
                 client = connect()
-                ensure_image(client, options.image, context=CHECKOUT, base_image=options.base_image)
+                ensure_image(
+                    client, options.image, context=RUNNING_CHECKOUT, base_image=options.base_image
+                )
                 # a run's own git too
                 spec = before_run(spec, image_id=image_id(client, options.image))
                 prepared = Prepared(spec)

@@ -10,6 +10,7 @@ import pty
 import re
 import select
 import signal
+import struct
 import subprocess
 import sys
 import termios
@@ -70,12 +71,14 @@ def on_a_terminal(
     cwd: Path,
     program: Sequence[str] = FLOWER,
     stop: signal.Signals = signal.SIGKILL,
+    columns: int = 200,
 ) -> Iterator[tuple[subprocess.Popen[bytes], Screen]]:
-    """`flower ARGS` (or `program ARGS`) on a terminal of its own (a pty; no colour, 200
-    columns) that is its controlling terminal, so Ctrl+C typed there reaches its whole
+    """`flower ARGS` (or `program ARGS`) on a terminal of its own (a pty; no colour,
+    `columns` wide) that is its controlling terminal, so Ctrl+C typed there reaches its whole
     foreground process group as in a real terminal; and its screen. Ended with `stop` sent
     to its process group if it is still running at the end."""
     parent, child = pty.openpty()
+    fcntl.ioctl(child, termios.TIOCSWINSZ, struct.pack("HHHH", 40, columns, 0, 0))
 
     def own_terminal() -> None:
         os.setsid()
@@ -86,7 +89,7 @@ def on_a_terminal(
         stdin=child,
         stdout=child,
         stderr=child,
-        env={**env, "NO_COLOR": "1", "COLUMNS": "200"},
+        env={**env, "NO_COLOR": "1", "COLUMNS": str(columns)},
         cwd=cwd,
         preexec_fn=own_terminal,  # the child only calls setsid and an ioctl: fork-safe
     )

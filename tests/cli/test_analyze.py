@@ -117,6 +117,9 @@ def test_analyze_tables_name_tools_and_the_subagent(run_dir: Path, claude_home: 
     assert done.returncode == 0, done.stderr
     for needle in ("tool calls", "Agent", "general-purpose", "largest tool results", "rm -rf"):
         assert needle in done.stdout
+    zh = flower("--lang", "zh", "analyze", str(run_dir), env=offline_env(claude_home), cwd=run_dir)
+    for needle in ("工具调用", "Agent", "最大的工具结果", "合计:"):  # issue 36: --lang zh
+        assert needle in zh.stdout, zh.stdout
 
 
 def test_analyze_of_a_missing_or_empty_run_dir_exits_two(tmp_path: Path) -> None:

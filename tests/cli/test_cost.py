@@ -117,7 +117,7 @@ def test_every_cost_a_user_sees_is_what_the_api_answers_cost(
     each = [run["cost_usd"] for run in status["runs"]]  # oldest first
     assert each == [pytest.approx(before, abs=1e-6), pytest.approx(woke, abs=1e-6)]
     table = flower("status", str(runs), env=cli_env, cwd=ws)
-    assert f"total cost: ${total:.4f}" in table.stdout
+    assert f"总花费:${total:.4f}" in table.stdout
     report = parse_document(flower("analyze", str(runs), "--json", env=cli_env, cwd=ws).stdout)
     assert report["totals"]["cost_usd"] == pytest.approx(total, abs=1e-6)
 
@@ -151,3 +151,45 @@ def test_status_counts_what_the_running_step_has_spent(
     assert run.returncode == 0, err
     assert parse_document(out)["cost_usd"] == pytest.approx(fake_api.cost(), abs=1e-6)
     assert float(FIGURE.findall(err)[-1]) == pytest.approx(fake_api.cost(), abs=5e-5)
+
+
+def test_after_a_double_ctrl_c_and_a_resume_every_cost_is_what_the_api_served(
+    fake_api: FakeAPI, cli_env: dict[str, str], workspace: Path
+) -> None:
+    """Issue 36: a run stopped by two Ctrl+C (the second while the first asks for words)
+    must record what the API served, and so must the total after its resume."""
+    weighty_job(fake_api)
+    ws = workspace.parent
+    args = (DEMO_ASK, "--timeout", "120", "-w", str(workspace))
+    with on_a_terminal(*args, env=cli_env, cwd=ws) as (run, screen):
+        screen.expect("waiting for you: q1")
+        screen.type("python3")
+        assert screen.wait_until(lambda: len(fake_api.agent_ids()) == 1, 120)
+        screen.pause(1.5)  # the first worker's slow command runs
+        run.send_signal(signal.SIGINT)
+        screen.expect("中断:输入要告诉代理的话")
+        run.send_signal(signal.SIGINT)  # the second: stop the run
+        screen.expect("exit 130")
+        assert run.wait(timeout=60) == 130
+    _costs_agree(fake_api, cli_env, workspace, screen.text)
+
+
+def _costs_agree(api: FakeAPI, env: dict[str, str], workspace: Path, screen: str) -> None:
+    """The stopped run's figures, then the resumed run's, all to the API's own."""
+    ws, runs = workspace.parent, workspace.parent / "runs"
+    before = api.cost()
+    end = screen.rsplit("stopped", 1)[1]
+    rows = json.loads((runs / "manifest.json").read_text())
+    assert sum(r["cost_usd"] for r in rows) == pytest.approx(before, abs=1e-6)
+    assert float(FIGURE.findall(end)[0]) == pytest.approx(before, abs=5e-5), end
+    woken = flower("resume", "--timeout", "0", "-w", str(workspace), env=env, cwd=ws)
+    assert woken.returncode == 0, woken.stderr
+    total = api.cost()
+    assert total - before > 0.5
+    rows = json.loads((runs / "manifest.json").read_text())
+    assert sum(r["cost_usd"] for r in rows) == pytest.approx(total, abs=1e-6)
+    status = parse_document(flower("status", str(runs), "--json", env=env, cwd=ws).stdout)
+    assert status["total_cost_usd"] == pytest.approx(total, abs=1e-6)
+    assert f"总花费:${total:.4f}" in flower("status", str(runs), env=env, cwd=ws).stdout
+    report = parse_document(flower("analyze", str(runs), "--json", env=env, cwd=ws).stdout)
+    assert report["totals"]["cost_usd"] == pytest.approx(total, abs=1e-6)

@@ -158,7 +158,7 @@ def test_a_first_run_keeps_its_run_folder_out_of_git_status(
     done = run_isolated(fake_api, cli_env, workspace, "--run-dir", str(runs))
     assert done.returncode == 0, done.stderr
     exclude = workspace / ".git" / "info" / "exclude"
-    assert f"added /runs/ to {exclude}" in done.stdout and "/runs/\n" in exclude.read_text()
+    assert f"已把 /runs/ 加进 {exclude}" in done.stdout and "/runs/\n" in exclude.read_text()  # zh
     untouched(workspace, head)  # runs/ is there, and git does not show it
 
 

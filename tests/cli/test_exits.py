@@ -4,6 +4,7 @@ anything else is a bug and keeps its traceback."""
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 from pathlib import Path
 
@@ -12,8 +13,9 @@ import typer
 
 from flower.cli.exits import Exit, exit_codes
 from flower.errors import FlowerError, RunDirError
-from flower.testing import PLACEHOLDER_KEY
-from tests.cli.conftest import FLOWER
+from flower.testing import PLACEHOLDER_KEY, FakeAPI
+from flower.testing.demo import DEMO_ASK, starter_cast
+from tests.cli.conftest import FLOWER, on_a_terminal
 
 
 def test_a_flower_error_becomes_its_message_and_exit_2(
@@ -53,3 +55,35 @@ def test_the_cli_shows_a_bugs_traceback_and_a_refusals_message(tmp_path: Path) -
     refused = _flower(tmp_path, "run", "missing.py")
     assert refused.returncode == 2
     assert "missing.py is not a file" in refused.stderr and "Traceback" not in refused.stderr
+
+
+@pytest.mark.parametrize(
+    ("lang", "prompt", "said"),
+    [
+        ("zh", "把它们加进 .git/info/exclude", "已中断"),
+        ("en", "add them to .git/info/exclude", "interrupted"),
+    ],
+)
+def test_ctrl_c_at_the_first_prompt_exits_130_in_the_runs_language(
+    fake_api: FakeAPI,
+    cli_env: dict[str, str],
+    workspace: Path,
+    lang: str,
+    prompt: str,
+    said: str,
+) -> None:
+    """Issue 36: Ctrl+C at a run's first question (keep runs/ out of git status?) exited 1,
+    click's "Aborted!", where every other Ctrl+C stop is 130; and that question was English
+    under --lang zh."""
+    fake_api.script = starter_cast()
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@localhost"]
+    for command in (["git", "init", "-q"], [*git, "commit", "-q", "--allow-empty", "-m", "0"]):
+        subprocess.run(command, cwd=workspace, check=True, capture_output=True)
+    args = ("--lang", lang, DEMO_ASK, "-w", str(workspace))
+    with on_a_terminal(*args, env=cli_env, cwd=workspace.parent) as (run, screen):
+        screen.expect(prompt)
+        run.send_signal(signal.SIGINT)
+        assert run.wait(timeout=60) == Exit.INTERRUPTED == 130
+        screen.pause(0.5)
+    assert said in screen.text and "Aborted" not in screen.text
+    assert not fake_api.requests  # nothing started

@@ -70,6 +70,10 @@ def test_once_and_run_write_the_same_run_document(
     document = parse_document(ran.stdout)
     assert document["command"] == "flower run" and document["status"] == "done"
     assert [s["step"] for s in document["steps"]] == ["write"]
+    for done in (once, ran):  # issue 36: a CI log (stderr) ends with the outcome line too
+        last = [line for line in done.stderr.splitlines() if line.strip()][-2:]
+        assert last[0].startswith("done · $") and last[0].endswith("· exit 0"), done.stderr
+        assert last[1].startswith("the run drawn: flower report")
 
 
 @pytest.mark.parametrize(
@@ -92,7 +96,7 @@ def test_a_refusal_is_one_error_document_and_exit_2(
     document = parse_document(done.stdout)
     assert document["command"] == command and document["exit_code"] == 2
     assert document["error"]["kind"] == kind
-    assert document["error"]["message"] and document["error"]["fix"]
+    assert document["error"]["message"] and is_sentence(document["error"]["fix"])
     assert document["error"]["message"] in done.stderr.replace("\n", " ") or kind == "usage"
 
 
@@ -187,3 +191,30 @@ def test_the_schema_is_in_the_docs_as_shipped() -> None:
     page = (Path(__file__).parents[2] / "docs" / "json.md").read_text()
     block = page.split("```json\n", 1)[1].split("```", 1)[0]
     assert json.loads(block) == schema()
+
+
+def is_sentence(fix: str) -> bool:
+    """A whole sentence (issue 36: a fix was the fragment `--timeout)`): a capital or a
+    command first, a full stop last, no bracket or backtick left open."""
+    starts = fix[:1].isupper() or fix.startswith(("`", "--"))
+    pairs = fix.count("(") == fix.count(")") and fix.count("`") % 2 == 0
+    return starts and fix.endswith(".") and pairs
+
+
+@pytest.mark.parametrize(
+    ("message", "fix"),
+    [
+        (
+            "no answer for q1 (pass one with: --timeout)",
+            "Run the command with --help to see what it takes.",
+        ),
+        ("run busy: see `flower status: the run`", "See `flower status: the run`."),
+        ("cannot create x (denied): make it writable", "Make it writable."),
+        ("bad: a: b", "B."),
+    ],
+)
+def test_a_fix_is_a_whole_sentence_never_a_fragment(message: str, fix: str) -> None:
+    from flower.cli.contract import error_fix, failure
+
+    document = failure("flower go", "usage", message, error_fix(ValueError(message)), 2)
+    assert document["error"]["fix"] == fix and is_sentence(fix)

@@ -178,3 +178,24 @@ def test_the_ctrl_c_prompt_is_english(
         screen.expect("Interrupted; the agent carries on in the same session.")
         screen.expect("achieved")
         assert proc.wait(timeout=120) == 0
+
+
+def test_status_and_analyze_in_english_name_the_steps_in_english_the_seeds_beside(
+    fake_api: FakeAPI,
+    cli_env: dict[str, str],
+    workspace: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Issue 36: English showed the seeds' Chinese step names in `status` and `analyze`."""
+    monkeypatch.setenv("FLOWER_LANG", "en")  # the fake model answers in English
+    fake_api.script = starter_cast()
+    env = locale_env(cli_env, FLOWER_LANG="en")
+    done = flower(DEMO_ASKS["en"], "--timeout", "0", "-w", str(workspace), env=env, cwd=workspace)
+    assert done.returncode == 0, done.stderr
+    runs = str(workspace / "runs")
+    for command in ("status", "analyze"):
+        english = flower(command, runs, env=env, cwd=workspace).stdout
+        for name in ("clarify (确认需求)", "goal (设定目标)", "work (干活)", "work·judge#1 (干活)"):
+            assert name in english, (command, english)
+        chinese = flower("--lang", "zh", command, runs, env=env, cwd=workspace).stdout
+        assert "干活·判定#1" in chinese and "(干活)" not in chinese, (command, chinese)

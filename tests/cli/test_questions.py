@@ -15,7 +15,7 @@ import pytest
 from flower.core.inbox import pending_asks
 from flower.testing import FakeAPI
 from flower.testing.demo import DEMO_ASK, starter_cast
-from tests.cli.conftest import FLOWER, flower
+from tests.cli.conftest import FLOWER, flower, on_a_terminal
 
 
 def test_off_a_terminal_a_question_is_not_waited_for_and_that_is_said(
@@ -76,3 +76,19 @@ def test_a_question_waited_for_off_a_terminal_says_how_and_flower_answer_answers
             os.killpg(proc.pid, signal.SIGKILL)
     assert "q1 answered: python3" in out.read_text()
     assert json.loads((runs / "asks.json").read_text()) == []
+
+
+def test_a_60_column_terminal_still_shows_what_waits_for_you(
+    fake_api: FakeAPI, cli_env: dict[str, str], workspace: Path
+) -> None:
+    """Issue 36: on 60 columns the live line was cut before `waiting for you: q1`."""
+    fake_api.script = starter_cast()
+    args = (DEMO_ASK, "--timeout", "120", "-w", str(workspace))
+    with on_a_terminal(*args, env=cli_env, cwd=workspace.parent, columns=60) as (run, screen):
+        screen.expect("?? q1")
+        screen.pause(2.5)  # the live line redraws each second
+        lines = [line for line in screen.text.splitlines() if "· " in line]
+        assert any("waiting for you: q1" in line for line in lines), screen.text[-2000:]
+        screen.type("python3")
+        screen.expect("achieved", timeout=120)
+        assert run.wait(timeout=60) == 0

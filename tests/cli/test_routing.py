@@ -60,7 +60,7 @@ def test_a_look_alike_on_a_terminal_asks_first_and_no_means_nothing_starts(
 ) -> None:
     args = ["statu", "-w", str(workspace)]
     with on_a_terminal(*args, env=cli_env, cwd=workspace) as (proc, screen):
-        screen.expect("Start a run whose whole ask is 'statu'? [y/N]")
+        screen.expect("要以 'statu' 为完整需求开始一次运行吗? [y/N]")  # the suite's zh
         screen.type("n")
         screen.expect("nothing started; did you mean")
         assert proc.wait(timeout=30) == 2

@@ -71,9 +71,9 @@ def test_status_of_a_real_run(run_dir: Path, claude_home: Path) -> None:
     (row,) = json.loads((run_dir / "manifest.json").read_text())
     done = flower("status", str(run_dir), env=offline_env(claude_home), cwd=run_dir.parent)
     assert done.returncode == 0, done.stderr
-    assert "once" in done.stdout and "yes" in done.stdout
+    assert "once" in done.stdout and "是" in done.stdout  # ok: yes, in the suite's zh
     assert row["session_id"][:8] in done.stdout
-    assert f"total cost: ${row['cost_usd']:.4f}" in done.stdout
+    assert f"总花费:${row['cost_usd']:.4f}" in done.stdout  # the suite's zh (--lang)
     # Nothing written, not even SQLite's -shm/-wal beside a database at rest.
     assert {p: p.read_bytes() for p in run_dir.rglob("*") if p.is_file()} == before
 
@@ -109,7 +109,7 @@ def test_pending_questions_show_with_their_ids(tmp_path: Path, claude_home: Path
     write_asks(runs, [ask])
     shown = flower("status", str(runs), env=offline_env(claude_home), cwd=tmp_path)
     assert shown.returncode == 0, shown.stderr
-    assert "waiting for you" in shown.stdout and "q7" in shown.stdout
+    assert "等你回答" in shown.stdout and "q7" in shown.stdout
     assert "Which database should the service use?" in shown.stdout
     assert "sqlite / postgres" in shown.stdout and '"answer": "q7"' not in shown.stdout
     data = parse_document(
@@ -154,10 +154,10 @@ def test_status_groups_the_attempts_by_run_with_each_runs_state(
     assert running["cost_usd"] == 0.625 and data["total_cost_usd"] == 0.875
     assert data["live"] and not data["final"]
     assert [run["run_id"] for run in data["runs"]][0] == "old"  # oldest first
-    assert "run old · done" in table.stdout
-    assert f"run live · waiting for a human · pid {os.getpid()} · $0.6250" in table.stdout
-    assert "now 干活·判定#1 ($0.1250 so far)" in table.stdout
-    assert "waiting for you: q1" in table.stdout
+    assert "运行 old · 完成" in table.stdout
+    assert f"运行 live · 等人回答 · 进程 {os.getpid()} · $0.6250" in table.stdout
+    assert "正在 干活·判定#1(已花 $0.1250)" in table.stdout
+    assert "等你回答:q1" in table.stdout
 
 
 def test_failed_attempts_are_listed(tmp_path: Path, claude_home: Path) -> None:
@@ -319,7 +319,7 @@ def test_follow_in_tables_redraws_too(tmp_path: Path, claude_home: Path) -> None
         holding_the_run(runs, ["a run"]),
         Following(str(runs), "-f", env=offline_env(claude_home), cwd=tmp_path) as follow,
     ):
-        assert follow.wait_for("no step has started yet"), follow.seen
+        assert follow.wait_for("还没有步骤开始"), follow.seen
         write_asks(runs, [{"id": "q1", "question": "Go on?", "options": [], "asked_at": 0}])
         assert follow.wait_for("Go on?"), follow.seen
         assert follow.interrupt() == 0

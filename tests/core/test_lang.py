@@ -120,8 +120,12 @@ def test_labels_stay_as_recorded_and_are_shown_in_the_language(
     assert display_name("干活·判定#1") == "work·judge#1"
     assert display_name("确认需求") == "clarify" and display_name("my step") == "my step"
     assert parse_label("干活·判定#1").step == "work"  # what machines read is the same
+    # tables (status, analyze): the seed's name beside, where it differs (issue 36)
+    assert display_name("干活·判定#1", beside=True) == "work·judge#1 (干活)"
+    assert display_name("my step", beside=True) == "my step"
     monkeypatch.setenv("FLOWER_LANG", "zh")
     assert display_name("干活·判定#1") == "干活·判定#1"
+    assert display_name("干活·判定#1", beside=True) == "干活·判定#1"
 
 
 def test_the_fake_models_markers_are_in_the_rule_texts_of_both_languages() -> None:

@@ -4,14 +4,20 @@ session (the case where flower's live cost used to fall behind the gateway's).""
 
 from __future__ import annotations
 
+import json
+import os
 import re
+import signal
+import subprocess
+import time
 from pathlib import Path
 
 import pytest
 
 from flower.testing import FakeAPI
 from flower.testing.demo import DEMO_ASK, starter_cast
-from tests.docker.e2e import FLOWERBOX, as_user, box_env, usage_of
+from tests.cli.test_cost import weighty_job
+from tests.docker.e2e import FLOWERBOX, as_user, box_env, usage_of, user_argv
 from tests.json_contract import parse_document
 
 pytestmark = pytest.mark.docker
@@ -35,3 +41,48 @@ def test_flowers_figure_for_a_resumed_round_is_the_gateways(
     assert metered == pytest.approx(real_api.cost(), abs=2e-6)  # and what the answers cost
     live = re.findall(r"\$(\d+\.\d{4}) · context", done.stderr)  # flower's live line
     assert float(live[-1]) == pytest.approx(metered, abs=5e-5)
+
+
+def test_after_a_stop_and_a_resume_the_box_s_figures_are_the_gateways(
+    real_api: FakeAPI, host_user: tuple[str, int, int], user_workspace: Path, flowerbox_image: str
+) -> None:
+    """Issue 36: after an interrupt, `flower status` on the box's runs said $1.9108 where
+    the gateway (`flowerbox ps`) said $1.9362. Stopped while a worker runs its slow command
+    (what a Ctrl+C on an attached run does), then resumed: every figure is the meter's."""
+    weighty_job(real_api)
+    env = box_env(real_api, host_user)
+    args = [FLOWERBOX, DEMO_ASK, "--timeout", "0", "--json"]
+    run = subprocess.Popen(
+        user_argv(host_user, args, env),
+        cwd=user_workspace,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        assert real_api.wait_for(lambda _: len(real_api.agent_ids()) == 1, 300)
+        time.sleep(3)  # the first worker's slow command runs
+        os.killpg(run.pid, signal.SIGINT)  # Ctrl+C: to the whole foreground group
+        _, err = run.communicate(timeout=180)
+    finally:
+        if run.poll() is None:
+            run.kill()
+    assert run.returncode == 130, err[-3000:]
+    resumed = as_user(host_user, [FLOWERBOX, "resume"], cwd=user_workspace, env=env)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    served = real_api.cost()
+    ps = json.loads(
+        as_user(host_user, [FLOWERBOX, "ps", "--json"], cwd=user_workspace, env=env).stdout
+    )
+    metered = sum(row["cost_usd"] for row in ps["runs"])
+    assert metered == pytest.approx(served, abs=2e-6)  # the gateway: what the API served
+    runs = user_workspace / "runs"
+    rows = json.loads((runs / "manifest.json").read_text())
+    assert sum(r["cost_usd"] for r in rows) == pytest.approx(served, abs=1e-6)
+    flower = str(Path(FLOWERBOX).parent / "flower")  # the same install's
+    status = as_user(
+        host_user, [flower, "status", str(runs), "--json"], cwd=user_workspace, env=env
+    )
+    assert parse_document(status.stdout)["total_cost_usd"] == pytest.approx(served, abs=1e-6)

@@ -173,13 +173,15 @@ def test_a_detached_run_waits_for_a_question_answered_from_the_host(
     assert "?? q1: 用哪个 Python 解释器?" in out and "q1 answered: python3" in out
 
 
-def test_ctrl_c_in_attach_stops_the_run_resumably(
+def test_ctrl_c_in_attach_detaches_and_the_run_goes_on(
     real_api: FakeAPI,
     host_user: tuple[str, int, int],
     user_workspace: Path,
     flowerbox_image: str,
     docker_client: DockerClient,
 ) -> None:
+    """Issue 36: Ctrl+C in attach stopped the run, and there was no way to leave it; now it
+    detaches (as `gh run watch`, `kubectl logs -f`), and `flowerbox stop` stops."""
     ws = user_workspace
     run_id, env = slow_run(real_api, host_user, ws)
     follower = attach(host_user, ws, env)
@@ -190,10 +192,15 @@ def test_ctrl_c_in_attach_stops_the_run_resumably(
     finally:
         if follower.poll() is None:
             os.killpg(follower.pid, signal.SIGKILL)
-    assert follower.returncode == 130, err  # the run's own code: stopped, resumable
-    assert f"stopping {run_id}" in err and f"{run_id}: stopped, exit 130" in err
+    assert follower.returncode == 0, err
+    assert f"detached from {run_id}; it keeps running" in " ".join(err.split())
     assert "[Agent]" in out  # it was following the run's events
-    meta = meta_of(ws, run_id)
+    assert "Traceback" not in err
+    assert meta_of(ws, run_id)["status"] == "running"
+    assert docker_client.containers.get(f"flowerbox-{run_id}").status == "running"
+    stopped = as_user(host_user, [FLOWERBOX, "stop", run_id], cwd=ws, env=env)
+    assert stopped.returncode == 0, stopped.stderr
+    meta = wait_until_ended(ws, run_id)
     assert (meta["status"], meta["exit_code"]) == ("stopped", 130)
     assert left_behind(docker_client, meta) == []
 

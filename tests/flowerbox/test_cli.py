@@ -324,3 +324,12 @@ def test_a_bad_env_file_met_through_flower_is_exit_2_with_its_path(
     done = runner.invoke(app, ["once", "hi", "-w", str(project)])
     assert done.exit_code == 2, done.output
     assert "error:" in done.output and str(env) in done.output.replace("\n", "")
+
+
+def test_help_says_a_question_is_not_waited_for_off_a_terminal() -> None:
+    """Issue 36: as with flower, nobody at a terminal means no waiting (tests/docker/
+    test_unattended.py runs it)."""
+    done = runner.invoke(app, ["go", "--help"], terminal_width=200)
+    assert done.exit_code == 0, done.output
+    said = " ".join(done.output.replace("│", " ").split())
+    assert "where stdin is not a terminal (a script, CI) the agents' questions are not" in said

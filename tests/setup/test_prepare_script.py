@@ -1,5 +1,6 @@
-"""docker/prepare.sh touches only what it made: its builds' leftovers go by the label our
-Dockerfile sets on every image it builds, never by a global prune."""
+"""docker/prepare.sh touches only what it made: its build's leftovers go by the build id our
+Dockerfile sets on every stage it builds, never by a global prune (tests/docker/
+test_image_prune.py runs two real builds)."""
 
 from __future__ import annotations
 
@@ -18,11 +19,15 @@ def test_prepare_removes_only_its_builds_leftovers_by_their_label(tmp_path: Path
     removals = [
         c for c in run.calls if re.match(r"docker (image |container |system )?(prune|rmi|rm)", c)
     ]
-    assert removals == ["docker image prune -f --filter label=dev.flower.build=flowerbox"]
-    # ...and that label is on every stage our Dockerfile builds, so nothing else matches it.
+    # this build's own id (issue 36: by the project's label alone, one user's build removed
+    # another's), passed to the build that puts it on each stage
+    (build,) = [c for c in run.calls if c.startswith("docker build ")]
+    build_id = re.search(r"FLOWERBOX_BUILD_ID=([0-9a-f-]{36}) ", build)
+    assert build_id, build
+    assert removals == [f"docker image prune -f --filter label=dev.flower.build.id={build_id[1]}"]
     dockerfile = (ROOT / "Dockerfile").read_text()
     stages = dockerfile.count("\nFROM ")
-    assert dockerfile.count('LABEL dev.flower.build="flowerbox"') == stages == 2
+    assert dockerfile.count('dev.flower.build.id="${FLOWERBOX_BUILD_ID}"') == stages == 2
 
 
 def test_no_script_prunes_without_a_label_filter() -> None:
