@@ -136,6 +136,7 @@ class Box:
     def start(self) -> Any:
         """The gateway, its socket, then the agent, detached; returns the agent's container.
         Nothing is removed here: `run`, or whoever keeps a detached run, does that."""
+        check_runtime(self.client, self.spec.runtime)
         self._start_gateway()
         self._agent = self._start({**self._shape(agent_kwargs(self.spec)), "detach": True})
         if self._on_started is not None:
@@ -268,6 +269,27 @@ class Box:
                 raise BoxError(f"the gateway died before it listened:\n{logs}")
             time.sleep(0.1)
         raise BoxError(f"the gateway did not open {self.spec.api_socket} in {SOCKET_WAIT_S:.0f}s")
+
+
+def check_runtime(client: DockerClient, runtime: str) -> None:
+    """Refuse a runtime the engine does not have before anything starts (the engine's own
+    error names no fix).
+
+    Raises:
+        BoxError: which runtimes the engine has, and how to register gVisor's.
+    """
+    if runtime == "runc":
+        return
+    try:
+        runtimes = client.info().get("Runtimes") or {}
+    except (APIError, DockerException) as exc:
+        raise BoxError(f"cannot ask the Docker engine for its runtimes: {exc}") from exc
+    if runtime not in runtimes:
+        raise BoxError(
+            f"the Docker engine has no runtime {runtime!r} (it has "
+            f"{', '.join(sorted(runtimes)) or 'none listed'}): register gVisor with "
+            "`sudo bash docker/engine.sh --gvisor` (docs/image.md), or drop --runtime"
+        )
 
 
 def _in_cgroup_of(pid: int, container_id: str) -> bool:

@@ -41,6 +41,10 @@ from flowerbox.wire import (
 )
 
 NETS = ("allowlist", "open")  # --net: the proxy's allowlist, or a network of the agent's own
+# --runtime: the agent's container under the host's kernel (runc), or under gVisor's
+# user-space kernel (runsc, registered by `docker/engine.sh --gvisor`). The gateway always
+# runs on runc: it holds the key and needs a network of its own.
+RUNTIMES = ("runc", "runsc")
 # What <workspace>/.git is (flowerbox.box.gitshadow.layout): a folder (the box gets a shadow of
 # it), a file (a linked worktree: mounted read-only), or nothing.
 GitLayout = Literal["dir", "file", "none"]
@@ -98,6 +102,7 @@ class BoxSpec:
     # its docker environment or argv, nor in a flowerbox record: records.spec_to_json).
     broker: bool = False
     run_token: str = field(default="", repr=False)
+    runtime: str = "runc"  # the agent's container runtime, one of RUNTIMES
 
     @property
     def labels(self) -> dict[str, str]:
@@ -309,6 +314,7 @@ def agent_kwargs(spec: BoxSpec) -> dict[str, Any]:
         "network_mode": "none" if spec.net == "allowlist" else "bridge",
         "name": f"flowerbox-{spec.run_id}",
         "labels": {**spec.labels, ROLE_LABEL: "agent"},
+        "runtime": spec.runtime,
     }
 
 
