@@ -136,9 +136,10 @@ class Box:
     def start(self) -> Any:
         """The gateway, its socket, then the agent, detached; returns the agent's container.
         Nothing is removed here: `run`, or whoever keeps a detached run, does that."""
-        check_runtime(self.client, self.spec.runtime)
+        kwargs = self._shape(agent_kwargs(self.spec))
+        check_runtime(self.client, kwargs.get("runtime", "runc"))
         self._start_gateway()
-        self._agent = self._start({**self._shape(agent_kwargs(self.spec)), "detach": True})
+        self._agent = self._start({**kwargs, "detach": True})
         if self._on_started is not None:
             with contextlib.suppress(APIError, NotFound):  # a record, never a reason to fail
                 self._agent.reload()

@@ -32,6 +32,7 @@ def box_facts(attrs: dict[str, Any]) -> dict[str, Any]:
         "pids_limit": host.get("PidsLimit"),
         "memory": host.get("Memory"),
         "runtime": host.get("Runtime") or "runc",  # runsc: gVisor's kernel, not the host's
+        "host_pid": (attrs.get("State") or {}).get("Pid"),  # its first process, on the host
         "read_only_mounts": sorted(
             str(mount.get("Destination"))
             for mount in attrs.get("Mounts") or []

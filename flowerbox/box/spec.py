@@ -275,6 +275,17 @@ def _protected_volumes(spec: BoxSpec) -> dict[str, dict[str, str]]:
     return volumes
 
 
+def _runtime(spec: BoxSpec) -> dict[str, Any]:
+    """The agent's runtime, and what it needs besides. Under gVisor the engine's pids limit
+    counts the sandbox's host threads, not the agent's tasks (which its own kernel runs), so
+    the same number is set as RLIMIT_NPROC, which gVisor's kernel enforces for the box alone
+    (under runc that limit would count every process of the user's uid on the host)."""
+    if spec.runtime == "runc":
+        return {"runtime": "runc"}
+    pids = spec.limits.pids
+    return {"runtime": spec.runtime, "ulimits": [{"name": "nproc", "soft": pids, "hard": pids}]}
+
+
 def agent_kwargs(spec: BoxSpec) -> dict[str, Any]:
     """docker's containers.run() kwargs for the agent's container."""
     volumes = {
@@ -314,7 +325,7 @@ def agent_kwargs(spec: BoxSpec) -> dict[str, Any]:
         "network_mode": "none" if spec.net == "allowlist" else "bridge",
         "name": f"flowerbox-{spec.run_id}",
         "labels": {**spec.labels, ROLE_LABEL: "agent"},
-        "runtime": spec.runtime,
+        **_runtime(spec),
     }
 
 

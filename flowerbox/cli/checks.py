@@ -115,7 +115,7 @@ def selftest(
     if weaken is not None:
         if negative_control:
             raise ConfigError("--weaken and --negative-control: pass one of them")
-        control = control_named(weaken)
+        control = control_named(weaken).under(runtime)
         STDERR.print(
             f"negative control {control.name}: {control.breaks}; expected to FAIL: "
             f"{', '.join(sorted(control.fails))}, every other probe to PASS"
