@@ -7,7 +7,8 @@ inside a container of the image under runc and under runsc, in the same run.
 - a `pip install` of a local wheel (MODULES modules) into a folder.
 
 Each job runs REPEATS times after one warm-up, in one container per runtime (the container's
-start is bench.box's other figure); the figure is the median, and the tax is runsc/runc.
+start is bench.box's other figure), the two runtimes' rounds interleaved so both see the same
+machine; the figure is the median, and the tax is runsc/runc.
 pytest and pip are the benchmark's own (this virtualenv's), mounted read-only: the image
 carries neither.
 """
@@ -18,30 +19,30 @@ import importlib.util
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import zipfile
 from pathlib import Path
+from typing import Any
 
 from docker import DockerClient  # noqa: TID251 - the benchmark runs its containers itself
 
 FILES, TESTS, MODULES, REPEATS = 10_000, 50, 200, 5
 SMOKE = {"files": 500, "tests": 5, "modules": 10, "repeats": 1}
+RUNTIMES = ("runc", "runsc")
 TOOLS = ("pytest", "_pytest", "pluggy", "iniconfig", "packaging", "pip", "py.py")
 IN_BOX = "/bench"
-# Runs inside the container: each job `repeats` times after a warm-up; the median, as JSON.
+# Runs inside a container (`docker exec`): each job once, its seconds as JSON.
 TIMER = """
 import json, subprocess, sys, time
-jobs, repeats = json.loads(sys.argv[1]), int(sys.argv[2])
-medians = {}
+jobs, round_ = json.loads(sys.argv[1]), sys.argv[2]
+seconds = {}
 for name, argv in jobs.items():
-    times = []
-    for i in range(repeats + 1):
-        args = [arg.replace("{i}", str(i)) for arg in argv]
-        started = time.perf_counter()
-        subprocess.run(args, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        times.append(time.perf_counter() - started)
-    medians[name] = sorted(times[1:])[len(times[1:]) // 2]
-print(json.dumps(medians))
+    started = time.perf_counter()
+    args = [arg.replace("{i}", round_) for arg in argv]
+    subprocess.run(args, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    seconds[name] = time.perf_counter() - started
+print(json.dumps(seconds))
 """
 JOBS = {
     "git status": ["git", "-c", "safe.directory=*", "-C", f"{IN_BOX}/repo", "status", "-s"],
@@ -62,7 +63,8 @@ def _repository(root: Path, files: int) -> None:
         folder = root / f"d{n // 100:03d}"
         folder.mkdir(parents=True, exist_ok=True)
         (folder / f"f{n:05d}.txt").write_text(f"{n}\n")
-    identity = ["-c", "user.name=bench", "-c", "user.email=bench@localhost"]
+    # no auto gc: it would pack the objects in the background, under the timed `git status`
+    identity = ["-c", "user.name=bench", "-c", "user.email=bench@localhost", "-c", "gc.auto=0"]
     for command in (["init", "-q"], ["add", "-A"], [*identity, "commit", "-q", "-m", "files"]):
         subprocess.run(["git", *command], cwd=root, check=True, capture_output=True)
 
@@ -111,17 +113,13 @@ def prepare(root: Path, *, files: int, tests: int, modules: int) -> None:
     _tests(root / "tests", tests)
     _wheel(root / "tiny-1.0-py3-none-any.whl", modules)
     _tools(root / "tools")
-    for path in [root, *root.rglob("*")]:  # the box's uid reads (and git refreshes) them
-        os.chown(path, os.getuid(), os.getgid())
 
 
-def timed(
-    client: DockerClient, image: str, runtime: str, root: Path, repeats: int
-) -> dict[str, float]:
-    """Median seconds per job in one container of `image` under `runtime`."""
-    output = client.containers.run(
+def _container(client: DockerClient, image: str, runtime: str, root: Path) -> Any:
+    """A hardened container of `image` under `runtime`, idle: the jobs are exec'd in it."""
+    return client.containers.run(
         image,
-        ["python", "-c", TIMER, json.dumps(JOBS), str(repeats)],
+        ["sleep", "3600"],
         runtime=runtime,
         network_mode="none",
         user=f"{os.getuid()}:{os.getgid()}",
@@ -136,6 +134,31 @@ def timed(
         },
         volumes={str(root): {"bind": IN_BOX, "mode": "rw"}},
         init=True,
-        remove=True,
+        detach=True,
     )
-    return {name: float(seconds) for name, seconds in json.loads(output).items()}
+
+
+def timed(
+    client: DockerClient, image: str, root: Path, repeats: int
+) -> dict[str, dict[str, float]]:
+    """runtime -> job -> median seconds: one container per runtime, the rounds interleaved
+    (runc, runsc, runc, ...) after a warm-up round each, so both see the same machine."""
+    boxes = {runtime: _container(client, image, runtime, root) for runtime in RUNTIMES}
+    seen: dict[str, dict[str, list[float]]] = {r: {job: [] for job in JOBS} for r in RUNTIMES}
+    try:
+        for round_ in range(repeats + 1):
+            for runtime, box in boxes.items():
+                command = ["python", "-c", TIMER, json.dumps(JOBS), str(round_)]
+                code, output = box.exec_run(command)
+                if code != 0:
+                    raise RuntimeError(f"a job failed under {runtime}: {output[-2000:]!r}")
+                if round_:  # round 0 warms up (page cache, first imports)
+                    for job, seconds in json.loads(output).items():
+                        seen[runtime][job].append(float(seconds))
+    finally:
+        for box in boxes.values():
+            box.remove(force=True)
+    return {
+        r: {job: statistics.median(times) for job, times in jobs.items()}
+        for r, jobs in seen.items()
+    }

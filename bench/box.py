@@ -217,8 +217,8 @@ def report_tax(*, smoke: bool) -> None:
     client = DockerClient.from_env()
     with tempfile.TemporaryDirectory(dir="/tmp") as tmp:
         _tax.prepare(Path(tmp), files=files, tests=tests, modules=modules)
-        runc = _tax.timed(client, IMAGE, "runc", Path(tmp), repeats)
-        runsc = _tax.timed(client, IMAGE, "runsc", Path(tmp), repeats)
+        medians = _tax.timed(client, IMAGE, Path(tmp), repeats)
+        runc, runsc = medians["runc"], medians["runsc"]
     client.close()
     print(f"workload tax of gVisor, median of {repeats} (s; {files} files, {tests} tests,")
     print(f"  a wheel of {modules} modules), runsc/runc in the same run:")

@@ -177,6 +177,7 @@ class Box:
         with a terminal: `flowerbox shell`) and return its code; both containers are removed
         afterwards (the agent found by its name), whatever happened."""
         kwargs = agent_kwargs(self.spec)
+        check_runtime(self.client, kwargs.get("runtime", "runc"))
         try:
             self._start_gateway()
             return attach(kwargs)
