@@ -65,7 +65,8 @@ def test_shell_gets_the_agents_container_flag_for_flag(
     assert {"--read-only", "--init"} <= set(args)
     assert ("--pids-limit", str(kwargs["pids_limit"])) in pairs
     assert ("--runtime", "runsc") in pairs  # gVisor, and the pids limit gVisor enforces:
-    assert ("--ulimit", f"nproc={kwargs['pids_limit']}:{kwargs['pids_limit']}") in pairs
+    nproc = prepared.spec.limits.pids
+    assert ("--ulimit", f"nproc={nproc}:{nproc}") in pairs
     assert ("--memory", kwargs["mem_limit"]) in pairs
     assert ("--memory-swap", kwargs["memswap_limit"]) in pairs
     assert ("--cpus", "2") in pairs and ("--tmpfs", f"/tmp:{kwargs['tmpfs']['/tmp']}") in pairs

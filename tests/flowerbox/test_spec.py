@@ -299,6 +299,7 @@ def test_runsc_puts_the_agent_alone_under_gvisor_and_is_recorded(
         # gVisor's kernel enforces RLIMIT_NPROC for the box alone: the pids limit's stand-in
         limit = prepared.spec.limits.pids
         assert agent["ulimits"] == [{"name": "nproc", "soft": limit, "hard": limit}]
+        assert agent["pids_limit"] == 2 * limit  # the sandbox's host threads, with headroom
         assert "runtime" not in gateway and "ulimits" not in gateway  # the key's side: runc
         assert spec_to_json(prepared.spec)["runtime"] == "runsc"  # a resumed run keeps it
     finally:
