@@ -220,8 +220,13 @@ def _without(*keys: str) -> Callable[[Kwargs, Where], Kwargs]:
 
 
 def _on_runc(kwargs: Kwargs, where: Where) -> Kwargs:
-    """The host's kernel, whatever the spec asked for (and so no gVisor-only limit)."""
-    return {**{k: v for k, v in kwargs.items() if k != "ulimits"}, "runtime": "runc"}
+    """The host's kernel, whatever the spec asked for: a gVisor box's limits as runc takes
+    them (its RLIMIT_NPROC, the agent's limit, back as the engine's pids limit)."""
+    nproc = [limit["soft"] for limit in kwargs.get("ulimits", []) if limit["name"] == "nproc"]
+    runc = {k: v for k, v in kwargs.items() if k != "ulimits"}
+    if nproc and "pids_limit" in runc:
+        runc["pids_limit"] = nproc[0]
+    return {**runc, "runtime": "runc"}
 
 
 def _claims_runsc(spec: BoxSpec, where: Where) -> BoxSpec:

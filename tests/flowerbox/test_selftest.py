@@ -618,6 +618,7 @@ def test_under_runsc_a_runc_only_variant_leaves_gvisor_and_fails_the_kernel_too(
     assert seccomp.fails == {"seccomp", "kernel"}
     weak = seccomp.agent(strong, where(box))
     assert weak["runtime"] == "runc" and "ulimits" not in weak
+    assert weak["pids_limit"] == 512  # the agent's limit, where runc takes it
     assert VARIANTS["seccomp_allow_all"].under("runc") is VARIANTS["seccomp_allow_all"]
     assert VARIANTS["cap_add"].under("runsc") is VARIANTS["cap_add"]  # gVisor honours it
     claims = VARIANTS["claims_runsc"]
