@@ -218,7 +218,8 @@ def test_stop_mid_step_then_resume_continues_the_same_session(
     stopped = as_user(host_user, [FLOWERBOX, "stop"], cwd=ws, env=env)
     assert stopped.returncode == 0, stopped.stderr
     assert f"{run_id}: stopped, exit 130" in stopped.stderr
-    first = meta_of(ws, run_id)
+    # the end is recorded first, then the keeper removes the box (slower under gVisor)
+    first = wait_until_ended(ws, run_id)
     assert (first["status"], first["exit_code"]) == ("stopped", 130)
     assert left_behind(docker_client, first) == []
     session = Lineage(ws / "runs", ws).recall("干活")
