@@ -79,6 +79,7 @@ RUN if ! dpkg -s python3 git ripgrep ca-certificates tini >/dev/null 2>&1; then 
 
 COPY --from=builder /opt/flowerbox /opt/flowerbox
 COPY docker/entrypoint.sh /usr/local/bin/flowerbox-entrypoint
+COPY docker/init.sh /usr/local/bin/flowerbox-init
 
 # flowerbox passes its own version (flowerbox.box.engine.ensure_image, docker/prepare.sh) and
 # rebuilds an image whose label differs: an image built for other code is never run.
@@ -103,7 +104,8 @@ ENV PATH=/opt/flowerbox/bin:$PATH \
 USER 10001:10001
 WORKDIR /home/flower
 
-# tini reaps zombies and forwards signals. -s keeps it correct when `docker run --init` (which
-# flowerbox uses) already put another init at PID 1.
-ENTRYPOINT ["/usr/bin/tini", "-s", "--", "/usr/local/bin/flowerbox-entrypoint"]
+# tini reaps zombies and forwards signals; docker/init.sh starts it as this kernel allows (`-s`
+# where `docker run --init`, which flowerbox uses, already put another init at PID 1, unless
+# the kernel has no child subreaper, as gVisor's).
+ENTRYPOINT ["/usr/local/bin/flowerbox-init"]
 CMD ["flower", "--help"]

@@ -8,7 +8,7 @@ round in a fresh workspace (a git repository, as a project is: the box gets a sh
 request the FakeAPI receives. The box adds the gateway's and the agent's container starts, the
 relay and the hop through the gateway. The gateway's per-request streaming overhead is
 bench/gateway.py's. Run as it is, with the host's environment (as root here, the box runs as
-uid 0). Targets: <= 1.5 s added to the first request; <= 520 MB of layers over the base image.
+uid 0). Targets: <= 0.5 s added to the first request; <= 520 MB of layers over the base image.
 
 Also, with no engine needed: the egress proxy's added latency per CONNECT. The gateway
 process (serving the proxy, allowing 127.0.0.1) and the relay run as in a box; each round
@@ -16,8 +16,15 @@ opens a tunnel through relay + proxy to a loopback echo server and gets one byte
 against a direct connection to the same server for the same byte, interleaved in the same
 run. Target: <= 5 ms added (median).
 
-`--smoke`: 10 CONNECTs and one round after the warm-up, the targets not judged; the image is
-FLOWERBOX_IMAGE's (default flowerbox:dev), so a local run can name its own tag.
+Where the engine has gVisor's runsc (`docker/engine.sh --gvisor`): the same first request
+with `--runtime runsc`, in the same interleaved rounds (target: <= 0.5 s over runc), and the
+workload tax, runsc/runc, of `git status` on a 10k-file repository, a small pytest run and a
+`pip install` of a local wheel (bench/_tax.py; no target: it is published, in
+docs/threat-model.md).
+
+`--smoke`: 10 CONNECTs and one round after the warm-up, the targets not judged, the tax's
+jobs tiny; the image is FLOWERBOX_IMAGE's (default flowerbox:dev), so a local run can name its
+own tag.
 """
 
 from __future__ import annotations
@@ -37,12 +44,14 @@ from pathlib import Path
 from docker import DockerClient  # noqa: TID251 - the benchmark weighs the images itself
 from docker.errors import DockerException, ImageNotFound  # noqa: TID251
 
+from bench import _tax
 from flower.testing import Always, FakeAPI, text
 from flowerbox import wire
 from flowerbox.runs import records
 
 ROUNDS = 5
-TARGET_ADDED_S = 1.5
+TARGET_ADDED_S = 0.5  # issue 31: where the issue puts it, met or not
+TARGET_GVISOR_S = 0.5  # what runsc may add to the first request over runc
 TARGET_IMAGE_MB = 520
 KEY = "sk-bench-real-key"
 IMAGE = os.environ.get("FLOWERBOX_IMAGE", "flowerbox:dev")
@@ -187,7 +196,7 @@ def phases(ws: Path, started: float, first: float) -> dict[str, float]:
     """Seconds each phase of the box's start took (the run's record, flowerbox.box.startclock),
     from the process's start to the first API request; the last phase is the agent's
     container, flower and the CLI starting up, the relay and the gateway's hop."""
-    (run,) = records.runs_of(ws)
+    run = records.runs_of(ws)[-1]  # the one just ended
     moments = [(str(name), float(at)) for name, at in run.meta.get("start_phases", [])]
     ends = [*moments, ("first API request", first)]
     begins = [started, *(at for _, at in moments)]
@@ -207,26 +216,47 @@ def git_repository(ws: Path) -> None:
         subprocess.run(["git", *command], cwd=ws, check=True, capture_output=True)
 
 
-def image_mb() -> tuple[float, float]:
-    """The image's and its base's sizes, in MB."""
+def image_mb() -> tuple[float, float, bool]:
+    """The image's and its base's sizes, in MB, and whether the engine has gVisor's runsc."""
     client = DockerClient.from_env()
     try:
         size = {tag: client.images.get(tag).attrs["Size"] / 1e6 for tag in (IMAGE, BASE_IMAGE)}
+        gvisor = "runsc" in (client.info().get("Runtimes") or {})
     finally:
         client.close()
-    return size[IMAGE], size[BASE_IMAGE]
+    return size[IMAGE], size[BASE_IMAGE], gvisor
+
+
+def report_tax(*, smoke: bool) -> None:
+    """The workload tax of gVisor: each job's median under runc and runsc, and the ratio."""
+    files, tests, modules, repeats = (
+        (_tax.SMOKE["files"], _tax.SMOKE["tests"], _tax.SMOKE["modules"], _tax.SMOKE["repeats"])
+        if smoke
+        else (_tax.FILES, _tax.TESTS, _tax.MODULES, _tax.REPEATS)
+    )
+    client = DockerClient.from_env()
+    with tempfile.TemporaryDirectory(dir="/tmp") as tmp:
+        _tax.prepare(Path(tmp), files=files, tests=tests, modules=modules)
+        medians = _tax.timed(client, IMAGE, Path(tmp), repeats)
+        runc, runsc = medians["runc"], medians["runsc"]
+    client.close()
+    print(f"workload tax of gVisor, median of {repeats} (s; {files} files, {tests} tests,")
+    print(f"  a wheel of {modules} modules), runsc/runc in the same run:")
+    for job in _tax.JOBS:
+        ratio = runsc[job] / runc[job]
+        print(f"  {job:<12} runc {runc[job]:6.3f}  runsc {runsc[job]:6.3f}  tax {ratio:5.2f}x")
 
 
 def main(*, smoke: bool = False) -> int:
     connects, rounds = (SMOKE_CONNECTS, SMOKE_ROUNDS) if smoke else (CONNECTS, ROUNDS)
     connect_ok = report_connect(connects) or smoke
     try:
-        image, base = image_mb()
+        image, base, gvisor = image_mb()
     except (DockerException, ImageNotFound) as exc:
         print(f"skipped: no engine or no {IMAGE}/{BASE_IMAGE} ({exc}): bash docker/engine.sh")
         return 0 if connect_ok else 1
     host_env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "FLOWER_"))}
-    boxed, direct, breakdown = [], [], []
+    boxed, direct, sandboxed, breakdown = [], [], [], []
     with tempfile.TemporaryDirectory(dir="/tmp") as tmp, FakeAPI(api_key=KEY) as api:
         api.script = Always(text("hi"))
         box_env = {**host_env, "ANTHROPIC_API_KEY": KEY, "ANTHROPIC_BASE_URL": api.url}
@@ -241,10 +271,16 @@ def main(*, smoke: bool = False) -> int:
             box += ["--image", IMAGE]
             d_start, d_first = first_request(api, flower, flower_env, ws)
             b_start, b_first = first_request(api, box, box_env, ws)
+            b_phases = phases(ws, b_start, b_first)
+            g = 0.0
+            if gvisor:
+                g_start, g_first = first_request(api, [*box, "--runtime", "runsc"], box_env, ws)
+                g = g_first - g_start
             if round_:
                 direct.append(d_first - d_start)
                 boxed.append(b_first - b_start)
-                breakdown.append(phases(ws, b_start, b_first))
+                sandboxed.append(g)
+                breakdown.append(b_phases)
     d, b = statistics.median(direct), statistics.median(boxed)
     added, layers = b - d, image - base
     print(f"start to first API request, median of {rounds} rounds (s):")
@@ -256,6 +292,15 @@ def main(*, smoke: bool = False) -> int:
     print(f"image {IMAGE} {image:.0f} MB over {BASE_IMAGE} {base:.0f} MB:")
     print(f"  layers added {layers:.0f} MB (target <= {TARGET_IMAGE_MB} MB)")
     met = added <= TARGET_ADDED_S and layers <= TARGET_IMAGE_MB
+    if gvisor:
+        g = statistics.median(sandboxed)
+        print(f"start to first API request under gVisor, median of {rounds} rounds (s):")
+        print(f"  flowerbox once --runtime runsc {g:6.2f}  (runc {b:.2f})")
+        print(f"  added by gVisor over runc {g - b:.2f} s (target <= {TARGET_GVISOR_S} s)")
+        report_tax(smoke=smoke)
+        met = met and g - b <= TARGET_GVISOR_S
+    else:
+        print("gVisor: this engine has no runsc (sudo bash docker/engine.sh --gvisor): no figures")
     return 0 if connect_ok and (met or smoke) else 1
 
 

@@ -16,7 +16,20 @@
 #       --ip-forward=false  VMs whose kernel lacks some netfilter modules)
 #     That daemon's log goes to $FLOWERBOX_DOCKERD_LOG (default /tmp/flowerbox-dockerd.log).
 # Exits non-zero with the reason when no engine can be had.
+#
+# `--gvisor`: then registers gVisor's runsc with that engine (docker/gvisor.sh says how: a
+# merge into daemon.json and a reload, never a restart), for `flowerbox --runtime runsc`.
 set -euo pipefail
+
+case ${1:-} in
+    "") ;;
+    --gvisor)
+        here=$(dirname "${BASH_SOURCE[0]}")
+        bash "$here/engine.sh"
+        exec bash "$here/gvisor.sh"
+        ;;
+    *) printf 'engine.sh: error: unknown argument %s (usage: engine.sh [--gvisor])\n' "$1" >&2; exit 2 ;;
+esac
 
 log=${FLOWERBOX_DOCKERD_LOG:-/tmp/flowerbox-dockerd.log}
 wait_s=${FLOWERBOX_DOCKERD_WAIT:-60}

@@ -6,13 +6,22 @@
 # CI. Each step is a no-op or a cache hit when already done; a step that needs root and lacks
 # it says so and what to run, before doing anything; a failure exits non-zero with its reason
 # (the build's log tail included). It removes only what its own build left behind.
+#
+# `--gvisor` (CI passes it): the engine also gets gVisor's runsc registered (docker/gvisor.sh),
+# so the engine tests run under both runtimes.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+case ${1:-} in
+    "") engine_args=() ;;
+    --gvisor) engine_args=(--gvisor) ;;
+    *) echo "prepare.sh: error: unknown argument $1 (usage: prepare.sh [--gvisor])" >&2; exit 2 ;;
+esac
 
 base=${FLOWERBOX_BASE_IMAGE:-flowerbox-base:bookworm}
 image=${FLOWERBOX_IMAGE:-flowerbox:dev}
 
-bash docker/engine.sh
+bash docker/engine.sh "${engine_args[@]}"
 bash docker/base-image.sh
 # The image is labelled with the version it was built for: flowerbox rebuilds any other.
 version=$(sed -n 's/^version = "\(.*\)"$/\1/p' pyproject.toml | head -n 1)

@@ -142,13 +142,17 @@ class Mailbox:
         try:
             # stop() ends the watch within a step (50 ms). A cancelled task (a loop shutting
             # down with the watcher still on) waits for the watch thread to time out: 0.5 s
-            # here instead of watchfiles' 5 s.
+            # here instead of watchfiles' 5 s. Each timeout drains too: where the kernel tells
+            # no one of a file another machine's kernel wrote (gVisor's bind mounts: a file
+            # dropped from the host raises no inotify event in the box; NFS), the answer is
+            # still taken within half a second.
             async for _ in awatch(
                 self.inbox,
                 stop_event=self._stop,
                 recursive=False,
                 watch_filter=_dropped,
                 rust_timeout=500,
+                yield_on_timeout=True,
             ):
                 self.drain()
         except Exception:

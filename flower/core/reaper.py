@@ -21,6 +21,13 @@ in /proc and kill.
   attempt, or an empty report judged as a round (issue 21). Here they are ignored.
 - this process is SIGKILLed: the CLI gets SIGKILL (its own death signal).
 
+Where the kernel has no child subreaper (gVisor's runsc before 2023: prctl says EINVAL; a
+flowerbox `--runtime runsc` box), a process whose parent exits goes to init instead, out of
+the tree. So the CLI is started with ENV_TAG in its environment (which every process below it
+inherits): the tree is "my descendants, plus every process carrying my tag", found in /proc
+either way; only the orphans cannot be waited for (init reaps them). Decided at run time, by
+what prctl answers, not by a flag.
+
 A resumed session runs in a temp CLAUDE_CONFIG_DIR (`claude-resume-*`) that the SDK removes
 when the session ends, which a killed flower never reaches. This process writes OWNER_FILE into
 it ("<flower's pid> <its start time>"), so the next run of the workspace can tell a dead run's
@@ -34,9 +41,11 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import errno
 import os
 import signal
 import sys
+import time
 from types import FrameType
 
 PR_SET_PDEATHSIG = 1
@@ -46,6 +55,8 @@ IGNORED = (signal.SIGINT, signal.SIGHUP, signal.SIGQUIT)
 ENV_PYTHON = "FLOWER_REAPER_PYTHON"
 ENV_CLI = "FLOWER_REAPER_CLI"
 ENV_PARENT = "FLOWER_REAPER_PARENT"
+ENV_TAG = "FLOWER_REAPER_TAG"  # "<reaper pid>-<its start time>": in the CLI's tree's environment
+ORPHAN_ROUNDS = 50  # tagged orphans (not children: no waitpid) killed until none is left
 RESUME_PREFIX = "claude-resume-"  # the SDK's tempfile.mkdtemp prefix (session_resume.py)
 OWNER_FILE = ".flower-owner"
 
@@ -54,8 +65,8 @@ _libc = ctypes.CDLL(None, use_errno=True)
 
 def prctl(option: int, value: int) -> None:
     if _libc.prctl(option, value, 0, 0, 0) != 0:
-        errno = ctypes.get_errno()
-        raise OSError(errno, os.strerror(errno))
+        code = ctypes.get_errno()
+        raise OSError(code, os.strerror(code))
 
 
 def parents() -> dict[int, int]:
@@ -107,29 +118,53 @@ def descendants(root: int) -> list[int]:
     return found
 
 
-def kill_tree() -> None:
-    """SIGKILL every descendant and reap them; returns when no child is left.
+def tagged(tag: str) -> list[int]:
+    """Every process this user can see whose environment carries ENV_TAG=`tag` (zombies
+    show an empty one)."""
+    needle = f"{ENV_TAG}={tag}".encode()
+    found = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/environ", "rb") as environ:
+                if needle in environ.read().split(b"\0"):
+                    found.append(int(name))
+        except OSError:
+            continue  # gone meanwhile, or not ours
+    return found
 
-    Killed processes' children are re-parented here (subreaper), so each round finds what
-    appeared since the last one; waitpid ends the loop with ECHILD.
+
+def kill_tree(tag: str) -> None:
+    """SIGKILL every descendant and every process tagged `tag`, and reap them; returns when
+    no child and no tagged process is left.
+
+    With a subreaper, killed processes' children are re-parented here, so each round finds
+    what appeared since the last one; waitpid ends the loop with ECHILD. Without one, they
+    go to init: the tag finds them, and they are killed until none is left.
     """
     me = os.getpid()
-    while True:
-        for pid in descendants(me):
+
+    def kill(pids: list[int]) -> None:
+        for pid in pids:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
+
+    while True:
+        kill([*descendants(me), *tagged(tag)])
         try:
             os.waitpid(-1, 0)
         except ChildProcessError:
+            break
+    for _ in range(ORPHAN_ROUNDS):
+        left = tagged(tag)
+        if not left:
             return
+        kill(left)
+        time.sleep(0.02)
 
 
-def _parent_gone(signum: int, frame: FrameType | None) -> None:
-    kill_tree()
-    os._exit(128 + PARENT_GONE)
-
-
-def _exec_cli(cli: str, argv: list[str], reaper: int) -> None:
+def _exec_cli(cli: str, argv: list[str], reaper: int, tag: str) -> None:
     """In the forked child: default signals, no terminal, die with the reaper, become the
     CLI."""
     for sig in IGNORED:
@@ -139,7 +174,7 @@ def _exec_cli(cli: str, argv: list[str], reaper: int) -> None:
         prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
         if os.getppid() != reaper:  # the reaper died before the line above took effect
             os._exit(128 + signal.SIGKILL)
-        os.execv(cli, [cli, *argv])
+        os.execve(cli, [cli, *argv], {**os.environ, ENV_TAG: tag})
     except OSError as exc:
         print(f"flower: cannot start the Claude Code CLI {cli}: {exc}", file=sys.stderr)
     os._exit(127)
@@ -149,26 +184,36 @@ def main(argv: list[str]) -> int:
     cli = os.environ.pop(ENV_CLI)
     parent = int(os.environ.pop(ENV_PARENT))
     os.environ.pop(ENV_PYTHON, None)
+    me = os.getpid()
+    tag = f"{me}-{started(me)}"
     for sig in IGNORED:
         signal.signal(sig, signal.SIG_IGN)
-    signal.signal(PARENT_GONE, _parent_gone)
-    prctl(PR_SET_CHILD_SUBREAPER, 1)
+
+    def parent_gone(signum: int, frame: FrameType | None) -> None:
+        kill_tree(tag)
+        os._exit(128 + PARENT_GONE)
+
+    signal.signal(PARENT_GONE, parent_gone)
+    try:
+        prctl(PR_SET_CHILD_SUBREAPER, 1)
+    except OSError as exc:  # no subreaper in this kernel (gVisor): the tag finds orphans
+        if exc.errno != errno.EINVAL:
+            raise
     prctl(PR_SET_PDEATHSIG, PARENT_GONE)
     if os.getppid() != parent:  # flower died before the death signal was armed
         return 128 + PARENT_GONE
     config_dir = os.environ.get("CLAUDE_CONFIG_DIR", "")
     if os.path.basename(config_dir).startswith(RESUME_PREFIX):
         mark_owner(config_dir, parent)
-    me = os.getpid()
     child = os.fork()
     if child == 0:
-        _exec_cli(cli, argv, me)
+        _exec_cli(cli, argv, me, tag)
     signal.signal(signal.SIGTERM, lambda signum, frame: os.kill(child, signum))
     while True:  # reap orphans re-parented here as they end, until the CLI itself ends
         pid, status = os.waitpid(-1, 0)
         if pid == child:
             break
-    kill_tree()
+    kill_tree(tag)
     code = os.waitstatus_to_exitcode(status)
     return code if code >= 0 else 128 - code
 

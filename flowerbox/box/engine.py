@@ -152,9 +152,11 @@ class Box:
         its socket: flowerbox.inside.entry), detached; returns the agent's container once the
         gateway listens. Nothing is removed here: `run`, or whoever keeps a detached run,
         does that."""
+        kwargs = self._shape(agent_kwargs(self.spec))
+        check_runtime(self.client, kwargs.get("runtime", "runc"))
         self._start_gateway()
         try:
-            self._agent = self._start({**self._shape(agent_kwargs(self.spec)), "detach": True})
+            self._agent = self._start({**kwargs, "detach": True})
             startclock.mark("agent started")
         finally:
             self._gateway_listening()
@@ -195,6 +197,7 @@ class Box:
         with a terminal: `flowerbox shell`) and return its code; both containers are removed
         afterwards (the agent found by its name), whatever happened."""
         kwargs = agent_kwargs(self.spec)
+        check_runtime(self.client, kwargs.get("runtime", "runc"))
         try:
             self._start_gateway()
             self._gateway_listening()
@@ -305,6 +308,27 @@ class Box:
                     raise BoxError(f"the gateway died before it listened:\n{logs}")
             time.sleep(SOCKET_POLL_S)
         raise BoxError(f"the gateway did not open {self.spec.api_socket} in {SOCKET_WAIT_S:.0f}s")
+
+
+def check_runtime(client: DockerClient, runtime: str) -> None:
+    """Refuse a runtime the engine does not have before anything starts (the engine's own
+    error names no fix).
+
+    Raises:
+        BoxError: which runtimes the engine has, and how to register gVisor's.
+    """
+    if runtime == "runc":
+        return
+    try:
+        runtimes = client.info().get("Runtimes") or {}
+    except (APIError, DockerException) as exc:
+        raise BoxError(f"cannot ask the Docker engine for its runtimes: {exc}") from exc
+    if runtime not in runtimes:
+        raise BoxError(
+            f"the Docker engine has no runtime {runtime!r} (it has "
+            f"{', '.join(sorted(runtimes)) or 'none listed'}): register gVisor with "
+            "`sudo bash docker/engine.sh --gvisor` (docs/image.md), or drop --runtime"
+        )
 
 
 def _in_cgroup_of(pid: int, container_id: str) -> bool:

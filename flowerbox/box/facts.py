@@ -31,6 +31,8 @@ def box_facts(attrs: dict[str, Any]) -> dict[str, Any]:
         "read_only_root": bool(host.get("ReadonlyRootfs")),
         "pids_limit": host.get("PidsLimit"),
         "memory": host.get("Memory"),
+        "runtime": host.get("Runtime") or "runc",  # runsc: gVisor's kernel, not the host's
+        "host_pid": (attrs.get("State") or {}).get("Pid"),  # its first process, on the host
         "read_only_mounts": sorted(
             str(mount.get("Destination"))
             for mount in attrs.get("Mounts") or []
@@ -56,6 +58,7 @@ def summary(facts: dict[str, Any] | None) -> str:
         f"seccomp {facts.get('seccomp')}",
         "no-new-privileges" if facts.get("no_new_privileges") else "new privileges allowed",
         f"network {facts.get('network')}",
+        f"runtime {facts.get('runtime', 'runc')}",
         "read-only root" if facts.get("read_only_root") else "writable root",
         f"{len(facts.get('read_only_mounts', []))} read-only mounts",
     ]

@@ -28,3 +28,4 @@ class BoxOptions:
     allow_api_fetch: bool = False  # request bodies may make the API fetch (sidecar.reach)
     disk_budget_gb: float | None = DISK_BUDGET_GB  # None or 0: no limit
     inode_budget: int | None = INODE_BUDGET  # None or 0: no limit
+    runtime: str = "runc"  # the agent's container runtime, one of spec.RUNTIMES (runsc: gVisor)

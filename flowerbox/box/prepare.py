@@ -41,7 +41,7 @@ from flower import (
 from flowerbox import wire
 from flowerbox.box import gitshadow, state
 from flowerbox.box.options import BoxOptions
-from flowerbox.box.spec import NETS, BoxSpec, protected_paths
+from flowerbox.box.spec import NETS, RUNTIMES, BoxSpec, protected_paths
 from flowerbox.box.untrusted import open_dir, real_folder, regular_file
 from flowerbox.errors import ConfigError, CredentialsError, UntrustedFileError
 from flowerbox.sidecar.egress import Policy, parse_host
@@ -152,6 +152,7 @@ def prepare(command: list[str], options: BoxOptions) -> Prepared:
     """
     isolate, budget_usd = options.isolate, options.budget_usd
     allowed = egress_allowlist(options.net, options.allow, options.allow_presets)
+    check_runtime(options.runtime, options.net)
     egress_hosts = _egress_hosts(os.environ.get(EGRESS_HOSTS_VAR, ""))
     ws = workspace_of(options.workspace)
     git = gitshadow.layout(ws)
@@ -222,6 +223,7 @@ def prepare(command: list[str], options: BoxOptions) -> Prepared:
         disk_budget_gb=options.disk_budget_gb or None,
         inode_budget=options.inode_budget or None,
         lang=os.environ.get(LANG_ENV, ""),  # the --lang of flowerbox's root, or the user's
+        runtime=options.runtime,
     )
     spec.gateway_dir.mkdir(mode=0o700, exist_ok=True)
     if command[:1] in (["go"], ["once"], ["run"]):  # flower's events, for `flowerbox logs`
@@ -319,6 +321,23 @@ def egress_allowlist(net: str, allow: Sequence[str], presets: Sequence[str]) -> 
             "use: drop them, or drop --net open"
         )
     return Policy.parse(allow, presets).entries
+
+
+def check_runtime(runtime: str, net: str) -> None:
+    """--runtime, checked before anything is made (whether the engine has it: Box.run).
+
+    Raises:
+        ConfigError: an unknown runtime, or runsc with --net open (gVisor is registered with
+            `--network=none`: its box has the relay's loopback and nothing else).
+    """
+    if runtime not in RUNTIMES:
+        raise ConfigError(f"--runtime {runtime!r}: use one of {', '.join(RUNTIMES)}")
+    if runtime == "runsc" and net == "open":
+        raise ConfigError(
+            "--net open gives the box a network of its own, which a gVisor box does not have "
+            "(docker/gvisor.sh registers runsc with --network=none): drop --net open and "
+            "--allow what the agent needs, or drop --runtime runsc"
+        )
 
 
 def _egress_hosts(text: str) -> tuple[tuple[str, str], ...]:

@@ -41,6 +41,11 @@ from flowerbox.wire import (
 )
 
 NETS = ("allowlist", "open")  # --net: the proxy's allowlist, or a network of the agent's own
+# --runtime: the agent's container under the host's kernel (runc), or under gVisor's
+# user-space kernel (runsc, registered by `docker/engine.sh --gvisor`). The gateway always
+# runs on runc: it holds the key and needs a network of its own.
+RUNTIMES = ("runc", "runsc")
+SENTRY_PIDS = 2  # under gVisor, the engine's pids limit: this many times the agent's tasks
 # What <workspace>/.git is (flowerbox.box.gitshadow.layout): a folder (the box gets a shadow of
 # it), a file (a linked worktree: mounted read-only), or nothing.
 GitLayout = Literal["dir", "file", "none"]
@@ -98,6 +103,7 @@ class BoxSpec:
     # its docker environment or argv, nor in a flowerbox record: records.spec_to_json).
     broker: bool = False
     run_token: str = field(default="", repr=False)
+    runtime: str = "runc"  # the agent's container runtime, one of RUNTIMES
 
     @property
     def labels(self) -> dict[str, str]:
@@ -270,6 +276,23 @@ def _protected_volumes(spec: BoxSpec) -> dict[str, dict[str, str]]:
     return volumes
 
 
+def _runtime(spec: BoxSpec) -> dict[str, Any]:
+    """The agent's runtime, and what it needs besides. Under gVisor the engine's pids limit
+    counts the sandbox's host threads, not the agent's tasks (which its own kernel runs), so
+    the agent's limit is set as RLIMIT_NPROC, which gVisor's kernel enforces for the box alone
+    (under runc it would count every process of the user's uid on the host), and the engine's
+    keeps bounding the sandbox's host threads with headroom (SENTRY_PIDS): a sandbox that
+    meets it dies (measured: a pids limit of 40 failed a box whose 510 tasks needed ~64)."""
+    if spec.runtime == "runc":
+        return {"runtime": "runc"}
+    pids = spec.limits.pids
+    return {
+        "runtime": spec.runtime,
+        "ulimits": [{"name": "nproc", "soft": pids, "hard": pids}],
+        "pids_limit": pids * SENTRY_PIDS,
+    }
+
+
 def agent_kwargs(spec: BoxSpec) -> dict[str, Any]:
     """docker's containers.run() kwargs for the agent's container."""
     volumes = {
@@ -309,6 +332,7 @@ def agent_kwargs(spec: BoxSpec) -> dict[str, Any]:
         "network_mode": "none" if spec.net == "allowlist" else "bridge",
         "name": f"flowerbox-{spec.run_id}",
         "labels": {**spec.labels, ROLE_LABEL: "agent"},
+        **_runtime(spec),
     }
 
 

@@ -29,8 +29,14 @@ def docker_run_args(kwargs: dict[str, Any]) -> list[str]:
         match key:
             case "image" | "command" | "detach":
                 continue
-            case "user" | "name" | "pids_limit":
+            case "user" | "name" | "pids_limit" | "runtime":
                 flags += [f"--{key.replace('_', '-')}", str(value)]
+            case "ulimits":
+                flags += [
+                    arg
+                    for limit in value
+                    for arg in ("--ulimit", f"{limit['name']}={limit['soft']}:{limit['hard']}")
+                ]
             case "working_dir":
                 flags += ["--workdir", value]
             case "network_mode":

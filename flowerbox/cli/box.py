@@ -40,6 +40,7 @@ from flowerbox.cli.options import (
     OnOption,
     Ref,
     Repo,
+    Runtime,
     RuntimeClass,
     Workspace,
     box_options,
@@ -93,6 +94,7 @@ def go(
     allow_presets: AllowPresets = None,
     allow_api_fetch: AllowApiFetch = False,
     net: Net = "allowlist",
+    runtime: Runtime = "runc",
     disk_budget_gb: DiskBudget = DISK_BUDGET_GB,
     inode_budget: InodeBudget = INODE_BUDGET,
     on: OnOption = On.LOCAL,
@@ -114,7 +116,9 @@ def go(
     this prints its run id (`flowerbox ps --on kube` lists the runs).
     """
     command = flower_args("go", [ask, *ctx.args])
-    if on_kube(ctx, shared={"image", "budget_usd", "allow", "allow_presets", "allow_api_fetch"}):
+    if on_kube(
+        ctx, shared={"image", "budget_usd", "allow", "allow_presets", "allow_api_fetch", "runtime"}
+    ):
         kube.go(kube_target(ctx.params), command, box_options(ctx.params))
         return
     raise typer.Exit(start_box(command, box_options(ctx.params), detach=detach))
@@ -133,6 +137,7 @@ def once(
     allow_presets: AllowPresets = None,
     allow_api_fetch: AllowApiFetch = False,
     net: Net = "allowlist",
+    runtime: Runtime = "runc",
     disk_budget_gb: DiskBudget = DISK_BUDGET_GB,
     inode_budget: InodeBudget = INODE_BUDGET,
 ) -> None:
@@ -155,6 +160,7 @@ def run(
     allow_presets: AllowPresets = None,
     allow_api_fetch: AllowApiFetch = False,
     net: Net = "allowlist",
+    runtime: Runtime = "runc",
     disk_budget_gb: DiskBudget = DISK_BUDGET_GB,
     inode_budget: InodeBudget = INODE_BUDGET,
 ) -> None:
@@ -183,6 +189,7 @@ def shell(
     allow_presets: AllowPresets = None,
     allow_api_fetch: AllowApiFetch = False,
     net: Net = "allowlist",
+    runtime: Runtime = "runc",
     disk_budget_gb: DiskBudget = DISK_BUDGET_GB,
     inode_budget: InodeBudget = INODE_BUDGET,
 ) -> None:
@@ -197,7 +204,9 @@ def shell(
 
 
 @app.command()
-def demo(image: Image = DEFAULT_IMAGE, base_image: BaseImage = None) -> None:
+def demo(
+    image: Image = DEFAULT_IMAGE, base_image: BaseImage = None, runtime: Runtime = "runc"
+) -> None:
     """The whole appliance (box, gateway, isolation) on the built-in scripted model: no key."""
     # lazy: the fake API's server is not worth importing for every other command
     from flower.testing import DEMO_ASKS, FakeAPI, starter_cast
@@ -212,7 +221,9 @@ def demo(image: Image = DEFAULT_IMAGE, base_image: BaseImage = None) -> None:
         for name in ("ANTHROPIC_AUTH_TOKEN", "FLOWER_ENV"):
             os.environ.pop(name, None)
         os.environ.update(ANTHROPIC_API_KEY=key, ANTHROPIC_BASE_URL=api.url)
-        options = BoxOptions(workspace=workspace, image=image, base_image=base_image)
+        options = BoxOptions(
+            workspace=workspace, image=image, base_image=base_image, runtime=runtime
+        )
         ask = DEMO_ASKS.get(os.environ.get(LANG_ENV, ""), DEMO_ASKS["en"])  # as --lang set it
         code = start_box(["go", ask, "--timeout", "0"], options)
     STDERR.print(demo_ending(code, workspace))

@@ -23,6 +23,7 @@ from flowerbox.cli.options import (
     Net,
     On,
     OnOption,
+    Runtime,
     RuntimeClass,
     Workspace,
     box_options,
@@ -46,6 +47,7 @@ def doctor(
     allow: Allow = None,
     allow_presets: AllowPresets = None,
     net: Net = "allowlist",
+    runtime: Runtime = "runc",
 ) -> None:
     """Check engine, image, credentials, workspace, gateway and proxy; a fix for each miss."""
     # lazy: the checks bring the docker SDK, which the other commands here (and --help) skip
@@ -88,6 +90,7 @@ def selftest(
     allow: Allow = None,
     allow_presets: AllowPresets = None,
     net: Net = "allowlist",
+    runtime: Runtime = "runc",
     no_isolate: Annotated[
         bool, typer.Option("--no-isolate", help="The box of a run without worktrees.")
     ] = False,
@@ -104,7 +107,7 @@ def selftest(
     was expected. With --on kube the probes run as a Job with a run's Pod spec (the control
     too), and its log is judged here.
     """
-    if on_kube(ctx, shared={"image", "negative_control", "as_json"}):
+    if on_kube(ctx, shared={"image", "negative_control", "as_json", "runtime"}):
         probes = kube.selftest(kube_target(ctx.params), image=image, negative=negative_control)
         _show([(BOX_SECTION, probes)], as_json=as_json)
         raise typer.Exit(_counted(probes, []))
@@ -112,7 +115,7 @@ def selftest(
     if weaken is not None:
         if negative_control:
             raise ConfigError("--weaken and --negative-control: pass one of them")
-        control = control_named(weaken)
+        control = control_named(weaken).under(runtime)
         STDERR.print(
             f"negative control {control.name}: {control.breaks}; expected to FAIL: "
             f"{', '.join(sorted(control.fails))}, every other probe to PASS"

@@ -34,6 +34,7 @@ from flowerbox.cli.options import (
     Namespace,
     Ref,
     Repo,
+    Runtime,
     RuntimeClass,
     kube_target,
 )
@@ -222,6 +223,7 @@ def render(
     ref: Ref = "main",
     namespace: Namespace = "flowerbox",
     runtime_class: RuntimeClass = None,
+    runtime: Runtime = "runc",
     broker: Broker = BROKER,
     image: Image = DEFAULT_IMAGE,
     deliver_branch: DeliverBranch = False,

@@ -94,6 +94,17 @@ Net = Annotated[
         "container gets a network of its own (nothing filtered or logged).",
     ),
 ]
+Runtime = Annotated[
+    str,
+    typer.Option(
+        "--runtime",
+        envvar="FLOWERBOX_RUNTIME",
+        metavar="runc|runsc",
+        help="The agent's container runtime. runsc: gVisor, a user-space kernel between the "
+        "agent and yours (`sudo bash docker/engine.sh --gvisor` registers it; on kube: the "
+        "gvisor RuntimeClass). The gateway stays on runc.",
+    ),
+]
 NoIsolate = Annotated[bool, typer.Option("--no-isolate", help="No git worktrees for the workers.")]
 
 
@@ -184,15 +195,29 @@ def on_kube(ctx: typer.Context, *, shared: Collection[str] = ()) -> bool:
     return kube
 
 
+RUNTIME_CLASSES = {"runsc": "gvisor"}
+"""--runtime on a cluster: the RuntimeClass that names the same sandbox (GKE's and the
+gVisor docs' name for runsc's); runc is a cluster's default, no RuntimeClass."""
+
+
 def kube_target(given: Mapping[str, Any]) -> KubeTarget:
     """The KubeTarget of a command's parsed parameters: the cluster options it takes, the
-    defaults for the others (no repository: only `go` fetches one)."""
+    defaults for the others (no repository: only `go` fetches one). `--runtime runsc` is the
+    gvisor RuntimeClass unless --runtime-class names one.
+
+    Raises:
+        ConfigError: an unknown --runtime.
+    """
+    runtime = given.get("runtime") or "runc"
+    if runtime != "runc" and runtime not in RUNTIME_CLASSES:
+        raise ConfigError(f"--runtime {runtime!r}: use runc or runsc")
+    runtime_class = given.get("runtime_class") or RUNTIME_CLASSES.get(runtime)
     return KubeTarget(
         repo=given.get("repo") or NO_REPO,
         ref=given.get("ref") or "main",
         namespace=given.get("namespace") or "flowerbox",
         context=given.get("context"),
-        runtime_class=given.get("runtime_class"),
+        runtime_class=runtime_class,
         broker=given.get("broker") or BROKER,
         deliver_branch=bool(given.get("deliver_branch")),
     )

@@ -76,6 +76,24 @@ class Control:
     fails: frozenset[str]  # the probes and host-boundary checks that must FAIL (ALL_WEAK: below)
     agent: Callable[[Kwargs, Where], Kwargs] = field(default=_same)
     spec: Callable[[BoxSpec, Where], BoxSpec] = field(default=_same_spec)
+    # A weakening gVisor does not take from the engine (measured, runsc 20221219): it loads
+    # no seccomp profile of the engine's (its kernel serves the calls, itself under runsc's
+    # own filter), sets no_new_privs on every process, drops CAP_NET_RAW (no --net-raw) and
+    # has no network but its loopback. Under runsc such a variant leaves gVisor to break it.
+    runc_only: bool = False
+
+    def under(self, runtime: str) -> Control:
+        """This control for a box that asked for `runtime`: a runc_only one, under runsc,
+        runs the box on runc, so the kernel probe FAILs too."""
+        if runtime != "runsc" or not self.runc_only:
+            return self
+        agent = self.agent
+        return replace(
+            self,
+            breaks=f"{self.breaks}, on runc (gVisor does not take it from the engine)",
+            fails=self.fails | {"kernel"},
+            agent=lambda kwargs, where: _on_runc(agent(kwargs, where), where),
+        )
 
 
 # --- the pieces: one loosening each ----------------------------------------------------------
@@ -158,7 +176,7 @@ def weaken(kwargs: Kwargs, where: Where) -> Kwargs:
     weak = _without_binds(weak, _protection_binds(where))
     weak = _with_socket(_host_network(weak), where, at=DOCKER_SOCKET)
     return {
-        **weak,
+        **_on_runc(weak, where),
         "user": "0:0",
         "security_opt": ["seccomp=unconfined"],
         "read_only": False,
@@ -166,8 +184,10 @@ def weaken(kwargs: Kwargs, where: Where) -> Kwargs:
 
 
 def permissive(spec: BoxSpec, where: Where) -> BoxSpec:
-    """A proxy that lets the probes' loopback targets and denied name through."""
-    return _allowing(spec, "127.0.0.1", "localhost", where.denied_name, mapped=where.denied_name)
+    """A proxy that lets the probes' loopback targets and denied name through, in a box
+    whose spec claims gVisor (weaken runs it on runc)."""
+    spec = _allowing(spec, "127.0.0.1", "localhost", where.denied_name, mapped=where.denied_name)
+    return _claims_runsc(spec, where)
 
 
 # The host-boundary checks a box can fail: the one whose plant lands in the user's `.git`
@@ -192,11 +212,25 @@ def _set(**changes: Any) -> Callable[[Kwargs, Where], Kwargs]:
     return change
 
 
-def _without(key: str) -> Callable[[Kwargs, Where], Kwargs]:
+def _without(*keys: str) -> Callable[[Kwargs, Where], Kwargs]:
     def change(kwargs: Kwargs, where: Where) -> Kwargs:
-        return {k: v for k, v in kwargs.items() if k != key}
+        return {k: v for k, v in kwargs.items() if k not in keys}
 
     return change
+
+
+def _on_runc(kwargs: Kwargs, where: Where) -> Kwargs:
+    """The host's kernel, whatever the spec asked for: a gVisor box's limits as runc takes
+    them (its RLIMIT_NPROC, the agent's limit, back as the engine's pids limit)."""
+    nproc = [limit["soft"] for limit in kwargs.get("ulimits", []) if limit["name"] == "nproc"]
+    runc = {k: v for k, v in kwargs.items() if k != "ulimits"}
+    if nproc and "pids_limit" in runc:
+        runc["pids_limit"] = nproc[0]
+    return {**runc, "runtime": "runc"}
+
+
+def _claims_runsc(spec: BoxSpec, where: Where) -> BoxSpec:
+    return replace(spec, runtime="runsc")
 
 
 def _extra_group(kwargs: Kwargs, where: Where) -> Kwargs:
@@ -272,6 +306,7 @@ VARIANTS: dict[str, Control] = {
             "CapAdd NET_RAW",
             "capabilities",
             agent=_set(cap_add=["NET_RAW"]),
+            runc_only=True,
         ),
         _variant(
             "new_privileges",
@@ -279,12 +314,14 @@ VARIANTS: dict[str, Control] = {
             "no_new_privs",
             "setuid",
             agent=_set(security_opt=[]),
+            runc_only=True,
         ),
         _variant(
             "seccomp_allow_all",
             'the seccomp profile {"defaultAction": "SCMP_ACT_ALLOW"}',
             "seccomp",
             agent=_allow_all_seccomp,
+            runc_only=True,
         ),
         _variant("writable_root", "a writable root", "read_only_root", agent=_set(read_only=False)),
         _variant("tmp_exec", "an executable /tmp", "read_only_root", agent=_set(tmpfs=EXEC_TMPFS)),
@@ -302,6 +339,7 @@ VARIANTS: dict[str, Control] = {
             "docker_socket",
             "survivor",
             agent=_engine_reachable,
+            runc_only=True,
         ),
         _variant(
             "host_network",
@@ -311,6 +349,7 @@ VARIANTS: dict[str, Control] = {
             "udp",
             "ipv6_route",
             agent=_host_net,
+            runc_only=True,
         ),
         _variant(
             "protected_writable",
@@ -332,12 +371,24 @@ VARIANTS: dict[str, Control] = {
             "git_hook_redirect",  # the commondir plant reaches it: your git status runs a hook
             agent=_users_gitdir,
         ),
-        _variant("no_pids_limit", "no pids limit", "pids_limit", agent=_without("pids_limit")),
+        _variant(
+            "no_pids_limit",
+            "no pids limit (nor, under gVisor, the RLIMIT_NPROC that stands for it)",
+            "pids_limit",
+            agent=_without("pids_limit", "ulimits"),
+        ),
         _variant(
             "proxy_allows_name",
             "the denied name on the allowlist",
             "proxy_denied_name",
             spec=_allow_name,
+        ),
+        _variant(
+            "claims_runsc",
+            "a box whose spec says gVisor (runsc), run on runc: the host's kernel",
+            "kernel",
+            agent=_on_runc,
+            spec=_claims_runsc,
         ),
         _variant(
             "proxy_allows_loopback",
@@ -375,6 +426,7 @@ def control_named(text: str) -> Control:
             "direct_tcp",
             "udp",
             agent=_joined(argument),
+            runc_only=True,
         )
     if name in VARIANTS and not argument:
         return VARIANTS[name]

@@ -36,7 +36,7 @@ import flower
 import flowerbox
 from flower import RunDir
 from flowerbox.box.spec import BoxSpec
-from flowerbox.box.untrusted import MiB, open_dir, read_bytes, read_from
+from flowerbox.box.untrusted import MiB, exists, open_dir, read_bytes, read_from
 from flowerbox.errors import RunError, UntrustedFileError
 from flowerbox.runs import records
 from flowerbox.runs.control import drop
@@ -228,7 +228,8 @@ def fifos(
     deadline: float = DEADLINE_S,
 ) -> Observation:
     """The events file and the gateway meter read as `logs` reads events; the run's cost as
-    `ps` reads it (from the host's own ledger)."""
+    `ps` reads it (from the host's own ledger); and whether the FIFOs the box made are there
+    on the host at all (gVisor keeps a FIFO made in a bind mount inside its own kernel)."""
 
     def reader(relative: str) -> Callable[[], str]:
         return lambda: _size(read(run.workspace, relative, offset=0, limit=MiB))
@@ -237,6 +238,9 @@ def fifos(
         "events": bounded(reader(plants.events(run.run_id)), deadline=deadline),
         "usage": bounded(reader(plants.usage), deadline=deadline),
         "cost": bounded(run.cost_usd, deadline=deadline),
+        "on_host": [
+            exists(run.workspace, name) for name in (plants.events(run.run_id), plants.usage)
+        ],
     }
 
 

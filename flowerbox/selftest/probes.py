@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import ctypes
 import http.client
 import json
 import os
@@ -35,6 +36,7 @@ from urllib.parse import urlsplit
 
 from flowerbox import wire
 from flowerbox.selftest import sockets, syscalls
+from flowerbox.selftest.kernel import boot_time, kernel_log
 from flowerbox.selftest.tampering import (  # noqa: F401 - main() looks every probe up by name
     git_redirects,
     host_plants,
@@ -62,6 +64,7 @@ PROBES: tuple[str, ...] = (
     "setuid",
     "survivor",
     "pids_limit",
+    "kernel",
 )
 # Not escape probes: what `flowerbox doctor` asks a real box (--only gateway_health).
 EXTRA: tuple[str, ...] = ("gateway_health",)
@@ -114,7 +117,13 @@ def capabilities(args: argparse.Namespace) -> Observation:
 
 
 def no_new_privs(args: argparse.Namespace) -> Observation:
-    return {"NoNewPrivs": int(_status().get("NoNewPrivs", "0"))}
+    """The flag as the kernel answers prctl(PR_GET_NO_NEW_PRIVS), the judged fact (gVisor's
+    /proc/self/status has no NoNewPrivs line), and the status line where there is one."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    return {
+        "NoNewPrivs": int(_status().get("NoNewPrivs", "0")),
+        "prctl": libc.prctl(39, 0, 0, 0, 0),
+    }
 
 
 def seccomp(args: argparse.Namespace) -> Observation:
@@ -443,6 +452,12 @@ def pids_limit(args: argparse.Namespace) -> Observation:
         for thread in threads:
             thread.join()
     return {"tried": args.pids, "started": started, "error": error}
+
+
+def kernel(args: argparse.Namespace) -> Observation:
+    """The box's kernel as the box sees it (flowerbox.selftest.kernel: the host adds what only
+    it can see): its boot time, and the first lines of its log."""
+    return {"btime": boot_time(), "log": kernel_log(), "release": os.uname().release}
 
 
 def gateway_health(args: argparse.Namespace) -> Observation:

@@ -51,6 +51,7 @@ from flowerbox.runs.boundary import before_run
 from flowerbox.selftest import hostboundary
 from flowerbox.selftest.controls import DOCKER_SOCKET, Control, Where
 from flowerbox.selftest.hostboundary import Area
+from flowerbox.selftest.kernel import boot_time, host_process
 from flowerbox.selftest.probes import PROBES
 from flowerbox.selftest.tampering import HOOKS_PLANT, Plants
 from flowerbox.selftest.verdicts import PIDS_HEADROOM, Seen, Verdict, judge, judge_host
@@ -335,6 +336,11 @@ def selftest(
         out, err = bytearray(), bytearray()
         host: list[Verdict] = []
         left_over: list[str] = []
+        from_host: dict[str, Any] = {}  # the agent's container as the engine started it
+
+        def started(facts: dict[str, Any]) -> None:  # read while the box runs
+            from_host["process"] = host_process(facts.get("host_pid"))
+
         area = Area.make(spec.workspace, token) if probes == PROBES else None
         try:
             command = probe_command(
@@ -356,7 +362,8 @@ def selftest(
                 spec = before_run(spec, image_id=image_id(client, options.image))
                 prepared = Prepared(spec)
                 hand_over(prepared, placeholder_upstream=placeholder)
-                Box(spec, client=client, shape=shape).run(write=out.extend, write_err=err.extend)
+                box = Box(spec, client=client, shape=shape, on_started=started)
+                box.run(write=out.extend, write_err=err.extend)
                 survivors = labelled(client, f"{wire.SURVIVOR_LABEL}={marker}")
                 left = [f"container {c.name}" for c in survivors]
                 left += [
@@ -389,6 +396,9 @@ def selftest(
             survivors=left + _processes_with(marker),
             git=in_git(spec.workspace),
             repo_changed=repo_changed,
+            runtime=spec.runtime,
+            host_btime=boot_time(),
+            host_process=from_host.get("process", {}),
         )
     verdicts = judge(out.decode(errors="replace"), seen, probes)
     name = "" if control is None else control.name

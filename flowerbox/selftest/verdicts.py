@@ -14,6 +14,8 @@ from functools import partial
 from typing import Any
 
 from flower import parse_json
+from flowerbox.selftest.kernel import sandboxed
+from flowerbox.selftest.kernel import verdict as kernel_verdict
 from flowerbox.selftest.probes import PROBES
 
 __all__ = [
@@ -61,6 +63,9 @@ class Seen:
     survivors: list[str] = field(default_factory=list)  # containers and processes left behind
     git: bool = True  # the workspace is a git repository
     repo_changed: list[str] = field(default_factory=list)  # the user's .git, seen afterwards
+    runtime: str = "runc"  # the runtime the box's spec asked for
+    host_btime: int | None = None  # the host kernel's boot time
+    host_process: dict[str, Any] = field(default_factory=dict)  # kernel.host_process
 
 
 # --- judging: one function per probe --------------------------------------------------------
@@ -95,11 +100,16 @@ def _capabilities(o: dict[str, Any], seen: Seen) -> Verdict:
 
 
 def _no_new_privs(o: dict[str, Any], seen: Seen) -> Verdict:
-    ok = o["NoNewPrivs"] == 1
-    return Verdict("no_new_privs", ok, "set" if ok else "NoNewPrivs 0: setuid binaries work")
+    flag = o.get("prctl", o["NoNewPrivs"])  # the kernel's answer; an older image: the status
+    ok = flag == 1
+    return Verdict(
+        "no_new_privs", ok, "set" if ok else f"no_new_privs {flag}: setuid binaries work"
+    )
 
 
 def _seccomp(o: dict[str, Any], seen: Seen) -> Verdict:
+    if seen.runtime == "runsc" and sandboxed(seen.host_process):
+        return _seccomp_gvisor(o, seen)
     if o["Seccomp"] != 2:
         return Verdict("seccomp", False, f"mode {o['Seccomp']}: no seccomp filter")
     tried = o["syscalls"]
@@ -114,6 +124,24 @@ def _seccomp(o: dict[str, Any], seen: Seen) -> Verdict:
         got = ", ".join(f"{name} ({outcome})" for name, outcome in allowed.items())
         return Verdict("seccomp", False, f"a filter is loaded, but these reached the kernel: {got}")
     return Verdict("seccomp", True, f"mode 2; refused with EPERM: {', '.join(tried)}")
+
+
+def _seccomp_gvisor(o: dict[str, Any], seen: Seen) -> Verdict:
+    """Under gVisor the box's system calls go to gVisor's kernel, which loads no profile of
+    the engine's (mode 0 inside); the filter that guards the host's kernel is the one runsc
+    puts on its sandbox process, read on the host."""
+    tried = ", ".join(f"{name} ({outcome})" for name, outcome in (o["syscalls"] or {}).items())
+    mode = seen.host_process.get("seccomp")
+    if mode != 2:
+        return Verdict(
+            "seccomp", False, f"gVisor's sandbox runs on the host in seccomp mode {mode}"
+        )
+    return Verdict(
+        "seccomp",
+        True,
+        f"gVisor: its sandbox runs on the host in seccomp mode 2; inside, mode {o['Seccomp']}: "
+        f"the calls a profile would refuse reach gVisor's kernel, not the host's ({tried})",
+    )
 
 
 def _read_only_root(o: dict[str, Any], seen: Seen, *, tmp_noexec: bool = True) -> Verdict:
@@ -349,6 +377,13 @@ def _survivor(o: dict[str, Any], seen: Seen) -> Verdict:
     )
 
 
+def _kernel(o: dict[str, Any], seen: Seen) -> Verdict:
+    ok, why = kernel_verdict(
+        o, asked=seen.runtime, host=seen.host_process, host_btime=seen.host_btime
+    )
+    return Verdict("kernel", ok, why)
+
+
 def _pids_limit(o: dict[str, Any], seen: Seen) -> Verdict:
     if o["started"] >= o["tried"] or o["started"] > seen.pids_limit:
         return Verdict("pids_limit", False, f"{o['started']} threads started, no limit hit")
@@ -376,6 +411,7 @@ JUDGES: dict[str, Judge] = {
     "setuid": _setuid,
     "survivor": _survivor,
     "pids_limit": _pids_limit,
+    "kernel": _kernel,
 }
 assert tuple(JUDGES) == PROBES, "every probe has exactly one judge, in the same order"
 
@@ -398,6 +434,7 @@ NOT_ON_A_POD = frozenset(
         "protected_parents",
         "git_redirects",
         "survivor",
+        "kernel",  # the node's kernel and process table are not the host's to see
     }
 )
 POD_PROBES: tuple[str, ...] = tuple(name for name in PROBES if name not in NOT_ON_A_POD)
@@ -546,6 +583,13 @@ def _linked_runs_files(o: dict[str, Any]) -> Verdict:
 
 
 def _fifo_runs_files(o: dict[str, Any]) -> Verdict:
+    if o.get("on_host") == [False, False]:  # made in the box, absent here: no host read to trap
+        return Verdict(
+            "fifo_runs_files",
+            True,
+            "the box made its FIFOs, yet none is on the host: its kernel keeps them (gVisor's "
+            "FIFOs in a bind mount live in its own kernel), so no host read can hang on one",
+        )
     problems = []
     for what, call in (("the events file", o["events"]), ("the gateway meter", o["usage"])):
         if hung := _finished(call):

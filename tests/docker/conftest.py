@@ -61,6 +61,20 @@ def docker_client() -> Iterator[DockerClient]:
         client.close()
 
 
+RUNTIMES = ("runc", "runsc")  # flowerbox.box.spec.RUNTIMES: the agent's, as --runtime takes it
+NO_GVISOR = "the engine has no runsc: `sudo bash docker/engine.sh --gvisor` registers it (CI does)"
+
+
+@pytest.fixture(params=RUNTIMES)
+def box_runtime(request: pytest.FixtureRequest, docker_client: DockerClient) -> str:
+    """Each runtime the agent's box can have (`--runtime`): the test runs once per runtime;
+    one the engine lacks is skipped with the command that registers it."""
+    runtime: str = request.param
+    if runtime not in (docker_client.info().get("Runtimes") or {}):
+        pytest.skip(NO_GVISOR)
+    return runtime
+
+
 @pytest.fixture(scope="session")
 def base_image(docker_client: DockerClient) -> str:
     """The tag of the local test base image (docker/base-image.sh)."""

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 import pwd
+import re
+import shutil
 import signal
 import subprocess
 import threading
@@ -299,9 +301,20 @@ def test_the_gateway_refuses_model_calls_past_the_budget(
 
 
 def test_flowerbox_demo_runs_the_whole_appliance_without_a_key(
-    host_user: tuple[str, int, int], flowerbox_image: str
+    host_user: tuple[str, int, int], flowerbox_image: str, box_runtime: str
 ) -> None:
+    """On each runtime the engine has: under gVisor too, the whole cycle achieves, and the
+    run's provenance note names the runtime the engine really gave the agent."""
     env = {"PATH": "/usr/bin:/bin", "HOME": pwd.getpwnam(host_user[0]).pw_dir}
-    done = as_user(host_user, [FLOWERBOX, "demo"], cwd=Path("/tmp"), env=env)
+    command = [FLOWERBOX, "demo", "--image", flowerbox_image, "--runtime", box_runtime]
+    done = as_user(host_user, command, cwd=Path("/tmp"), env=env)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "achieved" in done.stdout and "demo workspace:" in done.stderr
+    [workspace] = re.findall(r"demo workspace: (\S+)", done.stderr)
+    try:
+        notes = as_user(
+            host_user, ["git", "log", "--all", "--notes=flowerbox"], cwd=Path(workspace)
+        ).stdout
+        assert f"runtime {box_runtime}," in notes, notes
+    finally:
+        shutil.rmtree(Path(workspace).parent, ignore_errors=True)

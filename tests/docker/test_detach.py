@@ -97,14 +97,16 @@ def detach(
     return started.stdout.strip(), env
 
 
-def slow_run(api: FakeAPI, user: tuple[str, int, int], ws: Path) -> tuple[str, dict[str, str]]:
+def slow_run(
+    api: FakeAPI, user: tuple[str, int, int], ws: Path, runtime: str = "runc"
+) -> tuple[str, dict[str, str]]:
     """A detached unattended run whose worker's one Bash call takes two minutes."""
 
     def slow_worker(request: Request) -> Reply:
         return text("slept") if request.tool_results() else tool("Bash", {"command": SLOW})
 
     api.script = rules((When(kind="subagent"), slow_worker), (When(), starter_cast()))
-    return detach(user, ws, api, DEMO_ASK, "--timeout", "0")
+    return detach(user, ws, api, DEMO_ASK, "--timeout", "0", "--runtime", runtime)
 
 
 def worker_busy(api: FakeAPI) -> None:
@@ -132,10 +134,12 @@ def test_a_detached_run_waits_for_a_question_answered_from_the_host(
     user_workspace: Path,
     flowerbox_image: str,
     docker_client: DockerClient,
+    box_runtime: str,
 ) -> None:
     ws = user_workspace
     real_api.script = starter_cast()  # the clarifier asks QUESTION first
-    run_id, env = detach(host_user, ws, real_api, DEMO_ASK, "--timeout", "600")
+    args = (DEMO_ASK, "--timeout", "600", "--runtime", box_runtime)
+    run_id, env = detach(host_user, ws, real_api, *args)
     deadline, rows = time.monotonic() + 180, []
     while time.monotonic() < deadline:
         ps = as_user(host_user, [FLOWERBOX, "ps", "--json"], cwd=ws, env=env)
@@ -159,6 +163,7 @@ def test_a_detached_run_waits_for_a_question_answered_from_the_host(
     assert f"{run_id} q1: delivered" in answered.stderr  # taken by the flower inside the box
     meta = wait_until_ended(ws, run_id)
     assert (meta["status"], meta["exit_code"], meta["detached"]) == ("done", 0, True)
+    assert meta["box"]["runtime"] == box_runtime  # as the engine recorded the agent's
     assert meta["cost_usd"] > 0 and meta["ended"] >= meta["started"]
     shown = [r.result_for("toolu_demo_question") for r in real_api.requests]
     assert [r.text for r in shown if r is not None][0] == "python3"  # the model got the answer
@@ -211,14 +216,17 @@ def test_stop_mid_step_then_resume_continues_the_same_session(
     user_workspace: Path,
     flowerbox_image: str,
     docker_client: DockerClient,
+    box_runtime: str,
 ) -> None:
+    """Under gVisor too: the resumed box is rebuilt from the record, runtime included."""
     ws = user_workspace
-    run_id, env = slow_run(real_api, host_user, ws)
+    run_id, env = slow_run(real_api, host_user, ws, box_runtime)
     worker_busy(real_api)
     stopped = as_user(host_user, [FLOWERBOX, "stop"], cwd=ws, env=env)
     assert stopped.returncode == 0, stopped.stderr
     assert f"{run_id}: stopped, exit 130" in stopped.stderr
-    first = meta_of(ws, run_id)
+    # the end is recorded first, then the keeper removes the box (slower under gVisor)
+    first = wait_until_ended(ws, run_id)
     assert (first["status"], first["exit_code"]) == ("stopped", 130)
     assert left_behind(docker_client, first) == []
     session = Lineage(ws / "runs", ws).recall("干活")
@@ -234,6 +242,7 @@ def test_stop_mid_step_then_resume_continues_the_same_session(
     second = wait_until_ended(ws, new_id)
     assert (second["status"], second["exit_code"]) == ("done", 0)
     assert second["resumed_from"] == run_id and second["spec"]["image"] == first["spec"]["image"]
+    assert second["box"]["runtime"] == first["box"]["runtime"] == box_runtime
     boss = [r for r in real_api.main_requests() if "你是协调者" in r.system_text]
     assert boss[-1].headers.get("x-claude-code-session-id") == session  # the same session
     assert left_behind(docker_client, second) == []

@@ -35,7 +35,7 @@ pytestmark = pytest.mark.docker
 
 
 def selftest(
-    user: tuple[str, int, int], workspace: Path, image: str, *args: str
+    user: tuple[str, int, int], workspace: Path, image: str, runtime: str, *args: str
 ) -> tuple[subprocess.CompletedProcess[str], dict[str, dict[str, object]]]:
     env = {
         "PATH": "/usr/bin:/bin",
@@ -46,7 +46,8 @@ def selftest(
         # bridge, which this engine does not have (no private-range traffic).
         "ANTHROPIC_BASE_URL": "http://127.0.0.1:9",
     }
-    done = as_user(user, [FLOWERBOX, "selftest", "--json", *args], cwd=workspace, env=env)
+    command = [FLOWERBOX, "selftest", "--json", "--runtime", runtime, *args]
+    done = as_user(user, command, cwd=workspace, env=env)
     verdicts = {}
     for line in done.stdout.splitlines():
         data = json.loads(line)
@@ -117,15 +118,28 @@ def workspace(user_workspace: Path, host_user: tuple[str, int, int]) -> Path:
     return user_workspace
 
 
+# What the host sees of the box's FIFOs: refused by the host's code (runc), or none at all
+# (gVisor keeps the FIFOs it makes in its own kernel); and the kernel the probe names.
+FIFOS = {
+    "runc": "FIFOs at the events file and the gateway meter: refused",
+    "runsc": "the box made its FIFOs, yet none is on the host",
+}
+KERNEL = {
+    "runc": "the host's kernel (runc, as asked",
+    "runsc": "gVisor: the host runs the box as 'runsc-sandbox'",
+}
+
+
 def test_every_probe_passes_in_the_box_a_run_gets(
     host_user: tuple[str, int, int],
     workspace: Path,
     flowerbox_image: str,
     docker_client: DockerClient,
+    box_runtime: str,
 ) -> None:
     hooks_before = sorted(p.name for p in (workspace / ".git" / "hooks").iterdir())
     before = contents(workspace)
-    done, verdicts = selftest(host_user, workspace, flowerbox_image)
+    done, verdicts = selftest(host_user, workspace, flowerbox_image, box_runtime)
     assert list(verdicts) == EVERY, done.stderr[-2000:]
     assert failed(verdicts) == {} and done.returncode == 0, done.stderr[-2000:]
     assert f"{len(PROBES)} probes, {len(HOST_CHECKS)} host-boundary checks" in done.stderr
@@ -135,8 +149,9 @@ def test_every_probe_passes_in_the_box_a_run_gets(
         "dotenv_redirect": "a .env sending the key to the probe server",
         "forged_record": "is no run to the host",
         "linked_runs_files": "refused as a link",
-        "fifo_runs_files": "FIFOs at the events file and the gateway meter: refused",
+        "fifo_runs_files": FIFOS[box_runtime],
         "git_hook_redirect": "your `git status` ran no hook",
+        "kernel": KERNEL[box_runtime],
     }.items():
         assert words in str(verdicts[check]["why"]), verdicts[check]
     assert contents(workspace) == before
@@ -168,9 +183,14 @@ def test_every_probe_fails_in_the_negative_controls_weak_container(
     workspace: Path,
     flowerbox_image: str,
     docker_client: DockerClient,
+    box_runtime: str,
 ) -> None:
+    """The weak container claims gVisor and runs on runc, whatever was asked: so the kernel
+    probe FAILs too."""
     before = contents(workspace)
-    done, verdicts = selftest(host_user, workspace, flowerbox_image, "--negative-control")
+    done, verdicts = selftest(
+        host_user, workspace, flowerbox_image, box_runtime, "--negative-control"
+    )
     assert done.returncode == 1, done.stderr[-2000:]
     assert list(verdicts) == EVERY
     # The IPv6 probe can only be shown to fail on a host that has an IPv6 route (this one has).
@@ -187,6 +207,7 @@ def test_every_probe_fails_in_the_negative_controls_weak_container(
     assert "left behind: container flowerbox-survivor-" in str(verdicts["survivor"]["why"])
     assert "reached the host's loopback" in str(verdicts["direct_tcp"]["why"])
     assert "not refused" in str(verdicts["proxy_denied_name"]["why"])
+    assert "runsc was asked for, but the host runs the box as" in str(verdicts["kernel"]["why"])
     # The survivor it caught was removed afterwards.
     assert leftovers(docker_client, workspace, verdicts) == []
 
@@ -257,15 +278,20 @@ def test_each_broken_property_fails_exactly_its_probes(
     flowerbox_image: str,
     docker_client: DockerClient,
     request: pytest.FixtureRequest,
+    box_runtime: str,
 ) -> None:
+    """Under runsc, a property gVisor does not take from the engine is broken by leaving it
+    (Control.under): the kernel probe FAILs with it."""
     weaken = variant
     if variant == JOINED:  # a namespace of the test's own to join
         weaken = f"{JOINED}:{request.getfixturevalue('outside_namespace')}"
-    control = control_named(weaken)
+    control = control_named(weaken).under(box_runtime)
     expected = set(control.fails)
     if not host_has_ipv6_route():
         expected.discard("ipv6_route")  # a host network without IPv6 has no IPv6 route out
-    done, verdicts = selftest(host_user, workspace, flowerbox_image, "--weaken", weaken)
+    done, verdicts = selftest(
+        host_user, workspace, flowerbox_image, box_runtime, "--weaken", weaken
+    )
     assert list(verdicts) == EVERY, done.stderr[-2000:]
     assert set(failed(verdicts)) == expected, (failed(verdicts), done.stderr[-2000:])
     if variant == JOINED:  # seen by the route lookup: the box's 127.0.0.1 is its own there

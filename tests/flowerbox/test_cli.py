@@ -52,7 +52,8 @@ def test_shell_gets_the_agents_container_flag_for_flag(
     project: Path, home: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("ANTHROPIC_API_KEY", SECRET)
-    prepared = prepare(["shell"], BoxOptions(workspace=project, isolate=False))
+    options = BoxOptions(workspace=project, isolate=False, runtime="runsc")
+    prepared = prepare(["shell"], options)
     try:
         kwargs = agent_kwargs(prepared.spec)
         args = docker_run_args(kwargs)
@@ -63,6 +64,9 @@ def test_shell_gets_the_agents_container_flag_for_flag(
     assert ("--cap-drop", "ALL") in pairs and ("--security-opt", "no-new-privileges") in pairs
     assert {"--read-only", "--init"} <= set(args)
     assert ("--pids-limit", str(kwargs["pids_limit"])) in pairs
+    assert ("--runtime", "runsc") in pairs  # gVisor, and the pids limit gVisor enforces:
+    nproc = prepared.spec.limits.pids
+    assert ("--ulimit", f"nproc={nproc}:{nproc}") in pairs
     assert ("--memory", kwargs["mem_limit"]) in pairs
     assert ("--memory-swap", kwargs["memswap_limit"]) in pairs
     assert ("--cpus", "2") in pairs and ("--tmpfs", f"/tmp:{kwargs['tmpfs']['/tmp']}") in pairs

@@ -75,3 +75,9 @@ def test_the_broker_is_opt_in_engine_free_and_where_flowerbox_looks_for_it() -> 
     state = broker["environment"]["XDG_STATE_HOME"] + "/flowerbox"
     assert f"{state}:{state}" in broker["volumes"]
     assert "/tmp/flowerbox-${UID:-1000}:/tmp/flowerbox-${UID:-1000}" in broker["volumes"]
+
+
+def test_the_agent_alone_takes_flowerbox_runtime() -> None:
+    """FLOWERBOX_RUNTIME=runsc puts compose's agent under gVisor; the gateway stays on runc."""
+    assert services()["flower"]["runtime"] == "${FLOWERBOX_RUNTIME:-runc}"
+    assert "runtime" not in services()["gateway"] and "runtime" not in services()["broker"]

@@ -30,8 +30,10 @@ def test_a_hardened_box_reads_as_hardened() -> None:
     assert facts["read_only_mounts"] == ["/w/Dockerfile"]
     assert summary(facts) == (
         "uid 1000:1000, groups none, caps none, seccomp default, no-new-privileges, "
-        "network none, read-only root, 1 read-only mounts"
+        "network none, runtime runc, read-only root, 1 read-only mounts"
     )
+    gvisor = box_facts({**HARDENED, "HostConfig": {**HARDENED["HostConfig"], "Runtime": "runsc"}})
+    assert gvisor["runtime"] == "runsc" and "runtime runsc" in summary(gvisor)
 
 
 def test_each_weakening_shows() -> None:

@@ -9,6 +9,7 @@ import socket
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +36,7 @@ SYSCALLS = tuple(ARGUMENTS)
 GOOD: dict[str, dict[str, Any]] = {
     "identity": {"uid": 1000, "euid": 1000, "gid": 1000, "groups": [1000]},
     "capabilities": {"CapEff": ZERO_CAPS, "CapBnd": ZERO_CAPS},
-    "no_new_privs": {"NoNewPrivs": 1},
+    "no_new_privs": {"NoNewPrivs": 1, "prctl": 1},
     "seccomp": {"Seccomp": 2, "machine": "x86_64", "syscalls": dict.fromkeys(SYSCALLS, "EPERM")},
     "read_only_root": {
         "root_mount": ["ro", "relatime"],
@@ -87,12 +88,13 @@ GOOD: dict[str, dict[str, Any]] = {
     },
     "survivor": {"process": "started", "container": "no docker socket"},
     "pids_limit": {"tried": 576, "started": 505, "error": "can't start new thread"},
+    "kernel": {"btime": 1000, "log": "refused: errno 1", "release": "6.1.0"},
 }
 # One change per probe that a weak container would show, and the words its FAIL must say.
 BAD: dict[str, tuple[dict[str, Any], str]] = {
     "identity": ({"uid": 0, "euid": 0}, "expected your uid 1000"),
     "capabilities": ({"CapEff": "00000000a80425fb"}, "a80425fb"),
-    "no_new_privs": ({"NoNewPrivs": 0}, "NoNewPrivs 0"),
+    "no_new_privs": ({"NoNewPrivs": 0, "prctl": 0}, "no_new_privs 0"),
     "seccomp": ({"Seccomp": 0}, "no seccomp"),
     "read_only_root": ({"tmp_exec": True}, "/tmp runs"),
     "docker_socket": ({"engines": ["/srv/engine.sock"]}, "engine answers at /srv/engine.sock"),
@@ -112,7 +114,13 @@ BAD: dict[str, tuple[dict[str, Any], str]] = {
     "setuid": ({"su": {"euid": 0, "CapEff": ZERO_CAPS}}, "euid 0"),
     "survivor": ({}, "left behind"),  # the host found a survivor
     "pids_limit": ({"started": 576}, "no limit"),
+    # the spec asked for gVisor (seen below), the host's kernel answered
+    "kernel": ({}, "not gVisor's kernel"),
 }
+
+
+RUNC_INIT = {"argv0": "/sbin/docker-init", "uid": 1000, "seccomp": 2}  # the box's own init
+SENTRY = {"argv0": "runsc-sandbox", "uid": 65534, "seccomp": 2}  # gVisor's, on the host
 
 
 def seen(**overrides: Any) -> Seen:
@@ -128,6 +136,8 @@ def seen(**overrides: Any) -> Seen:
             "pids_limit": 512,
             "token": TOKEN,
             "egress": egress,
+            "host_btime": 1000,
+            "host_process": RUNC_INIT,
             **overrides,
         }
     )
@@ -151,6 +161,7 @@ def test_each_probe_fails_on_what_a_weak_container_shows(probe: str) -> None:
     host = seen(
         received=[f"udp {TOKEN}"] if probe == "udp" else [],
         survivors=["container flowerbox-survivor-x"] if probe == "survivor" else [],
+        runtime="runsc" if probe == "kernel" else "runc",
     )
     [verdict] = [v for v in judge(output(observations), host) if v.probe == probe]
     assert not verdict.ok and words in verdict.why, verdict
@@ -267,8 +278,11 @@ def test_each_variant_changes_one_thing_of_the_agents_container(tmp_path: Path) 
     for name, control in VARIANTS.items():
         weak = control.agent(strong, where(box))
         keys = {k for k in {*strong, *weak} if strong.get(k) != weak.get(k)}
-        if control.spec(box, where(box)) != box:
+        claimed = control.spec(box, where(box))
+        if claimed.allow != box.allow:
             keys.add("allow")
+        if claimed.runtime != box.runtime:  # a spec that claims another kernel than it gets
+            keys.add("runtime")
         changed[name] = keys
     assert changed == {
         "root_user": {"user", "cap_add"},
@@ -286,6 +300,7 @@ def test_each_variant_changes_one_thing_of_the_agents_container(tmp_path: Path) 
         "parents_writable": set(),  # this box protects nothing below a folder but .git
         "users_gitdir": {"volumes"},
         "no_pids_limit": {"pids_limit"},
+        "claims_runsc": {"runtime"},
         "proxy_allows_name": {"allow"},
         "proxy_allows_loopback": {"allow"},
     }
@@ -541,3 +556,76 @@ def test_a_variant_is_named_and_joined_network_names_its_container() -> None:
 
 def where_nothing() -> Where:
     return Where(workspace=Path("/ws"), protected=(), docker_socket="", denied_name=DENIED)
+
+
+# What a gVisor box reports: facts read differently there (no NoNewPrivs line in its status,
+# no profile loaded in its kernel, its own boot time, its own kernel log).
+GVISOR: dict[str, dict[str, Any]] = {
+    **GOOD,
+    "no_new_privs": {"NoNewPrivs": 0, "prctl": 1},
+    "seccomp": {
+        "Seccomp": 0,
+        "machine": "x86_64",
+        "syscalls": {**dict.fromkeys(SYSCALLS, "EPERM"), "unshare": "ok", "keyctl": "EACCES"},
+    },
+    "kernel": {"btime": 1800, "log": "<6>[0.0] Starting gVisor...", "release": "4.4.0"},
+}
+
+
+def test_a_gvisor_box_passes_every_probe_from_the_hosts_facts() -> None:
+    verdicts = {
+        v.probe: v for v in judge(output(GVISOR), seen(runtime="runsc", host_process=SENTRY))
+    }
+    assert [v for v in verdicts.values() if not v.ok] == []
+    assert "gVisor" in verdicts["kernel"].why and "runsc-sandbox" in verdicts["kernel"].why
+    assert "seccomp mode 2" in verdicts["seccomp"].why
+
+
+def test_the_kernel_is_judged_on_facts_not_on_what_the_box_says() -> None:
+    """A box that says gVisor everywhere it can (its log, its release) but runs on the host's
+    kernel: the host sees its own init and its own boot time, so the probe FAILs; the same box
+    on runc, asked for runc, PASSes and says so."""
+    claims = seen(runtime="runsc")  # runc underneath: the box's init, the host's boot time
+    fake = {**GVISOR, "kernel": {**GVISOR["kernel"], "btime": 1000}}
+    failed = {v.probe: v.why for v in judge(output(fake), claims) if not v.ok}
+    assert set(failed) == {"kernel", "seccomp"}  # no gVisor: mode 0 is no filter at all
+    assert "docker-init" in failed["kernel"] and "not gVisor's kernel" in failed["kernel"]
+    # The sandbox's process alone is not enough: its kernel must have booted on its own.
+    own_boot = {v.probe: v for v in judge(output(fake), seen(runtime="runsc", host_process=SENTRY))}
+    assert not own_boot["kernel"].ok
+    [runc] = [v for v in judge(output(GOOD), seen()) if v.probe == "kernel"]
+    assert runc.ok and "runc, as asked" in runc.why
+    [surprise] = [
+        v for v in judge(output(GVISOR), seen(host_process=SENTRY)) if v.probe == "kernel"
+    ]
+    assert not surprise.ok and "runc was asked for" in surprise.why
+
+
+def test_gvisors_sandbox_without_its_seccomp_filter_fails_seccomp() -> None:
+    host = seen(runtime="runsc", host_process={**SENTRY, "seccomp": 0})
+    [verdict] = [v for v in judge(output(GVISOR), host) if v.probe == "seccomp"]
+    assert not verdict.ok and "seccomp mode 0" in verdict.why
+
+
+def test_under_runsc_a_runc_only_variant_leaves_gvisor_and_fails_the_kernel_too(
+    tmp_path: Path,
+) -> None:
+    box = replace(spec(tmp_path), runtime="runsc")
+    strong = agent_kwargs(box)
+    assert strong["runtime"] == "runsc"
+    assert strong["ulimits"] == [{"name": "nproc", "soft": 512, "hard": 512}]
+    seccomp = VARIANTS["seccomp_allow_all"].under("runsc")
+    assert seccomp.fails == {"seccomp", "kernel"}
+    weak = seccomp.agent(strong, where(box))
+    assert weak["runtime"] == "runc" and "ulimits" not in weak
+    assert weak["pids_limit"] == 512  # the agent's limit, where runc takes it
+    assert VARIANTS["seccomp_allow_all"].under("runc") is VARIANTS["seccomp_allow_all"]
+    assert VARIANTS["cap_add"].under("runsc") is VARIANTS["cap_add"]  # gVisor honours it
+    claims = VARIANTS["claims_runsc"]
+    assert claims.fails == {"kernel"}
+    assert claims.spec(replace(box, runtime="runc"), where(box)).runtime == "runsc"
+    assert claims.agent(strong, where(box))["runtime"] == "runc"
+    assert ALL_WEAK.spec(box, where(box)).runtime == "runsc"  # claims it, and runs runc:
+    assert weaken(strong, where(box))["runtime"] == "runc"  # so the kernel probe FAILs too
+    no_limit = VARIANTS["no_pids_limit"].agent(strong, where(box))
+    assert not {"pids_limit", "ulimits"} & set(no_limit)

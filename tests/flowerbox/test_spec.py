@@ -16,6 +16,7 @@ from flowerbox.box.options import BoxOptions
 from flowerbox.box.prepare import Prepared, prepare, workspace_of
 from flowerbox.box.spec import BoxSpec, agent_kwargs, gateway_kwargs
 from flowerbox.cli.app import app
+from flowerbox.cli.options import kube_target
 from flowerbox.errors import ConfigError, CredentialsError
 from flowerbox.runs.boundary import before_run
 from flowerbox.runs.records import spec_to_json
@@ -286,3 +287,50 @@ def test_the_root_lang_option_is_resolved_before_the_box_and_a_bad_one_refused(
     good = CliRunner().invoke(app, ["ps", "--lang", "en"])
     assert good.exit_code == 0, good.output
     assert os.environ["FLOWER_LANG"] == "en"
+
+
+def test_runsc_puts_the_agent_alone_under_gvisor_and_is_recorded(
+    repo: Path, credentials: None
+) -> None:
+    prepared = prepare(["go", "do it"], BoxOptions(workspace=repo, runtime="runsc"))
+    try:
+        agent, gateway = agent_kwargs(prepared.spec), gateway_kwargs(prepared.spec)
+        assert agent["runtime"] == "runsc" and agent["network_mode"] == "none"
+        # gVisor's kernel enforces RLIMIT_NPROC for the box alone: the pids limit's stand-in
+        limit = prepared.spec.limits.pids
+        assert agent["ulimits"] == [{"name": "nproc", "soft": limit, "hard": limit}]
+        assert agent["pids_limit"] == 2 * limit  # the sandbox's host threads, with headroom
+        assert "runtime" not in gateway and "ulimits" not in gateway  # the key's side: runc
+        assert spec_to_json(prepared.spec)["runtime"] == "runsc"  # a resumed run keeps it
+    finally:
+        prepared.cleanup()
+    prepared = prepare(["go", "do it"], BoxOptions(workspace=repo))
+    try:
+        runc = agent_kwargs(prepared.spec)
+        assert runc["runtime"] == "runc" and "ulimits" not in runc  # it would count your uid
+    finally:
+        prepared.cleanup()
+
+
+@pytest.mark.parametrize(
+    ("runtime", "net", "said"),
+    [
+        ("kata", "allowlist", "--runtime 'kata': use one of runc, runsc"),
+        ("runsc", "open", "--net open gives the box a network of its own"),
+    ],
+)
+def test_a_runtime_flowerbox_cannot_use_is_refused_before_anything_is_made(
+    repo: Path, credentials: None, runtime: str, net: str, said: str
+) -> None:
+    with pytest.raises(ConfigError, match=said):
+        prepare(["go", "do it"], BoxOptions(workspace=repo, runtime=runtime, net=net))
+    assert not (repo / "runs").exists()
+
+
+def test_runtime_on_a_cluster_is_the_gvisor_runtime_class() -> None:
+    assert kube_target({"runtime": "runsc"}).runtime_class == "gvisor"
+    assert kube_target({"runtime": "runc"}).runtime_class is None
+    named = {"runtime": "runsc", "runtime_class": "gvisor-fast"}
+    assert kube_target(named).runtime_class == "gvisor-fast"  # --runtime-class names its own
+    with pytest.raises(ConfigError, match="use runc or runsc"):
+        kube_target({"runtime": "kata"})

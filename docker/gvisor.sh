@@ -1,0 +1,140 @@
+#!/usr/bin/env bash
+# Register gVisor (runsc) with the Docker engine that answers, so `flowerbox --runtime runsc`
+# can put a user-space kernel between the agent and the host's (docs/threat-model.md).
+# Called by `docker/engine.sh --gvisor` (and `docker/prepare.sh --gvisor`, as CI does): only
+# when asked, never by surprise.
+#
+# Idempotent: when the engine already lists a runtime named runsc with our arguments it does
+# nothing (root or not). Otherwise, as root:
+#   - installs the newest runsc the package registries offer (Debian's `runsc`; apt says which
+#     version that is) when it is missing;
+#   - chooses the platform: systrap where this runsc has it (2023 on; no KVM, faster than
+#     ptrace), else ptrace (the 2022 release Debian bookworm ships), and says which;
+#   - merges {"runtimes": {"runsc": ...}} into the engine's daemon.json (the file dockerd was
+#     started with, else /etc/docker/daemon.json): every other key stays as it was, the old
+#     file is kept beside it as daemon.json.flowerbox-bak, and the new one replaces it
+#     atomically;
+#   - reloads the engine with SIGHUP (`systemctl reload docker` where systemd runs it): a
+#     reload, never a restart, so no running container stops.
+# The runtime's arguments, and why each:
+#   --platform=P      how the sentry traps the agent's system calls (above)
+#   --network=none    the box has no network of its own (flowerbox passes `--network none`);
+#                     gVisor's netstack still gives it the loopback its relay listens on
+#   --host-uds=open   the relay connects to the gateway's unix socket, a host socket in a
+#                     bind-mounted folder; `open` allows connecting to one, never creating one
+# Not --oci-seccomp (Docker's profile applied inside the sandbox too): with it, this gVisor
+# (20221219) refuses every new thread (measured), so the CLI cannot run. The Sentry runs under
+# its own seccomp filter on the host either way (the self-test reads it there).
+# Not root and not registered: stops with the one command to run (sudo, once).
+set -euo pipefail
+
+say() { printf 'gvisor.sh: %s\n' "$*" >&2; }
+die() { say "error: $*"; exit 1; }
+
+runtime=${FLOWERBOX_GVISOR_RUNTIME:-runsc}
+
+# The platform this runsc offers: its own flag help lists them ("ptrace (default), kvm").
+choose_platform() {
+    if "$1" flags 2>&1 | grep -A1 -- '-platform string' | grep -q systrap; then
+        echo systrap
+    else
+        echo ptrace
+    fi
+}
+
+registered_args() {
+    docker info --format "{{with index .Runtimes \"$runtime\"}}{{json .}}{{end}}" 2>/dev/null
+}
+
+wanted_args() {  # $1: the platform
+    printf '["--platform=%s","--network=none","--host-uds=open"]' "$1"
+}
+
+docker info >/dev/null 2>&1 || die "no Docker engine answers: run \`bash docker/engine.sh\` first"
+
+runsc_path=$(command -v runsc 2>/dev/null || true)
+if [[ -n $runsc_path ]]; then
+    platform=$(choose_platform "$runsc_path")
+    current=$(registered_args)
+    if [[ -n $current && $current == *"$(wanted_args "$platform")"* ]]; then
+        say "the engine already runs $runtime ($("$runsc_path" --version 2>/dev/null | head -n 1), platform $platform)"
+        exit 0
+    fi
+fi
+
+if [[ $(id -u) != 0 ]]; then
+    die "gVisor is not registered with the engine. Installing and registering it needs root," \
+        "once: run \`sudo bash docker/engine.sh --gvisor\` (it installs Debian's runsc, merges" \
+        "one runtime into /etc/docker/daemon.json and reloads the engine without restarting it)"
+fi
+
+if [[ -z $runsc_path ]]; then
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq >/dev/null || die "apt-get update failed"
+    candidate=$(apt-cache policy runsc 2>/dev/null | sed -n 's/^ *Candidate: //p')
+    [[ -n $candidate && $candidate != "(none)" ]] \
+        || die "no runsc package here: gVisor's own releases (gvisor.dev/docs/user_guide/install) are the other way"
+    say "installing gVisor: Debian's runsc $candidate (the newest the package registries offer)"
+    apt-get install -y -qq --no-install-recommends runsc >/dev/null || die "apt-get install runsc failed"
+    runsc_path=$(command -v runsc) || die "runsc installed but not on PATH"
+    platform=$(choose_platform "$runsc_path")
+fi
+say "$("$runsc_path" --version 2>/dev/null | head -n 1) at $runsc_path, platform $platform"
+
+# The config file the running engine reads: its --config-file, else the default.
+config=/etc/docker/daemon.json
+dockerd_pid=""
+for pid in $(pgrep -x dockerd 2>/dev/null); do
+    grep -qE '^State:[[:space:]]+[^Z]' "/proc/$pid/status" 2>/dev/null || continue
+    dockerd_pid=$pid
+    # --config-file=F or --config-file F (the last one wins, as for dockerd)
+    from_flag=$(tr '\0' '\n' <"/proc/$pid/cmdline" \
+        | awk 'take { f = $0; take = 0 } /^--config-file=/ { f = substr($0, 15) }
+               /^--config-file$/ { take = 1 } END { print f }')
+    if [[ -n $from_flag ]]; then config=$from_flag; fi
+done
+
+mkdir -p "$(dirname "$config")"
+python3 - "$config" "$runtime" "$runsc_path" "$(wanted_args "$platform")" <<'EOF'
+import json, os, sys, tempfile
+path, name, binary, args = sys.argv[1], sys.argv[2], sys.argv[3], json.loads(sys.argv[4])
+try:
+    with open(path, encoding="utf-8") as f:
+        text = f.read()
+except FileNotFoundError:
+    text = ""
+try:
+    config = json.loads(text) if text.strip() else {}
+except json.JSONDecodeError as exc:
+    sys.exit(f"gvisor.sh: error: {path} is not JSON ({exc}): fix it first; it was left as it is")
+if not isinstance(config, dict) or not isinstance(config.get("runtimes", {}), dict):
+    sys.exit(f"gvisor.sh: error: {path}: expected an object with a `runtimes` object; left as it is")
+if text:
+    with open(path + ".flowerbox-bak", "w", encoding="utf-8") as f:
+        f.write(text)
+config.setdefault("runtimes", {})[name] = {"path": binary, "runtimeArgs": args}
+fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".daemon.json.")
+with os.fdopen(fd, "w", encoding="utf-8") as f:
+    json.dump(config, f, indent=2)
+    f.write("\n")
+os.chmod(tmp, 0o644)
+os.replace(tmp, path)
+EOF
+say "registered $runtime in $config"
+
+if [[ $(systemctl is-system-running 2>/dev/null) =~ ^(running|degraded|starting)$ ]] \
+    && systemctl is-active --quiet docker 2>/dev/null; then
+    systemctl reload docker || die "systemctl reload docker failed (journalctl -u docker says why)"
+elif [[ -n $dockerd_pid ]]; then
+    kill -HUP "$dockerd_pid"
+else
+    die "no dockerd process found to reload: restart the engine yourself to load $config"
+fi
+for ((i = 0; i < 40; i++)); do
+    if [[ -n $(registered_args) ]]; then
+        say "the engine now offers $runtime: \`flowerbox --runtime runsc\`"
+        exit 0
+    fi
+    sleep 0.25
+done
+die "the engine did not pick up $runtime after a reload (its log says why)"

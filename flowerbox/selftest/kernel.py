@@ -1,0 +1,112 @@
+"""Which kernel the agent's processes talk to: the host's (runc), or gVisor's (runsc).
+
+The box's own word is no proof: a name such as `uname -r`, /proc/version or a log line is
+text that a hostile image, an LD_PRELOAD or a wrapper can print. The verdict therefore rests
+on facts that only a gVisor sandbox produces, two of them out of the box's reach:
+
+1. The host's process table (read on the host, not in the box). The engine records the
+   container's first process (State.Pid). Under runc that is the box's own init, a host
+   process like any other, run as the box's uid; every process of the agent is one too.
+   Under gVisor it is runsc's sandbox (the Sentry, argv[0] `runsc-sandbox`), run as its own
+   unprivileged user, and no process of the agent exists on the host at all: its system
+   calls are served by the Sentry in user space. A process in the box cannot rename a
+   process that is not in its kernel, nor change another's uid.
+2. The kernel's boot time (/proc/stat `btime`), read in the box and on the host. A shared
+   kernel tells the box the host's boot time: /proc is that kernel's, and the box can mount
+   nothing over it. gVisor's Sentry is a kernel that boots with the box, so its boot time
+   is the box's start, not the host's.
+3. Corroboration only, never the verdict: the kernel's log (syslog(2)). Linux refuses it to
+   a process without CAP_SYSLOG (the box has none); the Sentry answers with its own boot
+   messages, which begin "Starting gVisor...".
+
+PASS when gVisor was asked for and facts 1 and 2 say it is there; FAIL when it was asked for
+and either is missing (the negative control `--weaken claims_runsc`: a box whose spec says
+runsc, run on runc). A box that asked for runc PASSes when it runs on the host's kernel, as
+asked, and says so; the all-weak control claims runsc too, so this probe FAILs there.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+from pathlib import Path
+from typing import Any
+
+SANDBOX_PREFIX = "runsc"  # argv[0] of gVisor's sandbox process: runsc-sandbox (and runsc-*)
+BOOT_SLACK_S = 2  # btime is rounded to seconds; more than this apart: two kernels
+SYSLOG_READ_ALL = 3  # klogctl(2) SYSLOG_ACTION_READ_ALL
+SYSLOG_LINES = 3
+
+
+def boot_time(stat: Path = Path("/proc/stat")) -> int | None:
+    """The kernel's boot time (seconds since the epoch), as this process's kernel says."""
+    with contextlib.suppress(OSError, ValueError):
+        for line in stat.read_text().splitlines():
+            if line.startswith("btime "):
+                return int(line.split()[1])
+    return None
+
+
+def kernel_log() -> str:
+    """The first lines of the kernel's log (syslog(2)), or the error that refused it."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    buffer = ctypes.create_string_buffer(4096)
+    size = libc.klogctl(SYSLOG_READ_ALL, buffer, len(buffer))
+    if size < 0:
+        return f"refused: errno {ctypes.get_errno()}"
+    lines = buffer.raw[:size].decode(errors="replace").splitlines()
+    return " | ".join(line.strip() for line in lines[:SYSLOG_LINES])
+
+
+def host_process(pid: int | None) -> dict[str, Any]:
+    """The box's first process as the host kernel sees it: argv[0], real uid and seccomp
+    mode (readable by any user: /proc/PID/cmdline and status), or why it could not be read."""
+    if not pid:
+        return {"error": "the engine recorded no process for the box"}
+    try:
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError as exc:
+        return {"error": f"/proc/{pid} on this host: {exc.strerror}"}
+    fields = dict(line.partition(":")[::2] for line in status.splitlines())
+    return {
+        "argv0": argv[0].decode(errors="replace"),
+        "uid": int(fields.get("Uid", "-1").split()[0]),
+        "seccomp": int(fields.get("Seccomp", "0").strip() or 0),
+    }
+
+
+def sandboxed(host: dict[str, Any]) -> bool:
+    """Whether the host sees the box's first process as gVisor's sandbox (fact 1)."""
+    process = host.get("argv0")
+    return isinstance(process, str) and Path(process).name.startswith(SANDBOX_PREFIX)
+
+
+def verdict(
+    o: dict[str, Any], *, asked: str, host: dict[str, Any], host_btime: int | None
+) -> tuple[bool, str]:
+    """(ok, why) for the box's `kernel` observation `o`, the runtime `asked`, and the host's
+    view of the box's first process (`host`, host_process) and boot time."""
+    process = host.get("argv0")
+    seen = (
+        f"the host runs the box as {process!r} (uid {host.get('uid')})"
+        if process is not None
+        else f"the box's process is not visible here ({host.get('error')})"
+    )
+    box_btime = o.get("btime")
+    if not isinstance(box_btime, int) or host_btime is None:
+        own_kernel, booted = False, f"boot times unknown (box {box_btime}, host {host_btime})"
+    elif abs(box_btime - host_btime) > BOOT_SLACK_S:
+        own_kernel, booted = True, f"its kernel booted {box_btime - host_btime} s after the host's"
+    else:
+        own_kernel, booted = False, f"its kernel booted when the host's did ({box_btime})"
+    if asked != "runsc":
+        if sandboxed(host):
+            return False, f"runc was asked for, yet {seen}"
+        why = f"the host's kernel (runc, as asked; --runtime runsc puts gVisor's between): {seen}"
+        return True, f"{why}; {booted}"
+    if sandboxed(host) and own_kernel:
+        log = str(o.get("log", ""))[:60]
+        why = f"gVisor: {seen}, none of the agent's processes is a host process; {booted}"
+        return True, f"{why}; its log: {log!r}"
+    return False, f"runsc was asked for, but {seen}; {booted}: not gVisor's kernel"
