@@ -4,9 +4,24 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 from pathlib import Path
 
 import pytest
+
+from tests.hermetic import Hermetic
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """The suite's own home, state and settings, and the tripwires (tests/hermetic.py)."""
+    config.pluginmanager.register(Hermetic(config), "hermetic")
+
+
+def hearing_ctrl_c() -> None:
+    """A `preexec_fn` for a child a test sends Ctrl+C (SIGINT): SIGINT's default action
+    restored. A shell starts a background job (`make check &`) with SIGINT ignored, and an
+    ignored signal stays ignored through fork and exec, so the child would never hear it."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 @pytest.fixture

@@ -8,7 +8,6 @@ agent really gets. Nothing here sends traffic anywhere but this machine.
 from __future__ import annotations
 
 import json
-import pwd
 import signal
 import subprocess
 import threading
@@ -23,7 +22,16 @@ from docker import DockerClient  # noqa: TID251 - these tests inspect the engine
 from flower.testing import Always, FakeAPI, Reply, Request, Usage, When, rules, text, tool
 from flower.testing.demo import DEMO_ASK, starter_cast
 from tests.cli.test_delivery import ASK, BUGGY, FIXED, calc_worker
-from tests.docker.e2e import FLOWERBOX, REAL, as_user, box_env, ledger, usage_of, user_argv
+from tests.docker.e2e import (
+    FLOWERBOX,
+    REAL,
+    as_user,
+    box_env,
+    home_of,
+    ledger,
+    usage_of,
+    user_argv,
+)
 from tests.json_contract import parse_document
 
 pytestmark = pytest.mark.docker
@@ -301,7 +309,7 @@ def test_the_gateway_refuses_model_calls_past_the_budget(
 def test_flowerbox_demo_runs_the_whole_appliance_without_a_key(
     host_user: tuple[str, int, int], flowerbox_image: str
 ) -> None:
-    env = {"PATH": "/usr/bin:/bin", "HOME": pwd.getpwnam(host_user[0]).pw_dir}
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(home_of(host_user))}
     done = as_user(host_user, [FLOWERBOX, "demo"], cwd=Path("/tmp"), env=env)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "achieved" in done.stdout and "demo workspace:" in done.stderr

@@ -14,7 +14,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import pwd
 import secrets
 import socket
 import subprocess
@@ -28,7 +27,7 @@ from docker import DockerClient  # noqa: TID251 - the tests clean up their conta
 
 from flower.testing import FakeAPI, Reply, Request, When, rules, text, tool
 from flowerbox.runs.detach import FRESH_FIELDS
-from tests.docker.e2e import FLOWERBOX, REAL, as_user, box_env, metas, state_of
+from tests.docker.e2e import FLOWERBOX, REAL, as_user, box_env, home_of, metas, state_of
 from tests.listening import stop_listening
 
 pytestmark = pytest.mark.docker
@@ -111,14 +110,15 @@ AIMED_AT = (
 class Outside:
     """What a box must never touch on the host, hashed before and after an attack.
 
-    The dedicated e2e user (the runner is root, as in CI) owns a home nothing else writes:
-    all of it is hashed, flowerbox's state aside. A developer running the tests as themselves
-    has a home other programs write to meanwhile, so only what a box could aim at is hashed
-    there: the test's planted `targets`, AIMED_AT, and the host-only folders of the runs that
-    existed before (their records, which a forged one would replace)."""
+    The home is the user's suite home (tests/hermetic.py), never its real one. The dedicated
+    e2e user's (the runner is root, as in CI) is written by nothing else: all of it is
+    hashed, flowerbox's state aside. A developer running the tests as themselves shares
+    theirs with the other tests of the same pytest process, so only what a box could aim at
+    is hashed there: the test's planted `targets`, AIMED_AT, and the host-only folders of
+    the runs that existed before (their records, which a forged one would replace)."""
 
     def __init__(self, user: User, *targets: Path, whole_home: bool | None = None) -> None:
-        home = Path(pwd.getpwnam(user[0]).pw_dir)
+        home = home_of(user)
         if os.geteuid() == 0 if whole_home is None else whole_home:
             self.roots = [home]
             return
@@ -144,7 +144,7 @@ def test_the_outside_check_fails_on_a_write_where_a_box_would_aim(
     """The check the attacks end with is no check that cannot fail: a write into ~/.ssh or a
     planted target between the two digests changes it, in either form; a developer's form
     ignores the rest of their home."""
-    home = Path(pwd.getpwnam(host_user[0]).pw_dir)
+    home = home_of(host_user)
     tag = secrets.token_hex(4)
     planted, elsewhere = home / f"fbx-target-{tag}", home / f"fbx-elsewhere-{tag}"
     escape = home / ".ssh" / f"fbx-escape-{tag}"
