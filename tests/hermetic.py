@@ -103,10 +103,11 @@ def home_env(home: Path) -> dict[str, str]:
 
 
 def real_homes() -> list[Path]:
-    """The developer's home: $HOME as the controller found it, and the passwd entry's."""
+    """The developer's home: $HOME as the controller found it (first), and the passwd
+    entry's."""
     named = os.environ.get(REAL_HOME_ENV) or os.environ.get("HOME") or ""
-    found = {Path(p).resolve() for p in (named, pwd.getpwuid(os.getuid()).pw_dir) if p}
-    return sorted(p for p in found if p != Path("/"))
+    found = [Path(p).resolve() for p in (named, pwd.getpwuid(os.getuid()).pw_dir) if p]
+    return [p for p in dict.fromkeys(found) if p != Path("/")]
 
 
 class Guard:
