@@ -149,7 +149,7 @@ def nested(home: Home, *args: str, background: bool = True) -> subprocess.Comple
     home, no XDG folder or suite variable of this run's, and (`background`) SIGINT ignored,
     as `make check &` starts it."""
     drop = {REAL_HOME_ENV, *XDG}
-    env = {k: v for k, v in os.environ.items() if k not in drop}
+    env = {k: v for k, v in os.environ.items() if k not in drop and not k.startswith("PYTEST_")}
     env |= {"HOME": str(home.root), "DEVELOPER": str(home.root)}
 
     def as_a_background_job() -> None:

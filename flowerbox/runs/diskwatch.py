@@ -7,6 +7,9 @@
 Every INTERVAL_S the filesystems' used space and inodes are read (statvfs: cheap). Only when
 either grew by more than its budget since the start is the run's own use measured, so a large
 write by someone else on the same disk never stops a run: the budget is what the run grew by.
+It is also measured every MEASURE_EVERY ticks whatever statvfs says: someone else freeing
+space as the run writes hides the run's growth from statvfs (a filesystem that counts no
+inodes, btrfs, hides all of it).
 The run's use counts everything the run can make the host keep:
 
 - the watched folders (the box's folders, and the host-only folder of the run's records and
@@ -36,7 +39,7 @@ from flowerbox.runs import records
 INTERVAL_S = 2.0
 GB = 1024**3
 MAX_ENTRIES = 2_000_000  # a walk stops counting here (the budget is then checked on that)
-UNKNOWN_INODES_EVERY = 15  # a filesystem that counts no inodes (btrfs): measure each 30 s
+MEASURE_EVERY = 15  # each 30 s: what statvfs cannot tell (others' deletions, btrfs inodes)
 
 
 @dataclass(frozen=True)
@@ -154,6 +157,7 @@ class DiskWatch:
         self._held = held
         self._interval = interval_s
         self._stop = threading.Event()
+        self.watching = threading.Event()  # set once the start's use is measured
         self._thread = threading.Thread(target=self._watch, name="disk-watch", daemon=True)
 
     def start(self) -> None:
@@ -179,12 +183,12 @@ class DiskWatch:
 
     def _watch(self) -> None:
         used_start, size_start = self._used(), self._size()
-        counts_inodes = all(os.statvfs(folder).f_files for folder in self._devices().values())
+        self.watching.set()
         tick = 0
         while not self._stop.wait(self._interval):
             tick += 1
             grown = self._used() - used_start
-            if not grown.past(self.budget) and (counts_inodes or tick % UNKNOWN_INODES_EVERY):
+            if not grown.past(self.budget) and tick % MEASURE_EVERY:
                 continue
             size = self._size()
             if (size - size_start).past(self.budget):
