@@ -25,7 +25,6 @@ import contextlib
 import hashlib
 import os
 import pwd
-import secrets
 import shutil
 import sys
 import tempfile
@@ -158,10 +157,16 @@ class Guard:
 class Canary:
     """A folder in `home` that the suite must neither read, list nor change: its files' and
     its own access times are set a minute before their modification (relatime then records
-    the next access), and its content is hashed."""
+    the next access), and its content is hashed. Named by the planting process: one a killed
+    run left (no process of that id lives) is removed by the next."""
+
+    PREFIX = ".fbx-suite-canary-"
 
     def __init__(self, home: Path) -> None:
-        self.folder = home / f".fbx-suite-canary-{secrets.token_hex(4)}"
+        for left in home.glob(f"{self.PREFIX}*"):
+            if not _alive(left.name.removeprefix(self.PREFIX)):
+                shutil.rmtree(left, ignore_errors=True)
+        self.folder = home / f"{self.PREFIX}{os.getpid()}"
         (self.folder / "inner").mkdir(parents=True)
         (self.folder / "inner" / "secret.txt").write_text("the suite must not read this\n")
         (self.folder / "note.txt").write_text(
@@ -203,6 +208,16 @@ class Canary:
 
     def remove(self) -> None:
         shutil.rmtree(self.folder, ignore_errors=True)
+
+
+def _alive(pid: str) -> bool:
+    try:
+        os.kill(int(pid), 0)
+    except (ValueError, ProcessLookupError):
+        return False
+    except PermissionError:
+        return True  # another user's
+    return True
 
 
 class Hermetic:

@@ -209,6 +209,7 @@ def test_the_tripwires_fail_a_test_that_reads_the_home_and_a_run_that_lists_it(
     developer: Home, tmp_path: Path
 ) -> None:
     trips = write_probe(tmp_path / "trips", "test_trips.py", TRIPS)
+    (developer.root / ".fbx-suite-canary-999999999").mkdir()  # a killed run's: no such pid
     done = nested(developer, trips, "-p", "tests.conftest")
     out = done.stdout + done.stderr
     assert done.returncode == 1, out[-4000:]
@@ -218,4 +219,4 @@ def test_the_tripwires_fail_a_test_that_reads_the_home_and_a_run_that_lists_it(
     # the subprocess's listing, seen by the canary the suite planted in the home
     assert "the suite touched the developer's real home:" in out, out[-4000:]
     assert ".fbx-suite-canary-" in out and "was read or listed" in out, out[-4000:]
-    assert not list(developer.root.glob(".fbx-suite-canary-*"))  # removed at the end
+    assert not list(developer.root.glob(".fbx-suite-canary-*"))  # ours, and the killed run's
