@@ -4,9 +4,41 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 from pathlib import Path
 
 import pytest
+
+from tests.hermetic import Hermetic
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """The suite's own home, state and settings, and the tripwires (tests/hermetic.py)."""
+    config.pluginmanager.register(Hermetic(config), "hermetic")
+
+
+# Tests that share what one process cannot have alone run in one xdist worker (`make test`
+# runs --dist loadgroup): the Docker engine's images and containers, the e2e user, and the
+# compose stack and socket root they share (every test of tests/docker, and the nested suite
+# of tests/test_hermetic.py, which runs some of them).
+GROUPS = {"tests/docker/": "engine", "tests/test_hermetic.py": "engine"}
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if not item.path.is_relative_to(config.rootpath):
+            continue
+        where = item.path.relative_to(config.rootpath).as_posix()
+        for prefix, group in GROUPS.items():
+            if where.startswith(prefix):
+                item.add_marker(pytest.mark.xdist_group(group))
+
+
+def hearing_ctrl_c() -> None:
+    """A `preexec_fn` for a child a test sends Ctrl+C (SIGINT): SIGINT's default action
+    restored. A shell starts a background job (`make check &`) with SIGINT ignored, and an
+    ignored signal stays ignored through fork and exec, so the child would never hear it."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 @pytest.fixture

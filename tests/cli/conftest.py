@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from flower.testing import DEMO_ASK, FakeAPI, Reply, Request, When, rules, starter_cast, text, tool
+from tests.conftest import hearing_ctrl_c
 
 FLOWER = [sys.executable, "-m", "flower.cli"]
 
@@ -83,6 +84,7 @@ def on_a_terminal(
     def own_terminal() -> None:
         os.setsid()
         fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+        hearing_ctrl_c()  # as a terminal's foreground job, even from `make check &`
 
     proc = subprocess.Popen(
         [*program, *args],

@@ -21,6 +21,7 @@ from flower.core.rundir import RunDir
 from flower.core.runlock import holding_the_run
 from flower.core.times import iso_utc
 from flower.testing import FakeAPI, sequence, text, tool
+from tests.conftest import hearing_ctrl_c
 from tests.json_contract import parse_document
 
 FLOWER = [sys.executable, "-m", "flower.cli"]
@@ -230,6 +231,7 @@ class Following:
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
             text=True,
+            preexec_fn=hearing_ctrl_c,  # interrupt() sends it, even from `make check &`
         )
         self._queue: queue.Queue[str] = queue.Queue()
         self.seen: list[str] = []

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from flower.testing import FakeAPI
+from tests.hermetic import XDG, user_home
 
 
 def runner(euid: int) -> tuple[str, str, str]:
@@ -37,13 +38,16 @@ REAL = "sk-ant-real-" + "e2e-0123456789abcdef"  # built at runtime: never a lite
 def user_argv(
     user: tuple[str, int, int], command: list[str], env: dict[str, str] | None = None
 ) -> list[str]:
-    """`command` as `user`, with `env` added to the environment (runuser only to switch)."""
+    """`command` as `user` in its suite home (tests/hermetic.py), with `env` added to the
+    environment (runuser only to switch)."""
     switch = [] if user[1] == os.geteuid() else ["runuser", "-u", user[0], "--"]
     return [
         *switch,
         "env",
-        "-u",
-        "XDG_STATE_HOME",  # the test process's private one is root's: the user has its own
+        # The test process's XDG folders are its own (a test's private state, the root
+        # runner's): the user's are under its suite home.
+        *(arg for name in XDG for arg in ("-u", name)),
+        f"HOME={home_of(user)}",
         *(f"{k}={v}" for k, v in (env or {}).items()),
         *command,
     ]
@@ -62,11 +66,16 @@ def as_user(
     )
 
 
+def home_of(user: tuple[str, int, int]) -> Path:
+    """The user's suite home: never its real one, so its runs are not in its own `flowerbox
+    ps` and a broker it runs is not found (tests/hermetic.py)."""
+    return user_home(user[0])
+
+
 def box_env(api: FakeAPI, user: tuple[str, int, int]) -> dict[str, str]:
-    home = pwd.getpwnam(user[0]).pw_dir
     return {
         "PATH": "/usr/bin:/bin",
-        "HOME": home,
+        "HOME": str(home_of(user)),
         "ANTHROPIC_API_KEY": REAL,
         "ANTHROPIC_BASE_URL": api.url,
         "FLOWERBOX_IMAGE": os.environ.get("FLOWERBOX_TEST_IMAGE", "flowerbox:dev"),
@@ -76,7 +85,7 @@ def box_env(api: FakeAPI, user: tuple[str, int, int]) -> dict[str, str]:
 
 def state_of(user: tuple[str, int, int]) -> Path:
     """The user's flowerbox state folder (flowerbox.box.state: no box ever mounts it)."""
-    return Path(pwd.getpwnam(user[0]).pw_dir) / ".local" / "state" / "flowerbox"
+    return home_of(user) / ".local" / "state" / "flowerbox"
 
 
 def metas(user: tuple[str, int, int], ws: Path) -> dict[str, dict[str, Any]]:

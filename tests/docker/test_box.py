@@ -8,7 +8,6 @@ agent really gets. Nothing here sends traffic anywhere but this machine.
 from __future__ import annotations
 
 import json
-import pwd
 import re
 import shutil
 import signal
@@ -25,7 +24,16 @@ from docker import DockerClient  # noqa: TID251 - these tests inspect the engine
 from flower.testing import Always, FakeAPI, Reply, Request, Usage, When, rules, text, tool
 from flower.testing.demo import DEMO_ASK, starter_cast
 from tests.cli.test_delivery import ASK, BUGGY, FIXED, calc_worker
-from tests.docker.e2e import FLOWERBOX, REAL, as_user, box_env, ledger, usage_of, user_argv
+from tests.docker.e2e import (
+    FLOWERBOX,
+    REAL,
+    as_user,
+    box_env,
+    home_of,
+    ledger,
+    usage_of,
+    user_argv,
+)
 from tests.json_contract import parse_document
 
 pytestmark = pytest.mark.docker
@@ -305,7 +313,7 @@ def test_flowerbox_demo_runs_the_whole_appliance_without_a_key(
 ) -> None:
     """On each runtime the engine has: under gVisor too, the whole cycle achieves, and the
     run's provenance note names the runtime the engine really gave the agent."""
-    env = {"PATH": "/usr/bin:/bin", "HOME": pwd.getpwnam(host_user[0]).pw_dir}
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(home_of(host_user))}
     command = [FLOWERBOX, "demo", "--image", flowerbox_image, "--runtime", box_runtime]
     done = as_user(host_user, command, cwd=Path("/tmp"), env=env)
     assert done.returncode == 0, done.stderr[-3000:]

@@ -25,6 +25,7 @@ from docker import DockerClient  # noqa: TID251 - these tests inspect the engine
 from flower.core.lineage import Lineage
 from flower.testing import FakeAPI, Reply, Request, When, rules, sequence, text, tool
 from flower.testing.demo import DEMO_ASK, starter_cast
+from tests.conftest import hearing_ctrl_c
 from tests.docker.e2e import FLOWERBOX, USER, as_user, box_env, metas, state_of, user_argv
 from tests.json_contract import parse_document
 
@@ -125,6 +126,7 @@ def attach(user: tuple[str, int, int], ws: Path, env: dict[str, str]) -> subproc
         stderr=subprocess.PIPE,
         text=True,
         start_new_session=True,
+        preexec_fn=hearing_ctrl_c,  # a test sends it Ctrl+C, even from `make check &`
     )
 
 

@@ -14,7 +14,6 @@ its own.
 from __future__ import annotations
 
 import os
-import pwd
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -22,7 +21,7 @@ import pytest
 
 from flower.testing import FakeAPI
 from tests.docker import test_trust_boundary as boundary
-from tests.docker.e2e import as_user, box_env, metas
+from tests.docker.e2e import as_user, box_env, home_of, metas
 from tests.docker.test_trust_boundary import IDENTITY, Outside, flowerbox, plant, tool_output
 
 pytestmark = pytest.mark.docker
@@ -38,8 +37,8 @@ HOOKS = (
 
 @pytest.fixture
 def global_config(host_user: User) -> Iterator[Path]:
-    """The e2e user's ~/.gitconfig, put back as it was after the test."""
-    path = Path(pwd.getpwnam(host_user[0]).pw_dir) / ".gitconfig"
+    """The e2e user's ~/.gitconfig (in its suite home), put back as it was after the test."""
+    path = home_of(host_user) / ".gitconfig"
     before = path.read_bytes() if path.exists() else None
     yield path
     if before is None:

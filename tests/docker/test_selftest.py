@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import os
-import pwd
 import re
 import secrets
 import socket
@@ -29,7 +28,7 @@ from flowerbox.selftest.controls import ALL_WEAK_HOST_FAILS, JOINED, VARIANTS, c
 from flowerbox.selftest.probes import PROBES, ROUTE_V6
 from flowerbox.selftest.verdicts import HOST_CHECKS
 from flowerbox.wire import SURVIVOR_LABEL
-from tests.docker.e2e import FLOWERBOX, as_user, state_of
+from tests.docker.e2e import FLOWERBOX, as_user, home_of, state_of
 
 pytestmark = pytest.mark.docker
 
@@ -39,7 +38,7 @@ def selftest(
 ) -> tuple[subprocess.CompletedProcess[str], dict[str, dict[str, object]]]:
     env = {
         "PATH": "/usr/bin:/bin",
-        "HOME": pwd.getpwnam(user[0]).pw_dir,
+        "HOME": str(home_of(user)),
         "FLOWERBOX_IMAGE": image,
         # A loopback upstream, as the other engine tests' runs have (the fake API): the gateway
         # then takes the host's network, as a run's would. A real API's gateway would take a

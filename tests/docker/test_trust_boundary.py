@@ -14,7 +14,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import pwd
 import secrets
 import socket
 import subprocess
@@ -28,7 +27,7 @@ from docker import DockerClient  # noqa: TID251 - the tests clean up their conta
 
 from flower.testing import FakeAPI, Reply, Request, When, rules, text, tool
 from flowerbox.runs.detach import FRESH_FIELDS
-from tests.docker.e2e import FLOWERBOX, REAL, as_user, box_env, metas, state_of
+from tests.docker.e2e import FLOWERBOX, REAL, as_user, box_env, home_of, metas, state_of
 from tests.listening import stop_listening
 
 pytestmark = pytest.mark.docker
@@ -111,14 +110,15 @@ AIMED_AT = (
 class Outside:
     """What a box must never touch on the host, hashed before and after an attack.
 
-    The dedicated e2e user (the runner is root, as in CI) owns a home nothing else writes:
-    all of it is hashed, flowerbox's state aside. A developer running the tests as themselves
-    has a home other programs write to meanwhile, so only what a box could aim at is hashed
-    there: the test's planted `targets`, AIMED_AT, and the host-only folders of the runs that
-    existed before (their records, which a forged one would replace)."""
+    The home is the user's suite home (tests/hermetic.py), never its real one. The dedicated
+    e2e user's (the runner is root, as in CI) is written by nothing else: all of it is
+    hashed, flowerbox's state aside. A developer running the tests as themselves shares
+    theirs with the other tests of the same pytest process, so only what a box could aim at
+    is hashed there: the test's planted `targets`, AIMED_AT, and the host-only folders of
+    the runs that existed before (their records, which a forged one would replace)."""
 
     def __init__(self, user: User, *targets: Path, whole_home: bool | None = None) -> None:
-        home = Path(pwd.getpwnam(user[0]).pw_dir)
+        home = home_of(user)
         if os.geteuid() == 0 if whole_home is None else whole_home:
             self.roots = [home]
             return
@@ -144,7 +144,7 @@ def test_the_outside_check_fails_on_a_write_where_a_box_would_aim(
     """The check the attacks end with is no check that cannot fail: a write into ~/.ssh or a
     planted target between the two digests changes it, in either form; a developer's form
     ignores the rest of their home."""
-    home = Path(pwd.getpwnam(host_user[0]).pw_dir)
+    home = home_of(host_user)
     tag = secrets.token_hex(4)
     planted, elsewhere = home / f"fbx-target-{tag}", home / f"fbx-elsewhere-{tag}"
     escape = home / ".ssh" / f"fbx-escape-{tag}"
@@ -254,7 +254,7 @@ for hook in reference-transaction post-checkout post-merge post-commit; do
   printf '#!/bin/sh\\ntouch {mark}\\n' > .git/hooks/$hook && chmod +x .git/hooks/$hook
 done
 mkdir -p runs/worktrees/agent-1 runs/worktrees/agent-2
-ln -s /home/{user}/.ssh runs/worktrees/agent-1/.git
+ln -s {home}/.ssh runs/worktrees/agent-1/.git
 git init -q runs/evil && git -C runs/evil config core.fsmonitor 'touch {mark}'
 echo "gitdir: $PWD/runs/evil/.git" > runs/worktrees/agent-2/.git
 echo planted
@@ -277,7 +277,7 @@ def test_a_delivery_the_box_forges_moves_no_branch_of_the_users_and_runs_nothing
     as_user(host_user, [*git, "branch", mine], cwd=user_workspace)
     outside = Outside(host_user, mark)  # and ~/.ssh, which the attack links to
     before = outside.digest()
-    script = DELIVERY_ATTACK.format(mark=mark, identity=IDENTITY, user=host_user[0])
+    script = DELIVERY_ATTACK.format(mark=mark, identity=IDENTITY, home=home_of(host_user))
     plant(real_api, user_workspace, script)
     done = flowerbox(host_user, user_workspace, "once", "work", env=box_env(real_api, host_user))
     assert done.returncode == 0, done.stderr[-3000:]
@@ -434,7 +434,7 @@ def test_a_workspace_dotenv_is_hidden_from_the_box(
 
 FORGED_META = (
     'id=$(ls runs/events | sed "s/.jsonl$//" | head -1); mkdir -p runs/flowerbox/$id && '
-    'printf \'{{"run_id": "%s", "status": "stopped", "spec": {{"home": "/home/{user}",'
+    'printf \'{{"run_id": "%s", "status": "stopped", "spec": {{"home": "{home}",'
     ' "protected": [], "limits": {{"pids": 99999, "memory": "64g", "cpus": 64}},'
     ' "command": ["sh", "-c", "touch {mark}"]}}}}\' $id > runs/flowerbox/$id/meta.json; '
     "ls -a $HOME/.local/state 2>&1 | head -2; echo planted"
@@ -445,7 +445,7 @@ def test_resume_after_tampering_builds_exactly_the_original_box(
     real_api: FakeAPI, host_user: User, user_workspace: Path, flowerbox_image: str, mark: Path
 ) -> None:
     env = box_env(real_api, host_user)
-    plant(real_api, user_workspace, FORGED_META.format(user=host_user[0], mark=mark))
+    plant(real_api, user_workspace, FORGED_META.format(home=home_of(host_user), mark=mark))
     first = flowerbox(host_user, user_workspace, "once", "x", "--budget", "5", env=env)
     assert first.returncode == 0, first.stderr[-3000:]
     [original] = metas(host_user, user_workspace).values()
@@ -463,7 +463,7 @@ def test_resume_after_tampering_builds_exactly_the_original_box(
 def test_a_planted_lost_run_neither_blocks_the_workspace_nor_steers_stop(
     real_api: FakeAPI, host_user: User, user_workspace: Path, flowerbox_image: str
 ) -> None:
-    precious = Path(f"/home/{host_user[0]}/precious")
+    precious = home_of(host_user) / "precious"
     precious.mkdir(exist_ok=True)
     (precious / "keep.txt").write_text("keep\n")
     fake = "20250101-000000-abcdef"
@@ -504,7 +504,7 @@ def test_links_fifos_and_junk_in_runs_never_redirect_or_hang_the_host(
 ) -> None:
     """H2, M2, M7, L3: the lock, the usage file, asks.json, the events file and the inbox
     replaced by links to a user file, FIFOs and /dev/zero while a detached run is live."""
-    home = Path(f"/home/{host_user[0]}")
+    home = home_of(host_user)
     (home / "precious.txt").write_text("keep\n")
     (home / "outside").mkdir(exist_ok=True)
     outside = Outside(host_user, home / "precious.txt", home / "outside")
@@ -671,7 +671,7 @@ def test_a_link_planted_where_the_next_box_mounts_something_refuses_that_start(
     box created as a link (`Dockerfile`, `.flowerbox`: mounted read-only when they exist)
     would hand the next box the host folder it names. The next start is refused instead.
     (runs/ and runs/home are mount points inside: the box cannot replace them.)"""
-    home = Path(f"/home/{host_user[0]}")
+    home = home_of(host_user)
     (home / ".ssh").mkdir(exist_ok=True)
     (home / ".ssh" / "id_test").write_text("PRIVATE KEY\n")
     for name in ("Dockerfile", ".flowerbox"):

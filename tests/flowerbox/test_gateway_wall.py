@@ -50,7 +50,8 @@ def launch(base_url: str, budget: float | None) -> Process:
         root / "api.sock", root / "creds.env", root / "usage.json", root / "gateway.log", args
     )
     gateway = Process(process, root)
-    wait_for(lambda: gateway.socket.exists() or process.poll() is not None)
+    # generous: a gateway starting beside a busy suite's other workers
+    wait_for(lambda: gateway.socket.exists() or process.poll() is not None, timeout=120)
     return gateway
 
 

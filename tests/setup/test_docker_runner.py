@@ -9,7 +9,7 @@ import pwd
 import sys
 from pathlib import Path
 
-from tests.docker.e2e import runner, user_argv
+from tests.docker.e2e import home_of, runner, user_argv
 
 NOBODY = pwd.getpwnam("nobody").pw_uid
 
@@ -31,11 +31,30 @@ def test_a_user_runs_flowerbox_as_themselves_from_this_venv() -> None:
 def test_only_a_switch_to_another_user_goes_through_runuser() -> None:
     me = os.geteuid()
     other = NOBODY if me != NOBODY else 0
-    assert user_argv(("me", me, me), ["true"], {"A": "1"}) == [
+    myself = (pwd.getpwuid(me).pw_name, me, me)
+    assert user_argv(myself, ["true"], {"A": "1"}) == [
         "env",
-        "-u",
-        "XDG_STATE_HOME",
+        *("-u", "XDG_STATE_HOME", "-u", "XDG_CONFIG_HOME", "-u", "XDG_DATA_HOME"),
+        *("-u", "XDG_CACHE_HOME", "-u", "XDG_RUNTIME_DIR"),
+        f"HOME={home_of(myself)}",
         "A=1",
         "true",
     ]
-    assert user_argv(("x", other, other), ["true"])[:4] == ["runuser", "-u", "x", "--"]
+    name = pwd.getpwuid(other).pw_name
+    assert user_argv((name, other, other), ["true"])[:4] == ["runuser", "-u", name, "--"]
+
+
+def test_flowerbox_runs_in_a_suite_home_never_the_users_own() -> None:
+    """Its runs are never in the user's own `flowerbox ps`, its broker never found
+    (tests/hermetic.py): the test process's user and another each get a home of the suite's,
+    the other's made theirs."""
+    me = os.geteuid()
+    other = NOBODY if me != NOBODY else 0
+    for uid in (me, other):
+        entry = pwd.getpwuid(uid)
+        home = home_of((entry.pw_name, uid, uid))
+        assert home != Path(entry.pw_dir) and home.is_dir(), home
+        assert home.stat().st_uid == uid and home.stat().st_mode & 0o777 == 0o700
+        argv = user_argv((entry.pw_name, uid, uid), ["true"], {"HOME": "/elsewhere"})
+        assert argv.index(f"HOME={home}") < argv.index("HOME=/elsewhere")  # a test's own wins
+    assert home_of((pwd.getpwuid(me).pw_name, me, me)) == Path(os.environ["HOME"])
