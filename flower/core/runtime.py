@@ -54,11 +54,13 @@ from claude_agent_sdk import ClaudeSDKClient, ClaudeSDKError, ProcessError, Resu
 from flower.core import lang
 from flower.core.agent import AgentSpec, HandoffPolicy, build_options
 from flower.core.attempt import Attempt
+from flower.core.cutwork import cut_work, note
+from flower.core.cutwork import hooks as cutwork_hooks
 from flower.core.ends import AttemptEnd
 from flower.core.env import require_credentials
 from flower.core.events import Event, normalize
 from flower.core.git import git
-from flower.core.guard import wants_isolation
+from flower.core.guard import merge_hooks, wants_isolation
 from flower.core.handoff import Handoff, is_overflow
 from flower.core.leftovers import sweep
 from flower.core.manifest import ENDED, RUNNING, ManifestWriter, WriterLock
@@ -267,9 +269,10 @@ class Runtime:
             if budget is not None and budget <= 0:
                 result.error = f"the run's budget of ${self.budget_usd:.2f} is spent"
                 break
+            given, said_first = await self._hand_on(spec, resume, fork=fork)
             attempt = await self._attempt(
-                replace(spec, max_budget_usd=_smaller(spec.max_budget_usd, budget)),
-                prompt,
+                replace(given, max_budget_usd=_smaller(spec.max_budget_usd, budget)),
+                f"{said_first}\n\n{prompt}" if said_first else prompt,
                 resume=resume,
                 fork=fork,
                 resume_at=resume_at,
@@ -331,6 +334,19 @@ class Runtime:
                 resume, fork, resume_at = attempt.session_id, False, None
                 prompt = self.resilience.resume_text()
                 result.resumed = True
+
+    async def _hand_on(
+        self, spec: AgentSpec, resume: str | None, *, fork: bool
+    ) -> tuple[AgentSpec, str]:
+        """A resumed session whose workers were cut short (a kill, a CLI that died): `spec`
+        with the hook that shows their work to the next worker, and the note that tells the
+        session itself (flower.core.cutwork); `spec` and "" when there is none."""
+        if resume is None or fork:
+            return spec, ""
+        cuts = await asyncio.to_thread(cut_work, self.store, resume)
+        if not cuts:
+            return spec, ""
+        return replace(spec, hooks=merge_hooks(spec.hooks, cutwork_hooks(cuts))), note(cuts)
 
     def _budget_left(self) -> float | None:
         """What the run may still spend, the runs it continues counted (None: no budget)."""

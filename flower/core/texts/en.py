@@ -261,6 +261,24 @@ written, each on its own line; write nothing else, and no code block.
         "[The tool call was interrupted before it returned; there is no result. "
         "Run it again if needed]"
     ),
+    # -- a worker cut short, handed on (flower.core.cutwork) -------------------------------
+    "cut.coordinator": (
+        "[flower: the session was cut short (flower was stopped) while worker {agent} "
+        "({description}) was still at work; its report never came. What it had done, from "
+        "its transcript:\n{calls}\nDo not have this done again: the next worker you start "
+        "for this task is shown the same list and checks it against the disk first.]"
+    ),
+    "cut.worker": (
+        "An earlier worker on this task ({description}) was cut short before it reported "
+        "(flower was stopped); it worked in {cwd}. What it had done, from its transcript:\n"
+        "{calls}\nCheck this against the disk and continue from there instead of starting "
+        'over. A call marked "may have run" may or may not have happened: check before '
+        "redoing it."
+    ),
+    "cut.done": "{n}. {call} -> {result}",
+    "cut.failed": "{n}. {call} -> failed: {result}",
+    "cut.open": "{n}. {call} -> no result: it was running at the cut and may have run",
+    "cut.none": "(no tool call yet)",
     # -- the goal (flower.core.goal) -----------------------------------------------------
     "goal.feedback": (
         "The judge finds the goal not achieved yet. Carry on from the work as it is; do not "
