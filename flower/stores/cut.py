@@ -83,7 +83,8 @@ def calls_of(entries: Sequence[Entry]) -> tuple[Call, ...]:
 
 def cut_short(transcript: SessionTranscript) -> list[CutShort]:
     """The subagents of `transcript` that never finished (their `agent_metadata` was never
-    rewritten with ``finished: true``) and that no entry of the main thread names yet (a
+    rewritten with ``finished: true``) or whose report never reached the main thread (their
+    Agent call has no result there), and that no entry of the main thread names yet (a
     continuation that handed one on names it; see the module docstring), in the order the
     main thread started them."""
     started = [
@@ -99,12 +100,21 @@ def cut_short(transcript: SessionTranscript) -> list[CutShort]:
         for use in blocks(entry)
         if use.get("type") == "tool_use"
     }
+    answered = {
+        block.get("tool_use_id")
+        for entry in transcript.main
+        for block in blocks(entry)
+        if block.get("type") == "tool_result"
+    }
     said = _user_text(transcript.main)
     found: list[CutShort] = []
     for entries in transcript.subagents.values():
         metas = [e for e in entries if e.get("type") == "agent_metadata"]
         agent = _first(entries, "agentId")
-        if not metas or any(m.get("finished") is True for m in metas) or not agent:
+        if not metas or not agent:
+            continue
+        finished = any(m.get("finished") is True for m in metas)
+        if finished and metas[-1].get("toolUseId") in answered:  # its report arrived
             continue
         if agent in said:  # handed on already
             continue

@@ -71,6 +71,13 @@ def test_a_finished_worker_and_one_handed_on_already_are_not() -> None:
     assert cut_short(transcript(main, a1=done, a2=handed)) == []
 
 
+def test_a_finished_worker_whose_report_never_arrived_is() -> None:
+    main = [assistant(("d1", "Agent", TASK))]  # the kill came before its result was stored
+    done = worker("a1", meta("d1"), assistant(("w", "Write", {})), meta("d1", finished=True))
+    [cut] = cut_short(transcript(main, a1=done))
+    assert cut.agent_id == "a1" and cut.calls == (Call("Write", {}, None),)
+
+
 def test_several_cut_workers_come_in_the_order_they_were_started() -> None:
     main = [assistant(("d1", "Agent", TASK), ("d2", "Agent", TASK))]
     found = cut_short(transcript(main, b=worker("b", meta("d2")), a=worker("a", meta("d1"))))
