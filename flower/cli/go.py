@@ -140,6 +140,9 @@ def go(
         run_dir = usable_run_dir(run_dir)
         first = not RunDir(run_dir).holds_a_run()
         state = wake_state(ws, run_dir=run_dir, isolate=isolate)  # reads, writes nothing
+        stopped = not ask.strip() and not new and not state["woke"] and state["stopped_ask"]
+        if stopped:  # stopped before its brief was frozen: it goes on with its own ask
+            ask = state["stopped_ask"]
         if not ask.strip() and (new or not state["woke"]):
             raise UsageError(NO_ASK)  # before the lock or the workbench is made
         held.enter_context(holding_the_run(run_dir, ["flower", "go", ask]))
@@ -147,7 +150,8 @@ def go(
             asks = sys.stdin.isatty() and timeout != 0
             _offer_exclude(ws, [run_dir, Path(state["workbench"])], console, asks=asks)
         repeated = bool(ask.strip()) and repeated_ask(RunDir(run_dir).ask_history, ask)
-        console.print(_describe_wake(state, new=new, ask=ask, repeated=repeated), style="bold")
+        said = _describe_wake(state, new=new, ask=ask, repeated=repeated, stopped=bool(stopped))
+        console.print(said, style="bold")
         timeout = answer_wait(timeout, say=lambda line: console.print(line, style="yellow"))
         flow = starter_flow(
             ask,
@@ -356,7 +360,14 @@ def run_document(
     )
 
 
-def _describe_wake(state: dict[str, Any], *, new: bool, ask: str, repeated: bool) -> str:
+def _describe_wake(
+    state: dict[str, Any], *, new: bool, ask: str, repeated: bool, stopped: bool = False
+) -> str:
+    if stopped:
+        return (
+            f"continuing the run in {state['workspace']} that stopped before its brief was "
+            f"frozen, with its ask: {ask[:80]}"
+        )
     if new or not state["woke"]:
         return f"fresh run in {state['workspace']} (workbench {state['workbench']})"
     parts = [f"waking the run in {state['workspace']}: the brief is complete"]

@@ -54,6 +54,7 @@ from claude_agent_sdk import ClaudeSDKClient, ClaudeSDKError, ProcessError, Resu
 from flower.core import lang
 from flower.core.agent import AgentSpec, HandoffPolicy, build_options
 from flower.core.attempt import Attempt
+from flower.core.catchup import catch_up
 from flower.core.cutwork import cut_work, note
 from flower.core.cutwork import hooks as cutwork_hooks
 from flower.core.ends import AttemptEnd
@@ -630,6 +631,14 @@ class Runtime:
 
     def _write_manifest(self) -> None:
         self.writer.write(self._manifest_rows())
+
+    async def catch_up(self, session_id: str) -> None:
+        """Copy into the store what the CLI's own transcript of `session_id` (on this
+        machine, in its config folder) holds and the store does not: a kill lands before the
+        CLI's mirror has sent its latest entries (a question waiting for a human, a tool's
+        result), and a wake would resume without them or not at all (issue 30). Entries
+        are matched by uuid, so this is safe to repeat; no local transcript, nothing done."""
+        await catch_up(self.store, self.workspace, session_id)
 
     def close(self) -> None:
         """Close the session store's connection; stop the manifest's background writer."""

@@ -411,6 +411,14 @@ def _noting(step: Step, note: Callable[[], None], *, first: bool) -> Step:
     return replace(step, gate=gate)
 
 
+def stopped_ask(run_dir: str | Path) -> str:
+    """The ask the run in `run_dir` was last started with (ask-history.json), or "": what a
+    continuation with no ask goes on with when the run stopped before its brief was frozen
+    (issue 30: its clarifier's session is resumed, its question asked again)."""
+    given = _given(RunDir(Path(run_dir).expanduser()).ask_history)
+    return given[-1] if given else ""
+
+
 def repeated_ask(history: Path, ask: str) -> bool:
     """Whether `ask` is one this run was already started or amended with (its words, not
     the brief's rewording of them: the clarifier never copies an ask verbatim)."""
@@ -467,6 +475,8 @@ def wake_state(
         pending_asks    questions still waiting for a human (asks.json)
         pending_wake    the words of a wake stopped before they reached the goal and the
                         coordinator (wake.json): the next run delivers them again
+        stopped_ask     with no complete brief, the ask the run was started with (a run
+                        stopped before its brief was frozen goes on with it), else ""
     """
     ws = Path(workspace).expanduser().resolve()
     root = workbench_location(ws, isolate=isolate)
@@ -487,4 +497,5 @@ def wake_state(
         "handoffs": sorted(str(p) for p in notes.glob("交接-*.md")) if notes.is_dir() else [],
         "pending_asks": pending_asks(runs.path),
         "pending_wake": PendingWake(runs.wake).words(),
+        "stopped_ask": "" if brief is not None and brief.complete() else stopped_ask(runs.path),
     }
