@@ -4,12 +4,12 @@ The CLI writes each session to its own transcript file (`<config>/projects/<proj
 <session>.jsonl`, its subagents beside it) and mirrors the entries to flower's store a little
 later. A kill in between leaves the store short: of a tool's result, of a clarifier's whole
 session while its question waits for a human. A wake would then resume without them, or
-start the step over. `catch_up` appends to the store, per transcript, the entries the local
+start the step over. A session resumed from the store writes its file in a temp folder
+(`claude-resume-*`) that the next run removes (flower.core.leftovers): `salvage` catches the
+store up from it first. `catch_up` appends to the store, per transcript, the entries the local
 file has and the store lacks, but only where the store holds nothing the file lacks: a later
 process that resumed the session wrote past the file (into a temp folder), and entries of
-the file appended after its would move the session's leaf back. A session resumed from the
-store runs in a temp folder that is gone after the kill; only a session's first process
-leaves a file here.
+the file appended after its would move the session's leaf back.
 """
 
 from __future__ import annotations
@@ -23,33 +23,44 @@ from claude_agent_sdk import SessionKey, project_key_for_directory
 
 from flower.stores.prune import PruningSessionStore
 
-__all__ = ["catch_up", "transcript_file"]
+__all__ = ["catch_up", "salvage", "transcript_file"]
 
 
-def transcript_file(workspace: Path, session_id: str) -> Path:
-    """Where the CLI (started by flower in `workspace`) writes `session_id`'s transcript."""
-    config = os.environ.get("CLAUDE_CONFIG_DIR") or str(Path.home() / ".claude")
-    return Path(config) / "projects" / project_key_for_directory(workspace) / f"{session_id}.jsonl"
+def transcript_file(workspace: Path, session_id: str, *, config: Path | None = None) -> Path:
+    """Where the CLI (started by flower in `workspace`) writes `session_id`'s transcript:
+    in `config` (a resumed session's temp folder), else its own config folder."""
+    home = config or Path(os.environ.get("CLAUDE_CONFIG_DIR") or Path.home() / ".claude")
+    return home / "projects" / project_key_for_directory(workspace) / f"{session_id}.jsonl"
 
 
-async def catch_up(store: PruningSessionStore, workspace: Path, session_id: str) -> int:
+def catch_up(
+    store: PruningSessionStore, workspace: Path, session_id: str, *, config: Path | None = None
+) -> int:
     """Append what the local transcript files of `session_id` hold and the store lacks;
     how many entries that was (0 when there is no file, or nothing is missing)."""
-    main = transcript_file(workspace, session_id)
-    if not main.is_file():
+    main = transcript_file(workspace, session_id, config=config)
+    if not main.is_file() or main.is_symlink():
         return 0
     key: SessionKey = {"project_key": main.parent.name, "session_id": session_id}
-    added = await _fill(store, key, _entries(main))
+    added = _fill(store, key, _entries(main))
     folder = main.with_suffix("") / "subagents"
     for path in sorted(folder.glob("agent-*.jsonl")) if folder.is_dir() else []:
         sub: SessionKey = {**key, "subpath": f"subagents/{path.stem}"}
         local = _entries(path)
         meta = _sidecar(path.with_suffix(".meta.json"))
-        added += await _fill(store, sub, ([meta] if meta else []) + local)
+        added += _fill(store, sub, ([meta] if meta else []) + local)
     return added
 
 
-async def _fill(store: PruningSessionStore, key: SessionKey, local: list[dict[str, Any]]) -> int:
+def salvage(store: PruningSessionStore, workspace: Path, config: Path) -> int:
+    """catch_up every session a killed run's resume folder `config` holds for `workspace`
+    (flower.core.leftovers calls it before removing the folder)."""
+    project = config / "projects" / project_key_for_directory(workspace)
+    files = sorted(project.glob("*.jsonl")) if project.is_dir() else []
+    return sum(catch_up(store, workspace, f.stem, config=config) for f in files)
+
+
+def _fill(store: PruningSessionStore, key: SessionKey, local: list[dict[str, Any]]) -> int:
     stored = store.read(key) or []
     have = {e["uuid"] for e in stored if isinstance(e.get("uuid"), str)}
     known = {e["uuid"] for e in local if isinstance(e.get("uuid"), str)}
@@ -63,7 +74,7 @@ async def _fill(store: PruningSessionStore, key: SessionKey, local: list[dict[st
     ):
         missing = [*missing, *(e for e in local if e.get("type") == "agent_metadata")]
     if missing:
-        await store.append(key, missing)  # type: ignore[arg-type]
+        store.add(key, missing)  # type: ignore[arg-type]
     return len(missing)
 
 

@@ -54,7 +54,7 @@ from claude_agent_sdk import ClaudeSDKClient, ClaudeSDKError, ProcessError, Resu
 from flower.core import lang
 from flower.core.agent import AgentSpec, HandoffPolicy, build_options
 from flower.core.attempt import Attempt
-from flower.core.catchup import catch_up
+from flower.core.catchup import catch_up, salvage
 from flower.core.cutwork import cut_work, note
 from flower.core.cutwork import hooks as cutwork_hooks
 from flower.core.ends import AttemptEnd
@@ -174,7 +174,6 @@ class Runtime:
         self.handoff = _policy(handoff, HandoffPolicy)
         self.budget_usd = budget_usd
         RunDir(self.run_dir).create()
-        sweep(self.workspace)  # the temp folders of this workspace's killed runs
         self.workbench: Workbench | None = (
             Workbench(self.workspace, home=RunDir(self.run_dir).workbench)
             if workbench is True
@@ -188,6 +187,9 @@ class Runtime:
             ephemeral=_policy(ephemeral, EphemeralPolicy, text=lang.text("stores.expired")),
         )
         self.store.on_append = self._on_append
+        # the temp folders of this workspace's killed runs, what the kill kept from the
+        # store taken first (flower.core.catchup)
+        sweep(self.workspace, salvage=lambda folder: salvage(self.store, self.workspace, folder))
         self.run_id = this_run_id()
         self.worktrees = Worktrees(self.workspace, self.run_dir, self.run_id)
         self.results: list[StepResult] = []
@@ -638,7 +640,7 @@ class Runtime:
         CLI's mirror has sent its latest entries (a question waiting for a human, a tool's
         result), and a wake would resume without them or not at all (issue 30). Entries
         are matched by uuid, so this is safe to repeat; no local transcript, nothing done."""
-        await catch_up(self.store, self.workspace, session_id)
+        await asyncio.to_thread(catch_up, self.store, self.workspace, session_id)
 
     def close(self) -> None:
         """Close the session store's connection; stop the manifest's background writer."""

@@ -382,8 +382,11 @@ def starter_flow(
             lambda ctx: text(
                 "starter.work", brief=ctx.get("确认需求", ""), goal=ctx.get("设定目标", "")
             ),
-            # place 3: the coordinator, whose context holds the old goal, is told directly
-            resume_prompt=text("starter.wake", said="\n".join(words)) if words else None,
+            # place 3: the coordinator, whose context holds the old goal, is told directly;
+            # with no new words, it carries on (the brief and goal are in its session)
+            resume_prompt=(
+                text("starter.wake", said="\n".join(words)) if words else text("starter.carry_on")
+            ),
         )
         if goal:
             work = with_goal(

@@ -98,6 +98,10 @@ instructions.""",
         "When waking this run, the person added:\n\n{said}\n\nThe brief and the goal have been "
         "updated from it; go on working by the new criteria."
     ),
+    "starter.carry_on": (
+        "[flower was stopped and has started again. Carry on from where the work stands: "
+        "what was reported done above is done; do not have it done again.]"
+    ),
     "starter.wake_label": "added on waking",
     "starter.ambiguous": "The judge gave no conclusion that could be read: taken as not achieved.",
     "starter.accept": "Accept this result and go on",
