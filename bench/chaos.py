@@ -294,7 +294,14 @@ def _summary(stdout: str) -> dict[str, object]:
 
 def _why(done: subprocess.CompletedProcess[str]) -> str:
     said = [line for line in done.stderr.splitlines() if line.strip()]
-    return f"exit {done.returncode}: {said[-1][:160] if said else '(nothing on stderr)'}"
+    steps = _summary(done.stdout).get("steps")
+    names = (
+        [str(s.get("name")) for s in steps if isinstance(s, dict)]
+        if isinstance(steps, list)
+        else []
+    )
+    last = said[-1][:160] if said else "(nothing on stderr)"
+    return f"exit {done.returncode}: {last}" + (f" [steps: {', '.join(names)}]" if names else "")
 
 
 # --- the runs and the figures ---------------------------------------------------------------

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import sys
 from collections.abc import Callable
@@ -122,10 +123,6 @@ def go(
     finish_as: FinishOption = None,
 ) -> None:
     """Clarify the ask, freeze a goal, and work on it until a judge says it is achieved."""
-    # lazy: Runtime and the starter load the SDK, which `flower --help` must not pay for
-    from flower.core.runtime import Runtime, usable_run_dir
-    from flower.workflow.starter import repeated_ask, starter_flow, wake_state
-
     console = Console(stderr=json_out, highlight=False, soft_wrap=True)
     command = COMMAND.get()
     with exit_codes(command if json_out else None), contextlib.ExitStack() as held:
@@ -137,6 +134,11 @@ def go(
         ws = workspace_folder(workspace)
         require_credentials()  # before anything is created here
         _check_finish(finish_as, isolate=isolate)
+        note_ask(run_dir, ask)  # before the SDK loads (seconds), in which a kill may come
+        # lazy: Runtime and the starter load the SDK, which `flower --help` must not pay for
+        from flower.core.runtime import Runtime, usable_run_dir
+        from flower.workflow.starter import repeated_ask, starter_flow, wake_state
+
         run_dir = usable_run_dir(run_dir)
         first = not RunDir(run_dir).holds_a_run()
         state = wake_state(ws, run_dir=run_dir, isolate=isolate)  # reads, writes nothing
@@ -183,6 +185,20 @@ def go(
     code, status = outcome(ran, stopped=stopped, clarify_only=clarify_only, goal=not no_goal)
     delivery = deliver_work(runtime, finish_as, achieved=code == Exit.OK, console=console)
     finish(console, runtime, command, status, code, state=ran, as_json=json_out, delivery=delivery)
+
+
+def note_ask(run_dir: Path, ask: str) -> None:
+    """Keep `ask` in the run dir's last-ask.json before anything else, so a run killed
+    while flower loads is continued with it (starter.stopped_ask). Best effort: a run dir
+    that cannot be written is reported later, by the code that needs it."""
+    if not ask.strip():
+        return
+    path = RunDir(run_dir.expanduser().absolute()).last_ask
+    with contextlib.suppress(OSError):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        temp = path.with_name(f".{path.name}.{os.getpid()}")
+        temp.write_text(json.dumps(ask, ensure_ascii=False), encoding="utf-8")
+        os.replace(temp, path)
 
 
 def _check_finish(finish: str | None, *, isolate: bool) -> None:

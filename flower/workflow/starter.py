@@ -418,8 +418,12 @@ def stopped_ask(run_dir: str | Path) -> str:
     """The ask the run in `run_dir` was last started with (ask-history.json), or "": what a
     continuation with no ask goes on with when the run stopped before its brief was frozen
     (issue 30: its clarifier's session is resumed, its question asked again)."""
-    given = _given(RunDir(Path(run_dir).expanduser()).ask_history)
-    return given[-1] if given else ""
+    runs = RunDir(Path(run_dir).expanduser())
+    given = _given(runs.ask_history)
+    if given:
+        return given[-1]
+    last = read_json(runs.last_ask, "")  # killed before the starter recorded its ask
+    return last if isinstance(last, str) else ""
 
 
 def repeated_ask(history: Path, ask: str) -> bool:
