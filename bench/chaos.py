@@ -13,12 +13,14 @@ K runs (default 30; seeded, the seed printed), each SIGKILLed as a process group
 moments drawn uniformly over the fault-free run's duration (measured first, in the same
 process), with some of the fake model's replies held 0.5-1 s so kills land mid-request and
 mid-tool. After each kill, a documented continuation, in turn: `flower resume`, `flower go`,
-the same ask again. Per run: achieved; each effect exactly once; no process of the killed run
-alive 2 s after the kill (a process whose working directory is in the run's folder); no
-request after the kill from the killed run (the fake API's count, 2 s later, before the
-continuation starts); the frozen goal unchanged; the cost over the fault-free run, priced as
-bench.faults does (cache-aware request bytes). Targets (30 runs): 30/30 achieved, 0 duplicated,
-0 lost, 0 orphans, 0 late requests, 0 rewritten goals, median overhead <= 15 %, p90 <= 30 %.
+the same ask again (a kill before flower wrote anything, not even its ask, in its first
+half second, leaves nothing to continue: the ask is started again, shown as "go->ask").
+Per run: achieved; each effect exactly once; no process of the killed run alive 2 s after
+the kill (a process whose working directory is in the run's folder); no request after the
+kill from the killed run (the fake API's count, 2 s later, before the continuation starts);
+the frozen goal unchanged; the cost over the fault-free run, priced as bench.faults does
+(cache-aware request bytes). Targets (30 runs): 30/30 achieved, 0 duplicated, 0 lost,
+0 orphans, 0 late requests, 0 rewritten goals, median overhead <= 15 %, p90 <= 30 %.
 
 Not measured here: the flowerbox variant (a detached run's supervisor killed, continued with
 `flowerbox resume`), which needs the engine.
@@ -224,8 +226,10 @@ def run_one(
             orphans += len(_alive_in(root))
             if goal_path.is_file():
                 goals.add(goal_path.read_bytes())
-            kills.append(then)
-            kind = then
+            # killed before flower wrote anything (not even its ask): there is nothing to
+            # continue, and a user starts the ask again
+            kind = then if (root / "runs").is_dir() else "ask"
+            kills.append(kind if kind == then else f"{then}->ask")
         final = subprocess.run(
             command(kind, ws),
             env=env,

@@ -9,6 +9,7 @@ import json
 import os
 import signal
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -40,6 +41,7 @@ def test_a_run_killed_while_its_question_waits_goes_on_with_its_ask(
     )
     try:  # the clarifier's question waits for a human (asks.json), nobody answers
         assert fake_api.wait_for(lambda _: _pending(runs), 120)
+        time.sleep(1.0)  # the question waits (a human takes longer than this)
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait(timeout=30)
     finally:
