@@ -31,8 +31,8 @@ from flower.stores.prune import PruningSessionStore
 __all__ = ["MAX_CALLS", "cut_work", "hooks", "note"]
 
 MAX_CALLS = 40  # the latest calls of a long worker; the earlier ones are counted
-_VALUE = 120  # characters of one input value shown
-_RESULT = 200  # characters of one result shown
+_VALUE = 80  # characters of one input value shown
+_RESULT = 100  # characters of one result shown
 _BULK = frozenset({"content", "new_string", "old_string", "edits"})  # shown by their size
 
 
@@ -92,7 +92,7 @@ def calls_text(calls: Sequence[Call]) -> str:
             lines.append(text("cut.open", n=n, call=said))
         else:
             key = "cut.failed" if call.failed else "cut.done"
-            lines.append(text(key, n=n, call=said, result=_short(call.result, _RESULT)))
+            lines.append(text(key, n=n, call=said, result=_short(_gist(call.result), _RESULT)))
     return "\n".join(lines)
 
 
@@ -102,6 +102,13 @@ def _input(given: dict[str, Any]) -> str:
         for name, value in given.items()
     }
     return json.dumps(shown, ensure_ascii=False)
+
+
+def _gist(result: str) -> str:
+    """A result's first sentence when it runs on ("The file ... updated successfully.
+    (file state is current ...)"): the rest is the CLI's advice to the caller, not news."""
+    head, dot, _ = result.strip().partition(". ")
+    return head + dot.strip() if dot else result
 
 
 def _short(value: Any, limit: int) -> str:

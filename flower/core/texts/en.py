@@ -99,8 +99,8 @@ instructions.""",
         "updated from it; go on working by the new criteria."
     ),
     "starter.carry_on": (
-        "[flower was stopped and has started again. Carry on from where the work stands: "
-        "what was reported done above is done; do not have it done again.]"
+        "[flower was stopped and started again: carry on where the work stands; what was "
+        "reported done is done.]"
     ),
     "starter.wake_label": "added on waking",
     "starter.ambiguous": "The judge gave no conclusion that could be read: taken as not achieved.",
@@ -267,10 +267,9 @@ written, each on its own line; write nothing else, and no code block.
     ),
     # -- a worker cut short, handed on (flower.core.cutwork) -------------------------------
     "cut.coordinator": (
-        "[flower: the session was cut short (flower was stopped) while worker {agent} "
-        "({description}) was still at work; its report never came. What it had done, from "
-        "its transcript:\n{calls}\nDo not have this done again: the next worker you start "
-        "for this task is shown the same list and checks it against the disk first.]"
+        "[flower was stopped while worker {agent} ({description}) worked; its report never "
+        "came. What it had done:\n{calls}\nDo not have this done again: the next worker you "
+        "start for this task is shown this list and checks it against the disk.]"
     ),
     "cut.worker": (
         "An earlier worker on this task ({description}) was cut short before it reported "

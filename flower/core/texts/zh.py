@@ -69,10 +69,7 @@ ZH: dict[str, str] = {
     "starter.wake": (
         "人在唤醒这次运行时补充了:\n\n{said}\n\n需求和目标已按这句话更新,照新的标准继续工作。"
     ),
-    "starter.carry_on": (
-        "[flower 被停掉后又启动了。从工作现在的进度接着做:上面汇报已完成的就是完成了,"
-        "别让人再做一遍。]"
-    ),
+    "starter.carry_on": "[flower 被停掉后又启动了:从现在的进度接着做,汇报过已完成的就是完成了。]",
     "starter.wake_label": "唤醒时追加",
     "starter.ambiguous": "裁判没有给出可识别的结论,按未达成处理。",
     "starter.accept": "接受这个结果,就这样继续",
@@ -203,9 +200,8 @@ ZH: dict[str, str] = {
     "stores.orphan": "[工具调用在返回结果前被中断,没有结果。需要请重新执行]",
     # -- a worker cut short, handed on (flower.core.cutwork) -------------------------------
     "cut.coordinator": (
-        "[flower:会话被中断了(flower 被停掉),当时执行者 {agent}({description})还在干活,"
-        "它的汇报没有回来。按它的记录,它已经做了:\n{calls}\n别让人从头再做一遍:你接下来为这项"
-        "任务派的执行者会看到同一份清单,先对照磁盘核对。]"
+        "[flower 被停掉时执行者 {agent}({description})还在干活,汇报没有回来。它已经做了:\n"
+        "{calls}\n别让人再做一遍:你接下来为这项任务派的执行者会看到这份清单,对照磁盘核对。]"
     ),
     "cut.worker": (
         "这项任务({description})之前的执行者在汇报前被中断了(flower 被停掉),它在 {cwd} 里干活。"
