@@ -384,9 +384,7 @@ def starter_flow(
             ),
             # place 3: the coordinator, whose context holds the old goal, is told directly;
             # with no new words, it carries on (the brief and goal are in its session)
-            resume_prompt=(
-                text("starter.wake", said="\n".join(words)) if words else text("starter.carry_on")
-            ),
+            resume_prompt=text("starter.wake", said="\n".join(words)) if words else _carry_on,
         )
         if goal:
             work = with_goal(
@@ -394,6 +392,19 @@ def starter_flow(
             )
         steps.append(_noting(work, pending.delivered, first=True) if words else work)
     return Workflow(steps, name="starter", channel=channel, workbench=workbench, continuous=not new)
+
+
+def _carry_on(ctx: Ctx) -> str:
+    """What a woken coordinator is told, with no new words: carry on, and what the person
+    added to the brief (a `flower send`, an answer), whose only copy may be the brief: the
+    inbox that held it died with the killed process. Said again on every wake: a repeated
+    word is harmless, silence is not."""
+    brief = str(ctx.get("确认需求", ""))
+    added = [line for line in brief.splitlines() if line.startswith(">")]
+    said = text("starter.carry_on")
+    return (
+        f"{said}\n\n{text('starter.carry_on_added', said=chr(10).join(added))}" if added else said
+    )
 
 
 def _noting(step: Step, note: Callable[[], None], *, first: bool) -> Step:

@@ -102,6 +102,7 @@ instructions.""",
         "[flower was stopped and started again: carry on where the work stands; what was "
         "reported done is done.]"
     ),
+    "starter.carry_on_added": "What the person has added to the brief:\n{said}",
     "starter.wake_label": "added on waking",
     "starter.ambiguous": "The judge gave no conclusion that could be read: taken as not achieved.",
     "starter.accept": "Accept this result and go on",

@@ -70,6 +70,7 @@ ZH: dict[str, str] = {
         "人在唤醒这次运行时补充了:\n\n{said}\n\n需求和目标已按这句话更新,照新的标准继续工作。"
     ),
     "starter.carry_on": "[flower 被停掉后又启动了:从现在的进度接着做,汇报过已完成的就是完成了。]",
+    "starter.carry_on_added": "人在需求里补充过:\n{said}",
     "starter.wake_label": "唤醒时追加",
     "starter.ambiguous": "裁判没有给出可识别的结论,按未达成处理。",
     "starter.accept": "接受这个结果,就这样继续",
