@@ -355,6 +355,30 @@ def cache_aware(requests: list[Request]) -> float:
     return total
 
 
+def handoff_prefix(requests: list[Request]) -> float | None:
+    """How much of the tools + system of the new generation's first request (the first
+    coordinator request after the handoff writer's) is a prefix the old generation's last
+    request had: what a prompt cache would serve (issue 30, item 4). None: no handoff."""
+    writer = next(
+        (
+            i
+            for i, r in enumerate(requests)
+            if any(r.last_user_text.startswith(m) for m in HANDOFF_MARKERS)
+        ),
+        None,
+    )
+    if writer is None:
+        return None
+    new = next((r for r in requests[writer + 1 :] if is_coordinator(r)), None)
+    if new is None:
+        return None
+    head = {k: v for k, v in _cached_part(requests[writer]).items() if k != "messages"}
+    now = {k: v for k, v in _cached_part(new).items() if k != "messages"}
+    old_bytes = json.dumps(head, ensure_ascii=False).encode()
+    new_bytes = json.dumps(now, ensure_ascii=False).encode()
+    return _common_prefix(old_bytes, new_bytes) / len(new_bytes)
+
+
 def _cached_part(request: Request) -> dict[str, object]:
     """What a prompt cache keys on, in its order: tools, system, messages. The CLI's
     per-session `x-anthropic-billing-header` block is left out: it is attribution metadata
@@ -396,6 +420,9 @@ def main(*, smoke: bool = False) -> int:
     print(f"request bytes:     {by_bytes:.3f}x the fault-free run (target <= {BYTES_TARGET})")
     print(f"cache-aware:       {by_cache:.3f}x the fault-free run (target <= {CACHED_TARGET})")
     print(f"after the kill:    {len(faulted.after_kill)} requests from the killed run")
+    shared = handoff_prefix(faulted.requests)
+    if shared is not None:
+        print(f"handoff prefix:    {shared:.1%} of the new generation's tools + system shared")
     met = by_bytes <= BYTES_TARGET and by_cache <= CACHED_TARGET
     return 0 if (met or smoke) and not faulted.after_kill else 1
 

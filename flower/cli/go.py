@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import sys
 from collections.abc import Callable
@@ -123,10 +124,6 @@ def go(
     finish_as: FinishOption = None,
 ) -> None:
     """Clarify the ask, freeze a goal, and work on it until a judge says it is achieved."""
-    # lazy: Runtime and the starter load the SDK, which `flower --help` must not pay for
-    from flower.core.runtime import Runtime, usable_run_dir
-    from flower.workflow.starter import repeated_ask, starter_flow, wake_state
-
     console = Console(stderr=json_out, highlight=False, soft_wrap=True)
     command = COMMAND.get()
     with exit_codes(command if json_out else None), contextlib.ExitStack() as held:
@@ -138,9 +135,17 @@ def go(
         ws = workspace_folder(workspace)
         require_credentials()  # before anything is created here
         _check_finish(finish_as, isolate=isolate)
+        note_ask(run_dir, ask)  # before the SDK loads (seconds), in which a kill may come
+        # lazy: Runtime and the starter load the SDK, which `flower --help` must not pay for
+        from flower.core.runtime import Runtime, usable_run_dir
+        from flower.workflow.starter import repeated_ask, starter_flow, wake_state
+
         run_dir = usable_run_dir(run_dir)
         first = not RunDir(run_dir).holds_a_run()
         state = wake_state(ws, run_dir=run_dir, isolate=isolate)  # reads, writes nothing
+        stopped = not ask.strip() and not new and not state["woke"] and state["stopped_ask"]
+        if stopped:  # stopped before its brief was frozen: it goes on with its own ask
+            ask = state["stopped_ask"]
         if not ask.strip() and (new or not state["woke"]):
             raise UsageError(NO_ASK)  # before the lock or the workbench is made
         held.enter_context(holding_the_run(run_dir, ["flower", "go", ask]))
@@ -148,7 +153,8 @@ def go(
             asks = sys.stdin.isatty() and timeout != 0
             _offer_exclude(ws, [run_dir, Path(state["workbench"])], console, asks=asks)
         repeated = bool(ask.strip()) and repeated_ask(RunDir(run_dir).ask_history, ask)
-        console.print(_describe_wake(state, new=new, ask=ask, repeated=repeated), style="bold")
+        said = _describe_wake(state, new=new, ask=ask, repeated=repeated, stopped=bool(stopped))
+        console.print(said, style="bold")
         timeout = answer_wait(timeout, say=lambda line: console.print(line, style="yellow"))
         flow = starter_flow(
             ask,
@@ -180,6 +186,20 @@ def go(
     code, status = outcome(ran, stopped=stopped, clarify_only=clarify_only, goal=not no_goal)
     delivery = deliver_work(runtime, finish_as, achieved=code == Exit.OK, console=console)
     finish(console, runtime, command, status, code, state=ran, as_json=json_out, delivery=delivery)
+
+
+def note_ask(run_dir: Path, ask: str) -> None:
+    """Keep `ask` in the run dir's last-ask.json before anything else, so a run killed
+    while flower loads is continued with it (starter.stopped_ask). Best effort: a run dir
+    that cannot be written is reported later, by the code that needs it."""
+    if not ask.strip():
+        return
+    path = RunDir(run_dir.expanduser().absolute()).last_ask
+    with contextlib.suppress(OSError):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        temp = path.with_name(f".{path.name}.{os.getpid()}")
+        temp.write_text(json.dumps(ask, ensure_ascii=False), encoding="utf-8")
+        os.replace(temp, path)
 
 
 def _check_finish(finish: str | None, *, isolate: bool) -> None:
@@ -357,7 +377,14 @@ def run_document(
     )
 
 
-def _describe_wake(state: dict[str, Any], *, new: bool, ask: str, repeated: bool) -> str:
+def _describe_wake(
+    state: dict[str, Any], *, new: bool, ask: str, repeated: bool, stopped: bool = False
+) -> str:
+    if stopped:
+        return (
+            f"continuing the run in {state['workspace']} that stopped before its brief was "
+            f"frozen, with its ask: {ask[:80]}"
+        )
     if new or not state["woke"]:
         return f"fresh run in {state['workspace']} (workbench {state['workbench']})"
     parts = [f"waking the run in {state['workspace']}: the brief is complete"]

@@ -33,8 +33,8 @@ from flower.cli.options import (
 from flower.errors import UsageError
 
 NOTHING_TO_RESUME = (
-    "nothing to resume in {ws}: no run here has a complete brief (a run stopped before "
-    'its brief was frozen starts again with `flower "ask"`)'
+    "nothing to resume in {ws}: no run here has a complete brief or a recorded ask "
+    '(start one with `flower "ask"`)'
 )
 
 
@@ -89,17 +89,24 @@ def _isolated(ws: Path, run_dir: Path) -> bool:
     """Whether the run to resume isolated its workers (its workbench sits beside the
     repository): the newer of the two when both hold a complete brief.
 
+    A run stopped before its brief was frozen is continued too, with the ask it was started
+    with (`flower go` takes it from ask-history.json).
+
     Raises:
-        UsageError: neither does: there is nothing to resume.
+        UsageError: neither does, and no ask is recorded: there is nothing to resume.
     """
     # lazy: the starter loads the SDK, which `flower --help` must not pay for
     from flower.workflow.starter import wake_state
 
-    found = [
-        (Path(state["brief"]).stat().st_mtime, isolate)
-        for isolate in (False, True)
-        if (state := wake_state(ws, run_dir=run_dir, isolate=isolate))["woke"]
+    states = [(wake_state(ws, run_dir=run_dir, isolate=i), i) for i in (False, True)]
+    found = [(Path(s["brief"]).stat().st_mtime, i) for s, i in states if s["woke"]]
+    # a run stopped before its brief was frozen goes on with its ask (issue 30), in the
+    # workbench it has begun (the newer one, if both exist; none yet: in the repository)
+    begun = [
+        (Path(s["workbench"]).stat().st_mtime if Path(s["workbench"]).is_dir() else 0.0, i)
+        for s, i in states
+        if s["stopped_ask"]
     ]
-    if not found:
+    if not (found or begun):
         raise UsageError(NOTHING_TO_RESUME.format(ws=ws))
-    return max(found)[1]
+    return max(found or begun)[1]

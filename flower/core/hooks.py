@@ -8,6 +8,8 @@ wraps a decision function into the async callback and `HookMatcher` the SDK want
     Rewrite(input)     PreToolUse      permissionDecision "allow" + updatedInput (the full input)
     Replace(output)    PostToolUse     updatedToolOutput
     Placed(path)       WorktreeCreate  worktreePath: the worktree made (flower.core.worktrees)
+    Brief(text)        SubagentStart   additionalContext: what the subagent is shown first
+                                       (flower.core.cutwork)
     None               {}              no opinion
 
 `as_handler(handler)` does the same for a hook that is no tool's: the handler gets the hook
@@ -27,6 +29,7 @@ from claude_agent_sdk import HookContext, HookInput, HookJSONOutput, HookMatcher
 
 __all__ = [
     "Decision",
+    "Brief",
     "Deny",
     "Guard",
     "Handler",
@@ -67,7 +70,14 @@ class Placed:
     path: Path
 
 
-Decision = Deny | Rewrite | Replace | Placed
+@dataclass(frozen=True)
+class Brief:
+    """SubagentStart: the subagent is shown `text` (a system message) before it starts."""
+
+    text: str
+
+
+Decision = Deny | Rewrite | Replace | Placed | Brief
 Guard = Callable[[str, dict[str, Any], Mapping[str, Any]], Decision | None]
 """A decision with its settings bound: ``(tool_name, tool_input, hook_input) -> ...``."""
 Handler = Callable[[Mapping[str, Any]], Decision | None]
@@ -100,6 +110,10 @@ def hook_output(decision: Decision | None) -> HookJSONOutput:
         case Placed(path):
             return {
                 "hookSpecificOutput": {"hookEventName": "WorktreeCreate", "worktreePath": str(path)}
+            }
+        case Brief(said):
+            return {
+                "hookSpecificOutput": {"hookEventName": "SubagentStart", "additionalContext": said}
             }
     return {}
 

@@ -19,6 +19,7 @@ import os
 import shutil
 import stat
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 from claude_agent_sdk import project_key_for_directory
@@ -26,8 +27,14 @@ from claude_agent_sdk import project_key_for_directory
 from flower.core.reaper import OWNER_FILE, RESUME_PREFIX, started
 
 
-def sweep(workspace: Path, *, temp: Path | None = None) -> list[Path]:
-    """Remove this workspace's dead runs' resume folders; the ones removed."""
+def sweep(
+    workspace: Path,
+    *,
+    temp: Path | None = None,
+    salvage: Callable[[Path], object] | None = None,
+) -> list[Path]:
+    """Remove this workspace's dead runs' resume folders; the ones removed. `salvage` is
+    called with each before it goes (the store takes what the kill kept from it)."""
     key = project_key_for_directory(workspace)
     try:
         entries = list(os.scandir(temp or tempfile.gettempdir()))
@@ -37,6 +44,8 @@ def sweep(workspace: Path, *, temp: Path | None = None) -> list[Path]:
     for entry in entries:
         path = Path(entry.path)
         if entry.name.startswith(RESUME_PREFIX) and is_leftover(path, key):
+            if salvage is not None:
+                salvage(path)
             shutil.rmtree(path, ignore_errors=True)
             removed.append(path)
     return removed

@@ -8,6 +8,8 @@
       lineage.json             step name -> session id, per workspace (flower.core.lineage)
       ask-history.json         the asks this run was started or amended with (the starter):
                                the same ask again continues the run instead of amending it
+      last-ask.json            the ask `flower go` was last given, written first: a run
+                               killed before the starter recorded it still has its ask
       wake.json                a wake's words until the goal was set again from them and the
                                coordinator has worked a round with them (the starter)
       progress.json            per workspace: the processes of the run, each step's round
@@ -75,6 +77,7 @@ class RunDir:
     INBOX: ClassVar[str] = "inbox"
     REJECTED: ClassVar[str] = "rejected"
     ASK_HISTORY: ClassVar[str] = "ask-history.json"
+    LAST_ASK: ClassVar[str] = "last-ask.json"
     WAKE: ClassVar[str] = "wake.json"
     ASIDE: ClassVar[str] = "aside"
     WORKBENCH: ClassVar[str] = "workbench"
@@ -134,6 +137,11 @@ class RunDir:
     @property
     def ask_history(self) -> Path:
         return self.path / self.ASK_HISTORY
+
+    @property
+    def last_ask(self) -> Path:
+        """The ask `flower go` was last given, written before anything else runs."""
+        return self.path / self.LAST_ASK
 
     @property
     def wake(self) -> Path:

@@ -55,11 +55,14 @@ from claude_agent_sdk import ClaudeSDKClient, ClaudeSDKError, ProcessError, Resu
 from flower.core import lang
 from flower.core.agent import AgentSpec, HandoffPolicy, build_options
 from flower.core.attempt import Attempt
+from flower.core.catchup import catch_up, salvage
+from flower.core.cutwork import cut_work, note
+from flower.core.cutwork import hooks as cutwork_hooks
 from flower.core.ends import AttemptEnd
 from flower.core.env import require_credentials
 from flower.core.events import Event, normalize
 from flower.core.git import git
-from flower.core.guard import wants_isolation
+from flower.core.guard import merge_hooks, wants_isolation
 from flower.core.handoff import Handoff, is_overflow
 from flower.core.leftovers import sweep
 from flower.core.manifest import ENDED, RUNNING, ManifestWriter, WriterLock
@@ -167,7 +170,6 @@ class Runtime:
         self.handoff = _policy(handoff, HandoffPolicy)
         self.budget_usd = budget_usd
         RunDir(self.run_dir).create()
-        sweep(self.workspace)  # the temp folders of this workspace's killed runs
         self.workbench: Workbench | None = (
             Workbench(self.workspace, home=RunDir(self.run_dir).workbench)
             if workbench is True
@@ -181,6 +183,9 @@ class Runtime:
             ephemeral=_policy(ephemeral, EphemeralPolicy, text=lang.text("stores.expired")),
         )
         self.store.on_append = self._on_append
+        # the temp folders of this workspace's killed runs, what the kill kept from the
+        # store taken first (flower.core.catchup)
+        sweep(self.workspace, salvage=lambda folder: salvage(self.store, self.workspace, folder))
         self.run_id = this_run_id()
         self.worktrees = Worktrees(self.workspace, self.run_dir, self.run_id)
         self.results: list[StepResult] = []
@@ -265,9 +270,10 @@ class Runtime:
             if budget is not None and budget <= 0:
                 result.error = f"the run's budget of ${self.budget_usd:.2f} is spent"
                 break
+            given, said_first = await self._hand_on(spec, resume, fork=fork)
             attempt = await self._attempt(
-                replace(spec, max_budget_usd=_smaller(spec.max_budget_usd, budget)),
-                prompt,
+                replace(given, max_budget_usd=_smaller(spec.max_budget_usd, budget)),
+                f"{said_first}\n\n{prompt}" if said_first else prompt,
                 resume=resume,
                 fork=fork,
                 resume_at=resume_at,
@@ -341,6 +347,19 @@ class Runtime:
         """Whether the store holds the session: a CLI killed before its first entry was
         stored left nothing to resume ("No conversation found"), only a session to redo."""
         return await asyncio.to_thread(self.store.usage, session_id) is not None
+
+    async def _hand_on(
+        self, spec: AgentSpec, resume: str | None, *, fork: bool
+    ) -> tuple[AgentSpec, str]:
+        """A resumed session whose workers were cut short (a kill, a CLI that died): `spec`
+        with the hook that shows their work to the next worker, and the note that tells the
+        session itself (flower.core.cutwork); `spec` and "" when there is none."""
+        if resume is None or fork:
+            return spec, ""
+        cuts = await asyncio.to_thread(cut_work, self.store, resume)
+        if not cuts:
+            return spec, ""
+        return replace(spec, hooks=merge_hooks(spec.hooks, cutwork_hooks(cuts))), note(cuts)
 
     def _budget_left(self) -> float | None:
         """What the run may still spend, the runs it continues counted (None: no budget)."""
@@ -635,6 +654,14 @@ class Runtime:
 
     def _write_manifest(self) -> None:
         self.writer.write(self._manifest_rows())
+
+    async def catch_up(self, session_id: str) -> None:
+        """Copy into the store what the CLI's own transcript of `session_id` (on this
+        machine, in its config folder) holds and the store does not: a kill lands before the
+        CLI's mirror has sent its latest entries (a question waiting for a human, a tool's
+        result), and a wake would resume without them or not at all (issue 30). Entries
+        are matched by uuid, so this is safe to repeat; no local transcript, nothing done."""
+        await asyncio.to_thread(catch_up, self.store, self.workspace, session_id)
 
     def close(self) -> None:
         """Close the session store's connection; stop the manifest's background writer."""

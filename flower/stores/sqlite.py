@@ -259,6 +259,11 @@ class SqliteSessionStore(SessionStore):
 
     # -- synchronous implementations -------------------------------------------------
 
+    def add(self, key: SessionKey, entries: list[SessionStoreEntry]) -> None:
+        """append() for a synchronous caller (entries already stored, by uuid, are skipped);
+        on_append is not told: nothing of a session under way is added this way."""
+        self._append(key, entries)
+
     def read(self, key: SessionKey) -> list[Entry] | None:
         """The entries of ``key`` exactly as appended, or None if it was never written."""
         skey = store_key(key)

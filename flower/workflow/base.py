@@ -276,7 +276,7 @@ class Workflow:
         first_prompt = _text(step.prompt, ctx)
         first_resume = _session_of(step.resume_from, state.sessions, lineage)
         prompt, resume, fork = first_prompt, first_resume, step.fork and first_resume is not None
-        woken = self._woken_session(runtime, step, lineage)
+        woken = await self._woken_session(runtime, step, lineage)
         start = 0
         if woken is not None:
             state.woke.append(step.name)
@@ -333,14 +333,16 @@ class Workflow:
         progress.forget(step.name)  # ended: a later wake starts its rounds afresh
         return result, passed
 
-    def _woken_session(self, runtime: Runtime, step: Step, lineage: Lineage) -> str | None:
-        """The session this step had in an earlier process, if it is still in the store."""
+    async def _woken_session(self, runtime: Runtime, step: Step, lineage: Lineage) -> str | None:
+        """The session this step had in an earlier process, if it is in the store (caught
+        up first with what the CLI wrote on this machine and the kill kept from the store)."""
         if not self.continuous:
             return None
         session_id = lineage.recall(step.name)
-        if session_id is None or runtime.store.summary(session_id) is None:
+        if session_id is None:
             return None
-        return session_id
+        await runtime.catch_up(session_id)
+        return session_id if runtime.store.summary(session_id) is not None else None
 
 
 def _text(value: str | Callable[[Ctx], str] | None, ctx: Ctx) -> str:

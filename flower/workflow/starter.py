@@ -382,8 +382,9 @@ def starter_flow(
             lambda ctx: text(
                 "starter.work", brief=ctx.get("确认需求", ""), goal=ctx.get("设定目标", "")
             ),
-            # place 3: the coordinator, whose context holds the old goal, is told directly
-            resume_prompt=text("starter.wake", said="\n".join(words)) if words else None,
+            # place 3: the coordinator, whose context holds the old goal, is told directly;
+            # with no new words, it carries on (the brief and goal are in its session)
+            resume_prompt=text("starter.wake", said="\n".join(words)) if words else _carry_on,
         )
         if goal:
             work = with_goal(
@@ -391,6 +392,19 @@ def starter_flow(
             )
         steps.append(_noting(work, pending.delivered, first=True) if words else work)
     return Workflow(steps, name="starter", channel=channel, workbench=workbench, continuous=not new)
+
+
+def _carry_on(ctx: Ctx) -> str:
+    """What a woken coordinator is told, with no new words: carry on, and what the person
+    added to the brief (a `flower send`, an answer), whose only copy may be the brief: the
+    inbox that held it died with the killed process. Said again on every wake: a repeated
+    word is harmless, silence is not."""
+    brief = str(ctx.get("确认需求", ""))
+    added = [line for line in brief.splitlines() if line.startswith(">")]
+    said = text("starter.carry_on")
+    return (
+        f"{said}\n\n{text('starter.carry_on_added', said=chr(10).join(added))}" if added else said
+    )
 
 
 def _noting(step: Step, note: Callable[[], None], *, first: bool) -> Step:
@@ -409,6 +423,18 @@ def _noting(step: Step, note: Callable[[], None], *, first: bool) -> Step:
         return bool(passed)
 
     return replace(step, gate=gate)
+
+
+def stopped_ask(run_dir: str | Path) -> str:
+    """The ask the run in `run_dir` was last started with (ask-history.json), or "": what a
+    continuation with no ask goes on with when the run stopped before its brief was frozen
+    (issue 30: its clarifier's session is resumed, its question asked again)."""
+    runs = RunDir(Path(run_dir).expanduser())
+    given = _given(runs.ask_history)
+    if given:
+        return given[-1]
+    last = read_json(runs.last_ask, "")  # killed before the starter recorded its ask
+    return last if isinstance(last, str) else ""
 
 
 def repeated_ask(history: Path, ask: str) -> bool:
@@ -467,6 +493,8 @@ def wake_state(
         pending_asks    questions still waiting for a human (asks.json)
         pending_wake    the words of a wake stopped before they reached the goal and the
                         coordinator (wake.json): the next run delivers them again
+        stopped_ask     with no complete brief, the ask the run was started with (a run
+                        stopped before its brief was frozen goes on with it), else ""
     """
     ws = Path(workspace).expanduser().resolve()
     root = workbench_location(ws, isolate=isolate)
@@ -487,4 +515,5 @@ def wake_state(
         "handoffs": sorted(str(p) for p in notes.glob("交接-*.md")) if notes.is_dir() else [],
         "pending_asks": pending_asks(runs.path),
         "pending_wake": PendingWake(runs.wake).words(),
+        "stopped_ask": "" if brief is not None and brief.complete() else stopped_ask(runs.path),
     }

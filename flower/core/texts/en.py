@@ -98,6 +98,11 @@ instructions.""",
         "When waking this run, the person added:\n\n{said}\n\nThe brief and the goal have been "
         "updated from it; go on working by the new criteria."
     ),
+    "starter.carry_on": (
+        "[flower was stopped and started again: carry on where the work stands; what was "
+        "reported done is done.]"
+    ),
+    "starter.carry_on_added": "What the person has added to the brief:\n{said}",
     "starter.wake_label": "added on waking",
     "starter.ambiguous": "The judge gave no conclusion that could be read: taken as not achieved.",
     "starter.accept": "Accept this result and go on",
@@ -272,6 +277,23 @@ written, each on its own line; write nothing else, and no code block.
         "[The tool call was interrupted before it returned; there is no result. "
         "Run it again if needed]"
     ),
+    # -- a worker cut short, handed on (flower.core.cutwork) -------------------------------
+    "cut.coordinator": (
+        "[flower was stopped while worker {agent} ({description}) worked; its report never "
+        "came. What it had done:\n{calls}\nDo not have this done again: the next worker you "
+        "start for this task is shown this list and checks it against the disk.]"
+    ),
+    "cut.worker": (
+        "An earlier worker on this task ({description}) was cut short before it reported "
+        "(flower was stopped); it worked in {cwd}. What it had done, from its transcript:\n"
+        "{calls}\nCheck this against the disk and continue from there instead of starting "
+        'over. A call marked "may have run" may or may not have happened: check before '
+        "redoing it."
+    ),
+    "cut.done": "{n}. {call} -> {result}",
+    "cut.failed": "{n}. {call} -> failed: {result}",
+    "cut.open": "{n}. {call} -> no result: it was running at the cut and may have run",
+    "cut.none": "(no tool call yet)",
     # -- the goal (flower.core.goal) -----------------------------------------------------
     "goal.feedback": (
         "The judge finds the goal not achieved yet. Carry on from the work as it is; do not "

@@ -69,6 +69,8 @@ ZH: dict[str, str] = {
     "starter.wake": (
         "人在唤醒这次运行时补充了:\n\n{said}\n\n需求和目标已按这句话更新,照新的标准继续工作。"
     ),
+    "starter.carry_on": "[flower 被停掉后又启动了:从现在的进度接着做,汇报过已完成的就是完成了。]",
+    "starter.carry_on_added": "人在需求里补充过:\n{said}",
     "starter.wake_label": "唤醒时追加",
     "starter.ambiguous": "裁判没有给出可识别的结论,按未达成处理。",
     "starter.accept": "接受这个结果,就这样继续",
@@ -206,6 +208,20 @@ ZH: dict[str, str] = {
     "stores.spilled": "[工具结果已归档:{chars} 字符。完整内容在 {path},需要时用 Read 读取]",
     "stores.expired": "[{cmd} 的结果已过期(第 {age} 轮前),当前状态可能已变。需要请重新执行]",
     "stores.orphan": "[工具调用在返回结果前被中断,没有结果。需要请重新执行]",
+    # -- a worker cut short, handed on (flower.core.cutwork) -------------------------------
+    "cut.coordinator": (
+        "[flower 被停掉时执行者 {agent}({description})还在干活,汇报没有回来。它已经做了:\n"
+        "{calls}\n别让人再做一遍:你接下来为这项任务派的执行者会看到这份清单,对照磁盘核对。]"
+    ),
+    "cut.worker": (
+        "这项任务({description})之前的执行者在汇报前被中断了(flower 被停掉),它在 {cwd} 里干活。"
+        "按它的记录,它已经做了:\n{calls}\n先对照磁盘核对这些,从那里接着做,不要从头再来。"
+        '标着"可能已执行"的调用可能做了也可能没做:重做之前先检查。'
+    ),
+    "cut.done": "{n}. {call} -> {result}",
+    "cut.failed": "{n}. {call} -> 失败:{result}",
+    "cut.open": "{n}. {call} -> 没有结果:中断时它正在执行,可能已执行",
+    "cut.none": "(还没有工具调用)",
     # -- the goal (flower.core.goal) -----------------------------------------------------
     "goal.feedback": "评审认为目标还没有达成。请在现有工作的基础上接着做，不要从头再来。",
     "goal.feedback_reason": "评审的理由：\n{reason}",

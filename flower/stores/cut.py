@@ -1,0 +1,160 @@
+"""What a subagent that was cut short had done, read from its transcript (issue 30).
+
+A kill (or a CLI that dies mid-turn) between a worker's start and its report leaves the
+worker's own transcript, a subkey of the session (``subagents/agent-<id>``), with every tool
+call it made and the results that were stored, and an ``agent_metadata`` entry (naming the
+coordinator's Agent call in ``toolUseId``) that the CLI never rewrote with ``finished:
+true``. :func:`cut_short` finds such workers, so the continuation can hand their work on
+instead of having it done again. A call with no stored result was in flight at the cut: it
+may or may not have run (``Call.result`` None), and whoever continues must check before
+redoing it. A continuation that handed a worker on names its agent id in the main thread
+(the note it adds to the prompt), so the next resume of the same session does not hand it
+on again.
+
+Pure functions over entries, as the store keeps them; the words are the caller's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from flower.stores.records import SessionTranscript
+from flower.stores.transcript import Entry, blocks, result_text
+
+__all__ = ["AGENT_TOOLS", "Call", "CutShort", "calls_of", "cut_short"]
+
+AGENT_TOOLS = frozenset({"Agent", "Task"})  # the request calls it Agent, init.tools Task
+
+
+@dataclass(frozen=True)
+class Call:
+    """One tool call of the cut subagent: `result` None means none was stored (the call
+    was in flight at the cut and may have run); `failed` an is_error result."""
+
+    name: str
+    input: dict[str, Any]
+    result: str | None
+    failed: bool = False
+
+
+@dataclass(frozen=True)
+class CutShort:
+    """A subagent, started by the Agent call `tool_use_id`, that never finished."""
+
+    tool_use_id: str
+    agent_id: str
+    agent_type: str
+    description: str
+    prompt: str
+    cwd: str
+    calls: tuple[Call, ...]
+
+
+def calls_of(entries: Sequence[Entry]) -> tuple[Call, ...]:
+    """Every tool call in `entries` with its stored result, in the order they were made."""
+    results: dict[Any, tuple[str, bool]] = {}
+    for entry in entries:
+        for block in blocks(entry):
+            if block.get("type") == "tool_result":
+                said = result_text(block)
+                shown = said if said is not None else "[not text]"
+                results[block.get("tool_use_id")] = (shown, block.get("is_error") is True)
+    calls: list[Call] = []
+    for entry in entries:
+        if entry.get("type") != "assistant":
+            continue
+        for block in blocks(entry):
+            if block.get("type") != "tool_use":
+                continue
+            given = block.get("input")
+            found = results.get(block.get("id"))
+            calls.append(
+                Call(
+                    name=str(block.get("name", "")),
+                    input=given if isinstance(given, dict) else {},
+                    result=found[0] if found else None,
+                    failed=bool(found and found[1]),
+                )
+            )
+    return tuple(calls)
+
+
+def cut_short(transcript: SessionTranscript) -> list[CutShort]:
+    """The subagents of `transcript` that never finished (their `agent_metadata` was never
+    rewritten with ``finished: true``) or whose report never reached the main thread (their
+    Agent call has no result there), and that no entry of the main thread names yet (a
+    continuation that handed one on names it; see the module docstring), in the order the
+    main thread started them."""
+    started = [
+        str(use.get("id"))
+        for entry in transcript.main
+        if entry.get("type") == "assistant"
+        for use in blocks(entry)
+        if use.get("type") == "tool_use" and use.get("name") in AGENT_TOOLS
+    ]
+    calls = {
+        str(use.get("id")): use
+        for entry in transcript.main
+        for use in blocks(entry)
+        if use.get("type") == "tool_use"
+    }
+    answered = {
+        block.get("tool_use_id")
+        for entry in transcript.main
+        for block in blocks(entry)
+        if block.get("type") == "tool_result"
+    }
+    said = _user_text(transcript.main)
+    found: list[CutShort] = []
+    for entries in transcript.subagents.values():
+        metas = [e for e in entries if e.get("type") == "agent_metadata"]
+        agent = _first(entries, "agentId")
+        if not metas or not agent:
+            continue
+        finished = any(m.get("finished") is True for m in metas)
+        if finished and metas[-1].get("toolUseId") in answered:  # its report arrived
+            continue
+        if agent in said:  # handed on already
+            continue
+        meta = metas[-1]
+        call = calls.get(str(meta.get("toolUseId")), {})
+        given: dict[str, Any] = call["input"] if isinstance(call.get("input"), dict) else {}
+        found.append(
+            CutShort(
+                tool_use_id=str(meta.get("toolUseId") or ""),
+                agent_id=agent,
+                agent_type=str(meta.get("agentType") or ""),
+                description=str(given.get("description") or meta.get("description") or ""),
+                prompt=str(given.get("prompt") or ""),
+                cwd=_first(entries, "cwd"),
+                calls=calls_of(entries),
+            )
+        )
+    order = {tid: i for i, tid in enumerate(started)}
+    return sorted(found, key=lambda cut: order.get(cut.tool_use_id, len(order)))
+
+
+def _user_text(entries: Sequence[Entry]) -> str:
+    """The text the main thread's user entries say (string prompts and text blocks)."""
+    said: list[str] = []
+    for entry in entries:
+        if entry.get("type") != "user":
+            continue
+        content = (
+            entry.get("message", {}).get("content")
+            if isinstance(entry.get("message"), dict)
+            else None
+        )
+        if isinstance(content, str):
+            said.append(content)
+        for block in blocks(entry):
+            if block.get("type") == "text":
+                said.append(str(block.get("text", "")))
+    return "\n".join(said)
+
+
+def _first(entries: Sequence[Entry], name: str) -> str:
+    """The first string value of field `name` among `entries` ("" if none has one)."""
+    return next((e[name] for e in entries if isinstance(e.get(name), str)), "")

@@ -1,0 +1,167 @@
+"""A worker cut short by a SIGKILL of flower is handed on, not redone (issue 30, item 3).
+
+Round 1 is judged "not yet"; round 2's worker writes hello.py, runs it, and is killed with
+flower while its third call (a slow Bash) runs. The same ask again wakes the run: the
+coordinator is told what the killed worker did, and the worker it starts next is shown the
+same list (the killed one's calls and results from the store, the one in flight marked
+"may have run"), checks the disk and reports, instead of writing and running everything
+again. Asserted on what the fake API was sent, in either language.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from flower.core.lang import current
+from flower.core.texts.en import EN
+from flower.core.texts.zh import ZH
+from flower.testing import FakeAPI, Reply, Request, When, rules, text, tool, working_directory
+from flower.testing.demo import DEMO_ASK, ROLE_MARKERS, starter_cast, verdict_reply
+from tests.cli.conftest import FLOWER, flower
+from tests.json_contract import parse_document
+
+SLOW = "echo $$ > {pidfile}; exec sleep 120"
+HANDED_ON = tuple(table["cut.worker"].split("(", 1)[0] for table in (EN, ZH))
+"""What the next worker is shown first starts with (en, zh)."""
+MAY_HAVE_RUN = tuple(table["cut.open"].split("{call}", 1)[1] for table in (EN, ZH))
+TOLD = tuple(table["cut.coordinator"].split("{", 1)[0] for table in (EN, ZH))
+"""What the woken coordinator's note starts with (en, zh)."""
+
+
+def shown_progress(request: Request) -> bool:
+    return any(request.contains(marker) for marker in HANDED_ON)
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_a_killed_worker_is_handed_on_and_its_work_not_redone(
+    lang: str,
+    fake_api: FakeAPI,
+    cli_env: dict[str, str],
+    workspace: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("FLOWER_LANG", lang)  # the fake model's lines, here
+    cli_env = {**cli_env, "FLOWER_LANG": lang}  # flower's, there
+    pidfile = workspace.parent / "sleeper.pid"
+    workers: list[str] = []
+    cast = starter_cast()
+
+    def worker(request: Request) -> Reply:
+        agent = str(request.agent_id)
+        if agent not in workers:
+            workers.append(agent)
+        where = working_directory(request)
+        if len(workers) == 1:
+            return cast(request)  # round 1: hello.py written and run
+        if shown_progress(request):  # handed on: look at the disk, then report
+            if not request.tool_results():
+                return tool("Read", {"file_path": f"{where}/hello.py"}, id=f"check_{agent}")
+            return text("hello.py is there and prints hello; nothing left to do")
+        done = {r.tool_use_id for r in request.tool_results()}
+        calls = [
+            tool(
+                "Write",
+                {"file_path": f"{where}/hello.py", "content": 'print("hello")\n'},
+                id=f"write_{agent}",
+            ),
+            tool("Bash", {"command": "python3 hello.py"}, id=f"run_{agent}"),
+        ]
+        if len(workers) == 2:  # round 2's worker is killed while this call runs
+            calls.append(
+                tool("Bash", {"command": SLOW.format(pidfile=pidfile)}, id=f"slow_{agent}")
+            )
+        return next((c for c in calls if c.tool_ids[0] not in done), text("done"))
+
+    def coordinator(request: Request) -> Reply:
+        """Delegate each round, and again when a worker never reported; else report."""
+        last = next(m for m in reversed(request.messages) if m.get("role") == "user")
+        content = last.get("content")
+        results = (
+            [b for b in content if b.get("type") == "tool_result"]
+            if isinstance(content, list)
+            else []
+        )
+        if results and not any(b.get("is_error") for b in results):
+            return text("done")
+        n = len([u for u in request.tool_uses() if u.get("name") == "Agent"])
+        task = {"description": "hello.py", "prompt": "Write hello.py and run it."}
+        return tool(
+            "Agent",
+            {**task, "subagent_type": "coder", "run_in_background": False},
+            id=f"delegate_{n}",
+        )
+
+    verdicts: list[int] = []
+    no, yes = ("not achieved", "achieved") if current() == "en" else ("未达成", "达成")
+
+    def judge(request: Request) -> Reply:  # rounds 1 and 2 fall short, round 3 passes
+        verdicts.append(1)
+        return verdict_reply(no if len(verdicts) < 3 else yes)
+
+    judging = [
+        (When(kind="main", system_contains=m), judge) for m in ("你是裁判", "You are the judge")
+    ]
+    goal_set = [
+        (When(kind="main", system_contains=m, contains=g), cast)
+        for m, g in (("你是裁判", "设定目标"), ("You are the judge", "set the goal"))
+    ]
+    coordinating = [
+        (When(kind="main", system_contains=m), coordinator) for m in ROLE_MARKERS["coordinator"]
+    ]
+    fake_api.script = rules(
+        (When(kind="subagent"), worker), *goal_set, *judging, *coordinating, (When(), cast)
+    )
+    args = [DEMO_ASK, "--timeout", "0", "--rounds", "3", "-w", str(workspace)]
+    proc = subprocess.Popen(
+        [*FLOWER, *args],
+        env=cli_env,
+        cwd=workspace.parent,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    try:
+        assert fake_api.wait_for(lambda reqs: len(workers) >= 2 and pidfile.is_file(), 180)
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+        if pidfile.is_file() and (sleeper := pidfile.read_text().strip()).isdigit():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(sleeper), signal.SIGKILL)  # the tool, in a session of its own
+    killed_worker = workers[1]
+    killed_at = len(fake_api.requests)
+
+    again = flower(*args, "--json", env=cli_env, cwd=workspace.parent)
+    assert again.returncode == 0, again.stderr
+    assert parse_document(again.stdout)["status"] == "achieved"
+    after = fake_api.requests[killed_at:]
+
+    # the woken coordinator is told which worker was cut short and what it did
+    woken = [r for r in after if r.kind == "main" and any(r.contains(t) for t in TOLD)]
+    assert woken and woken[0].contains(killed_worker)
+    # the next worker is shown the killed one's calls and results, the open call flagged
+    fresh = [r for r in after if r.agent_id and r.agent_id not in workers[:2]]
+    assert fresh, "the woken coordinator started no worker"
+    first = fresh[0]
+    assert first.contains(HANDED_ON[("en", "zh").index(lang)])  # in the run's language
+    assert first.contains("hello.py") and first.contains("python3 hello.py")
+    assert any(first.contains(said) for said in MAY_HAVE_RUN)  # the slow call, in flight
+    # ... and redoes none of it: no Write, no run of hello.py, no slow call again
+    handed = [r for r in fresh if r.agent_id == first.agent_id]
+    assert [u["name"] for u in handed[-1].tool_uses()] == ["Read"]
+    # handed on once: round 3 (the same coordinator session, resumed) is not told again,
+    # and its worker starts from its task alone
+    assert len(verdicts) == 3
+    last = [r for r in after if r.kind == "main" and any(r.contains(t) for t in TOLD)][-1]
+    assert sum(last.conversation_text.count(t) for t in TOLD) == 1
+    later = [r for r in fresh if r.agent_id != first.agent_id]
+    assert later and not any(shown_progress(r) for r in later)

@@ -1,0 +1,75 @@
+"""A run killed before its brief was frozen continues (issue 30, item 2): with its recorded
+ask, its clarifier's session resumed, by `flower resume` and by `flower go` with no ask alike,
+instead of "nothing to resume" / "no ask"."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from flower.testing import FakeAPI
+from flower.testing.demo import DEMO_ASK, ROLE_MARKERS, starter_cast
+from tests.cli.conftest import FLOWER, flower
+from tests.json_contract import parse_document
+
+
+def clarifying(request_system: str) -> bool:
+    return any(marker in request_system for marker in ROLE_MARKERS["clarify"])
+
+
+@pytest.mark.parametrize("continuation", [["resume"], ["go"]])
+def test_a_run_killed_while_its_question_waits_goes_on_with_its_ask(
+    continuation: list[str], fake_api: FakeAPI, cli_env: dict[str, str], workspace: Path
+) -> None:
+    fake_api.script = starter_cast()
+    runs = workspace.parent / "runs"
+    proc = subprocess.Popen(
+        [*FLOWER, DEMO_ASK, "--timeout", "60", "-w", str(workspace)],
+        env=cli_env,
+        cwd=workspace.parent,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    try:  # the clarifier's question waits for a human (asks.json), nobody answers
+        assert fake_api.wait_for(lambda _: _pending(runs), 120)
+        time.sleep(1.0)  # the question waits (a human takes longer than this)
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+    [clarifier] = {
+        r.headers.get("x-claude-code-session-id")
+        for r in fake_api.requests
+        if clarifying(r.system_text)
+    }
+    killed_at = len(fake_api.requests)
+
+    done = flower(
+        *continuation, "--timeout", "0", "--json", "-w", str(workspace),
+        env=cli_env, cwd=workspace.parent,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert parse_document(done.stdout)["status"] == "achieved"
+    after = [r for r in fake_api.requests[killed_at:] if clarifying(r.system_text)]
+    # the clarifier's own session goes on (its question and the ask are in it)
+    assert after and {r.headers.get("x-claude-code-session-id") for r in after} == {clarifier}
+    assert after[0].contains(DEMO_ASK)
+    assert (workspace / "hello.py").is_file()
+
+
+def _pending(runs: Path) -> bool:
+    try:
+        asks = json.loads((runs / "asks.json").read_text())
+    except (OSError, ValueError):
+        return False
+    return bool(asks)
