@@ -27,7 +27,9 @@ ABSENT = "flowerbox:absent"
 
 
 def test_no_image_and_no_dockerfile_says_how_to_get_one(docker_client: DockerClient) -> None:
-    with pytest.raises(BoxError, match="no Dockerfile to build it from: run `flowerbox build`"):
+    with pytest.raises(
+        BoxError, match="no Dockerfile to build it from: run `flowerbox build PATH`"
+    ):
         ensure_image(docker_client, ABSENT, context=None)
 
 

@@ -76,7 +76,7 @@ def test_a_commit_made_in_the_box_gets_a_note_on_the_host(
     assert fields["network"] == "allowlist: empty (no network)" and fields["exit"] == "0"
     # The isolation the engine recorded for this run's box, in the note and in ps --json.
     hardened = f"uid {host_user[1]}:{host_user[2]}, groups none, caps none, seccomp default, "
-    hardened += "no-new-privileges, network none, read-only root"
+    hardened += "no-new-privileges, network none, runtime runc, read-only root"
     assert fields["box"].startswith(hardened), fields["box"]
     listed = as_user(host_user, [FLOWERBOX, "ps", "--json"], cwd=user_workspace)
     [row] = parse_document(listed.stdout)["runs"]
