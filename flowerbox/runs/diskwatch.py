@@ -157,14 +157,12 @@ class DiskWatch:
         self._held = held
         self._interval = interval_s
         self._stop = threading.Event()
-        self.watching = threading.Event()  # set once the start's use is measured
 
     def start(self) -> None:
         """The starting point is taken here, before the caller lets the run write; then the
         watching goes on in a thread."""
         if self.folders and (self.budget.bytes or self.budget.inodes):
             start = self._used(), self._size()
-            self.watching.set()
             threading.Thread(target=self._watch, args=start, name="disk-watch", daemon=True).start()
 
     def stop(self) -> None:
