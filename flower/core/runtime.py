@@ -41,6 +41,7 @@ context-full exit's handoff is flower.core.takeover.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import socket
 import threading
@@ -84,6 +85,10 @@ EventSink = Callable[[Event], None]
 
 # Manifest rows are a ledger, not a transcript: the full text lives in sessions.db.
 MANIFEST_TEXT_LIMIT = 2000
+# How long a stopped step waits for the CLI's own figure after its interrupt: a call in
+# flight is billed from its stream's start, which only the CLI has seen (a subagent's
+# stream never reaches the SDK), and the CLI's result after an interrupt counts it.
+SETTLE_ON_STOP_S = 2.0
 
 
 @dataclass
@@ -460,15 +465,16 @@ class Runtime:
             async with ClaudeSDKClient(options) as client:
                 self._go_live(client)
                 await client.query(prompt)
-                async for message in client.receive_messages():
-                    for event in normalize(message):
-                        self._observe(attempt, event)
-                        if on_event is not None:
-                            on_event(event)
-                    if watch_context and not handoff_due:
-                        handoff_due = await self._watch_context(client, attempt, on_event)
-                    if attempt.done:
-                        break
+                try:
+                    async for message in client.receive_messages():
+                        self._take(message, attempt, on_event)
+                        if watch_context and not handoff_due:
+                            handoff_due = await self._watch_context(client, attempt, on_event)
+                        if attempt.done:
+                            break
+                except asyncio.CancelledError:
+                    await self._settle_on_stop(client, attempt, on_event)
+                    raise
         except ClaudeSDKError as exc:
             attempt.error = f"{type(exc).__name__}: {exc}"  # the text recorded, as before
             if isinstance(exc, ProcessError):
@@ -482,6 +488,28 @@ class Runtime:
         if handoff_due and attempt.aborted:
             attempt.end = AttemptEnd.HANDOFF_DUE
         return attempt
+
+    def _take(self, message: Any, attempt: Attempt, on_event: EventSink | None) -> None:
+        for event in normalize(message):
+            self._observe(attempt, event)
+            if on_event is not None:
+                on_event(event)
+
+    async def _settle_on_stop(
+        self, client: ClaudeSDKClient, attempt: Attempt, on_event: EventSink | None
+    ) -> None:
+        """The step is being stopped mid-turn: interrupt the CLI and take its result, whose
+        running total counts the calls in flight (their input is billed once their stream
+        opened), so the accounts hold what the API served. Bounded: a CLI that does not
+        answer in SETTLE_ON_STOP_S is stopped all the same."""
+        settled = attempt.results + 1
+        with contextlib.suppress(TimeoutError, ClaudeSDKError, OSError):
+            async with asyncio.timeout(SETTLE_ON_STOP_S):
+                await client.interrupt()
+                async for message in client.receive_messages():
+                    self._take(message, attempt, on_event)
+                    if attempt.results >= settled:
+                        return
 
     async def _watch_context(
         self, client: ClaudeSDKClient, attempt: Attempt, on_event: EventSink | None

@@ -89,7 +89,8 @@ class Reply:
     """One answer of the fake model.
 
     stop_reason defaults to "tool_use" when a tool_use block is present, else "end_turn".
-    `delay` seconds are waited before the first byte is sent.
+    `delay` seconds are waited before the first byte is sent; `think` seconds after the
+    stream opened (message_start sent), as a long-thinking model streams nothing for a while.
     """
 
     blocks: tuple[Block, ...] = ()
@@ -97,6 +98,7 @@ class Reply:
     stop_reason: str | None = None
     model: str | None = None
     delay: float = 0.0
+    think: float = 0.0
     fault: Fault | None = None
 
     @property

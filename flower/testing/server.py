@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import select
 import socket
 import ssl
 import struct
@@ -291,7 +292,21 @@ class _Handler(BaseHTTPRequestHandler):
             return
         if decided.delay:
             time.sleep(decided.delay)
+            if self._client_gone():
+                self.api._finish(request, "client went away before the answer")
+                return
         self.api._finish(request, self._answer(request, decided))
+
+    def _client_gone(self) -> bool:
+        """Whether the client hung up while the answer was held. Nothing is sent, or billed,
+        then: a server that sees the hang-up drops the request, and a first write into the
+        closed connection would still "succeed" and count as served."""
+        with socket.fromfd(self.connection.fileno(), socket.AF_INET, socket.SOCK_STREAM) as raw:
+            readable, _, _ = select.select([raw], [], [], 0)
+            try:
+                return bool(readable) and raw.recv(1, socket.MSG_PEEK) == b""
+            except OSError:
+                return True
 
     def do_GET(self) -> None:
         """Any other method: recorded (a test can see everything a client sent), then 404."""
@@ -333,6 +348,8 @@ class _Handler(BaseHTTPRequestHandler):
                 self.wfile.write(f"event: {event}\ndata: {json.dumps(data)}\n\n".encode())
                 self.wfile.flush()
                 _deliver(request, event, data)
+                if event == "message_start" and reply.think:
+                    time.sleep(reply.think)
         except (BrokenPipeError, ConnectionResetError):
             return "client went away"
         return _summary(reply)

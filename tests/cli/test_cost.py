@@ -174,6 +174,42 @@ def test_after_a_double_ctrl_c_and_a_resume_every_cost_is_what_the_api_served(
     _costs_agree(fake_api, cli_env, workspace, screen.text)
 
 
+@pytest.mark.parametrize("hold", ["think", "delay"])
+def test_a_call_in_flight_at_a_double_ctrl_c_counts_what_the_api_served_of_it(
+    hold: str, fake_api: FakeAPI, cli_env: dict[str, str], workspace: Path
+) -> None:
+    """Issue 36: stopped while a worker's answer is held, its stream open and the model still
+    thinking (`think`: its input is served and billed, and the CLI's own total after the
+    interrupt has it), or before the API sent a byte (`delay`: the hang-up drops it, nothing
+    is served). Either way the accounts are what the API served, after the stop and the
+    resume alike."""
+    weighty_job(fake_api)
+    script = fake_api.script
+
+    def held(request: Request) -> Reply:
+        reply = script(request)
+        first = request.kind == "subagent" and len(fake_api.subagent_requests()) == 1
+        return replace(reply, **{hold: 8.0}) if first else reply
+
+    fake_api.script = held
+    ws = workspace.parent
+    args = (DEMO_ASK, "--timeout", "120", "-w", str(workspace))
+    with on_a_terminal(*args, env=cli_env, cwd=ws) as (run, screen):
+        screen.expect("waiting for you: q1")
+        screen.type("python3")
+        assert screen.wait_until(lambda: len(fake_api.subagent_requests()) == 1, 120)
+        screen.pause(1.5)  # the worker's first answer is held
+        run.send_signal(signal.SIGINT)
+        screen.expect("中断:输入要告诉代理的话")
+        run.send_signal(signal.SIGINT)
+        screen.expect("exit 130")
+        assert run.wait(timeout=60) == 130
+    in_flight = fake_api.subagent_requests()[0]
+    assert fake_api.wait_for(lambda _: bool(in_flight.answered), 30)  # the hold is over
+    assert (in_flight.usage is not None) == (hold == "think"), in_flight.answered
+    _costs_agree(fake_api, cli_env, workspace, screen.text)
+
+
 def _costs_agree(api: FakeAPI, env: dict[str, str], workspace: Path, screen: str) -> None:
     """The stopped run's figures, then the resumed run's, all to the API's own."""
     ws, runs = workspace.parent, workspace.parent / "runs"
