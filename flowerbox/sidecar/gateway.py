@@ -79,6 +79,7 @@ from flower import parse_dotenv
 from flowerbox.errors import BadRequest, FlowerboxError, GatewayError
 from flowerbox.sidecar.admission import peer_of
 from flowerbox.sidecar.egress import Policy
+from flowerbox.sidecar.hangup import ClientHungUp, await_answer
 from flowerbox.sidecar.http import Incoming, RequestReader, linger_close
 from flowerbox.sidecar.meter import Meter, Reservation, UsageReader, past_reservation
 from flowerbox.sidecar.pricing import Billing, PriceTable, load_prices
@@ -149,6 +150,7 @@ DEFAULT_BASE_URL = "https://api.anthropic.com"
 HEALTH_TIMEOUT = 3.0
 # The CLI's own request timeout (X-Stainless-Timeout) is 600 s; a stream idle longer is dead.
 UPSTREAM_TIMEOUT = 600.0
+HUNG_UP_NOTE = "the client hung up before the answer: dropped upstream, nothing billed"
 CHUNK = 64 * 1024
 OVERBILLED_NOTE = "billed past its worst case: every request now reserved unbounded"
 MODEL_SHOWN = 100  # a model name is the client's to choose: logged cut short
@@ -245,19 +247,30 @@ class Upstream:
         return True, ""
 
     def send(
-        self, method: str, path: str, headers: list[tuple[str, str]], body: bytes | None
+        self,
+        method: str,
+        path: str,
+        headers: list[tuple[str, str]],
+        body: bytes | None,
+        *,
+        client: socket.socket | None = None,
     ) -> tuple[http.client.HTTPConnection, http.client.HTTPResponse]:
-        """Send one request; the caller reads the response, then calls `release`."""
+        """Send one request; the caller reads the response, then calls `release`. With
+        `client`, waiting for the answer ends in ClientHungUp if that socket hangs up first
+        (the upstream connection is then closed: the request is dropped there too)."""
         with self._lock:
             pooled = self._idle.pop() if self._idle else None
         if pooled is not None:
             try:
-                return pooled, self._send(pooled, method, path, headers, body)
+                return pooled, self._send(pooled, method, path, headers, body, client)
             except (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError):
                 pooled.close()  # closed by the server while idle: the request never arrived
+            except BaseException:
+                pooled.close()
+                raise
         conn = self._connect()
         try:
-            return conn, self._send(conn, method, path, headers, body)
+            return conn, self._send(conn, method, path, headers, body, client)
         except BaseException:
             conn.close()
             raise
@@ -297,6 +310,7 @@ class Upstream:
         path: str,
         headers: list[tuple[str, str]],
         body: bytes | None,
+        client: socket.socket | None,
     ) -> http.client.HTTPResponse:
         conn.putrequest(method, self.prefix + path, skip_accept_encoding=True)
         for name, value in headers:
@@ -305,6 +319,8 @@ class Upstream:
         if body is not None:
             conn.putheader("content-length", str(len(body)))
         conn.endheaders(body)
+        if client is not None and conn.sock is not None:
+            await_answer(conn.sock, client, UPSTREAM_TIMEOUT)
         return conn.getresponse()
 
 
@@ -581,8 +597,12 @@ class _Exchange:
         sent = time.perf_counter()
         try:
             conn, response = gateway.upstream.send(
-                self.incoming.method, self.incoming.target, headers, self.body
-            )
+                self.incoming.method, self.incoming.target, headers, self.body,
+                client=self.reader.sock,
+            )  # fmt: skip
+        except ClientHungUp:
+            self._done(499, model, HUNG_UP_NOTE)
+            raise OSError(HUNG_UP_NOTE) from None  # the connection is over: nobody to answer
         except (OSError, http.client.HTTPException) as exc:
             reason = str(exc) or type(exc).__name__
             message = f"flowerbox gateway: cannot reach {gateway.upstream.name}: {reason}"
