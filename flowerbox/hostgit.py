@@ -71,6 +71,10 @@ from flowerbox.errors import HostGitError
 __all__ = ["ALLOWED", "MEMORY", "OUTPUT", "TIMEOUT", "HostGit", "HostGitError", "empty_hooks"]
 
 TIMEOUT = 900.0
+# Listing the configuration reads a few small files: far past this, a file it includes is
+# not a file (a FIFO the run left in place of a tracked, included `.gitconfig` holds git's
+# read until a writer comes) and no git is run there.
+CONFIG_TIMEOUT = 30.0
 MEMORY = 1 << 30  # the address space of one git process (and each of its children)
 OUTPUT = 128 << 20  # what one call may print, stdout and stderr, held in flowerbox's memory
 # The subcommands flowerbox runs: reads, ref updates, fetch/push, notes; nothing that checks
@@ -96,6 +100,7 @@ SETTINGS = (
     ("core.askPass", ""),
     ("core.sshCommand", "false"),
     ("core.attributesFile", os.devnull),
+    ("diff.orderFile", os.devnull),  # a FIFO or /dev/zero there held `diff` to its bounds
     ("credential.helper", ""),  # the empty value resets the list
     ("commit.gpgSign", "false"),
     ("tag.gpgSign", "false"),
@@ -223,10 +228,18 @@ class HostGit:
 
     def _config(self, workspace: Path) -> list[_Entry]:
         """Each setting git reads in `workspace` from a file, in the order git reads them."""
-        listed = self._spawn(
-            ["git", "-C", str(workspace), *self._settings(), "config", "--list",
-             "--show-origin", "-z"], None, theirs=True,
-        )  # fmt: skip
+        try:
+            listed = self._spawn(
+                ["git", "-C", str(workspace), *self._settings(), "config", "--list",
+                 "--show-origin", "-z"], None, theirs=True, timeout=CONFIG_TIMEOUT,
+            )  # fmt: skip
+        except _TimedOut as exc:
+            raise HostGitError(
+                f"reading your repository's git config in {workspace} took over "
+                f"{CONFIG_TIMEOUT:.0f} s, so flowerbox runs no git there: a file it includes "
+                "may be a FIFO or a device the run left in place of a file (`git config "
+                "--show-origin --get-regexp 'include'` names them; `ls -l` each)"
+            ) from exc
         if listed.returncode != 0:
             return []  # not a repository (yet): the call itself says so
         tops = (Path(os.path.abspath(workspace)), workspace.resolve())
@@ -270,9 +283,11 @@ class HostGit:
         return out + _no_filters(filters)
 
     def _spawn(
-        self, argv: list[str], stdin: str | None, *, theirs: bool
+        self, argv: list[str], stdin: str | None, *, theirs: bool, timeout: float | None = None
     ) -> subprocess.CompletedProcess[str]:
-        """Run `argv`, bounded; `theirs`: in the user's repository."""
+        """Run `argv`, bounded (`timeout`, else the runner's); `theirs`: in the user's
+        repository."""
+        timeout = self.timeout if timeout is None else min(timeout, self.timeout)
         env = self._environment() | (NO_LAZY_FETCH if theirs else {})
         if shutil.which("git", path=env["PATH"]) is None:
             raise HostGitError(
@@ -292,7 +307,7 @@ class HostGit:
         except OSError as exc:
             raise HostGitError(f"git {_named(argv)} could not run: {exc}") from exc
         try:
-            out, err = _collect(process, stdin, self.output, self.timeout)
+            out, err = _collect(process, stdin, self.output, timeout)
         except _Overran as exc:
             with contextlib.suppress(ProcessLookupError):  # the group may be gone already
                 os.killpg(process.pid, signal.SIGKILL)
@@ -300,9 +315,10 @@ class HostGit:
             why = (
                 f"printed more than {self.output >> 20} MiB"
                 if exc.args[0] == "output"
-                else f"ran past {self.timeout:.0f} s"
+                else f"ran past {timeout:.0f} s"
             )
-            raise HostGitError(
+            error = _TimedOut if exc.args[0] == "time" else HostGitError
+            raise error(
                 f"git {_named(argv)} {why} and was stopped: the repository may be very large "
                 "or damaged (or what a run left built to be); run the command by hand to see"
             ) from exc
@@ -323,6 +339,10 @@ class HostGit:
         env["GIT_ALLOW_PROTOCOL"] = ":".join(self.protocols)
         env |= self.env
         return env
+
+
+class _TimedOut(HostGitError):
+    """git ran past its time."""
 
 
 class _Overran(Exception):

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from flowerbox import hostgit
 from flowerbox.hostgit import HostGit, HostGitError
 from tests.flowerbox import test_hostgit as base
 from tests.flowerbox.test_hostgit import git, include, planted
@@ -205,3 +206,31 @@ def test_no_filter_runs_when_the_index_is_reset(
     done = host.run("read-tree", "--reset", "HEAD", workspace=ws)
     assert done.returncode == 0, done.stderr
     assert not mark.exists()
+
+
+def test_a_fifo_in_place_of_an_included_config_holds_no_git_for_long(
+    ws: Path, host: HostGit, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The run replaced the tracked `.gitconfig` your repository includes with a FIFO: your
+    own git waits on it until a writer comes (the control, cut off), and HostGit's listing of
+    the config used to hold every flowerbox git call there for its whole 900 s. It gives up
+    after CONFIG_TIMEOUT, says why, and runs no git."""
+    include(ws, "[user]\n\tname = the team\n")
+    (ws / ".gitconfig").unlink()
+    os.mkfifo(ws / ".gitconfig")
+    with pytest.raises(subprocess.TimeoutExpired):
+        subprocess.run(["git", "-C", str(ws), "config", "--list"], capture_output=True, timeout=3)
+    monkeypatch.setattr(hostgit, "CONFIG_TIMEOUT", 2.0)
+    with pytest.raises(HostGitError, match=r"took over 2 s.* may be a FIFO"):
+        host.run("rev-parse", "HEAD", workspace=ws)
+
+
+def test_a_fifo_as_the_diff_order_file_holds_no_diff(ws: Path, host: HostGit) -> None:
+    """`diff.orderFile` in the included config, naming a FIFO the run made: your own `git
+    diff` waits on it (the control, cut off); flowerbox's reads no order file at all."""
+    include(ws, "[diff]\n\torderFile = order\n")
+    os.mkfifo(ws / "order")
+    with pytest.raises(subprocess.TimeoutExpired):
+        subprocess.run(["git", "-C", str(ws), "diff", "HEAD~1", "HEAD"], timeout=3)
+    done = host.run("diff", "--stat", "HEAD~2", "HEAD", workspace=ws)
+    assert done.returncode == 0 and "2 files changed" in done.stdout
