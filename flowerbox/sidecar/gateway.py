@@ -79,7 +79,7 @@ from flower import parse_dotenv
 from flowerbox.errors import BadRequest, FlowerboxError, GatewayError
 from flowerbox.sidecar.admission import peer_of
 from flowerbox.sidecar.egress import Policy
-from flowerbox.sidecar.hangup import ClientHungUp, await_answer
+from flowerbox.sidecar.hangup import HangUpWatch
 from flowerbox.sidecar.http import Incoming, RequestReader, linger_close
 from flowerbox.sidecar.meter import Meter, Reservation, UsageReader, past_reservation
 from flowerbox.sidecar.pricing import Billing, PriceTable, load_prices
@@ -253,24 +253,22 @@ class Upstream:
         headers: list[tuple[str, str]],
         body: bytes | None,
         *,
-        client: socket.socket | None = None,
+        watch: HangUpWatch | None = None,
     ) -> tuple[http.client.HTTPConnection, http.client.HTTPResponse]:
-        """Send one request; the caller reads the response, then calls `release`. With
-        `client`, waiting for the answer ends in ClientHungUp if that socket hangs up first
-        (the upstream connection is then closed: the request is dropped there too)."""
+        """Send one request; the caller reads the response, then calls `release`. The
+        connection is put under `watch` once the request is sent."""
         with self._lock:
             pooled = self._idle.pop() if self._idle else None
         if pooled is not None:
             try:
-                return pooled, self._send(pooled, method, path, headers, body, client)
+                return pooled, self._send(pooled, method, path, headers, body, watch)
             except (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError):
                 pooled.close()  # closed by the server while idle: the request never arrived
-            except BaseException:
-                pooled.close()
-                raise
+                if watch is not None and watch.hung_up:
+                    raise  # closed by us: the client is gone, nobody to send it again for
         conn = self._connect()
         try:
-            return conn, self._send(conn, method, path, headers, body, client)
+            return conn, self._send(conn, method, path, headers, body, watch)
         except BaseException:
             conn.close()
             raise
@@ -310,7 +308,7 @@ class Upstream:
         path: str,
         headers: list[tuple[str, str]],
         body: bytes | None,
-        client: socket.socket | None,
+        watch: HangUpWatch | None,
     ) -> http.client.HTTPResponse:
         conn.putrequest(method, self.prefix + path, skip_accept_encoding=True)
         for name, value in headers:
@@ -319,8 +317,8 @@ class Upstream:
         if body is not None:
             conn.putheader("content-length", str(len(body)))
         conn.endheaders(body)
-        if client is not None and conn.sock is not None:
-            await_answer(conn.sock, client, UPSTREAM_TIMEOUT)
+        if watch is not None and conn.sock is not None:
+            watch.guard(conn.sock)
         return conn.getresponse()
 
 
@@ -591,19 +589,26 @@ class _Exchange:
         return worst, alone
 
     def _forward(self, model: str | None, reservation: Reservation | None) -> None:
+        """Send the request upstream and relay its answer, the upstream connection shut the
+        moment the client hangs up (the answer is then dropped there, not billed on)."""
+        with HangUpWatch(self.reader.sock) as watch:
+            self._exchange(model, reservation, watch)
+
+    def _exchange(
+        self, model: str | None, reservation: Reservation | None, watch: HangUpWatch
+    ) -> None:
         gateway = self.gateway
         headers = [(n, v) for n, v in self.incoming.headers if n in FORWARDED_HEADERS]
         headers += gateway.credentials.headers()
         sent = time.perf_counter()
         try:
             conn, response = gateway.upstream.send(
-                self.incoming.method, self.incoming.target, headers, self.body,
-                client=self.reader.sock,
-            )  # fmt: skip
-        except ClientHungUp:
-            self._done(499, model, HUNG_UP_NOTE)
-            raise OSError(HUNG_UP_NOTE) from None  # the connection is over: nobody to answer
+                self.incoming.method, self.incoming.target, headers, self.body, watch=watch
+            )
         except (OSError, http.client.HTTPException) as exc:
+            if watch.hung_up:
+                self._done(499, model, HUNG_UP_NOTE)
+                raise OSError(HUNG_UP_NOTE) from None  # the connection is over: nobody to answer
             reason = str(exc) or type(exc).__name__
             message = f"flowerbox gateway: cannot reach {gateway.upstream.name}: {reason}"
             self._refuse(Refusal(502, "api_error", message, "upstream unreachable"), model)

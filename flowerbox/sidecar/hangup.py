@@ -1,43 +1,71 @@
-"""A client that hangs up while the gateway waits for the upstream's answer.
+"""A client that hangs up while the gateway is still busy with its request upstream.
 
 The CLI drops its request when it is interrupted or stopped (a user's Ctrl+C, `flowerbox
-stop`). Until the upstream's first byte the gateway is blocked on the upstream alone, so it
-would go on waiting, and the API would answer, and bill, a request nobody reads: the box's
-own accounts (flower's, from the CLI) would then never agree with the gateway's. Watching the
-client's socket while waiting lets the gateway drop the upstream request at the hang-up, as
-the CLI's own connection would have without a gateway between them.
+stop`). The gateway, blocked on the upstream (waiting for its first byte, or for the next
+event of a model still thinking), would not notice until it next wrote to the client: the API
+would go on producing, and billing, an answer nobody reads, and the gateway would meter it,
+above what the box's own accounts (the CLI's) can know of. So while a request is with the
+upstream a thread watches the client's socket and, on a hang-up, shuts the upstream
+connection: the request ends there as it would on the CLI's own connection without a gateway.
 """
 
 from __future__ import annotations
 
+import contextlib
 import select
 import socket
-import ssl
-import time
+import threading
+from types import TracebackType
 
-__all__ = ["ClientHungUp", "await_answer"]
-
-
-class ClientHungUp(Exception):
-    """The client closed its connection before the upstream answered."""
+__all__ = ["HangUpWatch"]
 
 
-def await_answer(upstream: socket.socket, client: socket.socket, timeout: float) -> None:
-    """Return once the upstream has something to read (or `timeout` passed: the read that
-    follows then times out on its own); raise ClientHungUp if the client hangs up first.
-    A client that sends more instead (it never does mid-request) stops being watched."""
-    deadline = time.monotonic() + timeout
-    watched = [upstream, client]
-    while (left := deadline - time.monotonic()) > 0:
-        if isinstance(upstream, ssl.SSLSocket) and upstream.pending():
+class HangUpWatch:
+    """While entered: shut the `guard`ed upstream socket the moment `client` hangs up.
+
+    A client that sends more instead (it never does mid-request) stops being watched.
+    """
+
+    def __init__(self, client: socket.socket) -> None:
+        self.hung_up = False
+        self._client = client
+        self._upstream: socket.socket | None = None
+        self._lock = threading.Lock()
+        self._wake, self._waker = socket.socketpair()
+        self._thread = threading.Thread(target=self._watch, name="hang-up watch", daemon=True)
+
+    def __enter__(self) -> HangUpWatch:
+        self._thread.start()
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        trace: TracebackType | None,
+    ) -> None:
+        self._waker.send(b"x")
+        self._thread.join()
+        self._wake.close()
+        self._waker.close()
+
+    def guard(self, upstream: socket.socket) -> None:
+        """The connection to shut on a hang-up (at once, if it already came)."""
+        with self._lock:
+            self._upstream = upstream
+            gone = self.hung_up
+        if gone:
+            _shut(upstream)
+
+    def _watch(self) -> None:
+        readable, _, _ = select.select([self._client, self._wake], [], [])
+        if self._wake in readable or not _closed(self._client):
             return
-        readable, _, _ = select.select(watched, [], [], left)
-        if upstream in readable:
-            return
-        if client in readable:
-            if _closed(client):
-                raise ClientHungUp
-            watched = [upstream]
+        with self._lock:
+            self.hung_up = True
+            upstream = self._upstream
+        if upstream is not None:
+            _shut(upstream)
 
 
 def _closed(sock: socket.socket) -> bool:
@@ -47,3 +75,8 @@ def _closed(sock: socket.socket) -> bool:
         return False
     except OSError:
         return True
+
+
+def _shut(sock: socket.socket) -> None:
+    with contextlib.suppress(OSError):
+        sock.shutdown(socket.SHUT_RDWR)

@@ -61,6 +61,19 @@ def weighty_job(api: FakeAPI) -> None:
     api.script = lambda request: replace(script(request), usage=WEIGHT)
 
 
+def hold_first_answer(api: FakeAPI, hold: str, seconds: float = 8.0) -> None:
+    """Hold the first worker's first answer `seconds`: `think`, its stream open and the model
+    still thinking, or `delay`, before the API sends a byte (the times to stop a run in)."""
+    script = api.script
+
+    def held(request: Request) -> Reply:
+        reply = script(request)
+        first = request.kind == "subagent" and len(api.subagent_requests()) == 1
+        return replace(reply, **{hold: seconds}) if first else reply
+
+    api.script = held
+
+
 def test_every_cost_a_user_sees_is_what_the_api_answers_cost(
     fake_api: FakeAPI, cli_env: dict[str, str], workspace: Path
 ) -> None:
@@ -184,14 +197,7 @@ def test_a_call_in_flight_at_a_double_ctrl_c_counts_what_the_api_served_of_it(
     is served). Either way the accounts are what the API served, after the stop and the
     resume alike."""
     weighty_job(fake_api)
-    script = fake_api.script
-
-    def held(request: Request) -> Reply:
-        reply = script(request)
-        first = request.kind == "subagent" and len(fake_api.subagent_requests()) == 1
-        return replace(reply, **{hold: 8.0}) if first else reply
-
-    fake_api.script = held
+    hold_first_answer(fake_api, hold)
     ws = workspace.parent
     args = (DEMO_ASK, "--timeout", "120", "-w", str(workspace))
     with on_a_terminal(*args, env=cli_env, cwd=ws) as (run, screen):

@@ -16,7 +16,7 @@ import pytest
 
 from flower.testing import FakeAPI
 from flower.testing.demo import DEMO_ASK, starter_cast
-from tests.cli.test_cost import weighty_job
+from tests.cli.test_cost import hold_first_answer, weighty_job
 from tests.docker.e2e import FLOWERBOX, as_user, box_env, usage_of, user_argv
 from tests.json_contract import parse_document
 
@@ -43,13 +43,22 @@ def test_flowers_figure_for_a_resumed_round_is_the_gateways(
     assert float(live[-1]) == pytest.approx(metered, abs=5e-5)
 
 
+@pytest.mark.parametrize("hold", ["command", "think", "delay"])
 def test_after_a_stop_and_a_resume_the_box_s_figures_are_the_gateways(
-    real_api: FakeAPI, host_user: tuple[str, int, int], user_workspace: Path, flowerbox_image: str
+    hold: str,
+    real_api: FakeAPI,
+    host_user: tuple[str, int, int],
+    user_workspace: Path,
+    flowerbox_image: str,
 ) -> None:
     """Issue 36: after an interrupt, `flower status` on the box's runs said $1.9108 where
-    the gateway (`flowerbox ps`) said $1.9362. Stopped while a worker runs its slow command
-    (what a Ctrl+C on an attached run does), then resumed: every figure is the meter's."""
+    the gateway (`flowerbox ps`) said $1.9362. Stopped (what a Ctrl+C on an attached run
+    does) while a worker runs its slow command, while its answer's stream is open and the
+    model still thinks (billed: its input), or before the API sent a byte (dropped at the
+    hang-up, by the CLI and the gateway alike); then resumed: every figure is the meter's."""
     weighty_job(real_api)
+    if hold != "command":
+        hold_first_answer(real_api, hold)
     env = box_env(real_api, host_user)
     args = [FLOWERBOX, DEMO_ASK, "--timeout", "0", "--json"]
     run = subprocess.Popen(
@@ -70,6 +79,10 @@ def test_after_a_stop_and_a_resume_the_box_s_figures_are_the_gateways(
         if run.poll() is None:
             run.kill()
     assert run.returncode == 130, err[-3000:]
+    if hold != "command":
+        in_flight = real_api.subagent_requests()[0]
+        assert real_api.wait_for(lambda _: bool(in_flight.answered), 60)  # the hold is over
+        assert (in_flight.usage is not None) == (hold == "think"), in_flight.answered
     resumed = as_user(host_user, [FLOWERBOX, "resume"], cwd=user_workspace, env=env)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     served = real_api.cost()
