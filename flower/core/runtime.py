@@ -88,7 +88,7 @@ MANIFEST_TEXT_LIMIT = 2000
 # How long a stopped step waits for the CLI's own figure after its interrupt: a call in
 # flight is billed from its stream's start, which only the CLI has seen (a subagent's
 # stream never reaches the SDK), and the CLI's result after an interrupt counts it.
-SETTLE_ON_STOP_S = 2.0
+SETTLE_ON_STOP_S = 5.0
 
 
 @dataclass
