@@ -27,6 +27,8 @@ from typing import Any
 
 from flower.core.hooks import Brief, as_handler
 from flower.core.lang import text
+from flower.core.texts.en import EN
+from flower.core.texts.zh import ZH
 from flower.stores.cut import Call, CutShort, cut_short
 from flower.stores.prune import PruningSessionStore
 
@@ -41,7 +43,18 @@ _BULK = frozenset({"content", "new_string", "old_string", "edits"})  # shown by 
 def cut_work(store: PruningSessionStore, session_id: str) -> list[CutShort]:
     """The workers of `session_id` that were cut short and not handed on yet."""
     transcript = store.transcript(session_id)
-    return [] if transcript is None else cut_short(transcript)
+    return [] if transcript is None else cut_short(transcript, named=_named)
+
+
+def _named(agent: str) -> tuple[str, ...]:
+    """How a note of this module names a worker it handed on, in any language: the note's
+    words up to the id, then the id (the CLI's notices about a background worker name its
+    id too, and hand nothing on)."""
+    return tuple(
+        table[key].split("{agent}", 1)[0] + agent
+        for table in (EN, ZH)
+        for key in ("cut.coordinator", "cut.handoff_coordinator")
+    )
 
 
 def note(cuts: Sequence[CutShort], *, handoff: bool = False) -> str:
