@@ -6,11 +6,11 @@ and INTERRUPT_NOTE, or CARRY_ON_NOTE when they said nothing; not counted as an a
 no session to resume, the step ends with error INTERRUPTED, never ok); a full context (the
 session writes its own handoff, budget lifted and no UI events, and a brand-new session
 starts from it, capped at max_generations); a retryable failure (Event "retry", wait for the
-network, back off, resume the same session with resume_prompt, or start it anew when the CLI
-was killed before the store held any of it; but a CLI that exits before any API response
-twice with the same unclassified error stops the step at once: waiting does not mend a bad
-option or a kernel that lacks a feature). Errors go to StepResult.errors and the
-manifest, never into the context.
+network, back off, resume the same session with resume_prompt, or send the same start again
+when the store holds no reply of it: killed before it stored anything, or every request
+refused; but a CLI that exits before any API response twice with the same unclassified
+error stops the step at once: waiting does not mend a bad option or a kernel that lacks a
+feature). Errors go to StepResult.errors and the manifest, never into the context.
 
 Runtime owns the workspace, the session store (always the pruning layer over sessions.db),
 the workbench and the policies. It drives the CLI through ClaudeSDKClient (interrupt needs
@@ -79,6 +79,7 @@ from flower.core.workspace import in_git_repository, shown, undecodable
 from flower.core.worktrees import Worktrees
 from flower.errors import RunDirError, WorkspaceError
 from flower.stores import EphemeralPolicy, PrunePolicy, PruningSessionStore, TrimPolicy
+from flower.stores.transcript import is_api_error
 
 EventSink = Callable[[Event], None]
 
@@ -349,17 +350,23 @@ class Runtime:
             failed_at_start = cause
             if not await self._recover(number, kind, emit):
                 break
-            if attempt.session_id and await self._stored(attempt.session_id):
+            if attempt.session_id and await self._answered(attempt.session_id):
                 resume, fork, resume_at = attempt.session_id, False, None
                 prompt = self.resilience.resume_text()
                 result.resumed = True
-            elif attempt.session_id:  # killed before its first entry was stored: start anew
+            elif attempt.session_id:  # nothing answered (or stored) yet: the same start again
                 prompt, resume, fork, resume_at = fresh
 
-    async def _stored(self, session_id: str) -> bool:
-        """Whether the store holds the session: a CLI killed before its first entry was
-        stored left nothing to resume ("No conversation found"), only a session to redo."""
-        return await asyncio.to_thread(self.store.usage, session_id) is not None
+    async def _answered(self, session_id: str) -> bool:
+        """Whether the store holds a reply of the session: a CLI killed before its first
+        entry was stored left nothing to resume ("No conversation found"), and one whose
+        every request failed (four 529s) left only its prompt, which a resume would send
+        again behind a synthetic reply and a "you were cut off" note, the cached prefix
+        lost; either is a session to redo, the same request again."""
+        found = await asyncio.to_thread(self.store.transcript, session_id)
+        return found is not None and any(
+            e.get("type") == "assistant" and not is_api_error(e) for e in found.main
+        )
 
     async def _hand_on(
         self, spec: AgentSpec, resume: str | None, *, fork: bool, retired: str | None

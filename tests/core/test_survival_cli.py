@@ -148,7 +148,11 @@ async def test_overloaded_twice_then_success_is_two_flower_retries_with_backoff(
     runtime = make_runtime()
     result = await runtime.run(BASH, "go", on_event=seen.append)
     assert result.ok and result.text == "through"
-    assert (result.attempts, result.resumed, len(result.errors)) == (3, True, 2)
+    assert (result.attempts, result.resumed, len(result.errors)) == (3, False, 2)
+    # Nothing was answered: the same request again each time, not a resume that puts a
+    # synthetic reply and a "you were cut off" note behind it (issue 30)
+    sent = [r.messages for r in flower_env.requests]
+    assert sent[1] == sent[0] and sent[2] == sent[0]
     retries = [e for e in seen if e.kind == "retry" and e.payload.get("source") == "flower"]
     assert [e.payload["attempt"] for e in retries] == [1, 2]
     assert all(e.payload["kind"] == "retry" and e.payload["delay_s"] > 0 for e in retries)
