@@ -241,7 +241,10 @@ async def test_a_new_generation_keeps_the_old_ones_tools_and_system_prompt(
     flower_env.script = rules(
         (When(kind="main", last_user_contains=marker), Always(handoff_reply())),
         (When(kind="main", contains="改第 8、9、10 个文件"), sequence(text("continued"))),
-        (When(kind="main"), Always(tool("Bash", {"command": "echo 1"}, usage=Usage(input_tokens=190_000)))),
+        (
+            When(kind="main"),
+            Always(tool("Bash", {"command": "echo 1"}, usage=Usage(input_tokens=190_000))),
+        ),
     )
     workbench = Workbench(workspace)
     (workbench.notes / "早先的决定.md").write_text("用 UTF-8\n")
