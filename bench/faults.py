@@ -6,12 +6,16 @@ judge that rejects round 1 (no negative numbers tested) and accepts round 2. The
 the second run: a stream cut mid-reply in the worker, four 529s on the judge (more than the
 CLI's own retries), a 500 on the goal step, usage near the window on the coordinator (a
 handoff), a `flower send` from another process, and SIGKILL of the flower process mid-work
-followed by the documented way to continue (the same `flower "ask"` again).
+followed by the documented way to continue (the same `flower "ask"` again). The woken
+coordinator sends the cut worker's task out again (its delegation came back as an error), as
+a real one would; that worker, handed the cut one's calls, does only what they lack.
 
 The figures are ratios of the faulted run to the fault-free one: request bytes, and the same
 bytes priced as a prompt-caching API would (the longest prefix a request shares with an
 earlier one at 0.1x, the rest at 1.25x; the CLI's per-session billing header left out).
-Targets: <= 1.35 bytes, <= 1.20 cache-aware. The fake model routes on the roles' rule texts in
+Targets: <= 1.35 bytes, <= 1.20 cache-aware. Also printed: what the handoff's new
+generation's first request reads from a cache written at the earlier requests' cache_control
+breakpoints (its tools + system whole, or only what precedes the first difference). The fake model routes on the roles' rule texts in
 either language, so the job runs in both (FLOWER_LANG=en, the default, and zh); `--smoke` runs
 it whole and does not judge the targets (python -m bench --smoke runs it in both languages).
 
