@@ -15,9 +15,10 @@ bytes priced as a prompt-caching API would (the longest prefix a request shares 
 earlier one at 0.1x, the rest at 1.25x; the CLI's per-session billing header left out).
 Targets: <= 1.35 bytes, <= 1.20 cache-aware. Also printed: what the handoff's new
 generation's first request reads from a cache written at the earlier requests' cache_control
-breakpoints (its tools + system whole, or only what precedes the first difference). The fake model routes on the roles' rule texts in
-either language, so the job runs in both (FLOWER_LANG=en, the default, and zh); `--smoke` runs
-it whole and does not judge the targets (python -m bench --smoke runs it in both languages).
+breakpoints (its tools + system whole, or only what precedes the first difference). The
+fake model routes on the roles' rule texts in either language, so the job runs in both
+(FLOWER_LANG=en, the default, and zh); `--smoke` runs it whole and does not judge the
+targets (python -m bench --smoke runs it in both languages).
 
     python -m bench.faults
 """
