@@ -6,20 +6,26 @@ judge that rejects round 1 (no negative numbers tested) and accepts round 2. The
 the second run: a stream cut mid-reply in the worker, four 529s on the judge (more than the
 CLI's own retries), a 500 on the goal step, usage near the window on the coordinator (a
 handoff), a `flower send` from another process, and SIGKILL of the flower process mid-work
-followed by the documented way to continue (the same `flower "ask"` again).
+followed by the documented way to continue (the same `flower "ask"` again). The woken
+coordinator sends the cut worker's task out again (its delegation came back as an error), as
+a real one would; that worker, handed the cut one's calls, does only what they lack.
 
 The figures are ratios of the faulted run to the fault-free one: request bytes, and the same
 bytes priced as a prompt-caching API would (the longest prefix a request shares with an
 earlier one at 0.1x, the rest at 1.25x; the CLI's per-session billing header left out).
-Targets: <= 1.35 bytes, <= 1.20 cache-aware. The fake model routes on the roles' rule texts in
-either language, so the job runs in both (FLOWER_LANG=en, the default, and zh); `--smoke` runs
-it whole and does not judge the targets (python -m bench --smoke runs it in both languages).
+Targets: <= 1.35 bytes, <= 1.20 cache-aware. Also printed: what the handoff's new
+generation's first request reads from a cache written at the earlier requests' cache_control
+breakpoints (its tools + system whole, or only what precedes the first difference). The
+fake model routes on the roles' rule texts in either language, so the job runs in both
+(FLOWER_LANG=en, the default, and zh); `--smoke` runs it whole and does not judge the
+targets (python -m bench --smoke runs it in both languages).
 
     python -m bench.faults
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import signal
@@ -30,6 +36,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 from flower.core.texts.en import EN
 from flower.core.texts.zh import ZH
@@ -60,6 +67,10 @@ BILLING_HEADER = "x-anthropic-billing-header:"
 FLOWER = [sys.executable, "-m", "flower.cli"]
 HANDOFF_MARKERS = tuple(table["handoff.write"].split("{", 1)[0][:30] for table in (ZH, EN))
 """What the request that asks for a handoff starts with (zh, en)."""
+HANDED_ON = tuple(table["cut.worker"].split("(", 1)[0] for table in (ZH, EN))
+"""What a worker handed a killed one's list is shown first (zh, en; flower.core.cutwork)."""
+OPEN = tuple(table["cut.open"].split("{call}", 1)[1] for table in (ZH, EN))
+"""What marks a call of that list that was running at the kill (zh, en)."""
 NEAR_WINDOW = 960_000  # past the default handoff level (a 1M window less 50k of headroom)
 
 BRIEF = """## 目标
@@ -118,21 +129,27 @@ def cast(workspace: Path, *, faults: bool, stalled: list[int] | None = None) -> 
     handed_off: list[bool] = []  # the context fills once, in the first round
 
     def coordinator(request: Request) -> Reply:
-        """Each round: look around, delegate, check the tests itself, report."""
-        done = {r.tool_use_id for r in request.tool_results()}
+        """Each round: look around, delegate, check the tests itself, report. A delegation
+        that came back as an error (its worker cut short by the kill) is sent out again,
+        as a real coordinator would: the work is not done until a worker reports it."""
+        results = {r.tool_use_id: r for r in request.tool_results()}
+        done = set(results)
         round_ = request.conversation_text.count("没测负数") + 1
         also = "也测负数。" if round_ > 1 else ""
+        task = {
+            "description": "写 calc.py 和测试",
+            "prompt": f"在工作区写 calc.py 和 test_calc.py 并运行测试。{also}",
+            "subagent_type": "coder",
+            "run_in_background": False,
+        }
+        delegated = results.get(f"delegate_{round_}")
         calls = [
             tool("Bash", {"command": "ls -la"}, id=f"look_{round_}"),
-            tool(
-                "Agent",
-                {
-                    "description": "写 calc.py 和测试",
-                    "prompt": f"在工作区写 calc.py 和 test_calc.py 并运行测试。{also}",
-                    "subagent_type": "coder",
-                    "run_in_background": False,
-                },
-                id=f"delegate_{round_}",
+            tool("Agent", task, id=f"delegate_{round_}"),
+            *(
+                [tool("Agent", task, id=f"again_{round_}")]
+                if delegated and delegated.is_error
+                else []
             ),
             tool("Bash", {"command": "python3 test_calc.py && echo ok"}, id=f"verify_{round_}"),
         ]
@@ -146,10 +163,13 @@ def cast(workspace: Path, *, faults: bool, stalled: list[int] | None = None) -> 
         return text(f"第 {round_} 轮:calc.py 和测试已写好并通过。")
 
     def worker(request: Request) -> Reply:
+        """Write both files, run the test, look at the result. Handed a cut worker's list
+        (flower.core.cutwork), it leaves out what the list shows done and does the rest."""
         where = working_directory(request)
         negative = "也测负数" in request.conversation_text
         done = {r.tool_use_id for r in request.tool_results()}
         suffix = f"{request.agent_id}_{int(negative)}"
+        done |= {f"{kind}_{suffix}" for kind in _handed_done(request.conversation_text)}
         calls = [
             tool("Write", {"file_path": f"{where}/calc.py", "content": CALC}, id=f"w1_{suffix}"),
             tool(
@@ -168,7 +188,7 @@ def cast(workspace: Path, *, faults: bool, stalled: list[int] | None = None) -> 
         ]
         for call in calls:
             if call.tool_ids[0] not in done:
-                if stalled is not None and negative and call.tool_ids[0].startswith("read_"):
+                if stalled == [] and negative and call.tool_ids[0].startswith("read_"):
                     stalled.append(request.index)
                     return replace(call, delay=10.0)
                 return call
@@ -196,6 +216,18 @@ def cast(workspace: Path, *, faults: bool, stalled: list[int] | None = None) -> 
             (When(kind="main", system_contains=ROLE_MARKERS["coordinator"][i]), coordinator),
         ]
     return rules(*cast)
+
+
+def _handed_done(conversation: str) -> set[str]:
+    """Which of the worker's calls (w1, w2, run) the list it was handed shows done: a line
+    of the list with a result, not one that "may have run"."""
+    marker = next((m for m in HANDED_ON if m in conversation), None)
+    if marker is None:
+        return set()
+    lines = conversation.split(marker, 1)[1].split("\\n")
+    finished = [line for line in lines if "->" in line and not any(o in line for o in OPEN)]
+    said = {"w1": '/calc.py\\"', "w2": '/test_calc.py\\"', "run": '\\"python3 test_calc.py\\"'}
+    return {kind for kind, words in said.items() if any(words in line for line in finished)}
 
 
 def is_coordinator(request: Request) -> bool:
@@ -359,24 +391,79 @@ def handoff_prefix(requests: list[Request]) -> float | None:
     """How much of the tools + system of the new generation's first request (the first
     coordinator request after the handoff writer's) is a prefix the old generation's last
     request had: what a prompt cache would serve (issue 30, item 4). None: no handoff."""
+    found = _handed_off(requests)
+    if found is None:
+        return None
+    old, new = (
+        json.dumps(
+            {k: v for k, v in _cached_part(r).items() if k != "messages"}, ensure_ascii=False
+        ).encode()
+        for r in found
+    )
+    return _common_prefix(old, new) / len(new)
+
+
+def handoff_cache_read(requests: list[Request]) -> tuple[int, int] | None:
+    """What the new generation's first request would read from a prompt cache that works
+    as the API's does: an entry is written at each cache_control breakpoint of a request
+    (its blocks up to there: tools, system, messages), and a request reads the longest
+    earlier entry that starts it. Returns (bytes read, bytes of its tools + system); None
+    when there was no handoff. A breakpoint's marker itself, and a message's text sent as a
+    string or as one text block, are the same prompt to the cache."""
+    found = _handed_off(requests)
+    if found is None:
+        return None
+    written: set[bytes] = set()
+    for request in requests:
+        blocks = _cache_blocks(request)
+        sizes, keys, digest = [0], [b""], hashlib.sha256()
+        for _, block, _ in blocks:
+            digest.update(hashlib.sha256(block).digest())
+            keys.append(digest.digest())
+            sizes.append(sizes[-1] + len(block))
+        if request is found[1]:
+            read = max((sizes[k] for k, key in enumerate(keys) if key in written), default=0)
+            return read, sum(len(block) for where, block, _ in blocks if where in _HEAD)
+        written |= {keys[k + 1] for k, (_, _, marked) in enumerate(blocks) if marked}
+    return None
+
+
+_HEAD = ("tool", "prompt")  # the top-level tools and system, not a "system" message
+
+
+def _handed_off(requests: list[Request]) -> tuple[Request, Request] | None:
+    """The handoff writer's request and the new generation's first (None: no handoff)."""
     writer = next(
-        (
-            i
-            for i, r in enumerate(requests)
-            if any(r.last_user_text.startswith(m) for m in HANDOFF_MARKERS)
-        ),
+        (r for r in requests if any(r.last_user_text.startswith(m) for m in HANDOFF_MARKERS)),
         None,
     )
     if writer is None:
         return None
-    new = next((r for r in requests[writer + 1 :] if is_coordinator(r)), None)
-    if new is None:
-        return None
-    head = {k: v for k, v in _cached_part(requests[writer]).items() if k != "messages"}
-    now = {k: v for k, v in _cached_part(new).items() if k != "messages"}
-    old_bytes = json.dumps(head, ensure_ascii=False).encode()
-    new_bytes = json.dumps(now, ensure_ascii=False).encode()
-    return _common_prefix(old_bytes, new_bytes) / len(new_bytes)
+    later = requests[requests.index(writer) + 1 :]
+    new = next((r for r in later if is_coordinator(r)), None)
+    return None if new is None else (writer, new)
+
+
+def _cache_blocks(request: Request) -> list[tuple[str, bytes, bool]]:
+    """The request as a prompt cache sees it, block by block in its order (tools, system,
+    messages): where each block is, its bytes without cache_control, whether it had one."""
+    body = request.body
+    system = _cached_part(request)["system"]
+    listed: list[tuple[str, Any]] = [("tool", t) for t in body.get("tools") or []]
+    listed += [("prompt", b) for b in (system if isinstance(system, list) else [system])]
+    for message in body.get("messages") or []:
+        content = message.get("content")
+        if isinstance(content, str):
+            content = [{"type": "text", "text": content}]
+        listed += [(str(message.get("role")), block) for block in content or []]
+    blocks = []
+    for where, block in listed:
+        bare = block
+        if isinstance(block, dict):
+            bare = {k: v for k, v in block.items() if k != "cache_control"}
+        said = json.dumps([where, bare], ensure_ascii=False).encode()
+        blocks.append((where, said, isinstance(block, dict) and "cache_control" in block))
+    return blocks
 
 
 def _cached_part(request: Request) -> dict[str, object]:
@@ -423,6 +510,13 @@ def main(*, smoke: bool = False) -> int:
     shared = handoff_prefix(faulted.requests)
     if shared is not None:
         print(f"handoff prefix:    {shared:.1%} of the new generation's tools + system shared")
+    cache = handoff_cache_read(faulted.requests)
+    if cache is not None:
+        read, head = cache
+        print(
+            f"handoff cache read: {read:,} bytes of the new generation's first request come "
+            f"from the cache ({read / head:.1%} of its {head:,} bytes of tools + system)"
+        )
     met = by_bytes <= BYTES_TARGET and by_cache <= CACHED_TARGET
     return 0 if (met or smoke) and not faulted.after_kill else 1
 

@@ -2,8 +2,10 @@
 
 When flower is killed (or the CLI dies mid-turn) while a worker runs, the session that
 resumes never gets the worker's report, and a coordinator left to itself sends a fresh
-worker that does everything again. The worker's tool calls and their results are in the
-store (flower.stores.cut). Runtime hands them on when it resumes a session:
+worker that does everything again. A handoff (the coordinator's context full) cuts a worker
+the same way, and the new generation, a brand-new session, is handed it on alike. The
+worker's tool calls and their results are in the store (flower.stores.cut). Runtime hands
+them on when it resumes a session (or starts a new generation):
 
 - the coordinator's prompt starts with a note naming the worker and listing what it did
   (`note`), so it does not ask for it again; the note names the worker's agent id, which is
@@ -25,6 +27,8 @@ from typing import Any
 
 from flower.core.hooks import Brief, as_handler
 from flower.core.lang import text
+from flower.core.texts.en import EN
+from flower.core.texts.zh import ZH
 from flower.stores.cut import Call, CutShort, cut_short
 from flower.stores.prune import PruningSessionStore
 
@@ -39,14 +43,26 @@ _BULK = frozenset({"content", "new_string", "old_string", "edits"})  # shown by 
 def cut_work(store: PruningSessionStore, session_id: str) -> list[CutShort]:
     """The workers of `session_id` that were cut short and not handed on yet."""
     transcript = store.transcript(session_id)
-    return [] if transcript is None else cut_short(transcript)
+    return [] if transcript is None else cut_short(transcript, named=_named)
 
 
-def note(cuts: Sequence[CutShort]) -> str:
-    """What the resumed coordinator is told first (empty when nothing was cut short)."""
+def _named(agent: str) -> tuple[str, ...]:
+    """How a note of this module names a worker it handed on, in any language: the note's
+    words up to the id, then the id (the CLI's notices about a background worker name its
+    id too, and hand nothing on)."""
+    return tuple(
+        table[key].split("{agent}", 1)[0] + agent
+        for table in (EN, ZH)
+        for key in ("cut.coordinator", "cut.handoff_coordinator")
+    )
+
+
+def note(cuts: Sequence[CutShort], *, handoff: bool = False) -> str:
+    """What the resumed coordinator (with `handoff`, the new generation that took over
+    from the session that started them) is told first (empty when nothing was cut short)."""
     return "\n\n".join(
         text(
-            "cut.coordinator",
+            "cut.handoff_coordinator" if handoff else "cut.coordinator",
             agent=cut.agent_id,
             description=cut.description,
             calls=calls_text(cut.calls),
@@ -55,9 +71,10 @@ def note(cuts: Sequence[CutShort]) -> str:
     )
 
 
-def hooks(cuts: Sequence[CutShort]) -> dict[str, list[Any]]:
+def hooks(cuts: Sequence[CutShort], *, handoff: bool = False) -> dict[str, list[Any]]:
     """A SubagentStart hook that shows each cut worker's list to the first worker of its
-    type started after it (once each); {} when nothing was cut short."""
+    type started after it (once each; `handoff`: it was cut by one); {} when nothing was
+    cut short."""
     waiting = list(cuts)
     if not waiting:
         return {}
@@ -70,7 +87,7 @@ def hooks(cuts: Sequence[CutShort]) -> dict[str, list[Any]]:
         waiting.remove(cut)
         return Brief(
             text(
-                "cut.worker",
+                "cut.handoff_worker" if handoff else "cut.worker",
                 description=cut.description,
                 cwd=cut.cwd or "?",
                 calls=calls_text(cut.calls),

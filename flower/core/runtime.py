@@ -6,11 +6,11 @@ and INTERRUPT_NOTE, or CARRY_ON_NOTE when they said nothing; not counted as an a
 no session to resume, the step ends with error INTERRUPTED, never ok); a full context (the
 session writes its own handoff, budget lifted and no UI events, and a brand-new session
 starts from it, capped at max_generations); a retryable failure (Event "retry", wait for the
-network, back off, resume the same session with resume_prompt, or start it anew when the CLI
-was killed before the store held any of it; but a CLI that exits before any API response
-twice with the same unclassified error stops the step at once: waiting does not mend a bad
-option or a kernel that lacks a feature). Errors go to StepResult.errors and the
-manifest, never into the context.
+network, back off, resume the same session with resume_prompt, or send the same start again
+when the store holds no reply of it: killed before it stored anything, or every request
+refused; but a CLI that exits before any API response twice with the same unclassified
+error stops the step at once: waiting does not mend a bad option or a kernel that lacks a
+feature). Errors go to StepResult.errors and the manifest, never into the context.
 
 Runtime owns the workspace, the session store (always the pruning layer over sessions.db),
 the workbench and the policies. It drives the CLI through ClaudeSDKClient (interrupt needs
@@ -80,6 +80,7 @@ from flower.core.workspace import in_git_repository, shown, undecodable
 from flower.core.worktrees import Worktrees
 from flower.errors import RunDirError, WorkspaceError
 from flower.stores import EphemeralPolicy, PrunePolicy, PruningSessionStore, TrimPolicy
+from flower.stores.transcript import is_api_error
 
 EventSink = Callable[[Event], None]
 
@@ -268,6 +269,11 @@ class Runtime:
         number = 0
         failed_at_start: str | None = None  # the last attempt's cause, when it died at start
         fresh = prompt, resume, fork, resume_at  # how this generation's session starts anew
+        # One system prompt for every session of the step, handoff generations included: a
+        # prompt cache then serves tools + system to each (issue 30); what the workbench
+        # gained since goes into the new generation's first prompt instead.
+        context = self._workbench_context(spec)
+        retired: str | None = None  # the session the current generation took over from
         while True:
             number += 1
             result.attempts = number
@@ -275,7 +281,7 @@ class Runtime:
             if budget is not None and budget <= 0:
                 result.error = f"the run's budget of ${self.budget_usd:.2f} is spent"
                 break
-            given, said_first = await self._hand_on(spec, resume, fork=fork)
+            given, said_first = await self._hand_on(spec, resume, fork=fork, retired=retired)
             attempt = await self._attempt(
                 replace(given, max_budget_usd=_smaller(spec.max_budget_usd, budget)),
                 f"{said_first}\n\n{prompt}" if said_first else prompt,
@@ -283,6 +289,7 @@ class Runtime:
                 fork=fork,
                 resume_at=resume_at,
                 on_event=emit,
+                context=context,
             )
             self._account(result, attempt)
             said = self._take_interrupt()
@@ -316,11 +323,18 @@ class Runtime:
                     )
                     break
                 handoff = await self._hand_off(
-                    spec, result, attempt, prompt, emit, overflow=error if overflow else ""
+                    spec,
+                    result,
+                    attempt,
+                    prompt,
+                    emit,
+                    overflow=error if overflow else "",
+                    context=context,
                 )
-                result.retired.append(str(attempt.session_id))
+                retired = str(attempt.session_id)
+                result.retired.append(retired)
                 resume, fork, resume_at = None, False, None
-                prompt = handoff.prompt_block()
+                prompt = handoff.prompt_block() + self._desk_news(context)
                 fresh = prompt, resume, fork, resume_at
                 self._ctx, self._warned = 0, False
                 number -= 1
@@ -341,30 +355,50 @@ class Runtime:
             failed_at_start = cause
             if not await self._recover(number, kind, emit):
                 break
-            if attempt.session_id and await self._stored(attempt.session_id):
+            if attempt.session_id and await self._answered(attempt.session_id):
                 resume, fork, resume_at = attempt.session_id, False, None
                 prompt = self.resilience.resume_text()
                 result.resumed = True
-            elif attempt.session_id:  # killed before its first entry was stored: start anew
+            elif attempt.session_id:  # nothing answered (or stored) yet: the same start again
                 prompt, resume, fork, resume_at = fresh
 
-    async def _stored(self, session_id: str) -> bool:
-        """Whether the store holds the session: a CLI killed before its first entry was
-        stored left nothing to resume ("No conversation found"), only a session to redo."""
-        return await asyncio.to_thread(self.store.usage, session_id) is not None
+    async def _answered(self, session_id: str) -> bool:
+        """Whether the store holds a reply of the session: a CLI killed before its first
+        entry was stored left nothing to resume ("No conversation found"), and one whose
+        every request failed (four 529s) left only its prompt, which a resume would send
+        again behind a synthetic reply and a "you were cut off" note, the cached prefix
+        lost; either is a session to redo, the same request again."""
+        found = await asyncio.to_thread(self.store.transcript, session_id)
+        return found is not None and any(
+            e.get("type") == "assistant" and not is_api_error(e) for e in found.main
+        )
 
     async def _hand_on(
-        self, spec: AgentSpec, resume: str | None, *, fork: bool
+        self, spec: AgentSpec, resume: str | None, *, fork: bool, retired: str | None
     ) -> tuple[AgentSpec, str]:
-        """A resumed session whose workers were cut short (a kill, a CLI that died): `spec`
-        with the hook that shows their work to the next worker, and the note that tells the
+        """A resumed session whose workers were cut short (a kill, a CLI that died), or a
+        new generation whose `retired` predecessor's were (a handoff cut them): `spec` with
+        the hook that shows their work to the next worker, and the note that tells the
         session itself (flower.core.cutwork); `spec` and "" when there is none."""
-        if resume is None or fork:
+        if fork:
             return spec, ""
-        cuts = await asyncio.to_thread(cut_work, self.store, resume)
+        cut_by_handoff = resume is None
+        source = retired if cut_by_handoff else resume
+        if source is None:
+            return spec, ""
+        cuts = await asyncio.to_thread(cut_work, self.store, source)
         if not cuts:
             return spec, ""
-        return replace(spec, hooks=merge_hooks(spec.hooks, cutwork_hooks(cuts))), note(cuts)
+        hooks = cutwork_hooks(cuts, handoff=cut_by_handoff)
+        return replace(spec, hooks=merge_hooks(spec.hooks, hooks)), note(
+            cuts, handoff=cut_by_handoff
+        )
+
+    def _desk_news(self, shown: str) -> str:
+        """The workbench's entries a new generation's system prompt (`shown`, the step's
+        first) does not list, as a paragraph for its first prompt ("" when none)."""
+        added = self.workbench.added_since(shown) if self.workbench and shown else []
+        return "\n\n" + lang.text("workbench.added", entries="\n".join(added)) if added else ""
 
     def _budget_left(self) -> float | None:
         """What the run may still spend, the runs it continues counted (None: no budget)."""
@@ -403,6 +437,7 @@ class Runtime:
         emit: EventSink,
         *,
         overflow: str,
+        context: str,
     ) -> Handoff:
         """The full session writes its handoff (budget lifted, no UI events; its cost is the
         step's); flower.core.takeover does the rest."""
@@ -414,6 +449,7 @@ class Runtime:
                 resume=attempt.session_id,
                 on_event=None,
                 watch_context=False,
+                context=context,
             )
             self._account(result, writer, final=False)
             return writer.text
@@ -439,8 +475,10 @@ class Runtime:
         resume_at: str | None = None,
         on_event: EventSink | None,
         watch_context: bool = True,
+        context: str,
     ) -> Attempt:
-        """One CLI session, from connect to idle. SDK failures become attempt.error."""
+        """One CLI session, from connect to idle, its system prompt ending with `context`.
+        SDK failures become attempt.error."""
         baseline = 0.0
         if resume:
             # total_cost_usd is cumulative per session, across resumes: this attempt costs
@@ -457,7 +495,7 @@ class Runtime:
             fork=fork,
             resume_at=resume_at,
             portable=self.portable,
-            context=self._workbench_context(spec),
+            context=context,
         )
         options.stderr = attempt.stderr  # the cause, when the CLI dies before it says anything
         handoff_due = False

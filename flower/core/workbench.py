@@ -156,6 +156,17 @@ class Workbench:
                 lines.append(lang.text("workbench.more", count=more))
         return "\n".join(lines) + "\n"
 
+    def added_since(self, shown: str) -> list[str]:
+        """The index's entries that `shown` (an index or prompt block written earlier) does
+        not list: what a session whose system prompt is `shown` has not been told."""
+        listed = set(shown.splitlines())
+        markers = ("- …", lang.text("workbench.empty"))  # "... older files", "(empty)"
+        return [
+            line
+            for line in self.index_text().splitlines()
+            if line.startswith("- ") and line not in listed and not line.startswith(markers)
+        ]
+
     def refresh(self) -> None:
         """Rewrite INDEX.md from what is on disk now, atomically (readers never see half)."""
         _replace_bytes(self.index, self.index_text().encode("utf-8"))

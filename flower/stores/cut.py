@@ -16,7 +16,7 @@ Pure functions over entries, as the store keeps them; the words are the caller's
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -81,12 +81,15 @@ def calls_of(entries: Sequence[Entry]) -> tuple[Call, ...]:
     return tuple(calls)
 
 
-def cut_short(transcript: SessionTranscript) -> list[CutShort]:
+def cut_short(
+    transcript: SessionTranscript, *, named: Callable[[str], Sequence[str]] = lambda a: (a,)
+) -> list[CutShort]:
     """The subagents of `transcript` that never finished (their `agent_metadata` was never
     rewritten with ``finished: true``) or whose report never reached the main thread (their
-    Agent call has no result there), and that no entry of the main thread names yet (a
-    continuation that handed one on names it; see the module docstring), in the order the
-    main thread started them."""
+    Agent call has no result there), and that no user entry of the main thread names yet
+    in one of the ways `named(agent_id)` lists (a continuation that handed one on names it;
+    see the module docstring; the bare id by default, but the CLI's own notices name a
+    background worker by its id too), in the order the main thread started them."""
     started = [
         str(use.get("id"))
         for entry in transcript.main
@@ -116,7 +119,7 @@ def cut_short(transcript: SessionTranscript) -> list[CutShort]:
         finished = any(m.get("finished") is True for m in metas)
         if finished and metas[-1].get("toolUseId") in answered:  # its report arrived
             continue
-        if agent in said:  # handed on already
+        if any(name in said for name in named(agent)):  # handed on already
             continue
         meta = metas[-1]
         call = calls.get(str(meta.get("toolUseId")), {})

@@ -148,7 +148,11 @@ async def test_overloaded_twice_then_success_is_two_flower_retries_with_backoff(
     runtime = make_runtime()
     result = await runtime.run(BASH, "go", on_event=seen.append)
     assert result.ok and result.text == "through"
-    assert (result.attempts, result.resumed, len(result.errors)) == (3, True, 2)
+    assert (result.attempts, result.resumed, len(result.errors)) == (3, False, 2)
+    # Nothing was answered: the same request again each time, not a resume that puts a
+    # synthetic reply and a "you were cut off" note behind it (issue 30)
+    sent = [r.messages for r in flower_env.requests]
+    assert sent[1] == sent[0] and sent[2] == sent[0]
     retries = [e for e in seen if e.kind == "retry" and e.payload.get("source") == "flower"]
     assert [e.payload["attempt"] for e in retries] == [1, 2]
     assert all(e.payload["kind"] == "retry" and e.payload["delay_s"] > 0 for e in retries)
@@ -223,6 +227,37 @@ async def test_a_filling_context_hands_off_to_a_new_session(
     assert len(first_of_new.messages) <= 3  # a brand-new session, not the old history
     # The handoff turn itself was not shown to the UI.
     assert not [e for e in seen if e.kind == "text" and "已定结论" in e.text]
+
+
+async def test_a_new_generation_keeps_the_old_ones_tools_and_system_prompt(
+    flower_env: FakeAPI, make_runtime: Any, workspace: Path
+) -> None:
+    """Issue 30, item 4: a prompt cache serves the new generation's tools + system prompt
+    only if they are the old one's byte for byte (the CLI's per-session billing line
+    aside), so what the workbench gained (the handoff note) goes into its first prompt."""
+    from flower.core.handoff import HANDOFF_PROMPT
+
+    marker = HANDOFF_PROMPT.split("{", 1)[0][:30]
+    flower_env.script = rules(
+        (When(kind="main", last_user_contains=marker), Always(handoff_reply())),
+        (When(kind="main", contains="改第 8、9、10 个文件"), sequence(text("continued"))),
+        (
+            When(kind="main"),
+            Always(tool("Bash", {"command": "echo 1"}, usage=Usage(input_tokens=190_000))),
+        ),
+    )
+    workbench = Workbench(workspace)
+    (workbench.notes / "早先的决定.md").write_text("用 UTF-8\n")
+    runtime = make_runtime(workbench=workbench, handoff=HandoffPolicy(window=200_000))
+    result = await runtime.run(BASH, "改十个文件", step_name="改文件")
+    assert result.ok and len(result.retired) == 1
+    old = flower_env.main_requests()[0]
+    new = next(r for r in flower_env.main_requests() if r.contains("改第 8、9、10 个文件"))
+    assert new.body["tools"] == old.body["tools"]
+    assert new.system_blocks[1:] == old.system_blocks[1:]  # [0]: the CLI's billing line
+    assert "交接-改文件.md" not in "".join(new.system_blocks)
+    said = new.prompt
+    assert "交接-改文件.md" in said and "早先的决定.md" not in said  # only what is new
 
 
 async def test_prompt_too_long_on_the_first_turn_is_an_immediate_degraded_handoff(

@@ -172,6 +172,7 @@ instructions.""",
     "workbench.generated": "(generated; do not edit by hand)",
     "workbench.empty": "- (empty)",
     "workbench.more": "- … and {count} older files",
+    "workbench.added": "Added to the workbench since the index in your system prompt:\n{entries}",
     "workbench.where": "The workbench is at {root}/.",
     "workbench.external": " It is outside the workspace: always use absolute paths.",
     "workbench.rules": "Rules:",
@@ -289,6 +290,19 @@ written, each on its own line; write nothing else, and no code block.
         "{calls}\nCheck this against the disk and continue from there instead of starting "
         'over. A call marked "may have run" may or may not have happened: check before '
         "redoing it."
+    ),
+    "cut.handoff_coordinator": (
+        "[worker {agent} ({description}) was working when the previous session handed off, "
+        "and was cut short; its report never came. What it had done:\n{calls}\nDo not have "
+        "this done again: the next worker you start for this task is shown this list and "
+        "checks it against the disk.]"
+    ),
+    "cut.handoff_worker": (
+        "An earlier worker on this task ({description}) was cut short before it reported (the "
+        "session that sent it handed off, its context full); it worked in {cwd}. What it had "
+        "done, from its transcript:\n{calls}\nCheck this against the disk and continue from "
+        'there instead of starting over. A call marked "may have run" may or may not have '
+        "happened: check before redoing it."
     ),
     "cut.done": "{n}. {call} -> {result}",
     "cut.failed": "{n}. {call} -> failed: {result}",

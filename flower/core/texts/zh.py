@@ -132,6 +132,7 @@ ZH: dict[str, str] = {
     "workbench.generated": "（自动生成，请勿手改）",
     "workbench.empty": "- (空)",
     "workbench.more": "- …… 另有 {count} 个较早的文件",
+    "workbench.added": "系统提示里的工作台索引写好之后,工作台上新添了:\n{entries}",
     "workbench.where": "工作台在 {root}/。",
     "workbench.external": "它在工作区之外，请一律用绝对路径访问。",
     "workbench.rules": "规则：",
@@ -217,6 +218,16 @@ ZH: dict[str, str] = {
         "这项任务({description})之前的执行者在汇报前被中断了(flower 被停掉),它在 {cwd} 里干活。"
         "按它的记录,它已经做了:\n{calls}\n先对照磁盘核对这些,从那里接着做,不要从头再来。"
         '标着"可能已执行"的调用可能做了也可能没做:重做之前先检查。'
+    ),
+    "cut.handoff_coordinator": (
+        "[上一代会话交接时执行者 {agent}({description})还在干活,它被中断了,汇报没有回来。"
+        "它已经做了:\n{calls}\n别让人再做一遍:你接下来为这项任务派的执行者会看到这份清单,"
+        "对照磁盘核对。]"
+    ),
+    "cut.handoff_worker": (
+        "这项任务({description})之前的执行者在汇报前被中断了(派它的会话上下文满了,交接了),"
+        "它在 {cwd} 里干活。按它的记录,它已经做了:\n{calls}\n先对照磁盘核对这些,从那里接着做,"
+        '不要从头再来。标着"可能已执行"的调用可能做了也可能没做:重做之前先检查。'
     ),
     "cut.done": "{n}. {call} -> {result}",
     "cut.failed": "{n}. {call} -> 失败:{result}",
