@@ -98,7 +98,14 @@ def test_flowerbox_version_is_answered_before_the_command_line_loads(tmp_path: P
         (
             "flowerbox ps",
             "flowerbox.runs.control",
-            {"flowerbox.cli.box", "flowerbox.cli.checks", "flowerbox.selftest", "docker"},
+            {
+                "flowerbox.cli.box",
+                "flowerbox.cli.checks",
+                "flowerbox.selftest",
+                "docker",
+                "flower.core.timeline",
+                "asyncio",
+            },
         ),
         ("flower status", "flower.core.workbench", {"flower.cli.go", "flower.cli.report"}),
         ("flower --version", "flower.cli.routing", {"flower.cli.status", "flower.cli.go"}),
