@@ -1,5 +1,5 @@
 """`python -m flowerbox` runs the same CLI as the `flowerbox` console script."""
 
-from flowerbox.cli.app import main
+from flowerbox.cli import main
 
 main()

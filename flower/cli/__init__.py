@@ -8,28 +8,41 @@ which draws a Timeline as the report's page, SVG and PNG (with its options `SvgO
 the root group whose first word may be the ask (and `GLOBAL_OPTIONS`, the root's options it
 lets stand anywhere); `LangOption`, the root's --lang (it sets
 $FLOWER_LANG for everything the command starts); `positive_usd`, the check of a budget
-option; and `check_args` / `options_help`, flower's command line checked and described for a
+option; `LazyCommands` (with its `Loader`), a group's commands built on first use; and
+`check_args` / `options_help`, flower's command line checked and described for a
 program that runs flower elsewhere.
 
-They are imported here, not on first use: a lazy `setup` would be shadowed by its own
-submodule `flower.cli.setup` as soon as anything imported that. It costs `flower --help`
-nothing (the app imports every command anyway), and neither imports the SDK.
+The names load on first use (PEP 562), so a flowerbox command pays only for the pieces it
+uses (`flowerbox ps` draws no report, issue 31). `setup` is the exception, imported here: a
+lazy `setup` would be shadowed by its own submodule `flower.cli.setup` as soon as anything
+imported that. Neither imports the SDK.
 """
 
-from flower.cli import contract
-from flower.cli.options import LangOption, PngOut, SvgOut, positive_usd
-from flower.cli.passthrough import check_args, options_help
-from flower.cli.render import Render
-from flower.cli.report import write_report
-from flower.cli.routing import GLOBAL_OPTIONS, HELP_OPTIONS, AskRouter
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from flower.cli.setup import setup
-from flower.cli.tables import table_console
+
+_HOMES = {
+    "flower.cli.lazy": ("LazyCommands", "Loader"),
+    "flower.cli.options": ("LangOption", "PngOut", "SvgOut", "positive_usd"),
+    "flower.cli.passthrough": ("check_args", "options_help"),
+    "flower.cli.render": ("Render",),
+    "flower.cli.report": ("write_report",),
+    "flower.cli.routing": ("GLOBAL_OPTIONS", "HELP_OPTIONS", "AskRouter"),
+    "flower.cli.tables": ("table_console",),
+}
+_WHERE = {name: module for module, names in _HOMES.items() for name in names}
 
 __all__ = [
     "GLOBAL_OPTIONS",
     "HELP_OPTIONS",
     "AskRouter",
     "LangOption",
+    "LazyCommands",
+    "Loader",
     "PngOut",
     "Render",
     "SvgOut",
@@ -41,3 +54,27 @@ __all__ = [
     "table_console",
     "write_report",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module 'flower.cli' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # later lookups skip __getattr__
+    return value
+
+
+def __dir__() -> list[str]:
+    return list(__all__)
+
+
+if TYPE_CHECKING:  # what type checkers and IDEs see
+    from flower.cli import contract
+    from flower.cli.lazy import LazyCommands, Loader
+    from flower.cli.options import LangOption, PngOut, SvgOut, positive_usd
+    from flower.cli.passthrough import check_args, options_help
+    from flower.cli.render import Render
+    from flower.cli.report import write_report
+    from flower.cli.routing import GLOBAL_OPTIONS, HELP_OPTIONS, AskRouter
+    from flower.cli.tables import table_console

@@ -5,36 +5,62 @@ that is not a command is routed to `go`, so the ask needs no subcommand in front
 `help`, `-h` or nothing at all shows the help (flower.cli.routing).
 """
 
+import importlib
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
+import typer.main
 from typer import _click  # typer >= 0.26 vendors click; its group speaks these types
 
 from flower import __version__
-from flower.cli.analyze import analyze
-from flower.cli.answer import answer, send
 from flower.cli.contract import JsonRefusals
-from flower.cli.demo import demo
-from flower.cli.go import go
-from flower.cli.once import once
+from flower.cli.lazy import LazyCommands, Loader
 from flower.cli.options import LangOption
-from flower.cli.report import report
-from flower.cli.resume import resume
 from flower.cli.routing import HELP_OPTIONS, AskRouter
-from flower.cli.run import run
-from flower.cli.setup import setup
-from flower.cli.status import status
 from flower.core.workspace import BRIEF_NAME, workbench_location
 
 GO = "go"
 UNFINISHED_HINT = "This folder holds an unfinished run: `flower resume` continues it."
+COMMANDS = {
+    GO: ("go", False),
+    "once": ("once", True),
+    "run": ("run", True),
+    "resume": ("resume", False),
+    "demo": ("demo", False),
+    "setup": ("setup", False),
+    "status": ("status", False),
+    "report": ("report", False),
+    "analyze": ("analyze", True),
+    "answer": ("answer", True),
+    "send": ("answer", True),
+}
+"""Each command (a function of its name), the module of flower.cli it lives in, and whether
+no arguments show its help, in --help's order: a command imports its own module only."""
+
+
+def command_of(name: str) -> Loader:
+    """The loader of command `name`: its module imported, its function made a command."""
+    module, no_args_is_help = COMMANDS[name]
+
+    def load() -> Mapping[str, Any]:
+        function = getattr(importlib.import_module(f"flower.cli.{module}"), name)
+        one = typer.Typer()
+        one.command(name=name, no_args_is_help=no_args_is_help)(function)
+        return typer.main.get_group(one).commands
+
+    return load
 
 
 class AskFirst(JsonRefusals, AskRouter):
     """Routes `flower "some ask" ...` to the go command."""
 
     ask_command = GO
+
+    def __init__(self, **settings: Any) -> None:
+        super().__init__(**settings)
+        self.commands = LazyCommands(self.commands, {name: command_of(name) for name in COMMANDS})
 
     def format_help(self, ctx: _click.Context, formatter: _click.HelpFormatter) -> None:
         """The help, and below it how to continue when this folder holds an unfinished run
@@ -93,19 +119,6 @@ def root(
     lang: LangOption = None,
 ) -> None:
     """flower runs Claude Code sessions as steps of a workflow."""
-
-
-app.command(name=GO)(go)
-app.command(no_args_is_help=True)(once)
-app.command(no_args_is_help=True)(run)
-app.command()(resume)
-app.command()(demo)
-app.command()(setup)
-app.command()(status)
-app.command()(report)
-app.command(no_args_is_help=True)(analyze)
-app.command(no_args_is_help=True)(answer)
-app.command(no_args_is_help=True)(send)
 
 
 def main() -> None:

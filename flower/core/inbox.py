@@ -22,7 +22,6 @@ reads half a file. Names sort in drop order.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
 import logging
@@ -31,12 +30,15 @@ import tempfile
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
-
-from watchfiles import Change, awatch
+from typing import TYPE_CHECKING, Any
 
 from flower.core.rundir import RunDir
 from flower.core.statefile import atomic_write_json, read_json
+
+if TYPE_CHECKING:
+    import asyncio
+
+    from watchfiles import Change
 
 __all__ = [
     "ANSWER_COMMAND_ENV",
@@ -124,6 +126,10 @@ class Mailbox:
 
     def start(self) -> None:
         """Start watching in a background task of the running loop."""
+        # lazy: asyncio and watchfiles load with the watcher, not with the names of this module
+        # (flowerbox's host reads ANSWER_COMMAND_ENV and runs no watcher, issue 31)
+        import asyncio
+
         self.inbox.mkdir(parents=True, exist_ok=True)
         self._task = asyncio.get_running_loop().create_task(self._watch(), name="flower-inbox")
 
@@ -138,6 +144,8 @@ class Mailbox:
             await self._task
 
     async def _watch(self) -> None:
+        from watchfiles import awatch  # lazy: as in start()
+
         self.drain()
         try:
             # stop() ends the watch within a step (50 ms). A cancelled task (a loop shutting
@@ -194,5 +202,7 @@ class Mailbox:
 
 def _dropped(change: Change, path: str) -> bool:
     """Only a file arriving under its final name matters (temps start with a dot)."""
+    from watchfiles import Change  # lazy: as in Inbox.start()
+
     name = os.path.basename(path)
     return change != Change.deleted and name.endswith(".json") and not name.startswith(".")

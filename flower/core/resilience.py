@@ -13,7 +13,6 @@ know it was cut off, not whether it was ENOTFOUND or 503 (that goes to the manif
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import os
 import random
@@ -113,6 +112,10 @@ class Resilience:
         """Wait until the API endpoint answers a probe: True at once if it does, True when it
         comes back, False once `max_offline_wait` has passed. One line when it goes
         unreachable, one when it is back, nothing in between."""
+        # lazy: a coroutine runs in a loop, so asyncio is loaded by then; a command that only
+        # reads the policy's defaults (its --retries help) does not load it (issue 31)
+        import asyncio
+
         target = probe_target()
         if await self.probe(target):
             return True
@@ -132,6 +135,9 @@ class Resilience:
     async def probe(self, target: tuple[str, int] | str) -> bool:
         """One probe: an HTTP health URL (inside flowerbox: the gateway knows whether the real
         upstream is up), else DNS + TCP connect to host:port. Any failure = unreachable."""
+        # lazy: as in wait_online
+        import asyncio
+
         if isinstance(target, str):
             return await asyncio.to_thread(_health_ok, target, self.probe_timeout)
         host, port = target

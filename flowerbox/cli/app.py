@@ -14,7 +14,8 @@
     flowerbox setup                      save and check your key (as `flower setup`)
     flowerbox broker                     one credential broker for every run here (flowerbox.broker)
 
-Each command group is a small Typer of its own (box, runs, checks), combined here. Nothing
+Each command group is a small Typer of its own (box, runs, checks), combined here; a group's
+module is imported when one of its commands runs (COMMANDS). Nothing
 imports this package: the library under it is flowerbox.runs.launch and friends. The one place
 a FlowerboxError becomes a message and exit 2 is FlowerboxGroup; any other exception is a bug
 and keeps its traceback.
@@ -22,19 +23,50 @@ and keeps its traceback.
 
 from __future__ import annotations
 
+import importlib
+from collections.abc import Mapping
 from typing import Annotated, Any
 
 import typer
+import typer.main
 from rich.console import Console
 from rich.markup import escape
 
 from flower import FlowerError, cli_version
-from flower.cli import GLOBAL_OPTIONS, HELP_OPTIONS, AskRouter, LangOption, contract, setup
+from flower.cli import (
+    GLOBAL_OPTIONS,
+    HELP_OPTIONS,
+    AskRouter,
+    LangOption,
+    LazyCommands,
+    Loader,
+    contract,
+    setup,
+)
 from flowerbox import __version__
-from flowerbox.cli import box, broker, checks, kube, runs
 from flowerbox.errors import FlowerboxError
 
 STDERR = Console(stderr=True, highlight=False, soft_wrap=True)
+COMMANDS = {
+    "box": ("go", "once", "run", "shell", "demo", "build"),
+    "runs": ("ps", "logs", "report", "attach", "stop", "resume", "answer", "send", "deliver", "rm"),
+    "checks": ("doctor", "selftest"),
+    "broker": ("broker",),
+    "kube": ("kube",),
+}
+"""Each module of flowerbox.cli with a command group (its `app`), and the commands it holds,
+in --help's order: a command imports its own module only (flower.cli.LazyCommands)."""
+
+
+def commands_of(module: str) -> Loader:
+    """The loader of flowerbox.cli.`module`'s commands: its app's own, or the app itself when
+    it is a named group (`kube`)."""
+
+    def load() -> Mapping[str, Any]:
+        group = typer.main.get_group(importlib.import_module(f"flowerbox.cli.{module}").app)
+        return {group.name: group} if group.name else group.commands
+
+    return load
 
 
 class FlowerboxGroup(contract.JsonRefusals, AskRouter):
@@ -44,6 +76,12 @@ class FlowerboxGroup(contract.JsonRefusals, AskRouter):
     bad .env, a corrupt record) are the user's to fix too. With --json, the refusal is
     also one error document on stdout (flower.cli.contract). A first argument that names no
     command is the ask of `go`, as with flower (the help words and look-alikes included)."""
+
+    def __init__(self, **settings: Any) -> None:
+        super().__init__(**settings)
+        loaders = {module: commands_of(module) for module in COMMANDS}
+        pending = {name: loaders[module] for module, names in COMMANDS.items() for name in names}
+        self.commands = LazyCommands(self.commands, pending)
 
     def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
         return super().parse_args(ctx, on_behind(args))
@@ -82,9 +120,6 @@ app = typer.Typer(
     help='Run flower unattended in a hardened container: flowerbox "what you want done"',
     context_settings={"help_option_names": HELP_OPTIONS},
 )
-for group in (box.app, runs.app, checks.app, broker.app):
-    app.add_typer(group)
-app.add_typer(kube.app)
 
 
 def _print_version(value: bool) -> None:
@@ -123,8 +158,3 @@ def version() -> None:
     typer.echo(f"flowerbox {__version__}")
     typer.echo(f"claude-agent-sdk {installed('claude-agent-sdk')}")
     typer.echo(f"claude code {cli_version()}")
-
-
-def main() -> None:
-    """Console-script entry point."""
-    app()

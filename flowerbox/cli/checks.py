@@ -4,7 +4,7 @@ box a run here would get hold against every way out (flowerbox.selftest)."""
 from __future__ import annotations
 
 import json
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
@@ -31,8 +31,9 @@ from flowerbox.cli.options import (
     on_kube,
 )
 from flowerbox.errors import ConfigError
-from flowerbox.selftest.controls import ALL_WEAK, control_named
-from flowerbox.selftest.verdicts import SILENT, Verdict
+
+if TYPE_CHECKING:
+    from flowerbox.selftest.verdicts import Verdict
 
 app = typer.Typer()
 BOX_SECTION = "box"  # the probes' section; the other is the host boundary's
@@ -111,6 +112,13 @@ def selftest(
         probes = kube.selftest(kube_target(ctx.params), image=image, negative=negative_control)
         _show([(BOX_SECTION, probes)], as_json=as_json)
         raise typer.Exit(_counted(probes, []))
+    # lazy: the probes and their controls (http.client, ctypes) are the self-test's alone;
+    # the runner brings the docker SDK, which the other commands here (and --help) skip
+    from flowerbox.selftest.controls import ALL_WEAK, control_named
+    from flowerbox.selftest.runner import HOST_SECTION
+    from flowerbox.selftest.runner import selftest as run_probes
+    from flowerbox.selftest.verdicts import SILENT
+
     control = ALL_WEAK if negative_control else None
     if weaken is not None:
         if negative_control:
@@ -127,10 +135,6 @@ def selftest(
             "of the host-boundary checks git_hook_redirect (the others judge the host's own "
             "code, which no box changes)"
         )
-    # lazy: the probes bring the docker SDK, which the other commands here (and --help) skip
-    from flowerbox.selftest.runner import HOST_SECTION
-    from flowerbox.selftest.runner import selftest as run_probes
-
     report = run_probes(box_options(ctx.params), control=control)
     _show([(BOX_SECTION, report.verdicts), (HOST_SECTION, report.host)], as_json=as_json)
     for what in report.left:

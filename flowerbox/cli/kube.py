@@ -39,12 +39,11 @@ from flowerbox.cli.options import (
     kube_target,
 )
 from flowerbox.errors import BoxError, ConfigError, RunError
-from flowerbox.kube.pod import Manifest
-from flowerbox.kube.render import broker_manifests, run_manifests
 from flowerbox.kube.target import BROKER, NO_REPO, KubeTarget, flower_command, kube_spec
 
 if TYPE_CHECKING:
     from flowerbox.kube.cluster import Cluster
+    from flowerbox.kube.pod import Manifest
     from flowerbox.selftest.verdicts import Verdict
 
 PROBES_S = 600  # a node pulling the image and scheduling the Pod included
@@ -139,6 +138,10 @@ def go(target: KubeTarget, args: list[str], options: BoxOptions) -> None:
         allow=allowed,
         allow_api_fetch=options.allow_api_fetch,
     )
+    # lazy: the manifests' rendering is for the commands that start or print them, not for
+    # every command that may run --on kube (`flowerbox ps` imports this module)
+    from flowerbox.kube.render import run_manifests
+
     manifests = run_manifests(spec, target)
     on = cluster(target)
     for made in on.start(spec, manifests, repo=target.repo, deliver_branch=target.deliver_branch):
@@ -236,6 +239,8 @@ def render(
 ) -> None:
     """Print every manifest as YAML: exactly what `flowerbox "ask" --on kube` (or `kube
     apply-broker`) applies."""
+    from flowerbox.kube.render import broker_manifests, run_manifests  # lazy: as in go
+
     target = kube_target(ctx.params)
     if for_broker:
         _print(broker_manifests(target, image=pinned(image)))
@@ -257,6 +262,8 @@ def apply_broker(
     image: Image = DEFAULT_IMAGE,
 ) -> None:
     """Apply the broker's manifests (what `render --broker-manifests` prints)."""
+    from flowerbox.kube.render import broker_manifests  # lazy: as in go
+
     target = kube_target(ctx.params)
     for made in cluster(target).apply(broker_manifests(target, image=pinned(image))):
         typer.echo(f"created {made}")

@@ -35,7 +35,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from flower import FlowerError, printable
-from flower.cli import PngOut, Render, SvgOut, contract, positive_usd, table_console, write_report
+from flower.cli import PngOut, SvgOut, contract, positive_usd, table_console
 from flowerbox.box.options import BoxOptions
 from flowerbox.box.spec import answer_command
 from flowerbox.cli import kube
@@ -188,6 +188,9 @@ def logs(
             )
         _show_requests(records.requests(found), as_json=as_json)
         return
+    # lazy: flower's event rendering (and asyncio with it) is for the commands that follow
+    from flower.cli import Render
+
     console = Console(highlight=False, soft_wrap=True)
     render = Render(console, answer_hint=answer_command(found.run_id))
     try:
@@ -257,6 +260,9 @@ def report(
     if not drawn.bars:
         raise RunError(f"run {found.run_id} recorded no steps yet: nothing to draw")
     html = out or found.state_dir / "report.html"
+    # lazy: the report's drawing (its timeline, picture and browser) is this command's alone
+    from flower.cli import write_report
+
     try:
         written = write_report(drawn, html=html, svg_path=svg_out, png_path=png_out)
     except FlowerError as exc:
@@ -286,6 +292,8 @@ def attach(run: RunArg = None, workspace: Workspace = None) -> None:
     if sys.stdin.isatty():
         threading.Thread(target=read_answers, args=(found, done), daemon=True).start()
     hint = "type your answer and press Enter" if sys.stdin.isatty() else None
+    from flower.cli import Render  # lazy: as in logs
+
     render = Render(
         Console(highlight=False, soft_wrap=True), answer_hint=hint or answer_command(found.run_id)
     )

@@ -21,25 +21,20 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path, PurePosixPath
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from rich.console import Console
 from rich.markup import escape
 
-from flower import (
-    Event,
-    RunDir,
-    Timeline,
-    iso_utc,
-    parse_json,
-    printable_data,
-    read_timeline,
-)
+from flower import Event, RunDir, iso_utc, parse_json, printable_data
 from flowerbox.box.untrusted import drop as drop_file
 from flowerbox.box.untrusted import exists, read_from, real_folder
 from flowerbox.errors import RunError, UntrustedFileError
 from flowerbox.runs import records
 from flowerbox.runs.records import Run
+
+if TYPE_CHECKING:
+    from flower import Timeline
 
 STDERR = Console(stderr=True, highlight=False, soft_wrap=True)
 DELIVERY_WAIT_S = 10.0  # how long answer/send wait to see the run take the file
@@ -138,8 +133,9 @@ def timeline(run: Run) -> Timeline:
     """The run drawn as flower's report draws it, read from the box-written run dir through
     flowerbox.box.untrusted (no link followed, regular files only, bounded). Its events are
     those of this box run and of the runs it resumed (host-only records name them)."""
-    # lazy: the model's default window comes from flower.core.agent, which loads the SDK
-    from flower import default_window
+    # lazy: the model's default window comes from flower.core.agent, which loads the SDK;
+    # the timeline's reading is the report's alone (`flowerbox ps` reads no timeline)
+    from flower import default_window, read_timeline
 
     spec = run.spec()
     try:

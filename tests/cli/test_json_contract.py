@@ -22,7 +22,7 @@ from flower.testing import FakeAPI, sequence, text, tool
 from tests.cli.conftest import FLOWER, flower, offline_env
 from tests.json_contract import parse_document
 
-FLOWERBOX = [sys.executable, "-c", "from flowerbox.cli.app import main; main()"]
+FLOWERBOX = [sys.executable, "-c", "from flowerbox.cli import main; main()"]
 ISO_UTC = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$")
 NOISY_FLOAT = re.compile(r"\d\.\d{7,}")  # 0.018335999999999998
 

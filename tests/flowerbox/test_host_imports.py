@@ -1,9 +1,15 @@
-"""flowerbox's host commands never import the SDK (issue 31): the box runs it, the host does
-not, and its import (most of it `mcp`'s types) cost every `flowerbox ps` most of a second.
+"""The host commands import what they use (issue 31), read from `python -X importtime` of the
+real console scripts, which lists every module a process really imported: the lazy names of
+`flower` and `flower.cli`, the imports inside functions and the commands a group loads on
+first use (flower.cli.LazyCommands), which import-linter cannot see, are counted too.
 
-Read from `python -X importtime`, which lists every module a process really imported: the
-lazy names of `flower` and the imports inside functions, which import-linter cannot see,
-are counted too. bench.cli measures what it is worth.
+flowerbox's host never imports the SDK (the box runs it; its import, most of it `mcp`'s
+types, cost every `flowerbox ps` most of a second), and a command does not import the other
+commands' modules. Module sets, not times: bench.cli measures what they are worth.
+
+A module imported by `importlib.import_module` (a lazy name, a command's module) is not on
+its own line (only the C import path is timed), but every module it imports is: a command
+is seen by a module its own module imports.
 """
 
 from __future__ import annotations
@@ -15,15 +21,18 @@ from pathlib import Path
 
 import pytest
 
-HEAVY = ("claude_agent_sdk", "mcp")
+HEAVY = frozenset({"claude_agent_sdk", "mcp"})
+SCRIPTS = Path(sys.executable).parent
 
 
-def imported(args: list[str], cwd: Path) -> set[str]:
-    """The top-level packages `python ARGS` imported; it must exit 0."""
+def imported(command: list[str], cwd: Path) -> set[str]:
+    """The modules `python -X importtime COMMAND` imported in `cwd` (with an empty runs/, as
+    `flower status` wants); it must exit 0."""
+    (cwd / "runs").mkdir(exist_ok=True)
     done = subprocess.run(
-        [sys.executable, "-X", "importtime", *args],
+        [sys.executable, "-X", "importtime", *command],
         cwd=cwd,
-        env={**os.environ, "NO_COLOR": "1"},
+        env={**os.environ, "NO_COLOR": "1", "XDG_STATE_HOME": str(cwd / "state")},
         capture_output=True,
         text=True,
         timeout=120,
@@ -31,16 +40,81 @@ def imported(args: list[str], cwd: Path) -> set[str]:
     assert done.returncode == 0, done.stderr[-2000:]
     lines = [line for line in done.stderr.splitlines() if line.startswith("import time:")]
     assert lines, "python -X importtime printed nothing"
-    return {line.rsplit("|", 1)[1].strip().split(".")[0] for line in lines}
+    return {line.rsplit("|", 1)[1].strip() for line in lines}
 
 
-@pytest.mark.parametrize("args", [["--version"], ["--help"], ["ps"], ["version"]])
-def test_a_host_command_imports_neither_the_sdk_nor_mcp(args: list[str], tmp_path: Path) -> None:
-    modules = imported(["-m", "flowerbox", *args], tmp_path)
-    assert "flowerbox" in modules  # the reading works: it saw the command's own package
-    assert not modules & set(HEAVY), sorted(modules & set(HEAVY))
+def script(line: str) -> list[str]:
+    """The console script `line` names, as a person runs it, with its arguments."""
+    name, *args = line.split()
+    return [str(SCRIPTS / name), *args]
+
+
+def tops(modules: set[str]) -> set[str]:
+    return {module.split(".")[0] for module in modules}
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "flowerbox --version",
+        "flowerbox --help",
+        "flowerbox ps",
+        "flowerbox version",
+        "flower --help",
+        "flower status",
+    ],
+)
+def test_a_host_command_imports_neither_the_sdk_nor_mcp(line: str, tmp_path: Path) -> None:
+    modules = tops(imported(script(line), tmp_path))
+    assert line.split()[0] in modules  # the reading works: it saw the command's own package
+    assert not modules & HEAVY, sorted(modules & HEAVY)
+
+
+def test_python_m_flowerbox_imports_neither(tmp_path: Path) -> None:
+    assert not tops(imported(["-m", "flowerbox", "ps"], tmp_path)) & HEAVY
 
 
 def test_the_reading_sees_the_sdk_where_it_is_imported(tmp_path: Path) -> None:
     """The negative control: flower's runtime does import it, and the reading says so."""
-    assert set(HEAVY) <= imported(["-c", "import flower.core.runtime"], tmp_path)
+    assert tops(imported(["-c", "import flower.core.runtime"], tmp_path)) >= HEAVY
+
+
+def test_flowerbox_version_is_answered_before_the_command_line_loads(tmp_path: Path) -> None:
+    """The console script answers `--version` alone itself (flowerbox.cli.main): no typer,
+    no rich; the same line the typer app prints for it among other options."""
+    modules = imported(script("flowerbox --version"), tmp_path)
+    assert "flowerbox" in modules
+    assert not tops(modules) & {"typer", "rich"}, sorted(tops(modules) & {"typer", "rich"})
+    eager = subprocess.run(script("flowerbox --version"), capture_output=True, text=True)
+    typed = subprocess.run(script("flowerbox --lang en --version"), capture_output=True, text=True)
+    assert (eager.returncode, typed.returncode) == (0, 0)
+    assert eager.stdout == typed.stdout
+    assert eager.stdout.startswith("flowerbox ")
+
+
+@pytest.mark.parametrize(
+    ("line", "own", "others"),
+    [
+        (
+            "flowerbox ps",
+            "flowerbox.runs.control",
+            {
+                "flowerbox.cli.box",
+                "flowerbox.cli.checks",
+                "flowerbox.selftest",
+                "docker",
+                "flower.core.timeline",
+                "asyncio",
+            },
+        ),
+        ("flower status", "flower.core.workbench", {"flower.cli.go", "flower.cli.report"}),
+        ("flower --version", "flower.cli.routing", {"flower.cli.status", "flower.cli.go"}),
+    ],
+)
+def test_a_command_imports_its_own_module_not_the_others(
+    line: str, own: str, others: set[str], tmp_path: Path
+) -> None:
+    """`own`: a module the command's own module imports; `others`: the other commands'."""
+    modules = imported(script(line), tmp_path)
+    assert own in modules
+    assert not modules & others, sorted(modules & others)

@@ -61,7 +61,7 @@ def test_an_installed_flowerbox_outside_a_checkout_says_where_to_build_from(
     site = tmp_path / "site"
     for package in ("flower", "flowerbox"):
         shutil.copytree(REPO / package, site / package, ignore=shutil.ignore_patterns("*.pyc"))
-    code = "from flowerbox.cli.app import main; main()"
+    code = "from flowerbox.cli import main; main()"
     done = subprocess.run(
         [sys.executable, "-c", code, "build"],
         env={"PYTHONPATH": str(site), "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)},
