@@ -47,8 +47,9 @@ esac
     "apt-get": "",
     "runsc": """
 case "$*" in
-  flags) printf '  -platform string\n    \tspecifies which platform to use: %s\n' \
-           "$([[ -e $STUB/systrap ]] && echo 'systrap (default), ptrace, kvm' || echo 'ptrace (default), kvm')" ;;
+  flags) platforms='ptrace (default), kvm'
+         [[ -e $STUB/systrap ]] && platforms='systrap (default), ptrace, kvm'
+         printf '  -platform string\n    \tspecifies which platform to use: %s\n' "$platforms" ;;
   *--platform=kvm*" do "*) [[ -e $STUB/kvm-hangs ]] && exec sleep 30; [[ -e $STUB/kvm-boots ]] ;;
 esac
 """,
