@@ -30,6 +30,7 @@ from flowerbox.box.prepare import not_isolable, workspace_of
 from flowerbox.box.spec import protected_paths
 from flowerbox.box.state import sweep_secrets
 from flowerbox.errors import BoxError, ConfigError, FlowerboxError, StateError
+from flowerbox.selftest.kernel import platform_of
 from flowerbox.selftest.runner import selftest
 
 ROOT_NOTE = (
@@ -86,8 +87,7 @@ def check_gvisor(client: Any, runtime: str) -> Check:
             " the agent and the host's)",
             "`sudo bash docker/engine.sh --gvisor` registers it (docs/image.md)",
         )
-    args = [str(arg) for arg in entry.get("runtimeArgs") or []]
-    platform = next((a.partition("=")[2] for a in args if a.startswith("--platform=")), "")
+    platform = platform_of([str(arg) for arg in entry.get("runtimeArgs") or []])
     return Check(
         "gvisor",
         True,

@@ -59,6 +59,12 @@ def kernel_log() -> str:
     return " | ".join(line.strip() for line in lines[:SYSLOG_LINES])
 
 
+def platform_of(args: list[str]) -> str:
+    """The `--platform=` among runsc's arguments (how gVisor traps the agent's system calls),
+    or "" when there is none (runsc's default)."""
+    return next((arg[len(PLATFORM_FLAG) :] for arg in args if arg.startswith(PLATFORM_FLAG)), "")
+
+
 def host_process(pid: int | None) -> dict[str, Any]:
     """The box's first process as the host kernel sees it: argv[0], real uid, seccomp mode and
     the `--platform=` it was given (gVisor's sandbox: how its system calls are trapped; ""
@@ -72,12 +78,9 @@ def host_process(pid: int | None) -> dict[str, Any]:
     except OSError as exc:
         return {"error": f"/proc/{pid} on this host: {exc.strerror}"}
     fields = dict(line.partition(":")[::2] for line in status.splitlines())
-    flags = [arg.decode(errors="replace") for arg in argv[1:]]
     return {
         "argv0": argv[0].decode(errors="replace"),
-        "platform": next(
-            (f[len(PLATFORM_FLAG) :] for f in flags if f.startswith(PLATFORM_FLAG)), ""
-        ),
+        "platform": platform_of([arg.decode(errors="replace") for arg in argv[1:]]),
         "uid": int(fields.get("Uid", "-1").split()[0]),
         "seccomp": int(fields.get("Seccomp", "0").strip() or 0),
     }
