@@ -203,10 +203,19 @@ def phases(ws: Path, started: float, first: float) -> dict[str, float]:
     return {name: end - begin for (name, end), begin in zip(ends, begins, strict=True)}
 
 
-def report_phases(rounds: list[dict[str, float]]) -> None:
+def report_phases(rounds: list[dict[str, float]], under_gvisor: list[dict[str, float]]) -> None:
+    """Each phase's median under runc, and under runsc next to it where the engine has it:
+    the difference says where gVisor's start cost goes."""
     print("  where the box's start goes, median of the rounds (s):")
+    if under_gvisor:
+        print(f"    {'':<26} {'runc':>6}  {'runsc':>6}  {'added':>6}")
     for name in rounds[0]:
-        print(f"    {name:<26} {statistics.median(r[name] for r in rounds):6.2f}")
+        runc = statistics.median(r[name] for r in rounds)
+        if under_gvisor:
+            runsc = statistics.median(r[name] for r in under_gvisor)
+            print(f"    {name:<26} {runc:6.2f}  {runsc:6.2f}  {runsc - runc:+6.2f}")
+        else:
+            print(f"    {name:<26} {runc:6.2f}")
 
 
 def git_repository(ws: Path) -> None:
@@ -256,7 +265,9 @@ def main(*, smoke: bool = False) -> int:
         print(f"skipped: no engine or no {IMAGE}/{BASE_IMAGE} ({exc}): bash docker/engine.sh")
         return 0 if connect_ok else 1
     host_env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "FLOWER_"))}
-    boxed, direct, sandboxed, breakdown = [], [], [], []
+    boxed, direct, sandboxed = [], [], []
+    breakdown: list[dict[str, float]] = []
+    sandboxed_breakdown: list[dict[str, float]] = []
     with tempfile.TemporaryDirectory(dir="/tmp") as tmp, FakeAPI(api_key=KEY) as api:
         api.script = Always(text("hi"))
         box_env = {**host_env, "ANTHROPIC_API_KEY": KEY, "ANTHROPIC_BASE_URL": api.url}
@@ -272,22 +283,23 @@ def main(*, smoke: bool = False) -> int:
             d_start, d_first = first_request(api, flower, flower_env, ws)
             b_start, b_first = first_request(api, box, box_env, ws)
             b_phases = phases(ws, b_start, b_first)
-            g = 0.0
             if gvisor:
                 g_start, g_first = first_request(api, [*box, "--runtime", "runsc"], box_env, ws)
-                g = g_first - g_start
+                if round_:
+                    sandboxed.append(g_first - g_start)
+                    sandboxed_breakdown.append(phases(ws, g_start, g_first))
             if round_:
                 direct.append(d_first - d_start)
                 boxed.append(b_first - b_start)
-                sandboxed.append(g)
                 breakdown.append(b_phases)
     d, b = statistics.median(direct), statistics.median(boxed)
     added, layers = b - d, image - base
-    print(f"start to first API request, median of {rounds} rounds (s):")
+    print(f"start to first API request, median of {rounds} rounds (s; load average")
+    print(f"  {os.getloadavg()[0]:.1f} at the end: on a shared machine only the ratios compare):")
     print(f"  flower once on the host    {d:6.2f}")
     print(f"  flowerbox once             {b:6.2f}")
     print(f"  added by the box {added:.2f} s (target <= {TARGET_ADDED_S} s)")
-    report_phases(breakdown)
+    report_phases(breakdown, sandboxed_breakdown)
     print("  streaming overhead per request through the gateway: see bench.gateway")
     print(f"image {IMAGE} {image:.0f} MB over {BASE_IMAGE} {base:.0f} MB:")
     print(f"  layers added {layers:.0f} MB (target <= {TARGET_IMAGE_MB} MB)")

@@ -8,8 +8,10 @@
 # nothing (root or not). Otherwise, as root:
 #   - installs the newest runsc the package registries offer (Debian's `runsc`; apt says which
 #     version that is) when it is missing;
-#   - chooses the platform: systrap where this runsc has it (2023 on; no KVM, faster than
-#     ptrace), else ptrace (the 2022 release Debian bookworm ships), and says which;
+#   - chooses the platform from facts (docker/gvisor-platform.sh): kvm where a trial sandbox
+#     boots on /dev/kvm, else systrap where this runsc has it (2023 on), else ptrace (the 2022
+#     release Debian bookworm ships), and says which and why; re-run as root, it re-decides
+#     and re-registers when the decision changed;
 #   - merges {"runtimes": {"runsc": ...}} into the engine's daemon.json (the file dockerd was
 #     started with, else /etc/docker/daemon.json): every other key stays as it was, the old
 #     file is kept beside it as daemon.json.flowerbox-bak, and the new one replaces it
@@ -25,7 +27,8 @@
 # Not --oci-seccomp (Docker's profile applied inside the sandbox too): with it, this gVisor
 # (20221219) refuses every new thread (measured), so the CLI cannot run. The Sentry runs under
 # its own seccomp filter on the host either way (the self-test reads it there).
-# Not root and not registered: stops with the one command to run (sudo, once).
+# Not root: a registration with these arguments on any platform is taken as it is (the KVM
+# trial needs root); none: stops with the one command to run (sudo, once).
 set -euo pipefail
 
 say() { printf 'gvisor.sh: %s\n' "$*" >&2; }
@@ -33,13 +36,8 @@ die() { say "error: $*"; exit 1; }
 
 runtime=${FLOWERBOX_GVISOR_RUNTIME:-runsc}
 
-# The platform this runsc offers: its own flag help lists them ("ptrace (default), kvm").
-choose_platform() {
-    if "$1" flags 2>&1 | grep -A1 -- '-platform string' | grep -q systrap; then
-        echo systrap
-    else
-        echo ptrace
-    fi
+choose_platform() {  # $1: runsc
+    bash "$(dirname "${BASH_SOURCE[0]}")/gvisor-platform.sh" "$1"
 }
 
 registered_args() {
@@ -52,13 +50,31 @@ wanted_args() {  # $1: the platform
 
 docker info >/dev/null 2>&1 || die "no Docker engine answers: run \`bash docker/engine.sh\` first"
 
+# The platform of a registration with our arguments, or nothing.
+registered_platform() {
+    local args
+    args=$(registered_args)
+    for p in kvm systrap ptrace; do
+        if [[ $args == *"$(wanted_args "$p")"* ]]; then
+            echo "$p"
+            return
+        fi
+    done
+}
+
 runsc_path=$(command -v runsc 2>/dev/null || true)
 if [[ -n $runsc_path ]]; then
-    platform=$(choose_platform "$runsc_path")
-    current=$(registered_args)
-    if [[ -n $current && $current == *"$(wanted_args "$platform")"* ]]; then
-        say "the engine already runs $runtime ($("$runsc_path" --version 2>/dev/null | head -n 1), platform $platform)"
+    current=$(registered_platform)
+    if [[ -n $current && $(id -u) != 0 ]]; then
+        say "the engine already runs $runtime ($("$runsc_path" --version 2>/dev/null | head -n 1), platform $current)"
         exit 0
+    fi
+    if [[ $(id -u) == 0 ]]; then
+        platform=$(choose_platform "$runsc_path")
+        if [[ $current == "$platform" ]]; then
+            say "the engine already runs $runtime ($("$runsc_path" --version 2>/dev/null | head -n 1), platform $platform)"
+            exit 0
+        fi
     fi
 fi
 

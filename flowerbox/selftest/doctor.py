@@ -4,7 +4,9 @@
     FAIL  image        flowerbox:dev is not here  ->  run `flowerbox build`
 
 Checks, in order (a check that needs an earlier one says so instead of failing on its own):
-engine (a Docker engine answers), image (the tag is present), credentials (found, and where:
+engine (a Docker engine answers), gvisor (whether it offers runsc, and the platform
+docker/gvisor.sh chose for it; a miss only when --runtime runsc asks for it), image (the tag
+is present), credentials (found, and where:
 the process environment or which .env/settings file; never a value), workspace (a folder, not
 / or $HOME, a git repository, a readable protect config), user (uid 0 is said plainly), and
 in one real box, prepared as a run's: gateway (it starts and reports its upstream reachable)
@@ -18,6 +20,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from docker.errors import DockerException
+
 from flower import CREDENTIALS, Lookup, load_dotenv
 from flowerbox.box.engine import connect, image_id
 from flowerbox.box.gitshadow import layout
@@ -26,6 +30,7 @@ from flowerbox.box.prepare import not_isolable, workspace_of
 from flowerbox.box.spec import protected_paths
 from flowerbox.box.state import sweep_secrets
 from flowerbox.errors import BoxError, ConfigError, FlowerboxError, StateError
+from flowerbox.selftest.kernel import platform_of
 from flowerbox.selftest.runner import selftest
 
 ROOT_NOTE = (
@@ -63,6 +68,31 @@ def check_engine() -> tuple[Check, Any]:
             None,
         )
     return Check("engine", True, f"a Docker engine answers at {where}"), client
+
+
+def check_gvisor(client: Any, runtime: str) -> Check:
+    """Whether the engine offers gVisor's runsc and on which platform (the engine's
+    registration says; docker/gvisor.sh decided it at set-up): a miss only when asked for."""
+    if client is None:
+        return Check("gvisor", runtime != "runsc", "cannot look without an engine", "see engine")
+    try:
+        entry = (client.info().get("Runtimes") or {}).get("runsc")
+    except DockerException as exc:
+        return Check("gvisor", runtime != "runsc", f"the engine did not say its runtimes: {exc}")
+    if not isinstance(entry, dict):
+        return Check(
+            "gvisor",
+            runtime != "runsc",
+            "the engine has no runsc (optional: --runtime runsc puts gVisor's kernel between"
+            " the agent and the host's)",
+            "`sudo bash docker/engine.sh --gvisor` registers it (docs/image.md)",
+        )
+    platform = platform_of([str(arg) for arg in entry.get("runtimeArgs") or []])
+    return Check(
+        "gvisor",
+        True,
+        f"the engine offers runsc ({entry.get('path')}), platform {platform or 'its default'}",
+    )
 
 
 def check_image(client: Any, image: str) -> Check:
@@ -163,7 +193,8 @@ def check_box(options: BoxOptions, *, ready: bool) -> list[Check]:
 def doctor(options: BoxOptions) -> list[Check]:
     """Every check, in order; the box's need the ones before them to pass."""
     engine, client = check_engine()
-    checks = [engine, check_image(client, options.image), check_credentials()]
+    checks = [engine, check_gvisor(client, options.runtime)]
+    checks += [check_image(client, options.image), check_credentials()]
     ws_check, ws = check_workspace(options.workspace)
     checks += [ws_check, check_user(), check_leftovers()]
     ready = all(check.ok for check in checks)

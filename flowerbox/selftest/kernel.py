@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 SANDBOX_PREFIX = "runsc"  # argv[0] of gVisor's sandbox process: runsc-sandbox (and runsc-*)
+PLATFORM_FLAG = "--platform="  # in the sandbox's argv when the engine registered one
 BOOT_SLACK_S = 2  # btime is rounded to seconds; more than this apart: two kernels
 SYSLOG_READ_ALL = 3  # klogctl(2) SYSLOG_ACTION_READ_ALL
 SYSLOG_LINES = 3
@@ -58,9 +59,17 @@ def kernel_log() -> str:
     return " | ".join(line.strip() for line in lines[:SYSLOG_LINES])
 
 
+def platform_of(args: list[str]) -> str:
+    """The `--platform=` among runsc's arguments (how gVisor traps the agent's system calls),
+    or "" when there is none (runsc's default)."""
+    return next((arg[len(PLATFORM_FLAG) :] for arg in args if arg.startswith(PLATFORM_FLAG)), "")
+
+
 def host_process(pid: int | None) -> dict[str, Any]:
-    """The box's first process as the host kernel sees it: argv[0], real uid and seccomp
-    mode (readable by any user: /proc/PID/cmdline and status), or why it could not be read."""
+    """The box's first process as the host kernel sees it: argv[0], real uid, seccomp mode and
+    the `--platform=` it was given (gVisor's sandbox: how its system calls are trapped; ""
+    when none, runsc's default) (readable by any user: /proc/PID/cmdline and status), or why
+    it could not be read."""
     if not pid:
         return {"error": "the engine recorded no process for the box"}
     try:
@@ -71,6 +80,7 @@ def host_process(pid: int | None) -> dict[str, Any]:
     fields = dict(line.partition(":")[::2] for line in status.splitlines())
     return {
         "argv0": argv[0].decode(errors="replace"),
+        "platform": platform_of([arg.decode(errors="replace") for arg in argv[1:]]),
         "uid": int(fields.get("Uid", "-1").split()[0]),
         "seccomp": int(fields.get("Seccomp", "0").strip() or 0),
     }
@@ -107,6 +117,10 @@ def verdict(
         return True, f"{why}; {booted}"
     if sandboxed(host) and own_kernel:
         log = str(o.get("log", ""))[:60]
-        why = f"gVisor: {seen}, none of the agent's processes is a host process; {booted}"
+        platform = host.get("platform") or "runsc's default"
+        why = (
+            f"gVisor ({platform} platform): {seen}, none of the agent's processes is a host"
+            f" process; {booted}"
+        )
         return True, f"{why}; its log: {log!r}"
     return False, f"runsc was asked for, but {seen}; {booted}: not gVisor's kernel"

@@ -24,6 +24,7 @@ def test_doctor_is_all_ok_where_a_run_would_work(
     names = [line.split()[1] for line in done.stdout.splitlines() if line.startswith("OK")]
     assert names == [
         "engine",
+        "gvisor",
         "image",
         "credentials",
         "workspace",
@@ -32,6 +33,10 @@ def test_doctor_is_all_ok_where_a_run_would_work(
         "gateway",
         "proxy",
     ]
+    [gvisor] = [line for line in done.stdout.splitlines() if line.split()[1:2] == ["gvisor"]]
+    assert "the engine offers runsc" in gvisor or "the engine has no runsc" in gvisor
+    if "offers" in gvisor:  # the platform docker/gvisor.sh registered, as the engine says it
+        assert " platform " in gvisor, gvisor
     assert "ANTHROPIC_API_KEY from the process environment" in done.stdout
     assert "upstream is reachable" in done.stdout and "logged deny" in done.stdout
     assert REAL not in done.stdout + done.stderr

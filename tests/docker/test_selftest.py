@@ -125,7 +125,7 @@ FIFOS = {
 }
 KERNEL = {
     "runc": "the host's kernel (runc, as asked",
-    "runsc": "gVisor: the host runs the box as 'runsc-sandbox'",
+    "runsc": "platform): the host runs the box as 'runsc-sandbox'",  # gVisor (P platform)
 }
 
 

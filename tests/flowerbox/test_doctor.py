@@ -62,7 +62,10 @@ def test_no_engine_is_a_miss_with_a_fix_and_what_needs_it_says_so(
     assert found["engine"].startswith("FAIL") and "no-engine.sock" in found["engine"]
     assert "fix: start it" in found["engine"] and "DOCKER_HOST" in found["engine"]
     assert found["image"].startswith("FAIL") and "without an engine" in found["image"]
+    assert found["gvisor"].startswith("OK")  # not asked for: no miss
     assert found["credentials"].startswith("OK") and found["workspace"].startswith("OK")
+    asked = lines(doctor(tmp_path, repo, ANTHROPIC_API_KEY=SECRET, FLOWERBOX_RUNTIME="runsc"))
+    assert asked["gvisor"].startswith("FAIL") and "without an engine" in asked["gvisor"]
     for name in ("gateway", "proxy"):
         assert found[name].startswith("FAIL") and "fix the misses above" in found[name]
     assert SECRET not in done.stdout + done.stderr

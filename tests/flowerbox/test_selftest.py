@@ -19,6 +19,7 @@ from flowerbox.box.options import BoxOptions
 from flowerbox.box.spec import PROTECTED, BoxSpec, agent_kwargs, gateway_kwargs, protected_paths
 from flowerbox.errors import ConfigError
 from flowerbox.selftest.controls import ALL_WEAK, VARIANTS, Where, control_named, weaken
+from flowerbox.selftest.kernel import host_process
 from flowerbox.selftest.probes import PROBES
 from flowerbox.selftest.runner import ProbeServer, hand_over, run_box
 from flowerbox.selftest.sockets import listening, mount_points, walk
@@ -120,7 +121,7 @@ BAD: dict[str, tuple[dict[str, Any], str]] = {
 
 
 RUNC_INIT = {"argv0": "/sbin/docker-init", "uid": 1000, "seccomp": 2}  # the box's own init
-SENTRY = {"argv0": "runsc-sandbox", "uid": 65534, "seccomp": 2}  # gVisor's, on the host
+SENTRY = {"argv0": "runsc-sandbox", "uid": 65534, "seccomp": 2, "platform": "ptrace"}
 
 
 def seen(**overrides: Any) -> Seen:
@@ -578,6 +579,7 @@ def test_a_gvisor_box_passes_every_probe_from_the_hosts_facts() -> None:
     }
     assert [v for v in verdicts.values() if not v.ok] == []
     assert "gVisor" in verdicts["kernel"].why and "runsc-sandbox" in verdicts["kernel"].why
+    assert "(ptrace platform)" in verdicts["kernel"].why
     assert "seccomp mode 2" in verdicts["seccomp"].why
 
 
@@ -629,3 +631,22 @@ def test_under_runsc_a_runc_only_variant_leaves_gvisor_and_fails_the_kernel_too(
     assert weaken(strong, where(box))["runtime"] == "runc"  # so the kernel probe FAILs too
     no_limit = VARIANTS["no_pids_limit"].agent(strong, where(box))
     assert not {"pids_limit", "ulimits"} & set(no_limit)
+
+
+def test_the_sandboxs_platform_is_read_from_its_argv_on_the_host() -> None:
+    """How gVisor traps the agent's system calls is reported from the host's process table
+    (the flag the engine gave the sandbox), never from the box."""
+    for flags, platform in ((["--platform=kvm", "--network=none"], "kvm"), ([], "")):
+        # a shell that stays (`; :`), with the flags as its positional arguments
+        with subprocess.Popen(["/bin/sh", "-c", "sleep 60; :", "runsc-sandbox", *flags]) as box:
+            try:
+                assert host_process(box.pid)["platform"] == platform
+            finally:
+                box.kill()
+    default = {**SENTRY, "platform": ""}
+    [kernel] = [
+        v
+        for v in judge(output(GVISOR), seen(runtime="runsc", host_process=default))
+        if v.probe == "kernel"
+    ]
+    assert kernel.ok and "(runsc's default platform)" in kernel.why

@@ -45,17 +45,27 @@ esac
     "setsid": 'exec "$@"',
     "pgrep": "exit 1",
     "apt-get": "",
+    "runsc": """
+case "$*" in
+  flags) platforms='ptrace (default), kvm'
+         [[ -e $STUB/systrap ]] && platforms='systrap (default), ptrace, kvm'
+         printf '  -platform string\n    \tspecifies which platform to use: %s\n' "$platforms" ;;
+  *--platform=kvm*" do "*) [[ -e $STUB/kvm-hangs ]] && exec sleep 30; [[ -e $STUB/kvm-boots ]] ;;
+esac
+""",
     "debootstrap": 'mkdir -p "$4/etc/ssl/certs" "$4/etc/apt"',
 }
 
 
 @dataclass
 class Run:
-    """A script's exit code, what it said, and the stand-ins' calls in order."""
+    """A script's exit code, what it said (stderr), the stand-ins' calls in order, and what
+    it printed (stdout)."""
 
     code: int
     said: str
     calls: list[str]
+    printed: str = ""
 
     def called(self, prefix: str) -> bool:
         return any(call.startswith(prefix) for call in self.calls)
@@ -71,8 +81,9 @@ def run_script(
     env: dict[str, str] | None = None,
 ) -> Run:
     """Run docker/`script` with the stand-ins in `stub`; `flags` set their behaviour (`up`,
-    `denied`, `systemd`, `pullable`, `pull-hangs`, `have/<image>`), `missing` leaves
-    stand-ins out (a command this machine lacks)."""
+    `denied`, `systemd`, `pullable`, `pull-hangs`, `have/<image>`; runsc's: `systrap`,
+    `kvm-boots`, `kvm-hangs`), `missing` leaves stand-ins out (a command this machine
+    lacks)."""
     bin_dir = stub / "bin"
     (stub / "have").mkdir(parents=True, exist_ok=True)
     bin_dir.mkdir(exist_ok=True)
@@ -100,4 +111,4 @@ def run_script(
         check=False,
     )
     calls = (stub / "calls").read_text().splitlines() if (stub / "calls").exists() else []
-    return Run(done.returncode, done.stderr, calls)
+    return Run(done.returncode, done.stderr, calls, done.stdout)
