@@ -25,11 +25,14 @@ the frozen goal unchanged; the cost over the fault-free run, priced as bench.fau
 Not measured here: the flowerbox variant (a detached run's supervisor killed, continued with
 `flowerbox resume`), which needs the engine.
 
-    python -m bench.chaos [--runs K] [--seed S] [--smoke]
+    python -m bench.chaos [--runs K] [--seed S] [--smoke] [--keep DIR]
+
+The language is FLOWER_LANG's (en by default; FLOWER_LANG=zh for the Chinese texts).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import random
@@ -239,6 +242,7 @@ def run_one(
             timeout=RUN_TIMEOUT_S,
         )
         requests = list(api.requests)
+    _record(root / "requests.jsonl", requests)
     if goal_path.is_file():
         goals.add(goal_path.read_bytes())
     summary = _summary(final.stdout)
@@ -271,6 +275,23 @@ def _start(args: list[str], cwd: Path, env: dict[str, str]) -> subprocess.Popen[
         text=True,
         start_new_session=True,  # a process group of its own: the kill takes all of it
     )
+
+
+def _record(path: Path, requests: list[Request]) -> None:
+    """What the fake API received, one line per request (kept with a run's folder by
+    --keep): to tell, after the fact, which worker did an effect twice and what it was shown."""
+    with path.open("w") as out:
+        for request in requests:
+            said = {
+                "index": request.index,
+                "at": request.received_at,
+                "kind": request.kind,
+                "agent_id": request.agent_id,
+                "tool_uses": [(u.get("id"), u.get("name")) for u in request.tool_uses()],
+                "handed_on": any(request.contains(marker) for marker in HANDED_ON),
+                "answered": request.answered[:200],
+            }
+            out.write(json.dumps(said, ensure_ascii=False) + "\n")
 
 
 def _alive_in(root: Path) -> list[int]:
@@ -326,11 +347,20 @@ def percentile(values: list[float], share: float) -> float:
     return ordered[min(len(ordered) - 1, max(0, round(share * (len(ordered) - 1))))]
 
 
-def main(*, runs: int = RUNS, seed: int | None = None, smoke: bool = False) -> int:
+def main(
+    *, runs: int = RUNS, seed: int | None = None, smoke: bool = False, keep: Path | None = None
+) -> int:
+    """`keep`: a folder where each run's folder (workspace, flower's runs/, the fake API's
+    requests.jsonl) is kept instead of a temporary one."""
     seed = seed if seed is not None else random.SystemRandom().randrange(2**31)
     rng = random.Random(seed)
     print(f"bench.chaos: {runs} runs, seed {seed} (python -m bench.chaos --seed {seed} again)")
-    with tempfile.TemporaryDirectory(prefix="bench-chaos-") as tmp:
+    with contextlib.ExitStack() as stack:
+        if keep is None:
+            tmp = stack.enter_context(tempfile.TemporaryDirectory(prefix="bench-chaos-"))
+        else:
+            keep.mkdir(parents=True, exist_ok=False)
+            tmp = str(keep.resolve())
         began = time.monotonic()
         clean = run_one(Path(tmp) / "clean", kill_at=[], kinds=[], hold=None)
         clean_s = time.monotonic() - began
@@ -407,4 +437,6 @@ def _arg(name: str, default: int | None) -> int | None:
 if __name__ == "__main__":
     smoke = "--smoke" in sys.argv[1:]
     count = _arg("--runs", SMOKE_RUNS if smoke else RUNS)
-    sys.exit(main(runs=count or RUNS, seed=_arg("--seed", None), smoke=smoke))
+    args = sys.argv[1:]
+    keep = Path(args[args.index("--keep") + 1]) if "--keep" in args else None
+    sys.exit(main(runs=count or RUNS, seed=_arg("--seed", None), smoke=smoke, keep=keep))
