@@ -7,10 +7,12 @@ store (flower.stores.cut). Runtime hands them on when it resumes a session:
 
 - the coordinator's prompt starts with a note naming the worker and listing what it did
   (`note`), so it does not ask for it again; the note names the worker's agent id, which is
-  how a later resume of the same session knows it was handed on;
+  how a later resume of the same session knows the session was told (it is not told twice);
 - the next worker of the same type that the session starts is shown the same list, with
   where the cut one worked (`hooks`: a SubagentStart hook's additionalContext), and told
-  to check it against the disk and continue.
+  to check it against the disk and continue. Until a worker started after the note, the
+  list is shown again at each resume (flower.stores.cut: a kill between the note and that
+  worker's start must not cost the hand-on).
 
 A call with no stored result was running at the cut: it may or may not have happened, and
 both texts say so. Nothing here re-runs anything: effects are at least once only where a
@@ -43,7 +45,8 @@ def cut_work(store: PruningSessionStore, session_id: str) -> list[CutShort]:
 
 
 def note(cuts: Sequence[CutShort]) -> str:
-    """What the resumed coordinator is told first (empty when nothing was cut short)."""
+    """What the resumed coordinator is told first (empty when nothing was cut short, or when
+    it was told already: a cut worker not yet shown to a worker is only the hook's)."""
     return "\n\n".join(
         text(
             "cut.coordinator",
@@ -52,6 +55,7 @@ def note(cuts: Sequence[CutShort]) -> str:
             calls=calls_text(cut.calls),
         )
         for cut in cuts
+        if not cut.noted
     )
 
 
