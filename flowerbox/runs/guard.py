@@ -49,8 +49,12 @@ def guard(state_dir: Path, watched: int) -> int:
         return 0
     with records.reaping(state_dir):
         run = records.load(state_dir)
-        if run is None or not run.unkept:
-            return 0  # reaped meanwhile (`flowerbox stop`), or kept by a live process
+        if run is None or run.meta.get("status") not in records.LIVE:
+            return 0  # reaped meanwhile (`flowerbox stop`, `resume`)
+        if run.meta.get("status") == records.STARTING and run.running:
+            return 0  # the starting CLI still keeps it (and removes the box if it fails)
+        # Not `run.unkept`: the pipe closes while the keeper is still exiting, before it is
+        # even a zombie, so it may look alive yet; the pipe closing is the proof it is not.
         records.mark_running(state_dir, keeper_pid=os.getpid())  # kept again: not `lost`
         Box.existing(run.spec(), client=client).kill()
         records.record(run.spec(), keeper_lost=time.time())
