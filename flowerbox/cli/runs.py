@@ -392,7 +392,7 @@ def resume(
         kube.resume(kube_target(ctx.params), kube.required(run))
         return
     found = find(workspace, run)
-    if found.running and found.meta.get("keeper_lost"):
+    if found.running and found.meta.get("guard_took_over"):
         found = guarded_end(found)  # its keeper died: the guard finishes its work first
     if found.running:
         raise RunError(

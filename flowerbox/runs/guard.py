@@ -55,7 +55,7 @@ def guard(state_dir: Path, watched: int) -> int:
             return 0  # the starting CLI still keeps it (and removes the box if it fails)
         # Not `run.unkept`: the pipe closes while the keeper is still exiting, before it is
         # even a zombie, so it may look alive yet; the pipe closing is the proof it is not.
-        records.mark_running(state_dir, keeper_pid=os.getpid())  # kept again: not `lost`
+        records.mark_running(state_dir, keeper_pid=os.getpid(), guard=True)  # not `lost`
         Box.existing(run.spec(), client=client).kill()
         records.record(run.spec(), keeper_lost=time.time())
         print(f"flowerbox.runs.guard: {run.run_id} lost its keeper; its box was killed")

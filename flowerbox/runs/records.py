@@ -184,12 +184,16 @@ def record_start(
     return Run(spec.state_dir, meta)
 
 
-def mark_running(state_dir: Path, *, keeper_pid: int) -> None:
-    """`running`, kept by `keeper_pid`; unless the run already ended (a fast keeper)."""
+def mark_running(state_dir: Path, *, keeper_pid: int, guard: bool = False) -> None:
+    """`running`, kept by `keeper_pid`; unless the run already ended (a fast keeper). `guard`:
+    the keeper is the guard of one that died (`guard_took_over`, epoch seconds: `resume`
+    waits for it to finish)."""
 
     def change(meta: dict[str, Any]) -> dict[str, Any]:
         if meta.get("status") in LIVE:
             meta.update(status=RUNNING, keeper_pid=keeper_pid)
+            if guard:
+                meta["guard_took_over"] = time.time()
         return meta
 
     update_json(state_dir / META, change, default={})
