@@ -289,46 +289,6 @@ def test_a_run_whose_supervisor_was_killed_is_killed_by_its_guard_and_resumes(
     assert later and later[0].headers.get("x-claude-code-session-id") in sessions
 
 
-def test_a_run_whose_keeper_died_while_its_question_waited_asks_it_again_on_resume(
-    real_api: FakeAPI,
-    host_user: tuple[str, int, int],
-    user_workspace: Path,
-    flowerbox_image: str,
-) -> None:
-    """Killed before its brief was frozen, its question unanswered: `flowerbox resume`
-    continues from the recorded ask, the question comes back, and its answer is used."""
-    ws = user_workspace
-    real_api.script = starter_cast()  # the clarifier asks QUESTION first
-    run_id, env = detach(host_user, ws, real_api, DEMO_ASK, "--timeout", "600")
-    pending = waiting(host_user, ws, env)
-    assert pending == (run_id, [QUESTION])
-    os.killpg(meta_of(ws, run_id)["keeper_pid"], signal.SIGKILL)
-    resumed = as_user(host_user, [FLOWERBOX, "resume", run_id], cwd=ws, env=env)
-    assert resumed.returncode == 0, resumed.stderr[-3000:]
-    assert meta_of(ws, run_id)["status"] == "killed"  # the guard had ended it
-    new_id, asked = waiting(host_user, ws, env)
-    assert new_id != run_id and asked == [QUESTION]  # asked again, not lost
-    answered = as_user(host_user, [FLOWERBOX, "answer", "q1", "python3"], cwd=ws, env=env)
-    assert answered.returncode == 0, answered.stderr
-    meta = wait_until_ended(ws, new_id)
-    assert (meta["status"], meta["exit_code"]) == ("done", 0)
-    shown = [r.result_for("toolu_demo_question") for r in real_api.requests]
-    assert "python3" in [r.text for r in shown if r is not None]  # the model got the answer
-
-
-def waiting(user: tuple[str, int, int], ws: Path, env: dict[str, str]) -> tuple[str, Any]:
-    """The newest run's id and its pending questions, once it has some (180 s at most)."""
-    deadline, rows = time.monotonic() + 180, []
-    while time.monotonic() < deadline:
-        rows = parse_document(as_user(user, [FLOWERBOX, "ps", "--json"], cwd=ws, env=env).stdout)[
-            "runs"
-        ]
-        if rows and rows[-1]["pending_asks"]:
-            break
-        time.sleep(0.5)
-    return rows[-1]["run_id"], rows[-1]["pending_asks"]
-
-
 def test_a_run_whose_keeper_and_guard_were_killed_is_lost_until_stop_cleans_it_up(
     real_api: FakeAPI,
     host_user: tuple[str, int, int],
