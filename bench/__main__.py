@@ -28,7 +28,7 @@ from pathlib import Path
 SMOKE_TIMEOUT_S = 600  # one module in one language
 SMOKE_AT_ONCE = 2
 # The longest first, so the two lanes end together (seconds measured at smoke size here).
-SMOKE_ORDER = ("chaos", "faults", "many", "box")
+SMOKE_ORDER = ("chaosbox", "chaos", "faults", "many", "box")
 FIGURE = re.compile(r"target|\[(?:ok|MISSED)\]")  # a line that states a figure and its target
 SKIPPED = re.compile(r"\bskipped\b")
 

@@ -22,14 +22,17 @@ the frozen goal unchanged; the cost over the fault-free run, priced as bench.fau
 (cache-aware request bytes). Targets (30 runs): 30/30 achieved, 0 duplicated, 0 lost,
 0 orphans, 0 late requests, 0 rewritten goals, median overhead <= 15 %, p90 <= 30 %.
 
-Not measured here: the flowerbox variant (a detached run's supervisor killed, continued with
-`flowerbox resume`), which needs the engine.
+The flowerbox variant (a detached run's keeper killed, continued with `flowerbox resume`),
+which needs the engine, is bench.chaosbox: `python -m bench.chaos --flowerbox` runs it.
 
-    python -m bench.chaos [--runs K] [--seed S] [--smoke]
+    python -m bench.chaos [--runs K] [--seed S] [--smoke] [--keep DIR] [--flowerbox]
+
+The language is FLOWER_LANG's (en by default; FLOWER_LANG=zh for the Chinese texts).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import random
@@ -41,6 +44,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 from bench.faults import cache_aware, job_env, workspace_in
 from flower.core.texts.en import EN
@@ -190,6 +194,7 @@ class Outcome:
     why: str = ""
     seconds: float = 0.0
     ledger: list[str] = field(default_factory=list)  # the effects, in the order done
+    gap: int = 0  # bench.chaosbox: requests between a keeper's death and its box's kill
 
 
 def command(kind: str, ws: Path) -> list[str]:
@@ -239,6 +244,7 @@ def run_one(
             timeout=RUN_TIMEOUT_S,
         )
         requests = list(api.requests)
+    _record(root / "requests.jsonl", requests)
     if goal_path.is_file():
         goals.add(goal_path.read_bytes())
     summary = _summary(final.stdout)
@@ -271,6 +277,23 @@ def _start(args: list[str], cwd: Path, env: dict[str, str]) -> subprocess.Popen[
         text=True,
         start_new_session=True,  # a process group of its own: the kill takes all of it
     )
+
+
+def _record(path: Path, requests: list[Request]) -> None:
+    """What the fake API received, one line per request (kept with a run's folder by
+    --keep): to tell, after the fact, which worker did an effect twice and what it was shown."""
+    with path.open("w") as out:
+        for request in requests:
+            said = {
+                "index": request.index,
+                "at": request.received_at,
+                "kind": request.kind,
+                "agent_id": request.agent_id,
+                "tool_uses": [(u.get("id"), u.get("name")) for u in request.tool_uses()],
+                "handed_on": any(request.contains(marker) for marker in HANDED_ON),
+                "answered": request.answered[:200],
+            }
+            out.write(json.dumps(said, ensure_ascii=False) + "\n")
 
 
 def _alive_in(root: Path) -> list[int]:
@@ -326,11 +349,20 @@ def percentile(values: list[float], share: float) -> float:
     return ordered[min(len(ordered) - 1, max(0, round(share * (len(ordered) - 1))))]
 
 
-def main(*, runs: int = RUNS, seed: int | None = None, smoke: bool = False) -> int:
+def main(
+    *, runs: int = RUNS, seed: int | None = None, smoke: bool = False, keep: Path | None = None
+) -> int:
+    """`keep`: a folder where each run's folder (workspace, flower's runs/, the fake API's
+    requests.jsonl) is kept instead of a temporary one."""
     seed = seed if seed is not None else random.SystemRandom().randrange(2**31)
     rng = random.Random(seed)
     print(f"bench.chaos: {runs} runs, seed {seed} (python -m bench.chaos --seed {seed} again)")
-    with tempfile.TemporaryDirectory(prefix="bench-chaos-") as tmp:
+    with contextlib.ExitStack() as stack:
+        if keep is None:
+            tmp = stack.enter_context(tempfile.TemporaryDirectory(prefix="bench-chaos-"))
+        else:
+            keep.mkdir(parents=True, exist_ok=False)
+            tmp = str(keep.resolve())
         began = time.monotonic()
         clean = run_one(Path(tmp) / "clean", kill_at=[], kinds=[], hold=None)
         clean_s = time.monotonic() - began
@@ -345,23 +377,25 @@ def main(*, runs: int = RUNS, seed: int | None = None, smoke: bool = False) -> i
             outcome = run_one(Path(tmp) / f"run{index}", kill_at=moments, kinds=kinds, hold=hold)
             outcome.overhead = outcome.cost / clean.cost - 1
             outcomes.append(outcome)
-            print(_line(index, moments, outcome), flush=True)
-    return _report(outcomes, runs=runs, smoke=smoke)
+            print(line(index, moments, outcome), flush=True)
+    return summary(outcomes, runs=runs, smoke=smoke)
 
 
-def _line(index: int, moments: list[float], o: Outcome) -> str:
+def line(index: int, moments: list[float], o: Outcome) -> str:
+    """One run's line."""
     at = ",".join(f"{m:.1f}s" for m in moments[: len(o.kills)]) or "-"
     then = ",".join(o.kills) or "(ended before its kill)"
     verdict = "achieved" if o.achieved else f"NOT achieved ({o.why})"
     return (
         f"run {index:2d}: killed at {at} then {then}; {verdict}; dup {o.duplicated} "
-        f"lost {o.lost} orphans {o.orphans} late {o.late} "
+        f"lost {o.lost} orphans {o.orphans} late {o.late}{f' (gap {o.gap})' if o.gap else ''} "
         f"goal {'REWRITTEN' if o.goal_rewritten else 'kept'}; cost {o.overhead:+.0%} "
         f"({o.seconds:.0f} s)"
     )
 
 
-def _report(outcomes: list[Outcome], *, runs: int, smoke: bool) -> int:
+def summary(outcomes: list[Outcome], *, runs: int, smoke: bool) -> int:
+    """The summary line and a line per target; the exit code (0 at --smoke: not judged)."""
     achieved = sum(o.achieved for o in outcomes)
     overheads = [o.overhead for o in outcomes if o.achieved] or [float("nan")]
     median, p90 = statistics.median(overheads), percentile(overheads, 0.9)
@@ -399,12 +433,26 @@ def _report(outcomes: list[Outcome], *, runs: int, smoke: bool) -> int:
     return 0 if smoke or all(met for _, met in checks) else 1
 
 
-def _arg(name: str, default: int | None) -> int | None:
+def main_args(*, smoke_runs: int) -> dict[str, Any]:
+    """main's arguments from the command line: --runs K, --seed S, --smoke, --keep DIR."""
     args = sys.argv[1:]
-    return int(args[args.index(name) + 1]) if name in args else default
+
+    def given(name: str) -> str | None:
+        return args[args.index(name) + 1] if name in args else None
+
+    smoke = "--smoke" in args
+    runs, seed, keep = given("--runs"), given("--seed"), given("--keep")
+    return {
+        "runs": int(runs) if runs else smoke_runs if smoke else RUNS,
+        "seed": int(seed) if seed else None,
+        "smoke": smoke,
+        "keep": Path(keep) if keep else None,
+    }
 
 
 if __name__ == "__main__":
-    smoke = "--smoke" in sys.argv[1:]
-    count = _arg("--runs", SMOKE_RUNS if smoke else RUNS)
-    sys.exit(main(runs=count or RUNS, seed=_arg("--seed", None), smoke=smoke))
+    if "--flowerbox" in sys.argv[1:]:
+        from bench import chaosbox  # the variant on the engine: its own module, its own smoke
+
+        sys.exit(chaosbox.main(**main_args(smoke_runs=1)))
+    sys.exit(main(**main_args(smoke_runs=SMOKE_RUNS)))

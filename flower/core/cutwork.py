@@ -9,10 +9,12 @@ them on when it resumes a session (or starts a new generation):
 
 - the coordinator's prompt starts with a note naming the worker and listing what it did
   (`note`), so it does not ask for it again; the note names the worker's agent id, which is
-  how a later resume of the same session knows it was handed on;
+  how a later resume of the same session knows the session was told (it is not told twice);
 - the next worker of the same type that the session starts is shown the same list, with
   where the cut one worked (`hooks`: a SubagentStart hook's additionalContext), and told
-  to check it against the disk and continue.
+  to check it against the disk and continue. Until a worker started after the note, the
+  list is shown again at each resume (flower.stores.cut: a kill between the note and that
+  worker's start must not cost the hand-on).
 
 A call with no stored result was running at the cut: it may or may not have happened, and
 both texts say so. Nothing here re-runs anything: effects are at least once only where a
@@ -59,7 +61,8 @@ def _named(agent: str) -> tuple[str, ...]:
 
 def note(cuts: Sequence[CutShort], *, handoff: bool = False) -> str:
     """What the resumed coordinator (with `handoff`, the new generation that took over
-    from the session that started them) is told first (empty when nothing was cut short)."""
+    from the session that started them) is told first (empty when nothing was cut short, or
+    when it was told already: a cut worker not yet shown to a worker is only the hook's)."""
     return "\n\n".join(
         text(
             "cut.handoff_coordinator" if handoff else "cut.coordinator",
@@ -68,6 +71,7 @@ def note(cuts: Sequence[CutShort], *, handoff: bool = False) -> str:
             calls=calls_text(cut.calls),
         )
         for cut in cuts
+        if not cut.noted
     )
 
 

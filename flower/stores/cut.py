@@ -7,9 +7,15 @@ coordinator's Agent call in ``toolUseId``) that the CLI never rewrote with ``fin
 true``. :func:`cut_short` finds such workers, so the continuation can hand their work on
 instead of having it done again. A call with no stored result was in flight at the cut: it
 may or may not have run (``Call.result`` None), and whoever continues must check before
-redoing it. A continuation that handed a worker on names its agent id in the main thread
-(the note it adds to the prompt), so the next resume of the same session does not hand it
-on again.
+redoing it; so may a call whose only result is the one the store made up for it on an
+earlier resume (flower.stores.prune.heal_orphans: "cut, redo it if needed" is not what the
+call did). A continuation that handed a worker on names its agent id in the main thread
+(the note it adds to the prompt): the session has been told (``CutShort.noted``). The next
+worker is shown the list by a hook, which no transcript records; a worker that the main
+thread started after that note (its Agent call later, its transcript stored) got it, and the
+cut one is then handed on for good. A continuation killed between the note and the next
+worker's start leaves it noted but not handed on: the next resume shows it to a worker again
+(noted, so without telling the session twice).
 
 Pure functions over entries, as the store keeps them; the words are the caller's.
 """
@@ -20,6 +26,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from flower.stores.prune import is_healing
 from flower.stores.records import SessionTranscript
 from flower.stores.transcript import Entry, blocks, result_text
 
@@ -50,12 +57,15 @@ class CutShort:
     prompt: str
     cwd: str
     calls: tuple[Call, ...]
+    noted: bool = False  # the session was told already; only a worker is still to be shown it
 
 
 def calls_of(entries: Sequence[Entry]) -> tuple[Call, ...]:
     """Every tool call in `entries` with its stored result, in the order they were made."""
     results: dict[Any, tuple[str, bool]] = {}
     for entry in entries:
+        if is_healing(entry):  # made up on an earlier resume: the call is still in doubt
+            continue
         for block in blocks(entry):
             if block.get("type") == "tool_result":
                 said = result_text(block)
@@ -86,10 +96,10 @@ def cut_short(
 ) -> list[CutShort]:
     """The subagents of `transcript` that never finished (their `agent_metadata` was never
     rewritten with ``finished: true``) or whose report never reached the main thread (their
-    Agent call has no result there), and that no user entry of the main thread names yet
-    in one of the ways `named(agent_id)` lists (a continuation that handed one on names it;
-    see the module docstring; the bare id by default, but the CLI's own notices name a
-    background worker by its id too), in the order the main thread started them."""
+    Agent call has no result there), and that no worker started after the main thread named
+    them (see the module docstring) in one of the ways `named(agent_id)` lists (the bare id
+    by default; the CLI's own notices name a background worker by its id too), in the order
+    the main thread started them; `noted` when the main thread names them already."""
     started = [
         str(use.get("id"))
         for entry in transcript.main
@@ -109,7 +119,14 @@ def cut_short(
         for block in blocks(entry)
         if block.get("type") == "tool_result"
     }
-    said = _user_text(transcript.main)
+    naming = _naming(transcript.main)
+    started_at = {tid: i for i, tid in enumerate(started)}
+    workers = {  # the Agent calls whose worker's transcript is stored: those workers started
+        str(m.get("toolUseId"))
+        for entries in transcript.subagents.values()
+        for m in entries
+        if m.get("type") == "agent_metadata"
+    }
     found: list[CutShort] = []
     for entries in transcript.subagents.values():
         metas = [e for e in entries if e.get("type") == "agent_metadata"]
@@ -119,7 +136,11 @@ def cut_short(
         finished = any(m.get("finished") is True for m in metas)
         if finished and metas[-1].get("toolUseId") in answered:  # its report arrived
             continue
-        if any(name in said for name in named(agent)):  # handed on already
+        names = named(agent)
+        noted_at = next((i for i, said in naming if any(n in said for n in names)), None)
+        if noted_at is not None and any(
+            started_at.get(tid, -1) > noted_at for tid in workers
+        ):  # handed on already: a worker started after the note got the list
             continue
         meta = metas[-1]
         call = calls.get(str(meta.get("toolUseId")), {})
@@ -133,16 +154,26 @@ def cut_short(
                 prompt=str(given.get("prompt") or ""),
                 cwd=_first(entries, "cwd"),
                 calls=calls_of(entries),
+                noted=noted_at is not None,
             )
         )
     order = {tid: i for i, tid in enumerate(started)}
     return sorted(found, key=lambda cut: order.get(cut.tool_use_id, len(order)))
 
 
-def _user_text(entries: Sequence[Entry]) -> str:
-    """The text the main thread's user entries say (string prompts and text blocks)."""
-    said: list[str] = []
+def _naming(entries: Sequence[Entry]) -> list[tuple[int, str]]:
+    """The text each user entry of the main thread says (string prompts and text blocks),
+    with how many Agent calls the main thread had made before it (comparable with a call's
+    index among them)."""
+    said: list[tuple[int, str]] = []
+    calls = 0
     for entry in entries:
+        if entry.get("type") == "assistant":
+            calls += sum(
+                1
+                for use in blocks(entry)
+                if use.get("type") == "tool_use" and use.get("name") in AGENT_TOOLS
+            )
         if entry.get("type") != "user":
             continue
         content = (
@@ -150,12 +181,11 @@ def _user_text(entries: Sequence[Entry]) -> str:
             if isinstance(entry.get("message"), dict)
             else None
         )
-        if isinstance(content, str):
-            said.append(content)
-        for block in blocks(entry):
-            if block.get("type") == "text":
-                said.append(str(block.get("text", "")))
-    return "\n".join(said)
+        texts = [content] if isinstance(content, str) else []
+        texts += [str(b.get("text", "")) for b in blocks(entry) if b.get("type") == "text"]
+        if texts:
+            said.append((calls - 1, "\n".join(texts)))
+    return said
 
 
 def _first(entries: Sequence[Entry], name: str) -> str:

@@ -48,7 +48,14 @@ from flower.stores.transcript import (
 )
 from flower.stores.trim import EphemeralPolicy, TrimmingSessionStore, TrimPolicy
 
-__all__ = ["PrunePolicy", "PruningSessionStore", "heal_orphans", "prune", "relink"]
+__all__ = [
+    "PrunePolicy",
+    "PruningSessionStore",
+    "heal_orphans",
+    "is_healing",
+    "prune",
+    "relink",
+]
 
 Report = MutableMapping[str, int]
 
@@ -234,6 +241,13 @@ def _healing(anchor: Entry, tool_use_ids: list[str], text: str) -> Entry:
         "toolUseResult": f"Error: {text}",
         "sourceToolAssistantUUID": anchor["uuid"],
     }
+
+
+def is_healing(entry: Entry) -> bool:
+    """Whether `entry` is a result :func:`heal_orphans` made up (its uuid derives from the
+    call's entry): it says the call was cut, not what the call did."""
+    anchor = entry.get("sourceToolAssistantUUID")
+    return isinstance(anchor, str) and entry.get("uuid") == str(uuid.uuid5(_HEAL_NAMESPACE, anchor))
 
 
 def heal_orphans(

@@ -228,6 +228,14 @@ class Box:
             with contextlib.suppress(APIError, NotFound):
                 self._agent.stop(timeout=STOP_GRACE_S)
 
+    def kill(self) -> None:
+        """SIGKILL the gateway (nothing of the run reaches the API after that), then the
+        agent: a run whose keeper died (flowerbox.runs.guard)."""
+        for container in (self._gateway, self._agent):
+            if container is not None:
+                with contextlib.suppress(APIError, NotFound):
+                    container.kill()
+
     def remove(self) -> None:
         """Remove both containers, their stderr kept first in the run's host-only records
         (the gateway's request lines, the agent's errors: both vanish with a container)."""

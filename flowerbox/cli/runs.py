@@ -59,6 +59,7 @@ from flowerbox.runs.control import (
     ended_error,
     find,
     follow_events,
+    guarded_end,
     read_answers,
     reap,
     status_text,
@@ -399,6 +400,8 @@ def resume(
         kube.resume(kube_target(ctx.params), kube.required(run))
         return
     found = find(workspace, run)
+    if found.running and found.meta.get("guard_took_over"):
+        found = guarded_end(found)  # its keeper died: the guard finishes its work first
     if found.running:
         raise RunError(
             f"run {found.run_id} is still running: `flowerbox attach {found.run_id}` "

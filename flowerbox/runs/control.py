@@ -157,6 +157,12 @@ def stop_run(run: Run) -> Run:
     """SIGTERM the agent (docker stop, killed after the grace period) and wait for the run's
     keeper to record the end; the run as last recorded."""
     _stop_agent(run)
+    return guarded_end(run)
+
+
+def guarded_end(run: Run) -> Run:
+    """The run as last recorded once its keeper recorded the end (END_WAIT_S at most): after
+    a stop, or while a guard finishes the work of a keeper that died (flowerbox.runs.guard)."""
     deadline = time.monotonic() + END_WAIT_S
     latest = run
     while time.monotonic() < deadline:
@@ -169,12 +175,17 @@ def stop_run(run: Run) -> Run:
 
 def reap(run: Run) -> Run:
     """Do what a run's lost keeper would have: stop the agent if it still runs, then wait,
-    remove both containers and the private folders, and record the end (after_run)."""
-    _stop_agent(run)
-    # lazy: as _stop_agent's engine; only a run whose keeper is lost needs its work done
-    from flowerbox.runs.supervise import supervise
+    remove both containers and the private folders, and record the end (after_run). Under
+    the reaping lock: a guard (or another reap) that got there first has done it already."""
+    with records.reaping(run.state_dir):
+        latest = records.load(run.state_dir) or run
+        if not latest.unkept:
+            return latest
+        _stop_agent(latest)
+        # lazy: as _stop_agent's engine; only a run whose keeper is lost needs its work done
+        from flowerbox.runs.supervise import supervise
 
-    supervise(run.state_dir)
+        supervise(latest.state_dir)
     return records.load(run.state_dir) or run
 
 

@@ -18,7 +18,7 @@ import dataclasses
 import os
 import subprocess
 import sys
-from typing import TYPE_CHECKING
+from typing import IO, TYPE_CHECKING
 
 from flowerbox import wire
 from flowerbox.box.spec import BoxSpec
@@ -95,25 +95,40 @@ def start_detached(
 
 
 def _spawn_supervisor(spec: BoxSpec) -> int:
+    """The keeper and its guard (flowerbox.runs.guard), each in a session of its own: the
+    guard's stdin is a pipe whose one write end the keeper inherits (and never uses), so the
+    guard hears the keeper's end however it comes. The keeper's pid."""
+    log = spec.state_dir / records.SUPERVISOR_LOG
+    read_end, write_end = os.pipe()
+    try:
+        with log.open("ab") as out:
+            _spawn(wire.GUARD_MODULE, spec, out=out, stdin=read_end, keep=())
+            return _spawn(wire.SUPERVISOR_MODULE, spec, out=out, stdin=None, keep=(write_end,))
+    except OSError as exc:
+        raise BoxError(f"cannot start the run's supervisor ({exc}): see {log}") from exc
+    finally:
+        os.close(read_end)
+        os.close(write_end)
+
+
+def _spawn(
+    module: str, spec: BoxSpec, *, out: IO[bytes], stdin: int | None, keep: tuple[int, ...]
+) -> int:
     # Isolated Python (-I: no PYTHONPATH, no user site, not the cwd on sys.path), started in
     # the run's host-only folder with a clean environment; it needs no credentials.
     # OTEL_*: the keeper sends the run's trace when it ends (flowerbox.runs.trace).
     env = {k: v for k, v in os.environ.items() if k in SUPERVISOR_ENV or k.startswith("OTEL_")}
-    log = spec.state_dir / records.SUPERVISOR_LOG
-    try:
-        with log.open("ab") as out:
-            process = subprocess.Popen(
-                [sys.executable, "-I", "-m", wire.SUPERVISOR_MODULE, str(spec.state_dir)],
-                stdin=subprocess.DEVNULL,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-                close_fds=True,
-                cwd=spec.state_dir,
-                env=env,
-            )
-    except OSError as exc:
-        raise BoxError(f"cannot start the run's supervisor ({exc}): see {log}") from exc
+    process = subprocess.Popen(
+        [sys.executable, "-I", "-m", module, str(spec.state_dir)],
+        stdin=subprocess.DEVNULL if stdin is None else stdin,
+        stdout=out,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+        close_fds=True,
+        pass_fds=keep,
+        cwd=spec.state_dir,
+        env=env,
+    )
     return process.pid
 
 

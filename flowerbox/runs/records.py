@@ -8,7 +8,8 @@ Every box run (attached or detached) has a host-only folder, BoxSpec.state_dir
                        box from this alone.
     output.log         the agent's stdout and stderr (detached; the previous 16 MiB in
                        output.log.1: flowerbox.runs.outputlog)
-    supervisor.log     the detached supervisor's own lines
+    supervisor.log     the detached supervisor's own lines, and its guard's
+    reap.lock          held by whoever finishes a lost keeper's work (reaping)
     agent.stderr.log, gateway.stderr.log
                        each container's stderr, kept by the host as it removes the container
                        (flowerbox.box.engine; its last 4 MiB)
@@ -20,7 +21,8 @@ runs/events/<run_id>.jsonl): the host reads them, and the questions in runs/asks
 through flowerbox.box.untrusted, as hostile input.
 
 A meta file says `running` while its *keeper* (the attached flowerbox process, or the detached
-supervisor) lives; a running run whose keeper is gone reads as `lost`.
+supervisor; once that dies, its guard) lives; a running run whose keeper is gone reads as
+`lost`.
 
 Errors:
     RunError                no runs, an unknown or ambiguous id, a run in the wrong state;
@@ -29,10 +31,12 @@ Errors:
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
 import socket
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -57,6 +61,7 @@ META = "meta.json"
 MAX_RESUMES = 100  # how far back a run's resumed_from is followed
 OUTPUT = "output.log"
 SUPERVISOR_LOG = "supervisor.log"
+REAP_LOCK = "reap.lock"
 MAX_ASKS_BYTES = 256 * 1024
 REQUESTS_READ = 16 * 1024 * 1024  # the end of a run's request log that `logs --requests` reads
 
@@ -179,12 +184,16 @@ def record_start(
     return Run(spec.state_dir, meta)
 
 
-def mark_running(state_dir: Path, *, keeper_pid: int) -> None:
-    """`running`, kept by `keeper_pid`; unless the run already ended (a fast keeper)."""
+def mark_running(state_dir: Path, *, keeper_pid: int, guard: bool = False) -> None:
+    """`running`, kept by `keeper_pid`; unless the run already ended (a fast keeper). `guard`:
+    the keeper is the guard of one that died (`guard_took_over`, epoch seconds: `resume`
+    waits for it to finish)."""
 
     def change(meta: dict[str, Any]) -> dict[str, Any]:
         if meta.get("status") in LIVE:
             meta.update(status=RUNNING, keeper_pid=keeper_pid)
+            if guard:
+                meta["guard_took_over"] = time.time()
         return meta
 
     update_json(state_dir / META, change, default={})
@@ -320,13 +329,24 @@ def record(spec: BoxSpec, **fields: Any) -> None:
     flowerbox.box.facts), `start_phases` ([name, epoch seconds] of the start), `stop_reason`
     (why the host stopped it: a budget), `notices` (what the end of the run told the user;
     `logs` and `attach` show them for a detached run), `delivered` (the delivery branches it
-    brought back under their own names: only it, or a run resuming it, may move them)."""
+    brought back under their own names: only it, or a run resuming it, may move them),
+    `keeper_lost` (epoch seconds: when the guard killed the box of a run whose detached
+    keeper died, flowerbox.runs.guard)."""
 
     def change(meta: dict[str, Any]) -> dict[str, Any]:
         meta.update(fields)
         return meta
 
     update_json(spec.state_dir / META, change, default={})
+
+
+@contextlib.contextmanager
+def reaping(state_dir: Path) -> Iterator[None]:
+    """Held by whoever finishes a keeper's work for it (the guard, `stop`/`resume` reaping a
+    lost run): one at a time, so a run is never reaped twice at once."""
+    with (state_dir / REAP_LOCK).open("a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        yield
 
 
 def box_started(spec: BoxSpec, facts: dict[str, object]) -> None:

@@ -1,7 +1,9 @@
 """A worker cut short by a SIGKILL of flower is handed on, not redone (issue 30, item 3).
 
 Round 1 is judged "not yet"; round 2's worker writes hello.py, runs it, and is killed with
-flower while its third call (a slow Bash) runs. The same ask again wakes the run: the
+flower while its third call (a slow Bash) runs (and, in one case, the wake after it is killed
+too, once it has told the coordinator but before the next worker starts: a continuation cut
+there must not lose the hand-on). The same ask again wakes the run: the
 coordinator is told what the killed worker did, and the worker it starts next is shown the
 same list (the killed one's calls and results from the store, the one in flight marked
 "may have run"), checks the disk and reports, instead of writing and running everything
@@ -14,6 +16,7 @@ import contextlib
 import os
 import signal
 import subprocess
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -38,9 +41,10 @@ def shown_progress(request: Request) -> bool:
     return any(request.contains(marker) for marker in HANDED_ON)
 
 
-@pytest.mark.parametrize("lang", ["en", "zh"])
+@pytest.mark.parametrize(("lang", "kill_woken"), [("en", False), ("zh", False), ("zh", True)])
 def test_a_killed_worker_is_handed_on_and_its_work_not_redone(
     lang: str,
+    kill_woken: bool,
     fake_api: FakeAPI,
     cli_env: dict[str, str],
     workspace: Path,
@@ -91,13 +95,18 @@ def test_a_killed_worker_is_handed_on_and_its_work_not_redone(
             return text("done")
         n = len([u for u in request.tool_uses() if u.get("name") == "Agent"])
         task = {"description": "hello.py", "prompt": "Write hello.py and run it."}
-        return tool(
+        delegate = tool(
             "Agent",
             {**task, "subagent_type": "coder", "run_in_background": False},
             id=f"delegate_{n}",
         )
+        if kill_woken and not held and any(request.contains(t) for t in TOLD):
+            held.append(request.index)  # the wake that is killed before its worker starts
+            return replace(delegate, delay=30.0)
+        return delegate
 
     verdicts: list[int] = []
+    held: list[int] = []
     no, yes = ("not achieved", "achieved") if current() == "en" else ("未达成", "达成")
 
     def judge(request: Request) -> Reply:  # rounds 1 and 2 fall short, round 3 passes
@@ -139,6 +148,20 @@ def test_a_killed_worker_is_handed_on_and_its_work_not_redone(
                 os.kill(int(sleeper), signal.SIGKILL)  # the tool, in a session of its own
     killed_worker = workers[1]
     killed_at = len(fake_api.requests)
+    if kill_woken:  # the wake is killed too: told the coordinator, no worker started yet
+        woke = subprocess.Popen(
+            [*FLOWER, *args],
+            env=cli_env,
+            cwd=workspace.parent,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        try:
+            assert fake_api.wait_for(lambda reqs: bool(held), 180)
+        finally:
+            os.killpg(woke.pid, signal.SIGKILL)
+            woke.wait(timeout=30)
 
     again = flower(*args, "--json", env=cli_env, cwd=workspace.parent)
     assert again.returncode == 0, again.stderr

@@ -254,16 +254,54 @@ def test_stop_mid_step_then_resume_continues_the_same_session(
     assert [(r["run_id"], r["status"]) for r in ps] == [(run_id, "stopped"), (new_id, "done")]
 
 
-def test_a_run_whose_supervisor_was_killed_is_lost_until_stop_cleans_it_up(
+def test_a_run_whose_supervisor_was_killed_is_killed_by_its_guard_and_resumes(
     real_api: FakeAPI,
     host_user: tuple[str, int, int],
     user_workspace: Path,
     flowerbox_image: str,
     docker_client: DockerClient,
 ) -> None:
+    """The OOM killer takes a detached run's keeper mid-step: within 2 s its guard has killed
+    the box (no container of the run runs, nothing of it reaches the API after the kill it
+    recorded), finished the keeper's work (the run `killed`, nothing left behind), and
+    `flowerbox resume` continues the same session to its end."""
     ws = user_workspace
     run_id, env = slow_run(real_api, host_user, ws)
     worker_busy(real_api)
+    keeper = meta_of(ws, run_id)["keeper_pid"]
+    os.killpg(keeper, signal.SIGKILL)  # the keeper's whole process group
+    killed = time.time()
+    time.sleep(2.0)
+    running = docker_client.containers.list(filters={"label": f"dev.flower.box.run={run_id}"})
+    assert running == []
+    meta = wait_until_ended(ws, run_id, timeout=60)
+    assert (meta["status"], meta["exit_code"]) == ("killed", 137)
+    assert killed < meta["keeper_lost"] < killed + 2.0
+    assert [r.index for r in real_api.requests if r.received_at > meta["keeper_lost"]] == []
+    assert left_behind(docker_client, meta) == []
+    sessions = {r.headers.get("x-claude-code-session-id") for r in real_api.requests}
+    slept = text("slept")
+    real_api.script = rules((When(kind="subagent"), lambda _: slept), (When(), starter_cast()))
+    before = len(real_api.requests)
+    resumed = as_user(host_user, [FLOWERBOX, "resume", run_id, "--attach"], cwd=ws, env=env)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    later = real_api.requests[before:]
+    assert later and later[0].headers.get("x-claude-code-session-id") in sessions
+
+
+def test_a_run_whose_keeper_and_guard_were_killed_is_lost_until_stop_cleans_it_up(
+    real_api: FakeAPI,
+    host_user: tuple[str, int, int],
+    user_workspace: Path,
+    flowerbox_image: str,
+    docker_client: DockerClient,
+) -> None:
+    """Both host processes gone (a reboot that spared the containers): the run reads `lost`,
+    refuses a new run in its workspace, and `stop` reaps it."""
+    ws = user_workspace
+    run_id, env = slow_run(real_api, host_user, ws)
+    worker_busy(real_api)
+    os.kill(guard_of(run_id), signal.SIGKILL)
     os.kill(meta_of(ws, run_id)["keeper_pid"], signal.SIGKILL)
     time.sleep(0.5)
     [row] = parse_document(as_user(host_user, [FLOWERBOX, "ps", "--json"], cwd=ws, env=env).stdout)[
@@ -279,6 +317,18 @@ def test_a_run_whose_supervisor_was_killed_is_lost_until_stop_cleans_it_up(
     meta = meta_of(ws, run_id)
     assert (meta["status"], meta["exit_code"]) == ("stopped", 130)
     assert left_behind(docker_client, meta) == []
+
+
+def guard_of(run_id: str) -> int:
+    """The pid of the run's guard (flowerbox.runs.guard, its state folder in its argv)."""
+    for entry in Path("/proc").iterdir():
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"flowerbox.runs.guard" in argv and any(run_id.encode() in a for a in argv):
+            return int(entry.name)
+    raise AssertionError(f"no guard runs for {run_id}")
 
 
 def test_once_detached_is_followed_by_logs_to_its_end(
