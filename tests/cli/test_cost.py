@@ -31,11 +31,12 @@ WEIGHT = Usage(output_tokens=3000, cache_read_input_tokens=40_000)
 FIGURE = re.compile(r"\$(\d+\.\d{4})")
 
 
-def weighty_job(api: FakeAPI) -> None:
+def weighty_job(api: FakeAPI, slow: tuple[int, ...] = (0, 2)) -> None:
     """The starter cast, every answer weighty. The coordinator delegates whenever its last
-    delegation did not come back done; the first and third workers run a slow command (the
-    times to interrupt and to stop the run); the first judge of the work says "not yet", so
-    round 2 resumes the coordinator's session."""
+    delegation did not come back done; the workers in `slow` (by order: the first and the
+    third) run a slow command (the times to interrupt and to stop the run; a test that
+    never stops the third worker does not wait a minute for it); the first judge of the
+    work says "not yet", so round 2 resumes the coordinator's session."""
     cast = starter_cast(verdict=["未达成", "达成"])
 
     def coordinator(request: Request) -> Reply:
@@ -49,7 +50,7 @@ def weighty_job(api: FakeAPI) -> None:
 
     def worker(request: Request) -> Reply:
         order = api.agent_ids().index(str(request.agent_id))
-        if order in (0, 2) and not request.tool_results():
+        if order in slow and not request.tool_results():
             return tool("Bash", {"command": SLOW})
         return cast(request)
 
@@ -157,8 +158,9 @@ def test_after_a_double_ctrl_c_and_a_resume_every_cost_is_what_the_api_served(
     fake_api: FakeAPI, cli_env: dict[str, str], workspace: Path
 ) -> None:
     """Issue 36: a run stopped by two Ctrl+C (the second while the first asks for words)
-    must record what the API served, and so must the total after its resume."""
-    weighty_job(fake_api)
+    must record what the API served, and so must the total after its resume (whose third
+    worker nothing stops)."""
+    weighty_job(fake_api, slow=(0,))
     ws = workspace.parent
     args = (DEMO_ASK, "--timeout", "120", "-w", str(workspace))
     with on_a_terminal(*args, env=cli_env, cwd=ws) as (run, screen):

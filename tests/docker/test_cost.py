@@ -48,8 +48,9 @@ def test_after_a_stop_and_a_resume_the_box_s_figures_are_the_gateways(
 ) -> None:
     """Issue 36: after an interrupt, `flower status` on the box's runs said $1.9108 where
     the gateway (`flowerbox ps`) said $1.9362. Stopped while a worker runs its slow command
-    (what a Ctrl+C on an attached run does), then resumed: every figure is the meter's."""
-    weighty_job(real_api)
+    (what a Ctrl+C on an attached run does), then resumed (its third worker runs to its
+    end): every figure is the meter's."""
+    weighty_job(real_api, slow=(0,))
     env = box_env(real_api, host_user)
     args = [FLOWERBOX, DEMO_ASK, "--timeout", "0", "--json"]
     run = subprocess.Popen(
