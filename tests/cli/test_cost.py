@@ -11,6 +11,7 @@ import os
 import re
 import signal
 import time
+from collections.abc import Set as AbstractSet
 from dataclasses import replace
 from pathlib import Path
 
@@ -21,8 +22,9 @@ from flower.cli.render import Render
 from flower.core.events import Event
 from flower.testing import FakeAPI, Reply, Request, Usage, When, rules, text, tool
 from flower.testing.demo import DEMO_ASK, starter_cast
-from tests.cli.conftest import flower, on_a_terminal, start_flower
+from tests.cli.conftest import Screen, flower, on_a_terminal, start_flower
 from tests.json_contract import parse_document
+from tests.processes import running_below
 
 SLOW = "python3 -c 'import time; time.sleep(60)'"
 # Answers with real weight: thousands of output tokens (what a stream's start undercounts)
@@ -62,6 +64,20 @@ def weighty_job(api: FakeAPI, slow: tuple[int, ...] = (0, 2)) -> None:
     api.script = lambda request: replace(script(request), usage=WEIGHT)
 
 
+def slow_command_runs(
+    screen: Screen, flower: int, before: AbstractSet[int] = frozenset()
+) -> set[int]:
+    """Wait until a worker's SLOW command runs below `flower` (one not in `before`)."""
+    found: set[int] = set()
+
+    def runs() -> bool:
+        found.update(running_below(flower, "python3", "time.sleep(60)") - before)
+        return bool(found)
+
+    assert screen.wait_until(runs, 120), "the worker's slow command never ran"
+    return found
+
+
 def test_every_cost_a_user_sees_is_what_the_api_answers_cost(
     fake_api: FakeAPI, cli_env: dict[str, str], workspace: Path
 ) -> None:
@@ -76,14 +92,14 @@ def test_every_cost_a_user_sees_is_what_the_api_answers_cost(
         screen.expect("waiting for you: q1")
         screen.type("python3")
         assert screen.wait_until(lambda: workers() == 1, 120)
-        screen.pause(1.5)  # the first worker's slow command runs
+        first = slow_command_runs(screen, run.pid)  # the first worker's
         run.send_signal(signal.SIGINT)  # Ctrl+C: interrupt, then say something
         screen.expect("中断:输入要告诉代理的话")
         screen.type("先别跑那个命令")
         screen.expect("已打断")
         screen.expect("round 2/3")  # judged "not yet": the coordinator's session resumed
         assert screen.wait_until(lambda: workers() == 3, 120)
-        screen.pause(1.5)  # the third worker's slow command runs
+        slow_command_runs(screen, run.pid, first)  # the third worker's
         run.send_signal(signal.SIGTERM)
         screen.expect("exit 130")
         assert run.wait(timeout=60) == 130
@@ -167,7 +183,7 @@ def test_after_a_double_ctrl_c_and_a_resume_every_cost_is_what_the_api_served(
         screen.expect("waiting for you: q1")
         screen.type("python3")
         assert screen.wait_until(lambda: len(fake_api.agent_ids()) == 1, 120)
-        screen.pause(1.5)  # the first worker's slow command runs
+        slow_command_runs(screen, run.pid)  # the first worker's
         run.send_signal(signal.SIGINT)
         screen.expect("中断:输入要告诉代理的话")
         run.send_signal(signal.SIGINT)  # the second: stop the run
