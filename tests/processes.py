@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 
@@ -38,4 +39,13 @@ def running_below(pid: int, program: str, needle: str) -> set[int]:
         argv = args.split("\0")
         if Path(argv[0]).name == program and any(needle in arg for arg in argv[1:]):
             found.add(child)
+    return found
+
+
+def wait_running_below(pid: int, program: str, needle: str, timeout: float = 120) -> set[int]:
+    """`running_below`, once it finds one (the test fails if none runs within `timeout`)."""
+    deadline = time.monotonic() + timeout
+    while not (found := running_below(pid, program, needle)):
+        assert time.monotonic() < deadline, f"{program} ... {needle} never ran below {pid}"
+        time.sleep(0.05)
     return found
