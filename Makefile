@@ -38,8 +38,8 @@ demo-host: install
 	$(BIN)/flower demo
 
 # pytest's -ra (pyproject) ends the run with every skip and its reason. One worker per core
-# (pytest-xdist); tests that share the engine or the e2e user run in one worker (their
-# xdist_group, tests/conftest.py); the 20 slowest are listed so the next slow one is seen.
+# (pytest-xdist); the few tests that share what one worker must hold alone run in one worker
+# (their xdist_group, tests/conftest.py); the 20 slowest are listed so the next slow one is seen.
 test: install $(CHECKOV_VENV)/.installed
 	$(BIN)/python -m pytest -n auto --dist loadgroup --durations=20
 

@@ -18,10 +18,16 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 # Tests that share what one process cannot have alone run in one xdist worker (`make test`
-# runs --dist loadgroup): the Docker engine's images and containers, the e2e user, and the
-# compose stack and socket root they share (every test of tests/docker, and the nested suite
-# of tests/test_hermetic.py, which runs some of them).
-GROUPS = {"tests/docker/": "engine", "tests/test_hermetic.py": "engine"}
+# runs --dist loadgroup): a module whose fixture is module-scoped (the gateway wall's
+# containers, started once for its tests), and the compose tests (test_compose_run compares
+# the engine's whole network list before and during its run). Everything else spreads test
+# by test, the engine's tests too: each finds its containers by its own workspace or run
+# label, builds under a tag of its own, and has its own suite home, socket root and e2e
+# user home (tests/hermetic.py); flowerbox:dev is built once per run (tests/docker/conftest.py).
+GROUPS = {
+    "tests/docker/test_gateway_wall.py": "gateway-wall",
+    "tests/docker/test_compose_": "compose",
+}
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

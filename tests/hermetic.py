@@ -5,7 +5,8 @@ gets a fresh HOME and XDG_* folders under a temporary directory, and loses the d
 flowerbox settings from its environment. flowerbox finds its records and its broker through
 $XDG_STATE_HOME (flowerbox.box.state), so no run of the suite is listed by the developer's
 `flowerbox ps`, and a broker the developer runs (on the host or compose's `broker` service,
-whose control socket is in their state folder) is never found.
+whose control socket is in their state folder) is never found. Its runs' socket folders are
+in the suite home too ($FLOWERBOX_SOCKET_ROOT), never in the developer's /tmp/flowerbox-<uid>.
 
 Two tripwires prove it:
 - `Guard`, an audit hook (sys.addaudithook), fails the test in whose process a path under
@@ -32,6 +33,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from flowerbox.box.state import SOCKET_ROOT
 
 REAL_HOME_ENV = "FBX_SUITE_REAL_HOME"  # the developer's home, as the controller found it
 XDG = ("XDG_STATE_HOME", "XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_CACHE_HOME", "XDG_RUNTIME_DIR")
@@ -89,9 +92,17 @@ def fresh_home(prefix: str, where: str | None = None, *, gitconfig: str = "") ->
     return home
 
 
+def sockets_of(home: Path) -> Path:
+    """The runs' socket root in `home` (flowerbox makes it): not /tmp/flowerbox-<uid>, which
+    the developer's own runs and their compose broker share. Short: a socket's path in a run's
+    folder there must fit in 108 bytes."""
+    return home / "run" / "flowerbox"
+
+
 def home_env(home: Path) -> dict[str, str]:
-    """HOME and the XDG folders of `home` (what `fresh_home` made)."""
+    """HOME, the XDG folders of `home` (what `fresh_home` made) and its socket root."""
     return {
+        SOCKET_ROOT: str(sockets_of(home)),
         "HOME": str(home),
         "XDG_STATE_HOME": str(home / ".local/state"),
         "XDG_CONFIG_HOME": str(home / ".config"),

@@ -59,6 +59,8 @@ def test_the_home_is_the_suites():
     home = Path.home()
     (home / "scratch").write_text("a test's file")
     assert os.environ["HOME"] != os.environ["DEVELOPER"], home
+    from flowerbox.box import state  # the runs' sockets: not where the developer's broker binds
+    assert state.socket_root() == home / "run" / "flowerbox", state.socket_root()
 """
 TRIPS = """
 import os, subprocess

@@ -20,6 +20,7 @@
                                             box at /run/flowerbox (short: a unix socket's path
                                             fits in 108 bytes); the root is what a broker in a
                                             container mounts to bind in every run's folder
+                                            ($FLOWERBOX_SOCKET_ROOT: another root, the suite's)
     $XDG_STATE_HOME/flowerbox-box/<run_id>/ what a box may write outside the workspace: the
                                             shadow git directory (flowerbox.box.gitshadow);
                                             hostile input once the box has run
@@ -30,7 +31,6 @@ read through flowerbox.box.untrusted; nothing here is ever read from there.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import os
 import re
@@ -79,17 +79,31 @@ def host_git() -> HostGit:
     return HostGit(hooks=empty_hooks(home()))
 
 
+SOCKET_ROOT = "FLOWERBOX_SOCKET_ROOT"  # another root than /tmp/flowerbox-<uid> (a test suite's)
+
+
 def socket_root(under: Path = Path("/tmp")) -> Path:
-    """The folder of this user's runs' socket folders (`under`/flowerbox-<uid>), 0700 and
-    theirs.
+    """The folder of this user's runs' socket folders (`under`/flowerbox-<uid>, or the absolute
+    path $FLOWERBOX_SOCKET_ROOT names), 0700 and theirs.
 
     Raises:
         StateError: it is a link, or another user's (someone made it first in the shared
-            /tmp): the message says to remove it.
+            /tmp): the message says to remove it; or it cannot be made.
     """
-    root = under / f"flowerbox-{os.getuid()}"
-    with contextlib.suppress(FileExistsError):
+    named = os.environ.get(SOCKET_ROOT)
+    root = Path(named) if named else under / f"flowerbox-{os.getuid()}"
+    if not root.is_absolute():
+        raise StateError(f"{SOCKET_ROOT}={named} is not an absolute path: name one, or unset it")
+    try:
         root.mkdir(mode=0o700)
+    except FileExistsError:
+        pass
+    except OSError as exc:
+        raise StateError(
+            f"cannot make {root} for your runs' sockets ({exc.strerror or exc}): make its "
+            f"folder, or unset {SOCKET_ROOT}",
+            path=root,
+        ) from exc
     info = root.lstat()
     if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid():
         raise StateError(

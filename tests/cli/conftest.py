@@ -22,6 +22,7 @@ import pytest
 
 from flower.testing import DEMO_ASK, FakeAPI, Reply, Request, When, rules, starter_cast, text, tool
 from tests.conftest import hearing_ctrl_c
+from tests.processes import wait_running_below
 
 FLOWER = [sys.executable, "-m", "flower.cli"]
 
@@ -121,7 +122,7 @@ def stop_mid_work(
     )
     try:
         assert api.wait_for(lambda reqs: any(r.kind == "subagent" for r in reqs), 120)
-        time.sleep(1.0)  # the slow tool is running in the worker
+        wait_running_below(proc.pid, "python3", "time.sleep(60)")  # the worker's slow tool
         proc.send_signal(signal.SIGTERM)
         out, err = proc.communicate(timeout=60)
     finally:

@@ -11,6 +11,7 @@ import os
 import re
 import signal
 import time
+from collections.abc import Set as AbstractSet
 from dataclasses import replace
 from pathlib import Path
 
@@ -21,8 +22,9 @@ from flower.cli.render import Render
 from flower.core.events import Event
 from flower.testing import FakeAPI, Reply, Request, Usage, When, rules, text, tool
 from flower.testing.demo import DEMO_ASK, starter_cast
-from tests.cli.conftest import flower, on_a_terminal, start_flower
+from tests.cli.conftest import Screen, flower, on_a_terminal, start_flower
 from tests.json_contract import parse_document
+from tests.processes import running_below
 
 SLOW = "python3 -c 'import time; time.sleep(60)'"
 # Answers with real weight: thousands of output tokens (what a stream's start undercounts)
@@ -31,11 +33,12 @@ WEIGHT = Usage(output_tokens=3000, cache_read_input_tokens=40_000)
 FIGURE = re.compile(r"\$(\d+\.\d{4})")
 
 
-def weighty_job(api: FakeAPI) -> None:
+def weighty_job(api: FakeAPI, slow: tuple[int, ...] = (0, 2)) -> None:
     """The starter cast, every answer weighty. The coordinator delegates whenever its last
-    delegation did not come back done; the first and third workers run a slow command (the
-    times to interrupt and to stop the run); the first judge of the work says "not yet", so
-    round 2 resumes the coordinator's session."""
+    delegation did not come back done; the workers in `slow` (by order: the first and the
+    third) run a slow command (the times to interrupt and to stop the run; a test that
+    never stops the third worker does not wait a minute for it); the first judge of the
+    work says "not yet", so round 2 resumes the coordinator's session."""
     cast = starter_cast(verdict=["未达成", "达成"])
 
     def coordinator(request: Request) -> Reply:
@@ -49,7 +52,7 @@ def weighty_job(api: FakeAPI) -> None:
 
     def worker(request: Request) -> Reply:
         order = api.agent_ids().index(str(request.agent_id))
-        if order in (0, 2) and not request.tool_results():
+        if order in slow and not request.tool_results():
             return tool("Bash", {"command": SLOW})
         return cast(request)
 
@@ -74,6 +77,27 @@ def hold_first_answer(api: FakeAPI, hold: str, seconds: float = 8.0) -> None:
     api.script = held
 
 
+def held_open(api: FakeAPI, hold: str) -> None:
+    """Wait until the first worker's held answer is where `hold` holds it: its stream open
+    (`think`: its start has reached the client), or not a byte sent (`delay`: at once)."""
+    first = api.subagent_requests()[0]
+    assert hold == "delay" or api.wait_for(lambda _: first.usage is not None, 60)
+
+
+def slow_command_runs(
+    screen: Screen, flower: int, before: AbstractSet[int] = frozenset()
+) -> set[int]:
+    """Wait until a worker's SLOW command runs below `flower` (one not in `before`)."""
+    found: set[int] = set()
+
+    def runs() -> bool:
+        found.update(running_below(flower, "python3", "time.sleep(60)") - before)
+        return bool(found)
+
+    assert screen.wait_until(runs, 120), "the worker's slow command never ran"
+    return found
+
+
 def test_every_cost_a_user_sees_is_what_the_api_answers_cost(
     fake_api: FakeAPI, cli_env: dict[str, str], workspace: Path
 ) -> None:
@@ -88,14 +112,14 @@ def test_every_cost_a_user_sees_is_what_the_api_answers_cost(
         screen.expect("waiting for you: q1")
         screen.type("python3")
         assert screen.wait_until(lambda: workers() == 1, 120)
-        screen.pause(1.5)  # the first worker's slow command runs
+        first = slow_command_runs(screen, run.pid)  # the first worker's
         run.send_signal(signal.SIGINT)  # Ctrl+C: interrupt, then say something
         screen.expect("中断:输入要告诉代理的话")
         screen.type("先别跑那个命令")
         screen.expect("已打断")
         screen.expect("round 2/3")  # judged "not yet": the coordinator's session resumed
         assert screen.wait_until(lambda: workers() == 3, 120)
-        screen.pause(1.5)  # the third worker's slow command runs
+        slow_command_runs(screen, run.pid, first)  # the third worker's
         run.send_signal(signal.SIGTERM)
         screen.expect("exit 130")
         assert run.wait(timeout=60) == 130
@@ -170,15 +194,16 @@ def test_after_a_double_ctrl_c_and_a_resume_every_cost_is_what_the_api_served(
     fake_api: FakeAPI, cli_env: dict[str, str], workspace: Path
 ) -> None:
     """Issue 36: a run stopped by two Ctrl+C (the second while the first asks for words)
-    must record what the API served, and so must the total after its resume."""
-    weighty_job(fake_api)
+    must record what the API served, and so must the total after its resume (whose third
+    worker nothing stops)."""
+    weighty_job(fake_api, slow=(0,))
     ws = workspace.parent
     args = (DEMO_ASK, "--timeout", "120", "-w", str(workspace))
     with on_a_terminal(*args, env=cli_env, cwd=ws) as (run, screen):
         screen.expect("waiting for you: q1")
         screen.type("python3")
         assert screen.wait_until(lambda: len(fake_api.agent_ids()) == 1, 120)
-        screen.pause(1.5)  # the first worker's slow command runs
+        slow_command_runs(screen, run.pid)  # the first worker's
         run.send_signal(signal.SIGINT)
         screen.expect("中断:输入要告诉代理的话")
         run.send_signal(signal.SIGINT)  # the second: stop the run
@@ -195,8 +220,8 @@ def test_a_call_in_flight_at_a_double_ctrl_c_counts_what_the_api_served_of_it(
     thinking (`think`: its input is served and billed, and the CLI's own total after the
     interrupt has it), or before the API sent a byte (`delay`: the hang-up drops it, nothing
     is served). Either way the accounts are what the API served, after the stop and the
-    resume alike."""
-    weighty_job(fake_api)
+    resume alike (whose third worker nothing stops)."""
+    weighty_job(fake_api, slow=(0,))
     hold_first_answer(fake_api, hold)
     ws = workspace.parent
     args = (DEMO_ASK, "--timeout", "120", "-w", str(workspace))
@@ -204,7 +229,7 @@ def test_a_call_in_flight_at_a_double_ctrl_c_counts_what_the_api_served_of_it(
         screen.expect("waiting for you: q1")
         screen.type("python3")
         assert screen.wait_until(lambda: len(fake_api.subagent_requests()) == 1, 120)
-        screen.pause(1.5)  # the worker's first answer is held
+        held_open(fake_api, hold)
         run.send_signal(signal.SIGINT)
         screen.expect("中断:输入要告诉代理的话")
         run.send_signal(signal.SIGINT)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import os
 import threading
 import time
 from pathlib import Path
@@ -60,6 +61,7 @@ from flower.workflow.starter import (
     starter_flow,
     with_goal,
 )
+from tests.processes import wait_running_below
 
 BRIEF = (
     "## 目标\n写 hello.txt\n\n## 验收标准\n- 文件存在\n\n## 边界\n只动 hello.txt\n\n"
@@ -124,7 +126,7 @@ async def test_the_interrupt_note_is_in_the_language_of_the_run(
 
     def human() -> None:
         flower_env.wait_for(lambda requests: len(requests) >= 1, timeout=30)
-        time.sleep(1.0)  # the tool is running now
+        wait_running_below(os.getpid(), "python3", "time.sleep(20)")  # the tool runs now
         rt.interrupt("use the other file")
 
     thread = threading.Thread(target=human)

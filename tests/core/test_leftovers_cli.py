@@ -12,7 +12,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -21,6 +20,7 @@ from claude_agent_sdk import project_key_for_directory
 from flower.core.reaper import OWNER_FILE, started
 from flower.testing import FakeAPI, sequence, text, tool
 from tests.cli.conftest import FLOWER, offline_env
+from tests.processes import wait_running_below
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the reaper's")
 
@@ -69,7 +69,7 @@ def test_the_next_run_removes_a_killed_runs_resume_folder_and_nothing_else(
     )
     try:
         assert fake_api.wait_for(lambda reqs: len(reqs) >= 2, 120)
-        time.sleep(1.0)  # the resumed session is in its Bash tool
+        wait_running_below(killed.pid, "python3", "time.sleep(60)")  # the resumed Bash tool
         assert len(resume_folders(temp)) == 1
         killed.kill()
         killed.wait(timeout=10)

@@ -8,6 +8,7 @@ every case sessions.db passes integrity_check and manifest.json parses.
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import threading
 import time
@@ -41,6 +42,7 @@ from flower.testing import (
     text,
     tool,
 )
+from tests.processes import wait_running_below
 
 pytestmark = pytest.mark.anyio
 
@@ -317,7 +319,7 @@ async def test_an_interrupt_from_another_thread_resumes_the_same_session(
 
     def human() -> None:
         flower_env.wait_for(lambda requests: len(requests) >= 1, timeout=30)
-        time.sleep(1.0)  # the tool is running now
+        wait_running_below(os.getpid(), "python3", "time.sleep(20)")  # the tool runs now
         runtime.interrupt("use the other file")
 
     thread = threading.Thread(target=human)

@@ -7,6 +7,8 @@ container gets a network of its own: `--network none`, or the host's loopback at
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import gc
 import os
 import pwd
@@ -86,12 +88,13 @@ def base_image(docker_client: DockerClient) -> str:
 
 
 @pytest.fixture(scope="session")
-def flowerbox_image(docker_client: DockerClient) -> str:
+def flowerbox_image(docker_client: DockerClient, tmp_path_factory: pytest.TempPathFactory) -> str:
     """The tag of the flowerbox image built from this checkout.
 
     It is (re)built through the engine's layer cache, so it always matches the tree: seconds
     when nothing changed (CI built it just before), about a minute on a fresh engine. A build
-    that fails is a test failure, not a skip: the Dockerfile is under test here.
+    that fails is a test failure, not a skip: the Dockerfile is under test here. Once per run
+    of the suite: xdist's workers take turns at a lock, and the first one's build serves all.
     """
     if "FLOWERBOX_TEST_IMAGE" in os.environ:
         try:
@@ -103,6 +106,29 @@ def flowerbox_image(docker_client: DockerClient) -> str:
         docker_client.images.get(BASE_IMAGE)
     except ImageNotFound:
         pytest.skip(f"no base image {BASE_IMAGE}: run `bash docker/base-image.sh` (CI does)")
+    with once_per_run(tmp_path_factory, "flowerbox-image") as done:
+        if not done:
+            build_image(docker_client)
+    return IMAGE
+
+
+@contextlib.contextmanager
+def once_per_run(factory: pytest.TempPathFactory, name: str) -> Iterator[bool]:
+    """Whether `name` was done already in this run of the suite, held under a lock that every
+    xdist worker of the run shares (their base temp's parent, one per run, as xdist's docs do
+    it); done when the block ends without an error. Outside xdist, never done before."""
+    if "PYTEST_XDIST_WORKER" not in os.environ:
+        yield False
+        return
+    shared = factory.getbasetemp().parent
+    with (shared / f"{name}.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        marker = shared / f"{name}.done"
+        yield marker.exists()
+        marker.touch()
+
+
+def build_image(docker_client: DockerClient) -> None:
     try:
         docker_client.images.build(
             path=str(REPO),
@@ -117,7 +143,6 @@ def flowerbox_image(docker_client: DockerClient) -> str:
     except BuildError as exc:
         tail = "".join(str(chunk.get("stream", chunk.get("error", ""))) for chunk in exc.build_log)
         pytest.fail(f"building {IMAGE} failed: {exc}\n{tail[-4000:]}")
-    return IMAGE
 
 
 # --- the appliance's end-to-end user (docker/e2e-user.sh) --------------------------------

@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from flower.testing import FakeAPI
-from tests.hermetic import XDG, user_home
+from flowerbox.box.state import SOCKET_ROOT
+from tests.hermetic import XDG, sockets_of, user_home
 
 
 def runner(euid: int) -> tuple[str, str, str]:
@@ -38,8 +39,8 @@ REAL = "sk-ant-real-" + "e2e-0123456789abcdef"  # built at runtime: never a lite
 def user_argv(
     user: tuple[str, int, int], command: list[str], env: dict[str, str] | None = None
 ) -> list[str]:
-    """`command` as `user` in its suite home (tests/hermetic.py), with `env` added to the
-    environment (runuser only to switch)."""
+    """`command` as `user` in its suite home (tests/hermetic.py) and its socket root there,
+    with `env` added to the environment (runuser only to switch)."""
     switch = [] if user[1] == os.geteuid() else ["runuser", "-u", user[0], "--"]
     return [
         *switch,
@@ -48,6 +49,7 @@ def user_argv(
         # runner's): the user's are under its suite home.
         *(arg for name in XDG for arg in ("-u", name)),
         f"HOME={home_of(user)}",
+        f"{SOCKET_ROOT}={sockets_of(home_of(user))}",
         *(f"{k}={v}" for k, v in (env or {}).items()),
         *command,
     ]

@@ -23,6 +23,7 @@ import pytest
 from docker import DockerClient  # noqa: TID251 - the test inspects the broker's container
 
 from flower.testing import Always, FakeAPI, Usage, text
+from flowerbox.box.state import SOCKET_ROOT
 from flowerbox.broker import client
 from tests.docker.e2e import FLOWERBOX, REAL, as_user, box_env
 from tests.docker.test_broker import CALLS, CLIENT
@@ -134,6 +135,7 @@ def test_composes_broker_serves_concurrent_runs_and_down_leaves_its_ledger(
     budgets = [0.01, 1.0]  # the first can afford two calls
     env = box_env(real_api, host_user)  # flowerbox on the host finds the broker in its state:
     env["XDG_STATE_HOME"] = str(compose_broker.home / ".local" / "state")
+    env[SOCKET_ROOT] = f"/tmp/flowerbox-{host_user[1]}"  # the default, which compose mounts
     folders = []
     for n in range(2):
         folders.append(owned(host_user, compose_broker.root / f"ws{n}", under=compose_broker.root))

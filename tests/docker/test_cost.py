@@ -16,7 +16,7 @@ import pytest
 
 from flower.testing import FakeAPI
 from flower.testing.demo import DEMO_ASK, starter_cast
-from tests.cli.test_cost import hold_first_answer, weighty_job
+from tests.cli.test_cost import held_open, hold_first_answer, weighty_job
 from tests.docker.e2e import FLOWERBOX, as_user, box_env, usage_of, user_argv
 from tests.json_contract import parse_document
 
@@ -55,8 +55,9 @@ def test_after_a_stop_and_a_resume_the_box_s_figures_are_the_gateways(
     the gateway (`flowerbox ps`) said $1.9362. Stopped (what a Ctrl+C on an attached run
     does) while a worker runs its slow command, while its answer's stream is open and the
     model still thinks (billed: its input), or before the API sent a byte (dropped at the
-    hang-up, by the CLI and the gateway alike); then resumed: every figure is the meter's."""
-    weighty_job(real_api)
+    hang-up, by the CLI and the gateway alike); then resumed (its third worker runs to its
+    end): every figure is the meter's."""
+    weighty_job(real_api, slow=(0,))
     if hold != "command":
         hold_first_answer(real_api, hold)
     env = box_env(real_api, host_user)
@@ -72,7 +73,11 @@ def test_after_a_stop_and_a_resume_the_box_s_figures_are_the_gateways(
     )
     try:
         assert real_api.wait_for(lambda _: len(real_api.agent_ids()) == 1, 300)
-        time.sleep(3)  # the first worker's slow command runs
+        if hold == "command":
+            time.sleep(3)  # the first worker's slow command runs (the box's processes are
+            # not the host's to see)
+        else:
+            held_open(real_api, hold)
         os.killpg(run.pid, signal.SIGINT)  # Ctrl+C: to the whole foreground group
         _, err = run.communicate(timeout=180)
     finally:

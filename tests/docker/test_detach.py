@@ -27,6 +27,7 @@ from flower.testing import FakeAPI, Reply, Request, When, rules, sequence, text,
 from flower.testing.demo import DEMO_ASK, starter_cast
 from tests.conftest import hearing_ctrl_c
 from tests.docker.e2e import FLOWERBOX, USER, as_user, box_env, metas, state_of, user_argv
+from tests.flowerbox.conftest import wait_for
 from tests.json_contract import parse_document
 
 pytestmark = pytest.mark.docker
@@ -81,7 +82,7 @@ def _alive(pid: object) -> bool:
 
 
 def left_behind(client: DockerClient, meta: dict[str, Any]) -> list[str]:
-    """Containers and private /tmp folders of the run that still exist."""
+    """Containers and private folders (sockets, secrets) of the run that still exist."""
     run = f"dev.flower.box.run={meta['run_id']}"
     found = [str(c.name) for c in client.containers.list(all=True, filters={"label": run})]
     folders = (meta["spec"]["socket_dir"], meta["spec"]["secrets_dir"])
@@ -301,9 +302,10 @@ def test_a_run_whose_keeper_and_guard_were_killed_is_lost_until_stop_cleans_it_u
     ws = user_workspace
     run_id, env = slow_run(real_api, host_user, ws)
     worker_busy(real_api)
-    os.kill(guard_of(run_id), signal.SIGKILL)
-    os.kill(meta_of(ws, run_id)["keeper_pid"], signal.SIGKILL)
-    time.sleep(0.5)
+    guard, keeper = guard_of(run_id), meta_of(ws, run_id)["keeper_pid"]
+    os.kill(guard, signal.SIGKILL)
+    os.kill(keeper, signal.SIGKILL)
+    wait_for(lambda: not _alive(guard) and not _alive(keeper), 30)  # gone, and reaped
     [row] = parse_document(as_user(host_user, [FLOWERBOX, "ps", "--json"], cwd=ws, env=env).stdout)[
         "runs"
     ]

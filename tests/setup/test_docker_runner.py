@@ -37,6 +37,7 @@ def test_only_a_switch_to_another_user_goes_through_runuser() -> None:
         *("-u", "XDG_STATE_HOME", "-u", "XDG_CONFIG_HOME", "-u", "XDG_DATA_HOME"),
         *("-u", "XDG_CACHE_HOME", "-u", "XDG_RUNTIME_DIR"),
         f"HOME={home_of(myself)}",
+        f"FLOWERBOX_SOCKET_ROOT={home_of(myself)}/run/flowerbox",
         "A=1",
         "true",
     ]
