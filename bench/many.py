@@ -41,6 +41,7 @@ from typing import Any
 from docker import DockerClient  # noqa: TID251 - the benchmark weighs the containers itself
 from docker.errors import DockerException  # noqa: TID251
 
+from bench import _manycli
 from flower.testing import Always, FakeAPI, Usage, text
 from flowerbox import wire
 from flowerbox.broker import client
@@ -274,7 +275,22 @@ def _memory(stats: dict[str, Any]) -> int:
     return int(memory.get("usage", 0)) - int(cache)
 
 
-def main(*, smoke: bool = False) -> int:
+def main(*, smoke: bool = False, cli: bool | None = None, argv: list[str] | None = None) -> int:
+    """The broker's figures and the real-CLI runs (`cli=True`: those alone, `False`: not)."""
+    args = argv or []
+    image = os.environ.get("FLOWERBOX_IMAGE", "flowerbox:dev")
+    ok = True
+    if cli is not True:
+        ok &= broker_figures(smoke)
+    if cli is not False:
+        size = _manycli.CLI_SMOKE if smoke else _manycli.CliSize()
+        size = _manycli.sized(_option(args, "--sizes"), _float(_option(args, "--hold")), size)
+        ok &= _manycli.main(size, image)
+    return 0 if ok or smoke else 1
+
+
+def broker_figures(smoke: bool) -> bool:
+    """Latency, memory per box and runs before refusal; whether their targets hold."""
     size = SMOKE if smoke else Size()
     ok = True
     reply = text("hi", usage=Usage(1000, 100))
@@ -307,8 +323,18 @@ def main(*, smoke: bool = False) -> int:
                 broker.stop()
     finally:
         shutil.rmtree(root, ignore_errors=True)
-    return 0 if ok or smoke else 1
+    return ok
+
+
+def _option(args: list[str], name: str) -> str | None:
+    """The value after `name` in `args`."""
+    return args[args.index(name) + 1] if name in args[:-1] else None
+
+
+def _float(value: str | None) -> float | None:
+    return None if value is None else float(value)
 
 
 if __name__ == "__main__":
-    sys.exit(main(smoke="--smoke" in sys.argv[1:]))
+    argv = sys.argv[1:]
+    sys.exit(main(smoke="--smoke" in argv, cli=True if "--cli" in argv else None, argv=argv))

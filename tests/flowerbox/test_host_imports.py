@@ -44,3 +44,21 @@ def test_a_host_command_imports_neither_the_sdk_nor_mcp(args: list[str], tmp_pat
 def test_the_reading_sees_the_sdk_where_it_is_imported(tmp_path: Path) -> None:
     """The negative control: flower's runtime does import it, and the reading says so."""
     assert set(HEAVY) <= imported(["-c", "import flower.core.runtime"], tmp_path)
+
+
+def test_a_waiting_keeper_holds_no_module_only_the_end_of_its_run_needs(tmp_path: Path) -> None:
+    """A detached run's keeper lives as long as its run, one per run (issue 31: a hundred runs
+    on one machine, bench.many): the boundary's checks, the broker's servers and the private
+    folders' cleanup are imported when the run has ended, not while it waits."""
+    code = (
+        "import sys, flowerbox.runs.supervise;"
+        " print(' '.join(sorted(m for m in sys.modules if m.startswith('flowerbox'))))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-I", "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    loaded = set(done.stdout.split())
+    assert "flowerbox.box.engine" in loaded  # what it waits with is there: the reading works
+    late = {"flowerbox.runs.boundary", "flowerbox.broker.server", "flowerbox.box.prepare"}
+    assert not loaded & late, sorted(loaded & late)
