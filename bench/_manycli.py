@@ -3,9 +3,10 @@ in their boxes through one broker, every one waiting on a long-thinking model at
 
 Each run is `flowerbox once ASK --detach` in a git workspace of its own (a job of two turns:
 the model writes done.txt with the Write tool, then says it is done), all started through
-one `flowerbox broker`, START_AT_ONCE commands in flight. The scripted model holds each reply
-`hold` seconds, and the first reply of every run until all N runs have asked (`Gate`), so all
-N boxes wait on the model at the same moment. Then, over `window` seconds:
+one `flowerbox broker`, START_AT_ONCE runs booting at once (from its start command to its
+first model request). The scripted model holds each reply `hold` seconds, and every reply
+until all N runs have asked (`Gate`), so all N boxes wait on the model at the same
+moment. Then, over `window` seconds:
 
 - memory per run: the agent container's memory as the engine counts it (its cgroup's usage
   less inactive page cache, what `docker stats` shows), plus the broker's resident memory
@@ -52,7 +53,8 @@ DONE = "done\n"
 WRITE_ID = "toolu_bench_write"
 SIZES = (25, 50, 100)
 HOLD = 20.0
-START_AT_ONCE = 4
+HOLD_CAP = 500.0
+START_AT_ONCE = 3  # runs booting at once: more, on 2 shared cores, starve the CLIs' start
 TARGET_RUNS = 100
 TARGET_MIB = 150.0
 TICKS = os.sysconf("SC_CLK_TCK")
@@ -61,21 +63,22 @@ TICKS = os.sysconf("SC_CLK_TCK")
 @dataclass(frozen=True)
 class CliSize:
     """Runs at once (each N in turn), seconds each reply is held, seconds measured while all
-    wait, seconds allowed per run to start."""
+    wait, seconds a run may take from its start command to its first model request."""
 
     sizes: tuple[int, ...] = SIZES
     hold: float = HOLD
     window: float = 10.0
-    start_s: float = 10.0
+    boot_s: float = 180.0
 
 
 CLI_SMOKE = CliSize(sizes=(2,), hold=1.0, window=2.0)
 
 
 class Gate:
-    """The FakeAPI's hold: a run's first request waits until `runs` runs have each sent one,
-    or until `open()` (a deadline, a failed start); runs are told apart by their working
-    directory (one workspace each)."""
+    """The FakeAPI's hold: every request waits until `runs` runs have each asked, or until
+    `open()` (a deadline, a failed start); runs are told apart by their working directory (one
+    workspace each). A request is held at most HOLD_CAP s, under the CLI's own 600 s timeout:
+    a run answered then asks again (its second turn) and is held again, so it stays waiting."""
 
     def __init__(self, runs: int) -> None:
         self.runs = runs
@@ -87,13 +90,10 @@ class Gate:
     def __call__(self, request: Request) -> None:
         cwd = working_directory(request)
         with self._lock:
-            first = cwd not in self.seen
-            if first:
-                self.seen[cwd] = time.monotonic()
+            self.seen.setdefault(cwd, time.monotonic())
             if len(self.seen) >= self.runs:
                 self.all_in.set()
-        if first:
-            self.lifted.wait(timeout=3600)
+        self.lifted.wait(timeout=HOLD_CAP)
 
     def expect(self, runs: int) -> None:
         """Only `runs` runs will ask (the others failed to start)."""
@@ -175,10 +175,16 @@ class Fleet:
                 raise RuntimeError(f"the broker did not start: see {root / 'broker.log'}")
             time.sleep(0.05)
 
-    def start(self, run: Run) -> None:
-        """`flowerbox once ASK --detach` in the run's workspace."""
+    def start(self, run: Run, gate: Gate, boot_s: float) -> None:
+        """`flowerbox once ASK --detach` in the run's workspace (a git repository with one
+        commit), then wait until its CLI has asked the model (or the run ended, or `boot_s`
+        passed): the caller's START_AT_ONCE threads are so the runs booting at once."""
         run.workspace.mkdir()
-        subprocess.run(["git", "init", "-q"], cwd=run.workspace, check=True)
+        git = ["git", "-c", "user.name=bench", "-c", "user.email=bench@localhost"]
+        subprocess.run([*git, "init", "-q"], cwd=run.workspace, check=True)
+        subprocess.run(
+            [*git, "commit", "-q", "--allow-empty", "-m", "start"], cwd=run.workspace, check=True
+        )
         done = subprocess.run(
             [sys.executable, "-m", "flowerbox", "once", ASK, "--detach"],
             cwd=run.workspace,
@@ -188,10 +194,15 @@ class Fleet:
             timeout=600,
         )
         run.started = time.monotonic()
-        if done.returncode == 0:
-            run.run_id = done.stdout.strip().splitlines()[-1]
-        else:
+        if done.returncode != 0:
             run.refused = (done.stderr.strip().splitlines() or [f"exit {done.returncode}"])[-1]
+            return
+        run.run_id = done.stdout.strip().splitlines()[-1]
+        end = run.started + boot_s
+        while str(run.workspace) not in gate.seen and time.monotonic() < end:
+            if self.meta(run).get("status") not in ("starting", "running"):
+                return
+            time.sleep(0.2)
 
     def meta(self, run: Run) -> dict[str, object]:
         try:
@@ -222,14 +233,14 @@ def measure(size: CliSize, runs: int, image: str, docker: DockerClient) -> Figur
             fleet = Fleet(root, api, image)
             started = time.monotonic()
             with ThreadPoolExecutor(START_AT_ONCE) as pool:
-                starting = [pool.submit(fleet.start, run) for run in batch]
+                starting = [pool.submit(fleet.start, run, gate, size.boot_s) for run in batch]
                 for future in starting:
                     future.result()
             figures.detached_s = max(run.started for run in batch) - started
             figures.refusals = [run.refused for run in batch if run.refused]
             live = [run for run in batch if run.run_id]
             gate.expect(len(live))
-            gate.all_in.wait(timeout=size.start_s * runs + 120)
+            gate.all_in.wait(timeout=size.boot_s)
             figures.asked = len(gate.seen)
             if gate.seen:
                 figures.started_s = max(gate.seen.values()) - started
