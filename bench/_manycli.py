@@ -54,6 +54,7 @@ WRITE_ID = "toolu_bench_write"
 SIZES = (25, 50, 100)
 HOLD = 20.0
 HOLD_CAP = 500.0
+FLOOR = 3 * 2**30  # no run is started with less memory available: a shared machine
 START_AT_ONCE = 3  # runs booting at once: more, on 2 shared cores, starve the CLIs' start
 TARGET_RUNS = 100
 TARGET_MIB = 150.0
@@ -71,7 +72,7 @@ class CliSize:
     boot_s: float = 180.0
 
 
-CLI_SMOKE = CliSize(sizes=(2,), hold=1.0, window=2.0)
+CLI_SMOKE = CliSize(sizes=(2,), hold=1.0, window=1.0)
 
 
 class Gate:
@@ -179,6 +180,13 @@ class Fleet:
         """`flowerbox once ASK --detach` in the run's workspace (a git repository with one
         commit), then wait until its CLI has asked the model (or the run ended, or `boot_s`
         passed): the caller's START_AT_ONCE threads are so the runs booting at once."""
+        available = _meminfo("MemAvailable")
+        if available < FLOOR:
+            run.refused = (
+                f"not started: the machine has {available / 2**30:.1f} GiB available,"
+                f" under this benchmark's floor of {FLOOR / 2**30:.0f} GiB"
+            )
+            return
         run.workspace.mkdir()
         git = ["git", "-c", "user.name=bench", "-c", "user.email=bench@localhost"]
         subprocess.run([*git, "init", "-q"], cwd=run.workspace, check=True)
@@ -373,6 +381,13 @@ def _status(pid: int, key: str) -> int:
                 return int(line.split()[1]) * 1024
     except OSError:
         pass
+    return 0
+
+
+def _meminfo(key: str) -> int:
+    for line in Path("/proc/meminfo").read_text().splitlines():
+        if line.startswith(key + ":"):
+            return int(line.split()[1]) * 1024
     return 0
 
 

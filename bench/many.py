@@ -1,6 +1,6 @@
 """Many runs through one broker (`flowerbox broker`, issue 23): what a box costs in memory, what
-the broker adds per request at N = 1 and 8 concurrent runs, and how many runs one broker
-serves before its first refusal.
+the broker adds per request at N = 1 and 8 concurrent runs, how many runs one broker serves
+before its first refusal, and what N real runs cost on one machine.
 
 - Memory per box, idle and working: N = 8 boxes (`flowerbox shell -- python3 -c CLIENT`)
   through one broker, against N = 8 boxes with a private gateway each, in the same run. A box's
@@ -14,9 +14,15 @@ serves before its first refusal.
 - Runs before the first refusal: runs registered (each answering one call) until the broker
   refuses one or RUNS_CAP is reached. Target: >= 500.
 
+- Real runs (issue 31): N = 25, 50, 100 detached `flowerbox once` runs of the real Claude Code
+  CLI through one broker, all waiting on a long-thinking model at once: memory per run (box,
+  broker share, host keeper), CPU while they wait, time to start all, how many achieved.
+  Target: 100 runs, all achieved, <= 150 MiB per run (bench/_manycli.py says what is counted).
+
 Needs the engine and the image (as bench.box; FLOWERBOX_IMAGE names another tag); run as it is
 (as root here, boxes run as uid 0). `--smoke`: 2 boxes living 8 s, 5 calls per client, 5 runs,
-the targets not judged (python -m bench --smoke).
+2 real runs with replies held 1 s, the targets not judged (python -m bench --smoke). `--cli`:
+the real runs alone; `--sizes 2,10`: those N; `--hold S`: each reply held S seconds.
 """
 
 from __future__ import annotations
