@@ -3,7 +3,7 @@ in their boxes through one broker, every one waiting on a long-thinking model at
 
 Each run is `flowerbox once ASK --detach` in a git workspace of its own (a job of two turns:
 the model writes done.txt with the Write tool, then says it is done), all started through
-one `flowerbox broker`, START_AT_ONCE runs booting at once (from its start command to its
+one `flowerbox broker`, `at_once` runs booting at once (from its start command to its
 first model request). The scripted model holds each reply `hold` seconds, and every reply
 until all N runs have asked (`Gate`), so all N boxes wait on the model at the same
 moment. Then, over `window` seconds:
@@ -30,6 +30,7 @@ import json
 import os
 import shutil
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -55,7 +56,7 @@ SIZES = (25, 50, 100)
 HOLD = 20.0
 HOLD_CAP = 500.0
 FLOOR = 3 * 2**30  # no run is started with less memory available: a shared machine
-START_AT_ONCE = 3  # runs booting at once: more, on 2 shared cores, starve the CLIs' start
+AT_ONCE = 3  # runs booting at once: 25 at once, on 2 shared cores, starved the CLIs' start
 TARGET_RUNS = 100
 TARGET_MIB = 150.0
 TICKS = os.sysconf("SC_CLK_TCK")
@@ -64,12 +65,14 @@ TICKS = os.sysconf("SC_CLK_TCK")
 @dataclass(frozen=True)
 class CliSize:
     """Runs at once (each N in turn), seconds each reply is held, seconds measured while all
-    wait, seconds a run may take from its start command to its first model request."""
+    wait, seconds a run may take from its start command to its first model request, runs
+    booting at once."""
 
     sizes: tuple[int, ...] = SIZES
     hold: float = HOLD
     window: float = 10.0
     boot_s: float = 180.0
+    at_once: int = AT_ONCE
 
 
 CLI_SMOKE = CliSize(sizes=(2,), hold=1.0, window=1.0)
@@ -126,6 +129,7 @@ class Run:
     workspace: Path
     run_id: str = ""
     refused: str = ""  # why its start command failed
+    launched: float = 0.0  # monotonic, its start command began
     started: float = 0.0  # monotonic, its start command returned
 
 
@@ -134,6 +138,8 @@ class Figures:
     runs: int
     started_s: float = 0.0  # to the last run's first model request
     detached_s: float = 0.0  # to the last start command's return
+    command_s: float = 0.0  # median, a start command's wall time
+    boot_s: float = 0.0  # median, from a start command's return to the run's first request
     asked: int = 0
     achieved: int = 0
     box_mib: float = 0.0
@@ -179,7 +185,7 @@ class Fleet:
     def start(self, run: Run, gate: Gate, boot_s: float) -> None:
         """`flowerbox once ASK --detach` in the run's workspace (a git repository with one
         commit), then wait until its CLI has asked the model (or the run ended, or `boot_s`
-        passed): the caller's START_AT_ONCE threads are so the runs booting at once."""
+        passed): the caller's `at_once` threads are so the runs booting at once."""
         available = _meminfo("MemAvailable")
         if available < FLOOR:
             run.refused = (
@@ -193,6 +199,7 @@ class Fleet:
         subprocess.run(
             [*git, "commit", "-q", "--allow-empty", "-m", "start"], cwd=run.workspace, check=True
         )
+        run.launched = time.monotonic()
         done = subprocess.run(
             [sys.executable, "-m", "flowerbox", "once", ASK, "--detach"],
             cwd=run.workspace,
@@ -240,7 +247,7 @@ def measure(size: CliSize, runs: int, image: str, docker: DockerClient) -> Figur
         with FakeAPI(job(size.hold), api_key=KEY, hold=gate) as api:
             fleet = Fleet(root, api, image)
             started = time.monotonic()
-            with ThreadPoolExecutor(START_AT_ONCE) as pool:
+            with ThreadPoolExecutor(size.at_once) as pool:
                 starting = [pool.submit(fleet.start, run, gate, size.boot_s) for run in batch]
                 for future in starting:
                     future.result()
@@ -250,6 +257,11 @@ def measure(size: CliSize, runs: int, image: str, docker: DockerClient) -> Figur
             gate.expect(len(live))
             gate.all_in.wait(timeout=size.boot_s)
             figures.asked = len(gate.seen)
+            figures.command_s = statistics.median([r.started - r.launched for r in live] or [0])
+            boots = [
+                gate.seen[key] - r.started for r in live if (key := str(r.workspace)) in gate.seen
+            ]
+            figures.boot_s = statistics.median(boots or [0])
             if gate.seen:
                 figures.started_s = max(gate.seen.values()) - started
             time.sleep(2.0)  # the CLIs settled in their wait
@@ -405,7 +417,7 @@ def _int(value: object) -> int:
     return value if isinstance(value, int) else 0
 
 
-def report(figures: Figures, *, judged: bool) -> bool:
+def report(figures: Figures, *, judged: bool, at_once: int) -> bool:
     """Print one N's figures; whether they meet the target (N = TARGET_RUNS only)."""
     n = figures.runs
     ok = figures.achieved == n and figures.per_run_mib <= TARGET_MIB
@@ -413,6 +425,10 @@ def report(figures: Figures, *, judged: bool) -> bool:
         f"  N = {n:3}: started all in {figures.started_s:5.0f} s (detach commands back in"
         f" {figures.detached_s:.0f} s), {figures.asked}/{n} waiting at once,"
         f" {figures.achieved}/{n} achieved"
+    )
+    print(
+        f"           a start command took {figures.command_s:.1f} s, then its CLI's first"
+        f" request {figures.boot_s:.1f} s (medians; {at_once} runs starting at once)"
     )
     print(
         f"           {figures.per_run_mib:6.1f} MiB per run: box {figures.box_mib:.1f}"
@@ -451,17 +467,19 @@ def main(size: CliSize, image: str) -> bool:
     for runs in size.sizes:
         figures = measure(size, runs, image, docker)
         judged = runs == TARGET_RUNS
-        ok &= report(figures, judged=judged) or not judged
+        ok &= report(figures, judged=judged, at_once=size.at_once) or not judged
     if TARGET_RUNS not in size.sizes:
         target = f"{TARGET_RUNS} runs <= {TARGET_MIB:.0f} MiB per run"
         print(f"  target {target}: not measured at this size (not judged)")
     return ok
 
 
-def sized(sizes: str | None, hold: float | None, base: CliSize) -> CliSize:
-    """`base` with the sizes and hold a command line gave."""
+def sized(sizes: str | None, hold: float | None, at_once: int | None, base: CliSize) -> CliSize:
+    """`base` with the sizes, hold and runs starting at once a command line gave."""
     if sizes:
         base = replace(base, sizes=tuple(int(n) for n in sizes.split(",")))
     if hold is not None:
         base = replace(base, hold=hold)
+    if at_once is not None:
+        base = replace(base, at_once=at_once)
     return base

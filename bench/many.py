@@ -22,7 +22,8 @@ before its first refusal, and what N real runs cost on one machine.
 Needs the engine and the image (as bench.box; FLOWERBOX_IMAGE names another tag); run as it is
 (as root here, boxes run as uid 0). `--smoke`: 2 boxes living 8 s, 5 calls per client, 5 runs,
 2 real runs with replies held 1 s, the targets not judged (python -m bench --smoke). `--cli`:
-the real runs alone; `--sizes 2,10`: those N; `--hold S`: each reply held S seconds.
+the real runs alone; `--sizes 2,10`: those N; `--hold S`: each reply held S seconds;
+`--at-once K`: K runs starting at once (3).
 """
 
 from __future__ import annotations
@@ -290,7 +291,9 @@ def main(*, smoke: bool = False, cli: bool | None = None, argv: list[str] | None
         ok &= broker_figures(smoke)
     if cli is not False:
         size = _manycli.CLI_SMOKE if smoke else _manycli.CliSize()
-        size = _manycli.sized(_option(args, "--sizes"), _float(_option(args, "--hold")), size)
+        at_once = _option(args, "--at-once")
+        hold = _float(_option(args, "--hold"))
+        size = _manycli.sized(_option(args, "--sizes"), hold, at_once and int(at_once), size)
         ok &= _manycli.main(size, image)
     return 0 if ok or smoke else 1
 
