@@ -65,17 +65,18 @@ TICKS = os.sysconf("SC_CLK_TCK")
 @dataclass(frozen=True)
 class CliSize:
     """Runs at once (each N in turn), seconds each reply is held, seconds measured while all
-    wait, seconds a run may take from its start command to its first model request, runs
-    booting at once."""
+    wait (after `settle`), seconds a run may take from its start command to its first model
+    request, runs booting at once."""
 
     sizes: tuple[int, ...] = SIZES
     hold: float = HOLD
     window: float = 10.0
+    settle: float = 2.0
     boot_s: float = 180.0
     at_once: int = AT_ONCE
 
 
-CLI_SMOKE = CliSize(sizes=(2,), hold=1.0, window=1.0)
+CLI_SMOKE = CliSize(sizes=(2,), hold=0.5, window=1.0, settle=0.5)
 
 
 class Gate:
@@ -264,7 +265,7 @@ def measure(size: CliSize, runs: int, image: str, docker: DockerClient) -> Figur
             figures.boot_s = statistics.median(boots or [0])
             if gate.seen:
                 figures.started_s = max(gate.seen.values()) - started
-            time.sleep(2.0)  # the CLIs settled in their wait
+            time.sleep(size.settle)  # the CLIs settled in their wait
             sample(figures, fleet, live, docker, size.window)
             gate.open()
             figures.achieved = finish(fleet, live, deadline=4 * size.hold + 180 + 2 * runs)

@@ -21,7 +21,7 @@ before its first refusal, and what N real runs cost on one machine.
 
 Needs the engine and the image (as bench.box; FLOWERBOX_IMAGE names another tag); run as it is
 (as root here, boxes run as uid 0). `--smoke`: 2 boxes living 8 s, 5 calls per client, 5 runs,
-2 real runs with replies held 1 s, the targets not judged (python -m bench --smoke). `--cli`:
+2 real runs with replies held 0.5 s, the targets not judged (python -m bench --smoke). `--cli`:
 the real runs alone; `--sizes 2,10`: those N; `--hold S`: each reply held S seconds;
 `--at-once K`: K runs starting at once (3).
 """
