@@ -462,8 +462,8 @@ def main(size: CliSize, image: str) -> bool:
         return True
     ok = True
     print(
-        f"real CLI runs through one broker ({image}), each reply held {size.hold:.0f} s,"
-        f" the first until all runs wait (target at N = {TARGET_RUNS}):"
+        f"real CLI runs through one broker ({image}): every reply held until all N runs"
+        f" wait, then {size.hold:g} s each (target at N = {TARGET_RUNS}):"
     )
     for runs in size.sizes:
         figures = measure(size, runs, image, docker)
