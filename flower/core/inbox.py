@@ -161,7 +161,7 @@ class Mailbox:
                 self.drain()
         except Exception as exc:
             # No watch to be had (most often: every inotify instance of this user is taken,
-            # fs.inotify.max_user_instances, 128 by default, two per run in a box: about 60
+            # fs.inotify.max_user_instances, 128 by default, one or two a box: 60 to 120
             # boxes of one user): the inbox is read on a clock instead, never given up on,
             # since a box's questions have no terminal to be answered in.
             logger.warning(
