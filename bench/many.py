@@ -1,6 +1,6 @@
 """Many runs through one broker (`flowerbox broker`, issue 23): what a box costs in memory, what
-the broker adds per request at N = 1 and 8 concurrent runs, and how many runs one broker
-serves before its first refusal.
+the broker adds per request at N = 1 and 8 concurrent runs, how many runs one broker serves
+before its first refusal, and what N real runs cost on one machine.
 
 - Memory per box, idle and working: N = 8 boxes (`flowerbox shell -- python3 -c CLIENT`)
   through one broker, against N = 8 boxes with a private gateway each, in the same run. A box's
@@ -14,9 +14,16 @@ serves before its first refusal.
 - Runs before the first refusal: runs registered (each answering one call) until the broker
   refuses one or RUNS_CAP is reached. Target: >= 500.
 
+- Real runs (issue 31): N = 25, 50, 100 detached `flowerbox once` runs of the real Claude Code
+  CLI through one broker, all waiting on a long-thinking model at once: memory per run (box,
+  broker share, host keeper), CPU while they wait, time to start all, how many achieved.
+  Target: 100 runs, all achieved, <= 150 MiB per run (bench/_manycli.py says what is counted).
+
 Needs the engine and the image (as bench.box; FLOWERBOX_IMAGE names another tag); run as it is
 (as root here, boxes run as uid 0). `--smoke`: 2 boxes living 8 s, 5 calls per client, 5 runs,
-the targets not judged (python -m bench --smoke).
+2 real runs with replies held 0.5 s, the targets not judged (python -m bench --smoke). `--cli`:
+the real runs alone; `--sizes 2,10`: those N; `--hold S`: each reply held S seconds;
+`--at-once K`: K runs starting at once (3).
 """
 
 from __future__ import annotations
@@ -41,6 +48,7 @@ from typing import Any
 from docker import DockerClient  # noqa: TID251 - the benchmark weighs the containers itself
 from docker.errors import DockerException  # noqa: TID251
 
+from bench import _manycli
 from flower.testing import Always, FakeAPI, Usage, text
 from flowerbox import wire
 from flowerbox.broker import client
@@ -274,7 +282,24 @@ def _memory(stats: dict[str, Any]) -> int:
     return int(memory.get("usage", 0)) - int(cache)
 
 
-def main(*, smoke: bool = False) -> int:
+def main(*, smoke: bool = False, cli: bool | None = None, argv: list[str] | None = None) -> int:
+    """The broker's figures and the real-CLI runs (`cli=True`: those alone, `False`: not)."""
+    args = argv or []
+    image = os.environ.get("FLOWERBOX_IMAGE", "flowerbox:dev")
+    ok = True
+    if cli is not True:
+        ok &= broker_figures(smoke)
+    if cli is not False:
+        size = _manycli.CLI_SMOKE if smoke else _manycli.CliSize()
+        at_once = _option(args, "--at-once")
+        hold = _float(_option(args, "--hold"))
+        size = _manycli.sized(_option(args, "--sizes"), hold, at_once and int(at_once), size)
+        ok &= _manycli.main(size, image)
+    return 0 if ok or smoke else 1
+
+
+def broker_figures(smoke: bool) -> bool:
+    """Latency, memory per box and runs before refusal; whether their targets hold."""
     size = SMOKE if smoke else Size()
     ok = True
     reply = text("hi", usage=Usage(1000, 100))
@@ -307,8 +332,18 @@ def main(*, smoke: bool = False) -> int:
                 broker.stop()
     finally:
         shutil.rmtree(root, ignore_errors=True)
-    return 0 if ok or smoke else 1
+    return ok
+
+
+def _option(args: list[str], name: str) -> str | None:
+    """The value after `name` in `args`."""
+    return args[args.index(name) + 1] if name in args[:-1] else None
+
+
+def _float(value: str | None) -> float | None:
+    return None if value is None else float(value)
 
 
 if __name__ == "__main__":
-    sys.exit(main(smoke="--smoke" in sys.argv[1:]))
+    argv = sys.argv[1:]
+    sys.exit(main(smoke="--smoke" in argv, cli=True if "--cli" in argv else None, argv=argv))

@@ -54,6 +54,10 @@ ANSWER_COMMAND_ENV = "FLOWER_ANSWER_COMMAND"
 """A command line that answers this run's questions from elsewhere, `{id}` standing for the
 question's id. Set, it also means someone can answer: a run without a terminal waits."""
 
+POLL_S = 0.5
+"""How often the inbox is read when it cannot be watched (the watch's own timeout drains it
+as often)."""
+
 logger = logging.getLogger(__name__)
 
 
@@ -163,8 +167,23 @@ class Mailbox:
                 yield_on_timeout=True,
             ):
                 self.drain()
-        except Exception:
-            logger.exception("the inbox watcher of %s stopped; answer in the terminal", self.inbox)
+        except Exception as exc:
+            # No watch to be had (most often: every inotify instance of this user is taken,
+            # fs.inotify.max_user_instances, 128 by default, one or two a box: 60 to 120
+            # boxes of one user): the inbox is read on a clock instead, never given up on,
+            # since a box's questions have no terminal to be answered in.
+            logger.warning(
+                "the inbox watcher of %s failed (%s); reading the inbox every %.1f s instead",
+                self.inbox,
+                exc,
+                POLL_S,
+            )
+            await self._poll()
+
+    async def _poll(self) -> None:
+        while not self._stop.is_set():
+            self.drain()
+            await asyncio.sleep(POLL_S)
 
     def drain(self) -> None:
         """Process every file now in the inbox, oldest first."""

@@ -63,8 +63,13 @@ class FakeAPI:
         api_key: str | None = None,
         log_path: str | Path | None = None,
         tls: ssl.SSLContext | None = None,
+        hold: Callable[[Request], None] | None = None,
     ) -> None:
         self.script: Script = script or _no_script
+        # Called in each Messages request's own thread once the script has chosen its reply,
+        # before the reply's delay, outside every lock: a benchmark holds answers until a
+        # condition of its own (every run waiting at once), which a fixed delay cannot say.
+        self.hold = hold
         self.tls = tls
         self.host = host
         self.port = port
@@ -290,6 +295,8 @@ class _Handler(BaseHTTPRequestHandler):
             self._json(400, _error_body("invalid_request_error", decided))
             self.api._finish(request, "script error")
             return
+        if self.api.hold is not None:
+            self.api.hold(request)
         if decided.delay:
             time.sleep(decided.delay)
             if self._client_gone():

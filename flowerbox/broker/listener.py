@@ -137,11 +137,13 @@ class ClusterBroker(Registry):
         prices: PriceTable,
         team_budget: float | None = None,
         git: tuple[tuple[str, int], GitCredential] | None = None,
+        admission: Admission | None = None,
     ) -> None:
         """Open the ledger in `folder`, keep the runs it holds as served until the Secrets
         are listed (`learn` serves the ones still listed, `sync` revokes the others: until
         then nothing says a run still is one), and bind both listeners, and the git relay's
-        when `git` gives its address and the credential it alone holds.
+        when `git` gives its address and the credential it alone holds. `admission`: the
+        connections a peer and all peers may hold open (`--max-per-peer`, `--max-connections`).
 
         Raises:
             BrokerError: the ledger cannot be opened, or an address cannot be bound.
@@ -164,7 +166,7 @@ class ClusterBroker(Registry):
             self.relay = None if git is None else self._relay(*git)
         except OSError as exc:
             raise BrokerError(f"cannot listen on {api}, {proxy} and {git}: {exc}") from exc
-        admission = Admission()
+        admission = admission or Admission()
         for name, server in (("api", self.gateway), ("proxy", self.proxy), ("git", self.relay)):
             if server is not None:
                 server.admission = admission

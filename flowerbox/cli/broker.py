@@ -16,6 +16,7 @@ import typer
 from flower.cli import positive_usd
 from flowerbox import wire
 from flowerbox.box import state
+from flowerbox.sidecar.admission import PER_PEER, TOTAL
 
 app = typer.Typer()
 
@@ -86,6 +87,24 @@ def broker(
         str,
         typer.Option("--namespace", help="With --listen: the namespace of the run tokens."),
     ] = "flowerbox",
+    max_per_peer: Annotated[
+        int,
+        typer.Option(
+            "--max-per-peer",
+            min=1,
+            help="With --listen: connections one address (a run's Pod) may hold open; one"
+            " more is answered 503 with retry-after and counted (`--status`, metrics).",
+        ),
+    ] = PER_PEER,
+    max_connections: Annotated[
+        int,
+        typer.Option(
+            "--max-connections",
+            min=1,
+            help="With --listen: connections all addresses together may hold open (a"
+            " thread and a head buffer each); past it, as past --max-per-peer.",
+        ),
+    ] = TOTAL,
     metrics: Annotated[
         str | None,
         typer.Option(
@@ -120,6 +139,7 @@ def broker(
         raise typer.BadParameter("--no-engine is for a broker of local boxes, not --listen")
     # lazy: the official client is the `kube` extra, and only --listen needs it
     from flowerbox.broker.tokens import TokenSource
+    from flowerbox.sidecar.admission import Admission
 
     source = TokenSource.connect(namespace=namespace)
     done = serve_cluster(
@@ -132,5 +152,6 @@ def broker(
         team_budget=team_budget,
         prices=prices,
         metrics=metrics,
+        admission=Admission(per_peer=max_per_peer, total=max_connections),
     )
     raise typer.Exit(done)

@@ -38,6 +38,7 @@ from flowerbox.broker.listener import ClusterBroker
 from flowerbox.broker.server import Broker, Registration
 from flowerbox.broker.tcp import parse_address
 from flowerbox.errors import BoxError, BrokerError, CredentialsError
+from flowerbox.sidecar.admission import Admission
 from flowerbox.sidecar.gateway import credentials_file, credentials_from
 from flowerbox.sidecar.pricing import PriceTable, load_prices
 from flowerbox.wire import RUN_LABEL
@@ -124,11 +125,12 @@ def serve_cluster(
     team_budget: float | None,
     prices: Path | None,
     metrics: str | None = None,
+    admission: Admission | None = None,
 ) -> int:
     """`flowerbox broker --listen`: the API on `listen`, the proxy on its host's
     `proxy_port`, the git relay on `git_port` when the credentials hold a git credential,
     Prometheus metrics on `metrics` (HOST:PORT) if given, the runs `follow` tells of, until
-    SIGTERM or SIGINT; 0.
+    SIGTERM or SIGINT; 0. `admission`: the connections a peer and all peers may hold.
 
     Raises:
         GatewayError: the `credentials` file is unusable.
@@ -154,6 +156,7 @@ def serve_cluster(
         prices=load_prices(prices) if prices else PriceTable(),
         team_budget=team_budget,
         git=None if git is None else ((host, git_port), git),
+        admission=admission,
     )
     stopping = threading.Event()
     exposed = _metrics(broker, metrics)

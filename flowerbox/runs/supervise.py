@@ -20,10 +20,8 @@ from pathlib import Path
 from types import FrameType
 
 from flowerbox.box.engine import Box, connect
-from flowerbox.box.prepare import Prepared
 from flowerbox.errors import BoxError
-from flowerbox.runs import boundary, records
-from flowerbox.runs.brokered import leave_broker
+from flowerbox.runs import records
 from flowerbox.runs.diskwatch import watch_disk
 from flowerbox.runs.outputlog import CappedLog
 
@@ -57,6 +55,13 @@ def supervise(state_dir: Path) -> int:
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         if box is not None:
             box.remove()
+        # lazy: a keeper waits for its whole run, one per detached run (a hundred on a team's
+        # machine): what only the end needs (the boundary's checks, the broker's client, the
+        # private folders' cleanup: 5 MiB of modules) is loaded when the run has ended
+        from flowerbox.box.prepare import Prepared
+        from flowerbox.runs import boundary
+        from flowerbox.runs.brokered import leave_broker
+
         boundary.report(boundary.after_run(spec, code))  # before cleanup: it reads the shadow
         leave_broker(spec)
         Prepared(spec).cleanup()

@@ -76,6 +76,26 @@ def test_ten_thousand_idle_half_sent_heads_hold_no_thread_and_a_run_is_served(
     assert broker.causes("api").get("too many connections", 0) >= 9_000
 
 
+def test_the_connection_caps_are_settings(start_broker: Callable[..., TcpBroker]) -> None:
+    """A team of a hundred runs may need more than issue 34's caps (128 a peer, 1024 in
+    all): `--max-per-peer` and `--max-connections` set them, and a connection past either is
+    answered 503 at once and counted, never dropped unsaid."""
+    broker = start_broker("--max-per-peer", "2", "--max-connections", "3")
+    run = broker.add("20261207-000000-cccccc")
+    with contextlib.ExitStack() as held:
+        for _ in range(2):
+            held.enter_context(opened(broker.api_port, source=FLOOD_PEER))
+        with opened(broker.api_port, source=FLOOD_PEER) as third:
+            assert answer_of(third).startswith(b"HTTP/1.1 503 ")  # past its peer's cap
+        assert broker.spend(run) == 200  # another peer: the third connection in all
+        held.enter_context(opened(broker.api_port, source="127.0.0.3"))
+        time.sleep(0.5)  # accepted, so counted
+        with opened(broker.api_port) as fourth:
+            assert answer_of(fourth).startswith(b"HTTP/1.1 503 ")  # past the cap in all
+    assert broker.spend(run) == 200  # the held ones closed: room again
+    wait_for(lambda: broker.causes("api").get("too many connections", 0) == 2)
+
+
 def test_a_trickled_head_is_cut_off_at_its_deadline(start_broker: Callable[..., TcpBroker]) -> None:
     """Attack: a byte of a head every half second, for ever: a per-read timeout never ends
     it; the whole head's deadline (10 s) does."""

@@ -118,3 +118,21 @@ def test_a_command_imports_its_own_module_not_the_others(
     modules = imported(script(line), tmp_path)
     assert own in modules
     assert not modules & others, sorted(modules & others)
+
+
+def test_a_waiting_keeper_holds_no_module_only_the_end_of_its_run_needs(tmp_path: Path) -> None:
+    """A detached run's keeper lives as long as its run, one per run (issue 31: a hundred runs
+    on one machine, bench.many): the boundary's checks, the broker's servers and the private
+    folders' cleanup are imported when the run has ended, not while it waits."""
+    code = (
+        "import sys, flowerbox.runs.supervise;"
+        " print(' '.join(sorted(m for m in sys.modules if m.startswith('flowerbox'))))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-I", "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    loaded = set(done.stdout.split())
+    assert "flowerbox.box.engine" in loaded  # what it waits with is there: the reading works
+    late = {"flowerbox.runs.boundary", "flowerbox.broker.server", "flowerbox.box.prepare"}
+    assert not loaded & late, sorted(loaded & late)

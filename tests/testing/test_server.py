@@ -8,8 +8,10 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import urllib.error
 import urllib.request
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -17,7 +19,17 @@ from typing import Any
 import pytest
 
 from flower.core.pricing import PriceTable
-from flower.testing import Always, FakeAPI, Usage, drop, fingerprint, http_error, text, tool
+from flower.testing import (
+    Always,
+    FakeAPI,
+    Request,
+    Usage,
+    drop,
+    fingerprint,
+    http_error,
+    text,
+    tool,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -178,3 +190,23 @@ def test_each_answer_records_the_usage_that_reached_the_client_and_its_price() -
     assert refused.usage is None and streamed.answer_model == "claude-opus-5-5"
     price = PriceTable().lookup("claude-opus-5-5")[0]
     assert api.cost() == pytest.approx(2 * price.cost(final) + price.cost(cut.usage))
+
+
+def test_hold_keeps_every_answer_until_it_returns_and_holds_no_other_request() -> None:
+    """Two requests held at once (the hook runs outside the script's lock), neither answered
+    before the hold is lifted, and count_tokens is never held."""
+    lifted = threading.Event()
+    held: list[int] = []
+
+    def hold(request: Request) -> None:
+        held.append(request.index)
+        lifted.wait(timeout=10)
+
+    with FakeAPI(Always(text("x")), hold=hold) as api, ThreadPoolExecutor(2) as pool:
+        answers = [pool.submit(post, api, "/v1/messages", BODY) for _ in range(2)]
+        assert api.wait_for(lambda _: len(held) == 2, timeout=10)
+        assert post(api, "/v1/messages/count_tokens", BODY)[0] == 200
+        assert not any(answer.done() for answer in answers)
+        lifted.set()
+        assert [answer.result()[0] for answer in answers] == [200, 200]
+    assert len(held) == 2
