@@ -181,6 +181,8 @@ class Mailbox:
             await self._poll()
 
     async def _poll(self) -> None:
+        import asyncio  # lazy: as in start()
+
         while not self._stop.is_set():
             self.drain()
             await asyncio.sleep(POLL_S)
