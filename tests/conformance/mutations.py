@@ -347,8 +347,8 @@ MUTATIONS: list[Mutation] = [
     m(
         "000:452",
         "flower/__init__.py",
-        '\n    "LANG_ENV",\n',
-        "\n",
+        '\n    "WORKER_RULES",\n    "Workbench",\n',
+        '\n    "Workbench",\n',
         "conformance/test_statements.py::test_the_five_rule_texts_are_exported",
         hand=True,
     ),
