@@ -1510,8 +1510,8 @@ MUTATIONS: list[Mutation] = [
     m(
         "000:141",
         "flower/workflow/base.py",
-        "            state.results[step.name] = result\n",
-        "            if result.ok:\n                state.results[step.name] = result\n",
+        "            result, passed = await self._run_step(state, step, index, lineage, progress)\n",
+        "            result, passed = await self._run_step(state, step, index, lineage, progress)\n            if not passed:\n                state.results.pop(step.name, None)\n",
         "workflow/test_base.py::test_ctx_flows_from_step_to_step_with_reduce",
     ),
     m(
@@ -1531,8 +1531,8 @@ MUTATIONS: list[Mutation] = [
     m(
         "000:166",
         "flower/workflow/base.py",
-        '                    "resumed": resume is not None,',
-        '                    "resumed": False,',
+        '                    "index": index,',
+        '                    "index": index + 1,',
         "workflow/test_base.py::test_when_skips_a_step_and_events_carry_the_step_payload",
     ),
     m(
