@@ -933,8 +933,15 @@ MUTATIONS: list[Mutation] = [
         "000:268",
         "flower/workflow/starter.py",
         'return verdict.feedback() if verdict is not None else ""',
-        'return verdict.reason if verdict is not None else ""',
+        'return verdict.feedback() if verdict is not None else "again"',
         "conformance/test_statements.py::test_with_goal_is_a_replace_of_the_step",
+    ),
+    m(
+        "000:268",
+        "flower/workflow/starter.py",
+        'return verdict.feedback() if verdict is not None else ""',
+        'return verdict.reason if verdict is not None else ""',
+        "workflow/test_starter.py::test_not_yet_sends_the_work_back_with_the_judges_feedback",
     ),
     m(
         "000:296-299",
