@@ -172,6 +172,8 @@ def apply(scratch: Scratch, mutation: Mutation) -> tuple[str, str]:
         if (module := module_of(mutation.file)) is not None:
             scratch.check_imports(module, holds=mutation.new)
         code, output = scratch.pytest(list(mutation.tests))
+    except RuntimeError as exc:  # the mutant does not import: no meaningful break
+        return "error", str(exc)
     finally:
         path.write_text(original, encoding="utf-8")
     last = output.strip().splitlines()[-1] if output.strip() else ""
