@@ -252,6 +252,9 @@ def test_ask_event_shape() -> None:
         "waited_s": 1.3,
         "remaining": 2,
     }
+    channel = HumanChannel(timeout_s=0)  # ids as a channel hands them out: q1, q2... (004:234)
+    asked = [asyncio.run(channel.ask(question)) for question in ("one?", "two?")]
+    assert [a.id for a in asked] == ["q1", "q2"]
 
 
 # --- the human's side -------------------------------------------------------------------------
