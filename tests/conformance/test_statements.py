@@ -225,11 +225,21 @@ async def test_clarify_step_fills_the_seeds_fields(flower_env: FakeAPI, workspac
         return "照需求做:" + ctx["确认需求"]
 
     work = Step("干活", AgentSpec("w", ""), work_prompt)
+    judged: list[Any] = []  # what the gate left in ctx[MISSING_KEY] after each draft
+    inner = ask.gate
+    assert inner is not None
+
+    def gate(result: flower.StepResult, ctx: dict[str, Any]) -> bool:
+        passed = bool(inner(result, ctx))
+        judged.append((passed, ctx.get(MISSING_KEY)))
+        return passed
+
     rt = Runtime(workspace=workspace, run_dir=workspace.parent / "runs")
     try:
-        ctx = await Workflow([ask, work], channel=channel).run(rt)
+        ctx = await Workflow([dataclasses.replace(ask, gate=gate), work], channel=channel).run(rt)
     finally:
         rt.close()
+    assert judged == [(False, ["验收标准", "边界", "未知与假设"]), (True, None)]
     brief = ctx[BRIEF_KEY]
     assert brief.complete() and brief == type(brief).load(brief_path)
     assert ctx["确认需求"] == brief.prompt_block() and MISSING_KEY not in ctx

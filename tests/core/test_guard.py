@@ -35,6 +35,7 @@ from flower.core.guard import (
 from flower.core.hooks import Deny, Replace, Rewrite, as_matcher, hook_output
 from flower.core.workbench import Workbench
 from flower.stores import ephemeral
+from tests.stores.test_ephemeral import EPHEMERAL, NOT_EPHEMERAL
 
 MAIN: dict[str, Any] = {"session_id": "s", "cwd": "/w", "hook_event_name": "PreToolUse"}
 SUB: dict[str, Any] = {**MAIN, "agent_id": "a6e78490e2f0704c0", "agent_type": "worker"}
@@ -78,6 +79,8 @@ def test_whitelist_denies_each_banned_tool_on_the_main_thread(tool: str) -> None
 def test_whitelist_lets_unbanned_tools_through() -> None:
     assert decide_whitelist("Bash", {}, MAIN, banned=["Write"], role="r") is None
     assert decide_whitelist("Read", {}, MAIN, banned=HANDS, role="r") is None
+    # the main thread's only: a subagent's tools are its definition's (000:642)
+    assert decide_whitelist("Write", {}, SUB, banned=HANDS, role="r") is None
 
 
 @pytest.mark.parametrize(
@@ -157,8 +160,12 @@ def test_glance_still_refuses_writes_and_says_what_passes() -> None:
 
 
 def test_glance_uses_the_stores_is_ephemeral_itself() -> None:
-    # One function decides both what the coordinator may glance at and what later expires.
+    # One function decides both what the coordinator may glance at and what later expires:
+    # the guard imports it, and lets through exactly the commands it accepts.
     assert vars(guard)["is_ephemeral"] is ephemeral.is_ephemeral
+    for cmd in [*EPHEMERAL, *NOT_EPHEMERAL]:
+        glanced = _delegate("Bash", {"command": cmd}, MAIN, glance=True) is None
+        assert glanced == ephemeral.is_ephemeral(cmd), cmd
 
 
 @pytest.mark.anyio

@@ -167,13 +167,13 @@ async def test_timeout_none_waits_until_answered(events: list[Event]) -> None:
     ch = HumanChannel(on_event=events.append, timeout_s=None)
 
     def late(ask: Ask) -> None:
-        time.sleep(0.1)
+        time.sleep(1.0)  # longer than any short default a None could fall back to
         ch.answer(ask.id, "finally")
 
     thread = on_ask(ch, late)
     ask = await within(SOON, ch.ask("wait for me?"))
     thread.join()
-    assert ask.state == "answered" and ask.waited_s >= 0.1
+    assert ask.state == "answered" and ask.waited_s >= 1.0
 
 
 async def test_max_asks_zero_refuses_at_once(events: list[Event]) -> None:
@@ -252,6 +252,9 @@ def test_ask_event_shape() -> None:
         "waited_s": 1.3,
         "remaining": 2,
     }
+    channel = HumanChannel(timeout_s=0)  # ids as a channel hands them out: q1, q2... (004:234)
+    asked = [asyncio.run(channel.ask(question)) for question in ("one?", "two?")]
+    assert [a.id for a in asked] == ["q1", "q2"]
 
 
 # --- the human's side -------------------------------------------------------------------------

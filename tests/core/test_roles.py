@@ -176,6 +176,10 @@ def test_oracle_options() -> None:
     assert spec.instructions == ORACLE_RULES + "\n\nAnswer in English."
     assert (spec.name, spec.model, spec.effort) == ("aside", "haiku", "low")
     assert spec.max_turns is None and spec.max_budget_usd is None
+    # the seed's defaults (004:287): read-only, the workbench's index, 12 turns, $0.50
+    default = oracle()
+    assert default.allowed_tools == ["Read", "Glob", "Grep"] and default.workbench is True
+    assert (default.max_turns, default.max_budget_usd) == (12, 0.5)
 
 
 def test_coordinator_rules_relay_the_workbench_to_workers() -> None:

@@ -149,13 +149,16 @@ async def test_two_steps_resume_by_session_id_and_cost_is_per_step(
 async def test_manifest_rows_and_lineage_round_trip(
     flower_env: FakeAPI, runtime: Runtime, workspace: Path
 ) -> None:
-    flower_env.script = Always(text("fine"))
+    flower_env.script = Always(text("fine " * 500))  # longer than the manifest keeps
     first = await runtime.run(AgentSpec("a", ""), "go", step_name="one")
     await runtime.run(AgentSpec("a", ""), "go", step_name="two")
     rows = json.loads(runtime.manifest_path.read_text())
     assert [r["step"] for r in rows] == ["one", "two"]
     assert {r["run"] for r in rows} == {runtime.run_id}
     assert rows[0]["session_id"] == first.session_id and rows[0]["ok"] is True
+    # closing stamps ended_at (000:72); the row is asdict(StepResult), its text capped (003:109)
+    assert 0 < rows[0]["started_at"] <= rows[0]["ended_at"] == first.ended_at
+    assert len(first.text) > 2000 and rows[0]["text"] == first.text[:2000]
     Lineage(runtime.run_dir, workspace).remember("one", str(first.session_id))
     assert Lineage(runtime.run_dir, workspace).recall("one") == first.session_id
 

@@ -88,6 +88,9 @@ def test_mtimes_are_strictly_monotonic_and_shared_with_summaries(
         assert summary["mtime"] == listed["mtime"]
         stamps.append(listed["mtime"])
     assert stamps == sorted(set(stamps))
+    # strictly, even twice in one millisecond (the clock alone would repeat itself)
+    first = store._next_mtime(0)
+    assert store._next_mtime(0) > first
 
 
 def test_subagent_appends_skip_the_summary(store: SqliteSessionStore) -> None:

@@ -48,12 +48,15 @@ async def test_ctx_flows_from_step_to_step_with_reduce(
         Step(
             "two", PLAIN, lambda ctx: f"given <{ctx['one']}>", reduce=lambda r, ctx: r.text.upper()
         ),
+        # rejected by its gate: no output in ctx, but its result is kept all the same (000:141)
+        Step("three", PLAIN, "third", gate=lambda r, ctx: False, on_fail="continue"),
     ]
     runtime = make_runtime()
     ctx = await Workflow(steps).run(runtime)
     assert ctx["one"] == "answer to: first prompt"
     assert ctx["two"] == "ANSWER TO: GIVEN <ANSWER TO: FIRST PROMPT>"
-    assert set(ctx["_results"]) == {"one", "two"} and "_failed_at" not in ctx
+    assert set(ctx["_results"]) == {"one", "two", "three"} and "three" not in ctx
+    assert "_failed_at" not in ctx
     assert ctx["_runtime"] is runtime and runtime.on_session is None
     lineage = Lineage(runtime.run_dir, workspace)
     assert lineage.recall("one") == ctx["_sessions"]["one"] != ctx["_sessions"]["two"]
