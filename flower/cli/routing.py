@@ -87,14 +87,17 @@ class AskRouter(TyperGroup):
             question = lang.text("cli.mistyped_prompt", word=word, prog=prog, meant=meant)
             if typer.confirm(question, default=False, err=True):
                 return
-            raise _click.exceptions.UsageError(
-                f"nothing started; did you mean `{prog} {meant}`?", ctx
-            )
-        raise _click.exceptions.UsageError(
-            f"{word!r} looks like `{prog} {meant}` mistyped, so no run was started. "
-            f"If it really is the ask, say so: `{prog} {self.ask_command} {word}`",
-            ctx,
+            declined = lang.text("error.mistyped_declined", prog=prog, meant=meant)
+            raise _click.exceptions.UsageError(declined, ctx)
+        refused = lang.text(
+            "error.mistyped",
+            quoted=repr(word),
+            prog=prog,
+            meant=meant,
+            ask=self.ask_command,
+            word=word,
         )
+        raise _click.exceptions.UsageError(refused, ctx)
 
 
 def hoisted(args: list[str]) -> tuple[list[str], list[str]]:

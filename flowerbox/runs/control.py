@@ -35,6 +35,7 @@ from flower import (
     printable_data,
     read_timeline,
 )
+from flower.core.lang import text, word
 from flowerbox.box.untrusted import drop as drop_file
 from flowerbox.box.untrusted import exists, read_from, real_folder
 from flowerbox.errors import RunError, UntrustedFileError
@@ -52,16 +53,13 @@ def find(workspace: Path | None, run: str | None) -> Run:
 
 
 def ended_error(run: Run, doing: str) -> RunError:
-    return RunError(
-        f"run {run.run_id} has already ended ({status_text(run)}): there is nothing to {doing}; "
-        f"`flowerbox logs {run.run_id}` shows what it did, `flowerbox resume {run.run_id}` "
-        "continues it"
-    )
+    return RunError(text("run.ended", run=run.run_id, status=status_text(run), doing=doing))
 
 
 def status_text(run: Run) -> str:
     code = run.exit_code
-    return run.status if code is None else f"{run.status}, exit {code}"
+    said = word("outcome", run.status)
+    return said if code is None else text("end.run_status", status=said, code=code)
 
 
 def summary(run: Run) -> dict[str, Any]:
