@@ -92,7 +92,7 @@ def sentence(text: str) -> str:
         text = text[0].upper() + text[1:]
     if text.endswith((".", "!", "?", "。", "？", "！")):
         return text
-    return f"{text}。" if "\u4e00" <= text[-1:] <= "\u9fff" else f"{text}."
+    return f"{text}。" if any("\u4e00" <= char <= "\u9fff" for char in text) else f"{text}."
 
 
 def _balanced(text: str) -> bool:

@@ -52,7 +52,7 @@ def test_answer_mail_oracle_and_interrupt_in_one_run(
         assert screen.wait_until(lambda: bool(slept), 120)
         screen.pause(1.0)  # the worker's long command is running
         screen.type("另外也打印 world")  # nobody asks: it goes to the inbox
-        screen.expect("✉ you said: 另外也打印 world")
+        screen.expect("✉ 你说:另外也打印 world")
         screen.type("?做到哪了")
         screen.expect("旁路问答:协调者在等 worker 跑完")
         proc.send_signal(signal.SIGINT)  # Ctrl+C, to flower alone

@@ -72,8 +72,8 @@ def test_once_and_run_write_the_same_run_document(
     assert [s["step"] for s in document["steps"]] == ["write"]
     for done in (once, ran):  # issue 36: a CI log (stderr) ends with the outcome line too
         last = [line for line in done.stderr.splitlines() if line.strip()][-2:]
-        assert last[0].startswith("done · $") and last[0].endswith("· exit 0"), done.stderr
-        assert last[1].startswith("the run drawn: flower report")
+        assert last[0].startswith("完成 · $") and last[0].endswith("· 退出码 0"), done.stderr
+        assert last[1].startswith("运行图:flower report")
 
 
 @pytest.mark.parametrize(
@@ -195,10 +195,17 @@ def test_the_schema_is_in_the_docs_as_shipped() -> None:
 
 def is_sentence(fix: str) -> bool:
     """A whole sentence (issue 36: a fix was the fragment `--timeout)`): a capital or a
-    command first, a full stop last, no bracket or backtick left open."""
-    starts = fix[:1].isupper() or fix.startswith(("`", "--"))
-    pairs = fix.count("(") == fix.count(")") and fix.count("`") % 2 == 0
-    return starts and fix.endswith(".") and pairs
+    command first (or Chinese, the suite's language), a full stop last (a Chinese one after
+    Chinese), no bracket or backtick left open."""
+    chinese = "\u4e00" <= fix[:1] <= "\u9fff"
+    starts = chinese or fix[:1].isupper() or fix.startswith(("`", "--"))
+    pairs = fix.count("(") == fix.count(")") and fix.count("（") == fix.count("）")
+    return (
+        starts
+        and fix.endswith(("。" if chinese else ".", "."))
+        and pairs
+        and fix.count("`") % 2 == 0
+    )
 
 
 @pytest.mark.parametrize(

@@ -242,7 +242,7 @@ def test_what_cannot_be_done_to_an_ended_run_exits_2_saying_what_can(
     for command in (["stop"], ["attach"], ["answer", "q1", "x"], ["send", "x"]):
         result = runner.invoke(app, [*command, "-w", str(ws)])
         assert result.exit_code == 2, (command, result.output)
-        assert "has already ended (done, exit 0)" in result.stderr
+        assert "已经结束（完成,退出码 0）" in result.stderr  # the suite's language (zh)
         assert f"flowerbox resume {spec.run_id}" in result.stderr
     unknown = runner.invoke(app, ["stop", "zzz", "-w", str(ws)])
     assert unknown.exit_code == 2 and "no run 'zzz'" in unknown.stderr
@@ -286,7 +286,7 @@ def test_logs_renders_the_event_stream_and_follows_it_to_the_end(
     shown = runner.invoke(app, ["logs", spec.run_id, "-w", str(spec.workspace)])
     assert shown.exit_code == 0
     assert "[Bash] python3 hello.py" in shown.stdout and "?? q1: 哪个?" in shown.stdout
-    assert f"{spec.run_id}: done, exit 0" in shown.stderr
+    assert f"{spec.run_id}: 完成,退出码 0" in shown.stderr
 
 
 def test_resume_continues_the_run_with_the_old_settings(tmp_path: Path) -> None:
