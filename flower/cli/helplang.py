@@ -28,6 +28,8 @@ PANEL_WORDS = {
     "ABORTED_TEXT": "已中止。",
     "RICH_HELP": "用 [blue]'{command_path} {help_option}'[/] 查看帮助。",
 }
+KINDS = {"argument": "参数", "option": "选项", "parameter": "参数"}
+EXTRA = "Got unexpected extra argument"
 HELP_OPTION = "Show this message and exit."
 HELP_OPTION_ZH = "显示这段帮助并退出。"
 
@@ -72,3 +74,29 @@ def panel_words() -> None:
 
     for name, word in PANEL_WORDS.items():
         setattr(rich_utils, name, word)
+
+
+def usage_error(exc: Any) -> Any:
+    """click's refusal of a command line (an unknown option, a bad or missing value) said in
+    Chinese: the same error, its own words (a value callback's) kept, click's around them
+    translated. Anything else is returned as it is."""
+    from typer import _click  # lazy: only a refused command line needs it
+
+    errors = _click.exceptions
+    if isinstance(exc, errors.NoSuchOption):
+        said = f"没有这个选项：{exc.option_name}"
+        if exc.possibilities:
+            said += f"（可能是：{', '.join(sorted(exc.possibilities))}）"
+    elif isinstance(exc, errors.BadParameter):
+        hint = exc.param_hint or (exc.param.get_error_hint() if exc.param is not None else "")
+        hint = " / ".join(hint) if isinstance(hint, list | tuple) else hint
+        if isinstance(exc, errors.MissingParameter):
+            kind = exc.param_type or (exc.param.param_type_name if exc.param else "")
+            said = f"缺少{KINDS.get(kind, '')} {hint}"
+        else:
+            said = f"{hint} 的值无效：{exc.message}" if hint else f"值无效：{exc.message}"
+    elif exc.message.startswith(EXTRA):
+        said = "多余的参数" + exc.message.removeprefix(EXTRA).removeprefix("(s)")
+    else:
+        return exc
+    return errors.UsageError(said, exc.ctx)

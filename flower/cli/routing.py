@@ -47,6 +47,15 @@ class AskRouter(TyperGroup):
             helplang.panel_words()
         return super().make_context(info_name, args, parent, **extra)
 
+    def invoke(self, ctx: _click.Context) -> Any:
+        """The command; click's refusal of its line in Chinese when the help is."""
+        try:
+            return super().invoke(ctx)
+        except _click.exceptions.UsageError as exc:
+            if not getattr(self, helplang.DONE, False):
+                raise
+            raise helplang.usage_error(exc) from exc
+
     def get_command(self, ctx: _click.Context, cmd_name: str) -> Any:
         """A command, its help in Chinese when this tree's is (one loaded late too)."""
         command = super().get_command(ctx, cmd_name)

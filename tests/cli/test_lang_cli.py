@@ -61,7 +61,10 @@ def test_a_bad_option_value_is_refused_in_chinese(
     env = speaking(offline_env(fake_api, claude_home), "zh")
     done = flower("once", "hi", "--budget", "0", "-w", str(workspace), env=env, cwd=workspace)
     assert done.returncode == 2, done.stderr
-    assert "0 美元不是预算：请给出大于 0 的数" in done.stderr and "错误" in done.stderr
+    assert "'--budget' 的值无效：0 美元不是预算：请给出大于 0 的数" in done.stderr
+    assert "错误" in done.stderr and "Invalid value" not in done.stderr
+    unknown = run([*FLOWERBOX, "ps", "--bogus"], env, workspace)  # click's own refusal
+    assert unknown.returncode == 2 and "没有这个选项：--bogus" in unknown.stderr
     english = flower(
         "once", "hi", "--budget", "0", "-w", str(workspace), env=speaking(env, "en"), cwd=workspace
     )
