@@ -61,6 +61,14 @@ def seeds_language(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("FLOWER_LANG", "zh")
 
 
+@pytest.fixture
+def english_messages(monkeypatch: pytest.MonkeyPatch) -> None:
+    """FLOWER_LANG=en, for a module that checks what flower and flowerbox say in English (the
+    refusals, the live and end lines: issue 36 put them in the run's language; the zh ones
+    are tests/cli/test_lang_cli.py's)."""
+    monkeypatch.setenv("FLOWER_LANG", "en")
+
+
 @pytest.fixture(autouse=True)
 def private_state(
     monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory
