@@ -53,7 +53,8 @@ def find(workspace: Path | None, run: str | None) -> Run:
 
 
 def ended_error(run: Run, doing: str) -> RunError:
-    return RunError(text("run.ended", run=run.run_id, status=status_text(run), doing=doing))
+    said = word("doing", doing)
+    return RunError(text("run.ended", run=run.run_id, status=status_text(run), doing=said))
 
 
 def status_text(run: Run) -> str:

@@ -621,4 +621,8 @@ written, each on its own line; write nothing else, and no code block.
         "run {run} has already ended ({status}): there is nothing to {doing}; "
         "`flowerbox logs {run}` shows what it did, `flowerbox resume {run}` continues it"
     ),
+    "doing.attach to": "attach to",
+    "doing.stop": "stop",
+    "doing.answer": "answer",
+    "doing.send to": "send to",
 }

@@ -519,4 +519,8 @@ ZH: dict[str, str] = {
         "运行 {run} 已经结束（{status}），没有什么可{doing}；"
         "`flowerbox logs {run}` 显示它做了什么，`flowerbox resume {run}` 可继续它"
     ),
+    "doing.attach to": "跟随",
+    "doing.stop": "停止",
+    "doing.answer": "回答",
+    "doing.send to": "发送",
 }
