@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from flower.cli.contract import SCHEMA_VERSION, error_fix, error_kind, schema
+from flower.core import lang
 from flower.core.runlock import RunBusyError, holding_the_run
 from flower.errors import CredentialsError, WorkspaceError
 from flower.testing import FakeAPI, sequence, text, tool
@@ -180,7 +181,7 @@ def test_the_run_id_flowerbox_gives_is_the_one_flower_runs_under(
 def test_every_refusal_kind_has_a_name_and_a_fix() -> None:
     busy = RunBusyError(Path("runs"), {"pid": "1", "command": ["flower"]})
     assert error_kind(busy) == "run_busy" and "flower status" in error_fix(busy)
-    missing = CredentialsError("No credentials: ...")
+    missing = CredentialsError("No credentials: ...", lang.text("fix.credentials"))
     assert error_kind(missing) == "credentials" and "`flower setup`" in error_fix(missing)
     # An error with no fix of its own: the advice after its message's last colon.
     workspace = WorkspaceError(Path("x"), "workspace x is not a folder: create it or pass -w")
@@ -197,8 +198,8 @@ def is_sentence(fix: str) -> bool:
     """A whole sentence (issue 36: a fix was the fragment `--timeout)`): a capital or a
     command first (or Chinese, the suite's language), a full stop last (a Chinese one after
     Chinese), no bracket or backtick left open."""
-    chinese = "\u4e00" <= fix[:1] <= "\u9fff"
-    starts = chinese or fix[:1].isupper() or fix.startswith(("`", "--"))
+    chinese = any("\u4e00" <= char <= "\u9fff" for char in fix)
+    starts = "\u4e00" <= fix[:1] <= "\u9fff" or fix[:1].isupper() or fix.startswith(("`", "--"))
     pairs = fix.count("(") == fix.count(")") and fix.count("（") == fix.count("）")
     return (
         starts

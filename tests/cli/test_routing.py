@@ -62,7 +62,7 @@ def test_a_look_alike_on_a_terminal_asks_first_and_no_means_nothing_starts(
     with on_a_terminal(*args, env=cli_env, cwd=workspace) as (proc, screen):
         screen.expect("要以 'statu' 为完整需求开始一次运行吗? [y/N]")  # the suite's zh
         screen.type("n")
-        screen.expect("nothing started; did you mean")
+        screen.expect("什么也没有开始；你是想运行")
         assert proc.wait(timeout=30) == 2
     assert list(workspace.iterdir()) == [] and fake_api.requests == []
 
@@ -78,6 +78,7 @@ def test_a_look_alike_confirmed_on_a_terminal_is_the_ask(
         screen.expect("fresh run in")  # then it is ended: the test has seen what it needs
 
 
+@pytest.mark.usefixtures("english_messages")  # its English (issue 36)
 def test_a_sentence_or_go_word_is_an_ask_as_before(
     fake_api: FakeAPI, cli_env: dict[str, str], workspace: Path
 ) -> None:

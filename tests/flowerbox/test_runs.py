@@ -138,7 +138,7 @@ def test_runs_are_found_by_prefix_newest_first_and_across_workspaces(
     xdg_state: Path, tmp_path: Path
 ) -> None:
     ws, other = tmp_path / "ws", tmp_path / "other"
-    with pytest.raises(RunError, match="no flowerbox runs in"):
+    with pytest.raises(RunError, match="里没有 flowerbox 运行"):  # the suite's zh
         records.find(ws, None)
     started(ws, "20260101-000000-111111")
     time.sleep(0.01)
@@ -236,7 +236,7 @@ def test_what_cannot_be_done_to_an_ended_run_exits_2_saying_what_can(
     ws.mkdir()
     assert runner.invoke(app, ["logs", "-w", str(ws)]).exit_code == 2
     nothing = runner.invoke(app, ["stop", "-w", str(ws)])
-    assert nothing.exit_code == 2 and "no flowerbox runs in" in nothing.stderr
+    assert nothing.exit_code == 2 and "里没有 flowerbox 运行" in nothing.stderr
     spec = started(ws, "20260101-000000-dddddd")
     records.record_end(spec, 0)
     for command in (["stop"], ["attach"], ["answer", "q1", "x"], ["send", "x"]):
