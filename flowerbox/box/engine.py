@@ -22,7 +22,7 @@ from typing import Any
 from docker import DockerClient
 from docker.errors import APIError, DockerException, ImageNotFound, NotFound
 
-from flower.core.lang import text
+from flower import text
 from flowerbox import __version__, wire
 from flowerbox.box import startclock
 from flowerbox.box.facts import box_facts

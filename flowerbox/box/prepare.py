@@ -35,10 +35,10 @@ from flower import (
     load_dotenv,
     new_run_id,
     shown,
+    text,
     workbench_location,
     workspace_refusal,
 )
-from flower.core.lang import text
 from flowerbox import wire
 from flowerbox.box import gitshadow, state
 from flowerbox.box.options import BoxOptions

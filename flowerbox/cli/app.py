@@ -28,9 +28,8 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from flower import FlowerError, cli_version
+from flower import FlowerError, cli_version, text
 from flower.cli import GLOBAL_OPTIONS, HELP_OPTIONS, AskRouter, LangOption, contract, setup
-from flower.core import lang
 from flowerbox import __version__
 from flowerbox.cli import box, broker, checks, kube, runs
 from flowerbox.errors import FlowerboxError
@@ -53,7 +52,7 @@ class FlowerboxGroup(contract.JsonRefusals, AskRouter):
         try:
             return super().invoke(ctx)
         except (FlowerboxError, FlowerError) as exc:
-            STDERR.print(f"[bold red]{lang.text('error.label')}[/] {escape(str(exc))}")
+            STDERR.print(f"[bold red]{text('error.label')}[/] {escape(str(exc))}")
             if self.json_mode:
                 command = f"flowerbox {ctx.invoked_subcommand or 'go'}"
                 contract.emit(contract.refusal(command, exc, 2))

@@ -34,8 +34,9 @@ from flower import (
     parse_json,
     printable_data,
     read_timeline,
+    text,
+    word,
 )
-from flower.core.lang import text, word
 from flowerbox.box.untrusted import drop as drop_file
 from flowerbox.box.untrusted import exists, read_from, real_folder
 from flowerbox.errors import RunError, UntrustedFileError

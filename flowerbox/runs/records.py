@@ -46,9 +46,9 @@ from flower import (
     parse_json,
     printable_data,
     read_json,
+    text,
     update_json,
 )
-from flower.core.lang import text
 from flowerbox.box import startclock, state
 from flowerbox.box.spec import BoxSpec, agent_kwargs, gateway_kwargs
 from flowerbox.box.untrusted import read_json as read_untrusted_json
