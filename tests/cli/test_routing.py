@@ -11,6 +11,10 @@ from flower.cli.routing import mistyped
 from flower.testing import FakeAPI, starter_cast
 from tests.cli.conftest import flower, on_a_terminal
 
+# What flower says in English (issue 36: what a person reads follows --lang; zh is the suite's
+# default, and tests/cli/test_lang_cli.py reads the zh help and refusals).
+pytestmark = pytest.mark.usefixtures("english_messages")
+
 
 @pytest.fixture
 def at_home(cli_env: dict[str, str], tmp_path: Path) -> tuple[dict[str, str], Path]:
@@ -60,9 +64,9 @@ def test_a_look_alike_on_a_terminal_asks_first_and_no_means_nothing_starts(
 ) -> None:
     args = ["statu", "-w", str(workspace)]
     with on_a_terminal(*args, env=cli_env, cwd=workspace) as (proc, screen):
-        screen.expect("要以 'statu' 为完整需求开始一次运行吗? [y/N]")  # the suite's zh
+        screen.expect("Start a run whose whole ask is 'statu'? [y/N]")
         screen.type("n")
-        screen.expect("什么也没有开始；你是想运行")
+        screen.expect("nothing started; did you mean")
         assert proc.wait(timeout=30) == 2
     assert list(workspace.iterdir()) == [] and fake_api.requests == []
 
@@ -78,7 +82,6 @@ def test_a_look_alike_confirmed_on_a_terminal_is_the_ask(
         screen.expect("fresh run in")  # then it is ended: the test has seen what it needs
 
 
-@pytest.mark.usefixtures("english_messages")  # its English (issue 36)
 def test_a_sentence_or_go_word_is_an_ask_as_before(
     fake_api: FakeAPI, cli_env: dict[str, str], workspace: Path
 ) -> None:

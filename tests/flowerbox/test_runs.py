@@ -138,7 +138,7 @@ def test_runs_are_found_by_prefix_newest_first_and_across_workspaces(
     xdg_state: Path, tmp_path: Path
 ) -> None:
     ws, other = tmp_path / "ws", tmp_path / "other"
-    with pytest.raises(RunError, match="里没有 flowerbox 运行"):  # the suite's zh
+    with pytest.raises(RunError, match="no flowerbox runs in"):
         records.find(ws, None)
     started(ws, "20260101-000000-111111")
     time.sleep(0.01)
@@ -236,13 +236,13 @@ def test_what_cannot_be_done_to_an_ended_run_exits_2_saying_what_can(
     ws.mkdir()
     assert runner.invoke(app, ["logs", "-w", str(ws)]).exit_code == 2
     nothing = runner.invoke(app, ["stop", "-w", str(ws)])
-    assert nothing.exit_code == 2 and "里没有 flowerbox 运行" in nothing.stderr
+    assert nothing.exit_code == 2 and "no flowerbox runs in" in nothing.stderr
     spec = started(ws, "20260101-000000-dddddd")
     records.record_end(spec, 0)
     for command in (["stop"], ["attach"], ["answer", "q1", "x"], ["send", "x"]):
         result = runner.invoke(app, [*command, "-w", str(ws)])
         assert result.exit_code == 2, (command, result.output)
-        assert "已经结束（完成,退出码 0）" in result.stderr  # the suite's language (zh)
+        assert "has already ended (done, exit 0)" in result.stderr
         assert f"flowerbox resume {spec.run_id}" in result.stderr
     unknown = runner.invoke(app, ["stop", "zzz", "-w", str(ws)])
     assert unknown.exit_code == 2 and "no run 'zzz'" in unknown.stderr
@@ -286,7 +286,7 @@ def test_logs_renders_the_event_stream_and_follows_it_to_the_end(
     shown = runner.invoke(app, ["logs", spec.run_id, "-w", str(spec.workspace)])
     assert shown.exit_code == 0
     assert "[Bash] python3 hello.py" in shown.stdout and "?? q1: 哪个?" in shown.stdout
-    assert f"{spec.run_id}: 完成,退出码 0" in shown.stderr
+    assert f"{spec.run_id}: done, exit 0" in shown.stderr
 
 
 def test_resume_continues_the_run_with_the_old_settings(tmp_path: Path) -> None:
