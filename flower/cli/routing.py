@@ -44,7 +44,8 @@ class AskRouter(TyperGroup):
         if parent is None and helplang.language_of(lead) == "zh":
             settings = {**self.context_settings, **extra}
             helplang.translate(self, self.context_class(self, info_name=info_name, **settings))
-            helplang.panel_words()
+            if not args or {*args} & {*HELP_OPTIONS} or args[0].lower() in HELP_WORDS:
+                helplang.panel_words()  # typer's words on the help page (not loaded otherwise)
         return super().make_context(info_name, args, parent, **extra)
 
     def invoke(self, ctx: _click.Context) -> Any:
@@ -54,6 +55,7 @@ class AskRouter(TyperGroup):
         except _click.exceptions.UsageError as exc:
             if not getattr(self, helplang.DONE, False):
                 raise
+            helplang.panel_words()  # the error's panel
             raise helplang.usage_error(exc) from exc
 
     def get_command(self, ctx: _click.Context, cmd_name: str) -> Any:
