@@ -17,7 +17,7 @@ from tests.cli.conftest import FLOWER, flower
 
 # What flower says in English (issue 36: what a person reads follows --lang; zh is the suite's
 # default, and tests/cli/test_lang_cli.py reads the zh refusals).
-pytestmark = pytest.mark.usefixtures("english_messages")
+pytestmark = pytest.mark.english
 
 ASK = {"id": "q1", "question": "which?", "options": ["a", "b"], "asked_at": 0}
 

@@ -128,7 +128,7 @@ def test_sigterm_mid_step_then_the_next_ask_resumes_the_same_session(
     assert boss[-1].headers.get("x-claude-code-session-id") == stopped  # the same session
 
 
-@pytest.mark.usefixtures("english_messages")  # its English (issue 36)
+@pytest.mark.english  # its English (issue 36)
 def test_bad_input_gets_clear_messages_and_exit_2(
     fake_api: FakeAPI, cli_env: dict[str, str], workspace: Path, tmp_path: Path
 ) -> None:
@@ -148,7 +148,7 @@ def test_bad_input_gets_clear_messages_and_exit_2(
     assert fake_api.requests == []
 
 
-@pytest.mark.usefixtures("english_messages")  # its English (issue 36)
+@pytest.mark.english  # its English (issue 36)
 @pytest.mark.parametrize(
     ("args", "said"),
     [

@@ -12,7 +12,7 @@ from tests.cli.conftest import FLOWER, flower, offline_env
 
 # What flower says in English (issue 36: what a person reads follows --lang; zh is the suite's
 # default, and tests/cli/test_lang_cli.py reads the zh refusals).
-pytestmark = pytest.mark.usefixtures("english_messages")
+pytestmark = pytest.mark.english
 
 
 def test_once_writes_and_exits_zero(fake_api: FakeAPI, claude_home: Path, workspace: Path) -> None:

@@ -137,7 +137,7 @@ def test_png_without_a_browser_says_what_to_install(
     assert (tmp_path / "runs" / "report.html").is_file()  # the page was written all the same
 
 
-@pytest.mark.usefixtures("english_messages")  # its English (issue 36)
+@pytest.mark.english  # its English (issue 36)
 @pytest.mark.parametrize("made", [False, True])
 def test_nothing_to_draw_exits_2(tmp_path: Path, cli_env: dict[str, str], made: bool) -> None:
     if made:

@@ -75,7 +75,7 @@ def test_a_new_ask_amends_the_run_and_says_so(
     assert "goal" not in [step["step"] for step in parse_document(again.stdout)["steps"]]
 
 
-@pytest.mark.usefixtures("english_messages")  # its English (issue 36)
+@pytest.mark.english  # its English (issue 36)
 def test_resume_with_nothing_to_resume_says_so(
     fake_api: FakeAPI, cli_env: dict[str, str], workspace: Path
 ) -> None:

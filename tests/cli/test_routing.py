@@ -13,7 +13,7 @@ from tests.cli.conftest import flower, on_a_terminal
 
 # What flower says in English (issue 36: what a person reads follows --lang; zh is the suite's
 # default, and tests/cli/test_lang_cli.py reads the zh help and refusals).
-pytestmark = pytest.mark.usefixtures("english_messages")
+pytestmark = pytest.mark.english
 
 
 @pytest.fixture

@@ -65,7 +65,7 @@ from flower import Step, Workbench, Workflow, worker
 
 # What flower says in English (issue 36: what a person reads follows --lang; zh is the suite's
 # default, and tests/cli/test_lang_cli.py reads the zh refusals).
-pytestmark = pytest.mark.usefixtures("english_messages")
+pytestmark = pytest.mark.english
 
 def build():
     Workbench(Path.cwd())  # a workflow may make folders as it is built

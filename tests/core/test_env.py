@@ -24,7 +24,7 @@ from flower.core.env import (
 
 # What flower says in English (issue 36: what a person reads follows --lang; zh is the suite's
 # default, and tests/cli/test_lang_cli.py reads the zh refusals).
-pytestmark = pytest.mark.usefixtures("english_messages")
+pytestmark = pytest.mark.english
 
 KEY = "ANTHROPIC_API_KEY"
 TOKEN = "ANTHROPIC_AUTH_TOKEN"

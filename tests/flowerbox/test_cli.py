@@ -23,7 +23,7 @@ from tests.flowerbox.conftest import routed
 
 # What flower says in English (issue 36: what a person reads follows --lang; zh is the suite's
 # default, and tests/cli/test_lang_cli.py reads the zh refusals).
-pytestmark = pytest.mark.usefixtures("english_messages")
+pytestmark = pytest.mark.english
 
 SECRET = "sk-ant-real-secret-cli-0123456789"
 runner = CliRunner()

@@ -11,7 +11,7 @@ import pytest
 
 # What flower says in English (issue 36: what a person reads follows --lang; zh is the suite's
 # default, and tests/cli/test_lang_cli.py reads the zh refusals).
-pytestmark = pytest.mark.usefixtures("english_messages")
+pytestmark = pytest.mark.english
 
 FLOWERBOX = str(Path(sys.executable).with_name("flowerbox"))
 SECRET = "sk-ant-doctor-" + "0123456789abcdef0123"

@@ -17,7 +17,7 @@ from flowerbox.errors import ConfigError
 
 # What flower says in English (issue 36: what a person reads follows --lang; zh is the suite's
 # default, and tests/cli/test_lang_cli.py reads the zh refusals).
-pytestmark = pytest.mark.usefixtures("english_messages")
+pytestmark = pytest.mark.english
 
 REPO = Path(__file__).resolve().parents[2]
 

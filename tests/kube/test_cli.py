@@ -19,7 +19,7 @@ from tests.kube.fakeapi import FakeKube
 
 # What flower says in English (issue 36: what a person reads follows --lang; zh is the suite's
 # default, and tests/cli/test_lang_cli.py reads the zh refusals).
-pytestmark = pytest.mark.usefixtures("english_messages")
+pytestmark = pytest.mark.english
 
 runner = CliRunner()
 REPO_URL = "https://git.example/team/app.git"
