@@ -13,6 +13,10 @@ from flower.testing import FakeAPI
 from tests.cli.conftest import FLOWER, flower
 from tests.conftest import unprivileged
 
+# What flower says in English (issue 36: what a person reads follows --lang; zh is the suite's
+# default, and tests/cli/test_lang_cli.py reads the zh refusals).
+pytestmark = pytest.mark.english
+
 
 def said(stderr: str) -> str:
     return " ".join(stderr.replace("│", " ").split())
@@ -62,10 +66,6 @@ def test_a_name_that_is_not_utf8_stops_at_once_with_exit_2(
 WORKFLOW_WITH_A_WORKBENCH = """
 from pathlib import Path
 from flower import Step, Workbench, Workflow, worker
-
-# What flower says in English (issue 36: what a person reads follows --lang; zh is the suite's
-# default, and tests/cli/test_lang_cli.py reads the zh refusals).
-pytestmark = pytest.mark.english
 
 def build():
     Workbench(Path.cwd())  # a workflow may make folders as it is built
