@@ -209,6 +209,7 @@ def is_sentence(fix: str) -> bool:
     )
 
 
+@pytest.mark.english  # the English fallback fix
 @pytest.mark.parametrize(
     ("message", "fix"),
     [
