@@ -178,7 +178,7 @@ def _costs_agree(api: FakeAPI, env: dict[str, str], workspace: Path, screen: str
     """The stopped run's figures, then the resumed run's, all to the API's own."""
     ws, runs = workspace.parent, workspace.parent / "runs"
     before = api.cost()
-    end = screen.rsplit("stopped", 1)[1]
+    end = screen.rsplit("已停止", 1)[1]  # the end line, in the suite's zh
     rows = json.loads((runs / "manifest.json").read_text())
     assert sum(r["cost_usd"] for r in rows) == pytest.approx(before, abs=1e-6)
     assert float(FIGURE.findall(end)[0]) == pytest.approx(before, abs=5e-5), end
