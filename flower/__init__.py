@@ -50,7 +50,7 @@ _HOMES = {
     ),
     "flower.core.handoff": ("Handoff",),
     "flower.core.human": ("DECLINED", "OVER_BUDGET", "TIMEOUT", "Ask", "HumanChannel"),
-    "flower.core.lang": ("LANG_ENV",),
+    "flower.core.lang": ("LANG_ENV", "text", "word"),
     "flower.core.lineage": ("Lineage",),
     "flower.core.pricing": ("DEFAULT_PRICES", "Price", "PriceTable", "token_count"),
     "flower.core.resilience": ("Resilience", "classify"),
@@ -205,6 +205,7 @@ __all__ = [
     "shown",
     "spill_guard",
     "starter_flow",
+    "text",
     "token_count",
     "trace_content_wanted",
     "traces_wanted",
@@ -213,6 +214,7 @@ __all__ = [
     "wants_isolation",
     "whitelist_guard",
     "with_goal",
+    "word",
     "workbench_hooks",
     "workbench_location",
     "worker",
@@ -270,7 +272,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see
     from flower.core.handoff import Handoff
     from flower.core.human import DECLINED, OVER_BUDGET, TIMEOUT, Ask, HumanChannel
     from flower.core.inbox import ANSWER_COMMAND_ENV
-    from flower.core.lang import LANG_ENV
+    from flower.core.lang import LANG_ENV, text, word
     from flower.core.lineage import Lineage
     from flower.core.otlp import (
         check_traces,

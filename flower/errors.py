@@ -82,13 +82,9 @@ class RunDirError(UsageError):
 
 class CredentialsError(FlowerError, RuntimeError):
     """No credentials: `problem` is check_credentials()'s message (where flower looked, what
-    to set)."""
+    to set); `fix` what to do, in the run's language (flower.core.env gives both)."""
 
-    fix = (
-        "run `flower setup` (it saves your key where flower and flowerbox read it), or set "
-        "ANTHROPIC_API_KEY in ./.env or in the environment"
-    )
-
-    def __init__(self, problem: str) -> None:
+    def __init__(self, problem: str, fix: str | None = None) -> None:
         super().__init__(problem)
         self.problem = problem
+        self.fix = fix

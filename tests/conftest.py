@@ -15,6 +15,11 @@ from tests.hermetic import Hermetic
 def pytest_configure(config: pytest.Config) -> None:
     """The suite's own home, state and settings, and the tripwires (tests/hermetic.py)."""
     config.pluginmanager.register(Hermetic(config), "hermetic")
+    config.addinivalue_line(
+        "markers",
+        "english: FLOWER_LANG=en for a test of what flower says in English (its refusals, "
+        "help, live and end lines: issue 36 put them in the run's language)",
+    )
 
 
 # Tests that share what one process cannot have alone run in one xdist worker (`make test`
@@ -61,10 +66,13 @@ def anyio_backend() -> str:
 
 
 @pytest.fixture(autouse=True)
-def seeds_language(monkeypatch: pytest.MonkeyPatch) -> None:
+def seeds_language(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
     """The seeds' language, zh: most tests assert the seeds' texts (what the model is shown,
-    the lines printed). A test of another language sets FLOWER_LANG itself."""
-    monkeypatch.setenv("FLOWER_LANG", "zh")
+    the lines printed). A test marked `english` (what flower says in English: refusals, help,
+    the end line; tests/cli/test_lang_cli.py reads the zh ones) gets en, before any fixture
+    copies the environment. A test of another language sets FLOWER_LANG itself."""
+    english = request.node.get_closest_marker("english") is not None
+    monkeypatch.setenv("FLOWER_LANG", "en" if english else "zh")
 
 
 @pytest.fixture(autouse=True)

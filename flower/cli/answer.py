@@ -15,6 +15,7 @@ from rich.markup import escape
 
 from flower.cli.exits import exit_codes
 from flower.cli.options import RunDirOption
+from flower.core import lang
 from flower.core.inbox import drop_answer, drop_message, pending_asks
 from flower.core.rundir import RunDir
 from flower.errors import RunDirError, UsageError
@@ -31,10 +32,13 @@ def answer(
     with exit_codes():
         waiting = [str(ask.get("id")) for ask in pending_asks(run_dir)]
         if ask_id not in waiting:
-            known = f"the waiting ones: {', '.join(waiting)}" if waiting else "none is waiting"
+            known = (
+                lang.text("error.waiting_ones", ids=", ".join(waiting))
+                if waiting
+                else lang.text("error.none_waiting")
+            )
             raise UsageError(
-                f"no question {ask_id} is waiting in {run_dir} ({known}); "
-                "`flower status` lists them, --run-dir picks another run"
+                lang.text("error.no_such_question", id=ask_id, run_dir=run_dir, known=known)
             )
         path = drop_answer(run_dir, ask_id, text)
     OUT.print(f"answered {escape(ask_id)} ({escape(str(path))})")
@@ -47,10 +51,6 @@ def send(
     """Tell a run something it did not ask for; it reaches the agent at its next turn."""
     with exit_codes():
         if not RunDir(run_dir).holds_a_run():
-            raise RunDirError(
-                run_dir,
-                f"{run_dir} holds no run (no manifest, sessions or questions): "
-                "pass --run-dir <the run's folder>",
-            )
+            raise RunDirError(run_dir, lang.text("error.no_run_here", run_dir=run_dir))
         path = drop_message(run_dir, text)
     OUT.print(f"sent ({escape(str(path))})")

@@ -20,6 +20,7 @@ from typing import Any
 import typer
 from typer import _click  # typer >= 0.26 vendors click: its usage errors are these
 
+from flower.core import lang
 from flower.core.labels import parse_label
 from flower.core.manifest import row_state
 from flower.core.rundir import RunDir
@@ -29,9 +30,6 @@ from flower.core.times import iso_utc
 SCHEMA_VERSION = 1
 SCHEMA_FILE = "output.schema.json"
 DIGITS = 6  # costs and durations: a millionth of a dollar or of a second is enough
-
-# The fix of a refusal that names none of its own (no `fix`, no advice after a colon).
-USAGE_FIX = "run the command with --help to see what it takes"
 
 
 def schema() -> dict[str, Any]:
@@ -70,33 +68,38 @@ def error_kind(exc: BaseException) -> str:
 
 def error_fix(exc: BaseException) -> str:
     """What to do (`failure` makes it a sentence): the error's own `fix` when it has one, else the
-    message's advice (what follows its last colon outside brackets, quotes and backticks:
-    a colon inside `(e.g.: --timeout)` made the fix "--timeout)"), else the command's help."""
+    message's advice (what follows its last colon, `: ` or the zh `：`, outside brackets, quotes
+    and backticks: a colon inside `(e.g.: --timeout)` made the fix "--timeout)"), else the
+    command's help."""
     fix = getattr(exc, "fix", None)
     if isinstance(fix, str) and fix.strip():
         return fix
     message = str(exc)
-    for at in reversed([i for i in range(len(message)) if message.startswith(": ", i)]):
-        head, advice = message[:at], message[at + 2 :].strip()
+    colons = [(i, 2) for i in range(len(message)) if message.startswith(": ", i)]
+    colons += [(i, 1) for i, char in enumerate(message) if char == "："]
+    for at, width in sorted(colons, reverse=True):
+        head, advice = message[:at], message[at + width :].strip()
         if head and advice and _balanced(head) and _balanced(advice):
             return advice
-    return USAGE_FIX
+    return lang.text("error.usage_fix")
 
 
 def sentence(text: str) -> str:
     """`text` as a sentence: a capital first letter (a command in backticks stays as it is)
-    and a full stop."""
+    and a full stop (a Chinese one after Chinese)."""
     text = text.strip()
     if text[:1].islower():
         text = text[0].upper() + text[1:]
-    return text if text.endswith((".", "!", "?", "。")) else f"{text}."
+    if text.endswith((".", "!", "?", "。", "？", "！")):
+        return text
+    return f"{text}。" if any("\u4e00" <= char <= "\u9fff" for char in text) else f"{text}."
 
 
 def _balanced(text: str) -> bool:
     """No bracket left open or closed, and whole pairs of backticks and double quotes."""
     depth = 0
     for char in text:
-        depth += {"(": 1, "[": 1, ")": -1, "]": -1}.get(char, 0)
+        depth += {"(": 1, "[": 1, "（": 1, ")": -1, "]": -1, "）": -1}.get(char, 0)
         if depth < 0:
             return False
     return depth == 0 and text.count("`") % 2 == 0 and text.count('"') % 2 == 0
@@ -197,7 +200,7 @@ class JsonRefusals:
         except _click.ClickException as exc:
             exc.show()
             command = self.command_name(argv)
-            fix = f"see `{command} --help` for what it takes"
+            fix = lang.text("error.see_help", command=command)
             emit(failure(command, "usage", exc.format_message(), fix, exc.exit_code))
             sys.exit(exc.exit_code)
         except typer.Abort:

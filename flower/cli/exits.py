@@ -40,12 +40,12 @@ def exit_codes(json_command: str | None = None) -> Iterator[None]:
     try:
         yield
     except FlowerError as exc:
-        STDERR.print(f"[bold red]error:[/] {escape(str(exc))}")
+        STDERR.print(f"[bold red]{lang.text('error.label')}[/] {escape(str(exc))}")
         if json_command is not None:
             emit(refusal(json_command, exc, Exit.USAGE))
         raise typer.Exit(Exit.USAGE) from exc
     except KeyboardInterrupt as exc:
-        STDERR.print("[yellow]interrupted[/]")
+        STDERR.print(f"[yellow]{lang.text('cli.stopped_at_prompt')}[/]")
         raise typer.Exit(Exit.INTERRUPTED) from exc
     except typer.Abort as exc:  # a prompt's Ctrl+C (click turns it into Abort, exit 1)
         if not isinstance(exc.__context__, KeyboardInterrupt):

@@ -71,10 +71,6 @@ NO_TERMINAL = (
     "to answer them from another terminal with `flower answer`, pass --timeout SECONDS"
 )
 TYPE_ANSWER = "type your answer and press Enter"
-NO_ASK = (
-    'no ask: say what you want done, e.g. flower "add a --verbose flag" (only a run whose '
-    "brief is complete continues without one: `flower resume`)"
-)
 
 
 def go(
@@ -147,7 +143,7 @@ def go(
         if stopped:  # stopped before its brief was frozen: it goes on with its own ask
             ask = state["stopped_ask"]
         if not ask.strip() and (new or not state["woke"]):
-            raise UsageError(NO_ASK)  # before the lock or the workbench is made
+            raise UsageError(lang.text("error.no_ask"))  # before the lock or the workbench is made
         held.enter_context(holding_the_run(run_dir, ["flower", "go", ask]))
         if first:
             asks = sys.stdin.isatty() and timeout != 0
@@ -204,12 +200,10 @@ def note_ask(run_dir: Path, ask: str) -> None:
 
 def _check_finish(finish: str | None, *, isolate: bool) -> None:
     if finish is not None and finish not in FINISH_VALUES:
-        raise UsageError(f"--finish {finish!r} is not one of {', '.join(FINISH_VALUES)}")
+        values = ", ".join(FINISH_VALUES)
+        raise UsageError(lang.text("error.finish_unknown", value=repr(finish), values=values))
     if finish is not None and not isolate:
-        raise UsageError(
-            f"--finish {finish} is for isolated runs: without --isolate the workers change "
-            "your checkout directly; add --isolate, or leave --finish out"
-        )
+        raise UsageError(lang.text("error.finish_needs_isolate", value=finish))
 
 
 def _offer_exclude(ws: Path, folders: list[Path], console: Console, *, asks: bool) -> None:
@@ -296,7 +290,7 @@ async def drive(
     try:
         state: RunState = await terminal.run(flow.execute(runtime, on_event=on_event))
     except asyncio.CancelledError:
-        console.print(f"stopped ({terminal.stopped_by}); `flower resume` here continues it")
+        console.print(lang.text("end.stopped", by=terminal.stopped_by))
         return None, True
     finally:
         heartbeat.cancel()
@@ -343,9 +337,10 @@ def finish(
         console.print(line, markup=False)
     spent = f"${runtime.spent():.4f}"
     if runtime.spent_before:  # a woken run: the whole job's too
-        spent += f" (${runtime.spent_before + runtime.spent():.4f} with the runs it continues)"
-    console.print(f"{status} · {spent} · exit {int(code)}", style="bold")
-    console.print(f"the run drawn: {drawn}", style="dim")
+        spent += lang.text("end.with_before", total=f"{runtime.spent_before + runtime.spent():.4f}")
+    said = lang.word("outcome", status)
+    console.print(lang.text("end.line", status=said, spent=spent, code=int(code)), style="bold")
+    console.print(lang.text("end.drawn", command=drawn), style="dim")
     if as_json:
         document = run_document(runtime, command, status, code, state=state)
         delivered = {"delivery": delivery.to_json() if delivery is not None else None}

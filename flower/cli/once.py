@@ -29,14 +29,12 @@ from flower.cli.options import (
 )
 from flower.cli.render import Render
 from flower.core.env import describe, load_dotenv, require_credentials
+from flower.core.lang import text
 from flower.core.rundir import RunDir
 from flower.core.runlock import holding_the_run
 from flower.errors import UsageError
 
 ONCE_INSTRUCTIONS = "Do the task you are given, then reply with a short summary of what you did."
-NO_PROMPT = (
-    'an empty prompt: say what the agent should do, e.g. flower once "add a test for parse()"'
-)
 
 
 def once(
@@ -68,7 +66,7 @@ def once(
     console = Console(stderr=json_out, highlight=False, soft_wrap=True)
     with exit_codes("flower once" if json_out else None), contextlib.ExitStack() as held:
         if not prompt.strip():
-            raise UsageError(NO_PROMPT)
+            raise UsageError(text("error.no_prompt"))
         if verbose:
             load_dotenv()
             console.print(describe(), style="dim")

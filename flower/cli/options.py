@@ -15,7 +15,7 @@ from typing import Annotated
 
 import typer
 
-from flower.core.lang import LANG_ENV, LangError, resolve
+from flower.core.lang import LANG_ENV, LangError, resolve, text
 from flower.core.resilience import Resilience
 from flower.core.workspace import shown, workspace_refusal
 from flower.errors import RunDirError, WorkspaceError
@@ -37,36 +37,26 @@ def workspace_folder(path: Path) -> Path:
     .flower/ and lets agents loose on all of it), or a name that is not UTF-8."""
     ws = path.expanduser().resolve()
     if not ws.is_dir():
-        raise WorkspaceError(
-            ws, f"workspace {shown(ws)} is not a folder: create it or pass -w <folder>"
-        )
+        raise WorkspaceError(ws, text("error.workspace_not_folder", path=shown(ws)))
     why = workspace_refusal(ws)
     if why is None and ws == Path.home().resolve():
-        why = "your home folder"
+        why = text("error.why_home")
     if why is not None:
-        raise WorkspaceError(
-            ws,
-            f"refusing to work in {shown(ws)}, {why}: run flower from a project folder "
-            "(or pass -w <project folder>)",
-        )
+        raise WorkspaceError(ws, text("error.workspace_refused", path=shown(ws), why=why))
     return ws
 
 
 def positive_usd(value: float | None) -> float | None:
     """A budget: more than 0 USD, or None for no limit."""
     if value is not None and not value > 0:
-        raise typer.BadParameter(
-            f"{value:g} USD is no budget: pass more than 0, or leave the option out for no limit"
-        )
+        raise typer.BadParameter(text("error.budget", value=f"{value:g}"))
     return value
 
 
 def model_name(value: str | None) -> str | None:
     """A model id or alias, never blank: an empty one would silently mean the default."""
     if value is not None and not value.strip():
-        raise typer.BadParameter(
-            "an empty model name: pass an id or alias (sonnet, opus...), or leave --model out"
-        )
+        raise typer.BadParameter(text("error.empty_model"))
     return value
 
 
@@ -183,9 +173,5 @@ FinishOption = Annotated[
 def existing_run_dir(run_dir: Path) -> Path:
     """`run_dir` if it is a folder (status and report read one; they never create it)."""
     if not run_dir.is_dir():
-        raise RunDirError(
-            run_dir,
-            f"no run directory at {run_dir}: pass the run_dir of a flower run "
-            "(default ./runs, or the --run-dir you gave it)",
-        )
+        raise RunDirError(run_dir, text("error.no_run_dir", path=run_dir))
     return run_dir

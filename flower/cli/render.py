@@ -27,6 +27,7 @@ from rich.markup import escape
 from rich.text import Text
 
 from flower.core.labels import display_name
+from flower.core.lang import text
 
 if TYPE_CHECKING:  # the SDK (behind events) must not load for `flower --help`
     from rich.live import Live
@@ -83,17 +84,18 @@ class Render:
             index, total = self.steps
             parts.append(("step", f"{self.step} {index}/{total}" if total else self.step))
         if self.rounds[1]:
-            parts.append(("round", "round {}/{}".format(*self.rounds)))
+            parts.append(("round", text("live.round", index=self.rounds[0], total=self.rounds[1])))
         clock = f"{elapsed // 3600:02d}:{elapsed // 60 % 60:02d}:{elapsed % 60:02d}"
         parts += [("clock", clock), ("cost", f"${self.cost:.4f}")]
         if self.window:
             share = 100 * self.context / self.window
-            context = f"context {share:.0f}%" if share >= 10 else f"context {share:.1f}%"
+            amount = f"{share:.0f}%" if share >= 10 else f"{share:.1f}%"
         else:
-            context = f"context {self.context // 1000}k"
+            amount = f"{self.context // 1000}k"
+        context = text("live.context", amount=amount)
         parts.append(("context", context))
         if self.waiting:
-            parts.append(("waiting", f"waiting for you: {', '.join(self.waiting)}"))
+            parts.append(("waiting", text("status.waiting_for", ids=", ".join(self.waiting))))
         line = "· " + " · ".join(text for _, text in parts)
         for least in ("context", "clock", "round", "step"):
             if width is None or cell_len(line) < width:
@@ -143,7 +145,7 @@ class Render:
                 preview = event.text.strip().replace("\n", " ")[:TOOL_RESULT_PREVIEW]
                 self._line(indent + "  ", f"→ {preview}", "dim")
             case "denied":
-                self._line(indent, f"denied: {event.text.strip()}", "yellow")
+                self._line(indent, text("live.denied", text=event.text.strip()), "yellow")
             case "error":
                 self._line(indent, event.text, "bold red")
             case "retry" | "reset" | "handoff":
@@ -174,15 +176,17 @@ class Render:
         self.rounds = (_count(payload.get("round")), _count(payload.get("rounds")))
         title = f"{self.step} ({self.steps[0]}/{self.steps[1]})"
         if self.rounds[1]:
-            title += " · round {}/{}".format(*self.rounds)
-        self.console.rule(escape(title + (" (resumed)" if payload.get("resumed") else "")))
+            title += " · " + text("live.round", index=self.rounds[0], total=self.rounds[1])
+        if payload.get("resumed"):
+            title += text("live.resumed")
+        self.console.rule(escape(title))
         self.last_print = time.monotonic()
 
     def _ask(self, event: Event) -> None:
         payload = event.payload
         if payload.get("kind") == "mail":
-            said = "you said" if payload.get("state") == "sent" else "the agent read"
-            self._line("", f"✉ {said}: {event.text}", "green")
+            said = "live.you_said" if payload.get("state") == "sent" else "live.agent_read"
+            self._line("", f"✉ {text(said, text=event.text)}", "green")
             return
         ident, state = str(payload.get("id", "?")), payload.get("state")
         if state == "asked":

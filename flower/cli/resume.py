@@ -30,12 +30,8 @@ from flower.cli.options import (
     Workspace,
     workspace_folder,
 )
+from flower.core.lang import text
 from flower.errors import UsageError
-
-NOTHING_TO_RESUME = (
-    "nothing to resume in {ws}: no run here has a complete brief or a recorded ask "
-    '(start one with `flower "ask"`)'
-)
 
 
 def resume(
@@ -108,5 +104,5 @@ def _isolated(ws: Path, run_dir: Path) -> bool:
         if s["stopped_ask"]
     ]
     if not (found or begun):
-        raise UsageError(NOTHING_TO_RESUME.format(ws=ws))
+        raise UsageError(text("error.nothing_to_resume", ws=ws))
     return max(found or begun)[1]

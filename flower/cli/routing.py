@@ -11,11 +11,13 @@ terminal, naming the command that was probably meant. `go WORD` is always an ask
 from __future__ import annotations
 
 import sys
+from typing import Any
 
 import typer
 from typer import _click  # typer >= 0.26 vendors click; its group speaks these types
 from typer.core import TyperGroup
 
+from flower.cli import helplang
 from flower.core import lang
 
 HELP_OPTIONS = ["-h", "--help"]
@@ -32,6 +34,36 @@ class AskRouter(TyperGroup):
     """A TyperGroup whose first argument may be the ask of `ask_command`, without traps."""
 
     ask_command = "go"
+
+    def make_context(
+        self, info_name: str | None, args: list[str], parent: Any = None, **extra: Any
+    ) -> Any:
+        """The context; first, under --lang zh, the whole tree's help in Chinese
+        (flower.cli.helplang), before `--help` or a usage error can draw it."""
+        lead, _ = hoisted(list(args))
+        if parent is None and helplang.language_of(lead) == "zh":
+            settings = {**self.context_settings, **extra}
+            helplang.translate(self, self.context_class(self, info_name=info_name, **settings))
+            if not args or {*args} & {*HELP_OPTIONS} or args[0].lower() in HELP_WORDS:
+                helplang.panel_words()  # typer's words on the help page (not loaded otherwise)
+        return super().make_context(info_name, args, parent, **extra)
+
+    def invoke(self, ctx: _click.Context) -> Any:
+        """The command; click's refusal of its line in Chinese when the help is."""
+        try:
+            return super().invoke(ctx)
+        except _click.exceptions.UsageError as exc:
+            if not getattr(self, helplang.DONE, False):
+                raise
+            helplang.panel_words()  # the error's panel
+            raise helplang.usage_error(exc) from exc
+
+    def get_command(self, ctx: _click.Context, cmd_name: str) -> Any:
+        """A command, its help in Chinese when this tree's is (one loaded late too)."""
+        command = super().get_command(ctx, cmd_name)
+        if command is not None and getattr(self, helplang.DONE, False):
+            helplang.translate(command, ctx)
+        return command
 
     def parse_args(self, ctx: _click.Context, args: list[str]) -> list[str]:
         lead, rest = hoisted(list(args))
@@ -87,14 +119,17 @@ class AskRouter(TyperGroup):
             question = lang.text("cli.mistyped_prompt", word=word, prog=prog, meant=meant)
             if typer.confirm(question, default=False, err=True):
                 return
-            raise _click.exceptions.UsageError(
-                f"nothing started; did you mean `{prog} {meant}`?", ctx
-            )
-        raise _click.exceptions.UsageError(
-            f"{word!r} looks like `{prog} {meant}` mistyped, so no run was started. "
-            f"If it really is the ask, say so: `{prog} {self.ask_command} {word}`",
-            ctx,
+            declined = lang.text("error.mistyped_declined", prog=prog, meant=meant)
+            raise _click.exceptions.UsageError(declined, ctx)
+        refused = lang.text(
+            "error.mistyped",
+            quoted=repr(word),
+            prog=prog,
+            meant=meant,
+            ask=self.ask_command,
+            word=word,
         )
+        raise _click.exceptions.UsageError(refused, ctx)
 
 
 def hoisted(args: list[str]) -> tuple[list[str], list[str]]:

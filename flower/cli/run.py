@@ -28,6 +28,7 @@ from flower.cli.options import (
     workspace_folder,
 )
 from flower.core.env import require_credentials
+from flower.core.lang import text
 from flower.core.runlock import holding_the_run
 from flower.errors import UsageError
 
@@ -81,18 +82,15 @@ def load_workflow(file: Path) -> Any:
 
     path = file.expanduser().resolve()
     if not path.is_file():
-        raise UsageError(f"{file} is not a file: pass the path of a Python file")
+        raise UsageError(text("error.not_a_file", file=file))
     spec = importlib.util.spec_from_file_location(f"flower_user_{path.stem}", path)
     if spec is None or spec.loader is None:
-        raise UsageError(f"{file} cannot be imported as Python")
+        raise UsageError(text("error.not_python", file=file))
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     found = getattr(module, "workflow", None)
     if found is None and callable(getattr(module, "build", None)):
         found = module.build()
     if not isinstance(found, Workflow):
-        raise UsageError(
-            f"{file} defines no Workflow: add `workflow = Workflow([...])` "
-            "or `def build() -> Workflow` at module level"
-        )
+        raise UsageError(text("error.no_workflow", file=file))
     return found

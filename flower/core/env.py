@@ -30,6 +30,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from flower.core.lang import text
 from flower.errors import CredentialsError, UsageError
 
 __all__ = [
@@ -193,8 +194,7 @@ def _read_dotenv(path: Path) -> dict[str, str]:
     except (OSError, UnicodeDecodeError) as exc:
         raise DotenvError(
             path,
-            f"cannot read this .env file ({exc}); flower reads it for its settings: "
-            "make it readable UTF-8 text, or move it away",
+            text("error.dotenv_unreadable", problem=exc),
         ) from exc
 
 
@@ -222,16 +222,13 @@ def _sources(
         # An explicit file is the whole lookup: no fallback, no settings.json.
         explicit = Path(path)
         if not explicit.is_file():
-            raise DotenvError(explicit, "no such .env file; check the path you passed")
+            raise DotenvError(explicit, text("error.dotenv_missing"))
         yield f"explicit {explicit}", _read_dotenv(explicit)
         return
     lookup = lookup or Lookup.from_process()
     if lookup.flower_env is not None and not lookup.flower_env.is_file():
         # Named on purpose: falling back to other files could pick other credentials.
-        raise DotenvError(
-            lookup.flower_env,
-            "no such .env file, but FLOWER_ENV names it; fix the path, or unset FLOWER_ENV",
-        )
+        raise DotenvError(lookup.flower_env, text("error.dotenv_flower_env"))
     for label, file in lookup.dotenv_files():
         if file.is_file():
             yield f"{label} {file}", _read_dotenv(file)
@@ -269,12 +266,7 @@ def check_credentials() -> str | None:
     if any(os.environ.get(key) for key in CREDENTIALS):
         return None
     global_dotenv = _config_home(Path.home()) / "flower" / ".env"
-    return (
-        "No credentials: ANTHROPIC_API_KEY and ANTHROPIC_AUTH_TOKEN are both unset or empty.\n"
-        f"Run `flower setup`, which writes them to {global_dotenv},\n"
-        "or put ANTHROPIC_API_KEY=... in ./.env, or export it in your shell,\n"
-        "or set FLOWER_ENV=/path/to/.env to name a file of your own."
-    )
+    return text("error.no_credentials", path=global_dotenv)
 
 
 def require_credentials() -> None:
@@ -282,7 +274,7 @@ def require_credentials() -> None:
     set. Callers run it before they create anything, so a failed start leaves nothing."""
     load_dotenv()
     if problem := check_credentials():
-        raise CredentialsError(problem)
+        raise CredentialsError(problem, text("fix.credentials"))
 
 
 def _shown(key: str, value: str) -> str:

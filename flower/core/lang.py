@@ -22,7 +22,7 @@ from flower.core.texts.en import EN
 from flower.core.texts.zh import ZH
 from flower.errors import UsageError
 
-__all__ = ["LANG_ENV", "LANGS", "Lang", "LangError", "current", "resolve", "text"]
+__all__ = ["LANG_ENV", "LANGS", "Lang", "LangError", "current", "resolve", "text", "word"]
 
 Lang = Literal["en", "zh"]
 LANGS: tuple[Lang, ...] = ("en", "zh")
@@ -66,3 +66,10 @@ def text(key: str, /, **fields: object) -> str:
     """The text `key` in the current language, its `{placeholders}` filled from `fields`."""
     template = _TABLES[current()][key]
     return template.format(**fields) if fields else template
+
+
+def word(group: str, value: str) -> str:
+    """`value` (an outcome, a run's status: an identifier the JSON keeps) as a person reads it:
+    the text `group.value`, or `value` itself where the table has none."""
+    table = _TABLES[current()]
+    return table.get(f"{group}.{value}", value)

@@ -158,14 +158,12 @@ class Runtime:
         if not self.workspace.is_dir():
             raise WorkspaceError(
                 self.workspace,
-                f"workspace {shown(self.workspace)} is not a folder: create it or pass an "
-                "existing one",
+                lang.text("error.workspace_missing", path=shown(self.workspace)),
             )
         if undecodable(self.workspace):
             raise WorkspaceError(
                 self.workspace,
-                f"workspace {shown(self.workspace)} has a name that is not valid UTF-8, which "
-                "the Claude Code CLI cannot work in: rename it",
+                lang.text("error.workspace_undecodable", path=shown(self.workspace)),
             )
         self.run_dir = usable_run_dir(run_dir)
         require_credentials()  # before anything is created: a failed start leaves nothing
@@ -611,16 +609,12 @@ class Runtime:
         if marked and not in_git_repository(self.workspace):
             raise WorkspaceError(
                 self.workspace,
-                f"worker {marked[0]!r} is isolated in a git worktree, but {self.workspace} is "
-                "not a git repository: run `git init` there, or drop the isolation "
-                "(worker(..., isolate=False) / --no-isolate)",
+                lang.text("error.isolated_not_git", worker=repr(marked[0]), path=self.workspace),
             )
         if marked and git(self.workspace, "rev-parse", "--verify", "-q", "HEAD").returncode:
             raise WorkspaceError(
                 self.workspace,
-                f"worker {marked[0]!r} works in a git worktree made from your last commit, "
-                f"and {self.workspace} has none yet: commit once (`git commit --allow-empty "
-                "-m start`), or drop the isolation (--no-isolate)",
+                lang.text("error.isolated_no_commit", worker=repr(marked[0]), path=self.workspace),
             )
 
     def _observe(self, attempt: Attempt, event: Event) -> None:
@@ -741,11 +735,9 @@ def usable_run_dir(run_dir: str | Path) -> Path:
     path = Path(run_dir).expanduser()
     path = path if path.is_absolute() else (Path.cwd() / path).resolve()
     if undecodable(path):
-        raise RunDirError(
-            path, f"run_dir {shown(path)} has a name that is not valid UTF-8: pass another"
-        )
+        raise RunDirError(path, lang.text("error.run_dir_undecodable", path=shown(path)))
     if path.exists() and not path.is_dir():
-        raise RunDirError(path, f"run_dir {path} is a file: pass a folder (or a new path)")
+        raise RunDirError(path, lang.text("error.run_dir_is_file", path=path))
     return path
 
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from flower.core.lang import text
+
 __all__ = [
     "BRIEF_NAME",
     "WORKBENCH_DIRNAME",
@@ -82,7 +84,7 @@ def workspace_refusal(path: Path) -> str | None:
     UTF-8. The callers add their own rules (flower: the home folder; flowerbox: every
     folder a box must never see)."""
     if str(path) in SYSTEM_FOLDERS or any(path.is_relative_to(tree) for tree in SYSTEM_TREES):
-        return "a system folder"
+        return text("error.why_system")
     if undecodable(path):
-        return "a folder whose name is not valid UTF-8 (the Claude Code CLI cannot work there)"
+        return text("error.why_undecodable")
     return None

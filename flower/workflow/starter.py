@@ -326,8 +326,7 @@ def starter_flow(
     if isolate and not in_git_repository(ws):
         raise WorkspaceError(
             ws,
-            f"{ws} is not a git repository, and isolated workers need git worktrees: "
-            "run `git init` there (and commit once), or pass --no-isolate",
+            text("error.not_git", path=ws),
         )
     workbench = Workbench(ws, home=workbench_location(ws, isolate=isolate))
     brief_path = workbench.notes / brief_name

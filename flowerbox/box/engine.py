@@ -22,6 +22,7 @@ from typing import Any
 from docker import DockerClient
 from docker.errors import APIError, DockerException, ImageNotFound, NotFound
 
+from flower import text
 from flowerbox import __version__, wire
 from flowerbox.box import startclock
 from flowerbox.box.facts import box_facts
@@ -43,10 +44,7 @@ def connect(client: DockerClient | None = None) -> DockerClient:
         client = client or DockerClient.from_env()
         client.ping()
     except DockerException as exc:
-        raise BoxError(
-            "cannot reach a Docker engine: start it (`systemctl start docker`, or `dockerd &`), "
-            f"or point DOCKER_HOST at one ({exc})"
-        ) from exc
+        raise BoxError(text("box.no_engine", problem=exc)) from exc
     return client
 
 
@@ -268,7 +266,7 @@ class Box:
         try:
             return self.client.containers.run(**kwargs)
         except ImageNotFound as exc:
-            raise BoxError(f"the image {self.spec.image} is gone: run `flowerbox build`") from exc
+            raise BoxError(text("box.image_gone", image=self.spec.image)) from exc
         except (APIError, DockerException) as exc:
             raise BoxError(f"starting {kwargs.get('name')} failed: {exc}") from exc
 
@@ -357,7 +355,7 @@ def image_id(client: DockerClient, tag: str) -> str:
     try:
         return str(client.images.get(tag).id)
     except ImageNotFound as exc:
-        raise BoxError(f"the image {tag} is not here: run `flowerbox build`") from exc
+        raise BoxError(text("box.image_missing", image=tag)) from exc
     except (APIError, DockerException) as exc:
         raise BoxError(f"cannot look up the image {tag}: {exc}") from exc
 

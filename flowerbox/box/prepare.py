@@ -35,6 +35,7 @@ from flower import (
     load_dotenv,
     new_run_id,
     shown,
+    text,
     workbench_location,
     workspace_refusal,
 )
@@ -53,15 +54,6 @@ LOOPBACK = {"127.0.0.1", "localhost", "::1"}
 # DNS does not know (the tests map *.test names to the host's loopback this way).
 EGRESS_HOSTS_VAR = "FLOWERBOX_EGRESS_HOSTS"
 ROOT_HOME = "/root"  # root's home: flowerbox refuses it and all below it (flower allows below)
-SYSTEM_FOLDER = (
-    "refusing to mount {ws} into the box, {why}: run flowerbox from a project "
-    "folder (or pass -w <project folder>)"
-)
-SENSITIVE_FOLDER = (
-    "refusing to mount {ws} into the box, as it is, holds or lies in {folder} ({what}), "
-    "which the agent must never see: run flowerbox from a project folder (or pass -w "
-    "<project folder>)"
-)
 # Characters Docker's bind syntax (`source:target:mode`) or a terminal cannot carry in a path.
 UNMOUNTABLE = frozenset(":\n\r\t\x1b")
 
@@ -118,20 +110,21 @@ def workspace_of(path: Path | None) -> Path:
     """
     ws = (path or Path.cwd()).expanduser().resolve()
     if not ws.is_dir():
-        raise ConfigError(f"workspace {ws} is not a folder: pass -w <project folder>")
-    why = workspace_refusal(ws) or ("a system folder" if ws.is_relative_to(ROOT_HOME) else None)
+        raise ConfigError(text("box.workspace_not_folder", ws=ws))
+    system = text("error.why_system") if ws.is_relative_to(ROOT_HOME) else None
+    why = workspace_refusal(ws) or system
     if why is not None:
-        raise ConfigError(SYSTEM_FOLDER.format(ws=shown(ws), why=why))
+        raise ConfigError(text("box.system_folder", ws=shown(ws), why=why))
     for folder, what, inside_ok in sensitive_folders():
         if (
             ws == folder
             or folder.is_relative_to(ws)
             or (ws.is_relative_to(folder) and not inside_ok)
         ):
-            raise ConfigError(SENSITIVE_FOLDER.format(ws=ws, folder=folder, what=what))
+            raise ConfigError(text("box.sensitive_folder", ws=ws, folder=folder, what=what))
     if bad := sorted(UNMOUNTABLE & set(str(ws))):
         chars = ", ".join(repr(c) for c in bad)
-        raise ConfigError(f"Docker cannot mount a path holding {chars}, as {ws} does: rename it")
+        raise ConfigError(text("box.unmountable", chars=chars, ws=ws))
     return ws
 
 
@@ -266,26 +259,12 @@ def load_credentials(ws: Path) -> None:
     load_dotenv(lookup=Lookup.from_process(project=False))
     if problem := check_credentials():
         if regular_file(ws, ".env"):
-            problem += (
-                f"\n{ws / '.env'} was not read: flowerbox never takes credentials from the "
-                "workspace (the box can write it). Run `flowerbox setup`, or move the key to "
-                "~/.config/flower/.env."
-            )
+            problem += "\n" + text("box.workspace_env_unread", path=ws / ".env")
         raise CredentialsError(problem)
 
 
 def not_isolable(ws: Path, git: str) -> str:
-    if git == "file":
-        return (
-            f"{ws} is a linked git worktree (its .git is a file), and flowerbox isolates workers "
-            "in worktrees of a repository's main folder: run it in the main checkout, or pass "
-            "--no-isolate"
-        )
-    return (
-        f"{ws} is not the top folder of a git repository, and flowerbox isolates workers in "
-        "git worktrees: run `git init && git commit --allow-empty -m start` there (or pass "
-        "-w <the repository's top folder>), or pass --no-isolate"
-    )
+    return text("box.linked_worktree" if git == "file" else "box.not_git_top", ws=ws)
 
 
 def _check_mount_sources(ws: Path, protected: tuple[str, ...]) -> None:
@@ -314,7 +293,7 @@ def egress_allowlist(net: str, allow: Sequence[str], presets: Sequence[str]) -> 
         ConfigError: an unknown --net, an unusable entry or preset, or a list with --net open.
     """
     if net not in NETS:
-        raise ConfigError(f"--net {net!r}: use one of {', '.join(NETS)}")
+        raise ConfigError(text("box.net_unknown", net=repr(net), nets=", ".join(NETS)))
     if net == "open" and (any(allow) or any(presets)):
         raise ConfigError(
             "--allow and --allow-preset filter the egress proxy, which --net open does not "
@@ -331,7 +310,8 @@ def check_runtime(runtime: str, net: str) -> None:
             `--network=none`: its box has the relay's loopback and nothing else).
     """
     if runtime not in RUNTIMES:
-        raise ConfigError(f"--runtime {runtime!r}: use one of {', '.join(RUNTIMES)}")
+        choices = ", ".join(RUNTIMES)
+        raise ConfigError(text("box.runtime_unknown", runtime=repr(runtime), runtimes=choices))
     if runtime == "runsc" and net == "open":
         raise ConfigError(
             "--net open gives the box a network of its own, which a gVisor box does not have "

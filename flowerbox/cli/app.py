@@ -32,7 +32,7 @@ import typer.main
 from rich.console import Console
 from rich.markup import escape
 
-from flower import FlowerError, cli_version
+from flower import FlowerError, cli_version, text
 from flower.cli import (
     GLOBAL_OPTIONS,
     HELP_OPTIONS,
@@ -90,7 +90,7 @@ class FlowerboxGroup(contract.JsonRefusals, AskRouter):
         try:
             return super().invoke(ctx)
         except (FlowerboxError, FlowerError) as exc:
-            STDERR.print(f"[bold red]error:[/] {escape(str(exc))}")
+            STDERR.print(f"[bold red]{text('error.label')}[/] {escape(str(exc))}")
             if self.json_mode:
                 command = f"flowerbox {ctx.invoked_subcommand or 'go'}"
                 contract.emit(contract.refusal(command, exc, 2))

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 from rich.console import Console
 from rich.markup import escape
 
-from flower import Event, RunDir, iso_utc, parse_json, printable_data
+from flower import Event, RunDir, iso_utc, parse_json, printable_data, text, word
 from flowerbox.box.untrusted import drop as drop_file
 from flowerbox.box.untrusted import exists, read_from, real_folder
 from flowerbox.errors import RunError, UntrustedFileError
@@ -47,16 +47,14 @@ def find(workspace: Path | None, run: str | None) -> Run:
 
 
 def ended_error(run: Run, doing: str) -> RunError:
-    return RunError(
-        f"run {run.run_id} has already ended ({status_text(run)}): there is nothing to {doing}; "
-        f"`flowerbox logs {run.run_id}` shows what it did, `flowerbox resume {run.run_id}` "
-        "continues it"
-    )
+    said = word("doing", doing)
+    return RunError(text("run.ended", run=run.run_id, status=status_text(run), doing=said))
 
 
 def status_text(run: Run) -> str:
     code = run.exit_code
-    return run.status if code is None else f"{run.status}, exit {code}"
+    said = word("outcome", run.status)
+    return said if code is None else text("end.run_status", status=said, code=code)
 
 
 def summary(run: Run) -> dict[str, Any]:

@@ -50,6 +50,7 @@ from flower import (
     parse_json,
     printable_data,
     read_json,
+    text,
     update_json,
 )
 from flowerbox.box import startclock, state
@@ -282,18 +283,15 @@ def find(workspace: Path, run_id: str | None) -> Run:
     if run_id is None:
         flower_runs = [run for run in mine if run.meta.get("command", [])[:1] != ["shell"]]
         if not flower_runs:
-            raise RunError(
-                f"no flowerbox runs in {workspace}: start one with "
-                '`flowerbox "ask" --detach`, or pass -w <workspace> or a run id'
-            )
+            raise RunError(text("run.none_here", workspace=workspace))
         return flower_runs[-1]
     for pool in (mine, all_runs()):
         matches = {run.run_id: run for run in pool if run.run_id.startswith(run_id)}
         if len(matches) == 1:
             return next(iter(matches.values()))
         if len(matches) > 1:
-            raise RunError(f"{run_id!r} names {len(matches)} runs: give more of the id")
-    raise RunError(f"no run {run_id!r} here or in the index: `flowerbox ps --all` lists them")
+            raise RunError(text("run.ambiguous", run=repr(run_id), count=len(matches)))
+    raise RunError(text("run.no_such", run=repr(run_id)))
 
 
 def chain(run_id: str) -> list[str]:

@@ -134,15 +134,19 @@ def check_workspace(workspace: Path | None) -> tuple[Check, Path | None]:
         ws = workspace_of(workspace)
         protected = protected_paths(ws)
     except ConfigError as exc:
-        return Check("workspace", False, str(exc).split(":")[0], _after_colon(str(exc))), None
+        return Check("workspace", False, *_at_colon(str(exc))), None
     if (git := layout(ws)) != "dir":
-        message = not_isolable(ws, git)
-        return Check("workspace", False, message.split(":")[0], _after_colon(message)), ws
+        return Check("workspace", False, *_at_colon(not_isolable(ws, git))), ws
     return Check("workspace", True, f"{ws} (git; {len(protected)} protected paths)"), ws
 
 
-def _after_colon(message: str) -> str:
-    return message.split(":", 1)[1].strip() if ":" in message else message
+def _at_colon(message: str) -> tuple[str, str]:
+    """A refusal's problem and fix: before and after its first colon (`:`, or the zh `：` of
+    a message in Chinese); the whole message as both when it has none."""
+    at = min((i for i in (message.find(":"), message.find("：")) if i >= 0), default=-1)
+    if at < 0:
+        return message, message
+    return message[:at], message[at + 1 :].strip()
 
 
 def check_user() -> Check:
@@ -155,7 +159,7 @@ def check_leftovers() -> Check:
     try:
         swept = sweep_secrets()
     except StateError as exc:
-        return Check("state", False, str(exc).split(":")[0], _after_colon(str(exc)))
+        return Check("state", False, *_at_colon(str(exc)))
     if swept:
         return Check("state", True, f"removed {len(swept)} credentials file(s) left by killed runs")
     return Check("state", True, "no credentials left on disk")

@@ -49,6 +49,8 @@ ADDED |= {"cli_version"}
 # ledger and the box's files, and exports by the same standard variables.
 ADDED |= {"MeteredCall", "build_trace", "read_event_lines", "read_run_rows"}
 ADDED |= {"check_traces", "export_trace", "trace_content_wanted", "traces_wanted"}
+# Added by issue 36: the text tables, for flowerbox's refusals and end lines in the run's language.
+ADDED |= {"text", "word"}
 
 
 def test_the_public_names_all_resolve() -> None:

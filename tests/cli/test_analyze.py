@@ -122,6 +122,7 @@ def test_analyze_tables_name_tools_and_the_subagent(run_dir: Path, claude_home: 
         assert needle in zh.stdout, zh.stdout
 
 
+@pytest.mark.english  # its English (issue 36)
 def test_analyze_of_a_missing_or_empty_run_dir_exits_two(tmp_path: Path) -> None:
     env = offline_env(tmp_path)
     missing = flower("analyze", str(tmp_path / "nope"), env=env, cwd=tmp_path)

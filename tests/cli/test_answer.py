@@ -7,11 +7,17 @@ import subprocess
 import time
 from pathlib import Path
 
+import pytest
+
 from flower.core.inbox import pending_asks, write_asks
 from flower.core.rundir import RunDir
 from flower.testing import FakeAPI
 from flower.testing.demo import DEMO_ASK, starter_cast
 from tests.cli.conftest import FLOWER, flower
+
+# What flower says in English (issue 36: what a person reads follows --lang; zh is the suite's
+# default, and tests/cli/test_lang_cli.py reads the zh refusals).
+pytestmark = pytest.mark.english
 
 ASK = {"id": "q1", "question": "which?", "options": ["a", "b"], "asked_at": 0}
 

@@ -109,7 +109,7 @@ def test_every_cost_a_user_sees_is_what_the_api_answers_cost(
 
     args = (DEMO_ASK, "--timeout", "120", "-w", str(workspace))
     with on_a_terminal(*args, env=cli_env, cwd=workspace.parent) as (run, screen):
-        screen.expect("waiting for you: q1")
+        screen.expect("等你回答:q1")
         screen.type("python3")
         assert screen.wait_until(lambda: workers() == 1, 120)
         first = slow_command_runs(screen, run.pid)  # the first worker's
@@ -117,14 +117,14 @@ def test_every_cost_a_user_sees_is_what_the_api_answers_cost(
         screen.expect("中断:输入要告诉代理的话")
         screen.type("先别跑那个命令")
         screen.expect("已打断")
-        screen.expect("round 2/3")  # judged "not yet": the coordinator's session resumed
+        screen.expect("第 2/3 轮")  # judged "not yet": the coordinator's session resumed
         assert screen.wait_until(lambda: workers() == 3, 120)
         slow_command_runs(screen, run.pid, first)  # the third worker's
         run.send_signal(signal.SIGTERM)
-        screen.expect("exit 130")
+        screen.expect("退出码 130")
         assert run.wait(timeout=60) == 130
     before = fake_api.cost()
-    live, end = screen.text.rsplit("stopped", 1)  # the end line: stopped · $… · exit 130
+    live, end = screen.text.rsplit("已停止", 1)  # the end line: 已停止 · $… · 退出码 130
     assert float(FIGURE.findall(end)[0]) == pytest.approx(before, abs=5e-5), end
     assert float(FIGURE.findall(live)[-1]) == pytest.approx(before, abs=5e-5)  # its last state
 
@@ -135,7 +135,7 @@ def test_every_cost_a_user_sees_is_what_the_api_answers_cost(
     total = fake_api.cost()
     woke = total - before  # what the woken run spent
     assert min(before, woke) > 0.5  # dollars, not fractions of a cent
-    live, end = woken.stdout.rsplit("achieved", 1)  # achieved · $woke ($total with ...) · exit 0
+    live, end = woken.stdout.rsplit("达成", 1)  # 达成 · $woke(连同…共 $total) · 退出码 0
     assert [float(f) for f in FIGURE.findall(end)] == [
         pytest.approx(woke, abs=5e-5),
         pytest.approx(total, abs=5e-5),  # with the run it continues
@@ -200,14 +200,14 @@ def test_after_a_double_ctrl_c_and_a_resume_every_cost_is_what_the_api_served(
     ws = workspace.parent
     args = (DEMO_ASK, "--timeout", "120", "-w", str(workspace))
     with on_a_terminal(*args, env=cli_env, cwd=ws) as (run, screen):
-        screen.expect("waiting for you: q1")
+        screen.expect("等你回答:q1")
         screen.type("python3")
         assert screen.wait_until(lambda: len(fake_api.agent_ids()) == 1, 120)
         slow_command_runs(screen, run.pid)  # the first worker's
         run.send_signal(signal.SIGINT)
         screen.expect("中断:输入要告诉代理的话")
         run.send_signal(signal.SIGINT)  # the second: stop the run
-        screen.expect("exit 130")
+        screen.expect("退出码 130")
         assert run.wait(timeout=60) == 130
     _costs_agree(fake_api, cli_env, workspace, screen.text)
 
@@ -245,7 +245,7 @@ def _costs_agree(api: FakeAPI, env: dict[str, str], workspace: Path, screen: str
     """The stopped run's figures, then the resumed run's, all to the API's own."""
     ws, runs = workspace.parent, workspace.parent / "runs"
     before = api.cost()
-    end = screen.rsplit("stopped", 1)[1]
+    end = screen.rsplit("已停止", 1)[1]  # the end line, in the suite's zh
     rows = json.loads((runs / "manifest.json").read_text())
     assert sum(r["cost_usd"] for r in rows) == pytest.approx(before, abs=1e-6)
     assert float(FIGURE.findall(end)[0]) == pytest.approx(before, abs=5e-5), end

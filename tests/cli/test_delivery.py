@@ -129,7 +129,7 @@ def test_finish_merge_brings_the_work_into_the_checkout_and_says_so(
     said, ended = lines[-3:-1]  # the run drawn is the very last line
     assert said.startswith("the work is merged into your checkout from branch flower/")
     assert "2 commit(s)" in said and said.endswith("1 file(s): calc.py")
-    assert ended.startswith("achieved · $")
+    assert ended.startswith("达成 · $")  # the suite's language (zh)
     assert (workspace / "calc.py").read_text() == FIXED
     assert git(workspace, "rev-list", "--count", f"{head}..HEAD") == "2"
     assert git(workspace, "status", "--porcelain") == ""

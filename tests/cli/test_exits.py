@@ -18,6 +18,7 @@ from flower.testing.demo import DEMO_ASK, starter_cast
 from tests.cli.conftest import FLOWER, on_a_terminal
 
 
+@pytest.mark.english  # its English (issue 36)
 def test_a_flower_error_becomes_its_message_and_exit_2(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
@@ -44,6 +45,7 @@ def _flower(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.english  # its English (issue 36)
 def test_the_cli_shows_a_bugs_traceback_and_a_refusals_message(tmp_path: Path) -> None:
     """A user's workflow file that raises ValueError at import is a bug in that file: the
     traceback shows where; a file that is not there is flower refusing: one line, exit 2."""

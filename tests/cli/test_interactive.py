@@ -52,14 +52,14 @@ def test_answer_mail_oracle_and_interrupt_in_one_run(
         assert screen.wait_until(lambda: bool(slept), 120)
         screen.pause(1.0)  # the worker's long command is running
         screen.type("另外也打印 world")  # nobody asks: it goes to the inbox
-        screen.expect("✉ you said: 另外也打印 world")
+        screen.expect("✉ 你说:另外也打印 world")
         screen.type("?做到哪了")
         screen.expect("旁路问答:协调者在等 worker 跑完")
         proc.send_signal(signal.SIGINT)  # Ctrl+C, to flower alone
         screen.expect("中断:输入要告诉代理的话")
         screen.type("改用 pypy")
         screen.expect("已打断")
-        screen.expect("achieved")
+        screen.expect("达成 · $")  # the end line, in the suite's zh
         assert proc.wait(timeout=120) == 0
     boss = [r for r in fake_api.main_requests() if "你是协调者" in r.system_text]
     resumed = [r for r in boss if "改用 pypy" in r.conversation_text]
@@ -95,7 +95,7 @@ def test_ctrl_c_typed_in_the_terminal_interrupts_without_burning_a_judged_round(
         screen.expect("中断:输入要告诉代理的话")
         screen.pause(5.0)  # the human reads the hint before pressing Enter
         screen.type("")
-        screen.expect("achieved")
+        screen.expect("达成 · $")  # the end line, in the suite's zh
         assert proc.wait(timeout=120) == 0
     assert "~ retry" not in screen.text  # no attempt failed
     rows = json.loads((workspace.parent / "runs" / "manifest.json").read_text())

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from flower.cli.contract import SCHEMA_VERSION, error_fix, error_kind, schema
+from flower.core import lang
 from flower.core.runlock import RunBusyError, holding_the_run
 from flower.errors import CredentialsError, WorkspaceError
 from flower.testing import FakeAPI, sequence, text, tool
@@ -72,8 +73,8 @@ def test_once_and_run_write_the_same_run_document(
     assert [s["step"] for s in document["steps"]] == ["write"]
     for done in (once, ran):  # issue 36: a CI log (stderr) ends with the outcome line too
         last = [line for line in done.stderr.splitlines() if line.strip()][-2:]
-        assert last[0].startswith("done · $") and last[0].endswith("· exit 0"), done.stderr
-        assert last[1].startswith("the run drawn: flower report")
+        assert last[0].startswith("完成 · $") and last[0].endswith("· 退出码 0"), done.stderr
+        assert last[1].startswith("运行图:flower report")
 
 
 @pytest.mark.parametrize(
@@ -180,7 +181,7 @@ def test_the_run_id_flowerbox_gives_is_the_one_flower_runs_under(
 def test_every_refusal_kind_has_a_name_and_a_fix() -> None:
     busy = RunBusyError(Path("runs"), {"pid": "1", "command": ["flower"]})
     assert error_kind(busy) == "run_busy" and "flower status" in error_fix(busy)
-    missing = CredentialsError("No credentials: ...")
+    missing = CredentialsError("No credentials: ...", lang.text("fix.credentials"))
     assert error_kind(missing) == "credentials" and "`flower setup`" in error_fix(missing)
     # An error with no fix of its own: the advice after its message's last colon.
     workspace = WorkspaceError(Path("x"), "workspace x is not a folder: create it or pass -w")
@@ -195,12 +196,20 @@ def test_the_schema_is_in_the_docs_as_shipped() -> None:
 
 def is_sentence(fix: str) -> bool:
     """A whole sentence (issue 36: a fix was the fragment `--timeout)`): a capital or a
-    command first, a full stop last, no bracket or backtick left open."""
-    starts = fix[:1].isupper() or fix.startswith(("`", "--"))
-    pairs = fix.count("(") == fix.count(")") and fix.count("`") % 2 == 0
-    return starts and fix.endswith(".") and pairs
+    command first (or Chinese, the suite's language), a full stop last (a Chinese one after
+    Chinese), no bracket or backtick left open."""
+    chinese = any("\u4e00" <= char <= "\u9fff" for char in fix)
+    starts = "\u4e00" <= fix[:1] <= "\u9fff" or fix[:1].isupper() or fix.startswith(("`", "--"))
+    pairs = fix.count("(") == fix.count(")") and fix.count("（") == fix.count("）")
+    return (
+        starts
+        and fix.endswith(("。" if chinese else ".", "."))
+        and pairs
+        and fix.count("`") % 2 == 0
+    )
 
 
+@pytest.mark.english  # the English fallback fix
 @pytest.mark.parametrize(
     ("message", "fix"),
     [

@@ -5,8 +5,14 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from flower.testing import Always, FakeAPI, http_error, sequence, text, tool
 from tests.cli.conftest import FLOWER, flower, offline_env
+
+# What flower says in English (issue 36: what a person reads follows --lang; zh is the suite's
+# default, and tests/cli/test_lang_cli.py reads the zh refusals).
+pytestmark = pytest.mark.english
 
 
 def test_once_writes_and_exits_zero(fake_api: FakeAPI, claude_home: Path, workspace: Path) -> None:

@@ -88,7 +88,7 @@ def test_a_60_column_terminal_still_shows_what_waits_for_you(
         screen.expect("?? q1")
         screen.pause(2.5)  # the live line redraws each second
         lines = [line for line in screen.text.splitlines() if "· " in line]
-        assert any("waiting for you: q1" in line for line in lines), screen.text[-2000:]
+        assert any("等你回答:q1" in line for line in lines), screen.text[-2000:]
         screen.type("python3")
-        screen.expect("achieved", timeout=120)
+        screen.expect("达成 · $", timeout=120)
         assert run.wait(timeout=60) == 0

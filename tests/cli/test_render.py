@@ -16,6 +16,12 @@ from flower.core.events import Event
 pytestmark = pytest.mark.anyio
 
 
+@pytest.fixture(autouse=True)
+def english(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These tests read the English line (the suite's default is zh); the zh one has its own."""
+    monkeypatch.setenv("FLOWER_LANG", "en")
+
+
 def console(*, terminal: bool) -> Console:
     return Console(file=io.StringIO(), force_terminal=terminal, width=200, highlight=False)
 
@@ -35,7 +41,7 @@ def test_the_status_line_has_step_round_time_cost_context_and_who_waits() -> Non
     render.started = time.monotonic() - 65
     a_round_two(render)
     assert render.status_line() == (
-        "· 干活 3/3 · round 2/3 · 00:01:05 · $1.9362 · context 25% · waiting for you: q1"
+        "· work 3/3 · round 2/3 · 00:01:05 · $1.9362 · context 25% · waiting for you: q1"
     )  # the run's cost (not the session's cost_usd), the main thread's context
     render(Event("ask", "which?", payload={"id": "q1", "state": "answered", "answer": "a"}))
     render(Event("text", "little", payload={"context": 4_000}))
@@ -47,7 +53,7 @@ def test_a_step_of_one_attempt_has_no_round_and_an_unknown_window_shows_tokens()
     render(Event("step", "确认需求", payload={"index": 0, "total": 3}))
     render(Event("text", "asking", payload={"context": 52_000}))
     line = render.status_line()
-    assert line.startswith("· 确认需求 1/3 · ") and "round" not in line
+    assert line.startswith("· clarify 1/3 · ") and "round" not in line
     assert line.endswith("· $0.0000 · context 52k")
 
 
@@ -55,7 +61,7 @@ def test_off_a_terminal_each_turn_ends_with_the_status_as_a_plain_line() -> None
     render = Render(console(terminal=False), spent=lambda: 2.5)
     a_round_two(render)
     out = render.console.file.getvalue()  # type: ignore[attr-defined]
-    assert "干活 (3/3) · round 2/3" in out  # the round's header
+    assert "work (3/3) · round 2/3" in out  # the round's header
     assert "· $2.5000 · context 25%\n" in out  # Runtime's own figure when it is at hand
     assert "\x1b" not in out
 
@@ -93,3 +99,20 @@ def test_an_event_log_a_box_wrote_can_neither_crash_nor_style_the_line() -> None
     out = render.console.file.getvalue()  # type: ignore[attr-defined]
     assert "[bold red]x[/] (1/0)" in out  # shown as it is, not as markup
     assert render.status_line().endswith("· $0.0000 · context 0k · waiting for you: ['q']")
+
+
+def test_in_chinese_the_status_line_and_the_headers_are_chinese(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Issue 36: `--lang zh` governs the live line too (the seed's step names, zh words)."""
+    monkeypatch.setenv("FLOWER_LANG", "zh")
+    render = Render(console(terminal=False))
+    render.started = time.monotonic() - 65
+    a_round_two(render)
+    render(Event("ask", "x", payload={"kind": "mail", "state": "sent"}))
+    render(Event("denied", "no Bash here"))
+    assert render.status_line() == (
+        "· 干活 3/3 · 第 2/3 轮 · 00:01:05 · $1.9362 · 上下文 25% · 等你回答:q1"
+    )
+    out = render.console.file.getvalue()  # type: ignore[attr-defined]
+    assert "干活 (3/3) · 第 2/3 轮" in out and "✉ 你说:x" in out and "被拒绝:no Bash here" in out

@@ -24,7 +24,7 @@ NOTES = Path(".flower") / "notes"
 def _stopped_mid_work(fake_api: FakeAPI, cli_env: dict[str, str], workspace: Path) -> None:
     stopped = stop_mid_work(fake_api, cli_env, workspace)
     assert stopped.returncode == 130, stopped.stderr
-    assert "`flower resume` here continues it" in stopped.stdout
+    assert "在这里运行 `flower resume` 可继续" in stopped.stdout  # the suite's zh
 
 
 @pytest.mark.parametrize("how", ["resume", "the same ask"])
@@ -75,6 +75,7 @@ def test_a_new_ask_amends_the_run_and_says_so(
     assert "goal" not in [step["step"] for step in parse_document(again.stdout)["steps"]]
 
 
+@pytest.mark.english  # its English (issue 36)
 def test_resume_with_nothing_to_resume_says_so(
     fake_api: FakeAPI, cli_env: dict[str, str], workspace: Path
 ) -> None:

@@ -11,6 +11,10 @@ from flower.cli.routing import mistyped
 from flower.testing import FakeAPI, starter_cast
 from tests.cli.conftest import flower, on_a_terminal
 
+# What flower says in English (issue 36: what a person reads follows --lang; zh is the suite's
+# default, and tests/cli/test_lang_cli.py reads the zh help and refusals).
+pytestmark = pytest.mark.english
+
 
 @pytest.fixture
 def at_home(cli_env: dict[str, str], tmp_path: Path) -> tuple[dict[str, str], Path]:
@@ -60,7 +64,7 @@ def test_a_look_alike_on_a_terminal_asks_first_and_no_means_nothing_starts(
 ) -> None:
     args = ["statu", "-w", str(workspace)]
     with on_a_terminal(*args, env=cli_env, cwd=workspace) as (proc, screen):
-        screen.expect("要以 'statu' 为完整需求开始一次运行吗? [y/N]")  # the suite's zh
+        screen.expect("Start a run whose whole ask is 'statu'? [y/N]")
         screen.type("n")
         screen.expect("nothing started; did you mean")
         assert proc.wait(timeout=30) == 2

@@ -189,6 +189,7 @@ def test_escape_sequences_the_box_wrote_never_reach_the_terminal(
             assert unsafe not in done.stdout + done.stderr, (command, unsafe)
 
 
+@pytest.mark.english  # its English (issue 36)
 def test_a_missing_run_dir_exits_two(tmp_path: Path, claude_home: Path) -> None:
     done = flower("status", str(tmp_path / "nope"), env=offline_env(claude_home), cwd=tmp_path)
     assert done.returncode == 2

@@ -13,6 +13,10 @@ from flower.testing import FakeAPI
 from tests.cli.conftest import FLOWER, flower
 from tests.conftest import unprivileged
 
+# What flower says in English (issue 36: what a person reads follows --lang; zh is the suite's
+# default, and tests/cli/test_lang_cli.py reads the zh refusals).
+pytestmark = pytest.mark.english
+
 
 def said(stderr: str) -> str:
     return " ".join(stderr.replace("│", " ").split())

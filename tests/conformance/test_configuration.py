@@ -105,6 +105,7 @@ async def test_the_cli_is_given_the_first_credentials_of_the_dotenv(
     assert planted.requests == []
 
 
+@pytest.mark.english  # its English (issue 36)
 @pytest.mark.parametrize("case", ["not utf-8", "flower_env names no file"])
 def test_a_dotenv_runtime_cannot_read_stops_it_with_what_to_do(
     flower_env: FakeAPI, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, environ: None, case: str

@@ -22,6 +22,10 @@ from flower.core.env import (
     source_root,
 )
 
+# What flower says in English (issue 36: what a person reads follows --lang; zh is the suite's
+# default, and tests/cli/test_lang_cli.py reads the zh refusals).
+pytestmark = pytest.mark.english
+
 KEY = "ANTHROPIC_API_KEY"
 TOKEN = "ANTHROPIC_AUTH_TOKEN"
 URL = "ANTHROPIC_BASE_URL"

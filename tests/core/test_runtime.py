@@ -201,12 +201,14 @@ def test_an_empty_key_counts_as_no_key(
         Runtime(workspace=workspace, run_dir=workspace.parent / "runs")
 
 
+@pytest.mark.english
 def test_a_workspace_that_does_not_exist(flower_env: FakeAPI, tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="is not a folder"):
         Runtime(workspace=tmp_path / "absent", run_dir=tmp_path / "runs")
     assert not (tmp_path / "runs").exists()
 
 
+@pytest.mark.english
 def test_a_name_that_is_not_utf8_is_refused_before_anything(
     flower_env: FakeAPI, tmp_path: Path
 ) -> None:
@@ -224,6 +226,7 @@ def test_a_name_that_is_not_utf8_is_refused_before_anything(
     assert list(bad.iterdir()) == []
 
 
+@pytest.mark.english
 def test_a_run_dir_that_is_a_file(flower_env: FakeAPI, workspace: Path) -> None:
     blocker = workspace.parent / "runs"
     blocker.write_text("not a folder")

@@ -50,7 +50,7 @@ def test_a_line_typed_into_an_attached_run_answers_its_question(
         screen.expect('(answer from another terminal: flowerbox answer q1 "..." -r ')
         screen.type("pypy")
         screen.expect("q1 answered: pypy")
-        screen.expect("achieved", timeout=300)
+        screen.expect("达成 · $", timeout=300)  # the end line (zh)
         assert proc.wait(timeout=120) == 0
     assert "type your answer" not in screen.text
     assert any("pypy" in r.conversation_text for r in real_api.main_requests())  # the answer

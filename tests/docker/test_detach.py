@@ -173,9 +173,9 @@ def test_a_detached_run_waits_for_a_question_answered_from_the_host(
     assert left_behind(docker_client, meta) == []  # gateway, agent, /tmp/fbx-* all gone
     logs = as_user(host_user, [FLOWERBOX, "logs", run_id], cwd=ws, env=env)
     assert "?? q1: 用哪个 Python 解释器?" in logs.stdout and "q1 answered: python3" in logs.stdout
-    assert "[Agent]" in logs.stdout and f"{run_id}: done, exit 0" in logs.stderr
+    assert "[Agent]" in logs.stdout and f"{run_id}: 完成,退出码 0" in logs.stderr
     late = as_user(host_user, [FLOWERBOX, "answer", "q1", "pypy"], cwd=ws, env=env)
-    assert late.returncode == 2 and "has already ended (done, exit 0)" in late.stderr
+    assert late.returncode == 2 and "已经结束（完成,退出码 0）" in late.stderr
     out, err = follower.communicate(timeout=60)  # attach ends with the run, with its code
     assert follower.returncode == 0, err
     assert "?? q1: 用哪个 Python 解释器?" in out and "q1 answered: python3" in out
@@ -227,7 +227,7 @@ def test_stop_mid_step_then_resume_continues_the_same_session(
     worker_busy(real_api)
     stopped = as_user(host_user, [FLOWERBOX, "stop"], cwd=ws, env=env)
     assert stopped.returncode == 0, stopped.stderr
-    assert f"{run_id}: stopped, exit 130" in stopped.stderr
+    assert f"{run_id}: 已停止,退出码 130" in stopped.stderr
     # the end is recorded first, then the keeper removes the box (slower under gVisor)
     first = wait_until_ended(ws, run_id)
     assert (first["status"], first["exit_code"]) == ("stopped", 130)
@@ -235,7 +235,7 @@ def test_stop_mid_step_then_resume_continues_the_same_session(
     session = Lineage(ws / "runs", ws).recall("干活")
     assert session, "the stopped step's session is in lineage"
     again = as_user(host_user, [FLOWERBOX, "stop", run_id], cwd=ws, env=env)
-    assert again.returncode == 2 and "has already ended (stopped, exit 130)" in again.stderr
+    assert again.returncode == 2 and "已经结束（已停止,退出码 130）" in again.stderr
 
     real_api.script = starter_cast()
     resumed = as_user(host_user, [FLOWERBOX, "resume"], cwd=ws, env=env)
@@ -315,7 +315,7 @@ def test_a_run_whose_keeper_and_guard_were_killed_is_lost_until_stop_cleans_it_u
     assert refused.returncode == 2 and f"`flowerbox stop {run_id}` cleans it up" in refused.stderr
     reaped = as_user(host_user, [FLOWERBOX, "stop"], cwd=ws, env=env)
     assert reaped.returncode == 0, reaped.stderr
-    assert f"{run_id}: stopped, exit 130" in reaped.stderr
+    assert f"{run_id}: 已停止,退出码 130" in reaped.stderr
     meta = meta_of(ws, run_id)
     assert (meta["status"], meta["exit_code"]) == ("stopped", 130)
     assert left_behind(docker_client, meta) == []
@@ -345,5 +345,5 @@ def test_once_detached_is_followed_by_logs_to_its_end(
     followed = as_user(host_user, [FLOWERBOX, "logs", "-f", run_id], cwd=ws, env=env)
     assert followed.returncode == 0, followed.stderr
     assert f"[Write] {note}" in followed.stdout and "wrote note.md" in followed.stdout
-    assert f"{run_id}: done, exit 0" in followed.stderr  # -f returned because the run ended
+    assert f"{run_id}: 完成,退出码 0" in followed.stderr  # -f returned because the run ended
     assert note.read_text() == "# note\n" and meta_of(ws, run_id)["command"][:1] == ["once"]

@@ -579,11 +579,11 @@ def test_the_audit_trail_is_the_hosts_the_box_cannot_forge_it(
 @pytest.mark.parametrize(
     ("where", "says"),
     [
-        ("/etc", "a system folder"),
-        ("/tmp", "a system folder"),
-        ("HOME", "holds or lies in"),
-        ("HOLDS-HOME", "holds or lies in"),
-        ("COLON", "Docker cannot mount"),
+        ("/etc", "系统文件夹"),  # the tests' language (zh)
+        ("/tmp", "系统文件夹"),
+        ("HOME", "它就是、包含或位于"),
+        ("HOLDS-HOME", "它就是、包含或位于"),
+        ("COLON", "Docker 无法挂载"),
     ],
 )
 def test_workspaces_a_box_must_never_get_are_refused_before_anything_starts(

@@ -43,7 +43,7 @@ def test_off_a_terminal_a_question_is_not_waited_for_and_that_is_said(
     assert NOT_WAITED in " ".join(done.stderr.split())
     assert "q1 timeout" in done.stdout  # asked, and not answered: nobody was there
     last = done.stderr.strip().splitlines()[-1]  # a CI log ends with the outcome (issue 36)
-    assert re.fullmatch(r"\d{8}-\d{6}-[0-9a-f]{6}: done, exit 0 · \$\d+\.\d{4}", last), last
+    assert re.fullmatch(r"\d{8}-\d{6}-[0-9a-f]{6}: 完成,退出码 0 · \$\d+\.\d{4}", last), last
     assert not leftovers(docker_client, user_workspace)
 
 

@@ -125,5 +125,5 @@ def test_flower_run_runs_the_example_as_the_docs_say(
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert (workspace / "CHANGELOG.md").read_text(encoding="utf-8") == POLISHED
-    assert "done · $" in done.stdout
+    assert "完成 · $" in done.stdout  # the end line, in the suite's zh
     assert (workspace / "runs" / "manifest.json").is_file()

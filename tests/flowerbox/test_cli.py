@@ -21,6 +21,10 @@ from flowerbox.cli.app import app
 from tests.conftest import unprivileged
 from tests.flowerbox.conftest import routed
 
+# What flower says in English (issue 36: what a person reads follows --lang; zh is the suite's
+# default, and tests/cli/test_lang_cli.py reads the zh refusals).
+pytestmark = pytest.mark.english
+
 SECRET = "sk-ant-real-secret-cli-0123456789"
 runner = CliRunner()
 

@@ -9,6 +9,10 @@ from pathlib import Path
 
 import pytest
 
+# What flower says in English (issue 36: what a person reads follows --lang; zh is the suite's
+# default, and tests/cli/test_lang_cli.py reads the zh refusals).
+pytestmark = pytest.mark.english
+
 FLOWERBOX = str(Path(sys.executable).with_name("flowerbox"))
 SECRET = "sk-ant-doctor-" + "0123456789abcdef0123"
 

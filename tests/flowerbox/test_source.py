@@ -15,6 +15,10 @@ from flowerbox import __version__
 from flowerbox.box.source import RUNNING_CHECKOUT, build_context, checkout_version
 from flowerbox.errors import ConfigError
 
+# What flower says in English (issue 36: what a person reads follows --lang; zh is the suite's
+# default, and tests/cli/test_lang_cli.py reads the zh refusals).
+pytestmark = pytest.mark.english
+
 REPO = Path(__file__).resolve().parents[2]
 
 

@@ -23,6 +23,10 @@ from flowerbox.runs.records import spec_to_json
 from flowerbox.wire import OBJECTS_IN_BOX, PLACEHOLDER_KEY, TOKEN_FILE, TOKEN_IN_BOX
 from tests.flowerbox.conftest import routed
 
+# What flower says in English (issue 36: what a person reads follows --lang; zh is the suite's
+# default, and tests/cli/test_lang_cli.py reads the zh refusals).
+pytestmark = pytest.mark.english
+
 SECRET = "sk-ant-real-secret-0123456789"
 
 

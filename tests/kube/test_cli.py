@@ -17,6 +17,10 @@ from flowerbox.cli import kube
 from flowerbox.cli.app import app, on_behind
 from tests.kube.fakeapi import FakeKube
 
+# What flower says in English (issue 36: what a person reads follows --lang; zh is the suite's
+# default, and tests/cli/test_lang_cli.py reads the zh refusals).
+pytestmark = pytest.mark.english
+
 runner = CliRunner()
 REPO_URL = "https://git.example/team/app.git"
 JOBS = "/apis/batch/v1/namespaces/flowerbox/jobs"

@@ -465,4 +465,178 @@ written, each on its own line; write nothing else, and no code block.
     "analyze.chars": "chars",
     "analyze.call": "call",
     "analyze.largest": "largest tool results",
+    # -- the live status line and the end line (flower.cli.render, flower.cli.go,
+    # flowerbox.runs.control); the outcome words are the JSON's `status` in the person's words
+    "live.round": "round {index}/{total}",
+    "live.context": "context {amount}",
+    "live.resumed": " (resumed)",
+    "live.denied": "denied: {text}",
+    "live.you_said": "you said: {text}",
+    "live.agent_read": "the agent read: {text}",
+    "end.line": "{status} · {spent} · exit {code}",
+    "end.with_before": " (${total} with the runs it continues)",
+    "end.drawn": "the run drawn: {command}",
+    "end.stopped": "stopped ({by}); `flower resume` here continues it",
+    "end.run_status": "{status}, exit {code}",
+    "outcome.achieved": "achieved",
+    "outcome.not_achieved": "not_achieved",
+    "outcome.done": "done",
+    "outcome.failed": "failed",
+    "outcome.needs_human": "needs_human",
+    "outcome.stopped": "stopped",
+    "outcome.error": "error",
+    "outcome.killed": "killed",
+    "outcome.lost": "lost",
+    "outcome.running": "running",
+    # -- what a person reads when flower refuses (exit 2): each message names the problem
+    # and, after its last colon, the fix (flower.cli.contract reads the fix from there)
+    "error.label": "error:",
+    "error.usage_fix": "run the command with --help to see what it takes",
+    "error.see_help": "see `{command} --help` for what it takes",
+    "error.workspace_not_folder": "workspace {path} is not a folder: create it or pass -w <folder>",
+    "error.workspace_refused": (
+        "refusing to work in {path}, {why}: run flower from a project folder "
+        "(or pass -w <project folder>)"
+    ),
+    "error.why_system": "a system folder",
+    "error.why_undecodable": (
+        "a folder whose name is not valid UTF-8 (the Claude Code CLI cannot work there)"
+    ),
+    "error.why_home": "your home folder",
+    "error.budget": (
+        "{value} USD is no budget: pass more than 0, or leave the option out for no limit"
+    ),
+    "error.empty_model": (
+        "an empty model name: pass an id or alias (sonnet, opus...), or leave --model out"
+    ),
+    "error.no_run_dir": (
+        "no run directory at {path}: pass the run_dir of a flower run "
+        "(default ./runs, or the --run-dir you gave it)"
+    ),
+    "error.workspace_missing": (
+        "workspace {path} is not a folder: create it or pass an existing one"
+    ),
+    "error.workspace_undecodable": (
+        "workspace {path} has a name that is not valid UTF-8, which the Claude Code CLI "
+        "cannot work in: rename it"
+    ),
+    "error.isolated_not_git": (
+        "worker {worker} is isolated in a git worktree, but {path} is not a git repository: "
+        "run `git init` there, or drop the isolation (worker(..., isolate=False) / --no-isolate)"
+    ),
+    "error.isolated_no_commit": (
+        "worker {worker} works in a git worktree made from your last commit, and {path} has "
+        "none yet: commit once (`git commit --allow-empty -m start`), or drop the isolation "
+        "(--no-isolate)"
+    ),
+    "error.run_dir_undecodable": "run_dir {path} has a name that is not valid UTF-8: pass another",
+    "error.run_dir_is_file": "run_dir {path} is a file: pass a folder (or a new path)",
+    "error.dotenv_unreadable": (
+        "cannot read this .env file ({problem}); flower reads it for its settings: "
+        "make it readable UTF-8 text, or move it away"
+    ),
+    "error.dotenv_missing": "no such .env file; check the path you passed",
+    "error.dotenv_flower_env": (
+        "no such .env file, but FLOWER_ENV names it; fix the path, or unset FLOWER_ENV"
+    ),
+    "error.no_credentials": (
+        "No credentials: ANTHROPIC_API_KEY and ANTHROPIC_AUTH_TOKEN are both unset or empty.\n"
+        "Run `flower setup`, which writes them to {path},\n"
+        "or put ANTHROPIC_API_KEY=... in ./.env, or export it in your shell,\n"
+        "or set FLOWER_ENV=/path/to/.env to name a file of your own."
+    ),
+    "fix.credentials": (
+        "run `flower setup` (it saves your key where flower and flowerbox read it), or set "
+        "ANTHROPIC_API_KEY in ./.env or in the environment"
+    ),
+    "error.no_ask": (
+        'no ask: say what you want done, e.g. flower "add a --verbose flag" (only a run whose '
+        "brief is complete continues without one: `flower resume`)"
+    ),
+    "error.finish_unknown": "--finish {value} is not one of {values}",
+    "error.finish_needs_isolate": (
+        "--finish {value} is for isolated runs: without --isolate the workers change "
+        "your checkout directly; add --isolate, or leave --finish out"
+    ),
+    "error.no_prompt": (
+        'an empty prompt: say what the agent should do, e.g. flower once "add a test for parse()"'
+    ),
+    "error.not_a_file": "{file} is not a file: pass the path of a Python file",
+    "error.not_python": "{file} cannot be imported as Python",
+    "error.no_workflow": (
+        "{file} defines no Workflow: add `workflow = Workflow([...])` "
+        "or `def build() -> Workflow` at module level"
+    ),
+    "error.nothing_to_resume": (
+        "nothing to resume in {ws}: no run here has a complete brief or a recorded ask "
+        '(start one with `flower "ask"`)'
+    ),
+    "error.no_such_question": (
+        "no question {id} is waiting in {run_dir} ({known}); "
+        "`flower status` lists them, --run-dir picks another run"
+    ),
+    "error.no_run_here": (
+        "{run_dir} holds no run (no manifest, sessions or questions): "
+        "pass --run-dir <the run's folder>"
+    ),
+    "error.not_git": (
+        "{path} is not a git repository, and isolated workers need git worktrees: "
+        "run `git init` there (and commit once), or pass --no-isolate"
+    ),
+    "error.mistyped": (
+        "{quoted} looks like `{prog} {meant}` mistyped, so no run was started. "
+        "If it really is the ask, say so: `{prog} {ask} {word}`"
+    ),
+    "error.mistyped_declined": "nothing started; did you mean `{prog} {meant}`?",
+    "error.waiting_ones": "the waiting ones: {ids}",
+    "error.none_waiting": "none is waiting",
+    # -- flowerbox's refusals (exit 2)
+    "box.workspace_not_folder": "workspace {ws} is not a folder: pass -w <project folder>",
+    "box.system_folder": (
+        "refusing to mount {ws} into the box, {why}: run flowerbox from a project "
+        "folder (or pass -w <project folder>)"
+    ),
+    "box.sensitive_folder": (
+        "refusing to mount {ws} into the box, as it is, holds or lies in {folder} ({what}), "
+        "which the agent must never see: run flowerbox from a project folder (or pass -w "
+        "<project folder>)"
+    ),
+    "box.unmountable": "Docker cannot mount a path holding {chars}, as {ws} does: rename it",
+    "box.linked_worktree": (
+        "{ws} is a linked git worktree (its .git is a file), and flowerbox isolates workers "
+        "in worktrees of a repository's main folder: run it in the main checkout, or pass "
+        "--no-isolate"
+    ),
+    "box.not_git_top": (
+        "{ws} is not the top folder of a git repository, and flowerbox isolates workers in "
+        "git worktrees: run `git init && git commit --allow-empty -m start` there (or pass "
+        "-w <the repository's top folder>), or pass --no-isolate"
+    ),
+    "box.workspace_env_unread": (
+        "{path} was not read: flowerbox never takes credentials from the "
+        "workspace (the box can write it). Run `flowerbox setup`, or move the key to "
+        "~/.config/flower/.env."
+    ),
+    "box.no_engine": (
+        "cannot reach a Docker engine: start it (`systemctl start docker`, or `dockerd &`), "
+        "or point DOCKER_HOST at one ({problem})"
+    ),
+    "box.image_gone": "the image {image} is gone: run `flowerbox build`",
+    "box.image_missing": "the image {image} is not here: run `flowerbox build`",
+    "box.net_unknown": "--net {net}: use one of {nets}",
+    "box.runtime_unknown": "--runtime {runtime}: use one of {runtimes}",
+    "run.none_here": (
+        "no flowerbox runs in {workspace}: start one with "
+        '`flowerbox "ask" --detach`, or pass -w <workspace> or a run id'
+    ),
+    "run.ambiguous": "{run} names {count} runs: give more of the id",
+    "run.no_such": "no run {run} here or in the index: `flowerbox ps --all` lists them",
+    "run.ended": (
+        "run {run} has already ended ({status}): there is nothing to {doing}; "
+        "`flowerbox logs {run}` shows what it did, `flowerbox resume {run}` continues it"
+    ),
+    "doing.attach to": "attach to",
+    "doing.stop": "stop",
+    "doing.answer": "answer",
+    "doing.send to": "send to",
 }

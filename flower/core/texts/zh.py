@@ -379,4 +379,159 @@ ZH: dict[str, str] = {
     "analyze.chars": "字符",
     "analyze.call": "调用内容",
     "analyze.largest": "最大的工具结果",
+    # -- 实时状态行和结束行
+    "live.round": "第 {index}/{total} 轮",
+    "live.context": "上下文 {amount}",
+    "live.resumed": "(续跑)",
+    "live.denied": "被拒绝:{text}",
+    "live.you_said": "你说:{text}",
+    "live.agent_read": "代理已读:{text}",
+    "end.line": "{status} · {spent} · 退出码 {code}",
+    "end.with_before": "(连同它接续的运行共 ${total})",
+    "end.drawn": "运行图:{command}",
+    "end.stopped": "已停止({by});在这里运行 `flower resume` 可继续",
+    "end.run_status": "{status},退出码 {code}",
+    "outcome.achieved": "达成",
+    "outcome.not_achieved": "未达成",
+    "outcome.done": "完成",
+    "outcome.failed": "失败",
+    "outcome.needs_human": "需要人",
+    "outcome.stopped": "已停止",
+    "outcome.error": "出错",
+    "outcome.killed": "被杀掉",
+    "outcome.lost": "失联",
+    "outcome.running": "运行中",
+    # -- flower 拒绝时(退出码 2)给人看的话:问题,最后一个冒号之后是怎么办
+    "error.label": "错误：",
+    "error.usage_fix": "加 --help 运行这个命令，看它接受什么",
+    "error.see_help": "`{command} --help` 会说明它接受什么",
+    "error.workspace_not_folder": "工作区 {path} 不是文件夹：先创建它，或用 -w <文件夹> 指定",
+    "error.workspace_refused": (
+        "不在 {path} 里工作，因为它是{why}："
+        "请在项目文件夹里运行 flower（或用 -w <项目文件夹> 指定）"
+    ),
+    "error.why_system": "系统文件夹",
+    "error.why_undecodable": "名字不是合法 UTF-8 的文件夹（Claude Code CLI 无法在那里工作）",
+    "error.why_home": "你的主目录",
+    "error.budget": "{value} 美元不是预算：请给出大于 0 的数，或不加这个选项（不设上限）",
+    "error.empty_model": "模型名为空：请给出模型 id 或别名（sonnet、opus……），或不加 --model",
+    "error.no_run_dir": (
+        "{path} 处没有运行目录：请给出某次 flower 运行的 run_dir"
+        "（默认 ./runs，或你当时给的 --run-dir）"
+    ),
+    "error.workspace_missing": "工作区 {path} 不是文件夹：先创建它，或给出一个已有的文件夹",
+    "error.workspace_undecodable": (
+        "工作区 {path} 的名字不是合法 UTF-8，Claude Code CLI 无法在其中工作：请改名"
+    ),
+    "error.isolated_not_git": (
+        "工作者 {worker} 隔离在 git 工作树里，但 {path} 不是 git 仓库：在那里运行 `git init`，"
+        "或取消隔离（worker(..., isolate=False) / --no-isolate）"
+    ),
+    "error.isolated_no_commit": (
+        "工作者 {worker} 在从你最后一次提交建出的 git 工作树里工作，而 {path} 还没有任何提交："
+        "先提交一次（`git commit --allow-empty -m start`），或取消隔离（--no-isolate）"
+    ),
+    "error.run_dir_undecodable": "run_dir {path} 的名字不是合法 UTF-8：请换一个",
+    "error.run_dir_is_file": "run_dir {path} 是个文件：请给出文件夹（或一个新路径）",
+    "error.dotenv_unreadable": (
+        "读不了这个 .env 文件（{problem}），flower 要从中读取设置：请把它改成可读的 UTF-8 文本，"
+        "或把它移走"
+    ),
+    "error.dotenv_missing": "没有这个 .env 文件：请检查你给出的路径",
+    "error.dotenv_flower_env": (
+        "没有这个 .env 文件，但 FLOWER_ENV 指向它：请改正路径，或取消 FLOWER_ENV"
+    ),
+    "error.no_credentials": (
+        "没有凭据：ANTHROPIC_API_KEY 和 ANTHROPIC_AUTH_TOKEN 都没有设置或为空。\n"
+        "运行 `flower setup`，它会把密钥写到 {path}；\n"
+        "或者在 ./.env 里写 ANTHROPIC_API_KEY=...，或在 shell 里 export 它；\n"
+        "或者设置 FLOWER_ENV=/path/to/.env，指向你自己的文件。"
+    ),
+    "fix.credentials": (
+        "运行 `flower setup`（它把密钥存到 flower 和 flowerbox 都会读的地方），"
+        "或在 ./.env 或环境变量里设置 ANTHROPIC_API_KEY"
+    ),
+    "error.no_ask": (
+        '没有需求：说出你要做什么，例如 flower "加一个 --verbose 选项"'
+        "（只有需求书已完整的运行可以不给需求继续：`flower resume`）"
+    ),
+    "error.finish_unknown": "--finish {value} 不是 {values} 之一",
+    "error.finish_needs_isolate": (
+        "--finish {value} 只用于隔离的运行：不加 --isolate 时工作者直接改你的检出；"
+        "请加上 --isolate，或去掉 --finish"
+    ),
+    "error.no_prompt": '提示为空：说出代理该做什么，例如 flower once "给 parse() 加一个测试"',
+    "error.not_a_file": "{file} 不是文件：请给出一个 Python 文件的路径",
+    "error.not_python": "{file} 无法作为 Python 导入",
+    "error.no_workflow": (
+        "{file} 没有定义 Workflow：请在模块顶层加上 `workflow = Workflow([...])` "
+        "或 `def build() -> Workflow`"
+    ),
+    "error.nothing_to_resume": (
+        '{ws} 里没有可续跑的：这里没有需求书完整或记录了需求的运行（用 `flower "需求"` 开始一次）'
+    ),
+    "error.no_such_question": (
+        "{run_dir} 里没有在等的问题 {id}（{known}）；"
+        "`flower status` 会列出它们，--run-dir 可换一次运行"
+    ),
+    "error.no_run_here": (
+        "{run_dir} 里没有运行（没有清单、会话或问题）：请用 --run-dir <那次运行的文件夹> 指定"
+    ),
+    "error.not_git": (
+        "{path} 不是 git 仓库，而隔离的工作者需要 git 工作树：在那里运行 `git init`（并提交一次），"
+        "或加 --no-isolate"
+    ),
+    "error.mistyped": (
+        "{quoted} 看起来是 `{prog} {meant}` 打错了，所以没有开始运行。"
+        "如果它真的是需求，请明说：`{prog} {ask} {word}`"
+    ),
+    "error.mistyped_declined": "什么也没有开始；你是想运行 `{prog} {meant}` 吗？",
+    "error.waiting_ones": "在等的是：{ids}",
+    "error.none_waiting": "没有在等的问题",
+    # -- flowerbox 拒绝时(退出码 2)给人看的话
+    "box.workspace_not_folder": "工作区 {ws} 不是文件夹：请用 -w <项目文件夹> 指定",
+    "box.system_folder": (
+        "不把 {ws} 挂进容器，因为它是{why}："
+        "请在项目文件夹里运行 flowerbox（或用 -w <项目文件夹> 指定）"
+    ),
+    "box.sensitive_folder": (
+        "不把 {ws} 挂进容器：它就是、包含或位于 {folder}（{what}），代理绝不能看到那里："
+        "请在项目文件夹里运行 flowerbox（或用 -w <项目文件夹> 指定）"
+    ),
+    "box.unmountable": "Docker 无法挂载含有 {chars} 的路径，而 {ws} 含有：请改名",
+    "box.linked_worktree": (
+        "{ws} 是链接出来的 git 工作树（它的 .git 是个文件），而 flowerbox 在仓库主文件夹的工作树里"
+        "隔离工作者：请在主检出里运行，或加 --no-isolate"
+    ),
+    "box.not_git_top": (
+        "{ws} 不是 git 仓库的顶层文件夹，而 flowerbox 在 git 工作树里隔离工作者："
+        "在那里运行 `git init && git commit --allow-empty -m start`"
+        "（或用 -w <仓库顶层文件夹> 指定），或加 --no-isolate"
+    ),
+    "box.workspace_env_unread": (
+        "没有读取 {path}：flowerbox 从不从工作区取凭据（容器能写它）。"
+        "请运行 `flowerbox setup`，或把密钥移到 ~/.config/flower/.env。"
+    ),
+    "box.no_engine": (
+        "连不上 Docker 引擎：请启动它（`systemctl start docker` 或 `dockerd &`），"
+        "或让 DOCKER_HOST 指向一个引擎（{problem}）"
+    ),
+    "box.image_gone": "镜像 {image} 不见了：请运行 `flowerbox build`",
+    "box.image_missing": "这里没有镜像 {image}：请运行 `flowerbox build`",
+    "box.net_unknown": "--net {net}：请用 {nets} 之一",
+    "box.runtime_unknown": "--runtime {runtime}：请用 {runtimes} 之一",
+    "run.none_here": (
+        '{workspace} 里没有 flowerbox 运行：用 `flowerbox "需求" --detach` 开始一次，'
+        "或用 -w <工作区> 或运行编号指定"
+    ),
+    "run.ambiguous": "{run} 对应 {count} 个运行：请多给几位编号",
+    "run.no_such": "这里和索引里都没有运行 {run}：`flowerbox ps --all` 会列出它们",
+    "run.ended": (
+        "运行 {run} 已经结束（{status}），没有什么可{doing}；"
+        "`flowerbox logs {run}` 显示它做了什么，`flowerbox resume {run}` 可继续它"
+    ),
+    "doing.attach to": "跟随",
+    "doing.stop": "停止",
+    "doing.answer": "回答",
+    "doing.send to": "发送",
 }
