@@ -23,6 +23,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, Protocol
 
+import h11
+
 MESSAGES = "/v1/messages?beta=true"
 COUNT = "/v1/messages/count_tokens?beta=true"
 REAL_KEY = "sk-ant-real-" + "wall-0123456789abcdef"  # never a literal a probe could match
@@ -318,16 +320,40 @@ def credentials(path: Path, base_url: str) -> None:
 
 
 def send(sock_path: Path, raw: bytes, *, timeout: float = 30.0) -> bytes:
-    """`raw` on a fresh connection to the gateway's socket, half-closed; all of the answer."""
+    """`raw` on a fresh connection to the gateway's socket; the answer's bytes as they came,
+    up to its end (or the gateway's close). The connection stays open meanwhile, as the
+    CLI's does: a client that closes its side has hung up, and its request is dropped."""
+    parser = h11.Connection(h11.CLIENT)  # frames the answer: its length, chunks or close
+    method = raw.split(b" ", 1)[0].decode("ascii", "replace")
+    try:  # HEAD's answer has no body; any other method's framing is the answer's own
+        parser.send(h11.Request(method=method, target="/", headers=[("host", "x")]))
+    except h11.LocalProtocolError:  # no method at all (a row of garbage): framed as a GET's
+        parser = h11.Connection(h11.CLIENT)
+        parser.send(h11.Request(method="GET", target="/", headers=[("host", "x")]))
+    parser.send(h11.EndOfMessage())
+    parts: list[bytes] = []
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
         sock.settimeout(timeout)
         sock.connect(str(sock_path))
         sock.sendall(raw)
-        sock.shutdown(socket.SHUT_WR)
-        parts = []
-        while data := sock.recv(65536):
+        while not _ended(parser):
+            data = sock.recv(65536)
+            if not data:
+                break
             parts.append(data)
+            parser.receive_data(data)
     return b"".join(parts)
+
+
+def _ended(parser: h11.Connection) -> bool:
+    """Whether the answer fed to `parser` is whole (one it cannot frame: read to the close)."""
+    try:
+        while (event := parser.next_event()) is not h11.NEED_DATA:
+            if isinstance(event, h11.EndOfMessage | h11.ConnectionClosed):
+                return True
+    except h11.RemoteProtocolError:
+        return False
+    return False
 
 
 def status_and_body(answer: bytes) -> tuple[int, bytes]:
