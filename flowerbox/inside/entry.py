@@ -1,5 +1,5 @@
-"""Inside the agent's container: start the relay, then run the command once the gateway's
-socket is there and the relay listens, and exit with its code.
+"""Inside the agent's container: start the relay on ports bound here, then run the command
+once the gateway's socket is there, and exit with its code.
 `python -m inside.entry --relay 127.0.0.1:8080=/run/flowerbox/api.sock -- flower ...`
 
 The container has no network; the relay turns the gateway's unix socket into the loopback
@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -21,6 +22,8 @@ from types import FrameType
 from flowerbox import wire
 
 READY_TIMEOUT_S = 20.0
+LOOPBACK = ("127.0.0.1", "localhost")
+LISTEN_BACKLOG = 128
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -42,8 +45,15 @@ def main(argv: list[str] | None = None) -> int:
             )
             return 2
     # The relay starts while the gateway may still be coming up (the host starts both
-    # containers at once): it connects per connection, so only the command waits for both.
-    relay = _spawn_relay(args.relay) if args.relay else None
+    # containers at once): it connects per connection, so only the command waits for the
+    # gateway. Its ports are bound here first and handed down: a connection the command
+    # makes while the relay is still starting waits in the backlog, so the command starts
+    # without waiting for the relay's own start.
+    try:
+        relay = _spawn_relay(args.relay) if args.relay else None
+    except OSError as exc:
+        print(f"flowerbox: the relay cannot listen: {exc}", file=sys.stderr)
+        return 2
     try:
         for mapping in args.relay:
             socket_path = Path(mapping.split("=", 1)[1])
@@ -53,9 +63,6 @@ def main(argv: list[str] | None = None) -> int:
                     file=sys.stderr,
                 )
                 return 2
-        if relay is not None and not _listening(relay, len(args.relay)):
-            print("flowerbox: the relay did not start", file=sys.stderr)
-            return 2
         child = subprocess.Popen(command, env=env)
 
         def forward(signum: int, frame: FrameType | None) -> None:
@@ -63,6 +70,11 @@ def main(argv: list[str] | None = None) -> int:
 
         for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
             signal.signal(sig, forward)
+        if relay is not None and not _listening(relay, len(args.relay)):
+            print("flowerbox: the relay did not start", file=sys.stderr)
+            child.terminate()
+            child.wait()
+            return 2
         code = child.wait()
         # Killed by a signal: the shell's 128+N, as docker reports it (a negative return
         # code would leave the container as 256-N: 241 for SIGTERM).
@@ -74,12 +86,33 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _spawn_relay(mappings: list[str]) -> subprocess.Popen[str]:
-    relay_args = [arg for mapping in mappings for arg in ("--listen", mapping)]
-    return subprocess.Popen(
-        [sys.executable, "-m", wire.RELAY_MODULE, *relay_args],
-        stdout=subprocess.PIPE,
-        text=True,
-    )
+    """The relay, on loopback listeners bound here (`HOST:PORT=SOCKET` each). The relay holds
+    the only copies once it runs: if it dies, its ports close and a connection is refused,
+    never left waiting in a backlog nobody reads."""
+    listeners = [_bind(mapping.split("=", 1)[0]) for mapping in mappings]
+    try:
+        relay_args = [
+            arg
+            for sock, mapping in zip(listeners, mappings, strict=True)
+            for arg in ("--listen-fd", f"{sock.fileno()}={mapping.split('=', 1)[1]}")
+        ]
+        return subprocess.Popen(
+            [sys.executable, "-m", wire.RELAY_MODULE, *relay_args],
+            pass_fds=[sock.fileno() for sock in listeners],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+    finally:
+        for sock in listeners:
+            sock.close()
+
+
+def _bind(address: str) -> socket.socket:
+    """A listener on `HOST:PORT`, loopback only (the box has no other network)."""
+    host, _, port = address.rpartition(":")
+    if host not in LOOPBACK or not port.isdigit():
+        raise OSError(f"{address!r} is not a loopback HOST:PORT")
+    return socket.create_server((host, int(port)), backlog=LISTEN_BACKLOG)
 
 
 def _listening(relay: subprocess.Popen[str], mappings: int) -> bool:

@@ -19,6 +19,7 @@ import argparse
 import asyncio
 import contextlib
 import signal
+import socket
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,11 +32,13 @@ CHUNK = 64 * 1024
 
 @dataclass(frozen=True)
 class Mapping:
-    """One `HOST:PORT=SOCKET` argument. Only loopback hosts are accepted."""
+    """One `HOST:PORT=SOCKET` argument (only loopback hosts are accepted), or one
+    `FD=SOCKET`: a listening socket the caller bound and handed down as `fd`."""
 
     host: str
     port: int
     socket: Path
+    fd: int | None = None
 
 
 def parse_mapping(text: str) -> Mapping:
@@ -46,6 +49,15 @@ def parse_mapping(text: str) -> Mapping:
             f"{text!r}: expected 127.0.0.1:PORT=/path/to.sock (loopback only)"
         )
     return Mapping(host, int(port), Path(path))
+
+
+def parse_inherited(text: str) -> Mapping:
+    """`FD=SOCKET`: a loopback listener already bound by the caller (the box's entry binds
+    before it starts the relay, so connections wait in its backlog while the relay starts)."""
+    fd, sep, path = text.partition("=")
+    if not sep or not path or not fd.isdigit():
+        raise argparse.ArgumentTypeError(f"{text!r}: expected FD=/path/to.sock")
+    return Mapping("127.0.0.1", 0, Path(path), int(fd))
 
 
 async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -102,7 +114,10 @@ async def serve(mappings: list[Mapping], stop: asyncio.Event) -> None:
                 finally:
                     connections.discard(task)
 
-            server = await asyncio.start_server(handle, mapping.host, mapping.port)
+            if mapping.fd is None:
+                server = await asyncio.start_server(handle, mapping.host, mapping.port)
+            else:
+                server = await asyncio.start_server(handle, sock=socket.socket(fileno=mapping.fd))
             servers.append((server, mapping))
         for server, mapping in servers:
             port = server.sockets[0].getsockname()[1]
@@ -132,15 +147,16 @@ def main(argv: list[str] | None = None) -> int:
         description="Expose unix sockets on loopback TCP ports.",
     )
     parser.add_argument(
-        "--listen",
-        type=parse_mapping,
-        action="append",
-        required=True,
-        metavar="127.0.0.1:PORT=SOCKET",
+        "--listen", type=parse_mapping, action="append", default=[], metavar="127.0.0.1:PORT=SOCKET"
+    )
+    parser.add_argument(
+        "--listen-fd", type=parse_inherited, action="append", default=[], metavar="FD=SOCKET"
     )
     args = parser.parse_args(argv)
+    if not args.listen and not args.listen_fd:
+        parser.error("give at least one --listen or --listen-fd")
     try:
-        asyncio.run(_main(args.listen))
+        asyncio.run(_main(args.listen + args.listen_fd))
     except OSError as exc:  # a port already taken: say which, exit non-zero
         print(f"relay: cannot listen: {exc}", file=sys.stderr)
         return 1

@@ -3,6 +3,7 @@ exit status becomes the container's (docker's 128+N for a signal, as a shell wou
 
 from __future__ import annotations
 
+import os
 import socket
 import subprocess
 import sys
@@ -92,3 +93,60 @@ def test_a_missing_key_file_is_exit_2_naming_it(tmp_path: Path) -> None:
     done = inside("--key-file", str(tmp_path / "none"), "--", PY, "-c", "print('ran')")
     assert done.returncode == 2 and "ran" not in done.stdout
     assert str(tmp_path / "none") in done.stderr
+
+
+SLOW_RELAY = """
+import sys, time
+if "flowerbox.inside.relay" in sys.orig_argv:
+    time.sleep(2)
+    open({ready!r}, "w").write(repr(time.time()))
+"""
+
+
+def test_the_command_starts_while_the_relay_does_and_its_connection_waits(
+    sockdir: Path, tmp_path: Path
+) -> None:
+    """The entry binds the relay's port itself: the command starts without waiting for the
+    relay's own start (here held 2 s), and a connection it makes meanwhile waits in the
+    backlog and is served once the relay runs."""
+    path = sockdir / "echo.sock"
+    site = tmp_path / "site"
+    site.mkdir()
+    ready, started = tmp_path / "relay-ready", tmp_path / "command-started"
+    (site / "sitecustomize.py").write_text(SLOW_RELAY.format(ready=str(ready)))
+    with socket.socket(socket.AF_UNIX) as server:
+        server.bind(str(path))
+        server.listen()
+
+        def echo_once() -> None:
+            conn, _ = server.accept()
+            with conn:
+                conn.sendall(conn.recv(64).upper())
+
+        threading.Thread(target=echo_once, daemon=True).start()
+        port = free_port()
+        probe = (
+            f"import socket, time; open({str(started)!r}, 'w').write(repr(time.time())); "
+            f"c = socket.create_connection(('127.0.0.1', {port}), 30); "
+            "c.sendall(b'ping'); print(c.recv(64).decode())"
+        )
+        done = subprocess.run(
+            [PY, "-m", "flowerbox.inside.entry", "--relay", f"127.0.0.1:{port}={path}", "--",
+             PY, "-c", probe],
+            capture_output=True, text=True, timeout=60, check=False,
+            env={**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [
+                str(site), os.environ.get("PYTHONPATH", "")]))},
+        )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "PING"
+    assert float(started.read_text()) < float(ready.read_text())
+
+
+def test_a_port_already_taken_is_exit_2_naming_it(sockdir: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = inside("--relay", f"127.0.0.1:{port}={sockdir / 'api.sock'}", "--", "true")
+    assert done.returncode == 2
+    assert "the relay cannot listen" in done.stderr and "in use" in done.stderr
