@@ -16,6 +16,8 @@ from flower.core.lang import LangError, resolve
 from flower.core.texts.help_zh import HELP_ZH
 
 DONE = "_flower_help_lang"  # set on a command once translated: each is done once
+ENGLISH = "_flower_help_en"  # on a translated command: (object, attribute, English value)s
+_PANEL_ENGLISH: dict[str, Any] = {}  # typer's own words that panel_words replaced
 # typer's own words on a help page (typer.rich_utils), as their zh.
 PANEL_WORDS = {
     "ARGUMENTS_PANEL_TITLE": "参数",
@@ -52,20 +54,45 @@ def language_of(lead: list[str]) -> str:
 
 def translate(command: Any, ctx: Any = None) -> None:
     """Put `command`'s help texts (and its subcommands', for a group) in Chinese, where the
-    table has them. `ctx` makes the help option now, so its text can be set too."""
+    table has them. `ctx` makes the help option now, so its text can be set too. What it
+    replaces is kept (ENGLISH) for `english` to put back."""
     if getattr(command, DONE, False):
         return
     setattr(command, DONE, True)
+    kept: list[tuple[Any, str, Any]] = [(command, "short_help", command.short_help)]
     if command.help in HELP_ZH:
+        kept.append((command, "help", command.help))
         command.help = HELP_ZH[command.help]
         command.short_help = None  # the list of commands shows the first line of the help
     if ctx is not None and (option := command.get_help_option(ctx)) is not None:
+        kept.append((option, "help", option.help))
         option.help = HELP_OPTION_ZH if option.help == HELP_OPTION else option.help
     for param in command.params:
         if getattr(param, "help", None) in HELP_ZH:
+            kept.append((param, "help", param.help))
             param.help = HELP_ZH[param.help]
+    setattr(command, ENGLISH, kept)
     for sub in getattr(command, "commands", {}).values():
         translate(sub, ctx)
+
+
+def english(command: Any) -> None:
+    """Undo `translate` on `command` and below, and typer's panel words: the trees are built
+    once per process, so an English line after a Chinese one in the same process (a test,
+    a program that calls the app twice) must not show the Chinese help."""
+    for owner, name, value in getattr(command, ENGLISH, ()):
+        setattr(owner, name, value)
+    if getattr(command, DONE, False):
+        setattr(command, DONE, False)
+        setattr(command, ENGLISH, [])
+        for sub in getattr(command, "commands", {}).values():
+            english(sub)
+    if _PANEL_ENGLISH:
+        from typer import rich_utils  # loaded already: the words were set on it
+
+        for name, word in _PANEL_ENGLISH.items():
+            setattr(rich_utils, name, word)
+        _PANEL_ENGLISH.clear()
 
 
 def panel_words() -> None:
@@ -73,6 +100,7 @@ def panel_words() -> None:
     from typer import rich_utils  # lazy: only a zh help or error loads it
 
     for name, word in PANEL_WORDS.items():
+        _PANEL_ENGLISH.setdefault(name, getattr(rich_utils, name))
         setattr(rich_utils, name, word)
 
 

@@ -46,6 +46,8 @@ class AskRouter(TyperGroup):
             helplang.translate(self, self.context_class(self, info_name=info_name, **settings))
             if not args or {*args} & {*HELP_OPTIONS} or args[0].lower() in HELP_WORDS:
                 helplang.panel_words()  # typer's words on the help page (not loaded otherwise)
+        elif parent is None:
+            helplang.english(self)  # a Chinese line earlier in this process left it translated
         return super().make_context(info_name, args, parent, **extra)
 
     def invoke(self, ctx: _click.Context) -> Any:

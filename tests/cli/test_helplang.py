@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import typer.main
+from typer.testing import CliRunner
 
 from flower.cli.app import app as flower_app
 from flower.cli.helplang import HELP_OPTION, HELP_OPTION_ZH, translate
@@ -55,3 +56,16 @@ def test_translate_puts_a_tree_in_chinese_and_only_where_asked() -> None:
     assert go.get_help_option(ctx).help == HELP_OPTION_ZH
     assert english.commands["go"].help.startswith("Clarify the ask")  # another tree: untouched
     assert HELP_OPTION == "Show this message and exit."
+
+
+def test_an_english_line_after_a_chinese_one_in_one_process_is_english_again() -> None:
+    """The trees are built once per process and translated in place: a line under --lang en
+    after one under --lang zh (a program, or a test, calling the app twice) puts the English
+    back, typer's panel titles included."""
+    runner = CliRunner()
+    chinese = runner.invoke(flowerbox_app, ["--lang", "zh", "--help"])
+    english = runner.invoke(flowerbox_app, ["--lang", "en", "--help"])
+    assert chinese.exit_code == english.exit_code == 0
+    assert "命令" in chinese.output and "打印版本并退出" in chinese.output
+    assert "Commands" in english.output and "Print the version and exit" in english.output
+    assert not re.search(r"[\u4e00-\u9fff]", english.output), english.output

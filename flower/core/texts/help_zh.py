@@ -507,4 +507,14 @@ HELP_ZH: dict[str, str] = {
     "Print the versions that matter for a run: flowerbox, the SDK and its Claude Code CLI.": (
         "打印对一次运行要紧的版本：flowerbox、SDK 和它的 Claude Code CLI。"
     ),
+    "With --listen: connections all addresses together may hold open (a thread and a head "
+    "buffer each); past it, as past --max-per-peer.": (
+        "使用 --listen 时：所有地址合计可保持打开的连接数（每个连接一个线程和一个请求头缓冲）；"
+        "超过时，与超过 --max-per-peer 相同。"
+    ),
+    "With --listen: connections one address (a run's Pod) may hold open; one more is answered "
+    "503 with retry-after and counted (`--status`, metrics).": (
+        "使用 --listen 时：单个地址（一个运行的 Pod）可保持打开的连接数；再多一个会得到带 "
+        "retry-after 的 503 并被计数（`--status`、metrics）。"
+    ),
 }
