@@ -88,7 +88,7 @@ def english(command: Any) -> None:
         for sub in getattr(command, "commands", {}).values():
             english(sub)
     if _PANEL_ENGLISH:
-        from typer import rich_utils  # loaded already: the words were set on it
+        from typer import rich_utils  # lazy: loaded already, panel_words set the words on it
 
         for name, word in _PANEL_ENGLISH.items():
             setattr(rich_utils, name, word)
