@@ -7,10 +7,11 @@ coordinator's Agent call in ``toolUseId``) that the CLI never rewrote with ``fin
 true``. :func:`cut_short` finds such workers, so the continuation can hand their work on
 instead of having it done again. A call with no stored result was in flight at the cut: it
 may or may not have run (``Call.result`` None), and whoever continues must check before
-redoing it; so may a call whose only result is the one the store made up for it on an
-earlier resume (flower.stores.prune.heal_orphans: "cut, redo it if needed" is not what the
-call did). A continuation that handed a worker on names its agent id in the main thread
-(the note it adds to the prompt): the session has been told (``CutShort.noted``). The next
+redoing it; so may a call the CLI interrupted while it ran (its result says so), and a call
+whose only result is the one the store made up for it on an earlier resume
+(flower.stores.prune.heal_orphans: "cut, redo it if needed" is not what the call did). A
+continuation that handed a worker on names its agent id in the main thread (the note it
+adds to the prompt): the session has been told (``CutShort.noted``). The next
 worker is shown the list by a hook, which no transcript records; a worker that the main
 thread started after that note (its Agent call later, its transcript stored) got it, and the
 cut one is then handed on for good. A continuation killed between the note and the next
@@ -33,6 +34,9 @@ from flower.stores.transcript import Entry, blocks, result_text
 __all__ = ["AGENT_TOOLS", "Call", "CutShort", "calls_of", "cut_short"]
 
 AGENT_TOOLS = frozenset({"Agent", "Task"})  # the request calls it Agent, init.tools Task
+# The CLI's words on the result of a call it interrupted while the call ran (a handoff's or a
+# user's interrupt): "It may have run in part or in full". Such a call is in doubt.
+STOPPED_WHILE_RUNNING = "this call was stopped while running"
 
 
 @dataclass(frozen=True)
@@ -69,6 +73,8 @@ def calls_of(entries: Sequence[Entry]) -> tuple[Call, ...]:
         for block in blocks(entry):
             if block.get("type") == "tool_result":
                 said = result_text(block)
+                if said is not None and STOPPED_WHILE_RUNNING in said:
+                    continue  # the CLI interrupted it mid-run: in doubt, as it says itself
                 shown = said if said is not None else "[not text]"
                 results[block.get("tool_use_id")] = (shown, block.get("is_error") is True)
     calls: list[Call] = []

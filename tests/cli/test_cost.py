@@ -226,14 +226,14 @@ def test_a_call_in_flight_at_a_double_ctrl_c_counts_what_the_api_served_of_it(
     ws = workspace.parent
     args = (DEMO_ASK, "--timeout", "120", "-w", str(workspace))
     with on_a_terminal(*args, env=cli_env, cwd=ws) as (run, screen):
-        screen.expect("waiting for you: q1")
+        screen.expect("等你回答:q1")
         screen.type("python3")
         assert screen.wait_until(lambda: len(fake_api.subagent_requests()) == 1, 120)
         held_open(fake_api, hold)
         run.send_signal(signal.SIGINT)
         screen.expect("中断:输入要告诉代理的话")
         run.send_signal(signal.SIGINT)
-        screen.expect("exit 130")
+        screen.expect("退出码 130")
         assert run.wait(timeout=60) == 130
     in_flight = fake_api.subagent_requests()[0]
     assert fake_api.wait_for(lambda _: bool(in_flight.answered), 30)  # the hold is over

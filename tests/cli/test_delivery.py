@@ -162,6 +162,7 @@ def test_a_first_run_keeps_its_run_folder_out_of_git_status(
     untouched(workspace, head)  # runs/ is there, and git does not show it
 
 
+@pytest.mark.english  # the refusals' English words
 @pytest.mark.parametrize(
     ("options", "said"),
     [(["--finish", "merge"], "for isolated runs"), (["--isolate", "--finish", "x"], "one of")],
