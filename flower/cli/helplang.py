@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from flower.cli.lazy import LazyCommands
 from flower.core.lang import LangError, resolve
 from flower.core.texts.help_zh import HELP_ZH
 
@@ -52,10 +53,11 @@ def language_of(lead: list[str]) -> str:
         return "en"
 
 
-def translate(command: Any, ctx: Any = None) -> None:
-    """Put `command`'s help texts (and its subcommands', for a group) in Chinese, where the
-    table has them. `ctx` makes the help option now, so its text can be set too. What it
-    replaces is kept (ENGLISH) for `english` to put back."""
+def translate(command: Any, ctx: Any = None, *, every: bool = True) -> None:
+    """Put `command`'s help texts (and its subcommands', for a group: `every` one, loading
+    those a lazy group has not loaded, as a help page lists them all; else those loaded) in
+    Chinese, where the table has them. `ctx` makes the help option now, so its text can be
+    set too. What it replaces is kept (ENGLISH) for `english` to put back."""
     if getattr(command, DONE, False):
         return
     setattr(command, DONE, True)
@@ -72,8 +74,8 @@ def translate(command: Any, ctx: Any = None) -> None:
             kept.append((param, "help", param.help))
             param.help = HELP_ZH[param.help]
     setattr(command, ENGLISH, kept)
-    for sub in getattr(command, "commands", {}).values():
-        translate(sub, ctx)
+    for sub in _subcommands(command, every=every):
+        translate(sub, ctx, every=every)
 
 
 def english(command: Any) -> None:
@@ -85,7 +87,7 @@ def english(command: Any) -> None:
     if getattr(command, DONE, False):
         setattr(command, DONE, False)
         setattr(command, ENGLISH, [])
-        for sub in getattr(command, "commands", {}).values():
+        for sub in _subcommands(command, every=False):  # only a loaded one was translated
             english(sub)
     if _PANEL_ENGLISH:
         from typer import rich_utils  # lazy: loaded already, panel_words set the words on it
@@ -93,6 +95,15 @@ def english(command: Any) -> None:
         for name, word in _PANEL_ENGLISH.items():
             setattr(rich_utils, name, word)
         _PANEL_ENGLISH.clear()
+
+
+def _subcommands(command: Any, *, every: bool) -> list[Any]:
+    """A group's commands: all of them, or only those its lazy table has loaded (a command
+    line that runs one command must not load the others: issue 31)."""
+    commands = getattr(command, "commands", {})
+    if not every and isinstance(commands, LazyCommands):
+        return commands.loaded()
+    return list(commands.values())
 
 
 def panel_words() -> None:

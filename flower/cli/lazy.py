@@ -44,6 +44,10 @@ class LazyCommands(MutableMapping[str, _click.Command]):
         self._pending.pop(name, None)
         self._built[name] = command
 
+    def loaded(self) -> list[_click.Command]:
+        """The commands built so far (none loaded to list them)."""
+        return list(self._built.values())
+
     def __delitem__(self, name: str) -> None:
         if name not in self:
             raise KeyError(name)

@@ -43,8 +43,10 @@ class AskRouter(TyperGroup):
         lead, _ = hoisted(list(args))
         if parent is None and helplang.language_of(lead) == "zh":
             settings = {**self.context_settings, **extra}
-            helplang.translate(self, self.context_class(self, info_name=info_name, **settings))
-            if not args or {*args} & {*HELP_OPTIONS} or args[0].lower() in HELP_WORDS:
+            context = self.context_class(self, info_name=info_name, **settings)
+            helping = not args or bool({*args} & {*HELP_OPTIONS}) or args[0].lower() in HELP_WORDS
+            helplang.translate(self, context, every=helping)  # else: as commands are handed out
+            if helping:
                 helplang.panel_words()  # typer's words on the help page (not loaded otherwise)
         elif parent is None:
             helplang.english(self)  # a Chinese line earlier in this process left it translated

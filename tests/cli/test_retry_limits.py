@@ -40,6 +40,7 @@ def test_offline_wait_0_gives_up_at_once_when_the_api_is_unreachable(
     assert row["attempts"] == 1
 
 
+@pytest.mark.english  # click's and flower's English words
 @pytest.mark.parametrize(
     "args",
     [["x", "--retries", "0"], ["once", "x", "--offline-wait", "-1"], ["resume", "--retries", "0"]],

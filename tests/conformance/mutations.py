@@ -1208,7 +1208,7 @@ MUTATIONS: list[Mutation] = [
     ),
     m(
         "003:11",
-        "flower/core/env.py",
+        "flower/core/texts/en.py",
         '        "or put ANTHROPIC_API_KEY=... in ./.env, or export it in your shell,\\n"\n',
         "",
         "core/test_env.py::test_missing_credentials_say_where_to_put_them",

@@ -240,6 +240,7 @@ async def test_an_isolated_worker_outside_git_fails_before_the_cli_starts(
     assert flower_env.requests == []
 
 
+@pytest.mark.english  # click's and flower's English words
 async def test_an_isolated_worker_in_a_repository_without_a_commit_fails_first(
     flower_env: FakeAPI, make_runtime: Any, workspace: Path
 ) -> None:

@@ -97,14 +97,17 @@ async def test_a_crash_mid_turn_is_still_resumed_however_alike(
     )
 
     assert result.ok and result.text == "carried on"
-    assert result.attempts == 3 and result.resumed
+    assert result.attempts == 3
     assert all("137" in error for error in result.errors) and len(result.errors) == 2
     assert [e.payload.get("kind") for e in events if e.payload.get("source") == "flower"] == [
         "other",
         "other",
     ]
+    # Resumed in its session where the store held the reply the CLI died after; where the
+    # kill beat the store's mirror, nothing answered is there to resume and the same
+    # request is sent again in a new session (issue 30): either way, never stopped.
     sessions = {r.headers.get("x-claude-code-session-id") for r in flower_env.requests}
-    assert len(sessions) == 1  # resumed, not restarted
+    assert result.resumed or len(sessions) > 1
 
 
 async def test_a_cli_killed_before_its_session_was_stored_starts_it_anew(
@@ -114,20 +117,18 @@ async def test_a_cli_killed_before_its_session_was_stored_starts_it_anew(
     the mirror's first batch), the CLI has nothing to resume ("No conversation found"): the
     step starts a new session on its own prompt, not the resume text, and is not stopped as
     a fault that will not heal."""
-    lost: list[str] = []
+    lost: list[str] = []  # the killed session: until its request arrives, the only one
     keep = runtime.store.append
 
     async def nothing_of_the_first_session(key: Any, entries: list[Any]) -> None:
-        lost[:] = lost or [key["session_id"]]  # as if the kill came before this batch
-        if key["session_id"] != lost[0]:
+        if lost and key["session_id"] != lost[0]:  # as if the kill came before every batch
             await keep(key, entries)
 
     monkeypatch.setattr(runtime.store, "append", nothing_of_the_first_session)
-    kills: list[int] = []
 
     def crash_once(request: Request) -> Reply:
-        if not kills:
-            kills.append(request.index)
+        if not lost:
+            lost.append(str(request.headers.get("x-claude-code-session-id")))
             return tool("Bash", {"command": KILL_THE_CLI}, id="toolu_kill")
         return text("carried on")
 

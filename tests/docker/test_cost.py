@@ -39,7 +39,7 @@ def test_flowers_figure_for_a_resumed_round_is_the_gateways(
     metered = usage_of(host_user, user_workspace)["total_cost_usd"]
     assert summary["cost_usd"] == pytest.approx(metered, abs=2e-6)  # flower's, the gateway's
     assert metered == pytest.approx(real_api.cost(), abs=2e-6)  # and what the answers cost
-    live = re.findall(r"\$(\d+\.\d{4}) · context", done.stderr)  # flower's live line
+    live = re.findall(r"\$(\d+\.\d{4}) · (?:context|上下文)", done.stderr)  # the live line
     assert float(live[-1]) == pytest.approx(metered, abs=5e-5)
 
 
