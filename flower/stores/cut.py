@@ -34,9 +34,11 @@ from flower.stores.transcript import Entry, blocks, result_text
 __all__ = ["AGENT_TOOLS", "Call", "CutShort", "calls_of", "cut_short"]
 
 AGENT_TOOLS = frozenset({"Agent", "Task"})  # the request calls it Agent, init.tools Task
-# The CLI's words on the result of a call it interrupted while the call ran (a handoff's or a
-# user's interrupt): "It may have run in part or in full". Such a call is in doubt.
-STOPPED_WHILE_RUNNING = "this call was stopped while running"
+# The CLI's words on the result of a call an interrupt cut (a handoff's, a user's): with or
+# without its "this call was stopped while running ... may have run in part or in full"
+# (a background worker's cut call gets the bare words, though its command had started).
+# flower asks no permission of a person, so only an interrupt says them: the call is in doubt.
+STOPPED_WHILE_RUNNING = "The user doesn't want to proceed with this tool use"
 
 
 @dataclass(frozen=True)
@@ -74,7 +76,7 @@ def calls_of(entries: Sequence[Entry]) -> tuple[Call, ...]:
             if block.get("type") == "tool_result":
                 said = result_text(block)
                 if said is not None and STOPPED_WHILE_RUNNING in said:
-                    continue  # the CLI interrupted it mid-run: in doubt, as it says itself
+                    continue  # an interrupt cut it: in doubt
                 shown = said if said is not None else "[not text]"
                 results[block.get("tool_use_id")] = (shown, block.get("is_error") is True)
     calls: list[Call] = []

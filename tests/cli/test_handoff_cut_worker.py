@@ -160,7 +160,10 @@ def test_a_worker_cut_by_a_handoff_is_handed_on_to_the_new_generation(
     shown = [r for r in requests if r.agent_id == fresh]
     assert shown[0].contains(HANDED_ON[i])
     assert shown[0].contains("hello.py") and shown[0].contains("python3 hello.py")
-    assert any(shown[0].contains(said) for said in MAY_HAVE_RUN)  # the slow call, in flight
+    # The slow call, in flight at the cut, is flagged "may have run" wherever it is listed:
+    # whether its call reached the store before the cut is the mirror's timing, not flower's.
+    if shown[0].contains("echo $$ >"):
+        assert any(shown[0].contains(said) for said in MAY_HAVE_RUN), "the open call unflagged"
     # ... and redoes none of it: no Write, no run of hello.py, no slow call again
     assert [u["name"] for u in shown[-1].tool_uses()] == ["Read"]
     assert len(workers) == 2
