@@ -146,18 +146,24 @@ class Box:
             self.remove()
 
     def start(self) -> Any:
-        """The gateway, then the agent while the gateway comes up (the agent's entry waits for
-        its socket: flowerbox.inside.entry), detached; returns the agent's container once the
-        gateway listens. Nothing is removed here: `run`, or whoever keeps a detached run,
-        does that."""
+        """The gateway and the agent started together (neither needs the other's container:
+        the agent's entry waits for the gateway's socket, flowerbox.inside.entry), detached;
+        returns the agent's container once the gateway listens. Nothing is removed here:
+        `run`, or whoever keeps a detached run, does that (both containers are known to this
+        Box by then, whichever start failed)."""
         kwargs = self._shape(agent_kwargs(self.spec))
         check_runtime(self.client, kwargs.get("runtime", "runc"))
-        self._start_gateway()
+        self._check_broker()
+        gateway = Started(self._start_gateway)
         try:
             self._agent = self._start({**kwargs, "detach": True})
-            startclock.mark("agent started")
-        finally:
-            self._gateway_listening()
+            gateway.wait()
+        except BaseException:
+            gateway.wait(raising=False)  # joined: its container is ours to remove too
+            shutil.rmtree(self.spec.secrets_dir, ignore_errors=True)
+            raise
+        startclock.mark("containers started")
+        self._gateway_listening()
         if self._on_started is not None:
             with contextlib.suppress(APIError, NotFound):  # a record, never a reason to fail
                 self._agent.reload()
@@ -197,6 +203,7 @@ class Box:
         kwargs = agent_kwargs(self.spec)
         check_runtime(self.client, kwargs.get("runtime", "runc"))
         try:
+            self._check_broker()
             self._start_gateway()
             self._gateway_listening()
             return attach(kwargs)
@@ -274,18 +281,20 @@ class Box:
         """The gateway's container, started (`_gateway_listening` waits for its socket). A
         broker's run has no gateway container: the broker serves its sockets already."""
         if self.spec.broker:
-            if not self.spec.api_socket.is_socket():
-                raise BoxError(
-                    f"the broker does not serve {self.spec.api_socket}: is `flowerbox broker`"
-                    " still running?"
-                )
             return
         try:
             self._gateway = self._start(gateway_kwargs(self.spec))
         except BaseException:
             shutil.rmtree(self.spec.secrets_dir, ignore_errors=True)
             raise
-        startclock.mark("gateway started")
+
+    def _check_broker(self) -> None:
+        """A broker's run starts nothing while its broker does not serve the run's socket."""
+        if self.spec.broker and not self.spec.api_socket.is_socket():
+            raise BoxError(
+                f"the broker does not serve {self.spec.api_socket}: is `flowerbox broker`"
+                " still running?"
+            )
 
     def _gateway_listening(self) -> None:
         """Once the gateway's socket is there it has read the credentials file, so the file
@@ -314,6 +323,27 @@ class Box:
                     raise BoxError(f"the gateway died before it listened:\n{logs}")
             time.sleep(SOCKET_POLL_S)
         raise BoxError(f"the gateway did not open {self.spec.api_socket} in {SOCKET_WAIT_S:.0f}s")
+
+
+class Started:
+    """`start()` run in a thread of its own from now on; `wait` joins it and raises what it
+    raised (a container start is mostly waiting on the engine, so two overlap well)."""
+
+    def __init__(self, start: Callable[[], None]) -> None:
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, args=(start,), daemon=True)
+        self._thread.start()
+
+    def _run(self, start: Callable[[], None]) -> None:
+        try:
+            start()
+        except BaseException as exc:  # handed to the waiting thread
+            self._error = exc
+
+    def wait(self, *, raising: bool = True) -> None:
+        self._thread.join()
+        if self._error is not None and raising:
+            raise self._error
 
 
 def check_runtime(client: DockerClient, runtime: str) -> None:

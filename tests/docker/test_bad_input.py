@@ -103,3 +103,41 @@ def test_a_gateway_that_dies_is_named_and_nothing_is_left_running(
     finally:
         prepared.cleanup()
     assert not labelled(docker_client, f"dev.flower.box.run={run_id}")
+
+
+@pytest.mark.parametrize("failing", ["agent", "gateway"])
+def test_either_container_failing_to_start_leaves_nothing_behind(
+    failing: str,
+    docker_client: DockerClient,
+    flowerbox_image: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The two containers start together (issue 31): whichever fails, the run is refused with
+    a BoxError, the other container is removed too, and the credentials file is gone."""
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-never-used")
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    prepared = prepare(
+        ["once", "hi"], BoxOptions(workspace=ws, image=flowerbox_image, isolate=False)
+    )
+    prepared.write_secrets()
+    assert any(prepared.spec.secrets_dir.iterdir())
+
+    def absent(kwargs: dict[str, Any]) -> dict[str, Any]:
+        return {**kwargs, "image": ABSENT}
+
+    if failing == "gateway":
+        monkeypatch.setattr(
+            flowerbox.box.engine, "gateway_kwargs", lambda spec: absent(gateway_kwargs(spec))
+        )
+    box = Box(prepared.spec, client=docker_client, shape=absent if failing == "agent" else None)
+    try:
+        with pytest.raises(BoxError):
+            box.run(write=print, write_err=print)
+        assert not prepared.spec.secrets_dir.exists() or not any(
+            prepared.spec.secrets_dir.iterdir()
+        )
+    finally:
+        prepared.cleanup()
+    assert not labelled(docker_client, f"dev.flower.box.run={prepared.spec.run_id}")
