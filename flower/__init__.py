@@ -9,8 +9,9 @@ importing the SDK. docs/decisions.md lists how the seeds' lost list of names was
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from flower.core.exports import lazy_exports
 
 __version__ = "0.2.0"
 
@@ -112,8 +113,6 @@ _HOMES = {
         "with_goal",
     ),
 }
-_WHERE = {name: module for module, names in _HOMES.items() for name in names}
-
 __all__ = [
     "ANSWER_COMMAND_ENV",
     "AgentSpec",
@@ -222,17 +221,7 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    module = _WHERE.get(name)
-    if module is None:
-        raise AttributeError(f"module 'flower' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value  # later lookups skip __getattr__
-    return value
-
-
-def __dir__() -> list[str]:
-    return list(__all__)
+__getattr__, __dir__ = lazy_exports(__name__, _HOMES, __all__)
 
 
 if TYPE_CHECKING:  # what type checkers and IDEs see

@@ -20,10 +20,10 @@ imported that. Neither imports the SDK.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from flower.cli.setup import setup
+from flower.core.exports import lazy_exports
 
 _HOMES = {
     "flower.cli.lazy": ("LazyCommands", "Loader"),
@@ -34,8 +34,6 @@ _HOMES = {
     "flower.cli.routing": ("GLOBAL_OPTIONS", "HELP_OPTIONS", "AskRouter"),
     "flower.cli.tables": ("table_console",),
 }
-_WHERE = {name: module for module, names in _HOMES.items() for name in names}
-
 __all__ = [
     "GLOBAL_OPTIONS",
     "HELP_OPTIONS",
@@ -56,17 +54,7 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    module = _WHERE.get(name)
-    if module is None:
-        raise AttributeError(f"module 'flower.cli' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value  # later lookups skip __getattr__
-    return value
-
-
-def __dir__() -> list[str]:
-    return list(__all__)
+__getattr__, __dir__ = lazy_exports(__name__, _HOMES, __all__)
 
 
 if TYPE_CHECKING:  # what type checkers and IDEs see

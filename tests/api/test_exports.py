@@ -79,8 +79,9 @@ def test_import_flower_does_not_import_the_sdk() -> None:
 def test_all_the_lazy_map_and_the_typed_imports_agree() -> None:
     """Three lists of the same names (one for readers, one for loading, one for type
     checkers) cannot drift apart."""
-    from flower import _WHERE
+    from flower import _HOMES
 
+    homes = {(module, name) for module, names in _HOMES.items() for name in names}
     tree = ast.parse(Path(str(flower.__file__)).read_text(encoding="utf-8"))
     [block] = [
         n for n in tree.body if isinstance(n, ast.If) and "TYPE_CHECKING" in ast.unparse(n.test)
@@ -91,8 +92,8 @@ def test_all_the_lazy_map_and_the_typed_imports_agree() -> None:
         if isinstance(node, ast.ImportFrom)
         for alias in node.names
     }
-    assert set(flower.__all__) == {*_WHERE, "__version__"}
-    assert typed == {(module, name) for name, module in _WHERE.items()}
+    assert set(flower.__all__) == {name for _, name in homes} | {"__version__"}
+    assert typed == homes
 
 
 def test_the_cli_and_testing_packages_export_what_flowerbox_reuses() -> None:
