@@ -52,7 +52,7 @@ from bench import _manycli
 from flower.testing import Always, FakeAPI, Usage, text
 from flowerbox import wire
 from flowerbox.broker import client
-from flowerbox.broker.server import Registration
+from flowerbox.broker.control import Registration
 from flowerbox.errors import BrokerError
 
 KEY = "sk-bench-real-key"

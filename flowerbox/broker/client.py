@@ -13,7 +13,7 @@ import socket
 from pathlib import Path
 from typing import Any
 
-from flowerbox.broker.server import CONTROL_LIMIT, CONTROL_SOCKET, Registration
+from flowerbox.broker.control import CONTROL_LIMIT, CONTROL_SOCKET, Registration
 from flowerbox.errors import BrokerError
 
 __all__ = ["call", "register", "revoke", "running"]

@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from flowerbox import wire
+from flowerbox.broker.control import CONTROL_LIMIT, CONTROL_SOCKET, Registration
 from flowerbox.broker.ledger import Ledger, RunEntry, token_hash
 from flowerbox.broker.tally import Tally
 from flowerbox.errors import BrokerError, FlowerboxError
@@ -49,50 +50,11 @@ from flowerbox.sidecar.proxy import EgressProxy, JsonLines, PrivateUnixServer
 from flowerbox.sidecar.reach import FetchRule
 from flowerbox.sidecar.redact import Redactor
 
-__all__ = ["CONTROL_SOCKET", "LEDGER", "Broker", "Charge", "Registration", "Registry", "checked"]
+__all__ = ["LEDGER", "Broker", "Charge", "Registry", "checked"]
 
-CONTROL_SOCKET = "control.sock"
 LEDGER = "ledger.db"
-CONTROL_LIMIT = 64 * 1024
 RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
 TEAM = Whose("the team's budget", "raise it with `flowerbox broker --team-budget`")
-
-
-@dataclass(frozen=True)
-class Registration:
-    """What flowerbox tells the broker of a new run. `allow` None: no egress proxy
-    (`--net open`)."""
-
-    run_id: str
-    socket_dir: Path
-    gateway_dir: Path
-    budget_usd: float | None = None
-    allow: tuple[str, ...] | None = ()
-    allow_api_fetch: bool = False
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "op": "register",
-            "run_id": self.run_id,
-            "socket_dir": str(self.socket_dir),
-            "gateway_dir": str(self.gateway_dir),
-            "budget_usd": self.budget_usd,
-            "allow": None if self.allow is None else list(self.allow),
-            "allow_api_fetch": self.allow_api_fetch,
-        }
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> Registration:
-        """Raises KeyError, TypeError or ValueError for what is no registration."""
-        allow, budget = data.get("allow"), data.get("budget_usd")
-        return cls(
-            run_id=str(data["run_id"]),
-            socket_dir=Path(data["socket_dir"]),
-            gateway_dir=Path(data["gateway_dir"]),
-            budget_usd=None if budget is None else float(budget),
-            allow=None if allow is None else tuple(str(entry) for entry in allow),
-            allow_api_fetch=data.get("allow_api_fetch") is True,
-        )
 
 
 @dataclass

@@ -118,14 +118,14 @@ def broker(
     """Serve every run on this host with one key, a token per run and a team budget, until
     Ctrl+C; runs started meanwhile use it instead of a private gateway (docs/deployment.md)."""
     if status:
-        # lazy: the broker's client brings its server's module, which --help skips
+        # lazy: the control socket, which --help skips
         from flowerbox.broker import client
 
         typer.echo(json.dumps(client.call(state.broker_folder(), {"op": "status"}), indent=2))
         return
     # lazy: serving brings the gateway's servers and the docker SDK, which --help skips
     from flowerbox.broker.tcp import parse_address
-    from flowerbox.runs.brokered import serve, serve_cluster
+    from flowerbox.runs.brokerserve import serve, serve_cluster
 
     if metrics is not None:
         parse_address(metrics, "--metrics")  # said before anything is started

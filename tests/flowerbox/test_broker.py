@@ -25,8 +25,9 @@ import pytest
 
 from flower.testing import Always, FakeAPI, Usage, text
 from flowerbox.broker import client
+from flowerbox.broker.control import CONTROL_SOCKET, Registration
 from flowerbox.broker.ledger import CUT_NOTE, Ledger
-from flowerbox.broker.server import CONTROL_SOCKET, LEDGER, Registration
+from flowerbox.broker.server import LEDGER
 from flowerbox.errors import BrokerError
 from flowerbox.wire import API_SOCKET, PLACEHOLDER_KEY, PROXY_SOCKET
 from tests.flowerbox.conftest import REAL_KEY, UnixHTTPConnection, kill_left_running, wait_for

@@ -120,19 +120,34 @@ def test_a_command_imports_its_own_module_not_the_others(
     assert not modules & others, sorted(modules & others)
 
 
+def flowerbox_modules(module: str, cwd: Path) -> set[str]:
+    """The flowerbox modules a fresh Python holds once it imported `module`."""
+    code = (
+        f"import sys, {module};"
+        " print(' '.join(sorted(m for m in sys.modules if m.startswith('flowerbox'))))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-I", "-c", code], cwd=cwd, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    return set(done.stdout.split())
+
+
 def test_a_waiting_keeper_holds_no_module_only_the_end_of_its_run_needs(tmp_path: Path) -> None:
     """A detached run's keeper lives as long as its run, one per run (issue 31: a hundred runs
     on one machine, bench.many): the boundary's checks, the broker's servers and the private
     folders' cleanup are imported when the run has ended, not while it waits."""
-    code = (
-        "import sys, flowerbox.runs.supervise;"
-        " print(' '.join(sorted(m for m in sys.modules if m.startswith('flowerbox'))))"
-    )
-    done = subprocess.run(
-        [sys.executable, "-I", "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=60
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
-    loaded = set(done.stdout.split())
+    loaded = flowerbox_modules("flowerbox.runs.supervise", tmp_path)
     assert "flowerbox.box.engine" in loaded  # what it waits with is there: the reading works
     late = {"flowerbox.runs.boundary", "flowerbox.broker.server", "flowerbox.box.prepare"}
     assert not loaded & late, sorted(loaded & late)
+
+
+def test_a_box_start_asks_for_a_broker_without_loading_one(tmp_path: Path) -> None:
+    """Every `flowerbox "ask"` asks whether a broker runs (issue 31 item 2: the box's start):
+    the control protocol is all it loads of the broker, not the broker's or the gateway's
+    servers (about 45 ms of CPU on this machine)."""
+    loaded = flowerbox_modules("flowerbox.runs.launch", tmp_path)
+    assert "flowerbox.broker.client" in loaded  # the question is asked with what is loaded
+    servers = {"flowerbox.broker.server", "flowerbox.sidecar.gateway", "flowerbox.runs.brokerserve"}
+    assert not loaded & servers, sorted(loaded & servers)
