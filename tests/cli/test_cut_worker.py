@@ -24,15 +24,14 @@ import pytest
 from flower.core.lang import current
 from flower.core.texts.en import EN
 from flower.core.texts.zh import ZH
-from flower.testing import FakeAPI, Reply, Request, When, rules, text, tool, working_directory
+from flower.testing import FakeAPI, Reply, Request, When, rules, text, tool
 from flower.testing.demo import DEMO_ASK, ROLE_MARKERS, starter_cast, verdict_reply
 from tests.cli.conftest import FLOWER, flower
+from tests.cli.hello_worker import MAY_HAVE_RUN, hello_worker, sleeper_killed
 from tests.json_contract import parse_document
 
-SLOW = "echo $$ > {pidfile}; exec sleep 120"
 HANDED_ON = tuple(table["cut.worker"].split("(", 1)[0] for table in (EN, ZH))
 """What the next worker is shown first starts with (en, zh)."""
-MAY_HAVE_RUN = tuple(table["cut.open"].split("{call}", 1)[1] for table in (EN, ZH))
 TOLD = tuple(table["cut.coordinator"].split("{", 1)[0] for table in (EN, ZH))
 """What the woken coordinator's note starts with (en, zh)."""
 
@@ -56,31 +55,11 @@ def test_a_killed_worker_is_handed_on_and_its_work_not_redone(
     workers: list[str] = []
     cast = starter_cast()
 
-    def worker(request: Request) -> Reply:
-        agent = str(request.agent_id)
-        if agent not in workers:
-            workers.append(agent)
-        where = working_directory(request)
-        if len(workers) == 1:
-            return cast(request)  # round 1: hello.py written and run
-        if shown_progress(request):  # handed on: look at the disk, then report
-            if not request.tool_results():
-                return tool("Read", {"file_path": f"{where}/hello.py"}, id=f"check_{agent}")
-            return text("hello.py is there and prints hello; nothing left to do")
-        done = {r.tool_use_id for r in request.tool_results()}
-        calls = [
-            tool(
-                "Write",
-                {"file_path": f"{where}/hello.py", "content": 'print("hello")\n'},
-                id=f"write_{agent}",
-            ),
-            tool("Bash", {"command": "python3 hello.py"}, id=f"run_{agent}"),
-        ]
-        if len(workers) == 2:  # round 2's worker is killed while this call runs
-            calls.append(
-                tool("Bash", {"command": SLOW.format(pidfile=pidfile)}, id=f"slow_{agent}")
-            )
-        return next((c for c in calls if c.tool_ids[0] not in done), text("done"))
+    worker = hello_worker(
+        workers,
+        handed_on=shown_progress,
+        slow=lambda: pidfile if len(workers) == 2 else None,  # round 2's worker is killed
+    )
 
     def coordinator(request: Request) -> Reply:
         """Delegate each round, and again when a worker never reported; else report."""
@@ -136,16 +115,14 @@ def test_a_killed_worker_is_handed_on_and_its_work_not_redone(
         start_new_session=True,
     )
     try:
-        assert fake_api.wait_for(lambda reqs: len(workers) >= 2 and pidfile.is_file(), 180)
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=30)
+        with sleeper_killed(pidfile):
+            assert fake_api.wait_for(lambda reqs: len(workers) >= 2 and pidfile.is_file(), 180)
+            os.kill(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=30)
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)
         proc.wait(timeout=30)
-        if pidfile.is_file() and (sleeper := pidfile.read_text().strip()).isdigit():
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(int(sleeper), signal.SIGKILL)  # the tool, in a session of its own
     killed_worker = workers[1]
     killed_at = len(fake_api.requests)
     if kill_woken:  # the wake is killed too: told the coordinator, no worker started yet

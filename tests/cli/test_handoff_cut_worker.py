@@ -11,9 +11,6 @@ and running everything again. Asserted on what the fake API was sent, in either 
 
 from __future__ import annotations
 
-import contextlib
-import os
-import signal
 from pathlib import Path
 
 import pytest
@@ -31,13 +28,12 @@ from flower.testing import (
     rules,
     text,
     tool,
-    working_directory,
 )
 from flower.testing.demo import DEMO_ASK, GOAL_MARKERS, ROLE_MARKERS, starter_cast, verdict_reply
 from tests.cli.conftest import flower
+from tests.cli.hello_worker import MAY_HAVE_RUN, hello_worker, sleeper_killed
 from tests.json_contract import parse_document
 
-SLOW = "echo $$ > {pidfile}; exec sleep 120"
 NEAR_WINDOW = 960_000  # past the default handoff level (a 1M window less 50k of headroom)
 TABLES = {"en": EN, "zh": ZH}
 HANDOFF_ASKED = tuple(table["handoff.write"].split("{", 1)[0][:30] for table in (EN, ZH))
@@ -49,7 +45,6 @@ HANDED_ON = tuple(table["cut.handoff_worker"].split("(", 1)[0] for table in (EN,
 """What the next worker is shown first starts with (en, zh)."""
 TOLD = tuple(table["cut.handoff_coordinator"].split("{", 1)[0] for table in (EN, ZH))
 """What the new generation's note starts with (en, zh)."""
-MAY_HAVE_RUN = tuple(table["cut.open"].split("{call}", 1)[1] for table in (EN, ZH))
 
 
 def handoff_reply() -> Reply:
@@ -72,26 +67,11 @@ def test_a_worker_cut_by_a_handoff_is_handed_on_to_the_new_generation(
     workers: list[str] = []
     cast = starter_cast()
 
-    def worker(request: Request) -> Reply:
-        agent = str(request.agent_id)
-        if agent not in workers:
-            workers.append(agent)
-        where = working_directory(request)
-        if any(request.contains(marker) for marker in HANDED_ON):  # check the disk, report
-            if not request.tool_results():
-                return tool("Read", {"file_path": f"{where}/hello.py"}, id=f"check_{agent}")
-            return text("hello.py is there and prints hello; nothing left to do")
-        done = {r.tool_use_id for r in request.tool_results()}
-        calls = [
-            tool(
-                "Write",
-                {"file_path": f"{where}/hello.py", "content": 'print("hello")\n'},
-                id=f"write_{agent}",
-            ),
-            tool("Bash", {"command": "python3 hello.py"}, id=f"run_{agent}"),
-            tool("Bash", {"command": SLOW.format(pidfile=pidfile)}, id=f"slow_{agent}"),
-        ]
-        return next((c for c in calls if c.tool_ids[0] not in done), text("done"))
+    worker = hello_worker(
+        workers,
+        handed_on=lambda request: any(request.contains(marker) for marker in HANDED_ON),
+        slow=lambda: pidfile,
+    )
 
     def coordinator(request: Request) -> Reply:
         """The first generation sends a worker to the background and waits, its context
@@ -130,7 +110,7 @@ def test_a_worker_cut_by_a_handoff_is_handed_on_to_the_new_generation(
             (When(kind="main", system_contains=ROLE_MARKERS["coordinator"][i]), coordinator),
         ]
     fake_api.script = rules((When(kind="subagent"), worker), *cast_rules, (When(), cast))
-    try:
+    with sleeper_killed(pidfile):
         done = flower(
             DEMO_ASK,
             "--timeout",
@@ -141,10 +121,6 @@ def test_a_worker_cut_by_a_handoff_is_handed_on_to_the_new_generation(
             env=cli_env,
             cwd=workspace.parent,
         )
-    finally:
-        if pidfile.is_file() and (sleeper := pidfile.read_text().strip()).isdigit():
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(int(sleeper), signal.SIGKILL)  # the tool, in a session of its own
     assert done.returncode == 0, done.stderr
     assert parse_document(done.stdout)["status"] == "achieved"
     assert len(workers) >= 2, "the new generation started no worker"
