@@ -22,8 +22,8 @@ _HOMES = {
         "CompactPolicy",
         "HandoffPolicy",
         "build_options",
-        "default_window",
     ),
+    "flower.core.window": ("default_window",),
     "flower.core.brief": ("Brief",),
     "flower.core.env": (
         "CREDENTIALS",
@@ -231,7 +231,6 @@ if TYPE_CHECKING:  # what type checkers and IDEs see
         CompactPolicy,
         HandoffPolicy,
         build_options,
-        default_window,
     )
     from flower.core.brief import Brief
     from flower.core.bundled import cli_version
@@ -296,6 +295,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see
         printable,
         printable_data,
     )
+    from flower.core.window import default_window
     from flower.core.workbench import Workbench
     from flower.core.workspace import (
         in_git_repository,

@@ -26,6 +26,7 @@ from flower.cli.options import PngOut, SvgOut, existing_run_dir
 from flower.cli.picture import framed, page, size, svg
 from flower.core.rundir import RunDir
 from flower.core.timeline import Timeline, read_timeline
+from flower.core.window import default_window
 from flower.errors import UsageError
 
 REPORT_NAME = "report.html"
@@ -52,9 +53,6 @@ def report(
     console = Console(stderr=True, highlight=False, soft_wrap=True)
     with exit_codes():
         existing_run_dir(run_dir)
-        # lazy: the model's window comes from flower.core.agent, which loads the SDK
-        from flower.core.agent import default_window
-
         timeline = read_timeline(
             run_dir, workspace=workspace.expanduser().resolve(), window=default_window()
         )

@@ -17,6 +17,7 @@ from claude_agent_sdk import ClaudeAgentOptions, SessionStore
 
 from flower.core import lang
 from flower.core.lifeline import lifeline
+from flower.core.window import default_window
 
 # plugin/ at the root of a source checkout (three levels above this file); a pip install
 # ships the same plugin inside the package as flower/plugin (pyproject's force-include).
@@ -70,28 +71,6 @@ class CompactPolicy:
             case "never":
                 return {"DISABLE_COMPACT": "1", "DISABLE_AUTO_COMPACT": "1"}
         raise ValueError(f"CompactPolicy.mode must be auto, off or never, not {self.mode!r}")
-
-
-def default_window() -> int:
-    """The context window guessed from ANTHROPIC_MODEL or ANTHROPIC_DEFAULT_OPUS_MODEL.
-
-    Deliberately generous: overestimating is not a hard error (the API answers "prompt is too
-    long", Runtime recognises it and hands off at once, with a degraded handoff).
-
-        "[1m]" in the name               1_000_000
-        haiku, claude-3*, *-4-*/*-4      200_000
-        anything else (the 5 family,
-        the CLI's default opus-5-5)      1_000_000
-    """
-    name = (
-        os.environ.get("ANTHROPIC_MODEL") or os.environ.get("ANTHROPIC_DEFAULT_OPUS_MODEL") or ""
-    ).lower()
-    if "[1m]" in name:
-        return 1_000_000
-    older = ("haiku", "claude-3", "-4-", "-4@")
-    if any(marker in name for marker in older) or name.endswith("-4"):
-        return 200_000
-    return 1_000_000
 
 
 @dataclass

@@ -1929,14 +1929,14 @@ MUTATIONS: list[Mutation] = [
     ),
     m(
         "000:534-536",
-        "flower/core/agent.py",
+        "flower/core/window.py",
         'os.environ.get("ANTHROPIC_MODEL") or os.environ.get("ANTHROPIC_DEFAULT_OPUS_MODEL") or ""',
         'os.environ.get("ANTHROPIC_MODEL") or ""',
         "core/test_agent.py::test_opus_default_is_consulted_when_model_unset",
     ),
     m(
         "003:15",
-        "flower/core/agent.py",
+        "flower/core/window.py",
         'older = ("haiku", "claude-3", "-4-", "-4@")',
         'older = ("claude-3", "-4-", "-4@")',
         "core/test_agent.py::test_default_window_from_the_model_name",

@@ -74,6 +74,19 @@ def test_python_m_flowerbox_imports_neither(tmp_path: Path) -> None:
     assert not tops(imported(["-m", "flowerbox", "ps"], tmp_path)) & HEAVY
 
 
+def test_the_report_is_drawn_on_the_host_without_the_sdk(tmp_path: Path) -> None:
+    """`flowerbox report` and `flower report` read the run's timeline with the model's context
+    window (flower.default_window, flower.core.window), which once lived beside the SDK's
+    options and loaded it."""
+    code = (
+        "import flowerbox.runs.control, flower.cli.report;"
+        " from flower import default_window, read_timeline; default_window()"
+    )
+    modules = imported(["-c", code], tmp_path)
+    assert "flower.core.window" in modules
+    assert not tops(modules) & HEAVY, sorted(tops(modules) & HEAVY)
+
+
 def test_the_reading_sees_the_sdk_where_it_is_imported(tmp_path: Path) -> None:
     """The negative control: flower's runtime does import it, and the reading says so."""
     assert tops(imported(["-c", "import flower.core.runtime"], tmp_path)) >= HEAVY
