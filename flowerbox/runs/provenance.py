@@ -61,7 +61,7 @@ def is_repository(workspace: Path) -> bool:
 
 def tips(workspace: Path) -> set[str]:
     """The commit of every ref (branches, tags, remotes; not notes) and of every worktree's
-    HEAD, detached ones included."""
+    HEAD, detached ones included (none for a repository without a commit)."""
     refs = _git(workspace, "for-each-ref", "--format=%(objectname) %(objecttype) %(refname)")
     found = {
         sha
@@ -69,8 +69,8 @@ def tips(workspace: Path) -> set[str]:
         if kind == "commit" and not name.startswith("refs/notes/")
     }
     for line in _git(workspace, "worktree", "list", "--porcelain").splitlines():
-        if line.startswith("HEAD "):
-            found.add(line.split()[1])
+        if line.startswith("HEAD ") and set(sha := line.split()[1]) != {"0"}:
+            found.add(sha)  # all zeros: a worktree whose branch has no commit yet
     return found
 
 

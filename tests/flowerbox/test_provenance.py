@@ -146,6 +146,19 @@ def test_a_folder_that_is_not_a_repository_gets_nothing_and_no_error(tmp_path: P
     assert attach_notes(spec, 0) == []
 
 
+def test_a_repository_without_a_commit_gets_its_first_commits_noted(tmp_path: Path) -> None:
+    """`git init` and no commit yet: the worktree's HEAD is the null object id, which is no
+    commit (it once ended the run with "notes failed: ... bad object 0000...")."""
+    fresh = tmp_path / "fresh"
+    fresh.mkdir()
+    git(fresh, "init", "-q", "-b", "main")
+    spec = spec_for(fresh)
+    snapshot(spec, image_id=IMAGE_ID)
+    assert after_run(spec, 0) == []  # nothing made, nothing said
+    made = commit(fresh, "the run's first commit")
+    assert attach_notes(spec, 0) == [made]
+
+
 def test_a_git_failure_is_reported_and_does_not_raise(ws: Path) -> None:
     spec = spec_for(ws)
     snapshot(spec, image_id=IMAGE_ID)
