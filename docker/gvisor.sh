@@ -13,9 +13,9 @@
 #     release Debian bookworm ships), and says which and why; re-run as root, it re-decides
 #     and re-registers when the decision changed;
 #   - merges {"runtimes": {"runsc": ...}} into the engine's daemon.json (the file dockerd was
-#     started with, else /etc/docker/daemon.json): every other key stays as it was, the old
-#     file is kept beside it as daemon.json.flowerbox-bak, and the new one replaces it
-#     atomically;
+#     started with, else /etc/docker/daemon.json; docker/daemon-runtime.py): every other key
+#     stays as it was, the file as it was before the first registration is kept beside it as
+#     daemon.json.flowerbox-bak, and the new one replaces it atomically;
 #   - reloads the engine with SIGHUP (`systemctl reload docker` where systemd runs it): a
 #     reload, never a restart, so no running container stops.
 # The runtime's arguments, and why each:
@@ -111,31 +111,8 @@ for pid in $(pgrep -x dockerd 2>/dev/null); do
 done
 
 mkdir -p "$(dirname "$config")"
-python3 - "$config" "$runtime" "$runsc_path" "$(wanted_args "$platform")" <<'EOF'
-import json, os, sys, tempfile
-path, name, binary, args = sys.argv[1], sys.argv[2], sys.argv[3], json.loads(sys.argv[4])
-try:
-    with open(path, encoding="utf-8") as f:
-        text = f.read()
-except FileNotFoundError:
-    text = ""
-try:
-    config = json.loads(text) if text.strip() else {}
-except json.JSONDecodeError as exc:
-    sys.exit(f"gvisor.sh: error: {path} is not JSON ({exc}): fix it first; it was left as it is")
-if not isinstance(config, dict) or not isinstance(config.get("runtimes", {}), dict):
-    sys.exit(f"gvisor.sh: error: {path}: expected an object with a `runtimes` object; left as it is")
-if text:
-    with open(path + ".flowerbox-bak", "w", encoding="utf-8") as f:
-        f.write(text)
-config.setdefault("runtimes", {})[name] = {"path": binary, "runtimeArgs": args}
-fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".daemon.json.")
-with os.fdopen(fd, "w", encoding="utf-8") as f:
-    json.dump(config, f, indent=2)
-    f.write("\n")
-os.chmod(tmp, 0o644)
-os.replace(tmp, path)
-EOF
+python3 "$(dirname "${BASH_SOURCE[0]}")/daemon-runtime.py" "$config" "$runtime" "$runsc_path" \
+    "$(wanted_args "$platform")"
 say "registered $runtime in $config"
 
 if [[ $(systemctl is-system-running 2>/dev/null) =~ ^(running|degraded|starting)$ ]] \
