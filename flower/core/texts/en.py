@@ -827,7 +827,7 @@ written, each on its own line; write nothing else, and no code block.
     "selftest.weaken_unknown": "--weaken {value}: use one of {variants}, or {joined}:CONTAINER",
     "doctor.ok": "OK",
     "doctor.fail": "FAIL",
-    "doctor.fix": "fix:",
+    "doctor.fix": "fix: {fix}",
     "doctor.name.engine": "engine",
     "doctor.name.gvisor": "gvisor",
     "doctor.name.image": "image",

@@ -710,7 +710,7 @@ ZH: dict[str, str] = {
     "selftest.weaken_unknown": "--weaken {value}：请用 {variants} 之一，或 {joined}:CONTAINER",
     "doctor.ok": "正常",
     "doctor.fail": "失败",
-    "doctor.fix": "修复：",
+    "doctor.fix": "修复：{fix}",
     "doctor.name.engine": "引擎",
     "doctor.name.gvisor": "gvisor",
     "doctor.name.image": "镜像",
