@@ -356,7 +356,9 @@ def gateway_kwargs(spec: BoxSpec) -> dict[str, Any]:
         command += [arg for entry in spec.allow for arg in ("--allow", entry)]
     if spec.allow_api_fetch:
         command.append("--allow-api-fetch")
-    extra = {"extra_hosts": dict(spec.egress_hosts)} if spec.egress_hosts else {}
+    extra: dict[str, Any] = {"extra_hosts": dict(spec.egress_hosts)} if spec.egress_hosts else {}
+    if spec.lang:  # its refusals and log lines in the run's language, as the agent's flower
+        extra["environment"] = {LANG_ENV: spec.lang}
     cpus = min(spec.limits.cpus, GATEWAY_CPUS, (os.cpu_count() or 1) / 2)
     return {
         **_hardening(spec),

@@ -49,7 +49,7 @@ FRESH_FIELDS = frozenset(
     }
 )
 # The supervisor's whole environment: what finds Docker, git's and flowerbox's own folders,
-# and the locale. Nothing else is inherited (no PYTHONPATH-like variable reaches it).
+# and the locale and language. Nothing else is inherited (no PYTHONPATH-like variable reaches it).
 SUPERVISOR_ENV = (
     "PATH",
     "HOME",
@@ -58,6 +58,8 @@ SUPERVISOR_ENV = (
     "LANG",
     "LC_ALL",
     "LC_CTYPE",
+    "LC_MESSAGES",
+    "FLOWER_LANG",  # flower.LANG_ENV: what the supervisor says (a refusal, a failed delivery)
     "TZ",
     "XDG_STATE_HOME",
     "XDG_CONFIG_HOME",
