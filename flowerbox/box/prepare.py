@@ -87,10 +87,10 @@ def sensitive_folders() -> list[tuple[Path, str, bool]]:
     home = Path.home().resolve()
     config = Path(os.environ.get("XDG_CONFIG_HOME") or home / ".config").resolve()
     folders = [
-        (home, "your home folder", True),
-        (config, "your configuration", False),
-        (config / "flower", "flower's credentials file", False),
-        (state.base().resolve(), "flowerbox's own records", False),
+        (home, text("error.why_home"), True),
+        (config, text("prepare.what_config"), False),
+        (config / "flower", text("prepare.what_credentials"), False),
+        (state.base().resolve(), text("prepare.what_records"), False),
     ]
     for name in (".ssh", ".gnupg", ".aws", ".docker", ".kube", ".claude", ".config"):
         folders.append((home / name, f"~/{name}", False))

@@ -1,6 +1,7 @@
-"""Issue 36 item 5 for flowerbox's host side: `flowerbox doctor`'s check lines and the refusals
-of the box, runs, hostgit and selftest modules are said in the language of the command line
-(--lang, else $FLOWER_LANG), Chinese under zh, English unchanged under en; exit 2 either way.
+"""Issue 36 item 5 for flowerbox's host side: the refusals of the box, runs, hostgit and
+selftest modules are said in the language of the command line (--lang, else $FLOWER_LANG),
+Chinese under zh, English unchanged under en; exit 2 either way. (doctor's check lines:
+tests/flowerbox/test_doctor.py.)
 
 The command line runs for real (no engine needed: DOCKER_HOST points at nothing); the git,
 shadow and untrusted-file refusals are raised by the real modules on real files."""
@@ -9,8 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -19,79 +18,22 @@ from flowerbox.box import gitshadow
 from flowerbox.box.untrusted import read_bytes
 from flowerbox.errors import GitShadowError, HostGitError, UntrustedFileError
 from flowerbox.hostgit import HostGit
+from tests.cli.test_lang_cli import FLOWERBOX, run, speaking
 
-FLOWERBOX = [sys.executable, "-m", "flowerbox"]
 
-
-def env_for(tmp_path: Path, lang: str | None, **extra: str) -> dict[str, str]:
-    """A user with credentials, no engine and a home of its own; FLOWER_LANG=`lang` or unset."""
+def env_for(tmp_path: Path, lang: str, **extra: str) -> dict[str, str]:
+    """A user with credentials, no engine and a home of its own, speaking `lang`."""
     home = tmp_path / "home"
-    home.mkdir(exist_ok=True)
     env = {
         "PATH": os.environ["PATH"],
         "HOME": str(home),
         "XDG_CONFIG_HOME": str(home / ".config"),
         "XDG_STATE_HOME": str(home / ".local" / "state"),
-        "LANG": "C.UTF-8",
-        "COLUMNS": "200",
         "DOCKER_HOST": f"unix://{tmp_path}/no-engine.sock",
         "ANTHROPIC_API_KEY": "sk-ant-lang-box-0123456789",
         "FLOWERBOX_SOCKET_ROOT": str(tmp_path / "sockets"),
     }
-    return env | ({"FLOWER_LANG": lang} if lang else {}) | extra
-
-
-def flowerbox(args: list[str], env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [*FLOWERBOX, *args],
-        env=env,
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        stdin=subprocess.DEVNULL,
-    )
-
-
-@pytest.fixture
-def repo(tmp_path: Path) -> Path:
-    ws = tmp_path / "project"
-    ws.mkdir()
-    subprocess.run(["git", "init", "-q"], cwd=ws, check=True)
-    return ws
-
-
-def checks(stdout: str) -> list[str]:
-    """The check lines (status and name first), without the fix lines under them."""
-    return [line for line in stdout.splitlines() if line and not line.startswith(" ")]
-
-
-def test_doctor_says_its_checks_in_chinese_under_lang_zh(tmp_path: Path, repo: Path) -> None:
-    (repo / ".flowerbox").mkdir()
-    (repo / ".flowerbox" / "config.toml").write_text('protect = "deploy/"\n')  # not a list
-    for how in (["doctor", "--lang", "zh"], ["doctor"]):
-        env = env_for(tmp_path, None if "--lang" in how else "zh")
-        done = flowerbox(how, env, repo)
-        assert done.returncode == 1, done.stderr
-        lines = checks(done.stdout)
-        assert lines[0].startswith("失败  引擎 ") and "没有 Docker 引擎应答" in lines[0]
-        assert "修复：请启动它（`systemctl start docker`" in done.stdout
-        assert any(
-            line.startswith("失败  镜像 ") and "没有引擎，无法查看" in line for line in lines
-        )
-        assert any("ANTHROPIC_API_KEY 来自 进程环境" in line for line in lines)
-        [workspace] = [line for line in lines if line.startswith("失败  工作区")]
-        assert workspace.endswith(".flowerbox/config.toml")  # the spec's refusal: its file,
-        assert "修复：`protect` 必须是路径列表" in done.stdout  # and what to do, in zh too
-        assert any(line.startswith("失败  出口代理 ") for line in lines)
-        assert "sk-ant-lang-box" not in done.stdout + done.stderr
-    english = flowerbox(["doctor", "--lang", "en"], env_for(tmp_path, "zh"), repo)
-    assert english.returncode == 1
-    lines = checks(english.stdout)
-    assert lines[0].startswith("FAIL  engine       no Docker engine answers at unix://")
-    assert "fix: start it (`systemctl start docker`" in english.stdout
-    assert "ANTHROPIC_API_KEY from the process environment" in english.stdout
-    assert not any("\u4e00" <= char <= "\u9fff" for char in english.stdout)
+    return speaking(env, lang) | extra
 
 
 @pytest.mark.parametrize(
@@ -125,24 +67,33 @@ def test_doctor_says_its_checks_in_chinese_under_lang_zh(tmp_path: Path, repo: P
             "FLOWERBOX_SOCKET_ROOT=relative/sockets is not an absolute path: name one, or unset it",
             id="state",
         ),
+        pytest.param(
+            ["once", "hi", "-w", "{tmp}"],
+            {},
+            "home（你的主目录），代理绝不能看到那里",
+            "home (your home folder), which the agent must never see",
+            id="prepare-sensitive",
+        ),
     ],
 )
 def test_box_refusals_follow_lang(
-    tmp_path: Path, repo: Path, args: list[str], extra: dict[str, str], zh: str, en: str
+    tmp_path: Path, args: list[str], extra: dict[str, str], zh: str, en: str
 ) -> None:
-    argv = [arg.format(tmp=tmp_path) for arg in args]
-    chinese = flowerbox(argv, env_for(tmp_path, "zh", **extra), repo)
+    argv = [*FLOWERBOX, *(arg.format(tmp=tmp_path) for arg in args)]
+    ws = tmp_path / "project"  # beside the home, not above it
+    ws.mkdir()
+    chinese = run(argv, env_for(tmp_path, "zh", **extra), ws)
     assert chinese.returncode == 2, chinese.stderr
     assert chinese.stderr.startswith("错误：") and zh in chinese.stderr, chinese.stderr
     assert "Traceback" not in chinese.stderr
-    english = flowerbox([*argv, "--lang", "en"], env_for(tmp_path, "zh", **extra), repo)
+    english = run([*argv, "--lang", "en"], env_for(tmp_path, "zh", **extra), ws)
     assert english.returncode == 2, english.stderr
     assert en in english.stderr and "Traceback" not in english.stderr
 
 
-def test_the_json_fix_of_a_box_refusal_is_chinese_under_zh(tmp_path: Path, repo: Path) -> None:
-    argv = ["once", "hi", "--json", "--net", "open", "--allow", "example.com"]
-    done = flowerbox(argv, env_for(tmp_path, "zh"), repo)
+def test_the_json_fix_of_a_box_refusal_is_chinese_under_zh(tmp_path: Path) -> None:
+    argv = [*FLOWERBOX, "once", "hi", "--json", "--net", "open", "--allow", "example.com"]
+    done = run(argv, env_for(tmp_path, "zh"), tmp_path)
     assert done.returncode == 2, done.stderr
     error = json.loads(done.stdout)["error"]
     assert error["message"].startswith("--allow 和 --allow-preset 过滤的是出口代理")

@@ -889,4 +889,7 @@ written, each on its own line; write nothing else, and no code block.
     ),
     "doctor.summary_misses": "{count} checks: {misses} to fix",
     "doctor.summary_ok": "{count} checks: all OK",
+    "prepare.what_config": "your configuration",
+    "prepare.what_credentials": "flower's credentials file",
+    "prepare.what_records": "flowerbox's own records",
 }

@@ -768,4 +768,7 @@ ZH: dict[str, str] = {
     ),
     "doctor.summary_misses": "{count} 项检查：{misses} 项要修复",
     "doctor.summary_ok": "{count} 项检查：全部正常",
+    "prepare.what_config": "你的配置",
+    "prepare.what_credentials": "flower 的凭据文件",
+    "prepare.what_records": "flowerbox 自己的记录",
 }
