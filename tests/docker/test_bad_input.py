@@ -26,6 +26,7 @@ pytestmark = pytest.mark.docker
 ABSENT = "flowerbox:absent"
 
 
+@pytest.mark.english
 def test_no_image_and_no_dockerfile_says_how_to_get_one(docker_client: DockerClient) -> None:
     with pytest.raises(
         BoxError, match="no Dockerfile to build it from: run `flowerbox build PATH`"
