@@ -437,6 +437,7 @@ def test_doctor_asks_for_the_gateways_health_alone() -> None:
     [ok] = judge(output({**GOOD, **up}), seen(), ("gateway_health",))
     [bad] = judge(output(down), seen(), ("gateway_health",))
     assert ok.ok and not bad.ok and "503" in bad.why and "unreachable" in bad.why
+    assert ok.why == "网关已启动，它的上游可以连通" and bad.why.startswith("健康检查：503")  # zh
 
 
 # More ways each property is seen broken: (probe, change of its observation, host overrides,

@@ -892,4 +892,6 @@ written, each on its own line; write nothing else, and no code block.
     "prepare.what_config": "your configuration",
     "prepare.what_credentials": "flower's credentials file",
     "prepare.what_records": "flowerbox's own records",
+    "doctor.gateway_ok": "the gateway started; its upstream is reachable",
+    "doctor.gateway_health": "health: {why}",
 }

@@ -771,4 +771,6 @@ ZH: dict[str, str] = {
     "prepare.what_config": "你的配置",
     "prepare.what_credentials": "flower 的凭据文件",
     "prepare.what_records": "flowerbox 自己的记录",
+    "doctor.gateway_ok": "网关已启动，它的上游可以连通",
+    "doctor.gateway_health": "健康检查：{why}",
 }
