@@ -29,6 +29,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from flower import text
+
 
 class FlowerboxError(Exception):
     """The base of every error flowerbox raises on purpose. `fix`, where a class or an
@@ -124,5 +126,5 @@ class UntrustedFileError(FlowerboxError, OSError):
     """A path under a box-writable root is not what the host may read or write there."""
 
     def __init__(self, path: Path, what: str) -> None:
-        super().__init__(f"{path}: {what}; flowerbox does not follow or read it")
+        super().__init__(text("untrusted.refused", path=path, what=what))
         self.path = path

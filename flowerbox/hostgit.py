@@ -66,6 +66,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
+from flower import text
 from flowerbox.errors import HostGitError
 
 __all__ = ["ALLOWED", "MEMORY", "OUTPUT", "TIMEOUT", "HostGit", "HostGitError", "empty_hooks"]
@@ -234,11 +235,9 @@ class HostGit:
                  "--show-origin", "-z"], None, theirs=True, timeout=CONFIG_TIMEOUT,
             )  # fmt: skip
         except _TimedOut as exc:
+            seconds = f"{CONFIG_TIMEOUT:.0f}"
             raise HostGitError(
-                f"reading your repository's git config in {workspace} took over "
-                f"{CONFIG_TIMEOUT:.0f} s, so flowerbox runs no git there: a file it includes "
-                "may be a FIFO or a device the run left in place of a file (`git config "
-                "--show-origin --get-regexp 'include'` names them; `ls -l` each)"
+                text("hostgit.config_timeout", workspace=workspace, seconds=seconds)
             ) from exc
         if listed.returncode != 0:
             return []  # not a repository (yet): the call itself says so
@@ -271,12 +270,9 @@ class HostGit:
             if key in YOURS:
                 out += ["-c", f"{key}={yours.get(key, YOURS[key])}"]  # last: your value wins
             if REFUSED.fullmatch(key):
+                section = key.split(".")[0]
                 raise HostGitError(
-                    f"{entry.path} sets {key}, and git reads it from your repository's config: "
-                    "it lies in (or is included from) the working tree the run could rewrite, "
-                    "so flowerbox runs no git there; move that setting out of the working tree "
-                    f"(`git config --show-origin --get-regexp '^{key.split('.')[0]}\\.'` shows "
-                    "where it is included)"
+                    text("hostgit.refused_key", path=entry.path, key=key, section=section)
                 )
             if FSCK.fullmatch(key):
                 out += ["-c", f"{key}={_strict(key)}"]
@@ -290,10 +286,7 @@ class HostGit:
         timeout = self.timeout if timeout is None else min(timeout, self.timeout)
         env = self._environment() | (NO_LAZY_FETCH if theirs else {})
         if shutil.which("git", path=env["PATH"]) is None:
-            raise HostGitError(
-                "no git on your PATH outside a git working tree (flowerbox never runs a "
-                "program from one, nor from a relative PATH entry): install git"
-            )
+            raise HostGitError(text("hostgit.no_git"))
         limited = ["sh", "-c", 'ulimit -v "$0" && exec "$@"', str(self.memory // 1024), *argv]
         try:
             process = subprocess.Popen(
@@ -305,7 +298,9 @@ class HostGit:
                 start_new_session=True,  # its children die with it on a timeout
             )
         except OSError as exc:
-            raise HostGitError(f"git {_named(argv)} could not run: {exc}") from exc
+            raise HostGitError(
+                text("hostgit.could_not_run", command=_named(argv), problem=exc)
+            ) from exc
         try:
             out, err = _collect(process, stdin, self.output, timeout)
         except _Overran as exc:
@@ -313,15 +308,12 @@ class HostGit:
                 os.killpg(process.pid, signal.SIGKILL)
             process.wait()
             why = (
-                f"printed more than {self.output >> 20} MiB"
+                text("hostgit.why_output", mib=self.output >> 20)
                 if exc.args[0] == "output"
-                else f"ran past {timeout:.0f} s"
+                else text("hostgit.why_time", seconds=f"{timeout:.0f}")
             )
             error = _TimedOut if exc.args[0] == "time" else HostGitError
-            raise error(
-                f"git {_named(argv)} {why} and was stopped: the repository may be very large "
-                "or damaged (or what a run left built to be); run the command by hand to see"
-            ) from exc
+            raise error(text("hostgit.overran", command=_named(argv), why=why)) from exc
         finally:
             for pipe in (process.stdout, process.stderr):
                 if pipe is not None:
@@ -411,7 +403,7 @@ def empty_hooks(parent: Path) -> Path:
             folder.mkdir(mode=0o700)
         folder.chmod(0o555)
     except OSError as exc:
-        raise HostGitError(f"cannot make {folder} for git's hooks path: {exc}") from exc
+        raise HostGitError(text("hostgit.hooks", folder=folder, problem=exc)) from exc
     return folder
 
 
@@ -436,7 +428,7 @@ def _subcommand(args: tuple[str, ...]) -> str:
     command = args[at] if at < len(args) else ""
     needed = ONLY_WITH.get(command)
     if command not in ALLOWED or (needed and not set(needed) & set(args[at + 1 :])):
-        raise HostGitError(f"flowerbox does not run `git {command}` on the host in that form")
+        raise HostGitError(text("hostgit.form", command=command))
     return command
 
 
@@ -456,10 +448,7 @@ def _no_filters(names: set[str]) -> list[str]:
     """`-c` settings that empty each filter driver: git runs no empty command, and a
     required filter that ran none is no error once it is not required."""
     if any("=" in name for name in names):
-        raise HostGitError(
-            "a filter driver of your repository's config has a `=` in its name, which no "
-            "`-c` setting can reach: rename it (`git config --get-regexp '^filter\\.'`)"
-        )
+        raise HostGitError(text("hostgit.filter_eq"))
     parts = ("clean=", "smudge=", "process=", "required=false")
     return [
         arg for name in sorted(names) for part in parts for arg in ("-c", f"filter.{name}.{part}")

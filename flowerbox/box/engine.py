@@ -74,15 +74,16 @@ def ensure_image(
         return
     if context is None or not (context / "Dockerfile").is_file():
         found = (
-            f"the image {tag} is not here"
+            text("engine.image_absent", tag=tag)
             if built_for is None
-            else f"the image {tag} was built for flowerbox {built_for or 'an unknown version'}, "
-            f"not {__version__}"
+            else text(
+                "engine.image_stale",
+                tag=tag,
+                built_for=built_for or text("engine.unknown_version"),
+                version=__version__,
+            )
         )
-        raise BoxError(
-            f"{found}, and this flowerbox has no Dockerfile to build it from: run `flowerbox "
-            f"build PATH` with PATH {no_checkout()}, or pass --image"
-        )
+        raise BoxError(text("engine.no_dockerfile", found=found, hint=no_checkout()))
     build_id = str(uuid.uuid4())
     buildargs = {
         wire.VERSION_BUILD_ARG: __version__,
@@ -100,7 +101,7 @@ def ensure_image(
             filters={"dangling": True, "label": f"{wire.BUILD_ID_LABEL}={build_id}"}
         )
     except (APIError, DockerException) as exc:
-        raise BoxError(f"building {tag} from {context} failed: {exc}") from exc
+        raise BoxError(text("engine.build_failed", tag=tag, context=context, problem=exc)) from exc
 
 
 class Box:
@@ -193,7 +194,7 @@ class Box:
         except NotFound:
             return None
         except (APIError, DockerException, OSError) as exc:
-            raise BoxError(f"lost track of {self._agent.name}: {exc}") from exc
+            raise BoxError(text("engine.lost_track", name=self._agent.name, problem=exc)) from exc
         return int(status.get("StatusCode", 1))
 
     def run_attached(self, attach: Callable[[dict[str, Any]], int]) -> int:
@@ -275,7 +276,9 @@ class Box:
         except ImageNotFound as exc:
             raise BoxError(text("box.image_gone", image=self.spec.image)) from exc
         except (APIError, DockerException) as exc:
-            raise BoxError(f"starting {kwargs.get('name')} failed: {exc}") from exc
+            raise BoxError(
+                text("engine.start_failed", name=kwargs.get("name"), problem=exc)
+            ) from exc
 
     def _start_gateway(self) -> None:
         """The gateway's container, started (`_gateway_listening` waits for its socket). A
@@ -291,10 +294,7 @@ class Box:
     def _check_broker(self) -> None:
         """A broker's run starts nothing while its broker does not serve the run's socket."""
         if self.spec.broker and not self.spec.api_socket.is_socket():
-            raise BoxError(
-                f"the broker does not serve {self.spec.api_socket}: is `flowerbox broker`"
-                " still running?"
-            )
+            raise BoxError(text("engine.no_broker", socket=self.spec.api_socket))
 
     def _gateway_listening(self) -> None:
         """Once the gateway's socket is there it has read the credentials file, so the file
@@ -320,9 +320,10 @@ class Box:
                 self._gateway.reload()
                 if self._gateway.status in ("exited", "dead"):
                     logs = self._gateway.logs(tail=20).decode(errors="replace")
-                    raise BoxError(f"the gateway died before it listened:\n{logs}")
+                    raise BoxError(text("engine.gateway_died", logs=logs))
             time.sleep(SOCKET_POLL_S)
-        raise BoxError(f"the gateway did not open {self.spec.api_socket} in {SOCKET_WAIT_S:.0f}s")
+        seconds = f"{SOCKET_WAIT_S:.0f}"
+        raise BoxError(text("engine.gateway_silent", socket=self.spec.api_socket, seconds=seconds))
 
 
 class Started:
@@ -358,13 +359,10 @@ def check_runtime(client: DockerClient, runtime: str) -> None:
     try:
         runtimes = client.info().get("Runtimes") or {}
     except (APIError, DockerException) as exc:
-        raise BoxError(f"cannot ask the Docker engine for its runtimes: {exc}") from exc
+        raise BoxError(text("engine.no_runtimes", problem=exc)) from exc
     if runtime not in runtimes:
-        raise BoxError(
-            f"the Docker engine has no runtime {runtime!r} (it has "
-            f"{', '.join(sorted(runtimes)) or 'none listed'}): register gVisor with "
-            "`sudo bash docker/engine.sh --gvisor` (docs/image.md), or drop --runtime"
-        )
+        listed = ", ".join(sorted(runtimes)) or text("engine.none_listed")
+        raise BoxError(text("engine.no_runtime", runtime=repr(runtime), runtimes=listed))
 
 
 def _in_cgroup_of(pid: int, container_id: str) -> bool:
@@ -387,7 +385,7 @@ def image_id(client: DockerClient, tag: str) -> str:
     except ImageNotFound as exc:
         raise BoxError(text("box.image_missing", image=tag)) from exc
     except (APIError, DockerException) as exc:
-        raise BoxError(f"cannot look up the image {tag}: {exc}") from exc
+        raise BoxError(text("engine.image_lookup", tag=tag, problem=exc)) from exc
 
 
 def repo_digest(client: DockerClient, image: str) -> str | None:

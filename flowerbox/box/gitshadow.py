@@ -59,7 +59,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from flower import printable
+from flower import printable, text
 from flowerbox.box import state
 from flowerbox.box.untrusted import open_dir, open_file
 from flowerbox.errors import GitShadowError, HostGitError, UntrustedFileError
@@ -238,7 +238,8 @@ def _said(done: subprocess.CompletedProcess[str]) -> str:
 def _must(*args: str, workspace: Path | str | None = None, repo: Path | None = None) -> str:
     done = _git(*args, workspace=workspace, repo=repo)
     if done.returncode != 0:
-        raise GitShadowError(f"git {' '.join(args[:4])} failed: {done.stderr.strip()}")
+        said = done.stderr.strip()
+        raise GitShadowError(text("hostgit.failed", args=" ".join(args[:4]), said=said))
     return done.stdout
 
 
@@ -258,9 +259,7 @@ def layout(workspace: Path) -> Layout:
     if stat.S_ISREG(mode):
         return "file"
     raise GitShadowError(
-        f"{workspace / '.git'} is not a folder or a file (a symlink?): flowerbox cannot give "
-        "the box a git directory of its own; make it a real folder or run with --no-isolate",
-        path=workspace / ".git",
+        text("gitshadow.not_dir_or_file", path=workspace / ".git"), path=workspace / ".git"
     )
 
 
@@ -271,15 +270,13 @@ def make(workspace: Path, dest: Path, *, objects_in_box: str) -> Shadow:
     removes `dest`."""
     git_dir = workspace / ".git"
     if layout(workspace) != "dir":
-        raise GitShadowError(f"{git_dir} is not a git folder: nothing to shadow", path=git_dir)
+        raise GitShadowError(text("gitshadow.nothing_to_shadow", git_dir=git_dir), path=git_dir)
     _check_plain(workspace, git_dir)
     if not objects_in_box.startswith("/") or os.path.normpath(objects_in_box) != objects_in_box:
-        raise GitShadowError(
-            f"objects_in_box must be a normalized absolute path: {objects_in_box!r}"
-        )
+        raise GitShadowError(text("gitshadow.objects_in_box", path=repr(objects_in_box)))
     dest.mkdir(parents=True, exist_ok=True)
     if any(dest.iterdir()):
-        raise GitShadowError(f"{dest} is not empty: give make an empty folder", path=dest)
+        raise GitShadowError(text("gitshadow.dest_not_empty", dest=dest), path=dest)
     object_format = _git("rev-parse", "--show-object-format", workspace=workspace).stdout.strip()
     objects = git_dir / "objects"
     alternates = _alternates(objects)
@@ -306,27 +303,20 @@ def make(workspace: Path, dest: Path, *, objects_in_box: str) -> Shadow:
 def _check_plain(workspace: Path, git_dir: Path) -> None:
     """A repository whose gitdir is `<workspace>/.git`, not bare, with files refs."""
     if (git_dir / "commondir").exists():
-        raise GitShadowError(
-            f"{git_dir} has a commondir (a linked worktree's gitdir moved in place): flowerbox "
-            "cannot shadow it; run in the main worktree or with --no-isolate",
-            path=git_dir,
-        )
+        raise GitShadowError(text("gitshadow.commondir", git_dir=git_dir), path=git_dir)
     found = _git("rev-parse", "--absolute-git-dir", "--is-bare-repository", workspace=workspace)
     if found.returncode != 0:
-        raise GitShadowError(f"git cannot read {git_dir}: {found.stderr.strip()}", path=git_dir)
+        said = found.stderr.strip()
+        raise GitShadowError(text("gitshadow.unreadable", git_dir=git_dir, said=said), path=git_dir)
     gitdir, bare = found.stdout.splitlines()
     if bare == "true" or Path(gitdir).resolve() != git_dir.resolve():
         raise GitShadowError(
-            f"{workspace} is a bare repository or its gitdir is elsewhere ({gitdir}): flowerbox "
-            "needs a working tree with .git at its top; clone it or run with --no-isolate",
-            path=git_dir,
+            text("gitshadow.bare", workspace=workspace, gitdir=gitdir), path=git_dir
         )
     storage = _git("config", "--get", "extensions.refStorage", workspace=workspace).stdout.strip()
     if storage and storage != "files":
         raise GitShadowError(
-            f"{workspace} stores refs as {storage!r}: flowerbox reads branches only from "
-            "'files' refs; convert with `git refs migrate --ref-format=files` or run with "
-            "--no-isolate",
+            text("gitshadow.ref_storage", workspace=workspace, storage=repr(storage)),
             path=git_dir,
         )
 
@@ -394,10 +384,10 @@ def _read(root: Path, relative: str, limit: int) -> bytes | None:
             return None
         size = os.fstat(fd).st_size
         if size > limit:
-            raise _TooBig(root / relative, f"{size} bytes, more than {limit}")
+            raise _TooBig(root / relative, text("untrusted.too_big", size=size, limit=limit))
         data = os.pread(fd, size + 1, 0)
     if len(data) > size:
-        raise UntrustedFileError(root / relative, "grew while read")
+        raise UntrustedFileError(root / relative, text("untrusted.grew"))
     return data
 
 
@@ -527,7 +517,7 @@ def bring_back(
     GitShadowError only for the host's side (a bad run id, a ref of the user's in the way,
     git failing on the user's repository); S is then kept for another try."""
     if not RUN_ID.fullmatch(run_id):
-        raise GitShadowError(f"run id {run_id!r} is not a plain name ([A-Za-z0-9._-])")
+        raise GitShadowError(text("gitshadow.run_id", run_id=repr(run_id)))
     _check_prefix(shadow.workspace, run_id)
     hexlen = 64 if shadow.object_format == "sha256" else 40
     hex_re = re.compile(f"[0-9a-f]{{{hexlen}}}")
@@ -561,9 +551,9 @@ def _check_prefix(workspace: Path, run_id: str) -> None:
     base = f"refs/heads/{PREFIX}/{run_id}"
     for ref in (f"refs/heads/{PREFIX}", base):
         if _git("show-ref", "--verify", "-q", ref, workspace=workspace).returncode == 0:
-            raise GitShadowError(f"the branch {ref[11:]} is in the way of {base[11:]}/*: rename it")
+            raise GitShadowError(text("gitshadow.branch_in_way", branch=ref[11:], base=base[11:]))
     if _must("for-each-ref", "--count=1", "--format=x", base + "/", workspace=workspace):
-        raise GitShadowError(f"branches {base[11:]}/* exist already: this run id was brought back")
+        raise GitShadowError(text("gitshadow.brought_back", base=base[11:]))
 
 
 def _wanted(shadow: Shadow, found: _BoxRefs, skipped: list[Skipped]) -> dict[str, str]:
@@ -654,7 +644,8 @@ class _LoosePack:
                 if fd is None:
                     return 0
                 if (size := os.fstat(fd).st_size) > budget:
-                    raise _TooBig(root / relative, f"{size} bytes, more than {budget}")
+                    too_big = text("untrusted.too_big", size=size, limit=budget)
+                    raise _TooBig(root / relative, too_big)
                 written = self._entry(_inflated(fd), min(budget, MAX_LOOSE_OBJECT))
         except BaseException:
             self.out.seek(start)
@@ -763,14 +754,14 @@ def _copy(root: Path, relative: str, dest: Path, limit: int) -> int:
             return 0
         size = os.fstat(fd).st_size
         if size > limit:
-            raise _TooBig(root / relative, f"{size} bytes, more than {limit}")
+            raise _TooBig(root / relative, text("untrusted.too_big", size=size, limit=limit))
         flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
         with os.fdopen(os.open(dest, flags, 0o444), "wb") as out:
             copied = 0
             while chunk := os.read(fd, min(1 << 20, size + 1 - copied)):
                 copied += len(chunk)
                 if copied > size:
-                    raise UntrustedFileError(root / relative, "grew while read")
+                    raise UntrustedFileError(root / relative, text("untrusted.grew"))
                 out.write(chunk)
     return copied
 
@@ -909,7 +900,7 @@ def _remove(path: Path) -> None:
     """rmtree that no link the box made can redirect (shutil's fd-based walk) and that a
     folder the box made unreadable cannot stop."""
     if not shutil.rmtree.avoids_symlink_attacks:  # pragma: no cover - Linux always has it
-        raise GitShadowError("this platform's rmtree can follow symlinks: remove {path} by hand")
+        raise GitShadowError(text("gitshadow.rmtree", path=path), path=path)
     with contextlib.suppress(OSError):
         os.chmod(path, 0o700)
     for top, dirs, _files in os.walk(path):
@@ -939,7 +930,7 @@ def quarantine(
     folder that git would take for a bare repository. `since` is a time.time() taken before
     the box started. Symlinks are never followed; no `.git` is entered."""
     if not RUN_ID.fullmatch(run_id):
-        raise GitShadowError(f"run id {run_id!r} is not a plain name ([A-Za-z0-9._-])")
+        raise GitShadowError(text("gitshadow.run_id", run_id=repr(run_id)))
     since -= CTIME_SLACK
     moved: list[Path] = []
     queue, seen, complete = [workspace], 0, True
@@ -1040,4 +1031,4 @@ def _aside(top: Path, target: Path, run_id: str) -> Path:
             except FileNotFoundError:
                 os.rename(target.name, new, src_dir_fd=parent, dst_dir_fd=parent)
                 return target.parent / new
-    raise GitShadowError(f"no free name to rename {target} aside", path=target)
+    raise GitShadowError(text("gitshadow.no_free_name", target=target), path=target)

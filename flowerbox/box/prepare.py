@@ -87,10 +87,10 @@ def sensitive_folders() -> list[tuple[Path, str, bool]]:
     home = Path.home().resolve()
     config = Path(os.environ.get("XDG_CONFIG_HOME") or home / ".config").resolve()
     folders = [
-        (home, "your home folder", True),
-        (config, "your configuration", False),
-        (config / "flower", "flower's credentials file", False),
-        (state.base().resolve(), "flowerbox's own records", False),
+        (home, text("error.why_home"), True),
+        (config, text("prepare.what_config"), False),
+        (config / "flower", text("prepare.what_credentials"), False),
+        (state.base().resolve(), text("prepare.what_records"), False),
     ]
     for name in (".ssh", ".gnupg", ".aws", ".docker", ".kube", ".claude", ".config"):
         folders.append((home / name, f"~/{name}", False))
@@ -163,21 +163,19 @@ def prepare(command: list[str], options: BoxOptions) -> Prepared:
         raise
     except OSError as exc:
         raise ConfigError(
-            f"cannot create {run_dir} ({exc.strerror}): flowerbox keeps each run's sessions "
-            f"and records in the workspace; make {ws} writable"
+            text("prepare.run_dir", run_dir=run_dir, problem=exc.strerror, ws=ws)
         ) from exc
     workbench = workbench_location(ws, isolate=True) if isolate else None
     if workbench is not None:
         try:
             workbench.mkdir(exist_ok=True)
         except OSError as exc:
-            raise ConfigError(
-                f"cannot create the workbench {workbench} beside the repository "
-                f"({exc.strerror}): isolated workers share it there; make {ws.parent} "
-                "writable, or pass --no-isolate (the workbench then lives in the workspace)"
-            ) from exc
+            why = text(
+                "prepare.workbench", workbench=workbench, problem=exc.strerror, parent=ws.parent
+            )
+            raise ConfigError(why) from exc
         if not real_folder(ws.parent, workbench.name):
-            raise ConfigError(f"{workbench} is not a folder (a link?): remove it and retry")
+            raise ConfigError(text("prepare.workbench_link", workbench=workbench))
     run_id = new_run_id()
     state.sweep_secrets()  # leftovers of killed CLIs (a live gateway read its own long ago)
     socket_dir = Path(tempfile.mkdtemp(prefix="fbx-", dir=state.socket_root()))
@@ -252,10 +250,7 @@ def load_credentials(ws: Path) -> None:
     if (named := os.environ.get("FLOWER_ENV")) and Path(
         named
     ).expanduser().resolve().is_relative_to(ws):
-        raise ConfigError(
-            f"FLOWER_ENV names {named}, inside the workspace, which the box can write: "
-            "move that file out of the workspace (e.g. to ~/.config/flower/.env)"
-        )
+        raise ConfigError(text("prepare.flower_env_inside", named=named))
     load_dotenv(lookup=Lookup.from_process(project=False))
     if problem := check_credentials():
         if regular_file(ws, ".env"):
@@ -279,11 +274,7 @@ def _check_mount_sources(ws: Path, protected: tuple[str, ...]) -> None:
             if not os.path.lexists(ws / sub):
                 break
             if not (real_folder(ws, sub) or (depth == len(parts) and regular_file(ws, sub))):
-                raise ConfigError(
-                    f"{ws / sub} is a link or not a plain file or folder (an earlier box may "
-                    "have planted it), and flowerbox will not mount it: remove or replace it, "
-                    "then retry"
-                )
+                raise ConfigError(text("prepare.not_plain", path=ws / sub))
 
 
 def egress_allowlist(net: str, allow: Sequence[str], presets: Sequence[str]) -> tuple[str, ...]:
@@ -295,10 +286,7 @@ def egress_allowlist(net: str, allow: Sequence[str], presets: Sequence[str]) -> 
     if net not in NETS:
         raise ConfigError(text("box.net_unknown", net=repr(net), nets=", ".join(NETS)))
     if net == "open" and (any(allow) or any(presets)):
-        raise ConfigError(
-            "--allow and --allow-preset filter the egress proxy, which --net open does not "
-            "use: drop them, or drop --net open"
-        )
+        raise ConfigError(text("prepare.open_net_filters"))
     return Policy.parse(allow, presets).entries
 
 
@@ -313,27 +301,25 @@ def check_runtime(runtime: str, net: str) -> None:
         choices = ", ".join(RUNTIMES)
         raise ConfigError(text("box.runtime_unknown", runtime=repr(runtime), runtimes=choices))
     if runtime == "runsc" and net == "open":
-        raise ConfigError(
-            "--net open gives the box a network of its own, which a gVisor box does not have "
-            "(docker/gvisor.sh registers runsc with --network=none): drop --net open and "
-            "--allow what the agent needs, or drop --runtime runsc"
-        )
+        raise ConfigError(text("prepare.gvisor_open"))
 
 
-def _egress_hosts(text: str) -> tuple[tuple[str, str], ...]:
+def _egress_hosts(value: str) -> tuple[tuple[str, str], ...]:
     """FLOWERBOX_EGRESS_HOSTS: `name=address,...` added to the gateway's /etc/hosts."""
     pairs = []
-    for item in filter(None, (part.strip() for part in text.split(","))):
+    for item in filter(None, (part.strip() for part in value.split(","))):
         name, _, address = item.partition("=")
         try:
             host, ip = parse_host(name.strip()), ipaddress.ip_address(address.strip())
         except ValueError as exc:
-            raise ConfigError(
-                f"{EGRESS_HOSTS_VAR}: {item!r} is not name=address "
-                f"(e.g. mirror.internal=10.1.2.3) ({exc})"
-            ) from exc
+            why = text(
+                "prepare.egress_host_shape", var=EGRESS_HOSTS_VAR, item=repr(item), problem=exc
+            )
+            raise ConfigError(why) from exc
         if not isinstance(host, str):
-            raise ConfigError(f"{EGRESS_HOSTS_VAR}: {item!r} maps an address, not a name")
+            raise ConfigError(
+                text("prepare.egress_host_address", var=EGRESS_HOSTS_VAR, item=repr(item))
+            )
         pairs.append((host, str(ip)))
     return tuple(pairs)
 

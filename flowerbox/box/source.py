@@ -12,13 +12,9 @@ from __future__ import annotations
 import tomllib
 from pathlib import Path
 
+from flower import text
 from flowerbox import __version__
 from flowerbox.errors import ConfigError
-
-CLONE_HINT = (
-    "a flowerbox checkout (the folder with its Dockerfile and pyproject.toml, e.g. a "
-    "`git clone` of your flowerbox repository at version {version})"
-)
 
 
 def checkout_version(path: Path) -> str | None:
@@ -54,23 +50,15 @@ def build_context(given: Path | None, *, cwd: Path | None = None) -> Path:
     if path is None:
         path = here if checkout_version(here) else RUNNING_CHECKOUT
     if path is None:
-        raise ConfigError(
-            "this flowerbox is installed, not run from a checkout, so there is no Dockerfile "
-            f"to build from: run `flowerbox build PATH` with PATH {no_checkout()}, or run "
-            "`flowerbox build` in it"
-        )
+        raise ConfigError(text("source.installed", hint=no_checkout()))
     version = checkout_version(path)
     if version is None:
-        raise ConfigError(f"{path} is not a flowerbox checkout: pass {no_checkout()}")
+        raise ConfigError(text("source.not_checkout", path=path, hint=no_checkout()))
     if version != __version__:
-        raise ConfigError(
-            f"{path} is flowerbox {version}, and this flowerbox is {__version__}: an image "
-            f"built from it would run other code than this host expects; install that "
-            f"checkout (`pip install {path}`), or build from a checkout of {__version__}"
-        )
+        raise ConfigError(text("source.other_version", path=path, version=version, own=__version__))
     return path
 
 
 def no_checkout() -> str:
     """What to pass where no checkout is found (in the errors above and the engine's)."""
-    return CLONE_HINT.format(version=__version__)
+    return text("source.clone_hint", version=__version__)

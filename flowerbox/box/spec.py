@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from flower import ANSWER_COMMAND_ENV, LANG_ENV, RUN_ID_ENV, RunDir
+from flower import ANSWER_COMMAND_ENV, LANG_ENV, RUN_ID_ENV, RunDir, text
 from flowerbox import wire
 from flowerbox.box.untrusted import read_bytes, real_folder, regular_file
 from flowerbox.errors import ConfigError
@@ -157,17 +157,14 @@ def protected_paths(workspace: Path) -> tuple[str, ...]:
         data = read_bytes(workspace, CONFIG, limit=64 * 1024)
         extra = [] if data is None else tomllib.loads(data.decode()).get("protect", [])
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-        raise ConfigError(f"cannot read {path}: {exc}; fix it or remove it") from exc
+        raise ConfigError(text("spec.config_unreadable", path=path, problem=exc)) from exc
     if not isinstance(extra, list) or not all(isinstance(entry, str) for entry in extra):
-        raise ConfigError(f'{path}: `protect` must be a list of paths, e.g. protect = ["deploy/"]')
+        raise ConfigError(text("spec.protect_list", path=path))
     names = list(PROTECTED)
     for entry in extra:
         name = entry.strip().rstrip("/")
         if not name or Path(name).is_absolute() or ".." in Path(name).parts:
-            raise ConfigError(
-                f"{path}: protect entry {entry!r} must be a path relative to the workspace, "
-                "inside it (no leading / and no ..)"
-            )
+            raise ConfigError(text("spec.protect_entry", path=path, entry=repr(entry)))
         if name not in names:
             names.append(name)
     return tuple(names)
@@ -359,7 +356,9 @@ def gateway_kwargs(spec: BoxSpec) -> dict[str, Any]:
         command += [arg for entry in spec.allow for arg in ("--allow", entry)]
     if spec.allow_api_fetch:
         command.append("--allow-api-fetch")
-    extra = {"extra_hosts": dict(spec.egress_hosts)} if spec.egress_hosts else {}
+    extra: dict[str, Any] = {"extra_hosts": dict(spec.egress_hosts)} if spec.egress_hosts else {}
+    if spec.lang:  # its refusals and log lines in the run's language, as the agent's flower
+        extra["environment"] = {LANG_ENV: spec.lang}
     cpus = min(spec.limits.cpus, GATEWAY_CPUS, (os.cpu_count() or 1) / 2)
     return {
         **_hardening(spec),

@@ -40,6 +40,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from flower import text
 from flowerbox.errors import RunError, StateError
 from flowerbox.hostgit import HostGit, empty_hooks
 
@@ -62,10 +63,7 @@ def _private(path: Path) -> Path:
         if path.stat().st_mode & 0o077:
             path.chmod(0o700)
     except OSError as exc:
-        raise StateError(
-            f"cannot use {path} for flowerbox's records ({exc.strerror or exc}): set "
-            "XDG_STATE_HOME to a folder of your own"
-        ) from exc
+        raise StateError(text("state.unusable", path=path, problem=exc.strerror or exc)) from exc
     return path
 
 
@@ -93,24 +91,21 @@ def socket_root(under: Path = Path("/tmp")) -> Path:
     named = os.environ.get(SOCKET_ROOT)
     root = Path(named) if named else under / f"flowerbox-{os.getuid()}"
     if not root.is_absolute():
-        raise StateError(f"{SOCKET_ROOT}={named} is not an absolute path: name one, or unset it")
+        raise StateError(text("state.socket_root_relative", var=SOCKET_ROOT, named=named))
     try:
         root.mkdir(mode=0o700)
     except FileExistsError:
         pass
     except OSError as exc:
         raise StateError(
-            f"cannot make {root} for your runs' sockets ({exc.strerror or exc}): make its "
-            f"folder, or unset {SOCKET_ROOT}",
+            text(
+                "state.socket_root_unmade", root=root, problem=exc.strerror or exc, var=SOCKET_ROOT
+            ),
             path=root,
         ) from exc
     info = root.lstat()
     if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid():
-        raise StateError(
-            f"{root} holds your runs' sockets, but it is not a folder of yours (a link, or "
-            "another user made it): remove it and run again",
-            path=root,
-        )
+        raise StateError(text("state.socket_root_foreign", root=root), path=root)
     if info.st_mode & 0o077:
         root.chmod(0o700)
     return root
@@ -119,7 +114,7 @@ def socket_root(under: Path = Path("/tmp")) -> Path:
 def check_run_id(run_id: str) -> str:
     """`run_id` if it has the shape flowerbox gives run ids (it becomes a folder name)."""
     if not RUN_ID.fullmatch(run_id):
-        raise RunError(f"{run_id!r} is not a flowerbox run id (like 20261201-172400-a1b2c3)")
+        raise RunError(text("state.bad_run_id", run_id=repr(run_id)))
     return run_id
 
 

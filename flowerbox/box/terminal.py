@@ -11,6 +11,7 @@ import subprocess
 from types import FrameType
 from typing import Any
 
+from flower import text
 from flowerbox.errors import BoxError
 
 __all__ = ["docker_cli_attach", "docker_run_args"]
@@ -87,11 +88,7 @@ def docker_cli_attach(kwargs: dict[str, Any]) -> int:
     """Run the agent's container with this terminal attached, through the docker CLI."""
     docker = shutil.which("docker")
     if docker is None:
-        raise BoxError(
-            "an interactive `flowerbox shell` needs the docker CLI on PATH: install it "
-            "(the docker-ce-cli or docker.io package), or pass a command that needs no "
-            "terminal: flowerbox shell -- COMMAND < /dev/null"
-        )
+        raise BoxError(text("terminal.no_docker_cli"))
 
     def hang_up(signum: int, frame: FrameType | None) -> None:
         raise SystemExit(128 + signum)  # subprocess.run kills the client; Box removes the rest

@@ -31,7 +31,7 @@ from collections.abc import Iterator
 from pathlib import Path, PurePath, PurePosixPath
 from typing import Any
 
-from flower import parse_json
+from flower import parse_json, text
 from flowerbox.errors import UntrustedFileError
 
 Relative = str | PurePath  # a path below the root, without `..`
@@ -69,7 +69,7 @@ def open_dir(root: Path, relative: Relative = "", *, create: bool = False) -> It
                 child = os.open(part, _DIR_FLAGS, dir_fd=fd)
             except OSError as exc:
                 if exc.errno in (errno.ELOOP, errno.ENOTDIR):
-                    raise UntrustedFileError(where, "a link or not a folder") from exc
+                    raise UntrustedFileError(where, text("untrusted.link_or_not_folder")) from exc
                 raise
             os.close(fd)
             fd = child
@@ -97,14 +97,14 @@ def open_file(root: Path, relative: Relative) -> Iterator[int | None]:
                 return
             except OSError as exc:
                 if exc.errno == errno.ELOOP:
-                    raise UntrustedFileError(path, "a symbolic link") from exc
+                    raise UntrustedFileError(path, text("untrusted.symlink")) from exc
                 raise
     except FileNotFoundError:
         yield None
         return
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise UntrustedFileError(path, "not a regular file")
+            raise UntrustedFileError(path, text("untrusted.not_regular"))
         yield fd
     finally:
         os.close(fd)
@@ -123,7 +123,7 @@ def read_bytes(
             return None
         data = os.pread(fd, limit + 1, offset)
     if len(data) > limit:
-        raise UntrustedFileError(root / relative, f"larger than {limit} bytes")
+        raise UntrustedFileError(root / relative, text("untrusted.larger_than", limit=limit))
     return data
 
 

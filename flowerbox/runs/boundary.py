@@ -34,7 +34,7 @@ from functools import partial
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from flower import printable
+from flower import printable, text
 from flowerbox.box import gitshadow, state
 from flowerbox.box.spec import BoxSpec
 from flowerbox.box.untrusted import open_dir, read_bytes
@@ -117,17 +117,11 @@ def deliver_again(spec: BoxSpec) -> list[str]:
     is nothing to bring back, or when it fails again (the directory then stays)."""
     kept = state.kept_folder(spec.run_id)
     if not (spec.state_dir / SHADOW).is_file() or not kept.is_dir():
-        raise RunError(
-            f"run {spec.run_id} has nothing left to bring back: its commits came back when "
-            "it ended (or it had no git directory of its own)"
-        )
+        raise RunError(text("runs.nothing_to_bring_back", run=spec.run_id))
     try:
         lines = _bring_back(spec, None, kept=kept)
     except Exception as exc:  # noqa: BLE001 - whatever it was, the directory stays for a retry
-        raise RunError(
-            f"bringing back run {spec.run_id}'s commits failed again: {exc} (its git "
-            "directory is still kept)"
-        ) from exc
+        raise RunError(text("runs.bring_back_failed", run=spec.run_id, problem=exc)) from exc
     shutil.rmtree(kept, ignore_errors=True)
     return lines or [f"run {spec.run_id} made no new commits"]
 

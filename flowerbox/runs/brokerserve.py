@@ -22,7 +22,7 @@ from wsgiref.simple_server import WSGIServer
 
 from docker.errors import DockerException
 
-from flower import Lookup, check_credentials, load_dotenv
+from flower import Lookup, check_credentials, load_dotenv, text
 from flowerbox.box import state
 from flowerbox.box.engine import connect, labelled
 from flowerbox.box.prepare import CREDENTIAL_KEYS
@@ -65,7 +65,7 @@ def serve(
     credentials = credentials_from(_found_values(), "the environment")
     folder = state.broker_folder()
     if client.running(folder):
-        raise BrokerError(f"a broker runs already on {folder}: `flowerbox broker` once a host")
+        raise BrokerError(text("runs.broker_running", folder=folder))
     broker = Broker(
         folder,
         credentials=credentials,
@@ -111,7 +111,7 @@ def serve_cluster(
     try:
         folder.mkdir(mode=0o700, parents=True, exist_ok=True)
     except OSError as exc:
-        raise BrokerError(f"cannot make the ledger's folder {folder}: {exc}") from exc
+        raise BrokerError(text("runs.ledger_folder", folder=folder, problem=exc)) from exc
     broker = ClusterBroker(
         folder,
         api=(host, port),

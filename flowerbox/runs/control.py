@@ -139,7 +139,7 @@ def timeline(run: Run) -> Timeline:
     try:
         below = spec.run_dir.relative_to(spec.workspace)
     except ValueError as exc:
-        raise RunError(f"run {run.run_id} keeps its run dir outside its workspace") from exc
+        raise RunError(text("runs.run_dir_outside", run=run.run_id)) from exc
 
     def read(relative: str, limit: int) -> bytes | None:
         return read_from(spec.workspace, below / relative, offset=0, limit=limit)
@@ -209,7 +209,7 @@ def drop(run: Run, data: dict[str, str]) -> PurePosixPath:
     try:
         drop_file(run.workspace, folder, name, payload)
     except (UntrustedFileError, OSError) as exc:
-        raise RunError(f"cannot deliver to run {run.run_id}: {exc}") from exc
+        raise RunError(text("runs.undeliverable", run=run.run_id, problem=exc)) from exc
     return folder / name
 
 

@@ -20,6 +20,7 @@ import subprocess
 import sys
 from typing import IO, TYPE_CHECKING
 
+from flower import text
 from flowerbox import wire
 from flowerbox.box.spec import BoxSpec
 from flowerbox.errors import BoxError, RunError
@@ -48,7 +49,7 @@ FRESH_FIELDS = frozenset(
     }
 )
 # The supervisor's whole environment: what finds Docker, git's and flowerbox's own folders,
-# and the locale. Nothing else is inherited (no PYTHONPATH-like variable reaches it).
+# and the locale and language. Nothing else is inherited (no PYTHONPATH-like variable reaches it).
 SUPERVISOR_ENV = (
     "PATH",
     "HOME",
@@ -57,6 +58,8 @@ SUPERVISOR_ENV = (
     "LANG",
     "LC_ALL",
     "LC_CTYPE",
+    "LC_MESSAGES",
+    "FLOWER_LANG",  # flower.LANG_ENV: what the supervisor says (a refusal, a failed delivery)
     "TZ",
     "XDG_STATE_HOME",
     "XDG_CONFIG_HOME",
@@ -105,7 +108,7 @@ def _spawn_supervisor(spec: BoxSpec) -> int:
             _spawn(wire.GUARD_MODULE, spec, out=out, stdin=read_end, keep=())
             return _spawn(wire.SUPERVISOR_MODULE, spec, out=out, stdin=None, keep=(write_end,))
     except OSError as exc:
-        raise BoxError(f"cannot start the run's supervisor ({exc}): see {log}") from exc
+        raise BoxError(text("runs.no_supervisor", problem=exc, log=log)) from exc
     finally:
         os.close(read_end)
         os.close(write_end)
@@ -161,10 +164,7 @@ def remaining_budget(run: records.Run, override: float | None) -> float | None:
         return None
     left = round(budget - (run.cost_usd() or 0.0), 6)
     if left <= 0:
-        raise RunError(
-            f"run {run.run_id} has spent its budget of ${budget:g}: "
-            f"`flowerbox resume {run.run_id} --budget USD` continues it with more"
-        )
+        raise RunError(text("runs.budget_spent", run=run.run_id, budget=f"{budget:g}"))
     return left
 
 

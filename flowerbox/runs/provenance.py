@@ -19,7 +19,7 @@ import json
 import subprocess
 from pathlib import Path
 
-from flower import cli_version
+from flower import cli_version, text
 from flowerbox.box import state
 from flowerbox.box.facts import summary
 from flowerbox.box.spec import BoxSpec
@@ -47,7 +47,8 @@ def _run(workspace: Path, *args: str, stdin: str | None = None) -> subprocess.Co
 def _git(workspace: Path, *args: str, stdin: str | None = None) -> str:
     done = _run(workspace, *args, stdin=stdin)
     if done.returncode != 0:
-        raise ProvenanceError(f"git {' '.join(args[:3])} failed: {done.stderr.strip()}")
+        said = done.stderr.strip()
+        raise ProvenanceError(text("hostgit.failed", args=" ".join(args[:3]), said=said))
     return done.stdout
 
 

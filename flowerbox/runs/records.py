@@ -242,7 +242,7 @@ def requests(run: Run) -> list[dict[str, Any]]:
     except FileNotFoundError:
         return []
     except OSError as exc:
-        raise RunError(f"cannot read the request log of run {run.run_id}: {exc}") from exc
+        raise RunError(text("runs.requests_unreadable", run=run.run_id, problem=exc)) from exc
     rows = []
     for line in data.splitlines():
         try:
@@ -311,15 +311,9 @@ def ensure_idle(workspace: Path) -> None:
     """Refuse a second flower run in a workspace whose runs/ a live (or unkept) run uses."""
     for run in runs_of(workspace):
         if run.running:
-            raise RunError(
-                f"run {run.run_id} is still running in {workspace}: `flowerbox attach "
-                f"{run.run_id}` follows it, `flowerbox stop {run.run_id}` stops it"
-            )
+            raise RunError(text("runs.still_running", run=run.run_id, workspace=workspace))
         if run.unkept:
-            raise RunError(
-                f"run {run.run_id} in {workspace} lost the process that kept it (its "
-                f"containers may still run): `flowerbox stop {run.run_id}` cleans it up"
-            )
+            raise RunError(text("runs.unkept", run=run.run_id, workspace=workspace))
 
 
 def record(spec: BoxSpec, **fields: Any) -> None:
@@ -376,7 +370,7 @@ def from_json(cls: type[T], data: Any) -> T:
     try:
         return msgspec.convert(data, cls, dec_hook=_decode)
     except msgspec.ValidationError as exc:
-        raise RunError(f"a run record holds no {cls.__name__} flowerbox can read: {exc}") from exc
+        raise RunError(text("runs.record_unreadable", kind=cls.__name__, problem=exc)) from exc
 
 
 def spec_to_json(spec: BoxSpec) -> dict[str, Any]:

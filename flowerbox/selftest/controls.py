@@ -28,6 +28,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from flower import text as said
 from flowerbox.box.spec import TMPFS, BoxSpec
 from flowerbox.errors import ConfigError
 from flowerbox.wire import SOCKET_DIR_IN_BOX
@@ -430,4 +431,8 @@ def control_named(text: str) -> Control:
         )
     if name in VARIANTS and not argument:
         return VARIANTS[name]
-    raise ConfigError(f"--weaken {text!r}: use one of {', '.join(VARIANTS)}, or {JOINED}:CONTAINER")
+    raise ConfigError(
+        said(
+            "selftest.weaken_unknown", value=repr(text), variants=", ".join(VARIANTS), joined=JOINED
+        )
+    )

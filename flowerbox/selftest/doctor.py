@@ -1,4 +1,5 @@
-"""`flowerbox doctor`: is everything a run needs here? One line per check, a fix for each miss.
+"""`flowerbox doctor`: is everything a run needs here? One line per check, a fix for each miss,
+in the language of the command line (--lang; the check's `name` stays its identifier).
 
     OK    engine       a Docker engine answers at the default socket
     FAIL  image        flowerbox:dev is not here  ->  run `flowerbox build`
@@ -21,8 +22,9 @@ from pathlib import Path
 from typing import Any
 
 from docker.errors import DockerException
+from rich.cells import cell_len
 
-from flower import CREDENTIALS, Lookup, load_dotenv
+from flower import CREDENTIALS, Lookup, load_dotenv, text
 from flowerbox.box.engine import connect, image_id
 from flowerbox.box.gitshadow import layout
 from flowerbox.box.options import BoxOptions
@@ -33,11 +35,6 @@ from flowerbox.errors import BoxError, ConfigError, FlowerboxError, StateError
 from flowerbox.selftest.kernel import platform_of
 from flowerbox.selftest.runner import selftest
 
-ROOT_NOTE = (
-    "you are root, so the box runs as uid 0 (every other restriction holds); run flowerbox "
-    "as your own user, in the docker group, to avoid it"
-)
-
 
 @dataclass(frozen=True)
 class Check:
@@ -47,66 +44,64 @@ class Check:
     fix: str = ""
 
     def line(self) -> str:
-        head = f"{'OK' if self.ok else 'FAIL':<5} {self.name:<12} {self.detail}"
-        return head if self.ok or not self.fix else f"{head}\n{'':<19}fix: {self.fix}"
+        """`OK    engine       ...` (its fix on a line below), padded by the cells each word
+        takes on a terminal (a Chinese character takes two)."""
+        head = f"{_pad(text('doctor.ok' if self.ok else 'doctor.fail'), 5)} "
+        head += f"{_pad(text(f'doctor.name.{self.name}'), 12)} {self.detail}"
+        if self.ok or not self.fix:
+            return head
+        return f"{head}\n{'':<19}{text('doctor.fix', fix=self.fix)}"
+
+
+def _pad(word: str, cells: int) -> str:
+    return word + " " * max(cells - cell_len(word), 0)
+
+
+def summary(checks: list[Check]) -> str:
+    """The line after the checks: how many, and how many to fix."""
+    misses = sum(not check.ok for check in checks)
+    if misses:
+        return text("doctor.summary_misses", count=len(checks), misses=misses)
+    return text("doctor.summary_ok", count=len(checks))
 
 
 def check_engine() -> tuple[Check, Any]:
     """The engine check and, when it answers, the client (for the checks after it)."""
-    where = os.environ.get("DOCKER_HOST") or "the default socket"
+    where = os.environ.get("DOCKER_HOST") or text("doctor.default_socket")
     try:
         client = connect()
     except BoxError:
-        return (
-            Check(
-                "engine",
-                False,
-                f"no Docker engine answers at {where}",
-                "start it (`systemctl start docker`, or `bash docker/engine.sh` in a checkout), "
-                "or point DOCKER_HOST at one; you must be allowed to use it (the docker group)",
-            ),
-            None,
-        )
-    return Check("engine", True, f"a Docker engine answers at {where}"), client
+        missing = text("doctor.no_engine", where=where)
+        return Check("engine", False, missing, text("doctor.no_engine_fix")), None
+    return Check("engine", True, text("doctor.engine_ok", where=where)), client
 
 
 def check_gvisor(client: Any, runtime: str) -> Check:
     """Whether the engine offers gVisor's runsc and on which platform (the engine's
     registration says; docker/gvisor.sh decided it at set-up): a miss only when asked for."""
+    optional = runtime != "runsc"
     if client is None:
-        return Check("gvisor", runtime != "runsc", "cannot look without an engine", "see engine")
+        return Check("gvisor", optional, text("doctor.no_look"), text("doctor.see_engine"))
     try:
         entry = (client.info().get("Runtimes") or {}).get("runsc")
     except DockerException as exc:
-        return Check("gvisor", runtime != "runsc", f"the engine did not say its runtimes: {exc}")
+        return Check("gvisor", optional, text("doctor.runtimes_unsaid", problem=exc))
     if not isinstance(entry, dict):
-        return Check(
-            "gvisor",
-            runtime != "runsc",
-            "the engine has no runsc (optional: --runtime runsc puts gVisor's kernel between"
-            " the agent and the host's)",
-            "`sudo bash docker/engine.sh --gvisor` registers it (docs/image.md)",
-        )
+        return Check("gvisor", optional, text("doctor.no_runsc"), text("doctor.no_runsc_fix"))
     platform = platform_of([str(arg) for arg in entry.get("runtimeArgs") or []])
-    return Check(
-        "gvisor",
-        True,
-        f"the engine offers runsc ({entry.get('path')}), platform {platform or 'its default'}",
-    )
+    platform = platform or text("doctor.its_default")
+    return Check("gvisor", True, text("doctor.runsc", path=entry.get("path"), platform=platform))
 
 
 def check_image(client: Any, image: str) -> Check:
     if client is None:
-        return Check("image", False, f"{image}: cannot look without an engine", "see engine")
+        blind = text("doctor.image_no_look", image=image)
+        return Check("image", False, blind, text("doctor.see_engine"))
     try:
         found = image_id(client, image)
     except BoxError:
-        return Check(
-            "image",
-            False,
-            f"{image} is not here",
-            "run `flowerbox build` (or pass --image / set FLOWERBOX_IMAGE to one you have)",
-        )
+        absent = text("doctor.image_absent", image=image)
+        return Check("image", False, absent, text("doctor.image_fix"))
     return Check("image", True, f"{image} ({found[:19]})")
 
 
@@ -115,17 +110,16 @@ def check_credentials() -> Check:
     try:  # as a run looks: never a workspace .env (the box can write it)
         origins = load_dotenv(lookup=Lookup.from_process(project=False))
     except (OSError, ValueError) as exc:
-        return Check("credentials", False, f"a .env file cannot be read: {exc}", "fix or remove it")
+        unread = text("doctor.dotenv_unreadable", problem=exc)
+        return Check("credentials", False, unread, text("doctor.dotenv_fix"))
     found = [key for key in CREDENTIALS if os.environ.get(key)]
     if not found:
-        return Check(
-            "credentials",
-            False,
-            "no ANTHROPIC_API_KEY or ANTHROPIC_AUTH_TOKEN found",
-            "run `flowerbox setup` (saves your key to the global .env, 0600), or export "
-            "ANTHROPIC_API_KEY (flowerbox never reads a workspace .env)",
-        )
-    where = ", ".join(f"{key} from {origins.get(key, 'the process environment')}" for key in found)
+        missing = text("doctor.no_credentials")
+        return Check("credentials", False, missing, text("doctor.no_credentials_fix"))
+    process = text("doctor.process_environment")
+    where = ", ".join(
+        text("doctor.credential_from", key=key, origin=origins.get(key, process)) for key in found
+    )
     return Check("credentials", True, where)
 
 
@@ -137,7 +131,7 @@ def check_workspace(workspace: Path | None) -> tuple[Check, Path | None]:
         return Check("workspace", False, *_at_colon(str(exc))), None
     if (git := layout(ws)) != "dir":
         return Check("workspace", False, *_at_colon(not_isolable(ws, git))), ws
-    return Check("workspace", True, f"{ws} (git; {len(protected)} protected paths)"), ws
+    return Check("workspace", True, text("doctor.workspace_ok", ws=ws, count=len(protected))), ws
 
 
 def _at_colon(message: str) -> tuple[str, str]:
@@ -151,7 +145,7 @@ def _at_colon(message: str) -> tuple[str, str]:
 
 def check_user() -> Check:
     uid = os.getuid()
-    return Check("user", True, ROOT_NOTE if uid == 0 else f"uid {uid}: the box runs as you")
+    return Check("user", True, text("doctor.root") if uid == 0 else text("doctor.uid", uid=uid))
 
 
 def check_leftovers() -> Check:
@@ -161,36 +155,26 @@ def check_leftovers() -> Check:
     except StateError as exc:
         return Check("state", False, *_at_colon(str(exc)))
     if swept:
-        return Check("state", True, f"removed {len(swept)} credentials file(s) left by killed runs")
-    return Check("state", True, "no credentials left on disk")
+        return Check("state", True, text("doctor.swept", count=len(swept)))
+    return Check("state", True, text("doctor.none_left"))
 
 
 def check_box(options: BoxOptions, *, ready: bool) -> list[Check]:
     """gateway and proxy, from one real box prepared as a run's (real credentials)."""
     if not ready:
-        why = "needs the engine, the image, credentials and a workspace (above)"
-        return [Check(name, False, why, "fix the misses above") for name in ("gateway", "proxy")]
+        why, fix = text("doctor.needs_above"), text("doctor.fix_above")
+        return [Check(name, False, why, fix) for name in ("gateway", "proxy")]
     try:
         report = selftest(
             options, probes=("gateway_health", "proxy_denied_name"), real_credentials=True
         )
     except FlowerboxError as exc:
-        return [Check("gateway", False, f"the box did not start: {exc}", "see the message")]
+        failed = text("doctor.box_failed", problem=exc)
+        return [Check("gateway", False, failed, text("doctor.see_message"))]
     health, proxy = report.verdicts
     return [
-        Check(
-            "gateway",
-            health.ok,
-            health.why,
-            "check your network and ANTHROPIC_BASE_URL; `flowerbox shell` shows the box",
-        ),
-        Check(
-            "proxy",
-            proxy.ok,
-            proxy.why,
-            "rebuild the image (`flowerbox build`) so the gateway serves the egress proxy; "
-            "with --net open there is none by choice",
-        ),
+        Check("gateway", health.ok, health.why, text("doctor.gateway_fix")),
+        Check("proxy", proxy.ok, proxy.why, text("doctor.proxy_fix")),
     ]
 
 

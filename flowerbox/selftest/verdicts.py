@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
-from flower import parse_json
+from flower import parse_json, text
 from flowerbox.selftest.kernel import sandboxed
 from flowerbox.selftest.kernel import verdict as kernel_verdict
 from flowerbox.selftest.probes import PROBES
@@ -447,9 +447,9 @@ POD_JUDGES: dict[str, Judge] = {
 
 def _gateway_health(o: dict[str, Any], seen: Seen) -> Verdict:
     if o["status"] == 200:
-        return Verdict("gateway_health", True, "the gateway started; its upstream is reachable")
+        return Verdict("gateway_health", True, text("doctor.gateway_ok"))
     why = o.get("error") or f"{o['status']} {o.get('body', '')[:120]}"
-    return Verdict("gateway_health", False, f"health: {why}")
+    return Verdict("gateway_health", False, text("doctor.gateway_health", why=why))
 
 
 def judge(

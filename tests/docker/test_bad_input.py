@@ -26,6 +26,7 @@ pytestmark = pytest.mark.docker
 ABSENT = "flowerbox:absent"
 
 
+@pytest.mark.english
 def test_no_image_and_no_dockerfile_says_how_to_get_one(docker_client: DockerClient) -> None:
     with pytest.raises(
         BoxError, match="no Dockerfile to build it from: run `flowerbox build PATH`"
@@ -49,7 +50,7 @@ def test_an_installed_flowerbox_without_the_image_exits_2(
         env=box_env(real_api, host_user),
     )
     assert done.returncode == 2, done.stderr[-3000:]
-    assert f"the image {ABSENT} is not here" in done.stderr and "--image" in done.stderr
+    assert f"这里没有镜像 {ABSENT}" in done.stderr and "--image" in done.stderr
     assert not real_api.requests
 
 
@@ -98,7 +99,7 @@ def test_a_gateway_that_dies_is_named_and_nothing_is_left_running(
     monkeypatch.setattr(flowerbox.box.engine, "gateway_kwargs", dying)
     run_id = prepared.spec.run_id
     try:
-        with pytest.raises(BoxError, match="the gateway died before it listened"):
+        with pytest.raises(BoxError, match="网关在开始监听之前就退出了"):
             Box(prepared.spec, client=docker_client).run(write=print, write_err=print)
     finally:
         prepared.cleanup()

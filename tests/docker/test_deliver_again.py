@@ -33,11 +33,11 @@ def test_commits_that_could_not_come_back_are_kept_and_delivered_later(
     assert "committed" in tool_output(real_api)
     [run_id] = metas(host_user, ws)
     said = " ".join(done.stderr.split())
-    assert "bring_back failed" in said and "is in the way" in said
+    assert "bring_back failed" in said and "挡住了 flowerbox/" in said
     assert f"`flowerbox deliver {run_id}` tries again" in said
 
     still = flowerbox(host_user, ws, "deliver", run_id, env=env)
-    assert still.returncode == 2 and "failed again" in still.stderr  # the way is not clear yet
+    assert still.returncode == 2 and "提交失败" in still.stderr  # the way is not clear yet
 
     as_user(host_user, [*git, "branch", "-m", "flowerbox", "mine"], cwd=ws)
     delivered = flowerbox(host_user, ws, "deliver", run_id, env=env)
@@ -46,4 +46,4 @@ def test_commits_that_could_not_come_back_are_kept_and_delivered_later(
     shown = as_user(host_user, [*git, "log", "--format=%s", "-1", branch], cwd=ws)
     assert shown.stdout.strip() == "the work", shown.stderr
     again = flowerbox(host_user, ws, "deliver", run_id, env=env)
-    assert again.returncode == 2 and "nothing left to bring back" in again.stderr
+    assert again.returncode == 2 and "没有剩下可取回的" in again.stderr

@@ -312,7 +312,7 @@ def test_a_run_whose_keeper_and_guard_were_killed_is_lost_until_stop_cleans_it_u
     assert (row["run_id"], row["status"]) == (run_id, "lost")
     assert docker_client.containers.get(f"flowerbox-{run_id}").status == "running"
     refused = as_user(host_user, [FLOWERBOX, "again", "-d"], cwd=ws, env=env)
-    assert refused.returncode == 2 and f"`flowerbox stop {run_id}` cleans it up" in refused.stderr
+    assert refused.returncode == 2 and f"`flowerbox stop {run_id}` 清理它" in refused.stderr
     reaped = as_user(host_user, [FLOWERBOX, "stop"], cwd=ws, env=env)
     assert reaped.returncode == 0, reaped.stderr
     assert f"{run_id}: 已停止,退出码 130" in reaped.stderr

@@ -17,9 +17,8 @@ pytestmark = pytest.mark.docker
 def test_doctor_is_all_ok_where_a_run_would_work(
     real_api: FakeAPI, host_user: tuple[str, int, int], user_workspace: Path, flowerbox_image: str
 ) -> None:
-    done = as_user(
-        host_user, [FLOWERBOX, "doctor"], cwd=user_workspace, env=box_env(real_api, host_user)
-    )
+    env = {**box_env(real_api, host_user), "FLOWER_LANG": "en"}  # the English check lines
+    done = as_user(host_user, [FLOWERBOX, "doctor"], cwd=user_workspace, env=env)
     assert done.returncode == 0, done.stdout + done.stderr[-2000:]
     names = [line.split()[1] for line in done.stdout.splitlines() if line.startswith("OK")]
     assert names == [
@@ -47,6 +46,7 @@ def test_a_missing_image_is_a_miss_with_its_fix(
     real_api: FakeAPI, host_user: tuple[str, int, int], user_workspace: Path, flowerbox_image: str
 ) -> None:
     env = {**box_env(real_api, host_user), "FLOWERBOX_IMAGE": "flowerbox:no-such-tag"}
+    env["FLOWER_LANG"] = "en"  # the English check lines (tests/flowerbox/test_doctor.py: zh)
     done = as_user(host_user, [FLOWERBOX, "doctor"], cwd=user_workspace, env=env)
     assert done.returncode == 1
     lines = done.stdout.splitlines()

@@ -302,6 +302,7 @@ def test_size_over_base(docker_client: DockerClient, flowerbox_image: str, base_
     assert added <= MAX_ADDED_BYTES, f"the image adds {added / 1e6:.0f} MB over {base_image}"
 
 
+@pytest.mark.english
 def test_an_image_built_for_another_flowerbox_is_rebuilt_not_run(
     docker_client: DockerClient, flowerbox_image: str, base_image: str
 ) -> None:

@@ -533,7 +533,7 @@ def test_links_fifos_and_junk_in_runs_never_redirect_or_hang_the_host(
         done = flowerbox(host_user, user_workspace, *command, env=env)
         assert done.returncode == 0, (command, done.stderr[-2000:])
     sent = flowerbox(host_user, user_workspace, "send", "hello", "-r", run_id, env=env)
-    assert sent.returncode == 2 and "cannot deliver" in sent.stderr
+    assert sent.returncode == 2 and "无法投递给运行" in sent.stderr
     stopped = flowerbox(host_user, user_workspace, "stop", run_id, env=env)
     assert stopped.returncode == 0, stopped.stderr[-2000:]
     assert metas(host_user, user_workspace)[run_id]["status"] not in ("starting", "running")
@@ -620,7 +620,7 @@ def test_a_broken_protect_list_the_box_wrote_is_reported_and_costs_no_key_on_dis
     for _ in range(2):
         refused = flowerbox(host_user, user_workspace, "once", "y", env=env)
         assert refused.returncode == 2 and ".flowerbox/config.toml" in refused.stderr
-        assert "fix it or remove it" in refused.stderr
+        assert "请修好它或删除它" in refused.stderr
     assert not list((state_of(host_user) / "secrets").glob("*"))  # no key left on disk
     (user_workspace / ".flowerbox" / "config.toml").unlink()  # the user's fix
     plant(real_api, user_workspace, "echo fine")

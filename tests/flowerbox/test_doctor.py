@@ -41,10 +41,10 @@ def lines(done: subprocess.CompletedProcess[str]) -> dict[str, str]:
     found: dict[str, str] = {}
     last = ""
     for line in done.stdout.splitlines():
-        if line.startswith(("OK", "FAIL")):
+        if line.startswith(("OK", "FAIL", "正常", "失败")):
             last = line.split()[1]
             found[last] = line
-        elif line.strip().startswith("fix:"):
+        elif line.strip().startswith(("fix:", "修复：")):
             found[last] += "\n" + line.strip()
     return found
 
@@ -124,3 +124,32 @@ def test_a_bad_protect_config_is_a_workspace_miss(tmp_path: Path, repo: Path) ->
     (repo / ".flowerbox" / "config.toml").write_text('protect = ["../outside"]\n')
     found = lines(doctor(tmp_path, repo, ANTHROPIC_API_KEY=SECRET))
     assert found["workspace"].startswith("FAIL") and "../outside" in found["workspace"]
+
+
+def test_the_checks_are_said_in_chinese_under_zh(tmp_path: Path, repo: Path) -> None:
+    """Each check's name, what it found and its fix follow the language (issue 36 item 5);
+    the English above is what the same checks say without it."""
+    (repo / ".flowerbox").mkdir()
+    (repo / ".flowerbox" / "config.toml").write_text('protect = "deploy/"\n')  # not a list
+    done = doctor(tmp_path, repo, ANTHROPIC_API_KEY=SECRET, FLOWER_LANG="zh")
+    assert done.returncode == 1, done.stderr
+    found = lines(done)
+    assert list(found) == [
+        "引擎", "gvisor", "镜像", "凭据", "工作区", "用户", "状态", "网关", "出口代理",
+    ]  # fmt: skip
+    assert (
+        found["引擎"].startswith("失败  引擎         ") and "没有 Docker 引擎应答" in found["引擎"]
+    )
+    assert "修复：请启动它（`systemctl start docker`" in found["引擎"]
+    assert found["镜像"].startswith("失败") and "没有引擎，无法查看" in found["镜像"]
+    assert found["凭据"].startswith("正常") and "ANTHROPIC_API_KEY 来自 进程环境" in found["凭据"]
+    assert (
+        found["工作区"].startswith("失败") and "修复：`protect` 必须是路径列表" in found["工作区"]
+    )
+    assert "修复：先修好上面的问题" in found["出口代理"]
+    assert SECRET not in done.stdout + done.stderr
+    english = doctor(tmp_path, repo, ANTHROPIC_API_KEY=SECRET, FLOWER_LANG="en")
+    said = lines(english)
+    assert list(said)[:3] == ["engine", "gvisor", "image"]
+    assert "fix: `protect` must be a list of paths" in said["workspace"]
+    assert not any("\u4e00" <= char <= "\u9fff" for char in english.stdout)

@@ -130,6 +130,7 @@ def box(repo: Path, make_box: Callable[[Path], Box]) -> Box:
 # -- make -------------------------------------------------------------------------------------
 
 
+@pytest.mark.english
 def test_layout(tmp_path: Path, repo: Path) -> None:
     assert gitshadow.layout(repo) == "dir"
     assert gitshadow.layout(tmp_path) == "none"
@@ -178,6 +179,7 @@ def test_the_shadow_shows_the_users_repository(
     assert git(ws, "cat-file", "-t", sha, check=False) == ""
 
 
+@pytest.mark.english
 def test_make_refuses_what_it_cannot_shadow(tmp_path: Path, repo: Path) -> None:
     dest = tmp_path / "dest"
     dest.mkdir()
@@ -291,6 +293,7 @@ def test_packed_branches_and_packs_come_back(box: Box) -> None:
     git(box.ws, "fsck", "--no-dangling")
 
 
+@pytest.mark.english
 def test_a_branch_of_the_users_in_the_way_refuses_before_touching_anything(box: Box) -> None:
     git(box.ws, "branch", "flowerbox")
     box.commit("b.txt")

@@ -264,6 +264,7 @@ def test_trace2_from_an_included_global_file_writes_nothing(
     assert not trace.exists()
 
 
+@pytest.mark.english
 def test_a_url_rewrite_from_the_working_tree_is_refused(ws: Path, host: HostGit) -> None:
     include(ws, '[url "ext::sh -c evil "]\n\tinsteadOf = /\n')
     with pytest.raises(HostGitError, match=r"\.gitconfig sets url\..*move that setting"):
@@ -303,6 +304,7 @@ def test_the_callers_git_variables_are_not_inherited(
     assert git(ws, "rev-parse", "y").stdout == git(ws, "rev-parse", "HEAD").stdout
 
 
+@pytest.mark.english
 def test_only_the_subcommands_flowerbox_needs_run(ws: Path, host: HostGit) -> None:
     refused = [("status",), ("checkout", "main"), ("merge", "x"), ("commit",), ("gc",),
                ("my-alias",), ("clone", ".", "copy"), ("worktree", "add", "../w")]  # fmt: skip
@@ -328,6 +330,7 @@ def test_memory_is_bounded_for_git_and_its_children(tmp_path: Path, host: HostGi
     assert host.run("index-pack", str(path), repo=bare).returncode == 0
 
 
+@pytest.mark.english
 def test_a_git_past_its_time_is_stopped_with_its_children(
     tmp_path: Path, host: HostGit, monkeypatch: pytest.MonkeyPatch
 ) -> None:

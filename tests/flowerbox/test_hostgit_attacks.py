@@ -25,6 +25,7 @@ git_env, ws, host, mark = base.git_env, base.ws, base.host, base.mark
 MISSING = "1234567890abcdef1234567890abcdef12345678"  # a commit the repository lacks
 
 
+@pytest.mark.english
 def test_a_promisor_remote_of_the_working_tree_never_fetches(
     ws: Path, host: HostGit, mark: Path
 ) -> None:
@@ -108,6 +109,7 @@ def _tree_bomb(ws: Path, fan: int, depth: int) -> str:
     return git(ws, "commit-tree", tree, "-m", "bomb").stdout.strip()
 
 
+@pytest.mark.english
 @pytest.mark.parametrize("bomb", ["tree", "includes"])
 def test_what_git_prints_is_bounded(bomb: str, ws: Path, host: HostGit) -> None:
     """git's output is held in flowerbox's memory, where no address-space limit applies: a
@@ -133,6 +135,7 @@ def test_what_git_prints_is_bounded(bomb: str, ws: Path, host: HostGit) -> None:
 REWRITE = '[url "/elsewhere/"]\n\tinsteadOf = /tmp/\n'
 
 
+@pytest.mark.english
 @pytest.mark.parametrize("how", ["symlink", "proc", "chain"])
 def test_a_working_tree_config_is_the_agents_wherever_it_leads(
     how: str, ws: Path, host: HostGit, tmp_path: Path
@@ -208,6 +211,7 @@ def test_no_filter_runs_when_the_index_is_reset(
     assert not mark.exists()
 
 
+@pytest.mark.english
 def test_a_fifo_in_place_of_an_included_config_holds_no_git_for_long(
     ws: Path, host: HostGit, monkeypatch: pytest.MonkeyPatch
 ) -> None:

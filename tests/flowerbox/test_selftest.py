@@ -413,6 +413,7 @@ def test_a_workspace_adds_protected_paths_in_its_config(tmp_path: Path) -> None:
     assert protected_paths(tmp_path) == (*PROTECTED, "deploy", "Makefile")
 
 
+@pytest.mark.english
 @pytest.mark.parametrize(
     ("text", "words"),
     [
@@ -436,6 +437,7 @@ def test_doctor_asks_for_the_gateways_health_alone() -> None:
     [ok] = judge(output({**GOOD, **up}), seen(), ("gateway_health",))
     [bad] = judge(output(down), seen(), ("gateway_health",))
     assert ok.ok and not bad.ok and "503" in bad.why and "unreachable" in bad.why
+    assert ok.why == "网关已启动，它的上游可以连通" and bad.why.startswith("健康检查：503")  # zh
 
 
 # More ways each property is seen broken: (probe, change of its observation, host overrides,
@@ -544,6 +546,7 @@ def test_the_selftest_box_is_the_box_a_run_gets(
     assert os.environ["ANTHROPIC_API_KEY"] == "sk-the-users-real-key"  # restored
 
 
+@pytest.mark.english
 def test_a_variant_is_named_and_joined_network_names_its_container() -> None:
     assert control_named("seccomp_allow_all") is VARIANTS["seccomp_allow_all"]
     joined = control_named("joined_network:fbx-ns")

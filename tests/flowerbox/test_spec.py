@@ -270,11 +270,13 @@ def test_the_ask_is_routed_to_go_even_when_empty() -> None:
 def test_the_box_speaks_the_language_the_host_resolved(
     repo: Path, credentials: None, monkeypatch: pytest.MonkeyPatch, lang: str
 ) -> None:
-    """flowerbox's --lang (or the user's FLOWER_LANG) reaches flower inside the box."""
+    """flowerbox's --lang (or the user's FLOWER_LANG) reaches flower inside the box, and the
+    gateway beside it (its refusals and log lines)."""
     monkeypatch.setenv("FLOWER_LANG", lang)
     prepared = prepare(["go", "x"], BoxOptions(workspace=repo))
     try:
         assert agent_kwargs(prepared.spec)["environment"]["FLOWER_LANG"] == lang
+        assert gateway_kwargs(prepared.spec)["environment"] == {"FLOWER_LANG": lang}
     finally:
         prepared.cleanup()
 

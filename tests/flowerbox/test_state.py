@@ -28,6 +28,7 @@ def test_the_socket_root_is_made_private_and_reused(tmp_path: Path) -> None:
     assert root.stat().st_mode & 0o777 == 0o700
 
 
+@pytest.mark.english
 @pytest.mark.usefixtures("default_root")
 def test_a_link_or_file_in_the_socket_roots_place_is_refused(tmp_path: Path) -> None:
     """Whoever made /tmp/flowerbox-<uid> first owns it: a link there would put every run's
@@ -59,6 +60,7 @@ def test_flowerbox_socket_root_names_another_root_made_private(
     assert state.socket_root(tmp_path) == named
 
 
+@pytest.mark.english
 @pytest.mark.parametrize(
     ("named", "said"),
     [("relative/sockets", "not an absolute path"), ("{tmp}/missing/sockets", "make its folder")],

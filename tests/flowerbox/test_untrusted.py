@@ -42,6 +42,7 @@ def test_a_plain_file_is_read(root: Path) -> None:
     assert read_bytes(root, "nothing/here.json") is None
 
 
+@pytest.mark.english
 def test_a_link_at_the_file_or_on_the_way_is_refused(root: Path, secret: Path) -> None:
     (root / "runs" / "asks.json").symlink_to(secret)
     with pytest.raises(UntrustedFileError, match="symbolic link"):
@@ -72,6 +73,7 @@ def test_a_fifo_never_blocks_and_dev_zero_is_never_read(root: Path) -> None:
     assert done.is_set(), "a FIFO or /dev/zero made the host wait"
 
 
+@pytest.mark.english
 def test_reads_are_bounded(root: Path) -> None:
     (root / "runs" / "big.json").write_bytes(b"[" + b" " * 4096 + b"]")
     with pytest.raises(UntrustedFileError, match="larger than 100 bytes"):

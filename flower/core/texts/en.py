@@ -639,4 +639,259 @@ written, each on its own line; write nothing else, and no code block.
     "doing.stop": "stop",
     "doing.answer": "answer",
     "doing.send to": "send to",
+    # -- langbox: flowerbox box/, runs/, hostgit, errors, selftest (doctor)
+    "untrusted.refused": "{path}: {what}; flowerbox does not follow or read it",
+    "untrusted.too_big": "{size} bytes, more than {limit}",
+    "untrusted.grew": "grew while read",
+    "untrusted.link_or_not_folder": "a link or not a folder",
+    "untrusted.symlink": "a symbolic link",
+    "untrusted.not_regular": "not a regular file",
+    "untrusted.larger_than": "larger than {limit} bytes",
+    "hostgit.failed": "git {args} failed: {said}",
+    "gitshadow.not_dir_or_file": (
+        "{path} is not a folder or a file (a symlink?): flowerbox cannot give "
+        "the box a git directory of its own; make it a real folder or run with --no-isolate"
+    ),
+    "gitshadow.nothing_to_shadow": "{git_dir} is not a git folder: nothing to shadow",
+    "gitshadow.objects_in_box": "objects_in_box must be a normalized absolute path: {path}",
+    "gitshadow.dest_not_empty": "{dest} is not empty: give make an empty folder",
+    "gitshadow.commondir": (
+        "{git_dir} has a commondir (a linked worktree's gitdir moved in place): flowerbox "
+        "cannot shadow it; run in the main worktree or with --no-isolate"
+    ),
+    "gitshadow.unreadable": "git cannot read {git_dir}: {said}",
+    "gitshadow.bare": (
+        "{workspace} is a bare repository or its gitdir is elsewhere ({gitdir}): flowerbox "
+        "needs a working tree with .git at its top; clone it or run with --no-isolate"
+    ),
+    "gitshadow.ref_storage": (
+        "{workspace} stores refs as {storage}: flowerbox reads branches only from "
+        "'files' refs; convert with `git refs migrate --ref-format=files` or run with "
+        "--no-isolate"
+    ),
+    "gitshadow.run_id": "run id {run_id} is not a plain name ([A-Za-z0-9._-])",
+    "gitshadow.branch_in_way": "the branch {branch} is in the way of {base}/*: rename it",
+    "gitshadow.brought_back": "branches {base}/* exist already: this run id was brought back",
+    "gitshadow.rmtree": "this platform's rmtree can follow symlinks: remove {path} by hand",
+    "gitshadow.no_free_name": "no free name to rename {target} aside",
+    "engine.image_absent": "the image {tag} is not here",
+    "engine.image_stale": "the image {tag} was built for flowerbox {built_for}, not {version}",
+    "engine.unknown_version": "an unknown version",
+    "engine.no_dockerfile": (
+        "{found}, and this flowerbox has no Dockerfile to build it from: run `flowerbox "
+        "build PATH` with PATH {hint}, or pass --image"
+    ),
+    "engine.build_failed": "building {tag} from {context} failed: {problem}",
+    "engine.lost_track": "lost track of {name}: {problem}",
+    "engine.start_failed": "starting {name} failed: {problem}",
+    "engine.no_broker": (
+        "the broker does not serve {socket}: is `flowerbox broker` still running?"
+    ),
+    "engine.gateway_died": "the gateway died before it listened:\n{logs}",
+    "engine.gateway_silent": "the gateway did not open {socket} in {seconds}s",
+    "engine.no_runtimes": "cannot ask the Docker engine for its runtimes: {problem}",
+    "engine.no_runtime": (
+        "the Docker engine has no runtime {runtime} (it has {runtimes}): register gVisor with "
+        "`sudo bash docker/engine.sh --gvisor` (docs/image.md), or drop --runtime"
+    ),
+    "engine.none_listed": "none listed",
+    "engine.image_lookup": "cannot look up the image {tag}: {problem}",
+    "source.clone_hint": (
+        "a flowerbox checkout (the folder with its Dockerfile and pyproject.toml, e.g. a "
+        "`git clone` of your flowerbox repository at version {version})"
+    ),
+    "source.installed": (
+        "this flowerbox is installed, not run from a checkout, so there is no Dockerfile "
+        "to build from: run `flowerbox build PATH` with PATH {hint}, or run "
+        "`flowerbox build` in it"
+    ),
+    "source.not_checkout": "{path} is not a flowerbox checkout: pass {hint}",
+    "source.other_version": (
+        "{path} is flowerbox {version}, and this flowerbox is {own}: an image "
+        "built from it would run other code than this host expects; install that "
+        "checkout (`pip install {path}`), or build from a checkout of {own}"
+    ),
+    "prepare.run_dir": (
+        "cannot create {run_dir} ({problem}): flowerbox keeps each run's sessions "
+        "and records in the workspace; make {ws} writable"
+    ),
+    "prepare.workbench": (
+        "cannot create the workbench {workbench} beside the repository "
+        "({problem}): isolated workers share it there; make {parent} "
+        "writable, or pass --no-isolate (the workbench then lives in the workspace)"
+    ),
+    "prepare.workbench_link": "{workbench} is not a folder (a link?): remove it and retry",
+    "prepare.flower_env_inside": (
+        "FLOWER_ENV names {named}, inside the workspace, which the box can write: "
+        "move that file out of the workspace (e.g. to ~/.config/flower/.env)"
+    ),
+    "prepare.not_plain": (
+        "{path} is a link or not a plain file or folder (an earlier box may "
+        "have planted it), and flowerbox will not mount it: remove or replace it, "
+        "then retry"
+    ),
+    "prepare.open_net_filters": (
+        "--allow and --allow-preset filter the egress proxy, which --net open does not "
+        "use: drop them, or drop --net open"
+    ),
+    "prepare.gvisor_open": (
+        "--net open gives the box a network of its own, which a gVisor box does not have "
+        "(docker/gvisor.sh registers runsc with --network=none): drop --net open and "
+        "--allow what the agent needs, or drop --runtime runsc"
+    ),
+    "prepare.egress_host_shape": (
+        "{var}: {item} is not name=address (e.g. mirror.internal=10.1.2.3) ({problem})"
+    ),
+    "prepare.egress_host_address": "{var}: {item} maps an address, not a name",
+    "spec.config_unreadable": "cannot read {path}: {problem}; fix it or remove it",
+    "spec.protect_list": '{path}: `protect` must be a list of paths, e.g. protect = ["deploy/"]',
+    "spec.protect_entry": (
+        "{path}: protect entry {entry} must be a path relative to the workspace, "
+        "inside it (no leading / and no ..)"
+    ),
+    "state.unusable": (
+        "cannot use {path} for flowerbox's records ({problem}): set "
+        "XDG_STATE_HOME to a folder of your own"
+    ),
+    "state.socket_root_relative": ("{var}={named} is not an absolute path: name one, or unset it"),
+    "state.socket_root_unmade": (
+        "cannot make {root} for your runs' sockets ({problem}): make its folder, or unset {var}"
+    ),
+    "state.socket_root_foreign": (
+        "{root} holds your runs' sockets, but it is not a folder of yours (a link, or "
+        "another user made it): remove it and run again"
+    ),
+    "state.bad_run_id": "{run_id} is not a flowerbox run id (like 20261201-172400-a1b2c3)",
+    "terminal.no_docker_cli": (
+        "an interactive `flowerbox shell` needs the docker CLI on PATH: install it "
+        "(the docker-ce-cli or docker.io package), or pass a command that needs no "
+        "terminal: flowerbox shell -- COMMAND < /dev/null"
+    ),
+    "hostgit.config_timeout": (
+        "reading your repository's git config in {workspace} took over "
+        "{seconds} s, so flowerbox runs no git there: a file it includes "
+        "may be a FIFO or a device the run left in place of a file (`git config "
+        "--show-origin --get-regexp 'include'` names them; `ls -l` each)"
+    ),
+    "hostgit.refused_key": (
+        "{path} sets {key}, and git reads it from your repository's config: "
+        "it lies in (or is included from) the working tree the run could rewrite, "
+        "so flowerbox runs no git there; move that setting out of the working tree "
+        "(`git config --show-origin --get-regexp '^{section}\\.'` shows "
+        "where it is included)"
+    ),
+    "hostgit.no_git": (
+        "no git on your PATH outside a git working tree (flowerbox never runs a "
+        "program from one, nor from a relative PATH entry): install git"
+    ),
+    "hostgit.could_not_run": "git {command} could not run: {problem}",
+    "hostgit.overran": (
+        "git {command} {why} and was stopped: the repository may be very large "
+        "or damaged (or what a run left built to be); run the command by hand to see"
+    ),
+    "hostgit.why_output": "printed more than {mib} MiB",
+    "hostgit.why_time": "ran past {seconds} s",
+    "hostgit.hooks": "cannot make {folder} for git's hooks path: {problem}",
+    "hostgit.form": "flowerbox does not run `git {command}` on the host in that form",
+    "hostgit.filter_eq": (
+        "a filter driver of your repository's config has a `=` in its name, which no "
+        "`-c` setting can reach: rename it (`git config --get-regexp '^filter\\.'`)"
+    ),
+    "runs.nothing_to_bring_back": (
+        "run {run} has nothing left to bring back: its commits came back when "
+        "it ended (or it had no git directory of its own)"
+    ),
+    "runs.bring_back_failed": (
+        "bringing back run {run}'s commits failed again: {problem} (its git "
+        "directory is still kept)"
+    ),
+    "runs.broker_running": "a broker runs already on {folder}: `flowerbox broker` once a host",
+    "runs.ledger_folder": "cannot make the ledger's folder {folder}: {problem}",
+    "runs.run_dir_outside": "run {run} keeps its run dir outside its workspace",
+    "runs.undeliverable": "cannot deliver to run {run}: {problem}",
+    "runs.no_supervisor": "cannot start the run's supervisor ({problem}): see {log}",
+    "runs.budget_spent": (
+        "run {run} has spent its budget of ${budget}: "
+        "`flowerbox resume {run} --budget USD` continues it with more"
+    ),
+    "runs.requests_unreadable": "cannot read the request log of run {run}: {problem}",
+    "runs.still_running": (
+        "run {run} is still running in {workspace}: `flowerbox attach "
+        "{run}` follows it, `flowerbox stop {run}` stops it"
+    ),
+    "runs.unkept": (
+        "run {run} in {workspace} lost the process that kept it (its "
+        "containers may still run): `flowerbox stop {run}` cleans it up"
+    ),
+    "runs.record_unreadable": "a run record holds no {kind} flowerbox can read: {problem}",
+    "selftest.weaken_unknown": "--weaken {value}: use one of {variants}, or {joined}:CONTAINER",
+    "doctor.ok": "OK",
+    "doctor.fail": "FAIL",
+    "doctor.fix": "fix: {fix}",
+    "doctor.name.engine": "engine",
+    "doctor.name.gvisor": "gvisor",
+    "doctor.name.image": "image",
+    "doctor.name.credentials": "credentials",
+    "doctor.name.workspace": "workspace",
+    "doctor.name.user": "user",
+    "doctor.name.state": "state",
+    "doctor.name.gateway": "gateway",
+    "doctor.name.proxy": "proxy",
+    "doctor.default_socket": "the default socket",
+    "doctor.no_engine": "no Docker engine answers at {where}",
+    "doctor.no_engine_fix": (
+        "start it (`systemctl start docker`, or `bash docker/engine.sh` in a checkout), "
+        "or point DOCKER_HOST at one; you must be allowed to use it (the docker group)"
+    ),
+    "doctor.engine_ok": "a Docker engine answers at {where}",
+    "doctor.no_look": "cannot look without an engine",
+    "doctor.see_engine": "see engine",
+    "doctor.runtimes_unsaid": "the engine did not say its runtimes: {problem}",
+    "doctor.no_runsc": (
+        "the engine has no runsc (optional: --runtime runsc puts gVisor's kernel between"
+        " the agent and the host's)"
+    ),
+    "doctor.no_runsc_fix": "`sudo bash docker/engine.sh --gvisor` registers it (docs/image.md)",
+    "doctor.runsc": "the engine offers runsc ({path}), platform {platform}",
+    "doctor.its_default": "its default",
+    "doctor.image_no_look": "{image}: cannot look without an engine",
+    "doctor.image_absent": "{image} is not here",
+    "doctor.image_fix": (
+        "run `flowerbox build` (or pass --image / set FLOWERBOX_IMAGE to one you have)"
+    ),
+    "doctor.dotenv_unreadable": "a .env file cannot be read: {problem}",
+    "doctor.dotenv_fix": "fix or remove it",
+    "doctor.no_credentials": "no ANTHROPIC_API_KEY or ANTHROPIC_AUTH_TOKEN found",
+    "doctor.no_credentials_fix": (
+        "run `flowerbox setup` (saves your key to the global .env, 0600), or export "
+        "ANTHROPIC_API_KEY (flowerbox never reads a workspace .env)"
+    ),
+    "doctor.credential_from": "{key} from {origin}",
+    "doctor.process_environment": "the process environment",
+    "doctor.workspace_ok": "{ws} (git; {count} protected paths)",
+    "doctor.root": (
+        "you are root, so the box runs as uid 0 (every other restriction holds); run flowerbox "
+        "as your own user, in the docker group, to avoid it"
+    ),
+    "doctor.uid": "uid {uid}: the box runs as you",
+    "doctor.swept": "removed {count} credentials file(s) left by killed runs",
+    "doctor.none_left": "no credentials left on disk",
+    "doctor.needs_above": "needs the engine, the image, credentials and a workspace (above)",
+    "doctor.fix_above": "fix the misses above",
+    "doctor.box_failed": "the box did not start: {problem}",
+    "doctor.see_message": "see the message",
+    "doctor.gateway_fix": (
+        "check your network and ANTHROPIC_BASE_URL; `flowerbox shell` shows the box"
+    ),
+    "doctor.proxy_fix": (
+        "rebuild the image (`flowerbox build`) so the gateway serves the egress proxy; "
+        "with --net open there is none by choice"
+    ),
+    "doctor.summary_misses": "{count} checks: {misses} to fix",
+    "doctor.summary_ok": "{count} checks: all OK",
+    "prepare.what_config": "your configuration",
+    "prepare.what_credentials": "flower's credentials file",
+    "prepare.what_records": "flowerbox's own records",
+    "doctor.gateway_ok": "the gateway started; its upstream is reachable",
+    "doctor.gateway_health": "health: {why}",
 }

@@ -534,4 +534,243 @@ ZH: dict[str, str] = {
     "doing.stop": "停止",
     "doing.answer": "回答",
     "doing.send to": "发送",
+    # -- langbox: flowerbox box/, runs/, hostgit, errors, selftest (doctor)
+    "untrusted.refused": "{path}：{what}；flowerbox 不跟随也不读取它",
+    "untrusted.too_big": "{size} 字节，超过 {limit}",
+    "untrusted.grew": "读取时变大了",
+    "untrusted.link_or_not_folder": "是链接或不是文件夹",
+    "untrusted.symlink": "是符号链接",
+    "untrusted.not_regular": "不是普通文件",
+    "untrusted.larger_than": "大于 {limit} 字节",
+    "hostgit.failed": "git {args} 失败：{said}",
+    "gitshadow.not_dir_or_file": (
+        "{path} 既不是文件夹也不是文件（是符号链接？），flowerbox 无法给容器一个自己的 git 目录："
+        "请把它改成真正的文件夹，或加 --no-isolate 运行"
+    ),
+    "gitshadow.nothing_to_shadow": "{git_dir} 不是 git 文件夹：没有可影子复制的",
+    "gitshadow.objects_in_box": "objects_in_box 必须是规范化的绝对路径：{path}",
+    "gitshadow.dest_not_empty": "{dest} 不是空的：请给 make 一个空文件夹",
+    "gitshadow.commondir": (
+        "{git_dir} 有 commondir（链接工作树的 gitdir 被移到了这里），flowerbox 无法影子复制它："
+        "请在主工作树里运行，或加 --no-isolate"
+    ),
+    "gitshadow.unreadable": "git 读不了 {git_dir}：{said}",
+    "gitshadow.bare": (
+        "{workspace} 是裸仓库，或它的 gitdir 在别处（{gitdir}），而 flowerbox 需要顶层有 .git "
+        "的工作树：请克隆它，或加 --no-isolate 运行"
+    ),
+    "gitshadow.ref_storage": (
+        "{workspace} 以 {storage} 方式存放引用，而 flowerbox 只从 'files' 引用读取分支："
+        "请用 `git refs migrate --ref-format=files` 转换，或加 --no-isolate 运行"
+    ),
+    "gitshadow.run_id": "运行编号 {run_id} 不是普通名字（[A-Za-z0-9._-]）",
+    "gitshadow.branch_in_way": "分支 {branch} 挡住了 {base}/*：请改名",
+    "gitshadow.brought_back": "分支 {base}/* 已经存在：这个运行编号已被取回过",
+    "gitshadow.rmtree": "这个平台的 rmtree 可能跟随符号链接：请手动删除 {path}",
+    "gitshadow.no_free_name": "找不到空闲的名字来把 {target} 移到一边",
+    "engine.image_absent": "这里没有镜像 {tag}",
+    "engine.image_stale": "镜像 {tag} 是为 flowerbox {built_for} 构建的，不是 {version}",
+    "engine.unknown_version": "未知版本",
+    "engine.no_dockerfile": (
+        "{found}，而这个 flowerbox 没有可用来构建的 Dockerfile：请运行 `flowerbox build PATH`，"
+        "PATH 为{hint}，或加 --image"
+    ),
+    "engine.build_failed": "从 {context} 构建 {tag} 失败：{problem}",
+    "engine.lost_track": "跟丢了 {name}：{problem}",
+    "engine.start_failed": "启动 {name} 失败：{problem}",
+    "engine.no_broker": "broker 没有提供 {socket}：`flowerbox broker` 还在运行吗？",
+    "engine.gateway_died": "网关在开始监听之前就退出了：\n{logs}",
+    "engine.gateway_silent": "网关没有在 {seconds} 秒内打开 {socket}",
+    "engine.no_runtimes": "无法向 Docker 引擎询问它的运行时：{problem}",
+    "engine.no_runtime": (
+        "Docker 引擎没有运行时 {runtime}（它有 {runtimes}）：请用 "
+        "`sudo bash docker/engine.sh --gvisor` 注册 gVisor（docs/image.md），或去掉 --runtime"
+    ),
+    "engine.none_listed": "未列出任何运行时",
+    "engine.image_lookup": "无法查找镜像 {tag}：{problem}",
+    "source.clone_hint": (
+        "一个 flowerbox 检出（含 Dockerfile 和 pyproject.toml 的文件夹，例如你的 flowerbox "
+        "仓库在版本 {version} 的 `git clone`）"
+    ),
+    "source.installed": (
+        "这个 flowerbox 是安装的，不是从检出运行的，所以没有可用来构建的 Dockerfile："
+        "请运行 `flowerbox build PATH`，PATH 为{hint}，或在其中运行 `flowerbox build`"
+    ),
+    "source.not_checkout": "{path} 不是 flowerbox 检出：请传入{hint}",
+    "source.other_version": (
+        "{path} 是 flowerbox {version}，而这个 flowerbox 是 {own}，用它构建的镜像会运行与本机"
+        "预期不同的代码：请安装那个检出（`pip install {path}`），或从 {own} 的检出构建"
+    ),
+    "prepare.run_dir": (
+        "无法创建 {run_dir}（{problem}），flowerbox 把每次运行的会话和记录保存在工作区里："
+        "请让 {ws} 可写"
+    ),
+    "prepare.workbench": (
+        "无法在仓库旁边创建工作台 {workbench}（{problem}），隔离的工作者在那里共用它："
+        "请让 {parent} 可写，或加 --no-isolate（工作台就放在工作区里）"
+    ),
+    "prepare.workbench_link": "{workbench} 不是文件夹（是链接？）：请删除它后重试",
+    "prepare.flower_env_inside": (
+        "FLOWER_ENV 指向 {named}，它在工作区里，容器能写它："
+        "请把那个文件移出工作区（例如移到 ~/.config/flower/.env）"
+    ),
+    "prepare.not_plain": (
+        "{path} 是链接，或不是普通文件或文件夹（可能是之前的容器放的），flowerbox 不会挂载它："
+        "请删除或替换它，然后重试"
+    ),
+    "prepare.open_net_filters": (
+        "--allow 和 --allow-preset 过滤的是出口代理，而 --net open 不用它："
+        "请去掉它们，或去掉 --net open"
+    ),
+    "prepare.gvisor_open": (
+        "--net open 给容器一个自己的网络，而 gVisor 容器没有网络"
+        "（docker/gvisor.sh 用 --network=none 注册 runsc）：请去掉 --net open 并用 --allow "
+        "放行代理需要的地址，或去掉 --runtime runsc"
+    ),
+    "prepare.egress_host_shape": (
+        "{var}：{item} 不是 名字=地址 的形式（例如 mirror.internal=10.1.2.3）（{problem}）"
+    ),
+    "prepare.egress_host_address": "{var}：{item} 映射的是地址，不是名字",
+    "spec.config_unreadable": "无法读取 {path}（{problem}）：请修好它或删除它",
+    "spec.protect_list": '{path}：`protect` 必须是路径列表，例如 protect = ["deploy/"]',
+    "spec.protect_entry": (
+        "{path}：protect 条目 {entry} 必须是相对工作区、位于工作区内的路径（不以 / 开头，不含 ..）"
+    ),
+    "state.unusable": (
+        "无法用 {path} 保存 flowerbox 的记录（{problem}）：请把 XDG_STATE_HOME 设为你自己的文件夹"
+    ),
+    "state.socket_root_relative": "{var}={named} 不是绝对路径：请给一个绝对路径，或取消设置它",
+    "state.socket_root_unmade": (
+        "无法为你的运行的套接字创建 {root}（{problem}）：请创建它的上级文件夹，或取消设置 {var}"
+    ),
+    "state.socket_root_foreign": (
+        "{root} 存放你的运行的套接字，但它不是你的文件夹（是链接，或别的用户创建的）："
+        "请删除它后再运行"
+    ),
+    "state.bad_run_id": "{run_id} 不是 flowerbox 运行编号（形如 20261201-172400-a1b2c3）",
+    "terminal.no_docker_cli": (
+        "交互式的 `flowerbox shell` 需要 PATH 上有 docker 命令行："
+        "请安装它（docker-ce-cli 或 docker.io 软件包），或传入一个不需要终端的命令："
+        "flowerbox shell -- COMMAND < /dev/null"
+    ),
+    "hostgit.config_timeout": (
+        "读取 {workspace} 里仓库的 git 配置超过了 {seconds} 秒，所以 flowerbox 不在那里运行 git："
+        "它包含的某个文件可能是运行留下的 FIFO 或设备，而不是文件（`git config "
+        "--show-origin --get-regexp 'include'` 列出它们；逐个 `ls -l`）"
+    ),
+    "hostgit.refused_key": (
+        "{path} 设置了 {key}，git 从你的仓库配置读取它，而它位于（或被包含自）运行可能改写的"
+        "工作树，所以 flowerbox 不在那里运行 git：请把这个设置移出工作树"
+        "（`git config --show-origin --get-regexp '^{section}\\.'` 显示它从哪里被包含）"
+    ),
+    "hostgit.no_git": (
+        "在 git 工作树之外的 PATH 上找不到 git（flowerbox 从不运行工作树里的程序，"
+        "也不用 PATH 里的相对路径）：请安装 git"
+    ),
+    "hostgit.could_not_run": "git {command} 无法运行：{problem}",
+    "hostgit.overran": (
+        "git {command} {why}，已被停止，仓库可能很大或已损坏（或运行故意留下了这样的东西）："
+        "请手动运行这条命令查看"
+    ),
+    "hostgit.why_output": "输出超过了 {mib} MiB",
+    "hostgit.why_time": "运行超过了 {seconds} 秒",
+    "hostgit.hooks": "无法为 git 的钩子路径创建 {folder}：{problem}",
+    "hostgit.form": "flowerbox 不在主机上以那种形式运行 `git {command}`",
+    "hostgit.filter_eq": (
+        "你的仓库配置里有个过滤驱动的名字含 `=`，任何 `-c` 设置都够不到它："
+        "请改名（`git config --get-regexp '^filter\\.'`）"
+    ),
+    "runs.nothing_to_bring_back": (
+        "运行 {run} 没有剩下可取回的：它的提交在结束时已经取回了（或它没有自己的 git 目录）"
+    ),
+    "runs.bring_back_failed": (
+        "再次取回运行 {run} 的提交失败：{problem}（它的 git 目录仍然保留着）"
+    ),
+    "runs.broker_running": (
+        "{folder} 上已经有一个 broker 在运行：每台主机只需一个 `flowerbox broker`"
+    ),
+    "runs.ledger_folder": "无法创建账本文件夹 {folder}：{problem}",
+    "runs.run_dir_outside": "运行 {run} 的运行目录在它的工作区之外",
+    "runs.undeliverable": "无法投递给运行 {run}：{problem}",
+    "runs.no_supervisor": "无法启动运行的监督进程（{problem}）：见 {log}",
+    "runs.budget_spent": (
+        "运行 {run} 已经花完了预算 ${budget}："
+        "`flowerbox resume {run} --budget USD` 以更多预算继续它"
+    ),
+    "runs.requests_unreadable": "无法读取运行 {run} 的请求日志：{problem}",
+    "runs.still_running": (
+        "运行 {run} 仍在 {workspace} 里运行：`flowerbox attach {run}` 跟随它，"
+        "`flowerbox stop {run}` 停止它"
+    ),
+    "runs.unkept": (
+        "{workspace} 里的运行 {run} 失去了维持它的进程（它的容器可能还在运行）："
+        "`flowerbox stop {run}` 清理它"
+    ),
+    "runs.record_unreadable": "运行记录里没有 flowerbox 能读的 {kind}：{problem}",
+    "selftest.weaken_unknown": "--weaken {value}：请用 {variants} 之一，或 {joined}:CONTAINER",
+    "doctor.ok": "正常",
+    "doctor.fail": "失败",
+    "doctor.fix": "修复：{fix}",
+    "doctor.name.engine": "引擎",
+    "doctor.name.gvisor": "gvisor",
+    "doctor.name.image": "镜像",
+    "doctor.name.credentials": "凭据",
+    "doctor.name.workspace": "工作区",
+    "doctor.name.user": "用户",
+    "doctor.name.state": "状态",
+    "doctor.name.gateway": "网关",
+    "doctor.name.proxy": "出口代理",
+    "doctor.default_socket": "默认套接字",
+    "doctor.no_engine": "{where} 没有 Docker 引擎应答",
+    "doctor.no_engine_fix": (
+        "请启动它（`systemctl start docker`，或在检出里 `bash docker/engine.sh`），"
+        "或让 DOCKER_HOST 指向一个引擎；你必须有权使用它（docker 组）"
+    ),
+    "doctor.engine_ok": "{where} 有 Docker 引擎应答",
+    "doctor.no_look": "没有引擎，无法查看",
+    "doctor.see_engine": "见 引擎 一项",
+    "doctor.runtimes_unsaid": "引擎没有说出它的运行时：{problem}",
+    "doctor.no_runsc": (
+        "引擎没有 runsc（可选：--runtime runsc 在代理和主机内核之间放入 gVisor 的内核）"
+    ),
+    "doctor.no_runsc_fix": "`sudo bash docker/engine.sh --gvisor` 会注册它（docs/image.md）",
+    "doctor.runsc": "引擎提供 runsc（{path}），平台 {platform}",
+    "doctor.its_default": "它的默认平台",
+    "doctor.image_no_look": "{image}：没有引擎，无法查看",
+    "doctor.image_absent": "这里没有 {image}",
+    "doctor.image_fix": (
+        "运行 `flowerbox build`（或用 --image / FLOWERBOX_IMAGE 指定一个你有的镜像）"
+    ),
+    "doctor.dotenv_unreadable": "读不了一个 .env 文件：{problem}",
+    "doctor.dotenv_fix": "修好它或删除它",
+    "doctor.no_credentials": "没有找到 ANTHROPIC_API_KEY 或 ANTHROPIC_AUTH_TOKEN",
+    "doctor.no_credentials_fix": (
+        "运行 `flowerbox setup`（把你的密钥存到全局 .env，权限 0600），或 export "
+        "ANTHROPIC_API_KEY（flowerbox 从不读取工作区的 .env）"
+    ),
+    "doctor.credential_from": "{key} 来自 {origin}",
+    "doctor.process_environment": "进程环境",
+    "doctor.workspace_ok": "{ws}（git；{count} 个受保护路径）",
+    "doctor.root": (
+        "你是 root，所以容器以 uid 0 运行（其他限制都还在）：请以你自己的、在 docker 组里的"
+        "用户运行 flowerbox 来避免"
+    ),
+    "doctor.uid": "uid {uid}：容器以你的身份运行",
+    "doctor.swept": "删除了被杀掉的运行留下的 {count} 个凭据文件",
+    "doctor.none_left": "磁盘上没有留下凭据",
+    "doctor.needs_above": "需要引擎、镜像、凭据和工作区（见上）",
+    "doctor.fix_above": "先修好上面的问题",
+    "doctor.box_failed": "容器没有启动：{problem}",
+    "doctor.see_message": "见上面的消息",
+    "doctor.gateway_fix": "检查你的网络和 ANTHROPIC_BASE_URL；`flowerbox shell` 可查看容器",
+    "doctor.proxy_fix": (
+        "重新构建镜像（`flowerbox build`），让网关提供出口代理；用 --net open 时本就没有代理"
+    ),
+    "doctor.summary_misses": "{count} 项检查：{misses} 项要修复",
+    "doctor.summary_ok": "{count} 项检查：全部正常",
+    "prepare.what_config": "你的配置",
+    "prepare.what_credentials": "flower 的凭据文件",
+    "prepare.what_records": "flowerbox 自己的记录",
+    "doctor.gateway_ok": "网关已启动，它的上游可以连通",
+    "doctor.gateway_health": "健康检查：{why}",
 }
