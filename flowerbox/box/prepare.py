@@ -184,7 +184,7 @@ def prepare(command: list[str], options: BoxOptions) -> Prepared:
     if command and command[0] == "go":
         flower.append("--isolate" if isolate else "--no-isolate")
     if nobody_answers(command):
-        flower += ["--timeout", "0"]  # as flower does off a terminal (NOBODY_ANSWERS)
+        flower += ["--timeout", "0"]  # as flower does off a terminal (launch.nobody_answers)
     if budget_usd is not None and command[:1] in (["go"], ["once"]):
         # flower stops at a step boundary once it is spent; the gateway's refusal is the wall
         # behind that, for what flower cannot see (a step already under way).
@@ -223,10 +223,6 @@ def prepare(command: list[str], options: BoxOptions) -> Prepared:
     return Prepared(spec)
 
 
-NOBODY_ANSWERS = (
-    "stdin is not a terminal, so the agents' questions are not waited for (--timeout 0); "
-    "to answer them from another terminal with `flowerbox answer`, pass --timeout SECONDS"
-)
 WAITS = (["go"], ["run"])  # the flower commands with questions (and a --timeout)
 
 

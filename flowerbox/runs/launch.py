@@ -30,13 +30,14 @@ from flower import (
     check_traces,
     git_exclude,
     git_unexcluded,
+    text,
     traces_wanted,
     workbench_location,
 )
 from flowerbox.box import startclock, state
 from flowerbox.box.engine import Box, connect, ensure_image, image_id
 from flowerbox.box.options import BoxOptions
-from flowerbox.box.prepare import NOBODY_ANSWERS, Prepared, nobody_answers, prepare
+from flowerbox.box.prepare import Prepared, nobody_answers, prepare
 from flowerbox.box.source import RUNNING_CHECKOUT
 from flowerbox.box.spec import BoxSpec
 from flowerbox.box.terminal import docker_cli_attach
@@ -51,18 +52,6 @@ from flowerbox.runs.diskwatch import watch_disk
 from flowerbox.runs.records import box_started, ensure_idle, record_start
 
 STDERR = Console(stderr=True, highlight=False, soft_wrap=True)
-ROOT_WARNING = (
-    "flowerbox runs as root, so the box runs as uid 0 (every other restriction still holds). "
-    "Run flowerbox as your own user (in the docker group) to avoid it."
-)
-TYPED_ANSWERS = (
-    "A line typed here answers the run's oldest open question (or, with none open, is sent "
-    "to the run); `flowerbox answer` does the same from another terminal."
-)
-NET_OPEN_WARNING = (
-    "--net open: the agent's container has a network of its own; its traffic is neither "
-    "filtered nor logged (the API still goes through the gateway)."
-)
 
 
 def launch(
@@ -97,11 +86,11 @@ def launch(
     handed_over = False
     try:
         if os.getuid() == 0:
-            STDERR.print(ROOT_WARNING, style="yellow")
+            STDERR.print(text("launch.root_warning"), style="yellow")
         if options.net == "open":
-            STDERR.print(NET_OPEN_WARNING, style="yellow")
+            STDERR.print(text("launch.net_open"), style="yellow")
         if raw is None and nobody_answers(command):
-            STDERR.print(NOBODY_ANSWERS, style="yellow")
+            STDERR.print(text("launch.nobody_answers"), style="yellow")
         if raw is None:
             ensure_idle(prepared.spec.workspace)  # one flower run at a time in its runs/
         client = connect()
@@ -123,7 +112,7 @@ def launch(
             run_id = start_detached(spec, client=client, command=command, resumed_from=resumed_from)
             handed_over = True  # the keeper cleans up when the run ends
             print(run_id)
-            STDERR.print(f"{run_id} runs in the background: flowerbox ps | logs -f | attach | stop")
+            STDERR.print(text("launch.detached", run_id=run_id))
             return 0
         box = Box(spec, client=client, on_started=lambda facts: box_started(spec, facts))
         record_start(spec, command=command, detached=False, resumed_from=resumed_from)
@@ -146,7 +135,7 @@ def _attached(spec: BoxSpec, box: Box, raw: list[str] | None) -> int:
             code = box.run_attached(docker_cli_attach)
             return code
         if raw is None and sys.stdin.isatty() and (run := records.load(spec.state_dir)):
-            STDERR.print(TYPED_ANSWERS, style="dim")
+            STDERR.print(text("launch.typed_answers"), style="dim")
             threading.Thread(target=read_answers, args=(run, typed), daemon=True).start()
 
         def stop(signum: int, frame: FrameType | None) -> None:
@@ -197,9 +186,9 @@ def _keep_runs_out_of_git(spec: BoxSpec) -> None:
     missing = git_unexcluded(spec.workspace, folders)
     if not missing:
         return
-    shown = " and ".join(missing)
+    shown = text("launch.and").join(missing)
     path = git_exclude(spec.workspace, missing)
-    STDERR.print(f"added {shown} to {path} (git ignores them in this clone; delete to undo)")
+    STDERR.print(text("launch.excluded", shown=shown, path=path))
 
 
 def _write(stream: TextIO) -> Callable[[bytes], None]:

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from docker import DockerClient  # noqa: TID251 - the test looks for containers left behind
 
+from flower.core.texts.zh import ZH
 from flower.testing import FakeAPI
 from flower.testing.demo import DEMO_ASK, starter_cast
 from tests.cli.conftest import on_a_terminal
@@ -45,7 +46,7 @@ def test_a_line_typed_into_an_attached_run_answers_its_question(
     with on_a_terminal(
         DEMO_ASK, "-w", str(ws), env=env, cwd=ws, program=program, stop=signal.SIGTERM
     ) as (proc, screen):  # SIGTERM: flowerbox stops its box and removes the containers
-        screen.expect("A line typed here answers the run's oldest open question", timeout=300)
+        screen.expect(ZH["launch.typed_answers"].split("（", 1)[0], timeout=300)
         screen.expect("?? q1: 用哪个 Python 解释器?", timeout=300)
         screen.expect('(answer from another terminal: flowerbox answer q1 "..." -r ')
         screen.type("pypy")

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from docker import DockerClient  # noqa: TID251 - the test looks for containers left behind
 
+from flower.core.texts.zh import ZH
 from flower.testing import FakeAPI
 from flower.testing.demo import DEMO_ASK, starter_cast
 from tests.docker.e2e import FLOWERBOX, as_user, box_env, user_argv
@@ -19,7 +20,7 @@ from tests.docker.test_commands import leftovers
 
 pytestmark = pytest.mark.docker
 
-NOT_WAITED = "stdin is not a terminal, so the agents' questions are not waited for"
+NOT_WAITED = ZH["launch.nobody_answers"].split("（", 1)[0]  # the e2e runs speak zh
 
 
 def test_off_a_terminal_a_question_is_not_waited_for_and_that_is_said(

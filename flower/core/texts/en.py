@@ -894,4 +894,24 @@ written, each on its own line; write nothing else, and no code block.
     "prepare.what_records": "flowerbox's own records",
     "doctor.gateway_ok": "the gateway started; its upstream is reachable",
     "doctor.gateway_health": "health: {why}",
+    # -- lead: what flowerbox says as a box starts (warnings, how to answer, a detached run)
+    "launch.root_warning": (
+        "flowerbox runs as root, so the box runs as uid 0 (every other restriction still "
+        "holds). Run flowerbox as your own user (in the docker group) to avoid it."
+    ),
+    "launch.typed_answers": (
+        "A line typed here answers the run's oldest open question (or, with none open, is sent "
+        "to the run); `flowerbox answer` does the same from another terminal."
+    ),
+    "launch.net_open": (
+        "--net open: the agent's container has a network of its own; its traffic is neither "
+        "filtered nor logged (the API still goes through the gateway)."
+    ),
+    "launch.nobody_answers": (
+        "stdin is not a terminal, so the agents' questions are not waited for (--timeout 0); "
+        "to answer them from another terminal with `flowerbox answer`, pass --timeout SECONDS"
+    ),
+    "launch.detached": "{run_id} runs in the background: flowerbox ps | logs -f | attach | stop",
+    "launch.and": " and ",
+    "launch.excluded": "added {shown} to {path} (git ignores them in this clone; delete to undo)",
 }

@@ -773,4 +773,23 @@ ZH: dict[str, str] = {
     "prepare.what_records": "flowerbox 自己的记录",
     "doctor.gateway_ok": "网关已启动，它的上游可以连通",
     "doctor.gateway_health": "健康检查：{why}",
+    # -- lead: what flowerbox says as a box starts (warnings, how to answer, a detached run)
+    "launch.root_warning": (
+        "flowerbox 以 root 身份运行，所以盒子以 uid 0 运行（其余各项限制仍然有效）。"
+        "请以你自己的用户（docker 组成员）运行 flowerbox 来避免这一点。"
+    ),
+    "launch.typed_answers": (
+        "在这里输入的一行回答运行中最早的未答问题（没有未答问题时，发给运行）；"
+        "`flowerbox answer` 可以在另一个终端做同样的事。"
+    ),
+    "launch.net_open": (
+        "--net open：代理的容器有自己的网络；它的流量既不过滤也不记录（API 仍然经过网关）。"
+    ),
+    "launch.nobody_answers": (
+        "stdin 不是终端，所以不等待代理的问题（--timeout 0）；"
+        "要在另一个终端用 `flowerbox answer` 回答，请传 --timeout SECONDS"
+    ),
+    "launch.detached": "{run_id} 在后台运行：flowerbox ps | logs -f | attach | stop",
+    "launch.and": "、",
+    "launch.excluded": "已把 {shown} 加进 {path}（在这个克隆里 git 会忽略它们；删掉即可撤销）",
 }
