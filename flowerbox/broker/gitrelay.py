@@ -50,6 +50,7 @@ from urllib.parse import urlsplit
 
 import h11
 
+from flower import text
 from flowerbox.broker.gitnotes import CAP, Upstream, write_notes
 from flowerbox.broker.gitroute import Refusal, Route, delivery_ref, push_refusal, route, serves
 from flowerbox.broker.pktline import (
@@ -153,13 +154,10 @@ def git_credential(values: Mapping[str, str], source: str) -> GitCredential | No
         return None
     host = values.get("GIT_HOST", "").strip().lower()
     if not host or "/" in host or "@" in host:
-        raise BrokerError(
-            f"{source} has GIT_TOKEN but no usable GIT_HOST; add the remote's host the token "
-            "is for, e.g. GIT_HOST=github.com"
-        )
+        raise BrokerError(text("broker.git_no_host", source=source))
     origin = values.get("GIT_BASE_URL", "").strip()
     if origin and (urlsplit(origin).scheme not in ("http", "https") or "@" in origin):
-        raise BrokerError(f"{source}: GIT_BASE_URL must be an http(s) URL with no credential")
+        raise BrokerError(text("broker.git_base_url", source=source))
     username = values.get("GIT_USERNAME") or DEFAULT_USERNAME
     return GitCredential(host, token, username, origin=origin)
 
@@ -361,7 +359,7 @@ class _Exchange:
         for chunk in chunks:
             size += len(chunk)
             if size > self.relay.body_limit:
-                raise BadRequest(f"a body over {self.relay.body_limit} bytes", 413)
+                raise BadRequest(text("broker.body_over", limit=self.relay.body_limit), 413)
             yield chunk
 
     def _forward(

@@ -35,6 +35,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from flower import text
 from flowerbox.broker.gitrelay import GitCredential, GitRelay, RelayRun
 from flowerbox.broker.ledger import RunEntry, token_hash
 from flowerbox.broker.refusals import LineBudget, Refusals
@@ -165,7 +166,9 @@ class ClusterBroker(Registry):
             self.proxy = TokenProxy(self, proxy)
             self.relay = None if git is None else self._relay(*git)
         except OSError as exc:
-            raise BrokerError(f"cannot listen on {api}, {proxy} and {git}: {exc}") from exc
+            raise BrokerError(
+                text("broker.cannot_listen", api=api, proxy=proxy, git=git, problem=exc)
+            ) from exc
         admission = admission or Admission()
         for name, server in (("api", self.gateway), ("proxy", self.proxy), ("git", self.relay)):
             if server is not None:
@@ -218,9 +221,9 @@ class ClusterBroker(Registry):
                 self.ledger.revoke(told.run_id)
             if not (again or resumed):
                 if self.ledger.known(told.run_id):
-                    raise BrokerError(f"run {told.run_id} is known with another token: not served")
+                    raise BrokerError(text("broker.token_mismatch", run=told.run_id))
                 if self.ledger.run_of(told.token_sha256) is not None:
-                    raise BrokerError("its token is another run's: not served")
+                    raise BrokerError(text("broker.token_reused"))
                 self.ledger.register(entry)
         self._relayed(told)
         if again:
