@@ -442,7 +442,7 @@ def test_the_credential_comes_from_the_brokers_credentials_file() -> None:
     mirror = values | {"GIT_BASE_URL": "http://git.internal:3000"}
     assert git_credential(mirror, "f").base == "http://git.internal:3000"  # type: ignore[union-attr]
     for base in ("ftp://git.internal", "https://bot:pw@git.internal", "git.internal"):
-        with pytest.raises(BrokerError, match="GIT_BASE_URL must be an http"):
+        with pytest.raises(BrokerError, match="GIT_BASE_URL 必须是不含凭据的 http"):
             git_credential(values | {"GIT_BASE_URL": base}, "credentials.env")
 
 
