@@ -55,6 +55,7 @@ def test_shallow_lines_and_sha256_ids_are_read() -> None:
     assert head.commands == (Command(old, new, OWN),)
 
 
+@pytest.mark.english
 def test_push_options_are_read_after_the_commands_and_refused() -> None:
     body = push(f"{OLD} {NEW} {OWN}\0push-options", tail=pkt("ci.skip") + b"0000PACK")
     head = read_push(chunks(body))
@@ -92,6 +93,7 @@ def test_a_flush_alone_is_gits_probe_and_updates_nothing() -> None:
     assert head.commands == () and push_refusal(head, OWN) is None
 
 
+@pytest.mark.english
 @pytest.mark.parametrize(
     ("lines", "reason"),
     [

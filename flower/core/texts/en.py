@@ -769,4 +769,29 @@ written, each on its own line; write nothing else, and no code block.
         "run id {run} cannot name Kubernetes objects: use lower-case letters, "
         "digits and '-' (at most 40)"
     ),
+    "relay.header_fields": "more than {most} header fields",
+    "relay.other_repo": "run {run} may reach its repository {repo} only",
+    "relay.no_credential": "the broker holds no git credential for {host}",
+    "relay.no_bearer": "send one Authorization: Bearer <the run's token>",
+    "relay.dead_token": "this token is no live run's",
+    "relay.encoded": "a push's body is sent as it is, never encoded",
+    "relay.unreachable": "cannot reach the git remote {host}: {problem}",
+    "relay.broke_off": "the answer broke off: {error}",
+    "relay.push_options": "push options are refused (a forge may act on them)",
+    "relay.capability": "the push capability {capability} is refused (a forge may act on it)",
+    "relay.remote_refused_credential": (
+        "the git remote refused the broker's git credential for {repo} (HTTP {status}); "
+        "check GIT_TOKEN in the broker's credentials file"
+    ),
+    "relay.not_found": "{repo}: not found at the git remote",
+    "relay.redirected": "the git remote redirected (HTTP {status}); the relay follows none",
+    "relay.remote_status": "the git remote answered HTTP {status}",
+    "relay.method": "{method} is not a git smart-HTTP request; only GET and POST are",
+    "relay.not_smart": "only git's smart HTTP is relayed (info/refs?service=...)",
+    "relay.not_service": "only POST .../git-upload-pack or .../git-receive-pack is relayed",
+    "relay.not_repo": "not a repository path the relay serves: /HOST/PATH of an https URL",
+    "relay.many_refs": "a push of {count} refs ({names}); a run pushes {own} alone",
+    "relay.not_own": "{ref} is not this run's ref; a run pushes {own} alone",
+    "relay.deletes": "deleting {own} is refused",
+    "relay.no_report": "a push that asks for no report-status is refused (it could not be noted)",
 }

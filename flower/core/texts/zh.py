@@ -659,4 +659,29 @@ ZH: dict[str, str] = {
     "kube.bad_run_id": (
         "运行编号 {run} 不能用来命名 Kubernetes 对象：请用小写字母、数字和 '-'（至多 40 个）"
     ),
+    "relay.header_fields": "头部字段超过 {most} 个",
+    "relay.other_repo": "运行 {run} 只能访问它自己的仓库 {repo}",
+    "relay.no_credential": "broker 没有 {host} 的 git 凭据",
+    "relay.no_bearer": "请只发送一个 Authorization: Bearer <运行的令牌>",
+    "relay.dead_token": "这个令牌不属于任何仍在进行的运行",
+    "relay.encoded": "推送的请求体要原样发送，不能编码",
+    "relay.unreachable": "连不上 git 远端 {host}：{problem}",
+    "relay.broke_off": "应答中途断开：{error}",
+    "relay.push_options": "推送选项被拒绝（代码托管平台可能据此行事）",
+    "relay.capability": "推送能力 {capability} 被拒绝（代码托管平台可能据此行事）",
+    "relay.remote_refused_credential": (
+        "git 远端拒绝了 broker 用于 {repo} 的 git 凭据（HTTP {status}）；"
+        "请检查 broker 凭据文件中的 GIT_TOKEN"
+    ),
+    "relay.not_found": "{repo}：git 远端上没有找到",
+    "relay.redirected": "git 远端要求重定向（HTTP {status}）；中继不跟随任何重定向",
+    "relay.remote_status": "git 远端应答了 HTTP {status}",
+    "relay.method": "{method} 不是 git 智能 HTTP 请求；只接受 GET 和 POST",
+    "relay.not_smart": "只中继 git 的智能 HTTP（info/refs?service=...）",
+    "relay.not_service": "只中继 POST .../git-upload-pack 或 .../git-receive-pack",
+    "relay.not_repo": "不是中继服务的仓库路径：应为 https URL 的 /HOST/PATH",
+    "relay.many_refs": "一次推送了 {count} 个引用（{names}）；运行只能推送 {own}",
+    "relay.not_own": "{ref} 不是这个运行的引用；运行只能推送 {own}",
+    "relay.deletes": "拒绝删除 {own}",
+    "relay.no_report": "拒绝不要求 report-status 的推送（否则无法记下它）",
 }
