@@ -205,13 +205,10 @@ class RunGateway(Gateway):
         run_id = self.run.entry.run_id
         refusal = None
         if self.run.revoked.is_set():
-            message = f"flowerbox broker: run {run_id} has ended; its token is revoked"
+            message = "flowerbox broker: " + text("broker.why_ended", run=run_id)
             refusal = Refusal(401, "authentication_error", message, "refused: token revoked")
         elif not self.run.owns(client_keys(incoming)):
-            message = (
-                f"flowerbox broker: this request does not carry run {run_id}'s token;"
-                " each box uses only the token it was given"
-            )
+            message = "flowerbox broker: " + text("broker.not_its_token", run=run_id)
             refusal = Refusal(401, "authentication_error", message, "refused: not this run's token")
         return Tenant(charge, charge.record, refusal, self.run.fetch)
 

@@ -116,6 +116,13 @@ def test_the_broker_answers_in_its_operators_language(sockdir: Path, upstream: F
             "broker 拒绝了 shutdown：unknown op 'shutdown': register, revoke or status"
         )
         assert all(b.process is not None and b.process.poll() is None for b in brokers)
+        not_its = {"zh": "这个请求没有携带运行 {} 的令牌", "en": "does not carry run {}'s token"}
+        for broker, said in ((zh, not_its["zh"]), (en, not_its["en"])):
+            one, two = broker.register(), broker.register()
+            status, body = two.request(one.token)  # answered 401 before anything goes upstream
+            assert status == 401 and body["error"]["type"] == "authentication_error"
+            assert body["error"]["message"].startswith("flowerbox broker: ")
+            assert said.format(two.run_id) in body["error"]["message"]
     finally:
         kill_left_running(broker.process for broker in brokers)
 

@@ -794,4 +794,19 @@ written, each on its own line; write nothing else, and no code block.
     "relay.not_own": "{ref} is not this run's ref; a run pushes {own} alone",
     "relay.deletes": "deleting {own} is refused",
     "relay.no_report": "a push that asks for no report-status is refused (it could not be noted)",
+    "broker.why_no_job": "run {run} has no running Job; its token is refused until one runs",
+    "broker.why_unknown_token": "not a token of a run this broker serves",
+    "broker.why_not_listed": (
+        "run {run} is served again once the broker has listed the cluster's Secrets"
+    ),
+    "broker.why_ended": "run {run} has ended; its token is revoked",
+    "broker.why_two_credentials": "{problem}; send the run's token once",
+    "broker.why_no_token": "no token; send the run's token as x-api-key",
+    "broker.why_proxy_two": "{problem}; put the run's token in the proxy URL",
+    "broker.why_proxy_no_token": (
+        "no token: put the run's token in the proxy URL, http://run:TOKEN@host:port"
+    ),
+    "broker.not_its_token": (
+        "this request does not carry run {run}'s token; each box uses only the token it was given"
+    ),
 }

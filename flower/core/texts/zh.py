@@ -684,4 +684,15 @@ ZH: dict[str, str] = {
     "relay.not_own": "{ref} 不是这个运行的引用；运行只能推送 {own}",
     "relay.deletes": "拒绝删除 {own}",
     "relay.no_report": "拒绝不要求 report-status 的推送（否则无法记下它）",
+    "broker.why_no_job": "运行 {run} 没有正在运行的 Job；在有 Job 运行之前，它的令牌被拒绝",
+    "broker.why_unknown_token": "不是这个 broker 所服务的运行的令牌",
+    "broker.why_not_listed": "broker 列出集群的 Secret 之后，运行 {run} 会重新得到服务",
+    "broker.why_ended": "运行 {run} 已经结束；它的令牌已被吊销",
+    "broker.why_two_credentials": "{problem}；运行的令牌只发送一次",
+    "broker.why_no_token": "没有令牌；请把运行的令牌作为 x-api-key 发送",
+    "broker.why_proxy_two": "{problem}；请把运行的令牌放进代理 URL",
+    "broker.why_proxy_no_token": (
+        "没有令牌：请把运行的令牌放进代理 URL，http://run:TOKEN@host:port"
+    ),
+    "broker.not_its_token": "这个请求没有携带运行 {run} 的令牌；每个 box 只使用发给它的令牌",
 }
