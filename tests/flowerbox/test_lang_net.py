@@ -27,6 +27,14 @@ SAID = {
     "zh": "请求头中有单独的 CR 或 LF；每行应以 CRLF 结尾",
     "en": "a bare CR or LF in the request head; lines end with CRLF",
 }
+A_LIST = (
+    b"POST /v1/messages?beta=true HTTP/1.1\r\nHost: x\r\ncontent-type: application/json\r\n"
+    b'x-api-key: sk-placeholder\r\ncontent-length: 10\r\n\r\n["a list"]'
+)
+UNREAD = {
+    "zh": "请求体不是网关能读的单个 JSON 对象（它不是 JSON 对象）；网关必须读懂请求体",
+    "en": "the request body is not one JSON object it can read (it is not a JSON object); it",
+}
 
 
 def gateway(tmp: Path, sock: Path, lang: str, key: str = REAL_KEY) -> subprocess.Popen[bytes]:
@@ -63,21 +71,30 @@ def test_the_gateway_answers_and_logs_a_malformed_request_in_its_runs_language(
     process = gateway(tmp_path, sock, lang)
     started.append(process)
     wait_for(lambda: sock.exists() or process.poll() is not None)
+    other = "en" if lang == "zh" else "zh"
+    for raw, said in ((BARE_LF, SAID), (A_LIST, UNREAD)):
+        error = answered(sock, raw)
+        assert error["type"] == "invalid_request_error" and said[lang] in error["message"]
+        assert said[other] not in error["message"]
+    requests = tmp_path / f"requests-{lang}.jsonl"
+    wait_for(lambda: len(requests.read_text().splitlines()) == 2)
+    rows = [json.loads(line) for line in requests.read_text().splitlines()]
+    assert [row["status"] for row in rows] == [400, 400]
+    assert SAID[lang] in rows[0]["note"]
+
+
+def answered(sock: Path, raw: bytes) -> dict[str, str]:
+    """The `error` of the gateway's 400 answer to `raw`, sent on a connection of its own."""
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
         conn.settimeout(10)
         conn.connect(str(sock))
-        conn.sendall(BARE_LF)
+        conn.sendall(raw)
         conn.shutdown(socket.SHUT_WR)
         answer = b"".join(iter(lambda: conn.recv(65536), b""))
     head, _, body = answer.partition(b"\r\n\r\n")
     assert head.startswith(b"HTTP/1.1 400 "), answer
-    error = json.loads(body)["error"]
-    assert error["type"] == "invalid_request_error" and SAID[lang] in error["message"]
-    other = SAID["en" if lang == "zh" else "zh"]
-    assert other not in error["message"]
-    wait_for(lambda: bool((tmp_path / f"requests-{lang}.jsonl").read_text().strip()))
-    [row] = map(json.loads, (tmp_path / f"requests-{lang}.jsonl").read_text().splitlines())
-    assert row["status"] == 400 and SAID[lang] in row["note"]
+    error: dict[str, str] = json.loads(body)["error"]
+    return error
 
 
 @pytest.mark.parametrize(

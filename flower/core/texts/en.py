@@ -809,4 +809,12 @@ written, each on its own line; write nothing else, and no code block.
     "broker.not_its_token": (
         "this request does not carry run {run}'s token; each box uses only the token it was given"
     ),
+    "gateway.body_unreadable": (
+        "the request body is not one JSON object it can read ({why}); it"
+        " must read a body to know what it makes the API fetch"
+    ),
+    "gateway.body_not_utf8": "it is not UTF-8",
+    "gateway.body_too_deep": "it is nested too deep",
+    "gateway.body_not_object": "it is not a JSON object",
+    "gateway.body_surrogate": "a string holds a lone surrogate escape",
 }

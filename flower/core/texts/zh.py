@@ -695,4 +695,11 @@ ZH: dict[str, str] = {
         "没有令牌：请把运行的令牌放进代理 URL，http://run:TOKEN@host:port"
     ),
     "broker.not_its_token": "这个请求没有携带运行 {run} 的令牌；每个 box 只使用发给它的令牌",
+    "gateway.body_unreadable": (
+        "请求体不是网关能读的单个 JSON 对象（{why}）；网关必须读懂请求体，才知道它让 API 去获取什么"
+    ),
+    "gateway.body_not_utf8": "它不是 UTF-8",
+    "gateway.body_too_deep": "它嵌套得太深",
+    "gateway.body_not_object": "它不是 JSON 对象",
+    "gateway.body_surrogate": "某个字符串含有孤立的代理项转义",
 }
