@@ -468,10 +468,7 @@ class _Connection(socketserver.BaseRequestHandler):
         self.server.line(f"internal error: {_fault()}")
         if reader.conn.our_state is not h11.SEND_RESPONSE:
             return
-        message = (
-            "flowerbox gateway: internal error while handling this request (a flowerbox bug: its"
-            " traceback is in the gateway's log, `flowerbox logs RUN`; please report it)"
-        )
+        message = f"flowerbox gateway: {text('gateway.internal_error')}"
         data = json.dumps(_error("api_error", message)).encode()
         headers = [
             ("content-type", "application/json"),
@@ -607,7 +604,8 @@ class _Exchange:
                 self._done(499, model, HUNG_UP_NOTE)
                 raise OSError(HUNG_UP_NOTE) from None  # the connection is over: nobody to answer
             reason = str(exc) or type(exc).__name__
-            message = f"flowerbox gateway: cannot reach {gateway.upstream.name}: {reason}"
+            said = text("gateway.unreachable", upstream=gateway.upstream.name, reason=reason)
+            message = f"flowerbox gateway: {said}"
             self._refuse(Refusal(502, "api_error", message, "upstream unreachable"), model)
             return
         gateway.upstream_answered(time.perf_counter() - sent)
@@ -773,11 +771,9 @@ def _shown(text: str, limit: int = 200) -> str:
 
 
 def _endpoint_message(method: str, target: str) -> str:
-    allowed = " and ".join(f"{m} {t}" for m, t in sorted(ENDPOINTS))
-    return (
-        f"flowerbox gateway: {method} {_shown(target)} is not an API endpoint the Claude Code"
-        f" CLI uses; it forwards only {allowed} (docs/gateway.md)"
-    )
+    allowed = text("gateway.endpoints_and").join(f"{m} {t}" for m, t in sorted(ENDPOINTS))
+    said = text("gateway.not_endpoint", method=method, target=_shown(target), allowed=allowed)
+    return f"flowerbox gateway: {said}"
 
 
 def main(argv: list[str] | None = None) -> int:

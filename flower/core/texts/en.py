@@ -817,4 +817,14 @@ written, each on its own line; write nothing else, and no code block.
     "gateway.body_too_deep": "it is nested too deep",
     "gateway.body_not_object": "it is not a JSON object",
     "gateway.body_surrogate": "a string holds a lone surrogate escape",
+    "gateway.not_endpoint": (
+        "{method} {target} is not an API endpoint the Claude Code"
+        " CLI uses; it forwards only {allowed} (docs/gateway.md)"
+    ),
+    "gateway.endpoints_and": " and ",
+    "gateway.unreachable": "cannot reach {upstream}: {reason}",
+    "gateway.internal_error": (
+        "internal error while handling this request (a flowerbox bug: its"
+        " traceback is in the gateway's log, `flowerbox logs RUN`; please report it)"
+    ),
 }

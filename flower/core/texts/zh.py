@@ -702,4 +702,14 @@ ZH: dict[str, str] = {
     "gateway.body_too_deep": "它嵌套得太深",
     "gateway.body_not_object": "它不是 JSON 对象",
     "gateway.body_surrogate": "某个字符串含有孤立的代理项转义",
+    "gateway.not_endpoint": (
+        "{method} {target} 不是 Claude Code CLI 使用的 API 端点；"
+        "网关只转发 {allowed}（docs/gateway.md）"
+    ),
+    "gateway.endpoints_and": " 和 ",
+    "gateway.unreachable": "连不上 {upstream}：{reason}",
+    "gateway.internal_error": (
+        "处理这个请求时出现内部错误（这是 flowerbox 的缺陷：回溯信息在网关日志中，"
+        "见 `flowerbox logs RUN`；请报告它）"
+    ),
 }
