@@ -360,8 +360,6 @@ def gateway_kwargs(spec: BoxSpec) -> dict[str, Any]:
     if spec.allow_api_fetch:
         command.append("--allow-api-fetch")
     extra = {"extra_hosts": dict(spec.egress_hosts)} if spec.egress_hosts else {}
-    if spec.lang:  # its refusals are answered to the run and logged: in the run's language
-        extra["environment"] = {LANG_ENV: spec.lang}
     cpus = min(spec.limits.cpus, GATEWAY_CPUS, (os.cpu_count() or 1) / 2)
     return {
         **_hardening(spec),
