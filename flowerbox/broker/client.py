@@ -13,6 +13,7 @@ import socket
 from pathlib import Path
 from typing import Any
 
+from flower import text
 from flowerbox.broker.control import CONTROL_LIMIT, CONTROL_SOCKET, Registration
 from flowerbox.errors import BrokerError
 
@@ -52,14 +53,11 @@ def call(folder: Path, asked: dict[str, Any]) -> dict[str, Any]:
                 line = answer.readline(CONTROL_LIMIT)
         data = json.loads(line)
     except (OSError, ValueError) as exc:
-        raise BrokerError(
-            f"the broker on {path} did not answer ({exc}): start it with `flowerbox broker`"
-            " or stop it to use a private gateway per run"
-        ) from exc
+        raise BrokerError(text("broker.no_answer", path=path, problem=exc)) from exc
     if not isinstance(data, dict):
-        raise BrokerError(f"the broker on {path} answered something else than a JSON object")
+        raise BrokerError(text("broker.not_object", path=path))
     if "error" in data:
-        raise BrokerError(f"the broker refused to {asked.get('op')}: {data['error']}")
+        raise BrokerError(text("broker.refused", op=asked.get("op"), error=data["error"]))
     return data
 
 

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from flower import text
 from flowerbox.broker.pktline import Command
 from flowerbox.errors import HostGitError, ProvenanceError
 from flowerbox.hostgit import HostGit, empty_hooks
@@ -79,7 +80,7 @@ def write_notes(
         with tempfile.TemporaryDirectory(prefix="flowerbox-notes-") as scratch:
             return _write(_Git(upstream, Path(scratch)), command, provenance, cap, tries)
     except OSError as exc:  # the scratch folder: no room, no /tmp
-        raise ProvenanceError(f"no scratch repository for the note: {exc}") from exc
+        raise ProvenanceError(text("broker.notes_no_scratch", problem=exc)) from exc
 
 
 def _write(git: _Git, command: Command, provenance: Provenance, cap: int, tries: int) -> Noted:
@@ -90,13 +91,15 @@ def _write(git: _Git, command: Command, provenance: Provenance, cap: int, tries:
     if not noted.commits:
         return noted
     lines = _push_lines(command, noted, cap)
-    text = dataclasses.replace(provenance, more=(*provenance.more, *lines)).text()
+    note = dataclasses.replace(provenance, more=(*provenance.more, *lines)).text()
     refused = ""
     for _ in range(tries):
-        refused = git.note(noted.commits, text)
+        refused = git.note(noted.commits, note)
         if not refused:
             return noted
-    raise ProvenanceError(f"the push of {NOTES_REF} to {url} failed {tries} times: {refused}")
+    raise ProvenanceError(
+        text("broker.notes_push_failed", ref=NOTES_REF, url=url, tries=tries, refused=refused)
+    )
 
 
 def _push_lines(command: Command, noted: Noted, cap: int) -> list[tuple[str, str]]:
@@ -141,14 +144,14 @@ class _Git:
     def __call__(self, *args: str, stdin: str | None = None) -> str:
         done = self.run(*args, stdin=stdin)
         if done.returncode != 0:
-            raise ProvenanceError(f"git {' '.join(args[:2])} failed: {done.stderr.strip()}")
+            raise ProvenanceError(_failed(args, done.stderr.strip()))
         return done.stdout
 
     def run(self, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
         try:
             return self.git.run(*args, repo=self.repo, stdin=stdin)
         except HostGitError as exc:
-            raise ProvenanceError(f"git {' '.join(args[:2])} failed: {exc}") from exc
+            raise ProvenanceError(_failed(args, exc)) from exc
 
     def new_commits(self, command: Command, most: int) -> list[str]:
         """The commits of the push, newest first, `most` at most: reachable from its new
@@ -174,3 +177,8 @@ class _Git:
             self(*IDENTITY, "notes", "--ref", NOTES_REF, "append", "-F", "-", sha, stdin=text)
         pushed = self.run("push", "--quiet", self.upstream.url, f"{NOTES_REF}:{NOTES_REF}")
         return "" if pushed.returncode == 0 else pushed.stderr.strip() or "git push failed"
+
+
+def _failed(args: tuple[str, ...], problem: object) -> str:
+    """git's refusal of `args` (its first two words name the command), for a person."""
+    return text("broker.git_failed", command=" ".join(args[:2]), problem=problem)

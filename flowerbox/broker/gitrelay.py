@@ -50,6 +50,7 @@ from urllib.parse import urlsplit
 
 import h11
 
+from flower import text
 from flowerbox.broker.gitnotes import CAP, Upstream, write_notes
 from flowerbox.broker.gitroute import Refusal, Route, delivery_ref, push_refusal, route, serves
 from flowerbox.broker.pktline import (
@@ -153,13 +154,10 @@ def git_credential(values: Mapping[str, str], source: str) -> GitCredential | No
         return None
     host = values.get("GIT_HOST", "").strip().lower()
     if not host or "/" in host or "@" in host:
-        raise BrokerError(
-            f"{source} has GIT_TOKEN but no usable GIT_HOST; add the remote's host the token "
-            "is for, e.g. GIT_HOST=github.com"
-        )
+        raise BrokerError(text("broker.git_no_host", source=source))
     origin = values.get("GIT_BASE_URL", "").strip()
     if origin and (urlsplit(origin).scheme not in ("http", "https") or "@" in origin):
-        raise BrokerError(f"{source}: GIT_BASE_URL must be an http(s) URL with no credential")
+        raise BrokerError(text("broker.git_base_url", source=source))
     username = values.get("GIT_USERNAME") or DEFAULT_USERNAME
     return GitCredential(host, token, username, origin=origin)
 
@@ -283,7 +281,7 @@ class _Exchange:
 
     def run(self) -> None:
         if len(self.incoming.headers) > MAX_HEADERS:
-            self.refuse(Refusal(431, f"more than {MAX_HEADERS} header fields"))
+            self.refuse(Refusal(431, text("relay.header_fields", most=MAX_HEADERS)))
             return
         run = self._run()
         if isinstance(run, Refusal):
@@ -296,9 +294,9 @@ class _Exchange:
             return
         self.facts |= {"repo": f"{where.host}{where.path}", "service": where.service}
         if not serves(where, run.repo):
-            self.refuse(Refusal(403, f"run {run.run_id} may reach its repository {run.repo} only"))
+            self.refuse(Refusal(403, text("relay.other_repo", run=run.run_id, repo=run.repo)))
         elif where.host != self.relay.credential.host:
-            self.refuse(Refusal(403, f"the broker holds no git credential for {where.host}"))
+            self.refuse(Refusal(403, text("relay.no_credential", host=where.host)))
         elif where.advertise:
             self._forward(where, None)
         else:
@@ -307,23 +305,23 @@ class _Exchange:
     def _run(self) -> RelayRun | Refusal:
         values = [v for k, v in self.incoming.headers if k == "authorization"]
         if len(values) != 1 or not values[0].startswith("Bearer "):
-            return Refusal(401, "send one Authorization: Bearer <the run's token>")
+            return Refusal(401, text("relay.no_bearer"))
         token = values[0].removeprefix("Bearer ").strip()
         usable = token and len(token) <= 512 and not set(token) - _TOKEN_CHARS
         found = self.relay.runs(token) if usable else None
         if found is None:
-            return Refusal(401, "this token is no live run's")
+            return Refusal(401, text("relay.dead_token"))
         return found
 
     def _post(self, where: Route, run: RelayRun) -> None:
         length = self.incoming.header("content-length")
         if length is not None and int(length) > self.relay.body_limit:
-            self.refuse(Refusal(413, f"a body over {self.relay.body_limit} bytes"))
+            self.refuse(Refusal(413, text("broker.body_over", limit=self.relay.body_limit)))
             return
         body = self._bounded(self.reader.body_chunks())
         if where.pushes:
             if (self.incoming.header("content-encoding") or "identity") != "identity":
-                self.refuse(Refusal(415, "a push's body is sent as it is, never encoded"))
+                self.refuse(Refusal(415, text("relay.encoded")))
                 return
             head = read_push(body)
             self.facts["refs"] = [c.shown() for c in head.commands]
@@ -361,7 +359,7 @@ class _Exchange:
         for chunk in chunks:
             size += len(chunk)
             if size > self.relay.body_limit:
-                raise BadRequest(f"a body over {self.relay.body_limit} bytes", 413)
+                raise BadRequest(text("broker.body_over", limit=self.relay.body_limit), 413)
             yield chunk
 
     def _forward(
@@ -378,13 +376,13 @@ class _Exchange:
                 response = conn.getresponse()
             except (OSError, http.client.HTTPException) as exc:
                 host = self.relay.credential.host
-                self.refuse(Refusal(502, f"cannot reach the git remote {host}: {exc}"))
+                self.refuse(Refusal(502, text("relay.unreachable", host=host, problem=exc)))
                 return
             try:
                 with response:  # closed here: a client gone mid-answer keeps no socket open
                     self._answer(response)
             except (OSError, http.client.HTTPException) as exc:  # logged; the answer is cut
-                self.refuse(Refusal(502, f"the answer broke off: {type(exc).__name__}"))
+                self.refuse(Refusal(502, text("relay.broke_off", error=type(exc).__name__)))
         finally:
             conn.close()
 
@@ -493,21 +491,17 @@ def _capability_refusal(head: PushHead) -> str | None:
     if unsafe is None:
         return None
     if unsafe.partition("=")[0] == "push-options":
-        return "push options are refused (a forge may act on them)"
-    return f"the push capability {unsafe!r} is refused (a forge may act on it)"
+        return text("relay.push_options")
+    return text("relay.capability", capability=repr(unsafe))
 
 
 def _remote_refusal(status: int, repo: str) -> Refusal:
     """The relay's own words for the remote's non-200 answer; its body and headers (a
     Location, a challenge) are not passed on."""
     if status in (401, 403):
-        return Refusal(
-            502,
-            f"the git remote refused the broker's git credential for {repo} (HTTP {status}); "
-            "check GIT_TOKEN in the broker's credentials file",
-        )
+        return Refusal(502, text("relay.remote_refused_credential", repo=repo, status=status))
     if status == 404:
-        return Refusal(404, f"{repo}: not found at the git remote")
+        return Refusal(404, text("relay.not_found", repo=repo))
     if 300 <= status < 400:
-        return Refusal(502, f"the git remote redirected (HTTP {status}); the relay follows none")
-    return Refusal(502, f"the git remote answered HTTP {status}")
+        return Refusal(502, text("relay.redirected", status=status))
+    return Refusal(502, text("relay.remote_status", status=status))

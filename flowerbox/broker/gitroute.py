@@ -21,6 +21,7 @@ import re
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
+from flower import text
 from flowerbox.broker.pktline import REPORTS, PushHead
 from flowerbox.wire import DELIVERY_BRANCH, DELIVERY_REF
 
@@ -70,16 +71,16 @@ class Route:
 def route(method: str, target: str) -> Route | Refusal:
     """The route of a request, or why the relay does not serve it."""
     if method not in ("GET", "POST"):
-        return Refusal(405, f"{method} is not a git smart-HTTP request; only GET and POST are")
+        return Refusal(405, text("relay.method", method=method))
     path, _, query = target.partition("?")
     if method == "GET":
         if not path.endswith(_ADVERTISE) or query not in {f"service={s}" for s in SERVICES}:
-            return Refusal(404, "only git's smart HTTP is relayed (info/refs?service=...)")
+            return Refusal(404, text("relay.not_smart"))
         path, service = path.removesuffix(_ADVERTISE), query.removeprefix("service=")
     else:
         path, _, service = path.rpartition("/")
         if query or service not in SERVICES:
-            return Refusal(404, "only POST .../git-upload-pack or .../git-receive-pack is relayed")
+            return Refusal(404, text("relay.not_service"))
     host, _, rest = path.removeprefix("/").partition("/")
     segments = rest.split("/")
     if (
@@ -87,7 +88,7 @@ def route(method: str, target: str) -> Route | Refusal:
         or not _HOST.fullmatch(host)
         or not all(_SEGMENT.fullmatch(s) and s not in (".", "..") for s in segments)
     ):
-        return Refusal(404, "not a repository path the relay serves: /HOST/PATH of an https URL")
+        return Refusal(404, text("relay.not_repo"))
     return Route(host, "/" + rest, service, method == "GET")
 
 
@@ -116,14 +117,14 @@ def push_refusal(head: PushHead, own: str) -> str | None:
         return None  # git's probe: the remote updates nothing
     if len(head.commands) != 1:
         names = ", ".join(c.ref for c in head.commands)
-        return f"a push of {len(head.commands)} refs ({names}); a run pushes {own} alone"
+        return text("relay.many_refs", count=len(head.commands), names=names, own=own)
     command = head.commands[0]
     if command.ref != own:
-        return f"{command.ref} is not this run's ref; a run pushes {own} alone"
+        return text("relay.not_own", ref=command.ref, own=own)
     if command.deletes:
-        return f"deleting {own} is refused"
+        return text("relay.deletes", own=own)
     if head.options:
-        return "push options are refused (a forge may act on them)"
+        return text("relay.push_options")
     if not REPORTS & set(head.capabilities):
-        return "a push that asks for no report-status is refused (it could not be noted)"
+        return text("relay.no_report")
     return None

@@ -25,6 +25,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from flower import text
 from flowerbox.broker.tally import REFUSED, Tally, cause, outcome
 from flowerbox.errors import BrokerError
 from flowerbox.note import Spend
@@ -124,9 +125,7 @@ class Ledger:
             self._db.executescript(_SCHEMA)
             _add_missing_columns(self._db)
         except (OSError, sqlite3.Error) as exc:
-            raise BrokerError(
-                f"cannot open the broker's ledger {path}: {exc}; move it away to start afresh"
-            ) from exc
+            raise BrokerError(text("broker.ledger_unopened", path=path, problem=exc)) from exc
         self._lock = threading.Lock()
         self.redactor = redactor or Redactor()
         self.cut = self._write(
@@ -254,7 +253,7 @@ class Ledger:
                     self._db.execute("BEGIN IMMEDIATE")
                     self._db.executemany(sql, rows)
             except sqlite3.Error as exc:
-                raise BrokerError(f"the broker's ledger refused a write: {exc}") from exc
+                raise BrokerError(text("broker.ledger_write", problem=exc)) from exc
         for (_, listener, said, _, _), count in counts.items():
             self.outcomes.add((listener, REFUSED, cause(said)), count)
 
@@ -296,7 +295,7 @@ class Ledger:
             try:
                 return self._db.execute(sql, args)
             except sqlite3.Error as exc:
-                raise BrokerError(f"the broker's ledger refused a write: {exc}") from exc
+                raise BrokerError(text("broker.ledger_write", problem=exc)) from exc
 
     def _read(self, sql: str, args: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
         return self._query(sql, args)[1]
@@ -308,4 +307,4 @@ class Ledger:
                 cursor = self._db.execute(sql, args)
                 return [c[0] for c in cursor.description], cursor.fetchall()
             except sqlite3.Error as exc:
-                raise BrokerError(f"cannot read the broker's ledger: {exc}") from exc
+                raise BrokerError(text("broker.ledger_read", problem=exc)) from exc

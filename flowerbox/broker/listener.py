@@ -35,6 +35,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from flower import text
 from flowerbox.broker.gitrelay import GitCredential, GitRelay, RelayRun
 from flowerbox.broker.ledger import RunEntry, token_hash
 from flowerbox.broker.refusals import LineBudget, Refusals
@@ -165,7 +166,9 @@ class ClusterBroker(Registry):
             self.proxy = TokenProxy(self, proxy)
             self.relay = None if git is None else self._relay(*git)
         except OSError as exc:
-            raise BrokerError(f"cannot listen on {api}, {proxy} and {git}: {exc}") from exc
+            raise BrokerError(
+                text("broker.cannot_listen", api=api, proxy=proxy, git=git, problem=exc)
+            ) from exc
         admission = admission or Admission()
         for name, server in (("api", self.gateway), ("proxy", self.proxy), ("git", self.relay)):
             if server is not None:
@@ -218,9 +221,9 @@ class ClusterBroker(Registry):
                 self.ledger.revoke(told.run_id)
             if not (again or resumed):
                 if self.ledger.known(told.run_id):
-                    raise BrokerError(f"run {told.run_id} is known with another token: not served")
+                    raise BrokerError(text("broker.token_mismatch", run=told.run_id))
                 if self.ledger.run_of(told.token_sha256) is not None:
-                    raise BrokerError("its token is another run's: not served")
+                    raise BrokerError(text("broker.token_reused"))
                 self.ledger.register(entry)
         self._relayed(told)
         if again:
@@ -310,18 +313,18 @@ class ClusterBroker(Registry):
         if run is not None and not run.revoked.is_set():
             if live:
                 return run
-            why = f"run {run.entry.run_id} has no running Job; its token is refused until one runs"
+            why = text("broker.why_no_job", run=run.entry.run_id)
             return Unserved(run.entry.run_id, why, "refused: no running Job")
         ended = self.ledger.run_of(found)
         if ended is None:
-            why = "not a token of a run this broker serves"
+            why = text("broker.why_unknown_token")
             return Unserved(UNATTRIBUTED, why, "refused: unknown token")
         with self._lock:
             unlisted = ended in self.unlisted
         if unlisted:
-            why = f"run {ended} is served again once the broker has listed the cluster's Secrets"
+            why = text("broker.why_not_listed", run=ended)
             return Unserved(ended, why, "refused: not listed yet")
-        why = f"run {ended} has ended; its token is revoked"
+        why = text("broker.why_ended", run=ended)
         return Unserved(ended, why, "refused: token revoked")
 
     def line(self, text: str) -> None:
@@ -374,10 +377,10 @@ class TokenGateway(Gateway, OnTcp):
         try:
             token = presented_token(incoming)
         except ValueError as exc:
-            why = f"{exc}; send the run's token once"
+            why = text("broker.why_two_credentials", problem=exc)
             return self._refused(Unserved(UNATTRIBUTED, why, "refused: two credentials"), incoming)
         if token is None:
-            why = "no token; send the run's token as x-api-key"
+            why = text("broker.why_no_token")
             return self._refused(Unserved(UNATTRIBUTED, why, "refused: no token"), incoming)
         found = self.broker.serving(token)
         if isinstance(found, Unserved):
@@ -435,9 +438,9 @@ class TokenProxy(EgressProxy, OnTcp):
         try:
             token = proxy_token(incoming)
         except ValueError as exc:
-            return Rules(NO_EGRESS, self.log, f"{exc}; put the run's token in the proxy URL")
+            return Rules(NO_EGRESS, self.log, text("broker.why_proxy_two", problem=exc))
         if token is None:
-            why = "no token: put the run's token in the proxy URL, http://run:TOKEN@host:port"
+            why = text("broker.why_proxy_no_token")
             return Rules(NO_EGRESS, self.log, why)
         found = self.broker.serving(token)
         if isinstance(found, Unserved):

@@ -27,6 +27,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.process_collector import ProcessCollector
 from prometheus_client.registry import Collector
 
+from flower import text
 from flowerbox.broker.server import Registry
 from flowerbox.broker.tcp import parse_address
 from flowerbox.errors import BrokerError
@@ -138,7 +139,5 @@ def serve_metrics(broker: Registry, address: str) -> WSGIServer:
     try:
         server, _ = start_http_server(port, host, registry=registry)
     except OSError as exc:
-        raise BrokerError(
-            f"cannot serve metrics on --metrics {address}: {exc}; pass a free HOST:PORT"
-        ) from exc
+        raise BrokerError(text("broker.metrics_unserved", address=address, problem=exc)) from exc
     return server

@@ -38,6 +38,7 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from flower import text
 from flowerbox.errors import BadRequest
 
 __all__ = [
@@ -112,29 +113,29 @@ class _Packets:
         """The next pkt-line's text without its one trailing LF; None for a flush packet."""
         length = self._take(4)
         if not _LENGTH.fullmatch(length):
-            raise PushError(f"a pkt-line length that is not four hex digits: {length!r}")
+            raise PushError(text("broker.pkt_length", length=repr(length)))
         size = int(length, 16)
         if size == 0:
             return None
         if size < 5 or size > MAX_PKT:
-            raise PushError(f"a pkt-line length of {size}; git's are 5 to {MAX_PKT} (or 0)")
+            raise PushError(text("broker.pkt_size", size=size, most=MAX_PKT))
         self.lines += 1
         if self.lines > MAX_LINES:
-            raise PushError(f"more than {MAX_LINES} lines before the pack")
+            raise PushError(text("broker.pkt_lines", most=MAX_LINES))
         payload = self._take(size - 4)
         try:
-            text = payload.decode("ascii")
+            decoded = payload.decode("ascii")
         except UnicodeDecodeError:
-            raise PushError("a command list line that is not ASCII") from None
-        return text.removesuffix("\n")
+            raise PushError(text("broker.pkt_ascii")) from None
+        return decoded.removesuffix("\n")
 
     def _take(self, count: int) -> bytes:
         while len(self.buffer) - self._at < count:
             if len(self.buffer) > MAX_HEAD:
-                raise PushError(f"more than {MAX_HEAD} bytes before the pack")
+                raise PushError(text("broker.pkt_head", most=MAX_HEAD))
             chunk = next(self._chunks, None)
             if chunk is None:
-                raise PushError("the push ended inside its command list")
+                raise PushError(text("broker.pkt_ended"))
             self.buffer += chunk
         data = bytes(self.buffer[self._at : self._at + count])
         self._at += count
@@ -157,7 +158,7 @@ def read_push(chunks: Iterator[bytes]) -> PushHead:
     commands = [_command(first)]
     while (line := packets.next()) is not None:
         if "\0" in line:
-            raise PushError("capabilities after the first command")
+            raise PushError(text("broker.pkt_capabilities"))
         commands.append(_command(line))
     capabilities = tuple(features.split())
     options: list[str] = []
@@ -182,10 +183,10 @@ def unsafe_capability(capabilities: tuple[str, ...]) -> str | None:
 def _command(line: str) -> Command:
     found = _COMMAND.fullmatch(line)
     if found is None:
-        raise PushError(f"not a ref update (old new ref): {line[:120]!r}")
+        raise PushError(text("broker.pkt_not_command", line=repr(line[:120])))
     old, new, ref = found.groups()
     if len(old) != len(new):
-        raise PushError("old and new object ids of different lengths")
+        raise PushError(text("broker.pkt_oid_lengths"))
     return Command(old, new, ref)
 
 

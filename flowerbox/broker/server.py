@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from flower import text
 from flowerbox import wire
 from flowerbox.broker.control import CONTROL_LIMIT, CONTROL_SOCKET, Registration
 from flowerbox.broker.ledger import Ledger, RunEntry, token_hash
@@ -166,13 +167,10 @@ class RunGateway(Gateway):
         run_id = self.run.entry.run_id
         refusal = None
         if self.run.revoked.is_set():
-            message = f"flowerbox broker: run {run_id} has ended; its token is revoked"
+            message = "flowerbox broker: " + text("broker.why_ended", run=run_id)
             refusal = Refusal(401, "authentication_error", message, "refused: token revoked")
         elif not self.run.owns(client_keys(incoming)):
-            message = (
-                f"flowerbox broker: this request does not carry run {run_id}'s token;"
-                " each box uses only the token it was given"
-            )
+            message = "flowerbox broker: " + text("broker.not_its_token", run=run_id)
             refusal = Refusal(401, "authentication_error", message, "refused: not this run's token")
         return Tenant(charge, charge.record, refusal, self.run.fetch)
 
@@ -305,9 +303,9 @@ def _unobserved(seconds: float) -> None:
 def checked(run_id: str, budget_usd: float | None, allow: tuple[str, ...] | None) -> None:
     """Raises BrokerError (or the policy's error) for what no run may be registered with."""
     if not RUN_ID.fullmatch(run_id):
-        raise BrokerError(f"not a run id: {run_id[:100]!r}")
+        raise BrokerError(text("broker.not_run_id", value=repr(run_id[:100])))
     if budget_usd is not None and not budget_usd > 0:  # NaN too
-        raise BrokerError(f"a run's budget must be a positive number of dollars: {budget_usd}")
+        raise BrokerError(text("broker.bad_budget", budget=budget_usd))
     Policy.parse(list(allow or ()), [])  # a bad entry is refused before anything is made
 
 
@@ -346,9 +344,7 @@ class Broker(Registry):
         except OSError as exc:  # a folder whose path is too long for a unix socket, say
             super().close()
             raise BrokerError(
-                f"cannot bind the broker's control socket {folder / CONTROL_SOCKET}: {exc};"
-                " a unix socket's path must stay under 108 bytes: set XDG_STATE_HOME to a"
-                " shorter folder"
+                text("broker.control_unbound", path=folder / CONTROL_SOCKET, problem=exc)
             ) from exc
 
     def register(self, asked: Registration) -> str:
@@ -357,7 +353,7 @@ class Broker(Registry):
         budget_usd, allow = asked.budget_usd, asked.allow
         checked(run_id, budget_usd, allow)
         if not socket_dir.is_absolute() or not gateway_dir.is_absolute():
-            raise BrokerError("socket_dir and gateway_dir must be absolute paths")
+            raise BrokerError(text("broker.paths_relative"))
         token = secrets.token_urlsafe(32)
         entry = RunEntry(
             run_id,
@@ -370,7 +366,7 @@ class Broker(Registry):
         )
         with self._lock:
             if self.ledger.known(run_id):
-                raise BrokerError(f"run {run_id} is registered already")
+                raise BrokerError(text("broker.registered_already", run=run_id))
             self.ledger.register(entry)
         self._serve(entry)
         return token
@@ -399,7 +395,7 @@ class Broker(Registry):
             if run is not None:  # a socket bound before the one that failed: not left behind
                 _unbind(run)
             raise BrokerError(
-                f"cannot serve run {entry.run_id} in {entry.socket_dir}: {exc}"
+                text("broker.cannot_serve", run=entry.run_id, path=entry.socket_dir, problem=exc)
             ) from exc
         for server in run.servers:
             threading.Thread(target=server.serve_forever, args=(0.2,), daemon=True).start()
@@ -457,4 +453,4 @@ class _ControlHandler(socketserver.StreamRequestHandler):
             return {"revoked": broker.revoke(str(asked["run_id"]))}
         if op == "status":
             return broker.status()
-        raise BrokerError(f"unknown op {op!r}: register, revoke or status")
+        raise BrokerError(text("broker.unknown_op", op=repr(op)))

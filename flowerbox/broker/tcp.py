@@ -15,6 +15,7 @@ import socket
 import socketserver
 from pathlib import Path
 
+from flower import text
 from flowerbox.errors import BrokerError
 from flowerbox.sidecar.admission import Admitted
 from flowerbox.sidecar.proxy import PrivateUnixServer
@@ -52,14 +53,14 @@ class OnTcp(Admitted, PrivateUnixServer):
         socketserver.TCPServer.server_close(self)
 
 
-def parse_address(text: str, flag: str = "--listen") -> tuple[str, int]:
+def parse_address(address: str, flag: str = "--listen") -> tuple[str, int]:
     """`HOST:PORT` (`[v6]:PORT`) as a socket address (`flag`: the option that gave it).
 
     Raises:
         BrokerError: no port, or one out of range.
     """
-    host, _, port = text.rpartition(":")
+    host, _, port = address.rpartition(":")
     host = host.removeprefix("[").removesuffix("]")
     if not host or not port.isdigit() or not 0 < int(port) < 65536:
-        raise BrokerError(f"{flag} {text!r}: give HOST:PORT, e.g. 0.0.0.0:8080")
+        raise BrokerError(text("broker.bad_address", flag=flag, address=repr(address)))
     return host, int(port)

@@ -36,6 +36,7 @@ from kubernetes import client, config, watch
 from kubernetes.client.exceptions import ApiException
 from kubernetes.config.config_exception import ConfigException
 
+from flower import text
 from flowerbox.broker.listener import RunToken
 from flowerbox.errors import BrokerError, FlowerboxError
 from flowerbox.wire import (
@@ -134,11 +135,7 @@ class TokenSource:
                 config_file=path, persist_config=False
             )
         except (ConfigException, OSError) as exc:
-            raise BrokerError(
-                f"--listen learns the runs from the cluster, and no cluster is reachable ({exc}):"
-                " run the broker in its Pod (flowerbox kube render --broker-manifests) or set"
-                " KUBECONFIG"
-            ) from exc
+            raise BrokerError(text("broker.no_cluster", problem=exc)) from exc
         return cls(api, namespace=namespace)
 
     def follow(self, runs: Runs, stopping: threading.Event) -> None:

@@ -35,6 +35,7 @@ from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 from kubernetes.config.config_exception import ConfigException
 
+from flower import text
 from flowerbox.box.spec import BoxSpec
 from flowerbox.broker.gitroute import delivery_ref
 from flowerbox.errors import ClusterError, RunError
@@ -146,9 +147,7 @@ class Cluster:
                 config_file=path, context=context, persist_config=False
             )
         except (ConfigException, OSError) as exc:
-            raise ClusterError(
-                f"no usable kubeconfig ({exc}): set KUBECONFIG or pass --context NAME"
-            ) from exc
+            raise ClusterError(text("kube.no_kubeconfig", problem=exc)) from exc
         return cls(api, namespace=namespace)
 
     def _call(self, what: str, call: Callable[[], Any]) -> Any:
@@ -156,8 +155,13 @@ class Cluster:
             return call()
         except ApiException as exc:
             raise ClusterError(
-                f"the cluster refused to {what} in namespace {self.namespace}: "
-                f"{exc.status} {exc.reason}; check `kubectl auth can-i` for your context",
+                text(
+                    "kube.refused_to",
+                    what=what,
+                    namespace=self.namespace,
+                    status=exc.status,
+                    reason=exc.reason,
+                ),
                 status=exc.status,
             ) from exc
 
@@ -175,8 +179,13 @@ class Cluster:
                 if exc.status == CONFLICT and kind in KEPT:
                     continue
                 raise ClusterError(
-                    f"the cluster refused {kind}/{name}: {exc.status} {exc.reason}; "
-                    "`flowerbox kube render` prints it for `kubectl apply --dry-run=server -f -`",
+                    text(
+                        "kube.refused_object",
+                        kind=kind,
+                        name=name,
+                        status=exc.status,
+                        reason=exc.reason,
+                    ),
                     status=exc.status,
                 ) from exc
             created.append(f"{kind}/{name}")
@@ -202,7 +211,7 @@ class Cluster:
         """The run's spec, and `target` with its repository and ref, again from what its
         claim (which outlives every Job) recorded."""
         claim = self._call(
-            f"read run {run_id}'s volume",
+            text("kube.do_read_volume", run=run_id),
             lambda: self.core.read_namespaced_persistent_volume_claim(
                 f"flowerbox-{run_id}", self.namespace
             ),
@@ -213,9 +222,7 @@ class Cluster:
             image = annotations[IMAGE_ANNOTATION]
             where = {"repo": annotations[REPO_ANNOTATION], "ref": annotations[REF_ANNOTATION]}
         except (KeyError, ValueError) as exc:
-            raise RunError(
-                f"run {run_id}'s volume records no command: start a new run", run_id=run_id
-            ) from exc
+            raise RunError(text("kube.no_command", run=run_id), run_id=run_id) from exc
         spec = kube_spec(run_id, image=image, command=command)
         # no annotation (a claim older than it): the default ref, as its token Secret's
         branch = annotations.get(DELIVER_ANNOTATION) == delivery_ref(run_id, branch=True)
@@ -224,10 +231,7 @@ class Cluster:
     def _idle(self, run_id: str) -> list[RunStatus]:
         jobs = self._jobs(run_id)
         if any(job.state == "running" for job in jobs):
-            raise RunError(
-                f"run {run_id} is still running: `flowerbox stop {run_id} --on kube` first",
-                run_id=run_id,
-            )
+            raise RunError(text("kube.still_running", run=run_id), run_id=run_id)
         return jobs
 
     def resume(self, run_id: str, target: KubeTarget) -> list[str]:
@@ -259,10 +263,7 @@ class Cluster:
     def running(self, run_id: str) -> None:
         """Refuse a run whose own Job (not a drop or read Job beside it) is not running."""
         if not any(job.agent and job.state == "running" for job in self._jobs(run_id)):
-            raise RunError(
-                f"run {run_id} is not running: `flowerbox resume {run_id} --on kube` first",
-                run_id=run_id,
-            )
+            raise RunError(text("kube.not_running", run=run_id), run_id=run_id)
 
     def questions(
         self, run_ids: list[str], target: KubeTarget, *, timeout_s: float, poll_s: float = 1.0
@@ -300,7 +301,8 @@ class Cluster:
 
     def _state(self, job: str) -> str:
         read = self._call(
-            f"read {job}", lambda: self.batch.read_namespaced_job(job, self.namespace)
+            text("kube.do_read", name=job),
+            lambda: self.batch.read_namespaced_job(job, self.namespace),
         )
         return _status(read).state
 
@@ -309,7 +311,7 @@ class Cluster:
         gone already (its TTL) is no error."""
         try:
             self._call(
-                f"delete {job}",
+                text("kube.do_delete", name=job),
                 partial(
                     self.batch.delete_namespaced_job,
                     job,
@@ -324,7 +326,7 @@ class Cluster:
     def _jobs(self, run_id: str | None = None) -> list[RunStatus]:
         selector = RUN_LABEL if run_id is None else f"{RUN_LABEL}={run_id}"
         found = self._call(
-            "list jobs",
+            text("kube.do_list_jobs"),
             lambda: self.batch.list_namespaced_job(self.namespace, label_selector=selector),
         )
         return [_status(job) for job in found.items]
@@ -341,21 +343,19 @@ class Cluster:
         bytes are the Pod's: never trusted."""
         selector = f"{RUN_LABEL}={run_id}" if job is None else f"{JOB_LABEL}={job}"
         pods = self._call(
-            "list pods",
+            text("kube.do_list_pods"),
             lambda: self.core.list_namespaced_pod(self.namespace, label_selector=selector),
         )
         if not pods.items:
-            raise RunError(
-                f"run {run_id} has no Pod in namespace {self.namespace}: "
-                "`flowerbox ps --on kube` lists the runs",
-                run_id=run_id,
-            )
+            raise RunError(text("kube.no_pod", run=run_id, namespace=self.namespace), run_id=run_id)
         having = [p for p in pods.items if any(c.name == container for c in p.spec.containers)]
         if not having:
-            raise RunError(f"run {run_id} has no {container} Pod yet: try again", run_id=run_id)
+            raise RunError(
+                text("kube.no_container_pod", run=run_id, container=container), run_id=run_id
+            )
         newest = max(having, key=_started).metadata.name
         response = self._call(
-            "read logs",
+            text("kube.do_read_logs"),
             lambda: self.core.read_namespaced_pod_log(
                 newest, self.namespace, container=container, follow=follow, _preload_content=False
             ),
@@ -382,7 +382,7 @@ class Cluster:
             self._delete_job(status.job)
             stopped.append(status.job)
         if not stopped:
-            raise RunError(f"no Job of run {run_id} in namespace {self.namespace}", run_id=run_id)
+            raise RunError(text("kube.no_job", run=run_id, namespace=self.namespace), run_id=run_id)
         return stopped
 
     def wait(self, run_id: str, *, timeout_s: float, poll_s: float = 2.0) -> RunStatus:
@@ -393,10 +393,7 @@ class Cluster:
             if jobs and all(job.state != "running" for job in jobs):
                 return max(jobs, key=lambda job: job.job)
             if time.monotonic() > deadline:
-                raise ClusterError(
-                    f"run {run_id} did not end within {timeout_s:.0f} s: "
-                    f"`flowerbox logs {run_id} --on kube` shows where it is"
-                )
+                raise ClusterError(text("kube.wait_timeout", run=run_id, seconds=timeout_s))
             time.sleep(poll_s)
 
     def remove(self, run_id: str) -> list[str]:
@@ -437,7 +434,9 @@ class Cluster:
             except ApiException as exc:
                 if exc.status != NOT_FOUND:
                     raise ClusterError(
-                        f"the cluster refused to remove {what}: {exc.status} {exc.reason}",
+                        text(
+                            "kube.remove_refused", what=what, status=exc.status, reason=exc.reason
+                        ),
                         status=exc.status,
                     ) from exc
                 continue

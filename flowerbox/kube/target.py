@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from flower import text
 from flowerbox.box.spec import BoxSpec, Limits
 from flowerbox.errors import ConfigError
 
@@ -49,15 +50,9 @@ class KubeTarget:
     def __post_init__(self) -> None:
         for what, value in (("--namespace", self.namespace), ("--broker", self.broker)):
             if len(value) > 63 or not DNS_NAME.match(value):
-                raise ConfigError(
-                    f"{what} {value!r} is not a Kubernetes name: use lower-case letters, "
-                    "digits and '-' (at most 63), starting and ending with a letter or digit"
-                )
+                raise ConfigError(text("kube.bad_name", what=what, value=repr(value)))
         if not self.repo.startswith("https://"):
-            raise ConfigError(
-                f"--repo {self.repo!r}: pass an https:// git URL (the broker fetches it and "
-                "holds its credential; no other scheme goes through it)"
-            )
+            raise ConfigError(text("kube.repo_scheme", repo=repr(self.repo)))
 
     @property
     def broker_host(self) -> str:
@@ -81,10 +76,7 @@ def kube_spec(
     """The BoxSpec of a run on a cluster: the same fields the Docker path fills, with the
     PVC's paths for the host's. The net is the allowlist: only the broker is reachable."""
     if not DNS_NAME.match(run_id) or len(run_id) > 40:
-        raise ConfigError(
-            f"run id {run_id!r} cannot name Kubernetes objects: use lower-case letters, "
-            "digits and '-' (at most 40)"
-        )
+        raise ConfigError(text("kube.bad_run_id", run=repr(run_id)))
     return BoxSpec(
         image=image,
         workspace=WORKSPACE,

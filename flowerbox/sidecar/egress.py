@@ -26,6 +26,7 @@ import ipaddress
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from flower import text
 from flowerbox.errors import EgressError
 
 __all__ = [
@@ -177,7 +178,7 @@ class Policy:
         for preset in _split(presets):
             if preset not in PRESETS:
                 known = ", ".join(sorted(PRESETS))
-                raise EgressError(f"unknown --allow-preset {preset!r}: use one of {known}")
+                raise EgressError(text("egress.unknown_preset", preset=repr(preset), known=known))
             names.update(PRESETS[preset])
         for entry in _split(entries):
             host = _parse_entry(entry)
@@ -244,19 +245,16 @@ def _split(values: Iterable[str]) -> list[str]:
 
 def _parse_entry(entry: str) -> Host:
     if entry == "*":
-        raise EgressError("--allow '*' would allow everything: pass --net open for that")
+        raise EgressError(text("egress.allow_all"))
     if "/" in entry or (":" in entry and not _is_address(entry)):
-        raise EgressError(
-            f"--allow {entry!r}: pass a bare host name like github.com, `*.github.com` or "
-            "one IP address (no scheme, port, path or range)"
-        )
+        raise EgressError(text("egress.bad_entry", entry=repr(entry)))
     wildcard = entry.startswith("*.")
     try:
         host = parse_host(entry[2:] if wildcard else entry)
     except ValueError as exc:
-        raise EgressError(f"--allow {entry!r}: {exc}") from exc
+        raise EgressError(text("egress.entry_problem", entry=repr(entry), problem=exc)) from exc
     if wildcard and not isinstance(host, str):
-        raise EgressError(f"--allow {entry!r}: `*.` takes a domain, not an address")
+        raise EgressError(text("egress.wildcard_address", entry=repr(entry)))
     return f"*.{host}" if wildcard else host
 
 

@@ -75,7 +75,7 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 
 import h11
 
-from flower import parse_dotenv
+from flower import parse_dotenv, text
 from flowerbox.errors import BadRequest, FlowerboxError, GatewayError
 from flowerbox.sidecar.admission import peer_of
 from flowerbox.sidecar.egress import Policy
@@ -200,7 +200,7 @@ def credentials_file(path: Path) -> dict[str, str]:
     try:
         return parse_dotenv(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError) as exc:
-        raise GatewayError(f"cannot read the credentials file {path}: {exc}") from exc
+        raise GatewayError(text("gateway.credentials_unread", path=path, problem=exc)) from exc
 
 
 def credentials_from(values: Mapping[str, str], source: str) -> Credentials:
@@ -212,12 +212,9 @@ def credentials_from(values: Mapping[str, str], source: str) -> Credentials:
         auth_token=values.get("ANTHROPIC_AUTH_TOKEN") or None,
     )
     if not creds.api_key and not creds.auth_token:
-        raise GatewayError(
-            f"{source} holds neither ANTHROPIC_API_KEY nor ANTHROPIC_AUTH_TOKEN; "
-            "run `flower setup` on the host or put one of them in the file"
-        )
+        raise GatewayError(text("gateway.no_key", source=source))
     if urlsplit(creds.base_url).scheme not in ("http", "https"):
-        raise GatewayError(f"{source}: ANTHROPIC_BASE_URL must be an http(s) URL")
+        raise GatewayError(text("gateway.base_url", source=source))
     return creds
 
 
@@ -471,10 +468,7 @@ class _Connection(socketserver.BaseRequestHandler):
         self.server.line(f"internal error: {_fault()}")
         if reader.conn.our_state is not h11.SEND_RESPONSE:
             return
-        message = (
-            "flowerbox gateway: internal error while handling this request (a flowerbox bug: its"
-            " traceback is in the gateway's log, `flowerbox logs RUN`; please report it)"
-        )
+        message = f"flowerbox gateway: {text('gateway.internal_error')}"
         data = json.dumps(_error("api_error", message)).encode()
         headers = [
             ("content-type", "application/json"),
@@ -610,7 +604,8 @@ class _Exchange:
                 self._done(499, model, HUNG_UP_NOTE)
                 raise OSError(HUNG_UP_NOTE) from None  # the connection is over: nobody to answer
             reason = str(exc) or type(exc).__name__
-            message = f"flowerbox gateway: cannot reach {gateway.upstream.name}: {reason}"
+            said = text("gateway.unreachable", upstream=gateway.upstream.name, reason=reason)
+            message = f"flowerbox gateway: {said}"
             self._refuse(Refusal(502, "api_error", message, "upstream unreachable"), model)
             return
         gateway.upstream_answered(time.perf_counter() - sent)
@@ -776,11 +771,9 @@ def _shown(text: str, limit: int = 200) -> str:
 
 
 def _endpoint_message(method: str, target: str) -> str:
-    allowed = " and ".join(f"{m} {t}" for m, t in sorted(ENDPOINTS))
-    return (
-        f"flowerbox gateway: {method} {_shown(target)} is not an API endpoint the Claude Code"
-        f" CLI uses; it forwards only {allowed} (docs/gateway.md)"
-    )
+    allowed = text("gateway.endpoints_and").join(f"{m} {t}" for m, t in sorted(ENDPOINTS))
+    said = text("gateway.not_endpoint", method=method, target=_shown(target), allowed=allowed)
+    return f"flowerbox gateway: {said}"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -817,7 +810,7 @@ def main(argv: list[str] | None = None) -> int:
         prices = load_prices(args.prices) if args.prices else PriceTable()
         policy = Policy.parse(args.allow, args.allow_preset)
         egress_log = _egress_log(args.egress_log) if args.proxy_socket else None
-        requests = _json_lines(args.requests, "requests log")
+        requests = _json_lines(args.requests, text("gateway.requests_log"))
     except FlowerboxError as exc:  # this process's own entry: its one place for them
         print(f"flowerbox-gateway: {exc}", file=sys.stderr)
         return 2
@@ -864,8 +857,8 @@ def main(argv: list[str] | None = None) -> int:
 
 def _egress_log(path: Path | None) -> JsonLines:
     if path is None:
-        raise GatewayError("--proxy-socket needs --egress-log: every decision is logged")
-    return _json_lines(path, "egress log")
+        raise GatewayError(text("gateway.egress_log_needed"))
+    return _json_lines(path, text("gateway.egress_log"))
 
 
 def _json_lines(path: Path | None, name: str) -> JsonLines:
@@ -875,7 +868,7 @@ def _json_lines(path: Path | None, name: str) -> JsonLines:
             path.parent.mkdir(parents=True, exist_ok=True)
         return JsonLines(path)
     except OSError as exc:
-        raise GatewayError(f"cannot open the {name} {path}: {exc}") from exc
+        raise GatewayError(text("gateway.log_unopened", name=name, path=path, problem=exc)) from exc
 
 
 if __name__ == "__main__":

@@ -37,6 +37,7 @@ from dataclasses import dataclass
 
 import h11
 
+from flower import text
 from flowerbox.errors import BadRequest
 
 __all__ = ["BadRequest", "Incoming", "RequestReader", "linger_close"]
@@ -102,28 +103,28 @@ class RequestReader:
             self._deadline = time.monotonic() + self.head_within
         while not (found := _HEAD_END.search(self._pending)):
             if len(self._pending) > self.head_limit:
-                raise BadRequest("the request head is too large", 431)
+                raise BadRequest(text("gateway.head_too_large"), 431)
             if self._eof:
                 if self._pending.strip():
-                    raise BadRequest("the connection closed inside a request head")
+                    raise BadRequest(text("gateway.closed_in_head"))
                 return None
             self._read()
             if self._deadline is None:
                 self._deadline = time.monotonic() + self.head_within
         end = found.end()
         if end > self.head_limit:
-            raise BadRequest("the request head is too large", 431)
+            raise BadRequest(text("gateway.head_too_large"), 431)
         head, self._pending = self._pending[:end], self._pending[end:]
         self._deadline = None
         _check_head(head)
         self.conn.receive_data(head)
         event = self._event()
         if not isinstance(event, h11.Request):
-            raise BadRequest("not a request head")
+            raise BadRequest(text("gateway.not_request"))
         headers = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in event.headers]
         names = {name for name, _ in headers}
         if {"transfer-encoding", "content-length"} <= names:
-            raise BadRequest("both Transfer-Encoding and Content-Length")
+            raise BadRequest(text("gateway.both_lengths"))
         return Incoming(
             method=event.method.decode("ascii"),
             target=event.target.decode("latin-1"),
@@ -151,12 +152,12 @@ class RequestReader:
                 return
             elif event is h11.NEED_DATA:
                 if self._eof:
-                    raise BadRequest("the request body ended early")
+                    raise BadRequest(text("gateway.body_ended"))
                 data = self._recv()
                 self._eof = not data
                 self.conn.receive_data(data)
             else:
-                raise BadRequest(f"unexpected {type(event).__name__} in a request body")
+                raise BadRequest(text("gateway.unexpected_event", event=type(event).__name__))
 
     def body(self, *, limit: int, within: float | None = None) -> bytes:
         """The whole body; BadRequest (413) past `limit` bytes, (408) not whole `within`
@@ -165,7 +166,7 @@ class RequestReader:
         for data in self.body_chunks(within=within):
             size += len(data)
             if size > limit:
-                raise BadRequest(f"the request body is larger than {limit} bytes", 413)
+                raise BadRequest(text("gateway.body_too_large", limit=limit), 413)
             parts.append(data)
         return b"".join(parts)
 
@@ -199,13 +200,13 @@ class RequestReader:
             return self.sock.recv(CHUNK)
         left = self._deadline - time.monotonic()
         if left <= 0:
-            raise BadRequest("the request took too long to arrive", 408)
+            raise BadRequest(text("gateway.too_slow"), 408)
         before = self.sock.gettimeout()
         self.sock.settimeout(left if before is None else min(left, before))
         try:
             return self.sock.recv(CHUNK)
         except TimeoutError:
-            raise BadRequest("the request took too long to arrive", 408) from None
+            raise BadRequest(text("gateway.too_slow"), 408) from None
         finally:
             self.sock.settimeout(before)
 
@@ -229,11 +230,11 @@ def _check_head(head: bytes) -> None:
     """What h11 lets pass: bare CR or LF line ends, obs-fold lines, empty lines before it."""
     lines = head[:-4].split(b"\r\n") if head.endswith(b"\r\n\r\n") else None
     if lines is None or any(b"\r" in line or b"\n" in line for line in lines):
-        raise BadRequest("a bare CR or LF in the request head; lines end with CRLF")
+        raise BadRequest(text("gateway.bare_line_end"))
     if not lines[0]:
-        raise BadRequest("an empty line before the request line")
+        raise BadRequest(text("gateway.empty_line"))
     if any(line[:1] in (b" ", b"\t") for line in lines[1:]):
-        raise BadRequest("an obs-fold (a header line starting with a space or tab)")
+        raise BadRequest(text("gateway.obs_fold"))
 
 
 def linger_close(sock: socket.socket) -> None:

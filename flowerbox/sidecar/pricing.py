@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from flower import DEFAULT_PRICES, Price, PriceTable, token_count
+from flower import DEFAULT_PRICES, Price, PriceTable, text, token_count
 from flowerbox.errors import PriceError
 
 UNKNOWN = PriceTable.UNKNOWN
@@ -78,9 +78,9 @@ def load_prices(path: Path) -> PriceTable:
     try:
         raw = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
-        raise PriceError(f"{path}: cannot read the prices file ({exc})") from exc
+        raise PriceError(text("prices.unreadable", path=path, problem=exc)) from exc
     if not isinstance(raw, dict):
-        raise PriceError(f"{path}: expected a JSON object of model id -> prices")
+        raise PriceError(text("prices.not_object", path=path))
     prices = dict(DEFAULT_PRICES)
     for model, entry in raw.items():
         prices[model] = _parse(path, model, entry, nested=False)
@@ -92,13 +92,18 @@ def _parse(path: Path, model: str, entry: Any, *, nested: bool) -> Price:
         value = entry.get(name, default)
         if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
             raise PriceError(
-                f"{path}: {model!r} needs {name!r} as a number >= 0 (USD per million tokens),"
-                f" got {value!r}"
+                text(
+                    "prices.bad_figure",
+                    path=path,
+                    model=repr(model),
+                    name=repr(name),
+                    value=repr(value),
+                )
             )
         return float(value)
 
     if not isinstance(entry, dict):
-        raise PriceError(f"{path}: {model!r} must be an object of prices, got {entry!r}")
+        raise PriceError(text("prices.not_prices", path=path, model=repr(model), entry=repr(entry)))
     base = figure("input")
     price = Price(
         input=base,
@@ -112,6 +117,6 @@ def _parse(path: Path, model: str, entry: Any, *, nested: bool) -> Price:
         return price
     above = long_prompt.get("above_prompt_tokens") if isinstance(long_prompt, dict) else None
     if not isinstance(above, int) or above <= 0:
-        raise PriceError(f"{path}: {model!r} long_prompt needs above_prompt_tokens > 0")
+        raise PriceError(text("prices.long_prompt", path=path, model=repr(model)))
     tier = _parse(path, model, long_prompt, nested=True)
     return replace(price, above_prompt_tokens=above, long_prompt=tier)

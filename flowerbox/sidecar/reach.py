@@ -35,6 +35,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from flower import text
 from flowerbox.errors import BadRequest
 from flowerbox.sidecar.egress import Policy, parse_host
 
@@ -168,15 +169,15 @@ def request_object(body: bytes) -> dict[str, Any]:
             body.decode("utf-8"), object_pairs_hook=_unique_keys, parse_constant=_no_constant
         )
     except UnicodeDecodeError:
-        raise _unreadable("it is not UTF-8") from None
+        raise _unreadable(text("gateway.body_not_utf8")) from None
     except RecursionError:  # the parser recurses once per level, and stops itself
-        raise _unreadable("it is nested too deep") from None
+        raise _unreadable(text("gateway.body_too_deep")) from None
     except ValueError as exc:
         raise _unreadable(str(exc)) from None
     if not isinstance(data, dict):
-        raise _unreadable("it is not a JSON object")
-    if any(_LONE_SURROGATE.search(text) for text in _strings(data)):
-        raise _unreadable("a string holds a lone surrogate escape")
+        raise _unreadable(text("gateway.body_not_object"))
+    if any(_LONE_SURROGATE.search(string) for string in _strings(data)):
+        raise _unreadable(text("gateway.body_surrogate"))
     return data
 
 
@@ -306,7 +307,5 @@ def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 
 def _unreadable(why: str) -> RequestRefused:
     return RequestRefused(
-        f"flowerbox gateway: the request body is not one JSON object it can read ({why}); it"
-        " must read a body to know what it makes the API fetch",
-        status=400,
+        "flowerbox gateway: " + text("gateway.body_unreadable", why=why), status=400
     )

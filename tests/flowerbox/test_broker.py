@@ -450,7 +450,7 @@ def test_a_second_broker_on_the_same_folder_is_refused(
 def test_a_ledger_link_is_refused(tmp_path: Path) -> None:
     (tmp_path / "elsewhere.db").touch()
     (tmp_path / "ledger.db").symlink_to(tmp_path / "elsewhere.db")
-    with pytest.raises(BrokerError, match="cannot open the broker's ledger"):
+    with pytest.raises(BrokerError, match="无法打开 broker 的账本"):
         Ledger(tmp_path / "ledger.db")
 
 

@@ -45,7 +45,7 @@ def test_a_second_secret_for_a_live_run_changes_nothing_the_relay_knows(
     relay goes on taking the run's token to its own repository alone, with its image."""
     broker.learn(told(TOKEN, REPO))
     broker.running(frozenset({RUN}))  # its Job runs (flowerbox.broker.tokens.Holders)
-    with pytest.raises(BrokerError, match="known with another token"):
+    with pytest.raises(BrokerError, match="已以另一个令牌登记"):
         broker.learn(told("another-token", "https://git.example/acme/secrets.git", "evil"))
     broker.learn(told(TOKEN, "https://git.example/acme/secrets.git", "evil"))  # edited
     run = broker.relay_run(TOKEN)

@@ -149,6 +149,7 @@ def test_entries_may_be_comma_separated_and_are_normalized() -> None:
     assert policy.entries == ("*.example.test", "10.0.0.1", "::1", "pypi.org")
 
 
+@pytest.mark.english
 @pytest.mark.parametrize(
     ("entry", "message"),
     [
@@ -169,6 +170,7 @@ def test_unusable_entries_are_refused_with_what_to_pass(entry: str, message: str
     assert message in str(caught.value)
 
 
+@pytest.mark.english
 def test_an_unknown_preset_names_the_known_ones() -> None:
     with pytest.raises(EgressError, match="use one of github, npm, pypi"):
         Policy.parse([], ["pip"])

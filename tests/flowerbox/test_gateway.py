@@ -101,7 +101,7 @@ def test_a_prices_file_overrides_and_sets_the_unknown_price(tmp_path: Path) -> N
     assert table.lookup("claude-sonnet-5")[0].input == 2  # shipped entries stay
     assert table.lookup("mystery")[0].input == 9
     path.write_text(json.dumps({"claude-x": {"input": "cheap"}}))
-    with pytest.raises(PriceError, match="'claude-x' needs 'input'"):
+    with pytest.raises(PriceError, match="'claude-x' 的 'input' 必须是 >= 0 的数"):
         load_prices(path)
 
 

@@ -78,8 +78,8 @@ def test_a_bug_of_the_gateway_is_a_500_that_says_so_not_a_reset(
     status, body = post(sockdir)
     assert status == 500 and body["error"]["type"] == "api_error"
     assert (
-        "internal error" in body["error"]["message"]
-        and "flowerbox logs" in body["error"]["message"]
+        "处理这个请求时出现内部错误" in body["error"]["message"]
+        and "flowerbox logs RUN" in body["error"]["message"]
     )
     written = log.getvalue()
     assert "internal error: TypeError: unhashable type: 'dict'" in written

@@ -52,12 +52,12 @@ def test_a_push_to_the_runs_branch_lands_upstream(relay: Relay) -> None:
 @pytest.mark.parametrize(
     ("refspecs", "reason"),
     [
-        (["HEAD:refs/heads/main"], "refs/heads/main is not this run's ref"),
-        ([f"HEAD:refs/heads/flowerbox/{OTHER_RUN}"], "is not this run's ref"),
-        ([f"HEAD:refs/heads/flowerbox/{RUN}"], "is not this run's ref"),
-        ([f"HEAD:refs/flowerbox/{OTHER_RUN}"], "is not this run's ref"),
-        (["HEAD:refs/tags/v1"], "refs/tags/v1 is not this run's ref"),
-        ([f"HEAD:{BRANCH}", "HEAD:refs/heads/main"], "a push of 2 refs"),
+        (["HEAD:refs/heads/main"], "refs/heads/main 不是这个运行的引用"),
+        ([f"HEAD:refs/heads/flowerbox/{OTHER_RUN}"], "不是这个运行的引用"),
+        ([f"HEAD:refs/heads/flowerbox/{RUN}"], "不是这个运行的引用"),
+        ([f"HEAD:refs/flowerbox/{OTHER_RUN}"], "不是这个运行的引用"),
+        (["HEAD:refs/tags/v1"], "refs/tags/v1 不是这个运行的引用"),
+        ([f"HEAD:{BRANCH}", "HEAD:refs/heads/main"], "一次推送了 2 个引用"),
     ],
     ids=["main", "another-runs-branch", "its-own-branch", "another-runs-ref", "a-tag", "two-refs"],
 )
@@ -104,7 +104,7 @@ def test_a_run_made_to_deliver_a_branch_pushes_that_branch_alone(relay: Relay) -
     work = relay.clone()
     sha = commit(relay, work)
     refused = relay.git("push", "origin", f"HEAD:{BRANCH}", cwd=work)
-    assert refused.returncode != 0 and "is not this run's ref" in refused.stderr
+    assert refused.returncode != 0 and "不是这个运行的引用" in refused.stderr
     done = relay.git("push", "origin", f"HEAD:refs/heads/flowerbox/{RUN}", cwd=work)
     assert done.returncode == 0, done.stderr
     assert f"{sha} commit\trefs/heads/flowerbox/{RUN}" in relay.remote.branches("app")
@@ -118,7 +118,7 @@ def test_deleting_the_runs_branch_is_refused(relay: Relay) -> None:
     done = relay.git("push", "origin", f":{BRANCH}", cwd=work)
     assert done.returncode != 0
     assert relay.remote.branches("app") == before and BRANCH in before
-    assert relay.log()[-1]["reason"] == f"deleting {BRANCH} is refused"
+    assert relay.log()[-1]["reason"] == f"拒绝删除 {BRANCH}"
 
 
 def test_push_options_are_refused(relay: Relay) -> None:
@@ -128,7 +128,7 @@ def test_push_options_are_refused(relay: Relay) -> None:
     before = relay.remote.branches("app")
     done = relay.git("push", "-o", "merge_request.create", "origin", f"HEAD:{BRANCH}", cwd=work)
     assert done.returncode != 0 and relay.remote.branches("app") == before
-    assert relay.log()[-1]["reason"] == "push options are refused (a forge may act on them)"
+    assert relay.log()[-1]["reason"] == "推送选项被拒绝（代码托管平台可能据此行事）"
 
 
 @pytest.mark.parametrize("token", [None, "not-a-live-run-token", "bad token\x7f"])
@@ -153,7 +153,7 @@ def test_a_revoked_runs_token_is_refused(relay: Relay) -> None:
 def test_another_repository_is_refused(relay: Relay) -> None:
     done = relay.git("ls-remote", relay.remote.url("other"))
     assert done.returncode != 0 and relay.remote.heads == []
-    assert "may reach its repository" in relay.log()[-1]["reason"]
+    assert "只能访问它自己的仓库" in relay.log()[-1]["reason"]
 
 
 def test_another_host_is_refused_and_never_contacted(relay: Relay) -> None:
@@ -167,7 +167,7 @@ def test_a_run_of_a_host_without_the_credential_is_refused(relay: Relay) -> None
     relay.runs[RUN_TOKEN] = RelayRun(RUN, "https://forge.invalid/app.git")
     done = relay.git("ls-remote", "https://forge.invalid/app.git")
     assert done.returncode != 0 and relay.remote.heads == []
-    assert relay.log()[-1]["reason"] == "the broker holds no git credential for forge.invalid"
+    assert relay.log()[-1]["reason"] == "broker 没有 forge.invalid 的 git 凭据"
 
 
 def test_the_credential_is_in_no_byte_the_client_received_nor_in_the_log(relay: Relay) -> None:
@@ -193,7 +193,7 @@ def test_a_credential_the_remote_refuses_is_not_shown(relay: Relay) -> None:
     assert done.returncode != 0
     assert b"ghp_wrong_token_value_42" not in bytes(relay.tap.received)
     assert b'realm="forge"' not in bytes(relay.tap.received)
-    assert "refused the broker's git credential" in relay.log()[-1]["reason"]
+    assert "git 远端拒绝了 broker 用于" in relay.log()[-1]["reason"]
 
 
 def post(relay: Relay, body: bytes, *, headers: str = "") -> bytes:
@@ -231,7 +231,7 @@ def test_a_large_refused_push_is_read_to_its_end_and_git_shows_why(relay: Relay)
     commit(relay, work, text=os.urandom(2_000_000).hex())
     before = relay.remote.branches("app")
     done = relay.git("push", "origin", "HEAD:refs/heads/main", cwd=work)
-    assert "[remote rejected] HEAD -> main (refs/heads/main is not" in done.stderr
+    assert "[remote rejected] HEAD -> main (refs/heads/main 不是这个运行的引用" in done.stderr
     assert relay.remote.branches("app") == before and relay.pushes_upstream() == 1  # the probe
 
 
@@ -442,7 +442,7 @@ def test_the_credential_comes_from_the_brokers_credentials_file() -> None:
     mirror = values | {"GIT_BASE_URL": "http://git.internal:3000"}
     assert git_credential(mirror, "f").base == "http://git.internal:3000"  # type: ignore[union-attr]
     for base in ("ftp://git.internal", "https://bot:pw@git.internal", "git.internal"):
-        with pytest.raises(BrokerError, match="GIT_BASE_URL must be an http"):
+        with pytest.raises(BrokerError, match="GIT_BASE_URL 必须是不含凭据的 http"):
             git_credential(values | {"GIT_BASE_URL": base}, "credentials.env")
 
 

@@ -55,6 +55,7 @@ def test_shallow_lines_and_sha256_ids_are_read() -> None:
     assert head.commands == (Command(old, new, OWN),)
 
 
+@pytest.mark.english
 def test_push_options_are_read_after_the_commands_and_refused() -> None:
     body = push(f"{OLD} {NEW} {OWN}\0push-options", tail=pkt("ci.skip") + b"0000PACK")
     head = read_push(chunks(body))
@@ -92,6 +93,7 @@ def test_a_flush_alone_is_gits_probe_and_updates_nothing() -> None:
     assert head.commands == () and push_refusal(head, OWN) is None
 
 
+@pytest.mark.english
 @pytest.mark.parametrize(
     ("lines", "reason"),
     [
@@ -108,6 +110,7 @@ def test_any_other_update_is_refused(lines: list[str], reason: str) -> None:
     assert refused is not None and reason in refused
 
 
+@pytest.mark.english
 @pytest.mark.parametrize(
     ("body", "message"),
     [
@@ -134,6 +137,7 @@ def test_a_malformed_command_list_is_refused(body: bytes, message: str) -> None:
     assert caught.value.status == 400
 
 
+@pytest.mark.english
 def test_every_count_is_bounded() -> None:
     many = push(*[f"shallow {'c' * 40}"] * (MAX_LINES + 1))
     with pytest.raises(PushError, match=f"more than {MAX_LINES} lines"):
@@ -143,6 +147,7 @@ def test_every_count_is_bounded() -> None:
         read_push(endless)
 
 
+@pytest.mark.english
 def test_the_head_is_never_held_past_its_bound() -> None:
     """Push options are the one free text: 40 of 64 KB each would be 2.6 MB before the pack."""
     options = pkt(b"o" * 65000) * 40

@@ -423,6 +423,7 @@ def test_an_allowed_target_that_cannot_be_reached_gets_502(proxy: Proxy) -> None
     assert all("error" in line and "address" not in line for line in log)
 
 
+@pytest.mark.english
 @pytest.mark.parametrize(
     ("raw", "why"),
     [

@@ -103,7 +103,7 @@ def test_ps_logs_stop_resume(
     assert log.path.endswith(f"/pods/{pod}/log")
     assert log.query["follow"] == ["true"] and log.query["container"] == ["agent"]
 
-    with pytest.raises(RunError, match="still running"):
+    with pytest.raises(RunError, match="仍在运行"):
         cluster.resume(spec.run_id, target)
     assert cluster.stop(spec.run_id) == [f"flowerbox-{spec.run_id}"]
     delete = kube.requests[-1]
@@ -126,9 +126,9 @@ def test_a_finished_job_shows_so(
 
 
 def test_unknown_runs_are_refused(cluster: Cluster) -> None:
-    with pytest.raises(RunError, match="no Pod"):
+    with pytest.raises(RunError, match="没有 Pod"):
         list(cluster.logs("20260101-000000-ffffff", follow=False))
-    with pytest.raises(RunError, match="no Job"):
+    with pytest.raises(RunError, match="没有运行 .* 的 Job"):
         cluster.stop("20260101-000000-ffffff")
     with pytest.raises(ClusterError, match="404"):
         cluster.resume("20260101-000000-ffffff", KubeTarget(repo="https://git.example/a.git"))
@@ -136,7 +136,7 @@ def test_unknown_runs_are_refused(cluster: Cluster) -> None:
 
 def test_no_kubeconfig_says_what_to_do(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("KUBECONFIG", str(tmp_path / "missing"))
-    with pytest.raises(ClusterError, match="KUBECONFIG or pass --context"):
+    with pytest.raises(ClusterError, match="设置 KUBECONFIG 或用 --context NAME"):
         Cluster.connect(context=None, namespace="flowerbox")
 
 
@@ -144,9 +144,9 @@ def test_wait_returns_once_the_job_ended_and_remove_leaves_nothing(
     cluster: Cluster, kube: FakeKube, spec: BoxSpec, target: KubeTarget
 ) -> None:
     cluster.start(spec, run_manifests(spec, target))
-    with pytest.raises(ClusterError, match="did not end"):
+    with pytest.raises(ClusterError, match="秒内没有结束"):
         cluster.wait(spec.run_id, timeout_s=0.2, poll_s=0.05)
-    with pytest.raises(RunError, match="still running"):
+    with pytest.raises(RunError, match="仍在运行"):
         cluster.remove(spec.run_id)
     kube.objects[("jobs", f"flowerbox-{spec.run_id}")]["status"] = {"failed": 1}
     assert cluster.wait(spec.run_id, timeout_s=5, poll_s=0.05).state == "failed"
@@ -174,7 +174,7 @@ def test_answer_and_send_drop_a_file_into_the_inbox_on_the_agents_node(
     assert near["labelSelector"]["matchLabels"] == {"flowerbox.dev/run-id": spec.run_id}
     kube.objects[("jobs", f"flowerbox-{spec.run_id}")]["status"] = {"succeeded": 1}
     kube.objects.pop(("jobs", made.split("/")[1]))
-    with pytest.raises(RunError, match="not running"):
+    with pytest.raises(RunError, match="没有在运行"):
         cluster.drop(spec.run_id, target, {"send": "too late"})
 
 

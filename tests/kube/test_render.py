@@ -139,7 +139,7 @@ def test_a_target_that_cannot_be_used_is_refused(field: str, value: str) -> None
 
 
 def test_a_run_id_that_cannot_name_objects_is_refused() -> None:
-    with pytest.raises(ConfigError, match="run id"):
+    with pytest.raises(ConfigError, match="运行编号 .* 不能用来命名 Kubernetes 对象"):
         kube_spec("Run_1", image="flowerbox:dev", command=("flower",))
 
 

@@ -914,4 +914,192 @@ written, each on its own line; write nothing else, and no code block.
     "launch.detached": "{run_id} runs in the background: flowerbox ps | logs -f | attach | stop",
     "launch.and": " and ",
     "launch.excluded": "added {shown} to {path} (git ignores them in this clone; delete to undo)",
+    # -- langnet: the broker, the gateway and proxy, the cluster (flowerbox.broker,
+    # flowerbox.sidecar, flowerbox.kube): refusals answered to the box, logged, or printed
+    "broker.no_answer": (
+        "the broker on {path} did not answer ({problem}): start it with `flowerbox broker`"
+        " or stop it to use a private gateway per run"
+    ),
+    "broker.not_object": "the broker on {path} answered something else than a JSON object",
+    "broker.refused": "the broker refused to {op}: {error}",
+    "broker.notes_no_scratch": "no scratch repository for the note: {problem}",
+    "broker.notes_push_failed": "the push of {ref} to {url} failed {tries} times: {refused}",
+    "broker.git_failed": "git {command} failed: {problem}",
+    "broker.git_no_host": (
+        "{source} has GIT_TOKEN but no usable GIT_HOST; add the remote's host the token "
+        "is for, e.g. GIT_HOST=github.com"
+    ),
+    "broker.git_base_url": "{source}: GIT_BASE_URL must be an http(s) URL with no credential",
+    "broker.body_over": "a body over {limit} bytes",
+    "broker.ledger_unopened": (
+        "cannot open the broker's ledger {path}: {problem}; move it away to start afresh"
+    ),
+    "broker.ledger_write": "the broker's ledger refused a write: {problem}",
+    "broker.ledger_read": "cannot read the broker's ledger: {problem}",
+    "broker.cannot_listen": "cannot listen on {api}, {proxy} and {git}: {problem}",
+    "broker.token_mismatch": "run {run} is known with another token: not served",
+    "broker.token_reused": "its token is another run's: not served",
+    "broker.metrics_unserved": (
+        "cannot serve metrics on --metrics {address}: {problem}; pass a free HOST:PORT"
+    ),
+    "broker.bad_address": "{flag} {address}: give HOST:PORT, e.g. 0.0.0.0:8080",
+    "broker.no_cluster": (
+        "--listen learns the runs from the cluster, and no cluster is reachable ({problem}):"
+        " run the broker in its Pod (flowerbox kube render --broker-manifests) or set"
+        " KUBECONFIG"
+    ),
+    "broker.not_run_id": "not a run id: {value}",
+    "broker.bad_budget": "a run's budget must be a positive number of dollars: {budget}",
+    "broker.control_unbound": (
+        "cannot bind the broker's control socket {path}: {problem};"
+        " a unix socket's path must stay under 108 bytes: set XDG_STATE_HOME to a"
+        " shorter folder"
+    ),
+    "broker.paths_relative": "socket_dir and gateway_dir must be absolute paths",
+    "broker.registered_already": "run {run} is registered already",
+    "broker.cannot_serve": "cannot serve run {run} in {path}: {problem}",
+    "broker.unknown_op": "unknown op {op}: register, revoke or status",
+    "broker.pkt_length": "a pkt-line length that is not four hex digits: {length}",
+    "broker.pkt_size": "a pkt-line length of {size}; git's are 5 to {most} (or 0)",
+    "broker.pkt_lines": "more than {most} lines before the pack",
+    "broker.pkt_ascii": "a command list line that is not ASCII",
+    "broker.pkt_head": "more than {most} bytes before the pack",
+    "broker.pkt_ended": "the push ended inside its command list",
+    "broker.pkt_capabilities": "capabilities after the first command",
+    "broker.pkt_not_command": "not a ref update (old new ref): {line}",
+    "broker.pkt_oid_lengths": "old and new object ids of different lengths",
+    "gateway.head_too_large": "the request head is too large",
+    "gateway.closed_in_head": "the connection closed inside a request head",
+    "gateway.not_request": "not a request head",
+    "gateway.both_lengths": "both Transfer-Encoding and Content-Length",
+    "gateway.body_ended": "the request body ended early",
+    "gateway.unexpected_event": "unexpected {event} in a request body",
+    "gateway.body_too_large": "the request body is larger than {limit} bytes",
+    "gateway.too_slow": "the request took too long to arrive",
+    "gateway.bare_line_end": "a bare CR or LF in the request head; lines end with CRLF",
+    "gateway.empty_line": "an empty line before the request line",
+    "gateway.obs_fold": "an obs-fold (a header line starting with a space or tab)",
+    "gateway.credentials_unread": "cannot read the credentials file {path}: {problem}",
+    "gateway.no_key": (
+        "{source} holds neither ANTHROPIC_API_KEY nor ANTHROPIC_AUTH_TOKEN; "
+        "run `flower setup` on the host or put one of them in the file"
+    ),
+    "gateway.base_url": "{source}: ANTHROPIC_BASE_URL must be an http(s) URL",
+    "gateway.egress_log_needed": "--proxy-socket needs --egress-log: every decision is logged",
+    "gateway.log_unopened": "cannot open the {name} {path}: {problem}",
+    "gateway.requests_log": "requests log",
+    "gateway.egress_log": "egress log",
+    "egress.unknown_preset": "unknown --allow-preset {preset}: use one of {known}",
+    "egress.allow_all": "--allow '*' would allow everything: pass --net open for that",
+    "egress.bad_entry": (
+        "--allow {entry}: pass a bare host name like github.com, `*.github.com` or "
+        "one IP address (no scheme, port, path or range)"
+    ),
+    "egress.entry_problem": "--allow {entry}: {problem}",
+    "egress.wildcard_address": "--allow {entry}: `*.` takes a domain, not an address",
+    "prices.unreadable": "{path}: cannot read the prices file ({problem})",
+    "prices.not_object": "{path}: expected a JSON object of model id -> prices",
+    "prices.bad_figure": (
+        "{path}: {model} needs {name} as a number >= 0 (USD per million tokens), got {value}"
+    ),
+    "prices.not_prices": "{path}: {model} must be an object of prices, got {entry}",
+    "prices.long_prompt": "{path}: {model} long_prompt needs above_prompt_tokens > 0",
+    "kube.no_kubeconfig": "no usable kubeconfig ({problem}): set KUBECONFIG or pass --context NAME",
+    "kube.refused_to": (
+        "the cluster refused to {what} in namespace {namespace}: "
+        "{status} {reason}; check `kubectl auth can-i` for your context"
+    ),
+    "kube.do_read_volume": "read run {run}'s volume",
+    "kube.do_read": "read {name}",
+    "kube.do_delete": "delete {name}",
+    "kube.do_list_jobs": "list jobs",
+    "kube.do_list_pods": "list pods",
+    "kube.do_read_logs": "read logs",
+    "kube.refused_object": (
+        "the cluster refused {kind}/{name}: {status} {reason}; "
+        "`flowerbox kube render` prints it for `kubectl apply --dry-run=server -f -`"
+    ),
+    "kube.no_command": "run {run}'s volume records no command: start a new run",
+    "kube.still_running": "run {run} is still running: `flowerbox stop {run} --on kube` first",
+    "kube.not_running": "run {run} is not running: `flowerbox resume {run} --on kube` first",
+    "kube.no_pod": (
+        "run {run} has no Pod in namespace {namespace}: `flowerbox ps --on kube` lists the runs"
+    ),
+    "kube.no_container_pod": "run {run} has no {container} Pod yet: try again",
+    "kube.no_job": "no Job of run {run} in namespace {namespace}",
+    "kube.wait_timeout": (
+        "run {run} did not end within {seconds:.0f} s: "
+        "`flowerbox logs {run} --on kube` shows where it is"
+    ),
+    "kube.remove_refused": "the cluster refused to remove {what}: {status} {reason}",
+    "kube.bad_name": (
+        "{what} {value} is not a Kubernetes name: use lower-case letters, "
+        "digits and '-' (at most 63), starting and ending with a letter or digit"
+    ),
+    "kube.repo_scheme": (
+        "--repo {repo}: pass an https:// git URL (the broker fetches it and "
+        "holds its credential; no other scheme goes through it)"
+    ),
+    "kube.bad_run_id": (
+        "run id {run} cannot name Kubernetes objects: use lower-case letters, "
+        "digits and '-' (at most 40)"
+    ),
+    "relay.header_fields": "more than {most} header fields",
+    "relay.other_repo": "run {run} may reach its repository {repo} only",
+    "relay.no_credential": "the broker holds no git credential for {host}",
+    "relay.no_bearer": "send one Authorization: Bearer <the run's token>",
+    "relay.dead_token": "this token is no live run's",
+    "relay.encoded": "a push's body is sent as it is, never encoded",
+    "relay.unreachable": "cannot reach the git remote {host}: {problem}",
+    "relay.broke_off": "the answer broke off: {error}",
+    "relay.push_options": "push options are refused (a forge may act on them)",
+    "relay.capability": "the push capability {capability} is refused (a forge may act on it)",
+    "relay.remote_refused_credential": (
+        "the git remote refused the broker's git credential for {repo} (HTTP {status}); "
+        "check GIT_TOKEN in the broker's credentials file"
+    ),
+    "relay.not_found": "{repo}: not found at the git remote",
+    "relay.redirected": "the git remote redirected (HTTP {status}); the relay follows none",
+    "relay.remote_status": "the git remote answered HTTP {status}",
+    "relay.method": "{method} is not a git smart-HTTP request; only GET and POST are",
+    "relay.not_smart": "only git's smart HTTP is relayed (info/refs?service=...)",
+    "relay.not_service": "only POST .../git-upload-pack or .../git-receive-pack is relayed",
+    "relay.not_repo": "not a repository path the relay serves: /HOST/PATH of an https URL",
+    "relay.many_refs": "a push of {count} refs ({names}); a run pushes {own} alone",
+    "relay.not_own": "{ref} is not this run's ref; a run pushes {own} alone",
+    "relay.deletes": "deleting {own} is refused",
+    "relay.no_report": "a push that asks for no report-status is refused (it could not be noted)",
+    "broker.why_no_job": "run {run} has no running Job; its token is refused until one runs",
+    "broker.why_unknown_token": "not a token of a run this broker serves",
+    "broker.why_not_listed": (
+        "run {run} is served again once the broker has listed the cluster's Secrets"
+    ),
+    "broker.why_ended": "run {run} has ended; its token is revoked",
+    "broker.why_two_credentials": "{problem}; send the run's token once",
+    "broker.why_no_token": "no token; send the run's token as x-api-key",
+    "broker.why_proxy_two": "{problem}; put the run's token in the proxy URL",
+    "broker.why_proxy_no_token": (
+        "no token: put the run's token in the proxy URL, http://run:TOKEN@host:port"
+    ),
+    "broker.not_its_token": (
+        "this request does not carry run {run}'s token; each box uses only the token it was given"
+    ),
+    "gateway.body_unreadable": (
+        "the request body is not one JSON object it can read ({why}); it"
+        " must read a body to know what it makes the API fetch"
+    ),
+    "gateway.body_not_utf8": "it is not UTF-8",
+    "gateway.body_too_deep": "it is nested too deep",
+    "gateway.body_not_object": "it is not a JSON object",
+    "gateway.body_surrogate": "a string holds a lone surrogate escape",
+    "gateway.not_endpoint": (
+        "{method} {target} is not an API endpoint the Claude Code"
+        " CLI uses; it forwards only {allowed} (docs/gateway.md)"
+    ),
+    "gateway.endpoints_and": " and ",
+    "gateway.unreachable": "cannot reach {upstream}: {reason}",
+    "gateway.internal_error": (
+        "internal error while handling this request (a flowerbox bug: its"
+        " traceback is in the gateway's log, `flowerbox logs RUN`; please report it)"
+    ),
 }

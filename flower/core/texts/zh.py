@@ -792,4 +792,182 @@ ZH: dict[str, str] = {
     "launch.detached": "{run_id} 在后台运行：flowerbox ps | logs -f | attach | stop",
     "launch.and": "、",
     "launch.excluded": "已把 {shown} 加进 {path}（在这个克隆里 git 会忽略它们；删掉即可撤销）",
+    # -- langnet: the broker, the gateway and proxy, the cluster (flowerbox.broker,
+    # flowerbox.sidecar, flowerbox.kube): refusals answered to the box, logged, or printed
+    "broker.no_answer": (
+        "{path} 上的 broker 没有应答（{problem}）：用 `flowerbox broker` 启动它，"
+        "或停掉它以便每个运行使用自己的网关"
+    ),
+    "broker.not_object": "{path} 上的 broker 的应答不是一个 JSON 对象",
+    "broker.refused": "broker 拒绝了 {op}：{error}",
+    "broker.notes_no_scratch": "无法为注记建立临时仓库：{problem}",
+    "broker.notes_push_failed": "把 {ref} 推送到 {url} 失败了 {tries} 次：{refused}",
+    "broker.git_failed": "git {command} 失败：{problem}",
+    "broker.git_no_host": (
+        "{source} 有 GIT_TOKEN 但没有可用的 GIT_HOST；请加上该令牌所属远端的主机名，"
+        "例如 GIT_HOST=github.com"
+    ),
+    "broker.git_base_url": "{source}：GIT_BASE_URL 必须是不含凭据的 http(s) URL",
+    "broker.body_over": "请求体超过 {limit} 字节",
+    "broker.ledger_unopened": "无法打开 broker 的账本 {path}：{problem}；把它移走即可重新开始",
+    "broker.ledger_write": "broker 的账本拒绝了一次写入：{problem}",
+    "broker.ledger_read": "无法读取 broker 的账本：{problem}",
+    "broker.cannot_listen": "无法在 {api}、{proxy} 和 {git} 上监听：{problem}",
+    "broker.token_mismatch": "运行 {run} 已以另一个令牌登记：不予服务",
+    "broker.token_reused": "它的令牌属于另一个运行：不予服务",
+    "broker.metrics_unserved": (
+        "无法在 --metrics {address} 上提供指标：{problem}；请给一个空闲的 HOST:PORT"
+    ),
+    "broker.bad_address": "{flag} {address}：请给出 HOST:PORT，例如 0.0.0.0:8080",
+    "broker.no_cluster": (
+        "--listen 从集群获知运行，但连不上任何集群（{problem}）："
+        "在 broker 自己的 Pod 中运行它（flowerbox kube render --broker-manifests），"
+        "或设置 KUBECONFIG"
+    ),
+    "broker.not_run_id": "不是运行编号：{value}",
+    "broker.bad_budget": "运行的预算必须是正的美元数：{budget}",
+    "broker.control_unbound": (
+        "无法绑定 broker 的控制套接字 {path}：{problem}；"
+        "unix 套接字的路径必须少于 108 字节：把 XDG_STATE_HOME 设为更短的文件夹"
+    ),
+    "broker.paths_relative": "socket_dir 和 gateway_dir 必须是绝对路径",
+    "broker.registered_already": "运行 {run} 已经登记过了",
+    "broker.cannot_serve": "无法在 {path} 中为运行 {run} 提供服务：{problem}",
+    "broker.unknown_op": "未知操作 {op}：可用 register、revoke 或 status",
+    "broker.pkt_length": "pkt-line 的长度不是四个十六进制数字：{length}",
+    "broker.pkt_size": "pkt-line 的长度为 {size}；git 的长度是 5 到 {most}（或 0）",
+    "broker.pkt_lines": "数据包之前超过 {most} 行",
+    "broker.pkt_ascii": "命令列表中有一行不是 ASCII",
+    "broker.pkt_head": "数据包之前超过 {most} 字节",
+    "broker.pkt_ended": "推送在命令列表中途结束",
+    "broker.pkt_capabilities": "第一条命令之后又出现了能力声明",
+    "broker.pkt_not_command": "不是引用更新（old new ref）：{line}",
+    "broker.pkt_oid_lengths": "新旧对象编号长度不同",
+    "gateway.head_too_large": "请求头太大",
+    "gateway.closed_in_head": "连接在请求头中途关闭",
+    "gateway.not_request": "不是请求头",
+    "gateway.both_lengths": "同时有 Transfer-Encoding 和 Content-Length",
+    "gateway.body_ended": "请求体提前结束",
+    "gateway.unexpected_event": "请求体中出现意外的 {event}",
+    "gateway.body_too_large": "请求体超过 {limit} 字节",
+    "gateway.too_slow": "请求到达得太慢",
+    "gateway.bare_line_end": "请求头中有单独的 CR 或 LF；每行应以 CRLF 结尾",
+    "gateway.empty_line": "请求行之前有空行",
+    "gateway.obs_fold": "有 obs-fold（以空格或制表符开头的头部行）",
+    "gateway.credentials_unread": "无法读取凭据文件 {path}：{problem}",
+    "gateway.no_key": (
+        "{source} 中既没有 ANTHROPIC_API_KEY 也没有 ANTHROPIC_AUTH_TOKEN；"
+        "在主机上运行 `flower setup`，或把其中一个写进该文件"
+    ),
+    "gateway.base_url": "{source}：ANTHROPIC_BASE_URL 必须是 http(s) URL",
+    "gateway.egress_log_needed": "--proxy-socket 需要 --egress-log：每个决定都要记录",
+    "gateway.log_unopened": "无法打开{name} {path}：{problem}",
+    "gateway.requests_log": "请求日志",
+    "gateway.egress_log": "出网日志",
+    "egress.unknown_preset": "未知的 --allow-preset {preset}：请用 {known} 之一",
+    "egress.allow_all": "--allow '*' 会放行一切：要这样请用 --net open",
+    "egress.bad_entry": (
+        "--allow {entry}：请给出裸主机名如 github.com、`*.github.com` "
+        "或一个 IP 地址（不带协议、端口、路径或范围）"
+    ),
+    "egress.entry_problem": "--allow {entry}：{problem}",
+    "egress.wildcard_address": "--allow {entry}：`*.` 只接域名，不接地址",
+    "prices.unreadable": "{path}：无法读取价格文件（{problem}）",
+    "prices.not_object": "{path}：应为 模型编号 -> 价格 的 JSON 对象",
+    "prices.bad_figure": (
+        "{path}：{model} 的 {name} 必须是 >= 0 的数（每百万 token 的美元数），实为 {value}"
+    ),
+    "prices.not_prices": "{path}：{model} 必须是价格对象，实为 {entry}",
+    "prices.long_prompt": "{path}：{model} 的 long_prompt 需要 above_prompt_tokens > 0",
+    "kube.no_kubeconfig": "没有可用的 kubeconfig（{problem}）：设置 KUBECONFIG 或用 --context NAME",
+    "kube.refused_to": (
+        "集群拒绝在命名空间 {namespace} 中{what}："
+        "{status} {reason}；用 `kubectl auth can-i` 检查你的 context 的权限"
+    ),
+    "kube.do_read_volume": "读取运行 {run} 的卷",
+    "kube.do_read": "读取 {name}",
+    "kube.do_delete": "删除 {name}",
+    "kube.do_list_jobs": "列出 Job",
+    "kube.do_list_pods": "列出 Pod",
+    "kube.do_read_logs": "读取日志",
+    "kube.refused_object": (
+        "集群拒绝了 {kind}/{name}：{status} {reason}；"
+        "`flowerbox kube render` 会打印它，可交给 `kubectl apply --dry-run=server -f -`"
+    ),
+    "kube.no_command": "运行 {run} 的卷没有记录命令：请开始一个新运行",
+    "kube.still_running": "运行 {run} 仍在运行：先执行 `flowerbox stop {run} --on kube`",
+    "kube.not_running": "运行 {run} 没有在运行：先执行 `flowerbox resume {run} --on kube`",
+    "kube.no_pod": (
+        "运行 {run} 在命名空间 {namespace} 中没有 Pod：`flowerbox ps --on kube` 会列出各个运行"
+    ),
+    "kube.no_container_pod": "运行 {run} 还没有 {container} Pod：请稍后再试",
+    "kube.no_job": "命名空间 {namespace} 中没有运行 {run} 的 Job",
+    "kube.wait_timeout": (
+        "运行 {run} 在 {seconds:.0f} 秒内没有结束："
+        "`flowerbox logs {run} --on kube` 显示它进行到哪里"
+    ),
+    "kube.remove_refused": "集群拒绝删除 {what}：{status} {reason}",
+    "kube.bad_name": (
+        "{what} {value} 不是 Kubernetes 名称：请用小写字母、数字和 '-'"
+        "（至多 63 个），以字母或数字开头和结尾"
+    ),
+    "kube.repo_scheme": (
+        "--repo {repo}：请给出 https:// 的 git URL（broker 拉取它并持有其凭据；其他协议都不经过它）"
+    ),
+    "kube.bad_run_id": (
+        "运行编号 {run} 不能用来命名 Kubernetes 对象：请用小写字母、数字和 '-'（至多 40 个）"
+    ),
+    "relay.header_fields": "头部字段超过 {most} 个",
+    "relay.other_repo": "运行 {run} 只能访问它自己的仓库 {repo}",
+    "relay.no_credential": "broker 没有 {host} 的 git 凭据",
+    "relay.no_bearer": "请只发送一个 Authorization: Bearer <运行的令牌>",
+    "relay.dead_token": "这个令牌不属于任何仍在进行的运行",
+    "relay.encoded": "推送的请求体要原样发送，不能编码",
+    "relay.unreachable": "连不上 git 远端 {host}：{problem}",
+    "relay.broke_off": "应答中途断开：{error}",
+    "relay.push_options": "推送选项被拒绝（代码托管平台可能据此行事）",
+    "relay.capability": "推送能力 {capability} 被拒绝（代码托管平台可能据此行事）",
+    "relay.remote_refused_credential": (
+        "git 远端拒绝了 broker 用于 {repo} 的 git 凭据（HTTP {status}）；"
+        "请检查 broker 凭据文件中的 GIT_TOKEN"
+    ),
+    "relay.not_found": "{repo}：git 远端上没有找到",
+    "relay.redirected": "git 远端要求重定向（HTTP {status}）；中继不跟随任何重定向",
+    "relay.remote_status": "git 远端应答了 HTTP {status}",
+    "relay.method": "{method} 不是 git 智能 HTTP 请求；只接受 GET 和 POST",
+    "relay.not_smart": "只中继 git 的智能 HTTP（info/refs?service=...）",
+    "relay.not_service": "只中继 POST .../git-upload-pack 或 .../git-receive-pack",
+    "relay.not_repo": "不是中继服务的仓库路径：应为 https URL 的 /HOST/PATH",
+    "relay.many_refs": "一次推送了 {count} 个引用（{names}）；运行只能推送 {own}",
+    "relay.not_own": "{ref} 不是这个运行的引用；运行只能推送 {own}",
+    "relay.deletes": "拒绝删除 {own}",
+    "relay.no_report": "拒绝不要求 report-status 的推送（否则无法记下它）",
+    "broker.why_no_job": "运行 {run} 没有正在运行的 Job；在有 Job 运行之前，它的令牌被拒绝",
+    "broker.why_unknown_token": "不是这个 broker 所服务的运行的令牌",
+    "broker.why_not_listed": "broker 列出集群的 Secret 之后，运行 {run} 会重新得到服务",
+    "broker.why_ended": "运行 {run} 已经结束；它的令牌已被吊销",
+    "broker.why_two_credentials": "{problem}；运行的令牌只发送一次",
+    "broker.why_no_token": "没有令牌；请把运行的令牌作为 x-api-key 发送",
+    "broker.why_proxy_two": "{problem}；请把运行的令牌放进代理 URL",
+    "broker.why_proxy_no_token": (
+        "没有令牌：请把运行的令牌放进代理 URL，http://run:TOKEN@host:port"
+    ),
+    "broker.not_its_token": "这个请求没有携带运行 {run} 的令牌；每个 box 只使用发给它的令牌",
+    "gateway.body_unreadable": (
+        "请求体不是网关能读的单个 JSON 对象（{why}）；网关必须读懂请求体，才知道它让 API 去获取什么"
+    ),
+    "gateway.body_not_utf8": "它不是 UTF-8",
+    "gateway.body_too_deep": "它嵌套得太深",
+    "gateway.body_not_object": "它不是 JSON 对象",
+    "gateway.body_surrogate": "某个字符串含有孤立的代理项转义",
+    "gateway.not_endpoint": (
+        "{method} {target} 不是 Claude Code CLI 使用的 API 端点；"
+        "网关只转发 {allowed}（docs/gateway.md）"
+    ),
+    "gateway.endpoints_and": " 和 ",
+    "gateway.unreachable": "连不上 {upstream}：{reason}",
+    "gateway.internal_error": (
+        "处理这个请求时出现内部错误（这是 flowerbox 的缺陷：回溯信息在网关日志中，"
+        "见 `flowerbox logs RUN`；请报告它）"
+    ),
 }
