@@ -55,7 +55,7 @@ __all__ = ["LEDGER", "Broker", "Charge", "Registry", "checked"]
 
 LEDGER = "ledger.db"
 RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
-TEAM = Whose("the team's budget", "raise it with `flowerbox broker --team-budget`")
+TEAM = Whose("meter.team_budget", "meter.team_remedy")
 
 
 @dataclass

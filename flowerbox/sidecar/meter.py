@@ -43,7 +43,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from flower import atomic_write_json
+from flower import atomic_write_json, text
 from flowerbox.sidecar.pricing import Billing, PriceTable, token_count
 
 __all__ = [
@@ -155,10 +155,11 @@ def json_object(raw: bytes) -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class Whose:
-    """Whose budget a meter keeps, as its refusals name it, and how to raise it."""
+    """Whose budget a meter keeps, as its refusals name it, and how to raise it: the keys of
+    both texts (flower.text), read in the language of the moment of the refusal."""
 
-    name: str = "the run's budget"
-    remedy: str = "raise it with --budget"
+    name: str = "meter.run_budget"
+    remedy: str = "meter.run_remedy"
 
 
 @dataclass(frozen=True)
@@ -404,22 +405,24 @@ def usd(amount: float) -> str:
 
 
 def _spent_message(whose: Whose, budget: float, total: float) -> str:
-    return (
-        f"flowerbox gateway: {whose.name} of {usd(budget)} is spent ({usd(total)} used);"
-        f" {whose.remedy}"
-    )
+    return text("meter.spent", **_said(whose, budget, total))
 
 
 def _no_room_message(whose: Whose, budget: float, total: float, amount: float) -> str:
-    return (
-        f"flowerbox gateway: this request could cost up to {usd(amount)} and {whose.name}"
-        f" of {usd(budget)} has {usd(budget - total)} left ({usd(total)} used); {whose.remedy}"
-    )
+    return text("meter.no_room", amount=usd(amount), **_said(whose, budget, total))
 
 
 def _busy_message(whose: Whose, budget: float, total: float, reserved: float, amount: float) -> str:
-    return (
-        f"flowerbox gateway: this request could cost up to {usd(amount)}; {whose.name} of"
-        f" {usd(budget)} has {usd(budget - total)} left, and {usd(reserved)} of it stayed"
-        f" reserved by requests in flight; {whose.remedy}"
-    )
+    said = _said(whose, budget, total)
+    return text("meter.busy", amount=usd(amount), reserved=usd(reserved), **said)
+
+
+def _said(whose: Whose, budget: float, total: float) -> dict[str, str]:
+    """What every budget refusal names: whose budget, its size, what is left and used."""
+    return {
+        "whose": text(whose.name),
+        "budget": usd(budget),
+        "left": usd(budget - total),
+        "total": usd(total),
+        "remedy": text(whose.remedy),
+    }

@@ -302,7 +302,7 @@ def test_the_gateway_refuses_model_calls_past_the_budget(
         env=box_env(real_api, host_user),
     )
     assert done.returncode != 0
-    assert "budget of $4.00 is spent" in done.stdout + done.stderr
+    assert "运行的预算 $4.00 已用完" in done.stdout + done.stderr  # the gateway speaks the run's zh
     assert len(real_api.requests) == 1  # step two's call was refused before the API
     usage = usage_of(host_user, user_workspace)
     assert usage["refused"] >= 1 and usage["requests"] == 1

@@ -265,7 +265,7 @@ def test_a_team_budget_across_boxes_survives_a_broker_killed_mid_run(
         assert result.returncode == 0, result.stderr[-3000:]
         outputs.append(json.loads(result.stdout.strip().splitlines()[-1]))
     for output in outputs:
-        assert output["got"][-1] == 403 and "the team's budget of $0.03" in output["message"]
+        assert output["got"][-1] == 403 and "团队的预算 $0.03" in output["message"]  # broker: zh
     got = [status for output in outputs for status in output["got"]]
     rows = [status for (status,) in broker.query("SELECT status FROM requests")]
     # Every answer a box had is in the ledger; a call cut by the kill is there too, charged

@@ -14,6 +14,7 @@ from flowerbox.sidecar.meter import Meter, Reservation
 from flowerbox.sidecar.pricing import PriceTable
 
 OPUS = "claude-opus-5-5"  # $4 in, $20 out, $8 a 1-hour cache write
+pytestmark = pytest.mark.english  # the refusals' words, as docs/gateway.md quotes them
 
 
 def meter(tmp_path: Path, budget: float | None = 1.0) -> Meter:
@@ -85,6 +86,23 @@ def test_a_spent_budget_says_so(tmp_path: Path) -> None:
     assert m.admit(0.001, wait=0) == (
         "flowerbox gateway: the run's budget of $0.01 is spent ($0.04 used); raise it with --budget"
     )
+
+
+def test_a_spent_budget_is_said_in_the_runs_language(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The gateway speaks the run's language (FLOWER_LANG reaches its container): its budget
+    refusals too, read when the refusal is made."""
+    m = meter(tmp_path, budget=0.01)
+    m.add(OPUS, {"input_tokens": 10_000})
+    monkeypatch.setenv("FLOWER_LANG", "zh")
+    assert m.admit(0.001, wait=0) == (
+        "flowerbox gateway：运行的预算 $0.01 已用完（已用 $0.04）；用 --budget 调高它"
+    )
+    (tmp_path / "busy").mkdir()
+    busy = meter(tmp_path / "busy")
+    busy.admit(0.6, wait=0)
+    assert "仍被进行中的请求预留" in str(busy.admit(0.5, wait=0))
 
 
 def test_a_reservation_whose_usage_never_arrived_is_charged_whole(tmp_path: Path) -> None:

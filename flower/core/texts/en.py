@@ -1102,4 +1102,18 @@ written, each on its own line; write nothing else, and no code block.
         "internal error while handling this request (a flowerbox bug: its"
         " traceback is in the gateway's log, `flowerbox logs RUN`; please report it)"
     ),
+    # -- lead: the gateway's budget refusals (a run's budget, or the broker's team budget)
+    "meter.run_budget": "the run's budget",
+    "meter.run_remedy": "raise it with --budget",
+    "meter.team_budget": "the team's budget",
+    "meter.team_remedy": "raise it with `flowerbox broker --team-budget`",
+    "meter.spent": "flowerbox gateway: {whose} of {budget} is spent ({total} used); {remedy}",
+    "meter.no_room": (
+        "flowerbox gateway: this request could cost up to {amount} and {whose} of {budget} has"
+        " {left} left ({total} used); {remedy}"
+    ),
+    "meter.busy": (
+        "flowerbox gateway: this request could cost up to {amount}; {whose} of {budget} has"
+        " {left} left, and {reserved} of it stayed reserved by requests in flight; {remedy}"
+    ),
 }

@@ -970,4 +970,18 @@ ZH: dict[str, str] = {
         "处理这个请求时出现内部错误（这是 flowerbox 的缺陷：回溯信息在网关日志中，"
         "见 `flowerbox logs RUN`；请报告它）"
     ),
+    # -- lead: the gateway's budget refusals (a run's budget, or the broker's team budget)
+    "meter.run_budget": "运行的预算",
+    "meter.run_remedy": "用 --budget 调高它",
+    "meter.team_budget": "团队的预算",
+    "meter.team_remedy": "用 `flowerbox broker --team-budget` 调高它",
+    "meter.spent": "flowerbox gateway：{whose} {budget} 已用完（已用 {total}）；{remedy}",
+    "meter.no_room": (
+        "flowerbox gateway：这个请求最多可能花 {amount}，而{whose} {budget} 只剩 {left}"
+        "（已用 {total}）；{remedy}"
+    ),
+    "meter.busy": (
+        "flowerbox gateway：这个请求最多可能花 {amount}；{whose} {budget} 还剩 {left}，"
+        "其中 {reserved} 仍被进行中的请求预留；{remedy}"
+    ),
 }
