@@ -172,13 +172,10 @@ def one_run(data: dict[str, Any], given: str) -> str:
     found = [r["run_id"] for r in data["runs"] if r["run_id"] and r["run_id"].startswith(given)]
     if len(found) == 1:
         return str(found[0])
-    listed = ", ".join(r["run_id"] or "?" for r in data["runs"]) or "none"
-    problem = "no run" if not found else "several runs"
-    raise RunDirError(
-        Path(data["run_dir"]),
-        f"{problem} in {data['run_dir']} match {given!r} (runs there: {listed}): pass one of "
-        "those ids, or its unique start",
-    )
+    listed = ", ".join(r["run_id"] or "?" for r in data["runs"]) or lang.text("cli.none")
+    key = "cli.no_run_matches" if not found else "cli.several_runs_match"
+    said = lang.text(key, run_dir=data["run_dir"], given=repr(given), listed=listed)
+    raise RunDirError(Path(data["run_dir"]), said)
 
 
 def snapshot(

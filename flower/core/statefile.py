@@ -33,6 +33,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
+from flower.core.lang import text
 from flower.core.untrusted import MiB, parse_json
 from flower.errors import FlowerError
 
@@ -159,11 +160,7 @@ def read_json(path: Path, default: Any) -> Any:
     try:
         return parse_json(raw, limit=STATE_LIMIT)
     except ValueError as exc:
-        raise CorruptStateError(
-            path,
-            f"{path} is not valid JSON ({exc}); it was left untouched: "
-            "repair it or move it aside, then retry",
-        ) from exc
+        raise CorruptStateError(path, text("state.not_json", path=path, problem=exc)) from exc
 
 
 def _holder(lock_path: Path) -> int | None:
@@ -188,7 +185,7 @@ def locked(path: Path, *, timeout: float = DEFAULT_LOCK_TIMEOUT) -> Iterator[Non
         _held.paths = set()
     held: set[Path] = _held.paths
     if lock_path in held:
-        raise StateFileError(path, f"{lock_path} is already held by this thread (not reentrant)")
+        raise StateFileError(path, text("state.lock_reentrant", lock=lock_path))
     lock_path.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
     try:
