@@ -119,6 +119,7 @@ def test_two_isolated_rounds_stack_on_one_branch_and_the_checkout_is_untouched(
     assert len(judged) == 2 and all(f"{branch} 上" in p and str(review) in p for p in judged)
 
 
+@pytest.mark.english
 def test_finish_merge_brings_the_work_into_the_checkout_and_says_so(
     fake_api: FakeAPI, cli_env: dict[str, str], workspace: Path
 ) -> None:
@@ -184,6 +185,7 @@ workflow = Workflow([Step("work", coordinator("boss", "", {"coder": coder}), "wr
 """
 
 
+@pytest.mark.english
 def test_a_workflow_of_your_own_with_isolated_workers_is_delivered_too(
     fake_api: FakeAPI, cli_env: dict[str, str], workspace: Path
 ) -> None:

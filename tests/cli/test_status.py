@@ -328,6 +328,7 @@ def test_follow_in_tables_redraws_too(tmp_path: Path, claude_home: Path) -> None
         assert follow.interrupt() == 0
 
 
+@pytest.mark.english
 def test_status_shows_one_run_by_its_id_or_its_start(tmp_path: Path, claude_home: Path) -> None:
     runs = tmp_path / "runs"
     for run in ("20261201-100000-aaaaaa", "20261201-110000-bbbbbb"):
