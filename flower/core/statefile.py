@@ -77,12 +77,10 @@ class LockTimeoutError(StateFileError):
     """The lock file stayed locked for `timeout` seconds; `holder` is its pid if known."""
 
     def __init__(self, path: Path, *, timeout: float, holder: int | None) -> None:
-        who = f"process {holder}" if holder is not None else "another process"
-        super().__init__(
-            path,
-            f"{path} is still locked by {who} after {timeout:g} s; if that process is stuck, "
-            "stop it (the lock is released when it exits) and retry",
+        who = (
+            text("lock.who_process", pid=holder) if holder is not None else text("lock.who_another")
         )
+        super().__init__(path, text("lock.timeout", path=path, who=who, timeout=f"{timeout:g}"))
         self.timeout = timeout
         self.holder = holder
 

@@ -196,6 +196,7 @@ def test_a_missing_run_dir_exits_two(tmp_path: Path, claude_home: Path) -> None:
     assert "no run directory at" in done.stderr and "default ./runs" in done.stderr
 
 
+@pytest.mark.english
 def test_a_locked_database_is_a_problem_line_not_a_crash(tmp_path: Path, claude_home: Path) -> None:
     runs = tmp_path / "runs"
     runs.mkdir()

@@ -210,6 +210,7 @@ def test_threads_do_not_lose_updates(tmp_path: Path) -> None:
     assert read_json(path, None) == 200
 
 
+@pytest.mark.english
 def test_a_lock_held_by_a_killed_process_is_released(tmp_path: Path) -> None:
     path = tmp_path / "state.json"
     holder = spawn(LOCK_HOLDER, path)

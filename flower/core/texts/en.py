@@ -692,14 +692,14 @@ written, each on its own line; write nothing else, and no code block.
     "setup.bad_url": "--base-url {url} must start with http:// or https://",
     "setup.multiline": "{key}: a value cannot span lines",
     "state.lineage_corrupt": (
-        '{path} is not a lineage file of this flower (expected {{"workspaces": {{path: {{"steps": '
-        "{{...}}}}}}}}); it was left untouched: move it aside to start fresh"
+        "{path} is not a lineage file of this flower (expected "
+        '{{"workspaces": {{path: {{"steps": {{...}}}}}}}}); it was left '
+        "untouched: move it aside to start fresh"
     ),
     "state.progress_corrupt": (
         "{path} is not a progress file of this flower (expected "
-        '{{"workspaces": {{path: {{"runs": [...], "steps": '
-        "{{...}}}}}}}}); it was left untouched: move it aside to start the "
-        "rounds afresh"
+        '{{"workspaces": {{path: {{"runs": [...], "steps": {{...}}}}}}}}); it '
+        "was left untouched: move it aside to start the rounds afresh"
     ),
     "state.manifest_not_list": (
         "{path} holds a JSON {kind}, not a list of rows; it was left untouched: "
@@ -830,4 +830,30 @@ written, each on its own line; write nothing else, and no code block.
     "delivered.taken": "delivered",
     "delivered.rejected": "refused by the run",
     "delivered.waiting": "in the run's inbox; it has not picked it up yet",
+    "runbusy.who": "pid {pid} on {host}",
+    "runbusy.fix": (
+        '`flower status` shows it, `flower answer ID "text"` answers its '
+        'questions, `flower send "text"` tells it something; stop it (Ctrl+C in '
+        "its terminal, `flowerbox stop` for a box) before starting another, or "
+        "pass --run-dir for a run of its own"
+    ),
+    "runbusy.message": (
+        "another flower run is going in {run_dir} ({who}, since {since}: "
+        "{doing}). Only one run at a time uses a run directory: {fix}"
+    ),
+    "lock.who_process": "process {pid}",
+    "lock.who_another": "another process",
+    "lock.timeout": (
+        "{path} is still locked by {who} after {timeout} s; if that process is "
+        "stuck, stop it (the lock is released when it exits) and retry"
+    ),
+    "git.failed": "git {command} failed: {said}",
+    "step.failed": "step {step} failed: {why}",
+    "step.gate_failed": "its gate did not pass",
+    "status.db_busy": ("{db} is busy ({problem}): a run is writing it; retry in a moment"),
+    "status.db_unreadable": (
+        "{db} cannot be read as a sessions database ({problem}): it is corrupt "
+        "or not flower's; move it aside (the next run starts a new one)"
+    ),
+    "status.rows_ignored": "{path} is not a list of rows; it was ignored",
 }

@@ -580,12 +580,14 @@ ZH: dict[str, str] = {
     "setup.bad_url": "--base-url {url} 必须以 http:// 或 https:// 开头",
     "setup.multiline": "{key}：值不能跨行",
     "state.lineage_corrupt": (
-        '{path} 不是这个 flower 的 lineage 文件（应为 {{"workspaces": {{path: {{"steps": '
-        "{{...}}}}}}}}）；它没有被改动：把它移开即可重新开始"
+        "{path} 不是这个 flower 的 lineage 文件（应为 "
+        '{{"workspaces": {{path: {{"steps": {{...}}}}}}}}）；它没有被改动：把它移'
+        "开即可重新开始"
     ),
     "state.progress_corrupt": (
-        '{path} 不是这个 flower 的进度文件（应为 {{"workspaces": {{path: {{"runs": [...], "steps": '
-        "{{...}}}}}}}}）；它没有被改动：把它移开即可从头开始各轮"
+        "{path} 不是这个 flower 的进度文件（应为 "
+        '{{"workspaces": {{path: {{"runs": [...], "steps": {{...}}}}}}}}）；它没有'
+        "被改动：把它移开即可从头开始各轮"
     ),
     "state.manifest_not_list": (
         "{path} 里是一个 JSON {kind}，不是行的列表；它没有被改动：把它移开后重新运行"
@@ -696,4 +698,29 @@ ZH: dict[str, str] = {
     "delivered.taken": "已送达",
     "delivered.rejected": "被运行拒绝",
     "delivered.waiting": "在运行的收件箱里；它还没有取走",
+    "runbusy.who": "{host} 上的 pid {pid}",
+    "runbusy.fix": (
+        '`flower status` 可查看它，`flower answer ID "text"` 回答它的问题，'
+        '`flower send "text"` 告诉它一些事；开始另一次之前请先停止它（在它的终端按'
+        " Ctrl+C，盒子用 `flowerbox stop`），或用 --run-dir 让新运行用自己的目录"
+    ),
+    "runbusy.message": (
+        "{run_dir} 里正在进行另一次 flower 运行（{who}，自 {since} 起：{doing}）。"
+        "一个运行目录同一时间只给一次运行用：{fix}"
+    ),
+    "lock.who_process": "进程 {pid}",
+    "lock.who_another": "另一个进程",
+    "lock.timeout": (
+        "{path} 过了 {timeout} 秒仍被{who}锁住；如果那个进程卡住了，请停止它（它退"
+        "出时锁会释放）然后重试"
+    ),
+    "git.failed": "git {command} 失败：{said}",
+    "step.failed": "步骤 {step} 失败：{why}",
+    "step.gate_failed": "它的检查没有通过",
+    "status.db_busy": "{db} 正忙（{problem}）：有运行在写它；请稍后重试",
+    "status.db_unreadable": (
+        "{db} 无法作为会话数据库读取（{problem}）：它已损坏或不是 flower 的；请把"
+        "它移开（下次运行会新建一个）"
+    ),
+    "status.rows_ignored": "{path} 不是行的列表；已忽略",
 }
