@@ -178,7 +178,8 @@ def value_words(exc: Any) -> str:
     if callable(getattr(cause, "errors", None)):
         [first, *_] = cause.errors() or [{}]
         if (check := CHECKS.get(first.get("type", ""))) is not None:
-            return check.format(input=first.get("input"), **first.get("ctx", {}))
+            limits = {k: _number(v) for k, v in first.get("ctx", {}).items()}
+            return check.format(input=first.get("input"), **limits)
     for pattern, zh in VALUE_WORDS:
         if (found := re.fullmatch(pattern, exc.message)) is not None:
             fields = found.groupdict()
@@ -186,6 +187,11 @@ def value_words(exc: Any) -> str:
                 fields["label"] = PATH_LABELS[fields["label"]]
             return zh.format(**fields)
     return str(exc.message)
+
+
+def _number(value: Any) -> Any:
+    """A limit as pydantic's English shows it: 0, not 0.0."""
+    return int(value) if isinstance(value, float) and value.is_integer() else value
 
 
 def usage_error(exc: Any) -> Any:

@@ -84,6 +84,9 @@ def test_flowerbox_s_command_line_refusals_follow_the_language(workspace: Path) 
     zh, en = both([*FLOWERBOX, "rm", "abc"], env, workspace)
     assert "flowerbox rm 是给集群上的运行用的（--on kube）" in zh
     assert "flowerbox rm is for a run on a cluster (--on kube): a run here is its records" in en
+    zh, en = both([*FLOWERBOX, "go", "x", "--timeout", "-5"], env, workspace)  # flower's line
+    assert "flower go 会拒绝这个：'--timeout' 的值无效：应大于或等于 0" in zh
+    assert "flower go would refuse this: Invalid value for '--timeout': Input should be" in en
     zh, en = both([*FLOWERBOX, "selftest", "--weaken", "x", "--negative-control"], env, workspace)
     assert "--weaken 和 --negative-control：只能给其中一个" in zh
     assert "--weaken and --negative-control: pass one of them" in en
