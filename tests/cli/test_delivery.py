@@ -119,7 +119,6 @@ def test_two_isolated_rounds_stack_on_one_branch_and_the_checkout_is_untouched(
     assert len(judged) == 2 and all(f"{branch} 上" in p and str(review) in p for p in judged)
 
 
-@pytest.mark.english
 def test_finish_merge_brings_the_work_into_the_checkout_and_says_so(
     fake_api: FakeAPI, cli_env: dict[str, str], workspace: Path
 ) -> None:
@@ -128,8 +127,8 @@ def test_finish_merge_brings_the_work_into_the_checkout_and_says_so(
     assert done.returncode == 0, done.stderr
     lines = done.stdout.strip().splitlines()
     said, ended = lines[-3:-1]  # the run drawn is the very last line
-    assert said.startswith("the work is merged into your checkout from branch flower/")
-    assert "2 commit(s)" in said and said.endswith("1 file(s): calc.py")
+    assert said.startswith("工作成果已从分支 flower/") and "合并进你的检出" in said  # zh
+    assert "的 2 个提交，" in said and said.endswith("1 个文件：calc.py")
     assert ended.startswith("达成 · $")  # the suite's language (zh)
     assert (workspace / "calc.py").read_text() == FIXED
     assert git(workspace, "rev-list", "--count", f"{head}..HEAD") == "2"
