@@ -186,7 +186,7 @@ def value_words(exc: Any) -> str:
             if "label" in fields and fields["label"] in PATH_LABELS:
                 fields["label"] = PATH_LABELS[fields["label"]]
             return zh.format(**fields)
-    return str(exc.message)
+    return str(exc.message).removeprefix("Value error, ")  # pydantic's, before flower's own
 
 
 def _number(value: Any) -> Any:
