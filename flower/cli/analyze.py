@@ -58,14 +58,17 @@ def analyze(
     """Report tokens, cost, tool calls, denials, errors and compactions of a finished run."""
     with exit_codes("flower analyze" if as_json else None):
         if not run_dir.is_dir():
-            raise RunDirError(
-                run_dir, f"no run directory at {run_dir}: pass the run_dir of a flower run"
-            )
+            raise RunDirError(run_dir, lang.text("cli.analyze_no_run_dir", path=run_dir))
         layout = RunDir(run_dir)
         if not layout.sessions.is_file() and not layout.manifest.is_file():
             raise RunDirError(
                 run_dir,
-                f"{run_dir} holds neither {layout.SESSIONS} nor {layout.MANIFEST}: nothing ran",
+                lang.text(
+                    "cli.analyze_nothing_ran",
+                    path=run_dir,
+                    sessions=layout.SESSIONS,
+                    manifest=layout.MANIFEST,
+                ),
             )
         data = report(run_dir)
     if as_json:

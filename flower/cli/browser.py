@@ -16,6 +16,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
+from flower.core.lang import text
 from flower.errors import UsageError
 
 NAMES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
@@ -55,10 +56,7 @@ def screenshot(page: Path, png: Path, *, width: int, height: int) -> None:
     """
     browser = find_chromium()
     if browser is None:
-        raise UsageError(
-            "--png needs a headless Chromium: install it (Debian/Ubuntu: apt-get install "
-            "chromium), set FLOWER_CHROMIUM to its path, or use --svg"
-        )
+        raise UsageError(text("cli.png_no_chromium"))
     with tempfile.TemporaryDirectory(prefix="flower-chromium-") as profile:
         args = chromium_args(browser, Path(profile))
         args += [
@@ -69,7 +67,7 @@ def screenshot(page: Path, png: Path, *, width: int, height: int) -> None:
         try:
             done = subprocess.run(args, capture_output=True, text=True, timeout=TIMEOUT_S)
         except (OSError, subprocess.TimeoutExpired) as exc:
-            raise UsageError(f"--png: {browser} did not run ({exc}); use --svg") from exc
+            raise UsageError(text("cli.png_did_not_run", browser=browser, problem=exc)) from exc
     if done.returncode != 0 or not png.is_file():
         tail = (done.stderr or done.stdout).strip().splitlines()[-3:]
-        raise UsageError(f"--png: {browser} drew nothing ({' / '.join(tail)}); use --svg")
+        raise UsageError(text("cli.png_drew_nothing", browser=browser, tail=" / ".join(tail)))

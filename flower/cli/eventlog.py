@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from flower.core.events import Event
+from flower.core.lang import text
 from flower.errors import UsageError
 
 EventSink = Callable[[Event], Any]
@@ -33,7 +34,9 @@ class EventLog:
             path.parent.mkdir(parents=True, exist_ok=True)
             self._file: IO[str] = path.open("a", encoding="utf-8")
         except OSError as exc:
-            raise UsageError(f"--events {path}: cannot write there ({exc.strerror})") from exc
+            raise UsageError(
+                text("cli.events_unwritable", path=path, problem=exc.strerror)
+            ) from exc
 
     def __call__(self, event: Event) -> None:
         self._file.write(

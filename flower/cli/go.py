@@ -234,7 +234,7 @@ def deliver_work(
         how = cast("Finish", finish or "branch")  # _check_finish allowed it
         return deliver(runtime.worktrees, finish=how, achieved=achieved)
     except GitError as exc:
-        console.print(f"the run's work could not be delivered: {exc}", markup=False)
+        console.print(lang.text("delivery.failed", problem=exc), markup=False)
         return None
 
 

@@ -10,6 +10,7 @@ typer's panel titles. English is never touched, so the default help is what it w
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from flower.cli.lazy import LazyCommands
@@ -33,6 +34,39 @@ PANEL_WORDS = {
 }
 KINDS = {"argument": "参数", "option": "选项", "parameter": "参数"}
 EXTRA = "Got unexpected extra argument"
+USAGE_ZH = "用法："  # click's "Usage: " before a command line's synopsis
+_USAGE_ENGLISH: list[Any] = []  # click's own write_usage, while usage_words replaced it
+# click's and typer's words about a value (its type, its choices, a path), as their zh; a
+# message none of these matches (a value callback's own, already in the line's language) is
+# shown as it is.
+VALUE_WORDS = (
+    (
+        r"(?:Value error, )?(?P<value>.+) is not one of (?P<choices>.+)\.",
+        "{value} 不是 {choices} 之一。",
+    ),
+    (r"(?P<label>File|Directory|Path) (?P<loc>'.*') does not exist\.", "{label}{loc} 不存在。"),
+    (r"(?P<label>File|Directory|Path) (?P<loc>'.*') is a file\.", "{label}{loc} 是文件。"),
+    (r"(?P<label>File|Directory|Path) (?P<loc>'.*') is a directory\.", "{label}{loc} 是目录。"),
+    (r"(?P<label>File|Directory|Path) (?P<loc>'.*') is not readable\.", "{label}{loc} 不可读。"),
+    (r"(?P<label>File|Directory|Path) (?P<loc>'.*') is not writable\.", "{label}{loc} 不可写。"),
+    (r"Value (?P<value>.+) is not a valid (?P<label>.+)\.", "{value} 不是有效的 {label}。"),
+    (r"Option (?P<opt>'.+') does not take a value\.", "选项 {opt} 不接受值。"),
+    (r"Option (?P<opt>'.+') requires an argument\.", "选项 {opt} 需要一个值。"),
+    (r"Option (?P<opt>'.+') requires (?P<n>\d+) arguments\.", "选项 {opt} 需要 {n} 个值。"),
+    (r"Argument (?P<arg>'.+') takes (?P<n>\d+) values\.", "参数 {arg} 需要 {n} 个值。"),
+)
+PATH_LABELS = {"File": "文件 ", "Directory": "目录 ", "Path": "路径 "}
+# pydantic's checks of a typed value (typer >= 0.26 converts with it), by error type.
+CHECKS = {
+    "int_parsing": "{input!r} 不是有效的整数",
+    "int_from_float": "{input!r} 不是整数",
+    "float_parsing": "{input!r} 不是有效的数",
+    "bool_parsing": "{input!r} 不是有效的布尔值（true/false）",
+    "greater_than_equal": "应大于或等于 {ge}",
+    "greater_than": "应大于 {gt}",
+    "less_than_equal": "应小于或等于 {le}",
+    "less_than": "应小于 {lt}",
+}
 HELP_OPTION = "Show this message and exit."
 HELP_OPTION_ZH = "显示这段帮助并退出。"
 
@@ -95,6 +129,10 @@ def english(command: Any) -> None:
         for name, word in _PANEL_ENGLISH.items():
             setattr(rich_utils, name, word)
         _PANEL_ENGLISH.clear()
+    if _USAGE_ENGLISH:
+        from typer._click import formatting  # lazy: loaded already, usage_words replaced it
+
+        setattr(formatting.HelpFormatter, "write_usage", _USAGE_ENGLISH.pop())  # noqa: B010
 
 
 def _subcommands(command: Any, *, every: bool) -> list[Any]:
@@ -113,6 +151,47 @@ def panel_words() -> None:
     for name, word in PANEL_WORDS.items():
         _PANEL_ENGLISH.setdefault(name, getattr(rich_utils, name))
         setattr(rich_utils, name, word)
+    usage_words()
+
+
+def usage_words() -> None:
+    """click's "Usage: " in Chinese, on a help page and above a refusal (put back by
+    `english`)."""
+    from typer._click import formatting  # lazy: only a zh help or error draws a usage line
+
+    if _USAGE_ENGLISH:
+        return
+    original = formatting.HelpFormatter.write_usage
+    _USAGE_ENGLISH.append(original)
+
+    def write_usage(self: Any, prog: str, args: str = "", prefix: str | None = None) -> None:
+        original(self, prog, args, USAGE_ZH if prefix is None else prefix)
+
+    setattr(formatting.HelpFormatter, "write_usage", write_usage)  # noqa: B010  # mypy: a method
+
+
+def value_words(exc: Any) -> str:
+    """The Chinese of click's or typer's message about a value (`exc.message`): from the
+    pydantic check that refused it where there is one, else by its English shape; a message
+    of flower's own comes back as it is."""
+    cause = exc.__cause__
+    if callable(getattr(cause, "errors", None)):
+        [first, *_] = cause.errors() or [{}]
+        if (check := CHECKS.get(first.get("type", ""))) is not None:
+            limits = {k: _number(v) for k, v in first.get("ctx", {}).items()}
+            return check.format(input=first.get("input"), **limits)
+    for pattern, zh in VALUE_WORDS:
+        if (found := re.fullmatch(pattern, exc.message)) is not None:
+            fields = found.groupdict()
+            if "label" in fields and fields["label"] in PATH_LABELS:
+                fields["label"] = PATH_LABELS[fields["label"]]
+            return zh.format(**fields)
+    return str(exc.message).removeprefix("Value error, ")  # pydantic's, before flower's own
+
+
+def _number(value: Any) -> Any:
+    """A limit as pydantic's English shows it: 0, not 0.0."""
+    return int(value) if isinstance(value, float) and value.is_integer() else value
 
 
 def usage_error(exc: Any) -> Any:
@@ -133,9 +212,11 @@ def usage_error(exc: Any) -> Any:
             kind = exc.param_type or (exc.param.param_type_name if exc.param else "")
             said = f"缺少{KINDS.get(kind, '')} {hint}"
         else:
-            said = f"{hint} 的值无效：{exc.message}" if hint else f"值无效：{exc.message}"
+            said = f"{hint} 的值无效：{value_words(exc)}" if hint else f"值无效：{value_words(exc)}"
     elif exc.message.startswith(EXTRA):
         said = "多余的参数" + exc.message.removeprefix(EXTRA).removeprefix("(s)")
+    elif (words := value_words(exc)) != exc.message:
+        said = words
     else:
         return exc
     return errors.UsageError(said, exc.ctx)

@@ -15,6 +15,8 @@ from typer import _click  # typer >= 0.26 vendors click; its commands speak thes
 from typer.core import TyperGroup
 from typer.exceptions import Exit
 
+from flower.cli import helplang
+from flower.core.lang import current, text
 from flower.errors import UsageError
 
 
@@ -40,11 +42,10 @@ def check_args(command: str, args: Sequence[str], *, fixed: Collection[str] = ()
     except Exit:
         return  # --help (after `--`): flower's help was printed, and it refuses nothing
     except _click.exceptions.ClickException as exc:
-        raise UsageError(f"flower {command} would refuse this: {exc.format_message()}") from exc
+        said = (helplang.usage_error(exc) if current() == "zh" else exc).format_message()
+        raise UsageError(text("cli.passthrough_refused", command=command, problem=said)) from exc
     if given:
-        raise UsageError(
-            f"{', '.join(given)}: set by the program that runs flower {command}; leave it out"
-        )
+        raise UsageError(text("cli.passthrough_fixed", options=", ".join(given), command=command))
 
 
 def options_help(command: str, *, leave_out: Collection[str] = ()) -> str:

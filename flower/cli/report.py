@@ -24,6 +24,7 @@ from flower.cli.browser import screenshot
 from flower.cli.exits import exit_codes
 from flower.cli.options import PngOut, SvgOut, existing_run_dir
 from flower.cli.picture import framed, page, size, svg
+from flower.core import lang
 from flower.core.rundir import RunDir
 from flower.core.timeline import Timeline, read_timeline
 from flower.core.window import default_window
@@ -57,10 +58,7 @@ def report(
             run_dir, workspace=workspace.expanduser().resolve(), window=default_window()
         )
         if not timeline.bars:
-            raise UsageError(
-                f'no steps recorded in {RunDir(run_dir).manifest}: run `flower "ask"` first, '
-                "or pass the run directory of one"
-            )
+            raise UsageError(lang.text("cli.report_no_steps", manifest=RunDir(run_dir).manifest))
         html = out or run_dir / REPORT_NAME
         for path in write_report(timeline, html=html, svg_path=svg_out, png_path=png_out):
             console.print(f"wrote {path}")
@@ -122,4 +120,6 @@ def _write(path: Path, data: bytes) -> None:
             Path(temp).unlink(missing_ok=True)
             raise
     except OSError as exc:
-        raise UsageError(f"cannot write {path} ({exc.strerror or exc}): pass another path") from exc
+        raise UsageError(
+            lang.text("cli.cannot_write", path=path, problem=exc.strerror or exc)
+        ) from exc

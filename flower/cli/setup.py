@@ -28,6 +28,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from flower.cli.exits import STDERR, Exit, exit_codes
+from flower.core import lang
 from flower.core.env import Lookup, dotenv_entry, parse_dotenv
 from flower.errors import UsageError
 
@@ -146,18 +147,12 @@ def _secret(name: str, key_from_env: str | None, existing: str) -> str:
     if key_from_env is not None:
         value = os.environ.get(key_from_env, "").strip()
         if not value:
-            raise UsageError(
-                f"--key-from-env {key_from_env}: that environment variable is unset or empty; "
-                "export the key in it first"
-            )
+            raise UsageError(lang.text("setup.env_unset", name=key_from_env))
         return value
     if not sys.stdin.isatty():  # a hidden prompt needs a terminal: read what is piped in
         value = sys.stdin.readline().strip() or existing
         if not value:
-            raise UsageError(
-                f"no {name} on stdin, which is not a terminal: pipe it in "
-                "(printf '%s' \"$KEY\" | flower setup) or pass --key-from-env VAR"
-            )
+            raise UsageError(lang.text("setup.no_stdin", name=name))
         return value
     keep = f" (Enter keeps {masked(existing)})" if existing else ""
     typed: str = typer.prompt(
@@ -165,7 +160,7 @@ def _secret(name: str, key_from_env: str | None, existing: str) -> str:
     )
     value = typed.strip()
     if not value:
-        raise UsageError(f"no {name} given: run `flower setup` again and paste it")
+        raise UsageError(lang.text("setup.none_given", name=name))
     return value
 
 
@@ -174,20 +169,12 @@ def checked_secret(name: str, value: str, *, endpoint: str) -> str:
     SHORTEST_SECRET characters, and for an API key sent to the Anthropic API itself, starting
     with `sk-ant-` (a gateway's keys and bearer tokens have shapes of their own)."""
     if not value.isascii() or not value.isprintable() or any(c.isspace() for c in value):
-        raise UsageError(
-            f"the {name} given holds a space or a character no key has: paste the key alone "
-            "(no quotes, no `Bearer `, no other text)"
-        )
+        raise UsageError(lang.text("setup.bad_chars", name=name))
     if len(value) < SHORTEST_SECRET:
-        raise UsageError(
-            f"the {name} given is {len(value)} characters long, too short for a key: "
-            "paste the whole key"
-        )
+        raise UsageError(lang.text("setup.too_short", name=name, length=len(value)))
     if name == API_KEY and endpoint == DEFAULT_BASE_URL and not value.startswith(KEY_PREFIX):
         raise UsageError(
-            f"the {name} given ({masked(value)}) does not start with {KEY_PREFIX}, as keys of "
-            "the Anthropic API do: paste the key from console.anthropic.com, or pass --token "
-            "for a bearer token, or --base-url for a gateway with keys of its own"
+            lang.text("setup.not_sk_ant", name=name, masked=masked(value), prefix=KEY_PREFIX)
         )
     return value
 
@@ -195,7 +182,7 @@ def checked_secret(name: str, value: str, *, endpoint: str) -> str:
 def _checked_url(url: str) -> str:
     url = url.strip().rstrip("/")
     if not url.startswith(("http://", "https://")):
-        raise UsageError(f"--base-url {url!r} must start with http:// or https://")
+        raise UsageError(lang.text("setup.bad_url", url=repr(url)))
     return url
 
 
@@ -213,7 +200,7 @@ def set_keys(text: str, changes: dict[str, str | None]) -> str:
     """
     for key, value in changes.items():
         if value is not None and ("\n" in value or "\r" in value):
-            raise UsageError(f"{key}: a value cannot span lines")
+            raise UsageError(lang.text("setup.multiline", key=key))
     lines: list[str] = []
     done: set[str] = set()
     for line in text.splitlines():

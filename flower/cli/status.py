@@ -172,13 +172,10 @@ def one_run(data: dict[str, Any], given: str) -> str:
     found = [r["run_id"] for r in data["runs"] if r["run_id"] and r["run_id"].startswith(given)]
     if len(found) == 1:
         return str(found[0])
-    listed = ", ".join(r["run_id"] or "?" for r in data["runs"]) or "none"
-    problem = "no run" if not found else "several runs"
-    raise RunDirError(
-        Path(data["run_dir"]),
-        f"{problem} in {data['run_dir']} match {given!r} (runs there: {listed}): pass one of "
-        "those ids, or its unique start",
-    )
+    listed = ", ".join(r["run_id"] or "?" for r in data["runs"]) or lang.text("cli.none")
+    key = "cli.no_run_matches" if not found else "cli.several_runs_match"
+    said = lang.text(key, run_dir=data["run_dir"], given=repr(given), listed=listed)
+    raise RunDirError(Path(data["run_dir"]), said)
 
 
 def snapshot(
@@ -293,7 +290,7 @@ def read_rows(path: Path, problems: list[str]) -> list[dict[str, Any]]:
         problems.append(str(exc))
         return []
     if not isinstance(rows, list):
-        problems.append(f"{path} is not a list of rows; it was ignored")
+        problems.append(lang.text("status.rows_ignored", path=path))
         return []
     return [row for row in rows if isinstance(row, dict)]
 
@@ -342,11 +339,8 @@ def unreadable(db: Path, exc: sqlite3.Error) -> str:
     """What a failed read of `db` means, and what to do: wait for a busy one; move aside one
     that is corrupt or is not a sessions database (waiting would not help)."""
     if isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc):
-        return f"{db} is busy ({exc}): a run is writing it; retry in a moment"
-    return (
-        f"{db} cannot be read as a sessions database ({exc}): it is corrupt or not flower's; "
-        "move it aside (the next run starts a new one)"
-    )
+        return lang.text("status.db_busy", db=db, problem=exc)
+    return lang.text("status.db_unreadable", db=db, problem=exc)
 
 
 def read_sessions(db: Path, problems: list[str]) -> list[dict[str, Any]]:

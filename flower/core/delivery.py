@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from flower.core.git import git, must
+from flower.core.lang import text
 from flower.core.rundir import RunDir
 from flower.core.worktrees import PREFIX, Branch, Worktrees
 
@@ -63,19 +64,27 @@ class Delivery:
     def lines(self) -> list[str]:
         """What the end of a run prints."""
         if self.branch is None:
-            return ["the workers changed no file: there is nothing to deliver", *self.notes]
+            return [text("delivery.nothing"), *self.notes]
         shown = ", ".join(self.files[:SHOWN_FILES])
-        more = f" and {len(self.files) - SHOWN_FILES} more" if len(self.files) > SHOWN_FILES else ""
-        where = {
-            "merged": f"merged into your checkout from branch {self.branch}",
-            "patch": f"on branch {self.branch} and in the patch {self.patch}",
-        }.get(self.finish, f"on branch {self.branch}")
+        extra = len(self.files) - SHOWN_FILES
+        more = text("delivery.more", count=extra) if extra > 0 else ""
+        if self.finish in ("merged", "patch"):
+            where = text(f"delivery.{self.finish}", branch=self.branch, patch=self.patch)
+        else:
+            where = text("delivery.branch", branch=self.branch)
         out = [
-            f"the work is {where}: {len(self.commits)} commit(s) on {self.base[:12]}, "
-            f"{len(self.files)} file(s): {shown}{more}"
+            text(
+                "delivery.work",
+                where=where,
+                commits=len(self.commits),
+                base=self.base[:12],
+                files=len(self.files),
+                shown=shown,
+                more=more,
+            )
         ]
         if self.apply:
-            out.append(f"  apply it: {self.apply}")
+            out.append(text("delivery.apply", command=self.apply))
         return out + [f"  {note}" for note in self.notes]
 
 
@@ -118,11 +127,11 @@ def _merged(done: Delivery, ws: Path, branch: Branch, achieved: bool) -> Deliver
     """Merge the branch into the checkout's HEAD; on any refusal, abort and keep it a
     branch with the reason in its notes."""
     if not achieved:
-        why = "not merged: the run did not reach its goal; look at the branch first"
+        why = text("delivery.not_merged_goal")
         return replace(done, notes=[*done.notes, why])
     merged = git(ws, "merge", "--no-edit", branch.name)
     if merged.returncode == 0:
         return replace(done, finish="merged", apply=None)
     git(ws, "merge", "--abort")
     said = " ".join((merged.stderr or merged.stdout).split())[-300:]
-    return replace(done, notes=[*done.notes, f"not merged: git said: {said}"])
+    return replace(done, notes=[*done.notes, text("delivery.not_merged_git", said=said)])

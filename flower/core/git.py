@@ -20,6 +20,7 @@ import os
 import subprocess
 from pathlib import Path
 
+from flower.core.lang import text
 from flower.errors import FlowerError
 
 __all__ = ["FALLBACK_IDENTITY", "GitError", "git", "must"]
@@ -40,7 +41,7 @@ class GitError(FlowerError):
     """git refused a call (or could not run); `said` is its complaint, on one line."""
 
     def __init__(self, args: tuple[str, ...], said: str) -> None:
-        super().__init__(f"git {' '.join(args[:3])} failed: {said}")
+        super().__init__(text("git.failed", command=" ".join(args[:3]), said=said))
         self.said = said
 
 

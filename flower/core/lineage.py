@@ -23,6 +23,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
+from flower.core.lang import text
 from flower.core.rundir import RunDir
 from flower.core.statefile import CorruptStateError, read_json, update_json
 
@@ -88,10 +89,5 @@ class Lineage:
             isinstance(entry, dict) and isinstance(entry.get("steps", {}), dict)
             for entry in workspaces.values()
         ):
-            raise CorruptStateError(
-                self.path,
-                f"{self.path} is not a lineage file of this flower (expected "
-                '{"workspaces": {path: {"steps": {...}}}}); it was left untouched: '
-                "move it aside to start fresh",
-            )
+            raise CorruptStateError(self.path, text("state.lineage_corrupt", path=self.path))
         return workspaces

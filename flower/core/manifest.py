@@ -27,6 +27,7 @@ from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from flower.core.lang import text
 from flower.core.rundir import RunDir
 from flower.core.statefile import CorruptStateError, read_json, update_json
 
@@ -95,16 +96,10 @@ def checked_rows(path: Path, rows: Any) -> list[dict[str, Any]]:
     """
     if not isinstance(rows, list):
         raise CorruptStateError(
-            path,
-            f"{path} holds a JSON {type(rows).__name__}, not a list of rows; it was "
-            "left untouched: move it aside and rerun",
+            path, text("state.manifest_not_list", path=path, kind=type(rows).__name__)
         )
     if not all(isinstance(row, dict) for row in rows):
-        raise CorruptStateError(
-            path,
-            f"{path} holds a row that is not a JSON object; it was left untouched: "
-            "move it aside and rerun",
-        )
+        raise CorruptStateError(path, text("state.manifest_row", path=path))
     return rows
 
 

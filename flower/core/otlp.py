@@ -24,6 +24,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from flower.core.env import CREDENTIALS
+from flower.core.lang import text
 from flower.core.trace import Span
 from flower.errors import UsageError
 
@@ -77,10 +78,7 @@ def check_traces(env: Mapping[str, str] | None = None) -> None:
     try:
         import opentelemetry.sdk.trace  # noqa: F401  # lazy: the extra, only when asked for
     except ImportError:
-        raise UsageError(
-            f"{name} is set, so flower would export traces, but the OpenTelemetry SDK is not "
-            f"installed: run `{INSTALL}` (or unset {name})"
-        ) from None
+        raise UsageError(text("otlp.no_sdk", name=name, install=INSTALL)) from None
     match protocol(env):
         case "http/protobuf":
             module = "opentelemetry.exporter.otlp.proto.http"
@@ -89,17 +87,12 @@ def check_traces(env: Mapping[str, str] | None = None) -> None:
             module = "opentelemetry.exporter.otlp.proto.grpc"
             package = "pip install opentelemetry-exporter-otlp-proto-grpc"
         case other:
-            raise UsageError(
-                f"OTLP protocol {other!r} is not one flower's exporter speaks: set "
-                "OTEL_EXPORTER_OTLP_PROTOCOL to http/protobuf (the default) or grpc"
-            )
+            raise UsageError(text("otlp.protocol", protocol=repr(other)))
     try:
         __import__(module)
     except ImportError:
-        raise UsageError(
-            f"traces over {protocol(env)} need {module}: run `{package}`, or set "
-            "OTEL_EXPORTER_OTLP_PROTOCOL=http/protobuf"
-        ) from None
+        said = text("otlp.no_exporter", protocol=protocol(env), module=module, package=package)
+        raise UsageError(said) from None
 
 
 def credential_redactor(env: Mapping[str, str] | None = None) -> Callable[[str], str]:

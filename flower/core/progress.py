@@ -24,6 +24,7 @@ import unicodedata
 from pathlib import Path
 from typing import Any
 
+from flower.core.lang import text
 from flower.core.rundir import RunDir
 from flower.core.statefile import CorruptStateError, read_json, update_json
 
@@ -119,10 +120,5 @@ class Progress:
             isinstance(e, dict) and isinstance(e.get("steps", {}), dict)
             for e in workspaces.values()
         ):
-            raise CorruptStateError(
-                self.path,
-                f"{self.path} is not a progress file of this flower (expected "
-                '{"workspaces": {path: {"runs": [...], "steps": {...}}}}); it was left '
-                "untouched: move it aside to start the rounds afresh",
-            )
+            raise CorruptStateError(self.path, text("state.progress_corrupt", path=self.path))
         return workspaces

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from flower.core.lang import text
 from flower.core.lineage import Lineage
 from flower.core.manifest import checked_rows
 from flower.core.progress import Progress
@@ -39,10 +40,6 @@ def check_state_files(run_dir: Path, workspace: Path) -> None:
     Progress(run_dir, workspace).check()
     asks = read_json(layout.asks, [])
     if not isinstance(asks, list) or not all(isinstance(ask, dict) for ask in asks):
-        raise CorruptStateError(
-            layout.asks,
-            f"{layout.asks} is not a list of questions; it was left untouched: move it "
-            "aside (the run asks again what it still needs)",
-        )
+        raise CorruptStateError(layout.asks, text("state.asks_corrupt", path=layout.asks))
     read_json(layout.ask_history, [])
     read_json(layout.wake, {})

@@ -21,6 +21,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from flower.core.lang import text
 from flower.core.rundir import RunDir
 from flower.errors import UsageError
 
@@ -31,18 +32,19 @@ class RunBusyError(UsageError):
     """Another flower run holds this run directory; `holder` is what its lock file says."""
 
     def __init__(self, run_dir: Path, holder: dict[str, Any]) -> None:
-        who = f"pid {holder.get('pid', '?')} on {holder.get('host', '?')}"
+        who = text("runbusy.who", pid=holder.get("pid", "?"), host=holder.get("host", "?"))
         since = holder.get("started", "?")
         doing = " ".join(str(part) for part in holder.get("command", [])) or "flower"
-        self.fix = (
-            '`flower status` shows it, `flower answer ID "text"` answers its questions, '
-            '`flower send "text"` tells it something; stop it (Ctrl+C in its terminal, '
-            "`flowerbox stop` for a box) before starting another, or pass --run-dir for a "
-            "run of its own"
-        )
+        self.fix = text("runbusy.fix")
         super().__init__(
-            f"another flower run is going in {run_dir} ({who}, since {since}: {doing}). "
-            f"Only one run at a time uses a run directory: {self.fix}"
+            text(
+                "runbusy.message",
+                run_dir=run_dir,
+                who=who,
+                since=since,
+                doing=doing,
+                fix=self.fix,
+            )
         )
         self.run_dir = run_dir
         self.holder = holder

@@ -33,6 +33,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
+from flower.core.lang import text
 from flower.core.untrusted import MiB, parse_json
 from flower.errors import FlowerError
 
@@ -76,12 +77,10 @@ class LockTimeoutError(StateFileError):
     """The lock file stayed locked for `timeout` seconds; `holder` is its pid if known."""
 
     def __init__(self, path: Path, *, timeout: float, holder: int | None) -> None:
-        who = f"process {holder}" if holder is not None else "another process"
-        super().__init__(
-            path,
-            f"{path} is still locked by {who} after {timeout:g} s; if that process is stuck, "
-            "stop it (the lock is released when it exits) and retry",
+        who = (
+            text("lock.who_process", pid=holder) if holder is not None else text("lock.who_another")
         )
+        super().__init__(path, text("lock.timeout", path=path, who=who, timeout=f"{timeout:g}"))
         self.timeout = timeout
         self.holder = holder
 
@@ -159,11 +158,7 @@ def read_json(path: Path, default: Any) -> Any:
     try:
         return parse_json(raw, limit=STATE_LIMIT)
     except ValueError as exc:
-        raise CorruptStateError(
-            path,
-            f"{path} is not valid JSON ({exc}); it was left untouched: "
-            "repair it or move it aside, then retry",
-        ) from exc
+        raise CorruptStateError(path, text("state.not_json", path=path, problem=exc)) from exc
 
 
 def _holder(lock_path: Path) -> int | None:
@@ -188,7 +183,7 @@ def locked(path: Path, *, timeout: float = DEFAULT_LOCK_TIMEOUT) -> Iterator[Non
         _held.paths = set()
     held: set[Path] = _held.paths
     if lock_path in held:
-        raise StateFileError(path, f"{lock_path} is already held by this thread (not reentrant)")
+        raise StateFileError(path, text("state.lock_reentrant", lock=lock_path))
     lock_path.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
     try:

@@ -32,6 +32,7 @@ import json
 import re
 from typing import Any
 
+from flower.core.lang import text
 from flower.errors import FlowerError
 
 __all__ = [
@@ -152,10 +153,10 @@ def parse_json(
     """
     raw = data.encode("utf-8", "surrogatepass") if isinstance(data, str) else data
     if len(raw) > limit:
-        raise UntrustedJSONError(f"larger than {limit} bytes: not read")
+        raise UntrustedJSONError(text("json.too_large", limit=limit))
     if _deeper_than(raw, depth):
-        raise UntrustedJSONError(f"nested deeper than {depth} levels (or unbalanced): not read")
+        raise UntrustedJSONError(text("json.too_deep", depth=depth))
     try:
         return json.loads(raw)
     except (ValueError, RecursionError) as exc:
-        raise UntrustedJSONError(f"not JSON ({exc})") from exc
+        raise UntrustedJSONError(text("json.not_json", problem=exc)) from exc

@@ -206,15 +206,12 @@ def _make_dir(path: Path) -> None:
     try:
         path.mkdir(parents=True, exist_ok=True)
     except (FileExistsError, NotADirectoryError) as exc:
-        raise WorkbenchError(
-            path, f"workbench folder {path} exists and is not a directory; move that file away"
-        ) from exc
+        raise WorkbenchError(path, lang.text("workbench.not_dir", path=path)) from exc
     except OSError as exc:  # a Python caller may also pass Workbench(home=...) elsewhere
-        raise WorkbenchError(
-            path,
-            f"cannot create workbench folder {path} ({exc.strerror}): make {path.parent} "
-            "writable, or work in a folder you can write to",
-        ) from exc
+        said = lang.text(
+            "workbench.cannot_create", path=path, problem=exc.strerror, parent=path.parent
+        )
+        raise WorkbenchError(path, said) from exc
 
 
 def _newest_first(folder: Path) -> list[Path]:

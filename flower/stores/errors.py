@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from flower import text
 from flower.errors import FlowerError
 
 __all__ = ["StoreError"]
@@ -31,4 +32,4 @@ class StoreError(FlowerError):
         self.path = Path(path)
         self.problem = problem
         self.fix = fix
-        super().__init__(f"{self.path}: {problem}. {fix}")
+        super().__init__(text("store.message", path=self.path, problem=problem, fix=fix))

@@ -12,6 +12,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from flower import text
 from flower.stores.errors import StoreError
 
 __all__ = ["Mount", "NETWORK_FS", "ensure_local", "mount_of"]
@@ -68,7 +69,6 @@ def ensure_local(path: str | Path, *, mounts_file: str | Path = "/proc/mounts") 
     if mount is not None and mount.is_network:
         raise StoreError(
             path,
-            f"is on a {mount.fstype} filesystem (mounted at {mount.point}); SQLite's locks "
-            "and WAL shared memory do not work there and the database would be corrupted",
-            "Put the run directory on a local disk: pass another run_dir.",
+            text("store.network_fs", fstype=mount.fstype, point=mount.point),
+            text("store.fix_local_disk"),
         )

@@ -16,6 +16,7 @@ import sqlite3
 from collections.abc import Callable
 from pathlib import Path
 
+from flower import text
 from flower.stores.errors import StoreError
 
 __all__ = ["MIGRATIONS", "MIGRATIONS_TABLE", "prepare"]
@@ -65,7 +66,6 @@ _SEED_TABLES = {
     "summaries": ("project_key", "session_id", "mtime", "data"),
 }
 _OUR_TABLES = frozenset({*_SEED_TABLES, MIGRATIONS_TABLE})
-_MOVE_ASIDE = "Move it aside or pass another run_dir."
 
 
 def _tables(conn: sqlite3.Connection) -> set[str]:
@@ -85,27 +85,27 @@ def _inspect(conn: sqlite3.Connection, path: Path) -> set[str]:
         verdict = [row[0] for row in conn.execute("PRAGMA quick_check")]
         tables = _tables(conn)
     except sqlite3.DatabaseError as exc:
-        raise StoreError(path, f"is not a SQLite database ({exc})", _MOVE_ASIDE) from exc
+        raise StoreError(
+            path, text("store.not_sqlite", problem=exc), text("store.fix_move_aside")
+        ) from exc
     if verdict != ["ok"]:
         raise StoreError(
             path,
-            f"fails PRAGMA quick_check ({'; '.join(map(str, verdict[:3]))})",
-            "Restore it from a backup, or move it aside or pass another run_dir.",
+            text("store.quick_check", verdict="; ".join(map(str, verdict[:3]))),
+            text("store.fix_restore"),
         )
     foreign = tables - _OUR_TABLES
     if foreign:
         raise StoreError(
             path,
-            f"is a SQLite database of another program (tables: {', '.join(sorted(foreign))})",
-            _MOVE_ASIDE,
+            text("store.foreign", tables=", ".join(sorted(foreign))),
+            text("store.fix_move_aside"),
         )
     if tables and MIGRATIONS_TABLE not in tables:
         bad = [t for t, cols in _SEED_TABLES.items() if _columns(conn, t) != cols]
         if bad:
             raise StoreError(
-                path,
-                f"has tables named like ours with other columns ({', '.join(bad)})",
-                _MOVE_ASIDE,
+                path, text("store.lookalike", tables=", ".join(bad)), text("store.fix_move_aside")
             )
     return tables
 
@@ -121,8 +121,8 @@ def _migrate(conn: sqlite3.Connection, path: Path, tables: set[str]) -> None:
     if newer:
         raise StoreError(
             path,
-            f"was written by a newer flower (unknown migrations: {', '.join(sorted(newer))})",
-            "Upgrade flowerbox, or pass another run_dir.",
+            text("store.newer", migrations=", ".join(sorted(newer))),
+            text("store.fix_upgrade"),
         )
     if not applied and set(_SEED_TABLES) <= tables:
         # The seeds' flower made this file: migration 1 is already in it.
@@ -149,11 +149,7 @@ def prepare(conn: sqlite3.Connection, path: Path, *, synchronous: str) -> None:
     _inspect(conn, path)
     (mode,) = conn.execute("PRAGMA journal_mode = WAL").fetchone()
     if str(mode).lower() != "wal":
-        raise StoreError(
-            path,
-            f"cannot be switched to WAL mode (journal_mode stays {mode!r})",
-            "Put the run directory on a local disk: pass another run_dir.",
-        )
+        raise StoreError(path, text("store.no_wal", mode=repr(mode)), text("store.fix_local_disk"))
     conn.execute(f"PRAGMA synchronous = {synchronous}")
     conn.execute("BEGIN IMMEDIATE")
     try:

@@ -49,6 +49,7 @@ from claude_agent_sdk import (
     fold_session_summary,
 )
 
+from flower import text
 from flower.stores.errors import StoreError
 from flower.stores.mounts import ensure_local
 from flower.stores.recent import RecentTranscript, decode
@@ -150,9 +151,7 @@ class SqliteSessionStore(SessionStore):
             )
         except sqlite3.Error as exc:
             raise StoreError(
-                self.path,
-                f"cannot be opened ({exc})",
-                "Check its permissions or pass another run_dir.",
+                self.path, text("store.cannot_open", problem=exc), text("store.fix_permissions")
             ) from exc
         try:
             conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
@@ -205,9 +204,8 @@ class SqliteSessionStore(SessionStore):
                 if attempt == _WRITE_ATTEMPTS:
                     raise StoreError(
                         self.path,
-                        f"stayed locked by another writer through {attempt} waits of "
-                        f"{BUSY_TIMEOUT_MS} ms",
-                        "Stop the other process writing to it, or pass another run_dir.",
+                        text("store.locked", attempts=attempt, wait_ms=BUSY_TIMEOUT_MS),
+                        text("store.fix_stop_writer"),
                     ) from exc
             time.sleep(0.05 * attempt)  # outside the lock, so readers in this process go on
 

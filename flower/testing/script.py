@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from typing import Any
 
+from flower.core.lang import text
 from flower.errors import FlowerError
 from flower.testing.replies import Reply, Text, ToolUse, new_tool_id
 from flower.testing.request import Request, RequestKind
@@ -95,7 +96,7 @@ class Sequence:
             return self._faults.apply(k, self.replies[k])
         if self.then is not None:
             return _fresh_ids(self.then)
-        raise ScriptError(f"sequence exhausted: all {len(self.replies)} replies already given")
+        raise ScriptError(text("script.exhausted", count=len(self.replies)))
 
 
 class Always:
@@ -182,14 +183,19 @@ class Rules:
                 try:
                     reply = rule.answer(request)
                 except ScriptError as exc:
-                    raise ScriptError(f"rule {_label(number, rule.name)}: {exc}") from exc
+                    said = text("script.rule_failed", rule=_label(number, rule.name), problem=exc)
+                    raise ScriptError(said) from exc
                 return _expand(reply, request) if self.placeholders else reply
         if request.kind == "compaction":
             return DEFAULT_SUMMARY
         raise ScriptError(
-            f"no rule matched request #{request.index} "
-            f"(kind={request.kind}, agent_id={request.agent_id}, "
-            f"tool_results={len(request.tool_results())})"
+            text(
+                "script.no_match",
+                index=request.index,
+                kind=request.kind,
+                agent_id=request.agent_id,
+                results=len(request.tool_results()),
+            )
         )
 
 

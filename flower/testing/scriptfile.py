@@ -26,6 +26,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from flower.core.lang import text
 from flower.testing.replies import (
     Block,
     Fault,
@@ -55,11 +56,11 @@ def load_script(path: str | Path) -> Rules:
     try:
         raw = path.read_text(encoding="utf-8")
     except OSError as exc:
-        raise ScriptFileError(f"{path}: cannot read the script file: {exc.strerror}") from exc
+        raise ScriptFileError(text("script.unreadable", path=path, problem=exc.strerror)) from exc
     data, lines = _parse(path, raw)
     rules = data.get("rules") if isinstance(data, dict) else data
     if not isinstance(rules, list) or not rules:
-        raise ScriptFileError(f"{path}: expected a non-empty list under 'rules:'")
+        raise ScriptFileError(text("script.no_rules", path=path))
     return Rules(
         (_rule(path, number, spec, lines.get(number)) for number, spec in enumerate(rules, 1)),
         placeholders=True,
@@ -72,24 +73,22 @@ def _parse(path: Path, raw: str) -> tuple[Any, dict[int, int]]:
         try:
             return json.loads(raw), {}
         except json.JSONDecodeError as exc:
-            raise ScriptFileError(
-                f"{path}:{exc.lineno}:{exc.colno}: invalid JSON: {exc.msg}"
-            ) from exc
+            where = f"{path}:{exc.lineno}:{exc.colno}"
+            raise ScriptFileError(text("script.bad_json", where=where, problem=exc.msg)) from exc
     if path.suffix not in (".yaml", ".yml"):
-        raise ScriptFileError(f"{path}: unknown script format; use .json, .yaml or .yml")
+        raise ScriptFileError(text("script.unknown_format", path=path))
     try:
         import yaml  # lazy: PyYAML is an optional extra, needed by YAML scripts only
     except ImportError as exc:
-        raise ScriptFileError(
-            f"{path}: YAML scripts need PyYAML: pip install 'flowerbox[yaml]', or use JSON"
-        ) from exc
+        raise ScriptFileError(text("script.no_yaml", path=path)) from exc
     try:
         node = yaml.compose(raw)
         data = yaml.safe_load(raw)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"{path}:{mark.line + 1}" if mark else str(path)
-        raise ScriptFileError(f"{where}: invalid YAML: {getattr(exc, 'problem', exc)}") from exc
+        problem = getattr(exc, "problem", exc)
+        raise ScriptFileError(text("script.bad_yaml", where=where, problem=problem)) from exc
     return data, _rule_lines(node)
 
 

@@ -29,6 +29,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+from flower.core.lang import text
 from flower.core.pricing import PriceTable
 from flower.testing.replies import Fault, Reply, Text, Thinking, ToolUse
 from flower.testing.request import Request, credential_of, fingerprint, redact
@@ -48,7 +49,7 @@ OFFLINE_ENV = {
 
 
 def _no_script(request: Request) -> Reply:
-    raise ScriptError("no script set on the FakeAPI")
+    raise ScriptError(text("script.none_set"))
 
 
 class FakeAPI:

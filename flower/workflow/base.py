@@ -43,6 +43,7 @@ from flower.core.events import Event
 from flower.core.goal import Goal, Verdict
 from flower.core.human import HumanChannel
 from flower.core.labels import attempt_label
+from flower.core.lang import text
 from flower.core.lineage import Lineage
 from flower.core.manifest import spent
 from flower.core.progress import Progress
@@ -87,7 +88,8 @@ class StepFailed(FlowerError):
     """A step with on_fail="raise" did not pass; `result` is its last StepResult."""
 
     def __init__(self, step: str, result: StepResult) -> None:
-        super().__init__(f"step {step!r} failed: {result.error or 'its gate did not pass'}")
+        why = result.error or text("step.gate_failed")
+        super().__init__(text("step.failed", step=repr(step), why=why))
         self.step = step
         self.result = result
 

@@ -16,7 +16,7 @@ import typer
 from rich.console import Console
 from typer.core import TyperCommand
 
-from flower import LANG_ENV
+from flower import LANG_ENV, text
 from flower.cli import check_args, options_help
 from flowerbox.box.options import DEFAULT_IMAGE, DISK_BUDGET_GB, INODE_BUDGET, BoxOptions
 from flowerbox.cli import kube
@@ -240,7 +240,10 @@ def _first_commit(workspace: Path) -> None:
     def must(*args: str, stdin: str | None = None) -> str:
         done = git.run(*args, repo=workspace, stdin=stdin)
         if done.returncode != 0:
-            raise HostGitError(f"git {args[-1]} failed in {workspace}: {done.stderr.strip()}")
+            said = done.stderr.strip()
+            raise HostGitError(
+                text("boxcli.git_failed", command=args[-1], workspace=workspace, problem=said)
+            )
         return done.stdout.strip()
 
     must("init", "-q", "--template=", str(workspace))
@@ -312,10 +315,7 @@ def _inside_workspace(file: Path, ws: Path) -> Path:
     """The file's realpath, which must lie in the workspace: nothing else is mounted."""
     path = file.expanduser().resolve()
     if not path.is_file():
-        raise ConfigError(f"{file} is not a file: pass the path of a Python file")
+        raise ConfigError(text("error.not_a_file", file=file))
     if not path.is_relative_to(ws):
-        raise ConfigError(
-            f"{path} is outside the workspace {ws}, and only the workspace is mounted into "
-            "the box: move the file into it, or pass -w <a folder that holds it>"
-        )
+        raise ConfigError(text("boxcli.outside_workspace", path=path, workspace=ws))
     return path

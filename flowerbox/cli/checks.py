@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.console import Console
 
-from flower import printable
+from flower import printable, text
 from flowerbox.box.options import DEFAULT_IMAGE
 from flowerbox.cli import kube
 from flowerbox.cli.options import (
@@ -122,7 +122,7 @@ def selftest(
     control = ALL_WEAK if negative_control else None
     if weaken is not None:
         if negative_control:
-            raise ConfigError("--weaken and --negative-control: pass one of them")
+            raise ConfigError(text("boxcli.weaken_and_control"))
         control = control_named(weaken).under(runtime)
         STDERR.print(
             f"negative control {control.name}: {control.breaks}; expected to FAIL: "

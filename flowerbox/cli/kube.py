@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from flower import new_run_id
+from flower import new_run_id, text
 from flowerbox.box.options import DEFAULT_IMAGE, BoxOptions
 from flowerbox.cli.options import (
     Broker,
@@ -66,7 +66,7 @@ def cluster(target: KubeTarget) -> Cluster:
 def required(run: str | None) -> str:
     """A run id on a cluster: there is no "the newest run here" to default to."""
     if run is None:
-        raise ConfigError("pass the run id with --on kube: `flowerbox ps --on kube` lists them")
+        raise ConfigError(text("boxcli.kube_needs_run"))
     return run
 
 
@@ -126,7 +126,7 @@ def go(target: KubeTarget, args: list[str], options: BoxOptions) -> None:
     expanded, checked as locally) go on the run's token Secret, where the broker reads them;
     the rendered manifests do not depend on them."""
     if target.repo == NO_REPO:
-        raise ConfigError("--on kube needs --repo URL: the https git remote the run works on")
+        raise ConfigError(text("boxcli.kube_needs_repo"))
     # lazy: the box's preparation (git, the shadow .git) is a slow import most commands skip
     from flowerbox.box.prepare import egress_allowlist
 
@@ -204,8 +204,12 @@ def drop(target: KubeTarget, run: str, payload: dict[str, str]) -> None:
             typer.echo(f"{run}: its questions are unknown ({waiting}): answering anyway", err=True)
         elif payload["answer"] not in (ids := [str(ask["id"]) for ask in waiting]):
             raise RunError(
-                f"run {run} waits for no answer to {payload['answer']!r} (pending: "
-                f"{', '.join(ids) or 'none'}): `flowerbox ps --on kube` lists the questions",
+                text(
+                    "boxcli.kube_no_answer",
+                    run=run,
+                    question=repr(payload["answer"]),
+                    pending=", ".join(ids) or text("cli.none"),
+                ),
                 run_id=run,
             )
     made = on.drop(run, target, payload)

@@ -19,6 +19,7 @@ from typing import Annotated, Any
 import typer
 from typer import _click  # typer >= 0.26 vendors click; a context speaks its types
 
+from flower import text
 from flower.cli import positive_usd
 from flowerbox.box.options import BoxOptions
 from flowerbox.errors import ConfigError
@@ -187,11 +188,9 @@ def on_kube(ctx: typer.Context, *, shared: Collection[str] = ()) -> bool:
             continue
         flag = param.opts[0]
         if name in KUBE_ONLY and not kube:
-            raise ConfigError(f"{flag} is for a cluster: add --on kube, or leave it out")
+            raise ConfigError(text("boxcli.kube_only_flag", flag=flag))
         if name not in KUBE_ONLY and kube:
-            raise ConfigError(
-                f"{flag} is for this machine, not a cluster: leave it out with --on kube"
-            )
+            raise ConfigError(text("boxcli.local_only_flag", flag=flag))
     return kube
 
 
@@ -210,7 +209,7 @@ def kube_target(given: Mapping[str, Any]) -> KubeTarget:
     """
     runtime = given.get("runtime") or "runc"
     if runtime != "runc" and runtime not in RUNTIME_CLASSES:
-        raise ConfigError(f"--runtime {runtime!r}: use runc or runsc")
+        raise ConfigError(text("boxcli.kube_runtime", runtime=repr(runtime)))
     runtime_class = given.get("runtime_class") or RUNTIME_CLASSES.get(runtime)
     return KubeTarget(
         repo=given.get("repo") or NO_REPO,

@@ -34,7 +34,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from flower import FlowerError, printable
+from flower import FlowerError, printable, word
+from flower import text as said
 from flower.cli import PngOut, SvgOut, contract, positive_usd, table_console
 from flowerbox.box.options import BoxOptions
 from flowerbox.box.spec import answer_command
@@ -183,10 +184,7 @@ def logs(
     found = find(workspace, run)
     if requests or as_json:
         if follow or not requests:
-            raise ConfigError(
-                "--requests shows the request log as it is now: without -f; "
-                "--json goes with --requests"
-            )
+            raise ConfigError(said("boxcli.requests_flags"))
         _show_requests(records.requests(found), as_json=as_json)
         return
     # lazy: flower's event rendering (and asyncio with it) is for the commands that follow
@@ -259,7 +257,7 @@ def report(
     found = find(workspace, run)
     drawn = timeline(found)
     if not drawn.bars:
-        raise RunError(f"run {found.run_id} recorded no steps yet: nothing to draw")
+        raise RunError(said("boxcli.no_steps", run=found.run_id))
     html = out or found.state_dir / "report.html"
     # lazy: the report's drawing (its timeline, picture and browser) is this command's alone
     from flower.cli import write_report
@@ -403,17 +401,14 @@ def resume(
     if found.running and found.meta.get("guard_took_over"):
         found = guarded_end(found)  # its keeper died: the guard finishes its work first
     if found.running:
-        raise RunError(
-            f"run {found.run_id} is still running: `flowerbox attach {found.run_id}` "
-            f"follows it, `flowerbox stop {found.run_id}` stops it"
-        )
+        raise RunError(said("boxcli.still_running", run=found.run_id))
     if found.unkept:
         found = reap(found)
     spec = found.spec()
     spec = replace(spec, budget_usd=remaining_budget(found, budget))
     command = list(found.meta.get("command") or [])
     if command[:1] == ["shell"]:
-        raise ConfigError("a shell is not resumed: run `flowerbox shell` again")
+        raise ConfigError(said("boxcli.shell_not_resumed"))
     options = BoxOptions(
         workspace=spec.workspace,
         image=spec.image,
@@ -450,18 +445,14 @@ def answer(
         raise ended_error(found, "answer")
     pending = [str(ask.get("id")) for ask in found.pending_asks()]
     if question not in pending:
-        waiting = ", ".join(pending) or "none"
+        waiting = ", ".join(pending) or said("cli.none")
         raise RunError(
-            f"run {found.run_id} waits for no answer to {question!r} (pending: {waiting}): "
-            "`flowerbox ps` lists the questions and their ids"
+            said("boxcli.no_answer", run=found.run_id, question=repr(question), pending=waiting)
         )
     delivered = deliver(found, drop(found, {"answer": question, "text": text}))
     if delivered == "rejected":
-        raise RunError(
-            f"run {found.run_id} refused the answer: {question} was closed meanwhile "
-            "(answered or timed out)"
-        )
-    STDERR.print(f"{found.run_id} {question}: {_DELIVERED[delivered]}")
+        raise RunError(said("boxcli.answer_refused", run=found.run_id, question=question))
+    STDERR.print(f"{found.run_id} {question}: {word('delivered', delivered)}")
 
 
 @app.command()
@@ -486,14 +477,7 @@ def send(
     if not found.running:
         STDERR.print(f"{found.run_id} is stopped: it reads this when you `flowerbox resume` it")
         return
-    STDERR.print(f"{found.run_id}: {_DELIVERED[deliver(found, path)]}")
-
-
-_DELIVERED = {
-    "taken": "delivered",
-    "rejected": "refused by the run",
-    "waiting": "in the run's inbox; it has not picked it up yet",
-}
+    STDERR.print(f"{found.run_id}: {word('delivered', deliver(found, path))}")
 
 
 ClusterRun = Annotated[
@@ -507,9 +491,7 @@ AnyRun = Annotated[
 def _cluster_only(ctx: typer.Context, what: str) -> None:
     """deliver and rm have nothing to do on this machine: say where the thing is instead."""
     if not on_kube(ctx):
-        raise ConfigError(
-            f"flowerbox {ctx.command.name} is for a run on a cluster (--on kube): {what}"
-        )
+        raise ConfigError(said("boxcli.cluster_only", command=ctx.command.name, what=what))
 
 
 @app.command("deliver")
@@ -529,7 +511,7 @@ def deliver_run(
         return
     found = find(workspace, run)
     if found.running:
-        raise RunError(f"run {found.run_id} is still running: its commits come back when it ends")
+        raise RunError(said("boxcli.running_no_deliver", run=found.run_id))
     # lazy: bringing back needs the host git runner, which no other command here loads
     from flowerbox.runs.boundary import deliver_again
 
@@ -546,5 +528,5 @@ def remove(
     context: Context = None,
 ) -> None:
     """Remove an ended cluster run: its Jobs, volume, network policy and token (no resume)."""
-    _cluster_only(ctx, "a run here is its records and your workspace's runs/, yours to keep")
+    _cluster_only(ctx, said("boxcli.rm_here"))
     kube.rm(kube_target(ctx.params), run)

@@ -131,6 +131,7 @@ def test_analyze_of_a_missing_or_empty_run_dir_exits_two(tmp_path: Path) -> None
     assert empty.returncode == 2 and "nothing ran" in empty.stderr
 
 
+@pytest.mark.english
 def test_analyze_of_a_garbage_sessions_db_says_move_it_aside_not_retry(tmp_path: Path) -> None:
     """It said "if a run holds it busy, retry": waiting never repairs a corrupt file."""
     (tmp_path / "manifest.json").write_text("[]")

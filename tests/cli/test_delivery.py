@@ -127,8 +127,8 @@ def test_finish_merge_brings_the_work_into_the_checkout_and_says_so(
     assert done.returncode == 0, done.stderr
     lines = done.stdout.strip().splitlines()
     said, ended = lines[-3:-1]  # the run drawn is the very last line
-    assert said.startswith("the work is merged into your checkout from branch flower/")
-    assert "2 commit(s)" in said and said.endswith("1 file(s): calc.py")
+    assert said.startswith("工作成果已从分支 flower/") and "合并进你的检出" in said  # zh
+    assert "的 2 个提交，" in said and said.endswith("1 个文件：calc.py")
     assert ended.startswith("达成 · $")  # the suite's language (zh)
     assert (workspace / "calc.py").read_text() == FIXED
     assert git(workspace, "rev-list", "--count", f"{head}..HEAD") == "2"
@@ -184,6 +184,7 @@ workflow = Workflow([Step("work", coordinator("boss", "", {"coder": coder}), "wr
 """
 
 
+@pytest.mark.english
 def test_a_workflow_of_your_own_with_isolated_workers_is_delivered_too(
     fake_api: FakeAPI, cli_env: dict[str, str], workspace: Path
 ) -> None:

@@ -126,6 +126,7 @@ def test_hostile_names_verdicts_and_files_stay_text(
     assert 'class="wait"' in dom and 'class="mark fault"' in dom  # yet they were drawn
 
 
+@pytest.mark.english
 def test_png_without_a_browser_says_what_to_install(
     fake_api: FakeAPI, cli_env: dict[str, str], workspace: Path, tmp_path: Path
 ) -> None:

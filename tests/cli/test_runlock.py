@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from flower.testing import FakeAPI
 from tests.cli.conftest import flower
 
@@ -21,6 +23,7 @@ time.sleep(60)
 """
 
 
+@pytest.mark.english
 def test_a_planted_holder_record_is_printed_without_terminal_controls(
     fake_api: FakeAPI, cli_env: dict[str, str], tmp_path: Path
 ) -> None:

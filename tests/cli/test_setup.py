@@ -242,6 +242,7 @@ def test_a_symlinked_dotenv_keeps_its_link(tmp_path: Path) -> None:
     assert target.read_text() == f"A=1\nANTHROPIC_API_KEY={RIGHT}\n"
 
 
+@pytest.mark.english
 def test_set_keys_rewrites_in_place_drops_duplicates_and_removes() -> None:
     before = "# c\nA=1\nexport X=2\nB = 'old'\nB=dup\n\nC=3"
     after = set_keys(before, {"B": "new", "C": None, "D": "4"})

@@ -39,6 +39,7 @@ def corrupt_database(path: Path) -> None:
     ],
 )
 @pytest.mark.parametrize("command", [["go", "做个 hello.py", "--timeout", "0"], ["once", "hi"]])
+@pytest.mark.english
 def test_a_corrupt_state_file_stops_the_run_before_any_paid_step(
     fake_api: FakeAPI,
     cli_env: dict[str, str],

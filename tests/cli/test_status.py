@@ -196,6 +196,7 @@ def test_a_missing_run_dir_exits_two(tmp_path: Path, claude_home: Path) -> None:
     assert "no run directory at" in done.stderr and "default ./runs" in done.stderr
 
 
+@pytest.mark.english
 def test_a_locked_database_is_a_problem_line_not_a_crash(tmp_path: Path, claude_home: Path) -> None:
     runs = tmp_path / "runs"
     runs.mkdir()
@@ -328,6 +329,7 @@ def test_follow_in_tables_redraws_too(tmp_path: Path, claude_home: Path) -> None
         assert follow.interrupt() == 0
 
 
+@pytest.mark.english
 def test_status_shows_one_run_by_its_id_or_its_start(tmp_path: Path, claude_home: Path) -> None:
     runs = tmp_path / "runs"
     for run in ("20261201-100000-aaaaaa", "20261201-110000-bbbbbb"):

@@ -238,8 +238,8 @@ def test_asked_for_without_the_extra_one_sentence_says_what_to_install(
     done = probe_run("sys.modules['opentelemetry.sdk'] = None", workspace, env)
     assert done.returncode == 2, done.stderr
     assert "pip install 'flowerbox[otel]'" in done.stderr
-    assert "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT is set" in done.stderr
-    assert "Traceback" not in done.stderr
+    assert "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT 已设置" in done.stderr  # the suite's zh
+    assert "没有安装 OpenTelemetry SDK" in done.stderr and "Traceback" not in done.stderr
     assert fake_api.requests == []  # refused before anything was spent
 
 

@@ -162,6 +162,7 @@ def test_read_json_of_a_missing_file_is_a_fresh_copy_of_the_default(tmp_path: Pa
 
 
 @pytest.mark.parametrize("content", [b'{"counter": 1,', b"", b"\xff\xfe{}"])
+@pytest.mark.english
 def test_a_corrupt_file_is_a_clear_error_and_stays_byte_for_byte(
     tmp_path: Path, content: bytes
 ) -> None:
@@ -187,6 +188,7 @@ def test_the_lock_file_is_a_sidecar_that_is_never_replaced(tmp_path: Path) -> No
     assert read_json(path, None) == [1, 2]
 
 
+@pytest.mark.english
 def test_the_lock_is_not_reentrant_and_says_so_at_once(tmp_path: Path) -> None:
     path = tmp_path / "state.json"
     with locked(path), pytest.raises(StateFileError, match="not reentrant"), locked(path):
@@ -208,6 +210,7 @@ def test_threads_do_not_lose_updates(tmp_path: Path) -> None:
     assert read_json(path, None) == 200
 
 
+@pytest.mark.english
 def test_a_lock_held_by_a_killed_process_is_released(tmp_path: Path) -> None:
     path = tmp_path / "state.json"
     holder = spawn(LOCK_HOLDER, path)
@@ -319,6 +322,7 @@ def test_record_rows_keeps_other_runs_on_disk(tmp_path: Path) -> None:
     ]
 
 
+@pytest.mark.english
 def test_a_manifest_that_is_not_a_list_is_left_alone(tmp_path: Path) -> None:
     path = tmp_path / "manifest.json"
     path.write_text('{"run": "a"}')

@@ -124,11 +124,13 @@ def test_parse_json_refuses_with_one_error_never_a_crash(data: bytes) -> None:
         parse_json(data)
 
 
+@pytest.mark.english
 def test_parse_json_refuses_what_is_larger_than_its_limit() -> None:
     with pytest.raises(UntrustedJSONError, match="larger than 10 bytes"):
         parse_json(b'"' + b"x" * 20 + b'"', limit=10)
 
 
+@pytest.mark.english
 def test_flower_s_state_files_and_timeline_skip_deep_json(tmp_path: Path) -> None:
     """What `flower status` and the timeline read: a state file too deep is a problem
     reported, never a RecursionError."""

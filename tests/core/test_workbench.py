@@ -49,6 +49,7 @@ def test_reopening_keeps_existing_files(wb: Workbench) -> None:
     assert "keep me" in again.index_text()
 
 
+@pytest.mark.english
 def test_a_file_where_the_workbench_goes_is_a_clear_error(tmp_path: Path) -> None:
     (tmp_path / "ws").mkdir()
     (tmp_path / "ws" / ".flower").write_text("not a dir")
@@ -59,6 +60,7 @@ def test_a_file_where_the_workbench_goes_is_a_clear_error(tmp_path: Path) -> Non
     assert "home=" not in str(info.value)  # the CLI shows it too, and has no such argument
 
 
+@pytest.mark.english
 def test_a_file_where_a_folder_goes_is_a_clear_error(tmp_path: Path) -> None:
     (tmp_path / "ws" / ".flower").mkdir(parents=True)
     (tmp_path / "ws" / ".flower" / "notes").write_text("oops")

@@ -109,6 +109,7 @@ def test_a_branch_without_commits_is_deleted_and_nothing_is_delivered(
     assert deliver(Worktrees(ws, ws.parent / "elsewhere", "r9"), achieved=True) is None
 
 
+@pytest.mark.english
 def test_merge_waits_for_the_goal_and_never_overwrites_a_local_change(
     trees: Worktrees, ws: Path
 ) -> None:

@@ -158,12 +158,12 @@ def test_a_detached_run_waits_for_a_question_answered_from_the_host(
     table = as_user(host_user, [FLOWERBOX, "ps"], cwd=ws, env=env)
     assert f"{run_id} q1: 用哪个 Python 解释器?" in table.stdout
     nobody = as_user(host_user, [FLOWERBOX, "answer", "q2", "x"], cwd=ws, env=env)
-    assert nobody.returncode == 2 and "(pending: q1)" in nobody.stderr
+    assert nobody.returncode == 2 and "（待回答：q1）" in nobody.stderr  # FLOWER_LANG=zh
     follower = attach(host_user, ws, env)
 
     answered = as_user(host_user, [FLOWERBOX, "answer", "q1", "python3"], cwd=ws, env=env)
     assert answered.returncode == 0, answered.stderr
-    assert f"{run_id} q1: delivered" in answered.stderr  # taken by the flower inside the box
+    assert f"{run_id} q1: 已送达" in answered.stderr  # taken by the flower inside the box
     meta = wait_until_ended(ws, run_id)
     assert (meta["status"], meta["exit_code"], meta["detached"]) == ("done", 0, True)
     assert meta["box"]["runtime"] == box_runtime  # as the engine recorded the agent's

@@ -192,6 +192,7 @@ def _lookalike(path: Path) -> None:
         (_lookalike, "other columns"),
     ],
 )
+@pytest.mark.english
 def test_a_file_that_is_not_ours_is_refused_untouched(
     tmp_path: Path, make: Callable[[Path], None], problem: str
 ) -> None:
@@ -208,6 +209,7 @@ def test_a_file_that_is_not_ours_is_refused_untouched(
     assert not (tmp_path / "sessions.db-wal").exists()
 
 
+@pytest.mark.english
 def test_a_damaged_database_is_refused(tmp_path: Path) -> None:
     db = tmp_path / "sessions.db"
     with SqliteSessionStore(db) as store:
@@ -229,6 +231,7 @@ def test_a_damaged_database_is_refused(tmp_path: Path) -> None:
 # -- network filesystems (checklist S7) ------------------------------------------------
 
 
+@pytest.mark.english
 def test_network_filesystems_are_refused(tmp_path: Path) -> None:
     mounts = tmp_path / "mounts"
     mounts.write_text(

@@ -75,6 +75,7 @@ def test_a_resent_request_gets_the_same_reply() -> None:
     assert seq(req(user("go"))).text == "one"
 
 
+@pytest.mark.english
 def test_exhausted_sequence_raises_or_answers_then() -> None:
     done = req(user("go"), assistant("only"))
     with pytest.raises(ScriptError, match="exhausted"):
@@ -127,6 +128,7 @@ def test_compaction_requests_need_an_explicit_rule() -> None:
     assert explicit(compaction).text == "<summary>mine</summary>"
 
 
+@pytest.mark.english
 def test_no_matching_rule_names_the_request() -> None:
     script = Rules([Rule(When(kind="subagent"), Always(text("x")))])
     with pytest.raises(ScriptError, match=r"no rule matched request #0 \(kind=main"):
@@ -217,6 +219,7 @@ def test_json_file_is_accepted(tmp_path: Path) -> None:
         ("script.txt", "rules: []\n", "unknown script format"),
     ],
 )
+@pytest.mark.english
 def test_malformed_files_name_the_line_or_rule(
     tmp_path: Path, name: str, content: str, message: str
 ) -> None:
@@ -224,6 +227,7 @@ def test_malformed_files_name_the_line_or_rule(
         load_script(write(tmp_path, name, content))
 
 
+@pytest.mark.english
 def test_missing_file_is_a_clear_error(tmp_path: Path) -> None:
     with pytest.raises(ScriptFileError, match="cannot read the script file"):
         load_script(tmp_path / "absent.yaml")

@@ -137,6 +137,7 @@ async def test_on_reject_without_feedback_or_session_starts_fresh(
     assert second.step == "work#round2" and second.session_id != first.session_id
 
 
+@pytest.mark.english
 async def test_on_fail_stop_continue_raise(flower_env: FakeAPI, make_runtime: Any) -> None:
     flower_env.script = echo_prompt
     never = lambda r, ctx: False  # noqa: E731

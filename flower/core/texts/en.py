@@ -1116,4 +1116,221 @@ written, each on its own line; write nothing else, and no code block.
         "flowerbox gateway: this request could cost up to {amount}; {whose} of {budget} has"
         " {left} left, and {reserved} of it stayed reserved by requests in flight; {remedy}"
     ),
+    # -- langflower: flower/, flowerbox/cli/ (refusals, delivery lines) ----------------
+    "cli.analyze_no_run_dir": ("no run directory at {path}: pass the run_dir of a flower run"),
+    "cli.analyze_nothing_ran": ("{path} holds neither {sessions} nor {manifest}: nothing ran"),
+    "cli.png_no_chromium": (
+        "--png needs a headless Chromium: install it (Debian/Ubuntu: apt-get "
+        "install chromium), set FLOWER_CHROMIUM to its path, or use --svg"
+    ),
+    "cli.png_did_not_run": "--png: {browser} did not run ({problem}); use --svg",
+    "cli.png_drew_nothing": "--png: {browser} drew nothing ({tail}); use --svg",
+    "cli.events_unwritable": "--events {path}: cannot write there ({problem})",
+    "cli.passthrough_refused": "flower {command} would refuse this: {problem}",
+    "cli.passthrough_fixed": (
+        "{options}: set by the program that runs flower {command}; leave it out"
+    ),
+    "cli.report_no_steps": (
+        'no steps recorded in {manifest}: run `flower "ask"` first, or pass the '
+        "run directory of one"
+    ),
+    "cli.cannot_write": "cannot write {path} ({problem}): pass another path",
+    "cli.no_run_matches": (
+        "no run in {run_dir} match {given} (runs there: {listed}): pass one of "
+        "those ids, or its unique start"
+    ),
+    "cli.several_runs_match": (
+        "several runs in {run_dir} match {given} (runs there: {listed}): pass "
+        "one of those ids, or its unique start"
+    ),
+    "cli.none": "none",
+    "setup.env_unset": (
+        "--key-from-env {name}: that environment variable is unset or empty; "
+        "export the key in it first"
+    ),
+    "setup.no_stdin": (
+        "no {name} on stdin, which is not a terminal: pipe it in (printf '%s' "
+        '"$KEY" | flower setup) or pass --key-from-env VAR'
+    ),
+    "setup.none_given": "no {name} given: run `flower setup` again and paste it",
+    "setup.bad_chars": (
+        "the {name} given holds a space or a character no key has: paste the key "
+        "alone (no quotes, no `Bearer `, no other text)"
+    ),
+    "setup.too_short": (
+        "the {name} given is {length} characters long, too short for a key: paste the whole key"
+    ),
+    "setup.not_sk_ant": (
+        "the {name} given ({masked}) does not start with {prefix}, as keys of "
+        "the Anthropic API do: paste the key from console.anthropic.com, or pass "
+        "--token for a bearer token, or --base-url for a gateway with keys of "
+        "its own"
+    ),
+    "setup.bad_url": "--base-url {url} must start with http:// or https://",
+    "setup.multiline": "{key}: a value cannot span lines",
+    "state.lineage_corrupt": (
+        "{path} is not a lineage file of this flower (expected "
+        '{{"workspaces": {{path: {{"steps": {{...}}}}}}}}); it was left '
+        "untouched: move it aside to start fresh"
+    ),
+    "state.progress_corrupt": (
+        "{path} is not a progress file of this flower (expected "
+        '{{"workspaces": {{path: {{"runs": [...], "steps": {{...}}}}}}}}); it '
+        "was left untouched: move it aside to start the rounds afresh"
+    ),
+    "state.manifest_not_list": (
+        "{path} holds a JSON {kind}, not a list of rows; it was left untouched: "
+        "move it aside and rerun"
+    ),
+    "state.manifest_row": (
+        "{path} holds a row that is not a JSON object; it was left untouched: "
+        "move it aside and rerun"
+    ),
+    "state.asks_corrupt": (
+        "{path} is not a list of questions; it was left untouched: move it aside "
+        "(the run asks again what it still needs)"
+    ),
+    "state.not_json": (
+        "{path} is not valid JSON ({problem}); it was left untouched: repair it "
+        "or move it aside, then retry"
+    ),
+    "state.lock_reentrant": "{lock} is already held by this thread (not reentrant)",
+    "json.too_large": "larger than {limit} bytes: not read",
+    "json.too_deep": "nested deeper than {depth} levels (or unbalanced): not read",
+    "json.not_json": "not JSON ({problem})",
+    "otlp.no_sdk": (
+        "{name} is set, so flower would export traces, but the OpenTelemetry SDK "
+        "is not installed: run `{install}` (or unset {name})"
+    ),
+    "otlp.protocol": (
+        "OTLP protocol {protocol} is not one flower's exporter speaks: set "
+        "OTEL_EXPORTER_OTLP_PROTOCOL to http/protobuf (the default) or grpc"
+    ),
+    "otlp.no_exporter": (
+        "traces over {protocol} need {module}: run `{package}`, or set "
+        "OTEL_EXPORTER_OTLP_PROTOCOL=http/protobuf"
+    ),
+    "workbench.not_dir": (
+        "workbench folder {path} exists and is not a directory; move that file away"
+    ),
+    "workbench.cannot_create": (
+        "cannot create workbench folder {path} ({problem}): make {parent} "
+        "writable, or work in a folder you can write to"
+    ),
+    "store.message": "{path}: {problem}. {fix}",
+    "store.network_fs": (
+        "is on a {fstype} filesystem (mounted at {point}); SQLite's locks and "
+        "WAL shared memory do not work there and the database would be corrupted"
+    ),
+    "store.fix_local_disk": ("Put the run directory on a local disk: pass another run_dir."),
+    "store.fix_move_aside": "Move it aside or pass another run_dir.",
+    "store.not_sqlite": "is not a SQLite database ({problem})",
+    "store.quick_check": "fails PRAGMA quick_check ({verdict})",
+    "store.fix_restore": ("Restore it from a backup, or move it aside or pass another run_dir."),
+    "store.foreign": "is a SQLite database of another program (tables: {tables})",
+    "store.lookalike": "has tables named like ours with other columns ({tables})",
+    "store.newer": "was written by a newer flower (unknown migrations: {migrations})",
+    "store.fix_upgrade": "Upgrade flowerbox, or pass another run_dir.",
+    "store.no_wal": "cannot be switched to WAL mode (journal_mode stays {mode})",
+    "store.cannot_open": "cannot be opened ({problem})",
+    "store.fix_permissions": "Check its permissions or pass another run_dir.",
+    "store.locked": ("stayed locked by another writer through {attempts} waits of {wait_ms} ms"),
+    "store.fix_stop_writer": ("Stop the other process writing to it, or pass another run_dir."),
+    "script.exhausted": "sequence exhausted: all {count} replies already given",
+    "script.rule_failed": "rule {rule}: {problem}",
+    "script.no_match": (
+        "no rule matched request #{index} (kind={kind}, agent_id={agent_id}, "
+        "tool_results={results})"
+    ),
+    "script.none_set": "no script set on the FakeAPI",
+    "script.unreadable": "{path}: cannot read the script file: {problem}",
+    "script.no_rules": "{path}: expected a non-empty list under 'rules:'",
+    "script.bad_json": "{where}: invalid JSON: {problem}",
+    "script.unknown_format": "{path}: unknown script format; use .json, .yaml or .yml",
+    "script.no_yaml": (
+        "{path}: YAML scripts need PyYAML: pip install 'flowerbox[yaml]', or use JSON"
+    ),
+    "script.bad_yaml": "{where}: invalid YAML: {problem}",
+    "boxcli.git_failed": "git {command} failed in {workspace}: {problem}",
+    "boxcli.outside_workspace": (
+        "{path} is outside the workspace {workspace}, and only the workspace is "
+        "mounted into the box: move the file into it, or pass -w <a folder that "
+        "holds it>"
+    ),
+    "boxcli.weaken_and_control": "--weaken and --negative-control: pass one of them",
+    "boxcli.kube_needs_run": (
+        "pass the run id with --on kube: `flowerbox ps --on kube` lists them"
+    ),
+    "boxcli.kube_needs_repo": ("--on kube needs --repo URL: the https git remote the run works on"),
+    "boxcli.kube_no_answer": (
+        "run {run} waits for no answer to {question} (pending: {pending}): "
+        "`flowerbox ps --on kube` lists the questions"
+    ),
+    "boxcli.kube_only_flag": "{flag} is for a cluster: add --on kube, or leave it out",
+    "boxcli.local_only_flag": (
+        "{flag} is for this machine, not a cluster: leave it out with --on kube"
+    ),
+    "boxcli.kube_runtime": "--runtime {runtime}: use runc or runsc",
+    "boxcli.requests_flags": (
+        "--requests shows the request log as it is now: without -f; --json goes with --requests"
+    ),
+    "boxcli.no_steps": "run {run} recorded no steps yet: nothing to draw",
+    "boxcli.still_running": (
+        "run {run} is still running: `flowerbox attach {run}` follows it, "
+        "`flowerbox stop {run}` stops it"
+    ),
+    "boxcli.shell_not_resumed": "a shell is not resumed: run `flowerbox shell` again",
+    "boxcli.no_answer": (
+        "run {run} waits for no answer to {question} (pending: {pending}): "
+        "`flowerbox ps` lists the questions and their ids"
+    ),
+    "boxcli.answer_refused": (
+        "run {run} refused the answer: {question} was closed meanwhile (answered or timed out)"
+    ),
+    "boxcli.cluster_only": ("flowerbox {command} is for a run on a cluster (--on kube): {what}"),
+    "boxcli.rm_here": ("a run here is its records and your workspace's runs/, yours to keep"),
+    "boxcli.running_no_deliver": ("run {run} is still running: its commits come back when it ends"),
+    "delivery.nothing": "the workers changed no file: there is nothing to deliver",
+    "delivery.more": " and {count} more",
+    "delivery.merged": "merged into your checkout from branch {branch}",
+    "delivery.patch": "on branch {branch} and in the patch {patch}",
+    "delivery.branch": "on branch {branch}",
+    "delivery.work": (
+        "the work is {where}: {commits} commit(s) on {base}, {files} file(s): {shown}{more}"
+    ),
+    "delivery.apply": "  apply it: {command}",
+    "delivery.not_merged_goal": (
+        "not merged: the run did not reach its goal; look at the branch first"
+    ),
+    "delivery.not_merged_git": "not merged: git said: {said}",
+    "delivery.failed": "the run's work could not be delivered: {problem}",
+    "delivered.taken": "delivered",
+    "delivered.rejected": "refused by the run",
+    "delivered.waiting": "in the run's inbox; it has not picked it up yet",
+    "runbusy.who": "pid {pid} on {host}",
+    "runbusy.fix": (
+        '`flower status` shows it, `flower answer ID "text"` answers its '
+        'questions, `flower send "text"` tells it something; stop it (Ctrl+C in '
+        "its terminal, `flowerbox stop` for a box) before starting another, or "
+        "pass --run-dir for a run of its own"
+    ),
+    "runbusy.message": (
+        "another flower run is going in {run_dir} ({who}, since {since}: "
+        "{doing}). Only one run at a time uses a run directory: {fix}"
+    ),
+    "lock.who_process": "process {pid}",
+    "lock.who_another": "another process",
+    "lock.timeout": (
+        "{path} is still locked by {who} after {timeout} s; if that process is "
+        "stuck, stop it (the lock is released when it exits) and retry"
+    ),
+    "git.failed": "git {command} failed: {said}",
+    "step.failed": "step {step} failed: {why}",
+    "step.gate_failed": "its gate did not pass",
+    "status.db_busy": ("{db} is busy ({problem}): a run is writing it; retry in a moment"),
+    "status.db_unreadable": (
+        "{db} cannot be read as a sessions database ({problem}): it is corrupt "
+        "or not flower's; move it aside (the next run starts a new one)"
+    ),
+    "status.rows_ignored": "{path} is not a list of rows; it was ignored",
 }

@@ -984,4 +984,193 @@ ZH: dict[str, str] = {
         "flowerbox gateway：这个请求最多可能花 {amount}；{whose} {budget} 还剩 {left}，"
         "其中 {reserved} 仍被进行中的请求预留；{remedy}"
     ),
+    # -- langflower: flower/, flowerbox/cli/ (refusals, delivery lines) ----------------
+    "cli.analyze_no_run_dir": "{path} 没有运行目录：请给出一次 flower 运行的 run_dir",
+    "cli.analyze_nothing_ran": ("{path} 里既没有 {sessions} 也没有 {manifest}：什么都没运行过"),
+    "cli.png_no_chromium": (
+        "--png 需要无界面的 Chromium：请安装它（Debian/Ubuntu：apt-get install "
+        "chromium），或把 FLOWER_CHROMIUM 设为它的路径，或改用 --svg"
+    ),
+    "cli.png_did_not_run": "--png：{browser} 没能运行（{problem}）；请改用 --svg",
+    "cli.png_drew_nothing": "--png：{browser} 什么也没画出来（{tail}）；请改用 --svg",
+    "cli.events_unwritable": "--events {path}：无法写入那里（{problem}）",
+    "cli.passthrough_refused": "flower {command} 会拒绝这个：{problem}",
+    "cli.passthrough_fixed": "{options}：由运行 flower {command} 的程序设定；请去掉它",
+    "cli.report_no_steps": (
+        '{manifest} 里没有记录任何步骤：请先运行 `flower "ask"`，或给出一次这样的运行的目录'
+    ),
+    "cli.cannot_write": "无法写入 {path}（{problem}）：请给出另一个路径",
+    "cli.no_run_matches": (
+        "{run_dir} 里没有运行匹配 {given}（那里的运行：{listed}）：请给出其中一个"
+        "编号，或它独一无二的开头"
+    ),
+    "cli.several_runs_match": (
+        "{run_dir} 里有多个运行匹配 {given}（那里的运行：{listed}）：请给出其中一"
+        "个编号，或它独一无二的开头"
+    ),
+    "cli.none": "无",
+    "setup.env_unset": (
+        "--key-from-env {name}：这个环境变量未设置或为空；请先把密钥 export 到它里面"
+    ),
+    "setup.no_stdin": (
+        "标准输入（不是终端）里没有 {name}：请用管道传入（printf '%s' \"$KEY\" | "
+        "flower setup），或用 --key-from-env VAR"
+    ),
+    "setup.none_given": "没有给出 {name}：请再运行一次 `flower setup` 并粘贴它",
+    "setup.bad_chars": (
+        "给出的 {name} 含有空格或密钥里不会有的字符：请只粘贴密钥本身（不带引号、"
+        "不带 `Bearer `、不带其他文字）"
+    ),
+    "setup.too_short": ("给出的 {name} 只有 {length} 个字符，作为密钥太短：请粘贴完整的密钥"),
+    "setup.not_sk_ant": (
+        "给出的 {name}（{masked}）不以 {prefix} 开头，而 Anthropic API 的密钥都以"
+        "它开头：请粘贴 console.anthropic.com 上的密钥，或对 bearer token 用 "
+        "--token，或对自有密钥的网关用 --base-url"
+    ),
+    "setup.bad_url": "--base-url {url} 必须以 http:// 或 https:// 开头",
+    "setup.multiline": "{key}：值不能跨行",
+    "state.lineage_corrupt": (
+        "{path} 不是这个 flower 的 lineage 文件（应为 "
+        '{{"workspaces": {{path: {{"steps": {{...}}}}}}}}）；它没有被改动：把它移'
+        "开即可重新开始"
+    ),
+    "state.progress_corrupt": (
+        "{path} 不是这个 flower 的进度文件（应为 "
+        '{{"workspaces": {{path: {{"runs": [...], "steps": {{...}}}}}}}}）；它没有'
+        "被改动：把它移开即可从头开始各轮"
+    ),
+    "state.manifest_not_list": (
+        "{path} 里是一个 JSON {kind}，不是行的列表；它没有被改动：把它移开后重新运行"
+    ),
+    "state.manifest_row": ("{path} 里有一行不是 JSON 对象；它没有被改动：把它移开后重新运行"),
+    "state.asks_corrupt": (
+        "{path} 不是问题的列表；它没有被改动：把它移开（运行会重新问它仍需要的）"
+    ),
+    "state.not_json": (
+        "{path} 不是有效的 JSON（{problem}）；它没有被改动：修好它或把它移开，然后重试"
+    ),
+    "state.lock_reentrant": "{lock} 已被这个线程持有（不可重入）",
+    "json.too_large": "大于 {limit} 字节：未读取",
+    "json.too_deep": "嵌套超过 {depth} 层（或括号不配对）：未读取",
+    "json.not_json": "不是 JSON（{problem}）",
+    "otlp.no_sdk": (
+        "{name} 已设置，所以 flower 会导出追踪数据，但没有安装 OpenTelemetry SDK："
+        "请运行 `{install}`（或取消设置 {name}）"
+    ),
+    "otlp.protocol": (
+        "flower 的导出器不支持 OTLP 协议 {protocol}：请把 "
+        "OTEL_EXPORTER_OTLP_PROTOCOL 设为 http/protobuf（默认）或 grpc"
+    ),
+    "otlp.no_exporter": (
+        "通过 {protocol} 发送追踪数据需要 {module}：请运行 `{package}`，或设置 "
+        "OTEL_EXPORTER_OTLP_PROTOCOL=http/protobuf"
+    ),
+    "workbench.not_dir": "工作台文件夹 {path} 已存在但不是目录；请把那个文件移走",
+    "workbench.cannot_create": (
+        "无法创建工作台文件夹 {path}（{problem}）：请让 {parent} 可写，或在你能写入的文件夹里工作"
+    ),
+    "store.message": "{path}：{problem}。{fix}",
+    "store.network_fs": (
+        "位于 {fstype} 文件系统上（挂载在 {point}）；SQLite 的锁和 WAL 共享内存在"
+        "那里不起作用，数据库会损坏"
+    ),
+    "store.fix_local_disk": "请把运行目录放在本地磁盘上：给出另一个 run_dir。",
+    "store.fix_move_aside": "请把它移开，或给出另一个 run_dir。",
+    "store.not_sqlite": "不是 SQLite 数据库（{problem}）",
+    "store.quick_check": "没有通过 PRAGMA quick_check（{verdict}）",
+    "store.fix_restore": "请从备份恢复它，或把它移开，或给出另一个 run_dir。",
+    "store.foreign": "是另一个程序的 SQLite 数据库（表：{tables}）",
+    "store.lookalike": "有和我们同名但列不同的表（{tables}）",
+    "store.newer": "是较新版本的 flower 写的（未知的迁移：{migrations}）",
+    "store.fix_upgrade": "请升级 flowerbox，或给出另一个 run_dir。",
+    "store.no_wal": "无法切换到 WAL 模式（journal_mode 仍是 {mode}）",
+    "store.cannot_open": "无法打开（{problem}）",
+    "store.fix_permissions": "请检查它的权限，或给出另一个 run_dir。",
+    "store.locked": ("被另一个写入者锁住，等了 {attempts} 次、每次 {wait_ms} 毫秒仍未释放"),
+    "store.fix_stop_writer": "请停止正在写它的另一个进程，或给出另一个 run_dir。",
+    "script.exhausted": "序列已用完：{count} 个回复都已给出",
+    "script.rule_failed": "规则 {rule}：{problem}",
+    "script.no_match": (
+        "没有规则匹配请求 #{index}（kind={kind}，agent_id={agent_id}，tool_results={results}）"
+    ),
+    "script.none_set": "FakeAPI 上没有设置脚本",
+    "script.unreadable": "{path}：无法读取脚本文件：{problem}",
+    "script.no_rules": "{path}：'rules:' 下应为非空列表",
+    "script.bad_json": "{where}：无效的 JSON：{problem}",
+    "script.unknown_format": "{path}：未知的脚本格式；请用 .json、.yaml 或 .yml",
+    "script.no_yaml": ("{path}：YAML 脚本需要 PyYAML：pip install 'flowerbox[yaml]'，或改用 JSON"),
+    "script.bad_yaml": "{where}：无效的 YAML：{problem}",
+    "boxcli.git_failed": "git {command} 在 {workspace} 里失败：{problem}",
+    "boxcli.outside_workspace": (
+        "{path} 在工作区 {workspace} 之外，而只有工作区会挂载进盒子：请把文件移进"
+        "工作区，或用 -w <包含它的文件夹>"
+    ),
+    "boxcli.weaken_and_control": "--weaken 和 --negative-control：只能给其中一个",
+    "boxcli.kube_needs_run": ("用 --on kube 时请给出运行编号：`flowerbox ps --on kube` 会列出它们"),
+    "boxcli.kube_needs_repo": ("--on kube 需要 --repo URL：运行所用的 https git 远程仓库"),
+    "boxcli.kube_no_answer": (
+        "运行 {run} 没有在等 {question} 的回答（待回答：{pending}）：`flowerbox "
+        "ps --on kube` 会列出问题"
+    ),
+    "boxcli.kube_only_flag": "{flag} 是给集群用的：请加上 --on kube，或去掉它",
+    "boxcli.local_only_flag": ("{flag} 是给本机用的，不是给集群：用 --on kube 时请去掉它"),
+    "boxcli.kube_runtime": "--runtime {runtime}：请用 runc 或 runsc",
+    "boxcli.requests_flags": (
+        "--requests 显示请求日志的当前样子：不能与 -f 同用；--json 要和 --requests 一起用"
+    ),
+    "boxcli.no_steps": "运行 {run} 还没有记录任何步骤：没有可画的",
+    "boxcli.still_running": (
+        "运行 {run} 仍在运行：`flowerbox attach {run}` 可跟随它，`flowerbox stop {run}` 可停止它"
+    ),
+    "boxcli.shell_not_resumed": "shell 不会被继续：请再运行一次 `flowerbox shell`",
+    "boxcli.no_answer": (
+        "运行 {run} 没有在等 {question} 的回答（待回答：{pending}）：`flowerbox "
+        "ps` 会列出问题和它们的编号"
+    ),
+    "boxcli.answer_refused": (
+        "运行 {run} 拒绝了这个回答：{question} 在此期间已关闭（已回答或已超时）"
+    ),
+    "boxcli.cluster_only": ("flowerbox {command} 是给集群上的运行用的（--on kube）：{what}"),
+    "boxcli.rm_here": "这里的运行就是它的记录和你工作区的 runs/，由你保留",
+    "boxcli.running_no_deliver": "运行 {run} 仍在运行：它的提交会在结束时带回来",
+    "delivery.nothing": "工作者没有改动任何文件：没有可交付的",
+    "delivery.more": " 等，另有 {count} 个",
+    "delivery.merged": "已从分支 {branch} 合并进你的检出",
+    "delivery.patch": "在分支 {branch} 上，也在补丁 {patch} 里",
+    "delivery.branch": "在分支 {branch} 上",
+    "delivery.work": (
+        "工作成果{where}：基于 {base} 的 {commits} 个提交，{files} 个文件：{shown}{more}"
+    ),
+    "delivery.apply": "  应用它：{command}",
+    "delivery.not_merged_goal": "未合并：运行没有达成目标；请先看看这个分支",
+    "delivery.not_merged_git": "未合并：git 说：{said}",
+    "delivery.failed": "运行的工作成果无法交付：{problem}",
+    "delivered.taken": "已送达",
+    "delivered.rejected": "被运行拒绝",
+    "delivered.waiting": "在运行的收件箱里；它还没有取走",
+    "runbusy.who": "{host} 上的 pid {pid}",
+    "runbusy.fix": (
+        '`flower status` 可查看它，`flower answer ID "text"` 回答它的问题，'
+        '`flower send "text"` 告诉它一些事；开始另一次之前请先停止它（在它的终端按'
+        " Ctrl+C，盒子用 `flowerbox stop`），或用 --run-dir 让新运行用自己的目录"
+    ),
+    "runbusy.message": (
+        "{run_dir} 里正在进行另一次 flower 运行（{who}，自 {since} 起：{doing}）。"
+        "一个运行目录同一时间只给一次运行用：{fix}"
+    ),
+    "lock.who_process": "进程 {pid}",
+    "lock.who_another": "另一个进程",
+    "lock.timeout": (
+        "{path} 过了 {timeout} 秒仍被{who}锁住；如果那个进程卡住了，请停止它（它退"
+        "出时锁会释放）然后重试"
+    ),
+    "git.failed": "git {command} 失败：{said}",
+    "step.failed": "步骤 {step} 失败：{why}",
+    "step.gate_failed": "它的检查没有通过",
+    "status.db_busy": "{db} 正忙（{problem}）：有运行在写它；请稍后重试",
+    "status.db_unreadable": (
+        "{db} 无法作为会话数据库读取（{problem}）：它已损坏或不是 flower 的；请把"
+        "它移开（下次运行会新建一个）"
+    ),
+    "status.rows_ignored": "{path} 不是行的列表；已忽略",
 }
