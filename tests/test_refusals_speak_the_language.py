@@ -1,7 +1,8 @@
 """Every refusal a person reads is in the run's language (issue 36 item 5): an error flower
 or flowerbox raises on purpose (a FlowerError or FlowerboxError, whose message the CLIs print
 with exit 2, and the broker and the gateway answer or log) takes its words from the message
-tables (`text(key, ...)`), never from an English literal at the raise site.
+tables (`text(key, ...)`), never from an English literal at the raise site; so does what the
+command lines print beside their results (`wrote ...`, `created ...`, `stopping ...`).
 
 Read from the source, so a new raise site with an English sentence fails here before a zh
 user meets it. A ValueError or TypeError that is not one of these is a bug, shown with its
@@ -11,6 +12,7 @@ traceback, and stays English (flower.errors).
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -85,3 +87,54 @@ def test_the_check_sees_an_english_raise() -> None:
     raise_node = next(n for n in ast.walk(tree) if isinstance(n, ast.Raise))
     assert isinstance(raise_node.exc, ast.Call)
     assert is_sentence(raise_node.exc.args[0])
+
+
+# What the command lines print for a person to read (not the logs of the box's and the
+# broker's daemons: flowerbox.inside, the gateway, the keeper and its guard, the broker's own
+# lines, which stay English for whoever reads the logs; docs/decisions.md).
+SAID_IN = ("flower/cli/", "flowerbox/cli/", "flowerbox/runs/launch.py", "flowerbox/box/prepare.py")
+PRINTERS = frozenset({"print", "echo", "secho"})
+NAMES = frozenset({"flower", "flowerbox", "claude", "code", "agent", "sdk", "hello", "py", "ok"})
+"""Names (of programs, of the demo's file), not English."""
+
+
+def english_lines() -> list[str]:
+    """`path:line` of each print/echo in the command lines' code with a literal sentence."""
+    found = []
+    for path, tree in sources():
+        if not str(path.relative_to(ROOT)).startswith(SAID_IN):
+            continue
+        for node in ast.walk(tree):
+            printed = isinstance(node, ast.Call) and name_of(node.func) in PRINTERS
+            if printed and node.args and words_in(node.args[0]):
+                found.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    return found
+
+
+def words_in(node: ast.expr) -> bool:
+    """Whether a literal (an f-string's fixed parts) holds English words, rich's markup tags
+    aside: two words, or one of four letters or more that is no name (`f"wrote {path}"`), where
+    `f"flowerbox {__version__}"` holds none."""
+    if isinstance(node, ast.JoinedStr):
+        parts = [v.value for v in node.values if isinstance(v, ast.Constant)]
+    elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+        parts = [node.value]
+    else:
+        return False
+    said = re.sub(r"\[/?[a-z ]*\]", " ", " ".join(str(part) for part in parts))
+    words = [w for w in re.findall(r"[A-Za-z]{2,}", said) if w.lower() not in NAMES]
+    return len(words) >= 2 or any(len(word) >= 4 for word in words)
+
+
+def test_what_the_command_lines_print_takes_its_words_from_the_message_tables() -> None:
+    found = english_lines()
+    assert not found, (
+        f"{len(found)} lines printed from an English literal; give each a key in "
+        "flower/core/texts/en.py and zh.py and print text(key, ...):\n" + "\n".join(found)
+    )
+
+
+def test_the_check_sees_an_english_line_and_not_a_version() -> None:
+    said = ast.parse('f"wrote {path}"', mode="eval").body
+    version = ast.parse('f"[bold]flowerbox[/] {__version__}"', mode="eval").body
+    assert words_in(said) and not words_in(version)

@@ -41,7 +41,7 @@ def answer(
                 lang.text("error.no_such_question", id=ask_id, run_dir=run_dir, known=known)
             )
         path = drop_answer(run_dir, ask_id, text)
-    OUT.print(f"answered {escape(ask_id)} ({escape(str(path))})")
+    OUT.print(lang.text("say.answered", ask=escape(ask_id), path=escape(str(path))))
 
 
 def send(
@@ -53,4 +53,4 @@ def send(
         if not RunDir(run_dir).holds_a_run():
             raise RunDirError(run_dir, lang.text("error.no_run_here", run_dir=run_dir))
         path = drop_message(run_dir, text)
-    OUT.print(f"sent ({escape(str(path))})")
+    OUT.print(lang.text("say.sent", path=escape(str(path))))

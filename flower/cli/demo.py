@@ -18,7 +18,7 @@ import typer
 from rich.console import Console
 
 from flower.cli.go import go
-from flower.core.lang import current
+from flower.core.lang import current, text
 
 CREDENTIALS = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL")
 
@@ -40,7 +40,7 @@ def demo(
     _git_init(workspace)
     for name in CREDENTIALS:
         os.environ.pop(name, None)
-    console.print(f"demo workspace: {workspace}  (the model is scripted; no key is used)")
+    console.print(text("say.demo_workspace", workspace=workspace))
     with FakeAPI(starter_cast()) as api:
         os.environ.update(api.env(home=home, retries=None))
         os.environ["XDG_CONFIG_HOME"] = str(home / ".config")
@@ -51,7 +51,7 @@ def demo(
     hello = workspace / "hello.py"
     if hello.exists():
         console.print(f"hello.py: {hello.read_text().strip()}")
-    console.print(f"look around: {root} (runs/ has the sessions, workspace/.flower the notes)")
+    console.print(text("say.look_around", root=root))
     if not keep:
         shutil.rmtree(root, ignore_errors=True)
     raise typer.Exit(code)

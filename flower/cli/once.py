@@ -101,6 +101,6 @@ def once(
             if traced:
                 send_trace(console, run_dir=runtime.run_dir, run_id=runtime.run_id, events=log.path)
     if not result.ok:
-        STDERR.print(f"[bold red]step failed:[/] {escape(str(result.error))}")
+        STDERR.print(f"[bold red]{text('say.step_failed')}[/] {escape(str(result.error))}")
     code, status = (Exit.OK, "done") if result.ok else (Exit.FAILED, "failed")
     finish(console, runtime, "flower once", status, code, as_json=json_out)

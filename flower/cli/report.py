@@ -61,7 +61,7 @@ def report(
             raise UsageError(lang.text("cli.report_no_steps", manifest=RunDir(run_dir).manifest))
         html = out or run_dir / REPORT_NAME
         for path in write_report(timeline, html=html, svg_path=svg_out, png_path=png_out):
-            console.print(f"wrote {path}")
+            console.print(lang.text("say.wrote", path=path))
 
 
 def write_report(

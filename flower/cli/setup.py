@@ -113,19 +113,17 @@ def setup(
         if model is not None:
             changes.update(dict.fromkeys(MODEL_KEYS, model))
         write_dotenv(path, set_keys(text, changes))
-        console.print(f"wrote {escape(str(path))} (mode 0600)")
+        console.print(lang.text("say.wrote_private", path=escape(str(path))))
         for key, value in changes.items():
             if value is None:
                 if key in current:
-                    console.print(f"  removed {key}")
+                    console.print("  " + lang.text("say.removed", what=key))
                 continue
             shown = masked(value) if key in (API_KEY, AUTH_TOKEN) else value
             console.print(f"  {key}={escape(shown)}")
             if key in os.environ:
-                STDERR.print(
-                    f"[yellow]note:[/] {key} is also set in your environment, which takes "
-                    "priority over this file: unset it to use the value written here"
-                )
+                note = lang.text("say.env_overrides", key=key)
+                STDERR.print(f"[yellow]{lang.text('say.note')}[/] {note}")
         if not probe:
             return
         result = probe_credentials(
@@ -137,7 +135,7 @@ def setup(
     if result.exit is Exit.OK:
         console.print(f"[green]ok:[/] {escape(result.message)}")
     else:
-        STDERR.print(f"[bold red]probe failed:[/] {escape(result.message)}")
+        STDERR.print(f"[bold red]{lang.text('say.probe_failed')}[/] {escape(result.message)}")
     raise typer.Exit(result.exit)
 
 

@@ -216,7 +216,7 @@ def demo(
     workspace.mkdir()
     _first_commit(workspace)
     key = "sk-flowerbox-demo"  # the fake API requires it: the gateway must really inject it
-    STDERR.print(f"demo workspace: {workspace} (the model is scripted; no real key is used)")
+    STDERR.print(text("say.box_demo_workspace", workspace=workspace))
     with FakeAPI(starter_cast(), api_key=key) as api:
         for name in ("ANTHROPIC_AUTH_TOKEN", "FLOWER_ENV"):
             os.environ.pop(name, None)
@@ -297,7 +297,7 @@ def build(
 
     context = build_context(checkout)
     ensure_image(connect(), image, context=context, base_image=base_image, rebuild=True)
-    STDERR.print(f"{image} is ready (built from {context})")
+    STDERR.print(text("say.image_ready", image=image, context=context))
 
 
 def start_box(

@@ -53,15 +53,13 @@ def doctor(
     """Check engine, image, credentials, workspace, gateway and proxy; a fix for each miss."""
     # lazy: the checks bring the docker SDK, which the other commands here (and --help) skip
     from flowerbox.selftest.doctor import doctor as run_checks
+    from flowerbox.selftest.doctor import summary
 
     checks = run_checks(box_options(ctx.params))
     for check in checks:
         typer.echo(check.line())
-    misses = sum(not check.ok for check in checks)
-    typer.echo(
-        f"{len(checks)} checks: {misses} to fix" if misses else f"{len(checks)} checks: all OK"
-    )
-    raise typer.Exit(1 if misses else 0)
+    typer.echo(summary(checks))
+    raise typer.Exit(1 if any(not check.ok for check in checks) else 0)
 
 
 @app.command()
@@ -124,27 +122,19 @@ def selftest(
         if negative_control:
             raise ConfigError(text("boxcli.weaken_and_control"))
         control = control_named(weaken).under(runtime)
+        fails = ", ".join(sorted(control.fails))
         STDERR.print(
-            f"negative control {control.name}: {control.breaks}; expected to FAIL: "
-            f"{', '.join(sorted(control.fails))}, every other probe to PASS"
+            text("say.control_named", name=control.name, breaks=control.breaks, fails=fails)
         )
     elif negative_control:
-        STDERR.print(
-            "negative control: a deliberately weak container (root, default capabilities, "
-            "no seccomp, host network, the Docker socket): every probe should FAIL here, and "
-            "of the host-boundary checks git_hook_redirect (the others judge the host's own "
-            "code, which no box changes)"
-        )
+        STDERR.print(text("say.control_weak"))
     report = run_probes(box_options(ctx.params), control=control)
     _show([(BOX_SECTION, report.verdicts), (HOST_SECTION, report.host)], as_json=as_json)
     for what in report.left:
-        STDERR.print(f"could not remove what the self-test planted: {what}", markup=False)
+        STDERR.print(text("say.planted_left", what=what), markup=False)
     if any(verdict.why.startswith(SILENT) for verdict in report.verdicts):
-        STDERR.print(
-            "some probes never reported: an image older than this flowerbox? run "
-            f"`flowerbox build`. The box's stderr ended with:\n{printable(report.stderr[-1500:])}",
-            markup=False,
-        )
+        tail = printable(report.stderr[-1500:])
+        STDERR.print(text("say.probes_silent", tail=tail), markup=False)
     raise typer.Exit(_counted(report.verdicts, report.host))
 
 
@@ -152,7 +142,7 @@ def _show(sections: list[tuple[str, list[Verdict]]], *, as_json: bool) -> None:
     """Each section's verdicts: a line, or a JSON object, each; the host's under a title."""
     for section, verdicts in sections:
         if verdicts and section != BOX_SECTION and not as_json:
-            typer.echo(f"{section}: flowerbox's host code against what the box planted")
+            typer.echo(text("say.host_section", section=section))
         for verdict in verdicts:
             if as_json:
                 line = {"section": section, "probe": verdict.probe, "ok": verdict.ok}
@@ -165,8 +155,8 @@ def _counted(probes: list[Verdict], host: list[Verdict]) -> int:
     """The count on stderr; the exit code: 1 on any FAIL."""
     every = [*probes, *host]
     failed = sum(not verdict.ok for verdict in every)
-    counted = f"{len(probes)} probes"
+    counted = text("say.probes", count=len(probes))
     if host:
-        counted += f", {len(host)} host-boundary checks"
-    STDERR.print(f"{counted}: {len(every) - failed} PASS, {failed} FAIL")
+        counted += text("say.host_checks", count=len(host))
+    STDERR.print(text("say.counted", counted=counted, passed=len(every) - failed, failed=failed))
     return 1 if failed else 0

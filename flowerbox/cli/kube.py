@@ -80,9 +80,9 @@ def selftest(target: KubeTarget, *, image: str, negative: bool) -> list[Verdict]
     on = cluster(target)
     manifests = probe_manifests(spec, target, negative=negative)
     for made in on.start(spec, manifests, repo=target.repo):
-        typer.echo(f"created {made}", err=True)
+        typer.echo(text("say.created", what=made), err=True)
     try:
-        typer.echo(f"waiting for {spec.run_id} (up to {PROBES_S} s)", err=True)
+        typer.echo(text("say.kube_waiting", run=spec.run_id, seconds=PROBES_S), err=True)
         on.wait(spec.run_id, timeout_s=PROBES_S)
         return verdicts(on.log(spec.run_id, limit=MAX_LOG_BYTES), spec)
     finally:
@@ -105,11 +105,7 @@ def pinned(image: str) -> str:
     except BoxError:
         found = None
     if found is None:
-        typer.echo(
-            f"{image} is named by its tag: pass --image NAME@sha256:... (or pull or push it "
-            "here first) so what runs is what was reviewed",
-            err=True,
-        )
+        typer.echo(text("say.kube_by_tag", image=image), err=True)
     return found or image
 
 
@@ -145,7 +141,7 @@ def go(target: KubeTarget, args: list[str], options: BoxOptions) -> None:
     manifests = run_manifests(spec, target)
     on = cluster(target)
     for made in on.start(spec, manifests, repo=target.repo, deliver_branch=target.deliver_branch):
-        typer.echo(f"created {made}", err=True)
+        typer.echo(text("say.created", what=made), err=True)
     typer.echo(spec.run_id)
 
 
@@ -170,13 +166,13 @@ def logs(target: KubeTarget, run: str, *, follow: bool) -> None:
 def stop(target: KubeTarget, run: str) -> None:
     """Delete the run's Jobs (SIGTERM to flower); its volume stays for resume."""
     for job in cluster(target).stop(run):
-        typer.echo(f"stopped {job}")
+        typer.echo(text("say.stopped", what=job))
 
 
 def resume(target: KubeTarget, run: str) -> None:
     """A new Job on the run's volume: the same command, the same sessions."""
     for made in cluster(target).resume(run, target):
-        typer.echo(f"created {made}")
+        typer.echo(text("say.created", what=made))
 
 
 def deliver(target: KubeTarget, run: str) -> None:
@@ -184,12 +180,8 @@ def deliver(target: KubeTarget, run: str) -> None:
     as the run was made), through the broker's git relay."""
     created, ref = cluster(target).deliver(run, target)
     for made in created:
-        typer.echo(f"created {made}")
-    typer.echo(
-        f"once it ends (`flowerbox ps --on kube`), review the work: git fetch origin "
-        f"{ref}:refs/remotes/flowerbox/{run} && git log -p ..flowerbox/{run}",
-        err=True,
-    )
+        typer.echo(text("say.created", what=made))
+    typer.echo(text("say.kube_review", ref=ref, run=run), err=True)
 
 
 def drop(target: KubeTarget, run: str, payload: dict[str, str]) -> None:
@@ -201,7 +193,7 @@ def drop(target: KubeTarget, run: str, payload: dict[str, str]) -> None:
         on.running(run)  # a read beside a run that is not there would wait for nothing
         waiting = on.questions([run], target, timeout_s=READ_S)[run]
         if isinstance(waiting, str):
-            typer.echo(f"{run}: its questions are unknown ({waiting}): answering anyway", err=True)
+            typer.echo(text("say.kube_answer_anyway", run=run, waiting=waiting), err=True)
         elif payload["answer"] not in (ids := [str(ask["id"]) for ask in waiting]):
             raise RunError(
                 text(
@@ -213,13 +205,13 @@ def drop(target: KubeTarget, run: str, payload: dict[str, str]) -> None:
                 run_id=run,
             )
     made = on.drop(run, target, payload)
-    typer.echo(f"created {made}: `flowerbox logs {run} -f --on kube` shows the run take it")
+    typer.echo(text("say.kube_dropped", what=made, run=run))
 
 
 def rm(target: KubeTarget, run: str) -> None:
     """Remove an ended run: its Jobs, volume, network policy and token (no resume after)."""
     for removed in cluster(target).remove(run):
-        typer.echo(f"removed {removed}")
+        typer.echo(text("say.removed", what=removed))
 
 
 @app.command()
@@ -270,4 +262,4 @@ def apply_broker(
 
     target = kube_target(ctx.params)
     for made in cluster(target).apply(broker_manifests(target, image=pinned(image))):
-        typer.echo(f"created {made}")
+        typer.echo(text("say.created", what=made))

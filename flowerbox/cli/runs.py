@@ -99,7 +99,9 @@ def ps(
         console = table_console()
         for run_id, waiting in kube.ps(target).items():
             if isinstance(waiting, str):
-                STDERR.print(f"{run_id}: its questions are unknown: {waiting}", markup=False)
+                STDERR.print(
+                    said("say.questions_unknown", run=run_id, waiting=waiting), markup=False
+                )
                 continue
             how = f'flowerbox answer {{id}} "..." --run {run_id} --on kube'
             _questions(console, run_id, waiting, how)
@@ -111,7 +113,7 @@ def ps(
         contract.emit(contract.document("flowerbox ps", runs=rows))
         return
     if not rows:
-        STDERR.print(f'no flowerbox runs in {where}: `flowerbox "ask" --detach` starts one')
+        STDERR.print(said("say.no_runs", where=where))
         return
     console = table_console()
     table = Table(box=None, pad_edge=False)
@@ -144,7 +146,8 @@ def _questions(console: Console, run_id: str, asks: list[dict[str, Any]], answer
         line = f"{run_id} {ask['id']}: {ask.get('question')}{options}"
         console.print(printable(line), markup=False)
         ask_id = shlex.quote(printable(str(ask["id"]), one_line=True))
-        console.print(f"  answer: {answer.replace('{id}', ask_id)}", markup=False)
+        how = answer.replace("{id}", ask_id)
+        console.print("  " + said("say.answer_with", command=how), markup=False)
 
 
 def _short(command: list[str], width: int | None) -> str:
@@ -206,7 +209,7 @@ def _show_requests(rows: list[dict[str, Any]], *, as_json: bool) -> None:
         contract.emit(contract.document("flowerbox logs", requests=rows))
         return
     if not rows:
-        STDERR.print("no requests logged for this run (yet)")
+        STDERR.print(said("say.no_requests"))
         return
     spent = 0.0
     for row in rows:
@@ -226,7 +229,7 @@ def _show_requests(rows: list[dict[str, Any]], *, as_json: bool) -> None:
             str(row.get("note", "")),
         ]
         typer.echo(" ".join(field for field in fields if field))
-    STDERR.print(f"{len(rows)} requests · ${spent:.4f}")
+    STDERR.print(said("say.requests_spent", count=len(rows), spent=f"{spent:.4f}"))
 
 
 _TOKENS = {
@@ -267,7 +270,7 @@ def report(
     except FlowerError as exc:
         raise ConfigError(str(exc)) from exc
     for path in written:
-        STDERR.print(f"wrote {path}")
+        STDERR.print(said("say.wrote", path=path))
 
 
 DETACHED = (
@@ -346,19 +349,17 @@ def stop(
         return
     found = find(workspace, run)
     if found.unkept:
-        STDERR.print(f"{found.run_id} lost its keeper: stopping it and cleaning up")
+        STDERR.print(said("say.keeper_lost", run=found.run_id))
         final = reap(found)
     elif not found.running:
         raise ended_error(found, "stop")
     else:
-        STDERR.print(f"stopping {found.run_id} (flower records its step; up to 30 s)")
+        STDERR.print(said("say.stopping", run=found.run_id))
         final = stop_run(found)
     if final.running:
-        STDERR.print(f"{found.run_id}: the agent stopped, its keeper has not recorded it yet")
+        STDERR.print(said("say.stopped_unrecorded", run=found.run_id))
         return
-    STDERR.print(
-        f"{found.run_id}: {status_text(final)}; `flowerbox resume {found.run_id}` continues it"
-    )
+    STDERR.print(said("say.stopped_resumable", run=found.run_id, status=status_text(final)))
 
 
 @app.command()
@@ -475,7 +476,7 @@ def send(
         raise ended_error(found, "send to")
     path = drop(found, {"send": text})
     if not found.running:
-        STDERR.print(f"{found.run_id} is stopped: it reads this when you `flowerbox resume` it")
+        STDERR.print(said("say.sent_to_stopped", run=found.run_id))
         return
     STDERR.print(f"{found.run_id}: {word('delivered', deliver(found, path))}")
 

@@ -167,10 +167,7 @@ def _tell_masked_env(workspace: Path) -> None:
         state.tell_once(
             f"masked-env {workspace}",
             lambda: STDERR.print(
-                f"{workspace / '.env'} is hidden from the box (it shows an empty file there): "
-                "credentials reach only the gateway, from your environment or "
-                "~/.config/flower/.env",
-                style="yellow",
+                text("launch.masked_env", path=workspace / ".env"), style="yellow"
             ),
         )
 

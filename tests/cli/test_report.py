@@ -157,7 +157,7 @@ def test_a_report_is_written_where_asked_even_with_no_events_file(
     out = tmp_path / "out.html"
     drawn = flower("report", "-w", str(workspace), "-o", str(out), env=cli_env, cwd=tmp_path)
     assert drawn.returncode == 0, drawn.stderr
-    assert drawn.stderr.strip() == f"wrote {out}"
+    assert drawn.stderr.strip() == f"已写入 {out}"  # the suite's zh
     assert out.read_text().count('class="bar ') == 4
     assert not (tmp_path / "runs" / "report.html").exists()
 

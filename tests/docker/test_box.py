@@ -317,8 +317,8 @@ def test_flowerbox_demo_runs_the_whole_appliance_without_a_key(
     command = [FLOWERBOX, "demo", "--image", flowerbox_image, "--runtime", box_runtime]
     done = as_user(host_user, command, cwd=Path("/tmp"), env=env)
     assert done.returncode == 0, done.stderr[-3000:]
-    assert "达成 · $" in done.stdout and "demo workspace:" in done.stderr  # zh
-    [workspace] = re.findall(r"demo workspace: (\S+)", done.stderr)
+    assert "达成 · $" in done.stdout and "演示工作区：" in done.stderr  # zh
+    [workspace] = re.findall(r"演示工作区：(\S+?)（", done.stderr)
     try:
         notes = as_user(
             host_user, ["git", "log", "--all", "--notes=flowerbox"], cwd=Path(workspace)

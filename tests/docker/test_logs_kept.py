@@ -68,4 +68,4 @@ def test_request_lines_and_stderr_are_kept_and_shown_by_logs_requests(
     table = as_user(host_user, [FLOWERBOX, "logs", run_id, "--requests"], cwd=ws, env=env)
     assert table.returncode == 0, table.stderr
     assert "POST /v1/messages?beta=true" in table.stdout and "\x1b" not in table.stdout
-    assert "1 requests · $" in table.stderr
+    assert "1 个请求 · $" in table.stderr  # the e2e runs speak zh

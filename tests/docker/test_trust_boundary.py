@@ -423,10 +423,10 @@ def test_a_workspace_dotenv_is_hidden_from_the_box(
     assert done.returncode == 0, done.stderr[-3000:]
     said = tool_output(real_api)
     assert "read" in said and canary not in said and said.split()[0] == "0"
-    assert ".env is hidden from the box" in done.stderr
+    assert ".env 对盒子隐藏" in done.stderr  # zh, as the e2e runs speak
     assert (user_workspace / ".env").read_text() == f"ANTHROPIC_API_KEY={canary}\n"
     again = flowerbox(host_user, user_workspace, "once", "y", env=box_env(real_api, host_user))
-    assert ".env is hidden from the box" not in again.stderr  # told once
+    assert ".env 对盒子隐藏" not in again.stderr  # told once
 
 
 # --- flowerbox's records are its own: the box cannot forge, redirect or pin them -----------

@@ -27,6 +27,10 @@ from tests.kube.conftest import IMAGE
 from tests.kube.fakeapi import FakeKube
 from tests.kube.test_render import VERSIONS
 
+pytestmark = (
+    pytest.mark.english
+)  # the probes' and the count's words, as docs/selftest.md quotes them
+
 runner = CliRunner()
 
 
@@ -204,5 +208,5 @@ def test_a_probe_job_that_never_ends_is_exit_2_and_removed(
 ) -> None:
     monkeypatch.setattr(kube, "PROBES_S", 0.1)
     done = runner.invoke(app, ["selftest", "--on", "kube"])
-    assert done.exit_code == 2 and "秒内没有结束" in done.output
+    assert done.exit_code == 2 and "did not end within" in done.output
     assert not any(kind == "jobs" for kind, _ in kubeconfig.objects)

@@ -1333,4 +1333,68 @@ written, each on its own line; write nothing else, and no code block.
         "or not flower's; move it aside (the next run starts a new one)"
     ),
     "status.rows_ignored": "{path} is not a list of rows; it was ignored",
+    # -- lead: what the command lines say beside their results (saved, created, stopping)
+    "say.demo_workspace": "demo workspace: {workspace}  (the model is scripted; no key is used)",
+    "say.look_around": "look around: {root} (runs/ has the sessions, workspace/.flower the notes)",
+    "say.step_failed": "step failed:",
+    "say.wrote": "wrote {path}",
+    "say.wrote_private": "wrote {path} (mode 0600)",
+    "say.removed": "removed {what}",
+    "say.note": "note:",
+    "say.env_overrides": (
+        "{key} is also set in your environment, which takes priority over this file: unset "
+        "it to use the value written here"
+    ),
+    "say.probe_failed": "probe failed:",
+    "say.box_demo_workspace": (
+        "demo workspace: {workspace} (the model is scripted; no real key is used)"
+    ),
+    "say.image_ready": "{image} is ready (built from {context})",
+    "say.control_named": (
+        "negative control {name}: {breaks}; expected to FAIL: {fails}, every other probe to PASS"
+    ),
+    "say.control_weak": (
+        "negative control: a deliberately weak container (root, default capabilities, no "
+        "seccomp, host network, the Docker socket): every probe should FAIL here, and of "
+        "the host-boundary checks git_hook_redirect (the others judge the host's own code, "
+        "which no box changes)"
+    ),
+    "say.planted_left": "could not remove what the self-test planted: {what}",
+    "say.probes_silent": (
+        "some probes never reported: an image older than this flowerbox? run `flowerbox "
+        "build`. The box's stderr ended with:\n{tail}"
+    ),
+    "say.host_section": "{section}: flowerbox's host code against what the box planted",
+    "say.probes": "{count} probes",
+    "say.host_checks": ", {count} host-boundary checks",
+    "say.counted": "{counted}: {passed} PASS, {failed} FAIL",
+    "say.created": "created {what}",
+    "say.kube_waiting": "waiting for {run} (up to {seconds} s)",
+    "say.kube_by_tag": (
+        "{image} is named by its tag: pass --image NAME@sha256:... (or pull or push it "
+        "here first) so what runs is what was reviewed"
+    ),
+    "say.stopped": "stopped {what}",
+    "say.kube_review": (
+        "once it ends (`flowerbox ps --on kube`), review the work: git fetch origin "
+        "{ref}:refs/remotes/flowerbox/{run} && git log -p ..flowerbox/{run}"
+    ),
+    "say.kube_answer_anyway": "{run}: its questions are unknown ({waiting}): answering anyway",
+    "say.kube_dropped": "created {what}: `flowerbox logs {run} -f --on kube` shows the run take it",
+    "say.questions_unknown": "{run}: its questions are unknown: {waiting}",
+    "say.no_runs": 'no flowerbox runs in {where}: `flowerbox "ask" --detach` starts one',
+    "say.no_requests": "no requests logged for this run (yet)",
+    "say.requests_spent": "{count} requests · ${spent}",
+    "say.keeper_lost": "{run} lost its keeper: stopping it and cleaning up",
+    "say.stopping": "stopping {run} (flower records its step; up to 30 s)",
+    "say.stopped_unrecorded": "{run}: the agent stopped, its keeper has not recorded it yet",
+    "say.stopped_resumable": "{run}: {status}; `flowerbox resume {run}` continues it",
+    "say.sent_to_stopped": "{run} is stopped: it reads this when you `flowerbox resume` it",
+    "launch.masked_env": (
+        "{path} is hidden from the box (it shows an empty file there): credentials reach "
+        "only the gateway, from your environment or ~/.config/flower/.env"
+    ),
+    "say.answered": "answered {ask} ({path})",
+    "say.sent": "sent ({path})",
+    "say.answer_with": "answer: {command}",
 }

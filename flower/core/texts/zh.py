@@ -1173,4 +1173,63 @@ ZH: dict[str, str] = {
         "它移开（下次运行会新建一个）"
     ),
     "status.rows_ignored": "{path} 不是行的列表；已忽略",
+    # -- lead: what the command lines say beside their results (saved, created, stopping)
+    "say.demo_workspace": "演示工作区：{workspace}  （模型是脚本化的；不用任何密钥）",
+    "say.look_around": "到处看看：{root}（runs/ 里是会话，workspace/.flower 里是笔记）",
+    "say.step_failed": "步骤失败：",
+    "say.wrote": "已写入 {path}",
+    "say.wrote_private": "已写入 {path}（权限 0600）",
+    "say.removed": "已删除 {what}",
+    "say.note": "注意：",
+    "say.env_overrides": (
+        "你的环境里也设置了 {key}，它优先于这个文件：取消设置它，这里写的值才会生效"
+    ),
+    "say.probe_failed": "探测失败：",
+    "say.box_demo_workspace": "演示工作区：{workspace}（模型是脚本化的；不用真实密钥）",
+    "say.image_ready": "{image} 已就绪（由 {context} 构建）",
+    "say.control_named": "负面对照 {name}：{breaks}；预期 FAIL：{fails}，其余探针都 PASS",
+    "say.control_weak": (
+        "负面对照：一个故意削弱的容器（root、默认能力、无 seccomp、主机网络、Dock"
+        "er 套接字）：这里每个探针都应 FAIL，主机边界检查中只有 git_hook_red"
+        "irect 应 FAIL（其余检查评判的是主机自己的代码，盒子改变不了）"
+    ),
+    "say.planted_left": "无法删除自检放置的东西：{what}",
+    "say.probes_silent": (
+        "有些探针从未报告：镜像比这个 flowerbox 旧？请运行 `flowerbox bu"
+        "ild`。盒子的 stderr 结尾是：\n{tail}"
+    ),
+    "say.host_section": "{section}：flowerbox 的主机代码对抗盒子放置的东西",
+    "say.probes": "{count} 个探针",
+    "say.host_checks": "，{count} 项主机边界检查",
+    "say.counted": "{counted}：{passed} PASS，{failed} FAIL",
+    "say.created": "已创建 {what}",
+    "say.kube_waiting": "正在等待 {run}（最多 {seconds} 秒）",
+    "say.kube_by_tag": (
+        "{image} 是按标签指定的：请传 --image NAME@sha256:...（或"
+        "先在这里 pull 或 push 它），这样运行的就是审查过的"
+    ),
+    "say.stopped": "已停止 {what}",
+    "say.kube_review": (
+        "它结束后（`flowerbox ps --on kube`），审查工作：git fetc"
+        "h origin {ref}:refs/remotes/flowerbox/{run} "
+        "&& git log -p ..flowerbox/{run}"
+    ),
+    "say.kube_answer_anyway": "{run}：它的问题未知（{waiting}）：照样回答",
+    "say.kube_dropped": "已创建 {what}：`flowerbox logs {run} -f --on kube` 会显示运行取走它",
+    "say.questions_unknown": "{run}：它的问题未知：{waiting}",
+    "say.no_runs": '{where} 里没有 flowerbox 运行：`flowerbox "ask" --detach` 可以启动一个',
+    "say.no_requests": "这个运行（还）没有记录任何请求",
+    "say.requests_spent": "{count} 个请求 · ${spent}",
+    "say.keeper_lost": "{run} 失去了它的看守进程：正在停止并清理",
+    "say.stopping": "正在停止 {run}（flower 会记录它的步骤；最多 30 秒）",
+    "say.stopped_unrecorded": "{run}：代理已停止，它的看守进程还没记录下来",
+    "say.stopped_resumable": "{run}：{status}；`flowerbox resume {run}` 可继续它",
+    "say.sent_to_stopped": "{run} 已停止：你 `flowerbox resume` 它时它会读到这个",
+    "launch.masked_env": (
+        "{path} 对盒子隐藏（那里显示为一个空文件）：凭据只到达网关，来自你的环境或 ~/."
+        "config/flower/.env"
+    ),
+    "say.answered": "已回答 {ask}（{path}）",
+    "say.sent": "已发送（{path}）",
+    "say.answer_with": "回答：{command}",
 }
