@@ -14,6 +14,7 @@ import pytest
 from flower.core import lang
 from flower.core.agent import AgentSpec
 from flower.core.human import OVER_BUDGET, TIMEOUT, Ask, HumanChannel
+from flower.core.roles import coordinator
 from flower.core.runtime import Runtime, StepResult
 from flower.testing import FakeAPI, sequence, text, tool
 
@@ -82,6 +83,13 @@ async def test_both_tools_are_offered_and_an_answer_from_a_thread_comes_back(
     assert [(a.question, a.state, a.options) for a in ch.asks] == [
         ("CSV or JSON?", "answered", ["CSV", "JSON"])
     ]
+    # 000:374: coordinator(channel=ch) brings both, and both are callable in a run nobody
+    # approves anything in (the CLI refuses an MCP tool its session did not allow)
+    ch.send("also count bytes")
+    flower_env.script = sequence(tool(ch.inbox_tool_name, {}), text("read it"))
+    await runtime.run(coordinator("c", "", {}, channel=ch), "go on")
+    [mail] = flower_env.main_requests()[-1].last_tool_results()
+    assert not mail.is_error and "also count bytes" in mail.text
 
 
 async def test_unattended_returns_the_timeout_text_at_once(
