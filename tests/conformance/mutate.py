@@ -177,8 +177,10 @@ def apply(scratch: Scratch, mutation: Mutation) -> tuple[str, str]:
     finally:
         path.write_text(original, encoding="utf-8")
     last = output.strip().splitlines()[-1] if output.strip() else ""
-    if code == 1:
+    if code == 1 and " failed" in f" {last}":
         return "killed", last
+    if code == 1:  # only errors (a fixture's setup, say): no test saw the mutant and failed
+        return "error", output[-2000:]
     if code == -1:
         return "killed", output
     if code == 0:
