@@ -70,8 +70,18 @@ def test_an_unknown_name_is_an_attribute_error() -> None:
         raise AssertionError("flower.Nope resolved")
 
 
-def test_import_flower_does_not_import_the_sdk() -> None:
-    probe = "import sys, flower; print('claude_agent_sdk' in sys.modules)"
+@pytest.mark.parametrize(
+    "imports",
+    [
+        "import flower",
+        # 004:3: the interaction layer knows Event only; flower's names load lazily, so the
+        # module that defines Event (and a renderer built on it) must be loaded to be checked
+        "from flower import Event, EventKind; Event('text', 'hi').kind",
+        "import flower.cli.render",
+    ],
+)
+def test_import_flower_does_not_import_the_sdk(imports: str) -> None:
+    probe = f"import sys\n{imports}\nprint('claude_agent_sdk' in sys.modules)"
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "False"
 

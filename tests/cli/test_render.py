@@ -93,11 +93,14 @@ def test_an_event_log_a_box_wrote_can_neither_crash_nor_style_the_line() -> None
         {"kind": "result", "payload": {"run_cost_usd": "9.99"}},
         {"kind": "ask", "text": "q", "payload": {"id": ["q"], "state": "asked", "options": 5}},
         {"kind": "task", "text": "t", "payload": {"unverifiable": 3}},
+        {"kind": "text", "text": "said [/] and [red]this[/red]"},  # rich would raise on [/]
+        {"kind": "tool_call", "text": "[blink]ls[/blink]", "tool": "[b]Bash[/b]"},
     ]
     for line in planted:
         render(Event.from_json(line))
     out = render.console.file.getvalue()  # type: ignore[attr-defined]
     assert "[bold red]x[/] (1/0)" in out  # shown as it is, not as markup
+    assert "said [/] and [red]this[/red]" in out and "[[b]Bash[/b]] [blink]ls[/blink]" in out
     assert render.status_line().endswith("· $0.0000 · context 0k · waiting for you: ['q']")
 
 

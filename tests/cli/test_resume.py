@@ -51,6 +51,9 @@ def test_continuing_redoes_nothing_and_amends_nothing(
     assert (workspace / NOTES / "需求.md").read_bytes() == brief  # not amended with itself
     later = fake_api.requests[before:]
     assert later and not any(r.contains(WAKE_WORDS) for r in later)
+    # 000:203: the complete brief on disk skips the clarify step: the clarifier is not asked
+    clarifier = ROLE_MARKERS["clarify"]
+    assert not any(marker in r.system_text for r in later for marker in clarifier)
     if how == "the same ask":
         assert "the same ask as before, so nothing is added" in done.stderr
 

@@ -2417,11 +2417,14 @@ MUTATIONS: list[Mutation] = [
         "    if False:",
         "core/test_runtime.py::test_a_synthetic_error_is_kept_out_of_the_text",
     ),
+    # 004:15 is the compaction boundary; a ConversationResetMessage (the first mutation tried
+    # here) is the CLI's /clear, not a compaction, so turning it to "status" broke no seed
+    # statement and survived. The boundary's own branch is mutated instead.
     m(
         "004:15",
         "flower/core/events.py",
-        'Event("reset", "conversation reset"',
-        'Event("status", "conversation reset"',
+        'return [Event("reset", "context compacted"',
+        'return [Event("status", "context compacted"',
         "core/test_events.py::test_compaction_is_reported_as_reset_and_off_prevents_it",
     ),
     m(

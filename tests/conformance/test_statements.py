@@ -725,6 +725,10 @@ async def test_the_pages_minimal_program_runs_as_it_is(
         rt.close()
     assert ctx.get("_failed_at") is None and rt.total_cost() > 0
     assert "=== " in capsys.readouterr().out
+    # the ctx the program prints from is the run's (each step's result under its name), not
+    # the one the workflow started with: else a run stopped halfway could not show its
+    # `_failed_at` there, as the page tells the reader to check
+    assert [step.name for step in wf.steps if step.name not in ctx] == []
 
 
 @pytest.mark.anyio

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
+import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+import flower
 from flower.core.agent import (
     COMPACT_SWITCHES_OFF,
     PLUGIN_DIR,
@@ -40,11 +44,46 @@ def test_portable_means_no_setting_sources() -> None:
     assert build_options(AgentSpec("a", ""), portable=False).setting_sources == ["project"]
 
 
-def test_plugin_dir_only_when_present_and_wanted() -> None:
+PLUGINS_OF_A_COPY = """
+import json, sys
+import flower.core.agent as agent
+assert agent.__file__.startswith(sys.argv[1]), agent.__file__  # the copy, not the checkout
+print(json.dumps(agent.build_options(agent.AgentSpec("a", "")).plugins))
+"""
+
+
+@pytest.mark.parametrize("language", ["zh", "en"])
+def test_plugin_dir_only_when_present_and_wanted(tmp_path: Path, language: str) -> None:
     options = build_options(AgentSpec("a", ""))
     expected = [{"type": "local", "path": str(PLUGIN_DIR)}] if PLUGIN_DIR.is_dir() else []
     assert options.plugins == expected
     assert build_options(AgentSpec("a", ""), use_plugin=False).plugins == []
+    # 000:503, the missing case: flower installed without its plugin folder (neither the
+    # packaged flower/plugin nor a source checkout's plugin/ beside it) hands the CLI no
+    # plugin, rather than a path that does not exist; the folder's arrival turns it on.
+    shutil.copytree(
+        Path(str(flower.__file__)).parent,
+        tmp_path / "flower",
+        ignore=shutil.ignore_patterns("__pycache__", "plugin"),
+    )
+    env = {**os.environ, "PYTHONPATH": str(tmp_path), "FLOWER_LANG": language}
+
+    def plugins() -> list[dict[str, str]]:
+        done = subprocess.run(
+            [sys.executable, "-c", PLUGINS_OF_A_COPY, str(tmp_path)],
+            capture_output=True,
+            text=True,
+            env=env,
+            cwd=tmp_path,
+            check=True,
+        )
+        found: list[dict[str, str]] = json.loads(done.stdout)
+        return found
+
+    assert plugins() == []
+    folder = tmp_path / "plugin" / "en" if language == "en" else tmp_path / "plugin"
+    folder.mkdir(parents=True)
+    assert plugins() == [{"type": "local", "path": str(folder)}]
 
 
 def test_spec_fields_map_one_to_one(tmp_path: Path) -> None:

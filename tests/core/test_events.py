@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -102,6 +103,12 @@ async def test_synthetic_api_error_is_an_error_event_never_text(
     assert error.text.startswith("API Error: 529") and error.payload["synthetic"]
     result = events[-1]
     assert result.kind == "result" and result.text == "" and result.payload["is_error"]
+    # The seed (004:14, 003:264) tells the message by its model, "<synthetic>": the CLI's
+    # `error` tag is not what makes it an error: a synthetic message the CLI left untagged
+    # must not become text either.
+    [synthetic] = [m for m in out.assistant if m.model == "<synthetic>"]
+    [untagged] = normalize(replace(synthetic, error=None))
+    assert untagged.kind == "error" and untagged.text == error.text
 
 
 async def test_a_hook_denial_is_a_denied_event(

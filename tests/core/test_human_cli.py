@@ -11,8 +11,10 @@ from pathlib import Path
 
 import pytest
 
+from flower.core import lang
 from flower.core.agent import AgentSpec
 from flower.core.human import OVER_BUDGET, TIMEOUT, Ask, HumanChannel
+from flower.core.roles import coordinator
 from flower.core.runtime import Runtime, StepResult
 from flower.testing import FakeAPI, sequence, text, tool
 
@@ -81,6 +83,13 @@ async def test_both_tools_are_offered_and_an_answer_from_a_thread_comes_back(
     assert [(a.question, a.state, a.options) for a in ch.asks] == [
         ("CSV or JSON?", "answered", ["CSV", "JSON"])
     ]
+    # 000:374: coordinator(channel=ch) brings both, and both are callable in a run nobody
+    # approves anything in (the CLI refuses an MCP tool its session did not allow)
+    ch.send("also count bytes")
+    flower_env.script = sequence(tool(ch.inbox_tool_name, {}), text("read it"))
+    await runtime.run(coordinator("c", "", {}, channel=ch), "go on")
+    [mail] = flower_env.main_requests()[-1].last_tool_results()
+    assert not mail.is_error and "also count bytes" in mail.text
 
 
 async def test_unattended_returns_the_timeout_text_at_once(
@@ -102,12 +111,18 @@ async def test_max_asks_zero_returns_the_over_budget_text(
 async def test_the_inbox_tool_returns_what_the_human_sent(
     flower_env: FakeAPI, runtime: Runtime
 ) -> None:
+    """004:245: the inbox hands over what the human sent, and read again (nothing new) it
+    does not block but says it is empty, in the run's language."""
     ch = HumanChannel()
     ch.send("also count bytes")
-    flower_env.script = sequence(tool(ch.inbox_tool_name, {}), text("read it"))
+    flower_env.script = sequence(
+        tool(ch.inbox_tool_name, {}), tool(ch.inbox_tool_name, {}), text("read it")
+    )
     result = await runtime.run(spec(ch), "count lines")
-    shown = flower_env.main_requests()[-1].last_tool_results()
-    assert result.ok and len(shown) == 1 and "also count bytes" in shown[0].text
+    first, second = (r.last_tool_results() for r in flower_env.main_requests()[-2:])
+    assert result.ok and len(first) == 1 and "also count bytes" in first[0].text
+    empty = {"en": "The inbox is empty", "zh": "收件箱是空的"}[lang.current()]
+    assert len(second) == 1 and second[0].text.startswith(empty)
 
 
 async def test_an_answer_dropped_into_the_run_dir_by_another_process(

@@ -83,9 +83,14 @@ def test_a_symlink_to_the_workspace_finds_the_same_lineage(
 def test_a_moved_workspace_silently_starts_fresh(
     run_dir: Path, workspace: Path, tmp_path: Path
 ) -> None:
+    """The seed keys the lineage by the absolute path: a folder moved under another parent,
+    its name unchanged, starts fresh as surely as a renamed one."""
     Lineage(run_dir, workspace).remember("work", "s-1")
-    moved = workspace.rename(tmp_path / "moved")
-    assert Lineage(run_dir, moved).recall("work") is None
+    (tmp_path / "elsewhere").mkdir()
+    same_name = workspace.rename(tmp_path / "elsewhere" / workspace.name)
+    assert Lineage(run_dir, same_name).recall("work") is None
+    renamed = same_name.rename(tmp_path / "moved")
+    assert Lineage(run_dir, renamed).recall("work") is None
 
 
 def test_remembering_from_a_new_path_keeps_the_old_path_s_lineage(

@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from flower.core import lang
 from flower.core.agent import AgentSpec, HandoffPolicy
 from flower.core.events import Event
 from flower.core.resilience import Resilience, classify
@@ -305,14 +306,21 @@ async def test_prompt_too_long_on_a_later_turn_is_compacted_by_the_cli_and_repor
     assert result.retired == []
 
 
+@pytest.mark.parametrize("said", ["use the other file", ""])
 async def test_an_interrupt_from_another_thread_resumes_the_same_session(
-    flower_env: FakeAPI, make_runtime: Any
+    flower_env: FakeAPI, make_runtime: Any, said: str
 ) -> None:
+    """004:273: rt.interrupt(text) from another thread; "" interrupts without a word (the
+    session is resumed with flower's carry-on note, nothing of the human's)."""
+    carry_on = lang.text("runtime.carry_on_note")
     flower_env.script = rules(
-        (When(kind="main", contains="use the other file"), sequence(text("switched files"))),
+        (When(kind="main", contains=said or carry_on), sequence(text("switched files"))),
         (
             When(kind="main"),
-            sequence(tool("Bash", {"command": "python3 -c 'import time; time.sleep(20)'"})),
+            sequence(
+                tool("Bash", {"command": "python3 -c 'import time; time.sleep(20)'"}),
+                text("resumed without the words it needed"),
+            ),
         ),
     )
     runtime = make_runtime()
@@ -320,7 +328,7 @@ async def test_an_interrupt_from_another_thread_resumes_the_same_session(
     def human() -> None:
         flower_env.wait_for(lambda requests: len(requests) >= 1, timeout=30)
         wait_running_below(os.getpid(), "python3", "time.sleep(20)")  # the tool runs now
-        runtime.interrupt("use the other file")
+        runtime.interrupt(said)
 
     thread = threading.Thread(target=human)
     thread.start()
@@ -335,5 +343,8 @@ async def test_an_interrupt_from_another_thread_resumes_the_same_session(
     sessions = {r.headers.get("x-claude-code-session-id") for r in flower_env.main_requests()}
     assert len(sessions) == 1  # the same session, resumed
     last = flower_env.main_requests()[-1]
-    assert "use the other file" in last.last_user_text
-    assert Runtime.INTERRUPT_NOTE in last.last_user_text
+    if said:
+        assert said in last.last_user_text
+        assert lang.text("runtime.interrupt_note") in last.last_user_text
+    else:
+        assert last.last_user_text.strip() == carry_on
