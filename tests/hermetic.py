@@ -76,7 +76,7 @@ PATH_ARGS = {
     "os.utime": (0,),
     "os.truncate": (0,),
     "os.link": (0, 1),
-    "os.symlink": (0, 1),
+    "os.symlink": (1,),  # the link; its target is only text (relative to the link, not cwd)
     "shutil.rmtree": (0,),
     "glob.glob": (0,),
 }

@@ -73,6 +73,15 @@ def test_reading_the_developers_home():
 
 def test_listing_the_developers_home_in_a_subprocess():
     subprocess.run(["find", os.environ["DEVELOPER"]], capture_output=True, check=True)
+
+
+def test_a_relative_link_target_is_text_not_a_place(tmp_path):
+    os.chdir(os.environ["DEVELOPER"])  # "objects" would name a file there, were it a path
+    os.symlink("objects", tmp_path / "objects")
+
+
+def test_a_link_made_in_the_developers_home():
+    os.symlink("/nowhere", Path(os.environ["DEVELOPER"]) / "planted")
 """
 RUN_ID = "20261201-120000-abc123"
 
@@ -215,9 +224,11 @@ def test_the_tripwires_fail_a_test_that_reads_the_home_and_a_run_that_lists_it(
     done = nested(developer, trips, "-p", "tests.conftest")
     out = done.stdout + done.stderr
     assert done.returncode == 1, out[-4000:]
-    assert "1 failed, 1 passed" in out, out[-4000:]
+    assert "2 failed, 2 passed" in out, out[-4000:]
     assert "touched the developer's real home (the suite has its own" in out, out[-4000:]
     assert f"open {developer.root / '.bashrc'}" in out, out[-4000:]
+    assert f"os.symlink {developer.root / 'planted'}" in out, out[-4000:]
+    assert f"{developer.root / 'objects'}" not in out, out[-4000:]
     # the subprocess's listing, seen by the canary the suite planted in the home
     assert "the suite touched the developer's real home:" in out, out[-4000:]
     assert ".fbx-suite-canary-" in out and "was read or listed" in out, out[-4000:]
