@@ -11,6 +11,7 @@ mounted read-only on PYTHONPATH. The broker's own code is the image's."""
 from __future__ import annotations
 
 import importlib.util
+import os
 import shutil
 import subprocess
 from collections.abc import Callable, Iterator
@@ -65,7 +66,10 @@ class ContainerBroker(TcpBroker):
         self.folder.chmod(0o777)  # the image's user writes the ledger there
         docker = ["docker", "run", "--rm", "--name", self.name, "--network", "host"]
         docker += ["--memory", "512m", "--memory-swap", "512m", "--cpus", "1"]
-        docker += ["--user", f"{UID}:{UID}", "--read-only", "--tmpfs", "/tmp"]
+        # the image's user, as in a cluster; a developer's own where the suite is not root,
+        # who must read the ledger the broker writes 0600 (root reads it either way)
+        user = f"{UID}:{UID}" if os.geteuid() == 0 else f"{os.getuid()}:{os.getgid()}"
+        docker += ["--user", user, "--read-only", "--tmpfs", "/tmp"]
         docker += ["--cap-drop", "ALL", "--security-opt", "no-new-privileges"]
         docker += ["-e", f"KUBECONFIG={self.root / 'kubeconfig'}", "-e", "HOME=/tmp"]
         docker += ["-v", f"{self.root}:{self.root}", "--label", "dev.flower.test=broker-flood"]

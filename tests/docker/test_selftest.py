@@ -292,7 +292,13 @@ def test_each_broken_property_fails_exactly_its_probes(
         host_user, workspace, flowerbox_image, box_runtime, "--weaken", weaken
     )
     assert list(verdicts) == EVERY, done.stderr[-2000:]
-    assert set(failed(verdicts)) == expected, (failed(verdicts), done.stderr[-2000:])
+    why = failed(verdicts)
+    if variant == "host_network" and "walk was cut short" in why.get("docker_socket", ""):
+        # The host's network namespace lists the host's unix sockets (/proc/net/unix): on a
+        # developer's machine (desktop sessions, their compose stack) more than the probe tries,
+        # and a walk cut short is no clean one. The machine's, not the property's.
+        expected.add("docker_socket")
+    assert set(why) == expected, (why, done.stderr[-2000:])
     if variant == JOINED:  # seen by the route lookup: the box's 127.0.0.1 is its own there
         assert "would route a datagram out" in failed(verdicts)["udp"]
     if variant == "users_gitdir":  # and the host removed what reached the user's .git
