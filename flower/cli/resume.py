@@ -105,4 +105,5 @@ def _isolated(ws: Path, run_dir: Path) -> bool:
     ]
     if not (found or begun):
         raise UsageError(text("error.nothing_to_resume", ws=ws))
-    return max(found or begun)[1]
+    # the newer; at a tie (neither workbench made yet) unisolated, as `flower "ask"` runs
+    return max(found or begun, key=lambda pair: (pair[0], not pair[1]))[1]

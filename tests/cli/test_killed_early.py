@@ -7,14 +7,16 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import signal
 import subprocess
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
-from flower.testing import FakeAPI
+from flower.testing import FakeAPI, Reply, Request
 from flower.testing.demo import DEMO_ASK, ROLE_MARKERS, starter_cast
 from tests.cli.conftest import FLOWER, flower
 from tests.json_contract import parse_document
@@ -73,3 +75,49 @@ def _pending(runs: Path) -> bool:
     except (OSError, ValueError):
         return False
     return bool(asks)
+
+
+@pytest.mark.parametrize("continuation", [["resume"], ["go"]])
+def test_a_run_killed_before_its_workbench_existed_goes_on_unisolated_outside_git(
+    continuation: list[str], fake_api: FakeAPI, cli_env: dict[str, str], workspace: Path
+) -> None:
+    """Killed while its first request was in flight (its ask recorded, no workbench yet: seen
+    as a run's first 0.7 s): neither workbench tells whether the run isolated its workers, and
+    a run of `flower "ask"` does not (--no-isolate is the default), so it goes on unisolated,
+    in a folder that is no git repository too (not "isolated workers need a git worktree")."""
+    cast = starter_cast()
+    held: list[int] = []
+
+    def first_held(request: Request) -> Reply:
+        if not held:
+            held.append(request.index)
+            return replace(cast(request), delay=60.0)
+        return cast(request)
+
+    fake_api.script = first_held
+    proc = subprocess.Popen(
+        [*FLOWER, DEMO_ASK, "--timeout", "0", "-w", str(workspace)],
+        env=cli_env,
+        cwd=workspace.parent,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    try:
+        assert fake_api.wait_for(lambda _: bool(held), 120)
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+    shutil.rmtree(workspace / ".flower", ignore_errors=True)  # as at 0.7 s: not made yet
+    assert (workspace.parent / "runs" / "ask-history.json").is_file()
+
+    done = flower(
+        *continuation, "--timeout", "0", "--json", "-w", str(workspace),
+        env=cli_env, cwd=workspace.parent,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert parse_document(done.stdout)["status"] == "achieved"
+    assert (workspace / "hello.py").is_file()
