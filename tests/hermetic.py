@@ -92,6 +92,13 @@ def fresh_home(prefix: str, where: str | None = None, *, gitconfig: str = "") ->
     return home
 
 
+def packages_on_path() -> list[Path]:
+    """The package folders this Python imports from: its venv's, and another venv's a path
+    line names (the mutation runner's scratch venv reads the checkout's, which may live in the
+    developer's home)."""
+    return [Path(p) for p in sys.path if Path(p).name in ("site-packages", "dist-packages")]
+
+
 def sockets_of(home: Path) -> Path:
     """The runs' socket root in `home` (flowerbox makes it): not /tmp/flowerbox-<uid>, which
     the developer's own runs and their compose broker share. Short: a socket's path in a run's
@@ -246,7 +253,7 @@ class Hermetic:
         os.environ.update(home_env(self.home))
         _USER_HOMES[pwd.getpwuid(os.getuid()).pw_name] = self.home
         allowed = {Path(sys.prefix), Path(sys.base_prefix), Path(sys.exec_prefix)}
-        allowed |= {Path(str(config.rootpath)), self.home}
+        allowed |= {Path(str(config.rootpath)), self.home, *packages_on_path()}
         self.guard = Guard(self.real, sorted(p.resolve() for p in allowed))
         self.guard.armed = True
         self.outside: list[str] = []
