@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from flower.core.exports import lazy_exports
+from flower.exports import lazy_exports
 
 __version__ = "0.2.0"
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from flower.cli.setup import setup
-from flower.core.exports import lazy_exports
+from flower.exports import lazy_exports
 
 _HOMES = {
     "flower.cli.lazy": ("LazyCommands", "Loader"),
