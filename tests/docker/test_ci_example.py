@@ -162,7 +162,7 @@ def _run_job(
     # the advice an old image gets works too: `flowerbox build` in the checkout, installed
     again = as_user(user, [f"{venv}/bin/flowerbox", "build"], cwd=root / "flowerbox", env=env)
     assert again.returncode == 0, again.stderr[-3000:]
-    assert f"{tag} is ready" in again.stderr
+    assert f"{tag} 已就绪" in again.stderr  # the e2e runs speak zh
 
 
 def _uses(step: dict[str, Any], root: Path, user: tuple[str, int, int], venv: Path) -> None:

@@ -141,7 +141,7 @@ def test_every_probe_passes_in_the_box_a_run_gets(
     done, verdicts = selftest(host_user, workspace, flowerbox_image, box_runtime)
     assert list(verdicts) == EVERY, done.stderr[-2000:]
     assert failed(verdicts) == {} and done.returncode == 0, done.stderr[-2000:]
-    assert f"{len(PROBES)} probes, {len(HOST_CHECKS)} host-boundary checks" in done.stderr
+    assert f"{len(PROBES)} 个探针，{len(HOST_CHECKS)} 项主机边界检查" in done.stderr  # zh
     # The attacks were planted from inside (else a check FAILs: "not planted") and the host's
     # code ignored each; afterwards the workspace is as it was, nothing of it left in /tmp.
     for check, words in {

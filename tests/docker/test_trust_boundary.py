@@ -683,7 +683,7 @@ def test_a_link_planted_where_the_next_box_mounts_something_refuses_that_start(
         asked = len(real_api.requests)
         refused = flowerbox(host_user, user_workspace, "once", "y", env=env)
         assert refused.returncode == 2, refused.stderr[-3000:]
-        assert str(user_workspace / name) in refused.stderr and "link" in refused.stderr
+        assert str(user_workspace / name) in refused.stderr and "是链接" in refused.stderr  # zh
         assert len(real_api.requests) == asked  # no box started
         (user_workspace / name).unlink()  # the user's fix
     assert (home / ".ssh" / "id_test").read_text() == "PRIVATE KEY\n"

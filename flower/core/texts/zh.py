@@ -1214,16 +1214,16 @@ ZH: dict[str, str] = {
         "h origin {ref}:refs/remotes/flowerbox/{run} "
         "&& git log -p ..flowerbox/{run}"
     ),
-    "say.kube_answer_anyway": "{run}：它的问题未知（{waiting}）：照样回答",
+    "say.kube_answer_anyway": "{run}: 它的问题未知（{waiting}）：照样回答",
     "say.kube_dropped": "已创建 {what}：`flowerbox logs {run} -f --on kube` 会显示运行取走它",
-    "say.questions_unknown": "{run}：它的问题未知：{waiting}",
+    "say.questions_unknown": "{run}: 它的问题未知：{waiting}",
     "say.no_runs": '{where} 里没有 flowerbox 运行：`flowerbox "ask" --detach` 可以启动一个',
     "say.no_requests": "这个运行（还）没有记录任何请求",
     "say.requests_spent": "{count} 个请求 · ${spent}",
     "say.keeper_lost": "{run} 失去了它的看守进程：正在停止并清理",
     "say.stopping": "正在停止 {run}（flower 会记录它的步骤；最多 30 秒）",
-    "say.stopped_unrecorded": "{run}：代理已停止，它的看守进程还没记录下来",
-    "say.stopped_resumable": "{run}：{status}；`flowerbox resume {run}` 可继续它",
+    "say.stopped_unrecorded": "{run}: 代理已停止，它的看守进程还没记录下来",
+    "say.stopped_resumable": "{run}: {status}；`flowerbox resume {run}` 可继续它",
     "say.sent_to_stopped": "{run} 已停止：你 `flowerbox resume` 它时它会读到这个",
     "launch.masked_env": (
         "{path} 对盒子隐藏（那里显示为一个空文件）：凭据只到达网关，来自你的环境或 ~/."
