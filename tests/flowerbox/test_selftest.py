@@ -636,6 +636,14 @@ def test_under_runsc_a_runc_only_variant_leaves_gvisor_and_fails_the_kernel_too(
     assert not {"pids_limit", "ulimits"} & set(no_limit)
 
 
+def exec_done(pid: int) -> None:
+    """Wait (at most 10 s) until `pid` runs the shell it was started with."""
+    deadline = time.monotonic() + 10
+    cmdline = Path(f"/proc/{pid}/cmdline")
+    while not cmdline.read_bytes().startswith(b"/bin/sh\0") and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+
 def test_the_sandboxs_platform_is_read_from_its_argv_on_the_host() -> None:
     """How gVisor traps the agent's system calls is reported from the host's process table
     (the flag the engine gave the sandbox), never from the box."""
@@ -643,6 +651,7 @@ def test_the_sandboxs_platform_is_read_from_its_argv_on_the_host() -> None:
         # a shell that stays (`; :`), with the flags as its positional arguments
         with subprocess.Popen(["/bin/sh", "-c", "sleep 60; :", "runsc-sandbox", *flags]) as box:
             try:
+                exec_done(box.pid)  # until then its argv is the forking Python's
                 assert host_process(box.pid)["platform"] == platform
             finally:
                 box.kill()
