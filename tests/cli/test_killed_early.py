@@ -22,6 +22,19 @@ from tests.cli.conftest import FLOWER, flower
 from tests.json_contract import parse_document
 
 
+def started(options: list[str], env: dict[str, str], workspace: Path) -> subprocess.Popen[bytes]:
+    """`flower DEMO_ASK OPTIONS` in the background, in a session of its own (to be killed)."""
+    return subprocess.Popen(
+        [*FLOWER, DEMO_ASK, *options, "-w", str(workspace)],
+        env=env,
+        cwd=workspace.parent,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+
+
 def clarifying(request_system: str) -> bool:
     return any(marker in request_system for marker in ROLE_MARKERS["clarify"])
 
@@ -32,15 +45,7 @@ def test_a_run_killed_while_its_question_waits_goes_on_with_its_ask(
 ) -> None:
     fake_api.script = starter_cast()
     runs = workspace.parent / "runs"
-    proc = subprocess.Popen(
-        [*FLOWER, DEMO_ASK, "--timeout", "60", "-w", str(workspace)],
-        env=cli_env,
-        cwd=workspace.parent,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
+    proc = started(["--timeout", "60"], cli_env, workspace)
     try:  # the clarifier's question waits for a human (asks.json), nobody answers
         assert fake_api.wait_for(lambda _: _pending(runs), 120)
         time.sleep(1.0)  # the question waits (a human takes longer than this)
@@ -95,15 +100,7 @@ def test_a_run_killed_before_its_workbench_existed_goes_on_unisolated_outside_gi
         return cast(request)
 
     fake_api.script = first_held
-    proc = subprocess.Popen(
-        [*FLOWER, DEMO_ASK, "--timeout", "0", "-w", str(workspace)],
-        env=cli_env,
-        cwd=workspace.parent,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
+    proc = started(["--timeout", "0"], cli_env, workspace)
     try:
         assert fake_api.wait_for(lambda _: bool(held), 120)
         os.killpg(proc.pid, signal.SIGKILL)
