@@ -115,7 +115,6 @@ def selftest(
     from flowerbox.selftest.controls import ALL_WEAK, control_named
     from flowerbox.selftest.runner import HOST_SECTION
     from flowerbox.selftest.runner import selftest as run_probes
-    from flowerbox.selftest.verdicts import SILENT
 
     control = ALL_WEAK if negative_control else None
     if weaken is not None:
@@ -132,7 +131,7 @@ def selftest(
     _show([(BOX_SECTION, report.verdicts), (HOST_SECTION, report.host)], as_json=as_json)
     for what in report.left:
         STDERR.print(text("say.planted_left", what=what), markup=False)
-    if any(verdict.why.startswith(SILENT) for verdict in report.verdicts):
+    if any(verdict.why == text("verdict.silent") for verdict in report.verdicts):
         tail = printable(report.stderr[-1500:])
         STDERR.print(text("say.probes_silent", tail=tail), markup=False)
     raise typer.Exit(_counted(report.verdicts, report.host))

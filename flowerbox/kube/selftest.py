@@ -17,6 +17,7 @@ import copy
 import json
 import secrets
 
+from flower import text
 from flowerbox.box.spec import BoxSpec
 from flowerbox.kube.pod import Manifest
 from flowerbox.kube.render import folders, run_manifests
@@ -79,7 +80,7 @@ def verdicts(log: bytes | None, spec: BoxSpec) -> list[Verdict]:
     reported twice (something else in the Pod printing in its name) FAILs as such.
     """
     if log is None:
-        why = f"the probe Pod's log was over {MAX_LOG_BYTES} bytes: nothing in it was judged"
+        why = text("verdict.pod_log_over", limit=MAX_LOG_BYTES)
         return [Verdict(name, False, why) for name in POD_PROBES]
     token = token_of(spec)
     seen: dict[str, list[str]] = {}
@@ -97,5 +98,5 @@ def verdicts(log: bytes | None, spec: BoxSpec) -> list[Verdict]:
     once = "\n".join(lines[0] for lines in seen.values() if len(lines) == 1)
     host = Seen(uid=UID, gid=UID, pids_limit=spec.limits.pids, token=token)
     judged = judge(once, host, POD_PROBES, judges=POD_JUDGES)
-    twice = "reported twice: something else in the Pod printed a line in this probe's name"
+    twice = text("verdict.reported_twice")
     return [Verdict(v.probe, False, twice) if len(seen.get(v.probe, ())) > 1 else v for v in judged]

@@ -90,37 +90,3 @@ def sandboxed(host: dict[str, Any]) -> bool:
     """Whether the host sees the box's first process as gVisor's sandbox (fact 1)."""
     process = host.get("argv0")
     return isinstance(process, str) and Path(process).name.startswith(SANDBOX_PREFIX)
-
-
-def verdict(
-    o: dict[str, Any], *, asked: str, host: dict[str, Any], host_btime: int | None
-) -> tuple[bool, str]:
-    """(ok, why) for the box's `kernel` observation `o`, the runtime `asked`, and the host's
-    view of the box's first process (`host`, host_process) and boot time."""
-    process = host.get("argv0")
-    seen = (
-        f"the host runs the box as {process!r} (uid {host.get('uid')})"
-        if process is not None
-        else f"the box's process is not visible here ({host.get('error')})"
-    )
-    box_btime = o.get("btime")
-    if not isinstance(box_btime, int) or host_btime is None:
-        own_kernel, booted = False, f"boot times unknown (box {box_btime}, host {host_btime})"
-    elif abs(box_btime - host_btime) > BOOT_SLACK_S:
-        own_kernel, booted = True, f"its kernel booted {box_btime - host_btime} s after the host's"
-    else:
-        own_kernel, booted = False, f"its kernel booted when the host's did ({box_btime})"
-    if asked != "runsc":
-        if sandboxed(host):
-            return False, f"runc was asked for, yet {seen}"
-        why = f"the host's kernel (runc, as asked; --runtime runsc puts gVisor's between): {seen}"
-        return True, f"{why}; {booted}"
-    if sandboxed(host) and own_kernel:
-        log = str(o.get("log", ""))[:60]
-        platform = host.get("platform") or "runsc's default"
-        why = (
-            f"gVisor ({platform} platform): {seen}, none of the agent's processes is a host"
-            f" process; {booted}"
-        )
-        return True, f"{why}; its log: {log!r}"
-    return False, f"runsc was asked for, but {seen}; {booted}: not gVisor's kernel"

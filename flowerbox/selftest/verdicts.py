@@ -14,8 +14,7 @@ from functools import partial
 from typing import Any
 
 from flower import parse_json, text
-from flowerbox.selftest.kernel import sandboxed
-from flowerbox.selftest.kernel import verdict as kernel_verdict
+from flowerbox.selftest.kernel import BOOT_SLACK_S, sandboxed
 from flowerbox.selftest.probes import PROBES
 
 __all__ = [
@@ -23,7 +22,6 @@ __all__ = [
     "PIDS_HEADROOM",
     "POD_JUDGES",
     "POD_PROBES",
-    "SILENT",
     "ZERO_CAPS",
     "Judge",
     "Seen",
@@ -36,7 +34,6 @@ ZERO_CAPS = "0000000000000000"
 DENY_PREFIX = "flowerbox egress: denied"
 GIT_PROTECTED = (".git/hooks", ".git/config")
 PIDS_HEADROOM = 64  # the probe tries this many threads past the limit
-SILENT = "no observation"
 
 
 @dataclass(frozen=True)
@@ -74,56 +71,54 @@ class Seen:
 def _identity(o: dict[str, Any], seen: Seen) -> Verdict:
     uid, euid = o["uid"], o["euid"]
     if not uid == euid == seen.uid:
-        return Verdict("identity", False, f"uid {uid} (euid {euid}), expected your uid {seen.uid}")
+        why = text("verdict.identity_uid", uid=uid, euid=euid, yours=seen.uid)
+        return Verdict("identity", False, why)
     extra = sorted(set(o["groups"]) - {seen.gid})
     if o["gid"] != seen.gid or extra:
         return Verdict(
             "identity",
             False,
-            f"gid {o['gid']}, supplementary groups {o['groups']}: expected your gid {seen.gid} "
-            "and no other group (a group can open what it owns, the engine's socket included)",
+            text("verdict.identity_groups", gid=o["gid"], groups=o["groups"], yours=seen.gid),
         )
     if uid == 0:
         return Verdict(
             "identity",
             True,
-            "uid 0: flowerbox runs as root, so the box does (every other restriction holds); "
-            "run flowerbox as your own user, in the docker group, to avoid it",
+            text("verdict.identity_root"),
         )
-    return Verdict("identity", True, f"uid {uid}, gid {seen.gid}, no other group: yours, not root")
+    return Verdict("identity", True, text("verdict.identity_ok", uid=uid, gid=seen.gid))
 
 
 def _capabilities(o: dict[str, Any], seen: Seen) -> Verdict:
     ok = o["CapEff"] == o["CapBnd"] == ZERO_CAPS
-    why = "CapEff and CapBnd are 0" if ok else f"CapEff {o['CapEff']}, CapBnd {o['CapBnd']}"
+    why = text("verdict.caps_ok") if ok else text("verdict.caps", eff=o["CapEff"], bnd=o["CapBnd"])
     return Verdict("capabilities", ok, why)
 
 
 def _no_new_privs(o: dict[str, Any], seen: Seen) -> Verdict:
     flag = o.get("prctl", o["NoNewPrivs"])  # the kernel's answer; an older image: the status
     ok = flag == 1
-    return Verdict(
-        "no_new_privs", ok, "set" if ok else f"no_new_privs {flag}: setuid binaries work"
-    )
+    why = text("verdict.nnp_ok") if ok else text("verdict.nnp", flag=flag)
+    return Verdict("no_new_privs", ok, why)
 
 
 def _seccomp(o: dict[str, Any], seen: Seen) -> Verdict:
     if seen.runtime == "runsc" and sandboxed(seen.host_process):
         return _seccomp_gvisor(o, seen)
     if o["Seccomp"] != 2:
-        return Verdict("seccomp", False, f"mode {o['Seccomp']}: no seccomp filter")
+        return Verdict("seccomp", False, text("verdict.seccomp_none", mode=o["Seccomp"]))
     tried = o["syscalls"]
     if tried is None:
         return Verdict(
             "seccomp",
             False,
-            f"no syscall table for {o['machine']}: what the filter refuses is unknown",
+            text("verdict.seccomp_no_table", machine=o["machine"]),
         )
     allowed = {name: outcome for name, outcome in tried.items() if outcome != "EPERM"}
     if allowed:
         got = ", ".join(f"{name} ({outcome})" for name, outcome in allowed.items())
-        return Verdict("seccomp", False, f"a filter is loaded, but these reached the kernel: {got}")
-    return Verdict("seccomp", True, f"mode 2; refused with EPERM: {', '.join(tried)}")
+        return Verdict("seccomp", False, text("verdict.seccomp_reached", got=got))
+    return Verdict("seccomp", True, text("verdict.seccomp_ok", tried=", ".join(tried)))
 
 
 def _seccomp_gvisor(o: dict[str, Any], seen: Seen) -> Verdict:
@@ -133,14 +128,11 @@ def _seccomp_gvisor(o: dict[str, Any], seen: Seen) -> Verdict:
     tried = ", ".join(f"{name} ({outcome})" for name, outcome in (o["syscalls"] or {}).items())
     mode = seen.host_process.get("seccomp")
     if mode != 2:
-        return Verdict(
-            "seccomp", False, f"gVisor's sandbox runs on the host in seccomp mode {mode}"
-        )
+        return Verdict("seccomp", False, text("verdict.gvisor_seccomp", mode=mode))
     return Verdict(
         "seccomp",
         True,
-        f"gVisor: its sandbox runs on the host in seccomp mode 2; inside, mode {o['Seccomp']}: "
-        f"the calls a profile would refuse reach gVisor's kernel, not the host's ({tried})",
+        text("verdict.gvisor_seccomp_ok", mode=o["Seccomp"], tried=tried),
     )
 
 
@@ -148,90 +140,77 @@ def _read_only_root(o: dict[str, Any], seen: Seen, *, tmp_noexec: bool = True) -
     """`tmp_noexec`: /tmp must refuse to execute (a Pod's emptyDir has no such field)."""
     problems = []
     if "ro" not in o["root_mount"]:
-        problems.append(f"/ is mounted {','.join(o['root_mount'][:1]) or 'without options'}")
+        options = ",".join(o["root_mount"][:1]) or text("verdict.root_no_options")
+        problems.append(text("verdict.root_mounted", options=options))
     if o["root_writable"]:
-        problems.append("the root filesystem took a write")
+        problems.append(text("verdict.root_written"))
     if o["tmp_exec"] and tmp_noexec:
-        problems.append("a script written to /tmp runs")
+        problems.append(text("verdict.tmp_runs"))
     if problems:
         return Verdict("read_only_root", False, "; ".join(problems))
     writable = o["writable_mounts"]
     executable = sorted(point for point, noexec in writable.items() if not noexec)
-    tmp = "/tmp refuses to execute" if tmp_noexec else "/tmp is not checked for noexec"
-    return Verdict(
-        "read_only_root",
-        True,
-        f"/ is read-only, {tmp}; writable and executable by design: "
-        f"{', '.join(executable) or 'nothing'}",
-    )
+    tmp = text("verdict.tmp_noexec") if tmp_noexec else text("verdict.tmp_unchecked")
+    shown = ", ".join(executable) or text("verdict.nothing")
+    return Verdict("read_only_root", True, text("verdict.root_ok", tmp=tmp, executable=shown))
 
 
 def _docker_socket(o: dict[str, Any], seen: Seen) -> Verdict:
     if o["engines"]:
         engines = ", ".join(o["engines"])
-        return Verdict("docker_socket", False, f"a Docker engine answers at {engines}")
+        return Verdict("docker_socket", False, text("verdict.engine_answers", engines=engines))
     if o["unopenable"]:
         return Verdict(
             "docker_socket",
             False,
-            f"sockets the box sees but may not open (an engine's? another group or uid could): "
-            f"{', '.join(o['unopenable'])}",
+            text("verdict.sockets_unopenable", sockets=", ".join(o["unopenable"])),
         )
     if o["truncated"]:
-        return Verdict("docker_socket", False, f"the walk was cut short ({o['truncated']})")
-    others = ", ".join(o["others"]) or "none"
-    return Verdict(
-        "docker_socket",
-        True,
-        f"no engine among the unix sockets reachable ({o['entries']} entries walked; "
-        f"sockets: {others})",
-    )
+        return Verdict("docker_socket", False, text("verdict.walk_cut", why=o["truncated"]))
+    others = ", ".join(o["others"]) or text("verdict.none")
+    why = text("verdict.no_engine", entries=o["entries"], others=others)
+    return Verdict("docker_socket", True, why)
 
 
 def _interfaces(o: dict[str, Any], seen: Seen) -> Verdict:
     ok = o["interfaces"] == ["lo"]
-    return Verdict("interfaces", ok, f"network interfaces: {' '.join(o['interfaces'])}")
+    return Verdict("interfaces", ok, text("verdict.interfaces", names=" ".join(o["interfaces"])))
 
 
 def _direct_tcp(o: dict[str, Any], seen: Seen) -> Verdict:
     if o["connected"] or f"direct_tcp {seen.token}" in seen.received:
-        return Verdict("direct_tcp", False, "without the proxy it reached the host's loopback")
+        return Verdict("direct_tcp", False, text("verdict.tcp_reached"))
     if not o["route_v4"]:
-        return Verdict("direct_tcp", False, "the kernel has an IPv4 route out")
-    return Verdict("direct_tcp", True, f"no way out without the proxy ({o['error']})")
+        return Verdict("direct_tcp", False, text("verdict.ipv4_route"))
+    return Verdict("direct_tcp", True, text("verdict.tcp_ok", error=o["error"]))
 
 
 def _policy_tcp(o: dict[str, Any], seen: Seen) -> Verdict:
     """direct_tcp in a Pod: it has an interface and a route by design, so the network policy
     is the boundary, and the probe's connection to the cluster's API Service decides."""
     if o["connected"]:
-        return Verdict(
-            "direct_tcp",
-            False,
-            "reached the cluster's API Service past the run's network policy: does the "
-            "network plugin enforce NetworkPolicy?",
-        )
-    return Verdict("direct_tcp", True, f"the network policy held ({o['error']})")
+        return Verdict("direct_tcp", False, text("verdict.policy_passed"))
+    return Verdict("direct_tcp", True, text("verdict.policy_held", error=o["error"]))
 
 
 def _udp(o: dict[str, Any], seen: Seen) -> Verdict:
     if f"udp {seen.token}" in seen.received:
-        return Verdict("udp", False, "a datagram reached the host's loopback")
+        return Verdict("udp", False, text("verdict.udp_reached"))
     if not o["route_v4"]:
-        return Verdict("udp", False, "the kernel would route a datagram out (an IPv4 route)")
-    return Verdict("udp", True, f"no datagram left the box; no route out ({o['route_v4']})")
+        return Verdict("udp", False, text("verdict.udp_route"))
+    return Verdict("udp", True, text("verdict.udp_ok", route=o["route_v4"]))
 
 
 def _raw_socket(o: dict[str, Any], seen: Seen) -> Verdict:
     if o["opened"]:
-        return Verdict("raw_socket", False, f"opened: {', '.join(o['opened'])}")
-    return Verdict("raw_socket", True, "raw and packet sockets refused")
+        return Verdict("raw_socket", False, text("verdict.raw_opened", what=", ".join(o["opened"])))
+    return Verdict("raw_socket", True, text("verdict.raw_ok"))
 
 
 def _ipv6_route(o: dict[str, Any], seen: Seen) -> Verdict:
     if not o["route_error"]:
-        return Verdict("ipv6_route", False, "the kernel has an IPv6 route out")
-    return Verdict("ipv6_route", True, f"no IPv6 route ({o['route_error']})")
+        return Verdict("ipv6_route", False, text("verdict.ipv6_route"))
+    return Verdict("ipv6_route", True, text("verdict.ipv6_ok", error=o["route_error"]))
 
 
 def _decisions(seen: Seen, host: str) -> list[str]:
@@ -250,25 +229,25 @@ def _refused(answer: dict[str, Any]) -> bool:
 
 def _proxy_denied_name(o: dict[str, Any], seen: Seen) -> Verdict:
     if o.get("proxy") is None:
-        return Verdict("proxy_denied_name", False, "no egress proxy in the box (HTTPS_PROXY)")
+        return Verdict("proxy_denied_name", False, text("verdict.no_proxy_env"))
     forms = {form: o[form] for form in ("connect", "plain")}
     let_through = [form for form, answer in forms.items() if not _refused(answer)]
     if let_through:
         answers = ", ".join(f"{form}: {forms[form].get('status')}" for form in let_through)
-        return Verdict("proxy_denied_name", False, f"{o['name']} not refused ({answers})")
+        why = text("verdict.name_not_refused", name=o["name"], answers=answers)
+        return Verdict("proxy_denied_name", False, why)
     decisions = _decisions(seen, o["name"])
     if not decisions or any(decision != "deny" for decision in decisions):
-        return Verdict("proxy_denied_name", False, f"egress log for {o['name']}: {decisions}")
-    return Verdict(
-        "proxy_denied_name", True, f"{o['name']}: 403 for CONNECT and plain HTTP, logged deny"
-    )
+        why = text("verdict.name_logged", name=o["name"], decisions=decisions)
+        return Verdict("proxy_denied_name", False, why)
+    return Verdict("proxy_denied_name", True, text("verdict.name_ok", name=o["name"]))
 
 
 def _proxy_internal_targets(o: dict[str, Any], seen: Seen) -> Verdict:
     if o.get("proxy") is None:
-        return Verdict("proxy_internal_targets", False, "no egress proxy in the box")
+        return Verdict("proxy_internal_targets", False, text("verdict.no_proxy"))
     if f"proxied {seen.token}" in seen.received:  # (the denied-name probe sends "named")
-        return Verdict("proxy_internal_targets", False, "the proxy reached the host's loopback")
+        return Verdict("proxy_internal_targets", False, text("verdict.proxy_reached"))
     open_targets = [target for target, answer in o["targets"].items() if not _refused(answer)]
     unlogged = [
         target
@@ -279,28 +258,27 @@ def _proxy_internal_targets(o: dict[str, Any], seen: Seen) -> Verdict:
         return Verdict(
             "proxy_internal_targets",
             False,
-            f"not refused: {open_targets or '-'}; no single deny logged: {unlogged or '-'}",
+            text("verdict.targets_open", open=open_targets or "-", unlogged=unlogged or "-"),
         )
-    return Verdict("proxy_internal_targets", True, f"refused and logged: {', '.join(o['targets'])}")
+    why = text("verdict.targets_ok", targets=", ".join(o["targets"]))
+    return Verdict("proxy_internal_targets", True, why)
 
 
 def _protected_paths(o: dict[str, Any], seen: Seen) -> Verdict:
     if o["writable"] or seen.changed:
         bad = sorted({*o["writable"], *seen.changed})
-        return Verdict("protected_paths", False, f"writable inside: {', '.join(bad)}")
+        return Verdict("protected_paths", False, text("verdict.writable", paths=", ".join(bad)))
     if o["renamed"]:
-        return Verdict("protected_paths", False, f"renamed inside: {', '.join(o['renamed'])}")
+        why = text("verdict.renamed", paths=", ".join(o["renamed"]))
+        return Verdict("protected_paths", False, why)
     absent = [name for name in GIT_PROTECTED if name in o["missing"]]
     if seen.git and absent:
-        return Verdict("protected_paths", False, f"not in the workspace: {', '.join(absent)}")
+        why = text("verdict.not_in_workspace", paths=", ".join(absent))
+        return Verdict("protected_paths", False, why)
     if not o["refused"]:
-        return Verdict(
-            "protected_paths",
-            False,
-            "nothing protected exists here to try (no .git, Dockerfile...): run selftest in a "
-            "git repository",
-        )
-    return Verdict("protected_paths", True, f"read-only, not renamed: {', '.join(o['refused'])}")
+        return Verdict("protected_paths", False, text("verdict.nothing_protected"))
+    why = text("verdict.protected_ok", paths=", ".join(o["refused"]))
+    return Verdict("protected_paths", True, why)
 
 
 def _protected_parents(o: dict[str, Any], seen: Seen) -> Verdict:
@@ -308,12 +286,12 @@ def _protected_parents(o: dict[str, Any], seen: Seen) -> Verdict:
         return Verdict(
             "protected_parents",
             False,
-            f"renamed inside (a protected path moves along, its name is free): "
-            f"{', '.join(o['renamed'])}",
+            text("verdict.parent_renamed", paths=", ".join(o["renamed"])),
         )
     if not o["refused"]:
-        return Verdict("protected_parents", True, "no protected path lies below a folder here")
-    return Verdict("protected_parents", True, f"not renamed: {', '.join(o['refused'])}")
+        return Verdict("protected_parents", True, text("verdict.no_parents"))
+    why = text("verdict.parents_ok", paths=", ".join(o["refused"]))
+    return Verdict("protected_parents", True, why)
 
 
 def _git_redirects(o: dict[str, Any], seen: Seen) -> Verdict:
@@ -322,63 +300,83 @@ def _git_redirects(o: dict[str, Any], seen: Seen) -> Verdict:
             return Verdict(
                 "git_redirects",
                 False,
-                "the workspace's .git file (a linked worktree) can be rewritten or moved "
-                "inside: a `gitdir:` of the box's own would take your git there",
+                text("verdict.gitfile_writable"),
             )
-        return Verdict("git_redirects", True, ".git is a file (a linked worktree): read-only")
+        return Verdict("git_redirects", True, text("verdict.gitfile_ok"))
     if o["git"] != "folder":
-        return Verdict("git_redirects", True, f"the workspace's .git: {o['git']}")
+        return Verdict("git_redirects", True, text("verdict.git_is", git=o["git"]))
     problems = []
     if seen.repo_changed:
-        problems.append(f"reached your repository: {', '.join(seen.repo_changed)}")
+        problems.append(text("verdict.repo_reached", what=", ".join(seen.repo_changed)))
     if o["moved"]:
-        problems.append(f".git moved away inside, {o['replace']}")
+        problems.append(text("verdict.git_moved", replace=o["replace"]))
     if problems:
         return Verdict("git_redirects", False, "; ".join(problems))
     return Verdict(
         "git_redirects",
         True,
-        f"commondir: {o['commondir']}, not in your repository; .git not replaced ({o['replace']})",
+        text("verdict.git_ok", commondir=o["commondir"], replace=o["replace"]),
     )
 
 
 def _setuid(o: dict[str, Any], seen: Seen) -> Verdict:
     sudo = o.get("sudo")
     if sudo is not None and sudo["code"] == 0:
-        return Verdict("setuid", False, f"sudo -n gave uid {sudo['stdout']}")
+        return Verdict("setuid", False, text("verdict.sudo_gave", uid=sudo["stdout"]))
     su = o.get("su")
     if su is None and o["euid"] == 0 and o["CapBnd"] == ZERO_CAPS:
-        return Verdict(
-            "setuid", True, "uid 0 already (flowerbox runs as root); CapBnd 0: nothing to gain"
-        )
+        return Verdict("setuid", True, text("verdict.setuid_root"))
+    said = text("verdict.sudo_refused" if sudo else "verdict.sudo_absent")
     if su is None:
         if o.get("su_setuid_root"):
-            return Verdict("setuid", False, "could not observe su's credentials")
-        return Verdict("setuid", True, f"no setuid-root su; sudo {'refused' if sudo else 'absent'}")
+            return Verdict("setuid", False, text("verdict.su_unseen"))
+        return Verdict("setuid", True, text("verdict.no_su", sudo=said))
     if su["CapEff"] != ZERO_CAPS or (su["euid"] == 0 != o["euid"]):
-        return Verdict(
-            "setuid", False, f"su (setuid root) ran as euid {su['euid']}, CapEff {su['CapEff']}"
-        )
-    return Verdict(
-        "setuid",
-        True,
-        f"su (setuid root) gained nothing: euid {su['euid']}, no capabilities; "
-        f"sudo {'refused' if sudo else 'absent'}",
-    )
+        why = text("verdict.su_gained", euid=su["euid"], eff=su["CapEff"])
+        return Verdict("setuid", False, why)
+    return Verdict("setuid", True, text("verdict.su_ok", euid=su["euid"], sudo=said))
 
 
 def _survivor(o: dict[str, Any], seen: Seen) -> Verdict:
     if seen.survivors:
-        return Verdict("survivor", False, f"left behind: {', '.join(seen.survivors)}")
-    return Verdict(
-        "survivor",
-        True,
-        f"nothing outlived the box (process: {o['process']}, container: {o['container']})",
+        return Verdict("survivor", False, text("verdict.left", what=", ".join(seen.survivors)))
+    why = text("verdict.survivor_ok", process=o["process"], container=o["container"])
+    return Verdict("survivor", True, why)
+
+
+def _kernel_verdict(
+    o: dict[str, Any], *, asked: str, host: dict[str, Any], host_btime: int | None
+) -> tuple[bool, str]:
+    """(ok, why) for the box's `kernel` observation `o`, the runtime `asked`, and the host's
+    view of the box's first process (`host`, host_process) and boot time."""
+    process = host.get("argv0")
+    seen = (
+        text("verdict.kernel_seen", process=repr(process), uid=host.get("uid"))
+        if process is not None
+        else text("verdict.kernel_unseen", error=host.get("error"))
     )
+    box_btime = o.get("btime")
+    if not isinstance(box_btime, int) or host_btime is None:
+        own_kernel = False
+        booted = text("verdict.boot_unknown", box=box_btime, host=host_btime)
+    elif abs(box_btime - host_btime) > BOOT_SLACK_S:
+        own_kernel, booted = True, text("verdict.booted_after", seconds=box_btime - host_btime)
+    else:
+        own_kernel, booted = False, text("verdict.booted_with", btime=box_btime)
+    if asked != "runsc":
+        if sandboxed(host):
+            return False, text("verdict.runc_yet", seen=seen)
+        return True, text("verdict.runc_ok", seen=seen, booted=booted)
+    if sandboxed(host) and own_kernel:
+        log = str(o.get("log", ""))[:60]
+        platform = host.get("platform") or text("verdict.runsc_default")
+        why = text("verdict.gvisor_ok", platform=platform, seen=seen, booted=booted)
+        return True, text("verdict.gvisor_log", why=why, log=repr(log))
+    return False, text("verdict.not_gvisor", seen=seen, booted=booted)
 
 
 def _kernel(o: dict[str, Any], seen: Seen) -> Verdict:
-    ok, why = kernel_verdict(
+    ok, why = _kernel_verdict(
         o, asked=seen.runtime, host=seen.host_process, host_btime=seen.host_btime
     )
     return Verdict("kernel", ok, why)
@@ -386,8 +384,9 @@ def _kernel(o: dict[str, Any], seen: Seen) -> Verdict:
 
 def _pids_limit(o: dict[str, Any], seen: Seen) -> Verdict:
     if o["started"] >= o["tried"] or o["started"] > seen.pids_limit:
-        return Verdict("pids_limit", False, f"{o['started']} threads started, no limit hit")
-    return Verdict("pids_limit", True, f"task {o['started'] + 1} refused (limit {seen.pids_limit})")
+        return Verdict("pids_limit", False, text("verdict.pids_unlimited", started=o["started"]))
+    why = text("verdict.pids_ok", task=o["started"] + 1, limit=seen.pids_limit)
+    return Verdict("pids_limit", True, why)
 
 
 Judge = Callable[[dict[str, Any], Seen], Verdict]
@@ -473,14 +472,14 @@ def judge(
         decide = {**judges, "gateway_health": _gateway_health}[name]  # doctor's extra
         o = observations.get(name)
         if o is None:
-            verdicts.append(Verdict(name, False, f"{SILENT}: the probe did not report"))
+            verdicts.append(Verdict(name, False, text("verdict.silent")))
         elif "broken" in o:
-            verdicts.append(Verdict(name, False, f"the probe broke: {o['broken']}"))
+            verdicts.append(Verdict(name, False, text("verdict.broke", why=o["broken"])))
         else:
             try:
                 verdicts.append(decide(o, seen))
             except (KeyError, TypeError) as exc:
-                verdicts.append(Verdict(name, False, f"unreadable observation ({exc!r})"))
+                verdicts.append(Verdict(name, False, text("verdict.unreadable", problem=repr(exc))))
     return verdicts
 
 
@@ -498,7 +497,7 @@ PLANTED = "planted"
 
 def _finished(call: dict[str, Any]) -> str:
     """'' when the host's call returned (or raised) in time, else what happened."""
-    return "" if call["state"] != "timed out" else f"hung (no answer in {call['seconds']} s)"
+    return "" if call["state"] != "timed out" else text("verdict.hung", seconds=call["seconds"])
 
 
 def _rejected(call: dict[str, Any]) -> bool:
@@ -516,70 +515,62 @@ def _verdict(check: str, problems: list[str], passed: str) -> Verdict:
 def _dotenv_redirect(plant: str, o: dict[str, Any]) -> Verdict:
     name = "dotenv_redirect"
     if plant.startswith("yours, read-only"):
-        what = "your own .env is here, empty and read-only in the box: the redirect was refused"
+        what = text("verdict.dotenv_yours")
     elif plant == PLANTED:
-        what = "a .env sending the key to the probe server, with a PYTHONPATH"
+        what = text("verdict.dotenv_planted")
     else:
-        return Verdict(name, False, f"the workspace .env could be written in the box ({plant})")
+        return Verdict(name, False, text("verdict.dotenv_writable", plant=plant))
     problems = []
     if o["yielded"]:
-        problems.append(f"the credential lookup took {', '.join(o['yielded'])} from it")
+        problems.append(text("verdict.dotenv_yielded", keys=", ".join(o["yielded"])))
     if o["from_workspace"]:
-        problems.append(f"{', '.join(o['from_workspace'])} came from ./.env")
+        problems.append(text("verdict.dotenv_from", keys=", ".join(o["from_workspace"])))
     if o["received"]:
-        problems.append(f"the probe server got {o['received'][0]!r}")
+        problems.append(text("verdict.server_got", got=repr(o["received"][0])))
     if o["ran"]:
-        problems.append("its sitecustomize.py ran on the host")
-    return _verdict(
-        name,
-        problems,
-        f"{what}; flowerbox's credential lookup read nothing from ./.env, nothing reached the "
-        "probe server, no code of it ran",
-    )
+        problems.append(text("verdict.sitecustomize_ran"))
+    return _verdict(name, problems, text("verdict.dotenv_ok", what=what))
 
 
 def _forged_record(o: dict[str, Any], forged: str) -> Verdict:
     problems = []
     if forged in o["listed"]:
-        problems.append("ps lists it")
+        problems.append(text("verdict.forged_listed"))
     if o["found"] == forged:
-        problems.append("stop/resume find it")
+        problems.append(text("verdict.forged_found"))
     if forged in o["refused"]:
-        problems.append("a new run is refused for it")
+        problems.append(text("verdict.forged_blocks"))
     if o["outside"]:
-        problems.append(f"the folder outside it names changed: {', '.join(o['outside'])}")
+        problems.append(text("verdict.outside_changed", names=", ".join(o["outside"])))
     return _verdict(
         "forged_record",
-        [f"a running run {forged} forged in runs/flowerbox: {'; '.join(problems)}"]
-        * bool(problems),
-        f"a running run {forged} forged in runs/flowerbox/ (naming a folder outside) is no run "
-        "to the host: not listed, not found by its id, blocks nothing",
+        [text("verdict.forged", run=forged, problems="; ".join(problems))] * bool(problems),
+        text("verdict.forged_ok", run=forged),
     )
 
 
 def _linked_runs_files(o: dict[str, Any]) -> Verdict:
     asks, raw, drop = o["asks"], o["raw"], o["drop"]
     problems = [
-        f"{what} {hung}"
-        for what, call in (("reading the questions", asks), ("reading asks.json", raw))
+        text("verdict.call_hung", what=what, hung=hung)
+        for what, call in (
+            (text("verdict.reading_questions"), asks),
+            (text("verdict.reading_asks"), raw),
+        )
         if (hung := _finished(call))
     ]
     if asks["state"] == "done" and asks["value"]:
-        problems.append(f"questions read through the link: {asks['value']!r:.80}")
+        problems.append(text("verdict.questions_read", value=f"{asks['value']!r:.80}"))
     if asks["state"] == "raised":
-        problems.append(f"reading the questions broke: {asks['value']}")
+        problems.append(text("verdict.questions_broke", value=asks["value"]))
     if raw["state"] != "timed out" and not _rejected(raw):
-        problems.append(f"asks.json -> /dev/zero was read ({raw['value']})")
+        problems.append(text("verdict.zero_read", value=raw["value"]))
     if not _rejected(drop):
-        problems.append(f"an answer was dropped through the inbox link ({drop['value']})")
+        problems.append(text("verdict.answer_dropped", value=drop["value"]))
     if o["outside"]:
-        problems.append(f"written in the folder outside: {', '.join(o['outside'])}")
-    return _verdict(
-        "linked_runs_files",
-        problems,
-        f"asks.json -> /dev/zero: no question, refused as a link in {raw['seconds']:.3f} s; an "
-        "answer dropped into inbox -> a folder outside: refused, nothing written there",
-    )
+        problems.append(text("verdict.written_outside", names=", ".join(o["outside"])))
+    why = text("verdict.links_ok", seconds=f"{raw['seconds']:.3f}")
+    return _verdict("linked_runs_files", problems, why)
 
 
 def _fifo_runs_files(o: dict[str, Any]) -> Verdict:
@@ -587,49 +578,39 @@ def _fifo_runs_files(o: dict[str, Any]) -> Verdict:
         return Verdict(
             "fifo_runs_files",
             True,
-            "the box made its FIFOs, yet none is on the host: its kernel keeps them (gVisor's "
-            "FIFOs in a bind mount live in its own kernel), so no host read can hang on one",
+            text("verdict.fifos_in_kernel"),
         )
     problems = []
-    for what, call in (("the events file", o["events"]), ("the gateway meter", o["usage"])):
+    for what, call in (
+        (text("verdict.events_file"), o["events"]),
+        (text("verdict.gateway_meter"), o["usage"]),
+    ):
         if hung := _finished(call):
-            problems.append(f"reading {what} (a FIFO) {hung}")
+            problems.append(text("verdict.fifo_hung", what=what, hung=hung))
         elif not _rejected(call):
-            problems.append(f"{what}, a FIFO, was read as a file ({call['value']})")
+            problems.append(text("verdict.fifo_read", what=what, value=call["value"]))
     if hung := _finished(o["cost"]):
-        problems.append(f"the run's cost {hung}")
-    return _verdict(
-        "fifo_runs_files",
-        problems,
-        f"FIFOs at the events file and the gateway meter: refused, not opened for reading, in "
-        f"{max(o['events']['seconds'], o['usage']['seconds']):.3f} s; the cost is read from the "
-        "host's own ledger",
-    )
+        problems.append(text("verdict.cost_hung", hung=hung))
+    seconds = f"{max(o['events']['seconds'], o['usage']['seconds']):.3f}"
+    return _verdict("fifo_runs_files", problems, text("verdict.fifos_ok", seconds=seconds))
 
 
 def _git_hook_redirect(git: dict[str, Any], o: dict[str, Any]) -> Verdict:
     name = "git_hook_redirect"
     if git["git"] == "absent":
-        return Verdict(
-            name, False, "not tried: the workspace is no git repository (run selftest in one)"
-        )
+        return Verdict(name, False, text("verdict.hook_no_git"))
     if git["git"] == "folder" and git["commondir"] != PLANTED:
-        return Verdict(name, False, f"not planted: {git['commondir']}")
+        return Verdict(name, False, text("verdict.not_planted", plant=git["commondir"]))
     problems = []
     if o["repo_changed"]:
-        problems.append(f"reached your repository: {', '.join(o['repo_changed'])}")
+        problems.append(text("verdict.repo_reached", what=", ".join(o["repo_changed"])))
     if o["ran"]:
-        problems.append(f"your `git status` ran the box's {' and '.join(o['ran'])}")
+        ran = text("verdict.and").join(o["ran"])
+        problems.append(text("verdict.status_ran", ran=ran))
     if o["code"] != 0:
-        problems.append(f"your `git status` failed ({o['code']}: {o['stderr']})")
-    planted = (
-        "a commondir naming a folder with a hook and core.fsmonitor"
-        if git["git"] == "folder"
-        else "your .git is a file (a linked worktree), read-only in the box"
-    )
-    return _verdict(
-        name, problems, f"{planted}: your .git has no commondir, your `git status` ran no hook"
-    )
+        problems.append(text("verdict.status_failed", code=o["code"], stderr=o["stderr"]))
+    planted = text("verdict.hook_folder" if git["git"] == "folder" else "verdict.hook_file")
+    return _verdict(name, problems, text("verdict.hook_ok", planted=planted))
 
 
 _PLANT_OF = {
@@ -650,14 +631,14 @@ def _host_verdict(
     if check == "git_hook_redirect":
         git = lines.get("git_redirects")
         if git is None or "broken" in git:
-            return Verdict(check, False, "the box did not report its git plant")
+            return Verdict(check, False, text("verdict.no_git_plant"))
         return _git_hook_redirect(git, o)
     plants = lines.get("host_plants", {})
-    plant = str(plants.get(_PLANT_OF[check], plants.get("run_dir", SILENT)))
+    plant = str(plants.get(_PLANT_OF[check], plants.get("run_dir", text("verdict.no_observation"))))
     if check == "dotenv_redirect":
         return _dotenv_redirect(plant, o)
     if plant != PLANTED:
-        return Verdict(check, False, f"not planted: {plant}")
+        return Verdict(check, False, text("verdict.not_planted", plant=plant))
     if check == "forged_record":
         return _forged_record(o, forged)
     return _PLANTED_JUDGES[check](o)
@@ -677,11 +658,12 @@ def judge_host(output: str, observed: dict[str, dict[str, Any]], *, forged: str)
     for check in HOST_CHECKS:
         o = observed.get(check)
         if o is None or "broken" in o:
-            why = "no observation" if o is None else o["broken"]
-            verdicts.append(Verdict(check, False, f"the host side did not report: {why}"))
+            why = text("verdict.no_observation") if o is None else o["broken"]
+            verdicts.append(Verdict(check, False, text("verdict.host_silent", why=why)))
             continue
         try:
             verdicts.append(_host_verdict(check, o, lines, forged))
         except (KeyError, TypeError) as exc:
-            verdicts.append(Verdict(check, False, f"unreadable observation ({exc!r})"))
+            why = text("verdict.unreadable", problem=repr(exc))
+            verdicts.append(Verdict(check, False, why))
     return verdicts

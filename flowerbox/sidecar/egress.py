@@ -26,7 +26,7 @@ import ipaddress
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from flower import text
+from flower import text, word
 from flowerbox.errors import EgressError
 
 __all__ = [
@@ -203,40 +203,39 @@ class Policy:
         if not isinstance(host, str):
             address = _unmapped(host)
             if address in self.addresses:
-                return Decision(True, f"listed: {address}")
-            what = f"an IP address ({address_kind(address) or 'public'}) "
-            return self._deny(str(address), what=what)
+                return Decision(True, text("egress.listed", entry=address))
+            kind = word("egress.kind", address_kind(address) or "public")
+            return self._deny(str(address), what=text("egress.an_address", kind=kind))
         if host in self.names:
-            return Decision(True, f"listed: {host}")
+            return Decision(True, text("egress.listed", entry=host))
         if special := _name_kind(host):
-            note = "; a wildcard never covers it"
-            return self._deny(host, what=f"a {special} name ", note=note)
+            what = text("egress.a_name", kind=word("egress.kind", special))
+            return self._deny(host, what=what, note=text("egress.wildcard_note"))
         if host.rpartition(".")[2].isdigit():
-            return Decision(False, "a numeric name that reads as an IP address; use the address")
+            return Decision(False, text("egress.numeric_name"))
         for suffix in self.suffixes:
             if host.endswith(suffix):
-                return Decision(True, f"listed: *{suffix}")
+                return Decision(True, text("egress.listed", entry=f"*{suffix}"))
         return self._deny(host)
 
     def check_addresses(self, addresses: Sequence[IPAddress]) -> Decision:
         """The decision on what an allowed name resolved to: every address must be public
         or listed itself."""
         if not addresses:
-            return Decision(False, "resolves to no address")
+            return Decision(False, text("egress.no_address"))
         for address in map(_unmapped, addresses):
             refused = address_kind(address)
             if refused is not None and address not in self.addresses:
-                return Decision(
-                    False,
-                    f"resolves to {address} ({refused}), which is not in the allowlist "
-                    f"(--allow {address} to permit)",
-                )
-        return Decision(True, "resolved to public or listed addresses")
+                kind = word("egress.kind", refused)
+                return Decision(False, text("egress.resolves_to", address=address, kind=kind))
+        return Decision(True, text("egress.resolved"))
 
     def _deny(self, entry: str, *, what: str = "", note: str = "") -> Decision:
         empty = not (self.names or self.suffixes or self.addresses)
-        where = "the allowlist, which is empty: no network" if empty else "the allowlist"
-        return Decision(False, f"{what}not in {where}{note} (--allow {entry} to permit)")
+        where = text("egress.empty_list" if empty else "egress.the_list")
+        return Decision(
+            False, text("egress.not_listed", what=what, where=where, note=note, entry=entry)
+        )
 
 
 def _split(values: Iterable[str]) -> list[str]:

@@ -139,13 +139,9 @@ class FetchRule:
         refused = [reach.what for reach in found.reaches if not self._allowed(reach)]
         if not refused:
             return None
-        shown = "; ".join(refused[:5]) + (f"; and {len(refused) - 5} more" if refused[5:] else "")
-        return (
-            f"flowerbox gateway: this request makes the API reach beyond the box ({shown});"
-            " refused because the API would fetch or call out with the run's key. Pass"
-            " --allow-api-fetch to allow it, or --allow HOST for a URL source's host"
-            " (docs/gateway.md, No way out through the API)"
-        )
+        more = text("reach.more", count=len(refused) - 5) if refused[5:] else ""
+        shown = "; ".join(refused[:5]) + more
+        return "flowerbox gateway: " + text("reach.refused", shown=shown)
 
     def _allowed(self, reach: Reach) -> bool:
         if not reach.is_url or reach.host is None or self.policy is None:
@@ -187,18 +183,18 @@ def inspect(request: dict[str, Any]) -> Found:
     reaches: list[Reach] = []
     pdfs = images = 0
     if request.get("mcp_servers"):
-        reaches.append(Reach(f"mcp_servers ({_servers(request['mcp_servers'])})"))
+        reaches.append(Reach(text("reach.mcp_servers", servers=_servers(request["mcp_servers"]))))
     if request.get("container") is not None:
-        reaches.append(Reach("a container"))
+        reaches.append(Reach(text("reach.container")))
     server_tools = False
     tools = request.get("tools") or []
     if not isinstance(tools, list) or not all(isinstance(tool, dict) for tool in tools):
-        reaches.append(Reach("tools that are not a list of objects"))
+        reaches.append(Reach(text("reach.tools_not_list")))
         tools = []
     for tool in tools:
         kind = tool.get("type")
         if isinstance(kind, str) and not CLIENT_TOOL_TYPES.fullmatch(kind):
-            reaches.append(Reach(f"the server tool {_shown(kind)}"))
+            reaches.append(Reach(text("reach.server_tool", tool=_shown(kind))))
             server_tools = True
     reported: set[int] = set()  # the sources named already: their file_id is not news
     for block in _objects(request):
@@ -207,7 +203,7 @@ def inspect(request: dict[str, Any]) -> Found:
         reach = _source(block, source) if isinstance(source, dict) else None
         if reach is None and block_type in _SOURCED and "source" in block:
             known = isinstance(source, dict) and _kind(source) in _HELD_SOURCES
-            reach = None if known else Reach(f"{block_type} source of a kind it does not know")
+            reach = None if known else Reach(text("reach.unknown_source", block=block_type))
         if reach is not None:
             reaches.append(reach)
             reported.add(id(source))
@@ -217,9 +213,10 @@ def inspect(request: dict[str, Any]) -> Found:
             elif block_type == "image":
                 images += 1
         if "file_id" in block and id(block) not in reported:
-            reaches.append(Reach(f"{_shown(str(block_type or 'a block'))} of a file_id"))
+            shown = _shown(str(block_type or text("reach.a_block")))
+            reaches.append(Reach(text("reach.file_id", block=shown)))
         if block_type in _SERVER_CALLS:
-            reaches.append(Reach(f"a {block_type} block (a call the API makes)"))
+            reaches.append(Reach(text("reach.server_call", block=block_type)))
     samplings = 2 if _compacts(request.get("context_management")) else 1
     return Found(tuple(reaches), server_tools, pdfs, images, bool(request.get("tools")), samplings)
 
@@ -241,15 +238,16 @@ def _compacts(management: Any) -> bool:
 
 def _source(block: dict[str, Any], source: dict[str, Any]) -> Reach | None:
     """A block's source that is not in the request: a URL the API fetches, or a file."""
-    kind, block_type = source.get("type"), _shown(str(block.get("type") or "a block's"))
+    kind, block_type = source.get("type"), _shown(str(block.get("type") or text("reach.a_blocks")))
     if kind == "url":
         url = source.get("url")
         url = url if isinstance(url, str) else ""
         strict = _STRICT_URL.fullmatch(url)
         host = strict.group(1) if strict else None
-        return Reach(f"{block_type} source from {_shown(url)!r}", host, is_url=True)
+        said = text("reach.source_from", block=block_type, url=repr(_shown(url)))
+        return Reach(said, host, is_url=True)
     if kind == "file" or "file_id" in source:
-        return Reach(f"{block_type} source of a file_id")
+        return Reach(text("reach.source_file", block=block_type))
     return None
 
 
@@ -271,7 +269,7 @@ def _objects(value: Any) -> Iterator[dict[str, Any]]:
 def _servers(servers: Any) -> str:
     listed = servers if isinstance(servers, list) else [servers]
     urls = [str(s.get("url")) for s in listed if isinstance(s, dict) and "url" in s]
-    return ", ".join(_shown(url) for url in urls[:3]) or f"{len(listed)} server(s)"
+    return ", ".join(_shown(url) for url in urls[:3]) or text("reach.servers", count=len(listed))
 
 
 def _shown(text: str) -> str:

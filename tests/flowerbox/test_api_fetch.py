@@ -193,6 +193,7 @@ def test_a_url_source_on_an_allowed_host_passes_and_nothing_else_does(
     assert len(api.requests) == 1
 
 
+@pytest.mark.english
 def test_the_rule_without_a_gateway() -> None:
     found = inspect(request_object(json.dumps(REACHING["document url"][0]).encode()))
     assert found == Found((Reach(REACHING["document url"][1], "evil.test", is_url=True),))

@@ -74,6 +74,7 @@ ALLOW = [
         ("127.1", False, "a numeric name that reads as an IP address"),
     ],
 )
+@pytest.mark.english
 def test_the_name_alone_decides_before_any_lookup(target: str, allowed: bool, reason: str) -> None:
     decision = Policy.parse(ALLOW).check_target(parse_host(target))
     assert decision.allowed is allowed
@@ -87,6 +88,7 @@ def test_a_wildcard_never_covers_the_metadata_or_loopback_names() -> None:
     assert policy.check_target("db.internal").allowed
 
 
+@pytest.mark.english
 def test_an_empty_list_is_no_network_and_says_so() -> None:
     for policy in (Policy.parse([]), Policy.parse(["", " , "])):
         for target in ("pypi.org", "1.1.1.1", "localhost"):
@@ -114,6 +116,7 @@ def ips(*texts: str) -> list[ipaddress.IPv4Address | ipaddress.IPv6Address]:
         ([], False, "resolves to no address"),
     ],
 )
+@pytest.mark.english
 def test_what_an_allowed_name_resolves_to_is_checked_too(
     resolved: list[str], allowed: bool, reason: str
 ) -> None:

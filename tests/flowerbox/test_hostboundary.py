@@ -142,6 +142,7 @@ def test_flowerboxs_host_code_ignores_every_plant_and_the_workspace_is_left_as_i
     assert not scene.area.outside.exists() and scene.area.markers() == []
 
 
+@pytest.mark.english
 def test_a_host_that_reads_the_workspace_dotenv_fails(scene: Scene) -> None:
     output = scene.plant()
     trusting = hostboundary.dotenv(scene.ws, PLANTS, port=PORT, script=TRUSTING_LOOKUP)
@@ -173,6 +174,7 @@ def _idle_by_workspace(ws: Path) -> None:
             raise RunError(f"run {run.run_id} is still running in {ws}")
 
 
+@pytest.mark.english
 def test_a_host_that_takes_run_records_from_the_workspace_fails(scene: Scene) -> None:
     output = scene.plant()
     trusting = hostboundary.forged_record(
@@ -208,6 +210,7 @@ def _following_drop(run: Run, data: dict[str, str]) -> str:
     return str(path)
 
 
+@pytest.mark.english
 def test_a_host_that_follows_links_in_runs_fails(scene: Scene) -> None:
     output = scene.plant()
     trusting = hostboundary.linked(
@@ -227,6 +230,7 @@ def test_a_host_that_follows_links_in_runs_fails(scene: Scene) -> None:
         assert words in verdict.why, verdict.why
 
 
+@pytest.mark.english
 def test_a_host_that_opens_a_fifo_fails_instead_of_hanging(scene: Scene) -> None:
     output = scene.plant()
     trusting = hostboundary.fifos(scene.run, PLANTS, read=_following_read, deadline=0.3)
@@ -238,6 +242,7 @@ def test_a_host_that_opens_a_fifo_fails_instead_of_hanging(scene: Scene) -> None
     # remove() (the fixture's) opens each FIFO once for writing: the stuck readers end.
 
 
+@pytest.mark.english
 def test_a_box_given_the_users_own_git_fails_the_git_check(scene: Scene) -> None:
     """git_redirects' plant where the box has the user's .git itself (users_gitdir): the
     user's next `git status` runs the box's hook and fsmonitor."""
@@ -270,6 +275,7 @@ def plants_line(**changes: str) -> str:
     return "\n".join([json.dumps({"probe": "host_plants", **planted, **changes}), json.dumps(git)])
 
 
+@pytest.mark.english
 def test_an_attack_that_was_not_planted_fails_its_check(scene: Scene) -> None:
     output = scene.plant()
     observed = scene.observe()
@@ -288,6 +294,7 @@ def test_an_attack_that_was_not_planted_fails_its_check(scene: Scene) -> None:
     assert output  # the real plants were made (and the fixture removes them)
 
 
+@pytest.mark.english
 def test_the_users_own_dotenv_read_only_in_the_box_passes_when_the_lookup_ignores_it(
     scene: Scene,
 ) -> None:
@@ -306,6 +313,7 @@ def test_the_users_own_dotenv_read_only_in_the_box_passes_when_the_lookup_ignore
     assert (scene.ws / ".env").read_text() == "ANTHROPIC_BASE_URL=http://127.0.0.1:1/mine\n"
 
 
+@pytest.mark.english
 def test_outside_a_git_repository_the_git_check_is_not_a_pass() -> None:
     line = json.dumps({"probe": "git_redirects", "git": "absent"})
     observed = {"code": None, "stderr": "", "ran": [], "repo_changed": []}
@@ -331,6 +339,7 @@ def test_removing_the_plants_follows_no_link(scene: Scene, tmp_path: Path) -> No
     assert not (scene.ws / "runs" / "flowerbox").exists()
 
 
+@pytest.mark.english
 def test_a_host_side_that_does_not_report_fails(scene: Scene) -> None:
     broken = hostboundary.dotenv(scene.ws, PLANTS, port=PORT, script="raise SystemExit('gone')")
     assert broken == {"broken": "the lookup did not report: 'gone'"}

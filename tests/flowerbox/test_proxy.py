@@ -203,6 +203,7 @@ def head_and_body(raw: bytes) -> tuple[str, bytes]:
 # --- CONNECT --------------------------------------------------------------------------------
 
 
+@pytest.mark.english
 def test_connect_tunnels_bytes_both_ways_and_passes_the_half_close(
     proxy: Proxy, echo: tuple[int, list[bytes]]
 ) -> None:
@@ -221,6 +222,7 @@ def test_connect_tunnels_bytes_both_ways_and_passes_the_half_close(
     assert set(line) >= {"time", "method", "host", "port", "decision", "reason"}
 
 
+@pytest.mark.english
 def test_https_clients_tunnel_through_it(proxy: Proxy, web: Web) -> None:
     """http.client's own tunnel (what urllib does for https through HTTPS_PROXY)."""
 
@@ -331,6 +333,7 @@ DENIED = [
 
 
 @pytest.mark.parametrize(("host", "reason"), DENIED)
+@pytest.mark.english
 def test_denied_targets_get_403_with_the_reason_and_are_never_resolved(
     proxy: Proxy, host: str, reason: str
 ) -> None:
@@ -350,6 +353,7 @@ def test_denied_targets_get_403_with_the_reason_and_are_never_resolved(
     assert all(reason in line["reason"] and "resolved" not in line for line in log)
 
 
+@pytest.mark.english
 def test_an_empty_list_denies_everything_unresolved(sockdir: Path, tmp_path: Path) -> None:
     for proxy in start_proxy(sockdir, tmp_path, []):
         for host in (b"web.test", b"127.0.0.1"):
@@ -369,6 +373,7 @@ def test_an_empty_list_denies_everything_unresolved(sockdir: Path, tmp_path: Pat
         ("metadata.test", "169.254.169.254", "cloud metadata"),
     ],
 )
+@pytest.mark.english
 def test_an_allowed_name_resolving_into_a_refused_range_is_denied_before_any_connect(
     sockdir: Path, tmp_path: Path, host: str, address: str, kind: str
 ) -> None:

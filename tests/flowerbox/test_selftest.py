@@ -156,6 +156,7 @@ def test_a_hardened_box_passes_every_probe() -> None:
 
 
 @pytest.mark.parametrize("probe", PROBES)
+@pytest.mark.english
 def test_each_probe_fails_on_what_a_weak_container_shows(probe: str) -> None:
     change, words = BAD[probe]
     observations = {**GOOD, probe: {**GOOD[probe], **change}}
@@ -170,6 +171,7 @@ def test_each_probe_fails_on_what_a_weak_container_shows(probe: str) -> None:
     assert all(v.ok for v in others)  # one weakness fails one probe, not its neighbours
 
 
+@pytest.mark.english
 def test_silence_and_a_broken_probe_fail() -> None:
     observations = {k: v for k, v in GOOD.items() if k != "seccomp"}
     observations["udp"] = {"broken": "OSError: boom"}
@@ -201,6 +203,7 @@ def test_the_host_side_catches_what_the_box_cannot_see() -> None:
     }
 
 
+@pytest.mark.english
 def test_root_is_said_plainly_when_flowerbox_itself_runs_as_root() -> None:
     observations = {
         **GOOD,
@@ -470,6 +473,7 @@ MORE_BAD = [
 
 
 @pytest.mark.parametrize(("probe", "change", "host", "words"), MORE_BAD)
+@pytest.mark.english
 def test_the_property_not_a_symptom(
     probe: str, change: dict[str, Any], host: dict[str, Any], words: str
 ) -> None:
@@ -480,6 +484,7 @@ def test_the_property_not_a_symptom(
     assert all(v.ok for v in verdicts if v.probe != probe)
 
 
+@pytest.mark.english
 def test_a_pass_says_what_it_cannot_claim() -> None:
     verdicts = {v.probe: v.why for v in judge(output(GOOD), seen())}
     assert "writable and executable by design: /ws" in verdicts["read_only_root"]
@@ -576,6 +581,7 @@ GVISOR: dict[str, dict[str, Any]] = {
 }
 
 
+@pytest.mark.english
 def test_a_gvisor_box_passes_every_probe_from_the_hosts_facts() -> None:
     verdicts = {
         v.probe: v for v in judge(output(GVISOR), seen(runtime="runsc", host_process=SENTRY))
@@ -586,6 +592,7 @@ def test_a_gvisor_box_passes_every_probe_from_the_hosts_facts() -> None:
     assert "seccomp mode 2" in verdicts["seccomp"].why
 
 
+@pytest.mark.english
 def test_the_kernel_is_judged_on_facts_not_on_what_the_box_says() -> None:
     """A box that says gVisor everywhere it can (its log, its release) but runs on the host's
     kernel: the host sees its own init and its own boot time, so the probe FAILs; the same box
@@ -606,6 +613,7 @@ def test_the_kernel_is_judged_on_facts_not_on_what_the_box_says() -> None:
     assert not surprise.ok and "runc was asked for" in surprise.why
 
 
+@pytest.mark.english
 def test_gvisors_sandbox_without_its_seccomp_filter_fails_seccomp() -> None:
     host = seen(runtime="runsc", host_process={**SENTRY, "seccomp": 0})
     [verdict] = [v for v in judge(output(GVISOR), host) if v.probe == "seccomp"]
@@ -644,6 +652,7 @@ def exec_done(pid: int) -> None:
         time.sleep(0.01)
 
 
+@pytest.mark.english
 def test_the_sandboxs_platform_is_read_from_its_argv_on_the_host() -> None:
     """How gVisor traps the agent's system calls is reported from the host's process table
     (the flag the engine gave the sandbox), never from the box."""

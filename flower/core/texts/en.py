@@ -1397,4 +1397,229 @@ written, each on its own line; write nothing else, and no code block.
     "say.answered": "answered {ask} ({path})",
     "say.sent": "sent ({path})",
     "say.answer_with": "answer: {command}",
+    # -- lang3: selftest, egress, fetch
+    "verdict.identity_uid": "uid {uid} (euid {euid}), expected your uid {yours}",
+    "verdict.identity_groups": (
+        "gid {gid}, supplementary groups {groups}: expected your gid {yours} and no other "
+        "group (a group can open what it owns, the engine's socket included)"
+    ),
+    "verdict.identity_root": (
+        "uid 0: flowerbox runs as root, so the box does (every other restriction holds); run "
+        "flowerbox as your own user, in the docker group, to avoid it"
+    ),
+    "verdict.identity_ok": "uid {uid}, gid {gid}, no other group: yours, not root",
+    "verdict.caps_ok": "CapEff and CapBnd are 0",
+    "verdict.caps": "CapEff {eff}, CapBnd {bnd}",
+    "verdict.nnp_ok": "set",
+    "verdict.nnp": "no_new_privs {flag}: setuid binaries work",
+    "verdict.seccomp_none": "mode {mode}: no seccomp filter",
+    "verdict.seccomp_no_table": (
+        "no syscall table for {machine}: what the filter refuses is unknown"
+    ),
+    "verdict.seccomp_reached": "a filter is loaded, but these reached the kernel: {got}",
+    "verdict.seccomp_ok": "mode 2; refused with EPERM: {tried}",
+    "verdict.gvisor_seccomp": "gVisor's sandbox runs on the host in seccomp mode {mode}",
+    "verdict.gvisor_seccomp_ok": (
+        "gVisor: its sandbox runs on the host in seccomp mode 2; inside, mode {mode}: the calls "
+        "a profile would refuse reach gVisor's kernel, not the host's ({tried})"
+    ),
+    "verdict.root_no_options": "without options",
+    "verdict.root_mounted": "/ is mounted {options}",
+    "verdict.root_written": "the root filesystem took a write",
+    "verdict.tmp_runs": "a script written to /tmp runs",
+    "verdict.tmp_noexec": "/tmp refuses to execute",
+    "verdict.tmp_unchecked": "/tmp is not checked for noexec",
+    "verdict.nothing": "nothing",
+    "verdict.none": "none",
+    "verdict.root_ok": "/ is read-only, {tmp}; writable and executable by design: {executable}",
+    "verdict.engine_answers": "a Docker engine answers at {engines}",
+    "verdict.sockets_unopenable": (
+        "sockets the box sees but may not open (an engine's? another group or uid could): {sockets}"
+    ),
+    "verdict.walk_cut": "the walk was cut short ({why})",
+    "verdict.no_engine": (
+        "no engine among the unix sockets reachable ({entries} entries walked; sockets: {others})"
+    ),
+    "verdict.interfaces": "network interfaces: {names}",
+    "verdict.tcp_reached": "without the proxy it reached the host's loopback",
+    "verdict.ipv4_route": "the kernel has an IPv4 route out",
+    "verdict.tcp_ok": "no way out without the proxy ({error})",
+    "verdict.policy_passed": (
+        "reached the cluster's API Service past the run's network policy: does the network "
+        "plugin enforce NetworkPolicy?"
+    ),
+    "verdict.policy_held": "the network policy held ({error})",
+    "verdict.udp_reached": "a datagram reached the host's loopback",
+    "verdict.udp_route": "the kernel would route a datagram out (an IPv4 route)",
+    "verdict.udp_ok": "no datagram left the box; no route out ({route})",
+    "verdict.raw_opened": "opened: {what}",
+    "verdict.raw_ok": "raw and packet sockets refused",
+    "verdict.ipv6_route": "the kernel has an IPv6 route out",
+    "verdict.ipv6_ok": "no IPv6 route ({error})",
+    "verdict.no_proxy_env": "no egress proxy in the box (HTTPS_PROXY)",
+    "verdict.name_not_refused": "{name} not refused ({answers})",
+    "verdict.name_logged": "egress log for {name}: {decisions}",
+    "verdict.name_ok": "{name}: 403 for CONNECT and plain HTTP, logged deny",
+    "verdict.no_proxy": "no egress proxy in the box",
+    "verdict.proxy_reached": "the proxy reached the host's loopback",
+    "verdict.targets_open": "not refused: {open}; no single deny logged: {unlogged}",
+    "verdict.targets_ok": "refused and logged: {targets}",
+    "verdict.writable": "writable inside: {paths}",
+    "verdict.renamed": "renamed inside: {paths}",
+    "verdict.not_in_workspace": "not in the workspace: {paths}",
+    "verdict.nothing_protected": (
+        "nothing protected exists here to try (no .git, Dockerfile...): run selftest in a git "
+        "repository"
+    ),
+    "verdict.protected_ok": "read-only, not renamed: {paths}",
+    "verdict.parent_renamed": (
+        "renamed inside (a protected path moves along, its name is free): {paths}"
+    ),
+    "verdict.no_parents": "no protected path lies below a folder here",
+    "verdict.parents_ok": "not renamed: {paths}",
+    "verdict.gitfile_writable": (
+        "the workspace's .git file (a linked worktree) can be rewritten or moved inside: a "
+        "`gitdir:` of the box's own would take your git there"
+    ),
+    "verdict.gitfile_ok": ".git is a file (a linked worktree): read-only",
+    "verdict.git_is": "the workspace's .git: {git}",
+    "verdict.repo_reached": "reached your repository: {what}",
+    "verdict.git_moved": ".git moved away inside, {replace}",
+    "verdict.git_ok": (
+        "commondir: {commondir}, not in your repository; .git not replaced ({replace})"
+    ),
+    "verdict.sudo_gave": "sudo -n gave uid {uid}",
+    "verdict.setuid_root": "uid 0 already (flowerbox runs as root); CapBnd 0: nothing to gain",
+    "verdict.sudo_refused": "sudo refused",
+    "verdict.sudo_absent": "sudo absent",
+    "verdict.su_unseen": "could not observe su's credentials",
+    "verdict.no_su": "no setuid-root su; {sudo}",
+    "verdict.su_gained": "su (setuid root) ran as euid {euid}, CapEff {eff}",
+    "verdict.su_ok": "su (setuid root) gained nothing: euid {euid}, no capabilities; {sudo}",
+    "verdict.left": "left behind: {what}",
+    "verdict.survivor_ok": "nothing outlived the box (process: {process}, container: {container})",
+    "verdict.kernel_seen": "the host runs the box as {process} (uid {uid})",
+    "verdict.kernel_unseen": "the box's process is not visible here ({error})",
+    "verdict.boot_unknown": "boot times unknown (box {box}, host {host})",
+    "verdict.booted_after": "its kernel booted {seconds} s after the host's",
+    "verdict.booted_with": "its kernel booted when the host's did ({btime})",
+    "verdict.runc_yet": "runc was asked for, yet {seen}",
+    "verdict.runc_ok": (
+        "the host's kernel (runc, as asked; --runtime runsc puts gVisor's between): {seen}; "
+        "{booted}"
+    ),
+    "verdict.runsc_default": "runsc's default",
+    "verdict.gvisor_ok": (
+        "gVisor ({platform} platform): {seen}, none of the agent's processes is a host "
+        "process; {booted}"
+    ),
+    "verdict.gvisor_log": "{why}; its log: {log}",
+    "verdict.not_gvisor": "runsc was asked for, but {seen}; {booted}: not gVisor's kernel",
+    "verdict.pids_unlimited": "{started} threads started, no limit hit",
+    "verdict.pids_ok": "task {task} refused (limit {limit})",
+    "verdict.silent": "no observation: the probe did not report",
+    "verdict.no_observation": "no observation",
+    "verdict.broke": "the probe broke: {why}",
+    "verdict.unreadable": "unreadable observation ({problem})",
+    "verdict.hung": "hung (no answer in {seconds} s)",
+    "verdict.call_hung": "{what} {hung}",
+    "verdict.dotenv_yours": (
+        "your own .env is here, empty and read-only in the box: the redirect was refused"
+    ),
+    "verdict.dotenv_planted": "a .env sending the key to the probe server, with a PYTHONPATH",
+    "verdict.dotenv_writable": "the workspace .env could be written in the box ({plant})",
+    "verdict.dotenv_yielded": "the credential lookup took {keys} from it",
+    "verdict.dotenv_from": "{keys} came from ./.env",
+    "verdict.server_got": "the probe server got {got}",
+    "verdict.sitecustomize_ran": "its sitecustomize.py ran on the host",
+    "verdict.dotenv_ok": (
+        "{what}; flowerbox's credential lookup read nothing from ./.env, nothing reached the "
+        "probe server, no code of it ran"
+    ),
+    "verdict.forged_listed": "ps lists it",
+    "verdict.forged_found": "stop/resume find it",
+    "verdict.forged_blocks": "a new run is refused for it",
+    "verdict.outside_changed": "the folder outside it names changed: {names}",
+    "verdict.forged": "a running run {run} forged in runs/flowerbox: {problems}",
+    "verdict.forged_ok": (
+        "a running run {run} forged in runs/flowerbox/ (naming a folder outside) is no run to "
+        "the host: not listed, not found by its id, blocks nothing"
+    ),
+    "verdict.reading_questions": "reading the questions",
+    "verdict.reading_asks": "reading asks.json",
+    "verdict.questions_read": "questions read through the link: {value}",
+    "verdict.questions_broke": "reading the questions broke: {value}",
+    "verdict.zero_read": "asks.json -> /dev/zero was read ({value})",
+    "verdict.answer_dropped": "an answer was dropped through the inbox link ({value})",
+    "verdict.written_outside": "written in the folder outside: {names}",
+    "verdict.links_ok": (
+        "asks.json -> /dev/zero: no question, refused as a link in {seconds} s; an answer "
+        "dropped into inbox -> a folder outside: refused, nothing written there"
+    ),
+    "verdict.fifos_in_kernel": (
+        "the box made its FIFOs, yet none is on the host: its kernel keeps them (gVisor's "
+        "FIFOs in a bind mount live in its own kernel), so no host read can hang on one"
+    ),
+    "verdict.events_file": "the events file",
+    "verdict.gateway_meter": "the gateway meter",
+    "verdict.fifo_hung": "reading {what} (a FIFO) {hung}",
+    "verdict.fifo_read": "{what}, a FIFO, was read as a file ({value})",
+    "verdict.cost_hung": "the run's cost {hung}",
+    "verdict.fifos_ok": (
+        "FIFOs at the events file and the gateway meter: refused, not opened for reading, in "
+        "{seconds} s; the cost is read from the host's own ledger"
+    ),
+    "verdict.hook_no_git": "not tried: the workspace is no git repository (run selftest in one)",
+    "verdict.not_planted": "not planted: {plant}",
+    "verdict.and": " and ",
+    "verdict.status_ran": "your `git status` ran the box's {ran}",
+    "verdict.status_failed": "your `git status` failed ({code}: {stderr})",
+    "verdict.hook_folder": "a commondir naming a folder with a hook and core.fsmonitor",
+    "verdict.hook_file": "your .git is a file (a linked worktree), read-only in the box",
+    "verdict.hook_ok": "{planted}: your .git has no commondir, your `git status` ran no hook",
+    "verdict.no_git_plant": "the box did not report its git plant",
+    "verdict.host_silent": "the host side did not report: {why}",
+    "egress.listed": "listed: {entry}",
+    "egress.kind.public": "public",
+    "egress.kind.cloud metadata": "cloud metadata",
+    "egress.kind.loopback": "loopback",
+    "egress.kind.link-local": "link-local",
+    "egress.kind.unique-local": "unique-local",
+    "egress.kind.private": "private",
+    "egress.kind.not public": "not public",
+    "egress.an_address": "an IP address ({kind}) ",
+    "egress.a_name": "a {kind} name ",
+    "egress.wildcard_note": "; a wildcard never covers it",
+    "egress.numeric_name": "a numeric name that reads as an IP address; use the address",
+    "egress.no_address": "resolves to no address",
+    "egress.resolves_to": (
+        "resolves to {address} ({kind}), which is not in the allowlist (--allow {address} to "
+        "permit)"
+    ),
+    "egress.resolved": "resolved to public or listed addresses",
+    "egress.empty_list": "the allowlist, which is empty: no network",
+    "egress.the_list": "the allowlist",
+    "egress.not_listed": "{what}not in {where}{note} (--allow {entry} to permit)",
+    "reach.more": "; and {count} more",
+    "reach.refused": (
+        "this request makes the API reach beyond the box ({shown}); refused because the API "
+        "would fetch or call out with the run's key. Pass --allow-api-fetch to allow it, or "
+        "--allow HOST for a URL source's host (docs/gateway.md, No way out through the API)"
+    ),
+    "reach.mcp_servers": "mcp_servers ({servers})",
+    "reach.container": "a container",
+    "reach.tools_not_list": "tools that are not a list of objects",
+    "reach.server_tool": "the server tool {tool}",
+    "reach.unknown_source": "{block} source of a kind it does not know",
+    "reach.a_block": "a block",
+    "reach.file_id": "{block} of a file_id",
+    "reach.server_call": "a {block} block (a call the API makes)",
+    "reach.a_blocks": "a block's",
+    "reach.source_from": "{block} source from {url}",
+    "reach.source_file": "{block} source of a file_id",
+    "reach.servers": "{count} server(s)",
+    "verdict.pod_log_over": "the probe Pod's log was over {limit} bytes: nothing in it was judged",
+    "verdict.reported_twice": (
+        "reported twice: something else in the Pod printed a line in this probe's name"
+    ),
 }

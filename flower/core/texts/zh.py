@@ -1232,4 +1232,210 @@ ZH: dict[str, str] = {
     "say.answered": "已回答 {ask}（{path}）",
     "say.sent": "已发送（{path}）",
     "say.answer_with": "回答：{command}",
+    # -- lang3: selftest, egress, fetch
+    "verdict.identity_uid": "uid {uid}（euid {euid}），应为你的 uid {yours}",
+    "verdict.identity_groups": (
+        "gid {gid}，附加组 {groups}：应为你的 gid {yours}，且没有其他组（组能打开它拥有的东西，"
+        "包括引擎的套接字）"
+    ),
+    "verdict.identity_root": (
+        "uid 0：flowerbox 以 root 运行，所以盒子也是（其余各项限制都成立）；要避免这一点，请以你"
+        "自己的用户（在 docker 组里）运行 flowerbox"
+    ),
+    "verdict.identity_ok": "uid {uid}，gid {gid}，没有其他组：是你的，不是 root",
+    "verdict.caps_ok": "CapEff 和 CapBnd 都是 0",
+    "verdict.caps": "CapEff {eff}，CapBnd {bnd}",
+    "verdict.nnp_ok": "已设置",
+    "verdict.nnp": "no_new_privs {flag}：setuid 程序有效",
+    "verdict.seccomp_none": "模式 {mode}：没有 seccomp 过滤器",
+    "verdict.seccomp_no_table": "没有 {machine} 的系统调用表：不知道过滤器拒绝什么",
+    "verdict.seccomp_reached": "已加载过滤器，但这些调用到达了内核：{got}",
+    "verdict.seccomp_ok": "模式 2；以 EPERM 拒绝：{tried}",
+    "verdict.gvisor_seccomp": "gVisor 的沙箱在主机上以 seccomp 模式 {mode} 运行",
+    "verdict.gvisor_seccomp_ok": (
+        "gVisor：它的沙箱在主机上以 seccomp 模式 2 运行；盒内为模式 {mode}：配置文件会拒绝的调用"
+        "到达的是 gVisor 的内核，而不是主机的（{tried}）"
+    ),
+    "verdict.root_no_options": "没有选项",
+    "verdict.root_mounted": "/ 的挂载方式为 {options}",
+    "verdict.root_written": "根文件系统接受了一次写入",
+    "verdict.tmp_runs": "写到 /tmp 的脚本能运行",
+    "verdict.tmp_noexec": "/tmp 拒绝执行",
+    "verdict.tmp_unchecked": "/tmp 不检查 noexec",
+    "verdict.nothing": "无",
+    "verdict.none": "无",
+    "verdict.root_ok": "/ 只读，{tmp}；按设计可写且可执行：{executable}",
+    "verdict.engine_answers": "{engines} 上有 Docker 引擎应答",
+    "verdict.sockets_unopenable": (
+        "盒子看得到却不能打开的套接字（是引擎的？换个组或 uid 就可能打开）：{sockets}"
+    ),
+    "verdict.walk_cut": "遍历被截断（{why}）",
+    "verdict.no_engine": "可达的 unix 套接字中没有引擎（遍历了 {entries} 项；套接字：{others}）",
+    "verdict.interfaces": "网络接口：{names}",
+    "verdict.tcp_reached": "不经代理就到达了主机的环回地址",
+    "verdict.ipv4_route": "内核有一条向外的 IPv4 路由",
+    "verdict.tcp_ok": "不经代理无路可出（{error}）",
+    "verdict.policy_passed": (
+        "越过运行的网络策略到达了集群的 API Service：网络插件是否执行 NetworkPolicy？"
+    ),
+    "verdict.policy_held": "网络策略守住了（{error}）",
+    "verdict.udp_reached": "一个数据报到达了主机的环回地址",
+    "verdict.udp_route": "内核会把数据报路由出去（有 IPv4 路由）",
+    "verdict.udp_ok": "没有数据报离开盒子；没有向外的路由（{route}）",
+    "verdict.raw_opened": "已打开：{what}",
+    "verdict.raw_ok": "原始套接字和数据包套接字被拒绝",
+    "verdict.ipv6_route": "内核有一条向外的 IPv6 路由",
+    "verdict.ipv6_ok": "没有 IPv6 路由（{error}）",
+    "verdict.no_proxy_env": "盒子里没有出站代理（HTTPS_PROXY）",
+    "verdict.name_not_refused": "{name} 未被拒绝（{answers}）",
+    "verdict.name_logged": "{name} 的出站日志：{decisions}",
+    "verdict.name_ok": "{name}：CONNECT 和普通 HTTP 都得到 403，日志记为 deny",
+    "verdict.no_proxy": "盒子里没有出站代理",
+    "verdict.proxy_reached": "代理到达了主机的环回地址",
+    "verdict.targets_open": "未被拒绝：{open}；没有恰好一条 deny 日志：{unlogged}",
+    "verdict.targets_ok": "已拒绝并记录：{targets}",
+    "verdict.writable": "在盒内可写：{paths}",
+    "verdict.renamed": "在盒内被改名：{paths}",
+    "verdict.not_in_workspace": "不在工作区里：{paths}",
+    "verdict.nothing_protected": (
+        "这里没有可供测试的受保护内容（没有 .git、Dockerfile……）：请在 git 仓库里运行 selftest"
+    ),
+    "verdict.protected_ok": "只读，未被改名：{paths}",
+    "verdict.parent_renamed": "在盒内被改名（受保护路径随之移动，它的名字就空出来了）：{paths}",
+    "verdict.no_parents": "这里没有位于某个文件夹之下的受保护路径",
+    "verdict.parents_ok": "未被改名：{paths}",
+    "verdict.gitfile_writable": (
+        "工作区的 .git 文件（链接的工作树）可在盒内被改写或移动：盒子自己的 `gitdir:` 会把你的 "
+        "git 带到那里"
+    ),
+    "verdict.gitfile_ok": ".git 是文件（链接的工作树）：只读",
+    "verdict.git_is": "工作区的 .git：{git}",
+    "verdict.repo_reached": "到达了你的仓库：{what}",
+    "verdict.git_moved": ".git 在盒内被移走，{replace}",
+    "verdict.git_ok": "commondir：{commondir}，不在你的仓库里；.git 未被替换（{replace}）",
+    "verdict.sudo_gave": "sudo -n 给出了 uid {uid}",
+    "verdict.setuid_root": "已经是 uid 0（flowerbox 以 root 运行）；CapBnd 为 0：没有可得的",
+    "verdict.sudo_refused": "sudo 被拒绝",
+    "verdict.sudo_absent": "没有 sudo",
+    "verdict.su_unseen": "无法观察到 su 的凭据",
+    "verdict.no_su": "没有 setuid-root 的 su；{sudo}",
+    "verdict.su_gained": "su（setuid root）以 euid {euid}、CapEff {eff} 运行",
+    "verdict.su_ok": "su（setuid root）什么也没得到：euid {euid}，没有能力；{sudo}",
+    "verdict.left": "遗留：{what}",
+    "verdict.survivor_ok": "盒子结束后没有东西存活（进程：{process}，容器：{container}）",
+    "verdict.kernel_seen": "主机以 {process} 运行盒子（uid {uid}）",
+    "verdict.kernel_unseen": "这里看不到盒子的进程（{error}）",
+    "verdict.boot_unknown": "启动时间未知（盒子 {box}，主机 {host}）",
+    "verdict.booted_after": "它的内核比主机的晚 {seconds} 秒启动",
+    "verdict.booted_with": "它的内核与主机的同时启动（{btime}）",
+    "verdict.runc_yet": "要求的是 runc，但{seen}",
+    "verdict.runc_ok": (
+        "主机的内核（runc，如所要求；--runtime runsc 会在中间放上 gVisor 的内核）：{seen}；{booted}"
+    ),
+    "verdict.runsc_default": "runsc 的默认",
+    "verdict.gvisor_ok": "gVisor（{platform} 平台）：{seen}，代理的进程都不是主机进程；{booted}",
+    "verdict.gvisor_log": "{why}；它的日志：{log}",
+    "verdict.not_gvisor": "要求的是 runsc，但{seen}；{booted}：不是 gVisor 的内核",
+    "verdict.pids_unlimited": "启动了 {started} 个线程，没有碰到限制",
+    "verdict.pids_ok": "第 {task} 个任务被拒绝（限制 {limit}）",
+    "verdict.silent": "没有观察结果：探针没有报告",
+    "verdict.no_observation": "没有观察结果",
+    "verdict.broke": "探针出错：{why}",
+    "verdict.unreadable": "观察结果无法读取（{problem}）",
+    "verdict.hung": "卡住了（{seconds} 秒内没有应答）",
+    "verdict.call_hung": "{what}{hung}",
+    "verdict.dotenv_yours": "你自己的 .env 在这里，在盒内为空且只读：重定向被拒绝",
+    "verdict.dotenv_planted": "一个把密钥发往探针服务器的 .env，带有 PYTHONPATH",
+    "verdict.dotenv_writable": "工作区的 .env 在盒内可写（{plant}）",
+    "verdict.dotenv_yielded": "凭据查找从中取了 {keys}",
+    "verdict.dotenv_from": "{keys} 来自 ./.env",
+    "verdict.server_got": "探针服务器收到了 {got}",
+    "verdict.sitecustomize_ran": "它的 sitecustomize.py 在主机上运行了",
+    "verdict.dotenv_ok": (
+        "{what}；flowerbox 的凭据查找没有从 ./.env 读取任何东西，没有东西到达探针服务器，它的代码"
+        "没有运行"
+    ),
+    "verdict.forged_listed": "ps 列出了它",
+    "verdict.forged_found": "stop/resume 找到了它",
+    "verdict.forged_blocks": "新的运行因它被拒绝",
+    "verdict.outside_changed": "它指向的外部文件夹被改动：{names}",
+    "verdict.forged": "在 runs/flowerbox 中伪造的运行中的运行 {run}：{problems}",
+    "verdict.forged_ok": (
+        "在 runs/flowerbox/ 中伪造的运行中的运行 {run}（指向外部文件夹）对主机而言不是运行："
+        "不被列出，无法按 id 找到，不阻挡任何东西"
+    ),
+    "verdict.reading_questions": "读取问题",
+    "verdict.reading_asks": "读取 asks.json",
+    "verdict.questions_read": "通过链接读到了问题：{value}",
+    "verdict.questions_broke": "读取问题出错：{value}",
+    "verdict.zero_read": "asks.json -> /dev/zero 被读取了（{value}）",
+    "verdict.answer_dropped": "一个回答通过 inbox 链接投递了出去（{value}）",
+    "verdict.written_outside": "外部文件夹中被写入：{names}",
+    "verdict.links_ok": (
+        "asks.json -> /dev/zero：没有问题，在 {seconds} 秒内作为链接被拒绝；投进 inbox -> 外部"
+        "文件夹的回答：被拒绝，那里没有写入任何东西"
+    ),
+    "verdict.fifos_in_kernel": (
+        "盒子建了它的 FIFO，但主机上一个也没有：它的内核保留着它们（绑定挂载里的 gVisor FIFO "
+        "存在于它自己的内核中），所以主机的读取不会卡在上面"
+    ),
+    "verdict.events_file": "事件文件",
+    "verdict.gateway_meter": "网关计量文件",
+    "verdict.fifo_hung": "读取{what}（一个 FIFO）{hung}",
+    "verdict.fifo_read": "{what}是一个 FIFO，却被当作文件读取了（{value}）",
+    "verdict.cost_hung": "运行的费用{hung}",
+    "verdict.fifos_ok": (
+        "事件文件和网关计量文件处的 FIFO：被拒绝，没有为读取而打开，用时 {seconds} 秒；费用从主机"
+        "自己的账本读取"
+    ),
+    "verdict.hook_no_git": "未测试：工作区不是 git 仓库（请在 git 仓库里运行 selftest）",
+    "verdict.not_planted": "未放置：{plant}",
+    "verdict.and": " 和 ",
+    "verdict.status_ran": "你的 `git status` 运行了盒子的 {ran}",
+    "verdict.status_failed": "你的 `git status` 失败了（{code}：{stderr}）",
+    "verdict.hook_folder": "一个指向含钩子和 core.fsmonitor 的文件夹的 commondir",
+    "verdict.hook_file": "你的 .git 是文件（链接的工作树），在盒内只读",
+    "verdict.hook_ok": "{planted}：你的 .git 没有 commondir，你的 `git status` 没有运行钩子",
+    "verdict.no_git_plant": "盒子没有报告它的 git 放置物",
+    "verdict.host_silent": "主机一侧没有报告：{why}",
+    "egress.listed": "已列出：{entry}",
+    "egress.kind.public": "公网",
+    "egress.kind.cloud metadata": "云元数据",
+    "egress.kind.loopback": "环回",
+    "egress.kind.link-local": "链路本地",
+    "egress.kind.unique-local": "唯一本地",
+    "egress.kind.private": "私有",
+    "egress.kind.not public": "非公网",
+    "egress.an_address": "IP 地址（{kind}）",
+    "egress.a_name": "{kind}名称",
+    "egress.wildcard_note": "；通配符从不覆盖它",
+    "egress.numeric_name": "一个读起来像 IP 地址的数字名称；请使用该地址",
+    "egress.no_address": "解析不到任何地址",
+    "egress.resolves_to": (
+        "解析到 {address}（{kind}），它不在允许列表中（用 --allow {address} 允许）"
+    ),
+    "egress.resolved": "解析到公网地址或已列出的地址",
+    "egress.empty_list": "允许列表中，而列表是空的：没有网络",
+    "egress.the_list": "允许列表中",
+    "egress.not_listed": "{what}不在{where}{note}（用 --allow {entry} 允许）",
+    "reach.more": "；还有 {count} 项",
+    "reach.refused": (
+        "这个请求让 API 伸出盒子之外（{shown}）；已拒绝，因为 API 会用运行的密钥去获取或外呼。"
+        "传 --allow-api-fetch 允许它，或对 URL 来源的主机传 --allow HOST"
+        "（docs/gateway.md，No way out through the API）"
+    ),
+    "reach.mcp_servers": "mcp_servers（{servers}）",
+    "reach.container": "一个容器",
+    "reach.tools_not_list": "不是对象列表的 tools",
+    "reach.server_tool": "服务器工具 {tool}",
+    "reach.unknown_source": "{block} 的来源属于它不认识的种类",
+    "reach.a_block": "一个块",
+    "reach.file_id": "{block} 的 file_id",
+    "reach.server_call": "一个 {block} 块（API 发起的调用）",
+    "reach.a_blocks": "一个块的",
+    "reach.source_from": "{block} 来源于 {url}",
+    "reach.source_file": "{block} 来源于一个 file_id",
+    "reach.servers": "{count} 个服务器",
+    "verdict.pod_log_over": "探针 Pod 的日志超过 {limit} 字节：其中没有任何内容被判定",
+    "verdict.reported_twice": "报告了两次：Pod 里还有别的东西以这个探针的名义输出了一行",
 }
