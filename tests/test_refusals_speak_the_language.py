@@ -138,3 +138,66 @@ def test_the_check_sees_an_english_line_and_not_a_version() -> None:
     said = ast.parse('f"wrote {path}"', mode="eval").body
     version = ast.parse('f"[bold]flowerbox[/] {__version__}"', mode="eval").body
     assert words_in(said) and not words_in(version)
+
+
+# What the self-test judges, the egress proxy decides and the gateway refuses for the API to
+# fetch: each verdict's `why` (`flowerbox selftest`, doctor's gateway and proxy lines), each
+# allow/deny reason (the 403 body a process in the box reads, the egress log) and each thing
+# a fetch refusal names, built where these calls are made.
+JUDGED_IN = (
+    "flowerbox/selftest/verdicts.py",
+    "flowerbox/kube/selftest.py",
+    "flowerbox/sidecar/egress.py",
+    "flowerbox/sidecar/reach.py",
+)
+JUDGED_BY = frozenset({"Verdict", "Decision", "Reach", "_verdict", "append"})
+NAMED_FIRST = frozenset({"Verdict", "_verdict"})
+"""Calls whose first argument is a probe's or a check's name (`"forged_record"`), not English."""
+
+
+def english_judgements() -> list[str]:
+    """`path:line` of each verdict, decision or reach (or a problem appended to one, or an
+    (ok, why) returned) made with a literal sentence."""
+    found = []
+    for path, tree in sources():
+        if not str(path.relative_to(ROOT)).startswith(JUDGED_IN):
+            continue
+        for node in ast.walk(tree):
+            if any(judged_words(said) for said in judged(node)):
+                found.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    return found
+
+
+def judged(node: ast.AST) -> list[ast.expr]:
+    """What `node` says as a verdict's why, a decision's reason, a reach or a problem."""
+    if isinstance(node, ast.Call) and name_of(node.func) in JUDGED_BY:
+        args = node.args[1:] if name_of(node.func) in NAMED_FIRST else node.args
+        return [*args, *(k.value for k in node.keywords)]
+    if isinstance(node, ast.Return) and isinstance(node.value, ast.Tuple):
+        return node.value.elts
+    return []
+
+
+def judged_words(node: ast.expr) -> bool:
+    """English words in a literal, or in either branch of a conditional one."""
+    if isinstance(node, ast.IfExp):
+        return judged_words(node.body) or judged_words(node.orelse)
+    return words_in(node)
+
+
+def test_what_the_self_test_and_the_proxy_judge_takes_its_words_from_the_message_tables() -> None:
+    found = english_judgements()
+    assert not found, (
+        f"{len(found)} verdicts, decisions or reaches made from an English literal; give each "
+        "a key in flower/core/texts/en.py and zh.py and say it with text(key, ...):\n"
+        + "\n".join(found)
+    )
+
+
+def test_the_check_sees_an_english_verdict_and_not_a_probes_name() -> None:
+    english = ast.parse('Verdict("udp", False, f"a datagram reached {where}")', mode="eval").body
+    named = ast.parse('Verdict("forged_record", ok, why)', mode="eval").body
+    assert any(judged_words(said) for said in judged(english))
+    assert not any(judged_words(said) for said in judged(named))
+    either = ast.parse('"refused" if sudo else text("verdict.sudo_absent")', mode="eval").body
+    assert judged_words(either)
