@@ -37,16 +37,27 @@ UNREAD = {
 }
 
 
-def gateway(tmp: Path, sock: Path, lang: str, key: str = REAL_KEY) -> subprocess.Popen[bytes]:
-    """`python -m flowerbox.sidecar.gateway` as its container runs it, in `lang`."""
+def gateway(
+    tmp: Path,
+    sock: Path,
+    lang: str,
+    key: str = REAL_KEY,
+    *,
+    upstream: str = "",
+    args: tuple[str, ...] = (),
+) -> subprocess.Popen[bytes]:
+    """`python -m flowerbox.sidecar.gateway` as its container runs it, in `lang` (with
+    `upstream` its ANTHROPIC_BASE_URL, `args` more of its command line)."""
     creds = tmp / f"creds-{lang}.env"
     creds.write_text(f"ANTHROPIC_API_KEY={key}\n" if key else "ANTHROPIC_BASE_URL=http://x\n")
+    if upstream:
+        creds.write_text(creds.read_text() + f"ANTHROPIC_BASE_URL={upstream}\n")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "FLOWER_"))}
     with (tmp / f"gateway-{lang}.log").open("wb") as log:
         return subprocess.Popen(
             [sys.executable, "-m", "flowerbox.sidecar.gateway", "--socket", str(sock)]
             + ["--credentials", str(creds), "--usage", str(tmp / f"usage-{lang}.json")]
-            + ["--requests", str(tmp / f"requests-{lang}.jsonl")],
+            + ["--requests", str(tmp / f"requests-{lang}.jsonl"), *args],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=log,
@@ -85,12 +96,7 @@ def test_the_gateway_answers_and_logs_a_malformed_request_in_its_runs_language(
 
 def answered(sock: Path, raw: bytes) -> dict[str, str]:
     """The `error` of the gateway's 400 answer to `raw`, sent on a connection of its own."""
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
-        conn.settimeout(10)
-        conn.connect(str(sock))
-        conn.sendall(raw)
-        conn.shutdown(socket.SHUT_WR)
-        answer = b"".join(iter(lambda: conn.recv(65536), b""))
+    answer = exchange(sock, raw)
     head, _, body = answer.partition(b"\r\n\r\n")
     assert head.startswith(b"HTTP/1.1 400 "), answer
     error: dict[str, str] = json.loads(body)["error"]
@@ -169,3 +175,93 @@ def test_a_malformed_push_is_refused_in_the_relays_language() -> None:
     with pytest.raises(PushError, match="pkt-line 的长度不是四个十六进制数字：b'00zz'") as caught:
         read_push(iter([b"00zz"]))
     assert caught.value.status == 400
+
+
+# What the egress proxy says of a name and of an address off its allowlist, and what the
+# gateway says of a body that would make the API fetch a URL: the run's language in the 403 a
+# process in the box reads and in the log a person reads; the `decision` stays the identifier.
+DENIED = {
+    "zh": (
+        "不在允许列表中（用 --allow denied.test 允许）",
+        "IP 地址（环回）不在允许列表中（用 --allow 127.0.0.2 允许）",
+    ),
+    "en": (
+        "not in the allowlist (--allow denied.test to permit)",
+        "an IP address (loopback) not in the allowlist (--allow 127.0.0.2 to permit)",
+    ),
+}
+FETCHING = {
+    "zh": "这个请求让 API 伸出盒子之外（document 来源于 'https://evil.test/big.pdf'）；已拒绝",
+    "en": (
+        "this request makes the API reach beyond the box (document source from "
+        "'https://evil.test/big.pdf'); refused because"
+    ),
+}
+
+
+@pytest.mark.parametrize("lang", ["zh", "en"])
+def test_the_egress_proxy_refuses_and_logs_in_its_runs_language(
+    lang: str, sockdir: Path, tmp_path: Path, started: list[subprocess.Popen[bytes]]
+) -> None:
+    proxy, log = sockdir / f"proxy-{lang}.sock", tmp_path / f"egress-{lang}.jsonl"
+    args = ("--proxy-socket", str(proxy), "--egress-log", str(log), "--allow", "allowed.test")
+    process = gateway(tmp_path, sockdir / f"api-{lang}.sock", lang, args=args)
+    started.append(process)
+    wait_for(lambda: proxy.exists() or process.poll() is not None)
+    asked = (
+        b"CONNECT denied.test:443 HTTP/1.1\r\nHost: denied.test:443\r\n\r\n",
+        b"GET http://127.0.0.2:9/ HTTP/1.1\r\nHost: 127.0.0.2:9\r\n\r\n",
+    )
+    where = ("denied.test:443", "127.0.0.2:9")
+    for raw, target, reason in zip(asked, where, DENIED[lang], strict=True):
+        head, _, body = exchange(proxy, raw).partition(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 403 "), head
+        said = body.decode().splitlines()[0]
+        assert said == f"flowerbox egress: denied {target}: {reason}"
+    wait_for(lambda: log.is_file() and len(log.read_text().splitlines()) == 2)
+    entries = [json.loads(line) for line in log.read_text().splitlines()]
+    assert [(e["decision"], e["reason"]) for e in entries] == [("deny", r) for r in DENIED[lang]]
+
+
+@pytest.mark.parametrize("lang", ["zh", "en"])
+def test_the_gateway_refuses_an_api_fetch_in_its_runs_language(
+    lang: str,
+    sockdir: Path,
+    tmp_path: Path,
+    started: list[subprocess.Popen[bytes]],
+    upstream: FakeAPI,
+) -> None:
+    sock = sockdir / f"api-{lang}.sock"
+    process = gateway(tmp_path, sock, lang, upstream=upstream.url)
+    started.append(process)
+    wait_for(lambda: sock.exists() or process.poll() is not None)
+    source = {"type": "url", "url": "https://evil.test/big.pdf"}
+    content = [{"type": "document", "source": source}, {"type": "text", "text": "go"}]
+    body = json.dumps(
+        {
+            "model": "claude-sonnet-4-5",
+            "max_tokens": 10,
+            "messages": [{"role": "user", "content": content}],
+        }
+    ).encode()
+    head = (
+        "POST /v1/messages?beta=true HTTP/1.1\r\nHost: x\r\ncontent-type: application/json\r\n"
+        f"x-api-key: sk-placeholder\r\ncontent-length: {len(body)}\r\nconnection: close\r\n\r\n"
+    )
+    status, _, answer = exchange(sock, head.encode() + body).partition(b"\r\n\r\n")
+    assert status.startswith(b"HTTP/1.1 403 "), status
+    message = json.loads(answer)["error"]["message"]
+    assert message.startswith("flowerbox gateway: " + FETCHING[lang]), message
+    other = FETCHING["en" if lang == "zh" else "zh"]
+    assert other not in message and "--allow-api-fetch" in message
+    assert upstream.requests == []
+
+
+def exchange(sock: Path, raw: bytes) -> bytes:
+    """What the server on `sock` answers `raw`, on a connection of its own, to its end."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
+        conn.settimeout(10)
+        conn.connect(str(sock))
+        conn.sendall(raw)
+        conn.shutdown(socket.SHUT_WR)
+        return b"".join(iter(lambda: conn.recv(65536), b""))

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -25,7 +26,7 @@ from flowerbox.selftest.runner import ProbeServer, hand_over, run_box
 from flowerbox.selftest.sockets import listening, mount_points, walk
 from flowerbox.selftest.syscalls import ARGUMENTS
 from flowerbox.selftest.tampering import _parents
-from flowerbox.selftest.verdicts import ZERO_CAPS, Seen, judge
+from flowerbox.selftest.verdicts import HOST_CHECKS, ZERO_CAPS, Seen, judge, judge_host
 
 TOKEN = "t0k3n"
 DENIED = f"flowerbox-selftest-{TOKEN}.invalid"
@@ -169,6 +170,46 @@ def test_each_probe_fails_on_what_a_weak_container_shows(probe: str) -> None:
     assert not verdict.ok and words in verdict.why, verdict
     others = [v for v in judge(output(observations), host) if v.probe != probe]
     assert all(v.ok for v in others)  # one weakness fails one probe, not its neighbours
+
+
+CHINESE = re.compile("[\u3000-\u303f\u4e00-\u9fff\uff00-\uffef]")
+
+
+@pytest.mark.parametrize("probe", PROBES)
+def test_each_verdict_is_said_in_the_runs_language(
+    probe: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Under zh (the suite's), a probe's PASS and its FAIL say why in Chinese, and the same
+    judgement under en is the English line docs/selftest.md shows."""
+    change, words = BAD[probe]
+    weak = {**GOOD, probe: {**GOOD[probe], **change}}
+    host = seen(
+        received=[f"udp {TOKEN}"] if probe == "udp" else [],
+        survivors=["container flowerbox-survivor-x"] if probe == "survivor" else [],
+        runtime="runsc" if probe == "kernel" else "runc",
+    )
+
+    def said() -> tuple[str, str]:
+        [passed] = [v for v in judge(output(GOOD), seen()) if v.probe == probe]
+        [failed] = [v for v in judge(output(weak), host) if v.probe == probe]
+        assert passed.ok and not failed.ok
+        return passed.why, failed.why
+
+    zh = said()
+    monkeypatch.setenv("FLOWER_LANG", "en")
+    en = said()
+    assert all(CHINESE.search(why) for why in zh), zh
+    assert words in en[1] and zh[0] != en[0] and zh[1] != en[1]
+    assert not any(CHINESE.search(why) for why in en), en
+
+
+def test_the_silent_broken_and_unreported_are_said_in_chinese() -> None:
+    observations = {k: v for k, v in GOOD.items() if k != "seccomp"}
+    observations["udp"] = {"broken": "OSError: boom"}
+    failed = {v.probe: v.why for v in judge(output(observations), seen()) if not v.ok}
+    assert failed == {"seccomp": "没有观察结果：探针没有报告", "udp": "探针出错：OSError: boom"}
+    host = judge_host("", {}, forged="20000101-000000-abcdef")
+    assert [v.why for v in host] == ["主机一侧没有报告：没有观察结果"] * len(HOST_CHECKS)
 
 
 @pytest.mark.english
