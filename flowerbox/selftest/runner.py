@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from flower import Lookup, load_dotenv
+from flower import Lookup, load_dotenv, text
 from flowerbox import wire
 from flowerbox.box.engine import Box, connect, ensure_image, image_id, labelled
 from flowerbox.box.gitshadow import layout
@@ -208,7 +208,7 @@ def _processes_with(marker: str) -> list[str]:
     for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
         with contextlib.suppress(OSError):
             if marker.encode() in cmdline.read_bytes():
-                found.append(f"process {cmdline.parent.name}")
+                found.append(text("verdict.process", pid=cmdline.parent.name))
     return found
 
 
@@ -245,9 +245,9 @@ def _repo_changes(workspace: Path, before: dict[str, Any]) -> list[str]:
     after = _repo_state(workspace)
     changes = []
     if after["git"] != before["git"]:
-        changes.append(".git was replaced")
+        changes.append(text("verdict.git_replaced"))
     if after["commondir"] and not before["commondir"]:
-        changes.append(".git/commondir appeared")
+        changes.append(text("verdict.commondir_appeared"))
     return changes
 
 
@@ -365,9 +365,9 @@ def selftest(
                 box = Box(spec, client=client, shape=shape, on_started=started)
                 box.run(write=out.extend, write_err=err.extend)
                 survivors = labelled(client, f"{wire.SURVIVOR_LABEL}={marker}")
-                left = [f"container {c.name}" for c in survivors]
+                left = [text("verdict.container", name=c.name) for c in survivors]
                 left += [
-                    f"container {c.name}"
+                    text("verdict.container", name=c.name)
                     for c in labelled(client, f"{wire.RUN_LABEL}={spec.run_id}")
                 ]
                 for container in survivors:

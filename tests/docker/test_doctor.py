@@ -42,6 +42,23 @@ def test_doctor_is_all_ok_where_a_run_would_work(
     assert real_api.requests == []  # health is a TCP check: no model call, no key spent
 
 
+def test_doctor_says_its_box_findings_in_the_runs_language(
+    real_api: FakeAPI, host_user: tuple[str, int, int], user_workspace: Path, flowerbox_image: str
+) -> None:
+    """zh (the suite's): the gateway's and the proxy's findings, from the self-test's verdicts
+    judged on this host, are Chinese too."""
+    done = as_user(
+        host_user, [FLOWERBOX, "doctor"], cwd=user_workspace, env=box_env(real_api, host_user)
+    )
+    assert done.returncode == 0, done.stdout + done.stderr[-2000:]
+    lines = done.stdout.splitlines()
+    [gateway] = [line for line in lines if line.split()[1:2] == ["网关"]]
+    [proxy] = [line for line in lines if line.split()[1:2] == ["出口代理"]]
+    assert gateway.startswith("正常") and "网关已启动，它的上游可以连通" in gateway
+    assert proxy.startswith("正常") and "CONNECT 和普通 HTTP 都得到 403，日志记为 deny" in proxy
+    assert "logged deny" not in done.stdout and "upstream is reachable" not in done.stdout
+
+
 def test_a_missing_image_is_a_miss_with_its_fix(
     real_api: FakeAPI, host_user: tuple[str, int, int], user_workspace: Path, flowerbox_image: str
 ) -> None:

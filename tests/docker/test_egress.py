@@ -1,5 +1,7 @@
 """The egress allowlist on a real engine, as the unprivileged e2e user: one table, each row a
 `flowerbox shell` whose probe (python in the agent's container) goes out through the proxy.
+The reasons are the run's language (the suite's, zh: the gateway's container is given the
+run's FLOWER_LANG); tests/flowerbox/test_proxy.py has the English ones.
 
 Everything stays on this machine. The targets are two HTTP servers on the host's loopback,
 127.0.0.1 and 127.0.0.2, on the same port; the gateway runs on the host network (the fake
@@ -146,13 +148,13 @@ LISTED = ["--allow", "allowed.test", "--allow", "127.0.0.1"]
 @pytest.mark.parametrize(
     ("allow", "mode", "host", "expected", "reason"),
     [
-        pytest.param(LISTED, "proxy", "allowed.test", 200, "listed: allowed.test", id="allowed"),
+        pytest.param(LISTED, "proxy", "allowed.test", 200, "已列出：allowed.test", id="allowed"),
         pytest.param(
             LISTED,
             "proxy",
             "denied.test",
             403,
-            "not in the allowlist (--allow denied.test to permit)",
+            "不在允许列表中（用 --allow denied.test 允许）",
             id="denied-name",
         ),
         pytest.param(
@@ -160,7 +162,7 @@ LISTED = ["--allow", "allowed.test", "--allow", "127.0.0.1"]
             "proxy",
             "a.wild.test",
             200,
-            "listed: *.wild.test",
+            "已列出：*.wild.test",
             id="wildcard-subdomain",
         ),
         pytest.param(
@@ -168,7 +170,7 @@ LISTED = ["--allow", "allowed.test", "--allow", "127.0.0.1"]
             "proxy",
             "wild.test",
             403,
-            "not in the allowlist (--allow wild.test to permit)",
+            "不在允许列表中（用 --allow wild.test 允许）",
             id="wildcard-apex",
         ),
         pytest.param(
@@ -176,7 +178,7 @@ LISTED = ["--allow", "allowed.test", "--allow", "127.0.0.1"]
             "proxy",
             "127.0.0.2",
             403,
-            "an IP address (loopback) not in the allowlist (--allow 127.0.0.2 to permit)",
+            "IP 地址（环回）不在允许列表中（用 --allow 127.0.0.2 允许）",
             id="ip-literal",
         ),
         pytest.param(
@@ -184,7 +186,7 @@ LISTED = ["--allow", "allowed.test", "--allow", "127.0.0.1"]
             "proxy",
             "metadata.google.internal",
             403,
-            "a cloud metadata name not in the allowlist; a wildcard never covers it",
+            "云元数据名称不在允许列表中；通配符从不覆盖它",
             id="metadata-name",
         ),
         pytest.param(
@@ -192,12 +194,10 @@ LISTED = ["--allow", "allowed.test", "--allow", "127.0.0.1"]
             "proxy",
             "intranet.test",
             403,
-            "resolves to 127.0.0.2 (loopback), which is not in the allowlist",
+            "解析到 127.0.0.2（环回），它不在允许列表中",
             id="internal-address-behind-an-allowed-name",
         ),
-        pytest.param(
-            [], "proxy", "allowed.test", 403, "which is empty: no network", id="empty-list"
-        ),
+        pytest.param([], "proxy", "allowed.test", 403, "而列表是空的：没有网络", id="empty-list"),
         pytest.param(LISTED, "direct", "allowed.test", None, "", id="proxy-variables-unset"),
     ],
 )

@@ -90,7 +90,7 @@ def leftovers(
     any survivor its verdict names (other engineers' boxes may run on the same engine)."""
     label = f"dev.flower.box.workspace={workspace}"
     found = [c.name for c in client.containers.list(all=True, filters={"label": label})]
-    named = re.findall(r"container (flowerbox-survivor-[\w-]+)", str(verdicts["survivor"]["why"]))
+    named = re.findall(r"容器 (flowerbox-survivor-[\w-]+)", str(verdicts["survivor"]["why"]))
     survivors = client.containers.list(all=True, filters={"label": SURVIVOR_LABEL})
     return found + [c.name for c in survivors if c.name in named]
 
@@ -120,13 +120,14 @@ def workspace(user_workspace: Path, host_user: tuple[str, int, int]) -> Path:
 # What the host sees of the box's FIFOs: refused by the host's code (runc), or none at all
 # (gVisor keeps the FIFOs it makes in its own kernel); and the kernel the probe names.
 FIFOS = {
-    "runc": "FIFOs at the events file and the gateway meter: refused",
-    "runsc": "the box made its FIFOs, yet none is on the host",
+    "runc": "事件文件和网关计量文件处的 FIFO：被拒绝",
+    "runsc": "盒子建了它的 FIFO，但主机上一个也没有",
 }
 KERNEL = {
-    "runc": "the host's kernel (runc, as asked",
-    "runsc": "platform): the host runs the box as 'runsc-sandbox'",  # gVisor (P platform)
+    "runc": "主机的内核（runc，如所要求",
+    "runsc": "平台）：主机以 'runsc-sandbox' 运行盒子",  # gVisor（P 平台）
 }
+CHINESE = re.compile("[\u3000-\u303f\u4e00-\u9fff\uff00-\uffef]")
 
 
 def test_every_probe_passes_in_the_box_a_run_gets(
@@ -142,14 +143,16 @@ def test_every_probe_passes_in_the_box_a_run_gets(
     assert list(verdicts) == EVERY, done.stderr[-2000:]
     assert failed(verdicts) == {} and done.returncode == 0, done.stderr[-2000:]
     assert f"{len(PROBES)} 个探针，{len(HOST_CHECKS)} 项主机边界检查" in done.stderr  # zh
+    english = {name: v["why"] for name, v in verdicts.items() if not CHINESE.search(str(v["why"]))}
+    assert english == {}, "every verdict says why in the run's language (the suite's: zh)"
     # The attacks were planted from inside (else a check FAILs: "not planted") and the host's
     # code ignored each; afterwards the workspace is as it was, nothing of it left in /tmp.
     for check, words in {
-        "dotenv_redirect": "a .env sending the key to the probe server",
-        "forged_record": "is no run to the host",
-        "linked_runs_files": "refused as a link",
+        "dotenv_redirect": "一个把密钥发往探针服务器的 .env",
+        "forged_record": "对主机而言不是运行",
+        "linked_runs_files": "作为链接被拒绝",
         "fifo_runs_files": FIFOS[box_runtime],
-        "git_hook_redirect": "your `git status` ran no hook",
+        "git_hook_redirect": "你的 `git status` 没有运行钩子",
         "kernel": KERNEL[box_runtime],
     }.items():
         assert words in str(verdicts[check]["why"]), verdicts[check]
@@ -157,17 +160,15 @@ def test_every_probe_passes_in_the_box_a_run_gets(
     assert left_in_tmp(verdicts) == []
     # The folders above protected paths and .git (the box's own) cannot be moved; what the box
     # planted in its .git stayed there.
-    assert verdicts["protected_parents"]["why"] == "not renamed: .git, deploy"
-    assert "not in your repository" in str(verdicts["git_redirects"]["why"])
-    assert f"uid {host_user[1]}, gid {host_user[2]}, no other group" in str(
-        verdicts["identity"]["why"]
-    )
+    assert verdicts["protected_parents"]["why"] == "未被改名：.git, deploy"
+    assert "不在你的仓库里" in str(verdicts["git_redirects"]["why"])
+    assert f"uid {host_user[1]}，gid {host_user[2]}，没有其他组" in str(verdicts["identity"]["why"])
     # The box is a run's: the workbench of an isolated run is mounted (and says so).
     assert f"{workspace.parent}/.flower-{workspace.name}" in str(verdicts["read_only_root"]["why"])
-    assert "403 for CONNECT and plain HTTP, logged deny" in str(
+    assert "CONNECT 和普通 HTTP 都得到 403，日志记为 deny" in str(
         verdicts["proxy_denied_name"]["why"]
     )
-    name = str(verdicts["proxy_denied_name"]["why"]).split(":")[0]  # this run's own
+    name = str(verdicts["proxy_denied_name"]["why"]).split("：")[0]  # this run's own
     logs = (state_of(host_user) / "runs").glob("*/gateway/egress.jsonl")
     [egress] = [path for path in logs if name in path.read_text()]
     decisions = [json.loads(line) for line in egress.read_text().splitlines()]
@@ -200,13 +201,13 @@ def test_every_probe_fails_in_the_negative_controls_weak_container(
     # The other host-boundary checks judge the host's own code, which no box changes: they
     # PASS here too (tests/flowerbox/test_hostboundary.py fails each with a trusting host).
     assert set(HOST_CHECKS) - ALL_WEAK_HOST_FAILS <= {n for n, v in verdicts.items() if v["ok"]}
-    assert "ran the box's" in str(verdicts["git_hook_redirect"]["why"])
+    assert "运行了盒子的" in str(verdicts["git_hook_redirect"]["why"])
     assert contents(workspace) == before  # what root planted, the user's side removed
     assert left_in_tmp(verdicts) == []
-    assert "left behind: container flowerbox-survivor-" in str(verdicts["survivor"]["why"])
-    assert "reached the host's loopback" in str(verdicts["direct_tcp"]["why"])
-    assert "not refused" in str(verdicts["proxy_denied_name"]["why"])
-    assert "runsc was asked for, but the host runs the box as" in str(verdicts["kernel"]["why"])
+    assert "遗留：容器 flowerbox-survivor-" in str(verdicts["survivor"]["why"])
+    assert "到达了主机的环回地址" in str(verdicts["direct_tcp"]["why"])
+    assert "未被拒绝" in str(verdicts["proxy_denied_name"]["why"])
+    assert "要求的是 runsc，但主机以" in str(verdicts["kernel"]["why"])
     # The survivor it caught was removed afterwards.
     assert leftovers(docker_client, workspace, verdicts) == []
 
@@ -293,19 +294,17 @@ def test_each_broken_property_fails_exactly_its_probes(
     )
     assert list(verdicts) == EVERY, done.stderr[-2000:]
     why = failed(verdicts)
-    if variant == "host_network" and "walk was cut short" in why.get("docker_socket", ""):
+    if variant == "host_network" and "遍历被截断" in why.get("docker_socket", ""):
         # The host's network namespace lists the host's unix sockets (/proc/net/unix): on a
         # developer's machine (desktop sessions, their compose stack) more than the probe tries,
         # and a walk cut short is no clean one. The machine's, not the property's.
         expected.add("docker_socket")
     assert set(why) == expected, (why, done.stderr[-2000:])
     if variant == JOINED:  # seen by the route lookup: the box's 127.0.0.1 is its own there
-        assert "would route a datagram out" in failed(verdicts)["udp"]
+        assert "内核会把数据报路由出去" in failed(verdicts)["udp"]
     if variant == "users_gitdir":  # and the host removed what reached the user's .git
-        assert (
-            "reached your repository: .git/commondir appeared" in failed(verdicts)["git_redirects"]
-        )
-        assert "your `git status` ran the box's" in failed(verdicts)["git_hook_redirect"]
+        assert "到达了你的仓库：出现了 .git/commondir" in failed(verdicts)["git_redirects"]
+        assert "你的 `git status` 运行了盒子的" in failed(verdicts)["git_hook_redirect"]
         assert not (workspace / ".git" / "commondir").exists()
         assert not list((workspace / ".git").glob("fbx-hooks-*"))
     assert leftovers(docker_client, workspace, verdicts) == []

@@ -1622,4 +1622,8 @@ written, each on its own line; write nothing else, and no code block.
     "verdict.reported_twice": (
         "reported twice: something else in the Pod printed a line in this probe's name"
     ),
+    "verdict.process": "process {pid}",
+    "verdict.container": "container {name}",
+    "verdict.git_replaced": ".git was replaced",
+    "verdict.commondir_appeared": ".git/commondir appeared",
 }

@@ -1438,4 +1438,8 @@ ZH: dict[str, str] = {
     "reach.servers": "{count} 个服务器",
     "verdict.pod_log_over": "探针 Pod 的日志超过 {limit} 字节：其中没有任何内容被判定",
     "verdict.reported_twice": "报告了两次：Pod 里还有别的东西以这个探针的名义输出了一行",
+    "verdict.process": "进程 {pid}",
+    "verdict.container": "容器 {name}",
+    "verdict.git_replaced": ".git 被替换了",
+    "verdict.commondir_appeared": "出现了 .git/commondir",
 }
