@@ -22,7 +22,9 @@ on facts that only a gVisor sandbox produces, two of them out of the box's reach
 PASS when gVisor was asked for and facts 1 and 2 say it is there; FAIL when it was asked for
 and either is missing (the negative control `--weaken claims_runsc`: a box whose spec says
 runsc, run on runc). A box that asked for runc PASSes when it runs on the host's kernel, as
-asked, and says so; the all-weak control claims runsc too, so this probe FAILs there.
+asked, and says so; the all-weak control claims runsc too, so this probe FAILs there. The
+verdict is made on the host (flowerbox.selftest.verdicts, in the language of the command
+line); this module is the facts alone, which the probes in the box import too.
 """
 
 from __future__ import annotations
