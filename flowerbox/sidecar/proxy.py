@@ -51,6 +51,7 @@ from urllib.parse import urlsplit
 
 import h11
 
+from flower import text
 from flowerbox.errors import BadRequest
 from flowerbox.sidecar.admission import peer_of
 from flowerbox.sidecar.egress import Host, IPAddress, Policy, parse_host, show
@@ -256,7 +257,7 @@ class _ProxyHandler(socketserver.BaseRequestHandler):
             elif incoming.method in _METHODS:
                 self._plain(incoming)
             else:
-                self._bad(f"Unsupported method ({incoming.method!r})", 501)
+                self._bad(text("egress.unsupported_method", method=repr(incoming.method)), 501)
         except BadRequest as exc:
             self._bad(str(exc), exc.status)
         except _Refused:
@@ -287,7 +288,7 @@ class _ProxyHandler(socketserver.BaseRequestHandler):
         try:
             host, port = _authority(incoming.target, default_port=None)
         except ValueError as exc:
-            self._bad(f"{exc}; send CONNECT host:port")
+            self._bad(text("egress.send_connect", problem=exc))
             return
         list(self.reader.body_chunks())  # a CONNECT has no body; this ends its message
         upstream = self._open(host, port)
@@ -302,14 +303,8 @@ class _ProxyHandler(socketserver.BaseRequestHandler):
     def _plain(self, incoming: Incoming) -> None:
         url = urlsplit(incoming.target)
         if url.scheme.lower() != "http" or not url.netloc:
-            why = (
-                "an https:// URL in plain form; send CONNECT host:443 (clients do when "
-                "HTTPS_PROXY is set)"
-                if url.scheme.lower() == "https"
-                else "not a proxy request; send an absolute URL (http://host/path) or "
-                "CONNECT host:port"
-            )
-            self._bad(why)
+            https = url.scheme.lower() == "https"
+            self._bad(text("egress.https_plain" if https else "egress.not_proxy_request"))
             return
         authority = url.netloc.rpartition("@")[2]  # credentials in the URL are not passed on
         try:
@@ -356,7 +351,8 @@ class _ProxyHandler(socketserver.BaseRequestHandler):
             try:
                 addresses = proxy.resolver(host, port)
             except (OSError, UnicodeError) as exc:
-                self._unreachable(where, f"cannot resolve {host}: {exc}", decision.reason, fields)
+                error = text("egress.cannot_resolve", host=host, problem=exc)
+                self._unreachable(where, error, decision.reason, fields)
             resolved = self.policy.check_addresses(addresses)
             fields["resolved"] = [str(address) for address in addresses]
             if not resolved.allowed:
@@ -384,7 +380,9 @@ class _ProxyHandler(socketserver.BaseRequestHandler):
 
     def _unreachable(self, where: str, error: str, reason: str, fields: dict[str, Any]) -> NoReturn:
         self.log.record(**fields, decision="allow", reason=reason, error=error)
-        self._answer(502, f"flowerbox egress: cannot reach {where}: {error}")
+        self._answer(
+            502, "flowerbox egress: " + text("egress.cannot_reach", where=where, error=error)
+        )
         raise _Refused
 
     def _answer(self, code: int, text: str, headers: dict[str, str] | None = None) -> None:

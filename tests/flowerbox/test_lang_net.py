@@ -205,6 +205,7 @@ def test_the_egress_proxy_refuses_and_logs_in_its_runs_language(
 ) -> None:
     proxy, log = sockdir / f"proxy-{lang}.sock", tmp_path / f"egress-{lang}.jsonl"
     args = ("--proxy-socket", str(proxy), "--egress-log", str(log), "--allow", "allowed.test")
+    args += ("--allow", "127.0.0.1")
     process = gateway(tmp_path, sockdir / f"api-{lang}.sock", lang, args=args)
     started.append(process)
     wait_for(lambda: proxy.exists() or process.poll() is not None)
@@ -221,6 +222,19 @@ def test_the_egress_proxy_refuses_and_logs_in_its_runs_language(
     wait_for(lambda: log.is_file() and len(log.read_text().splitlines()) == 2)
     entries = [json.loads(line) for line in log.read_text().splitlines()]
     assert [(e["decision"], e["reason"]) for e in entries] == [("deny", r) for r in DENIED[lang]]
+    with socket.socket() as closed:  # bound, never listening: an allowed target refuses
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+        raw = b"CONNECT 127.0.0.1:%d HTTP/1.1\r\nHost: x\r\n\r\n" % port
+        head, _, body = exchange(proxy, raw).partition(b"\r\n\r\n")
+    unreachable = {"zh": f"无法连接 127.0.0.1:{port}：", "en": f"cannot reach 127.0.0.1:{port}: "}
+    assert head.startswith(b"HTTP/1.1 502 ") and body.decode().startswith(
+        f"flowerbox egress: {unreachable[lang]}"
+    )
+    wait_for(lambda: len(log.read_text().splitlines()) == 3)
+    allowed = json.loads(log.read_text().splitlines()[2])
+    listed = {"zh": "已列出：127.0.0.1", "en": "listed: 127.0.0.1"}
+    assert (allowed["decision"], allowed["reason"]) == ("allow", listed[lang])
 
 
 @pytest.mark.parametrize("lang", ["zh", "en"])

@@ -412,6 +412,7 @@ def test_a_listed_ip_literal_is_connected_without_a_lookup(proxy: Proxy, web: We
 # --- what cannot be reached, and what cannot be read ----------------------------------------
 
 
+@pytest.mark.english
 def test_an_allowed_target_that_cannot_be_reached_gets_502(proxy: Proxy) -> None:
     with socket.socket() as closed:
         closed.bind(("127.0.0.1", 0))

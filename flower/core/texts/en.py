@@ -1626,4 +1626,14 @@ written, each on its own line; write nothing else, and no code block.
     "verdict.container": "container {name}",
     "verdict.git_replaced": ".git was replaced",
     "verdict.commondir_appeared": ".git/commondir appeared",
+    "egress.unsupported_method": "Unsupported method ({method})",
+    "egress.send_connect": "{problem}; send CONNECT host:port",
+    "egress.https_plain": (
+        "an https:// URL in plain form; send CONNECT host:443 (clients do when HTTPS_PROXY is set)"
+    ),
+    "egress.not_proxy_request": (
+        "not a proxy request; send an absolute URL (http://host/path) or CONNECT host:port"
+    ),
+    "egress.cannot_resolve": "cannot resolve {host}: {problem}",
+    "egress.cannot_reach": "cannot reach {where}: {error}",
 }

@@ -1442,4 +1442,14 @@ ZH: dict[str, str] = {
     "verdict.container": "容器 {name}",
     "verdict.git_replaced": ".git 被替换了",
     "verdict.commondir_appeared": "出现了 .git/commondir",
+    "egress.unsupported_method": "不支持的方法（{method}）",
+    "egress.send_connect": "{problem}；请发送 CONNECT host:port",
+    "egress.https_plain": (
+        "普通形式的 https:// URL；请发送 CONNECT host:443（设置了 HTTPS_PROXY 时客户端会这么做）"
+    ),
+    "egress.not_proxy_request": (
+        "不是代理请求；请发送绝对 URL（http://host/path）或 CONNECT host:port"
+    ),
+    "egress.cannot_resolve": "无法解析 {host}：{problem}",
+    "egress.cannot_reach": "无法连接 {where}：{error}",
 }
