@@ -40,6 +40,12 @@ REAL_HOME_ENV = "FBX_SUITE_REAL_HOME"  # the developer's home, as the controller
 XDG = ("XDG_STATE_HOME", "XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_CACHE_HOME", "XDG_RUNTIME_DIR")
 # The developer's own settings, which would reach flower, flowerbox or the CLI under test.
 LEAKY_PREFIXES = ("ANTHROPIC_", "CLAUDE_", "FLOWER_", "FLOWERBOX_")
+# The suite's own locale: a process a test starts without FLOWER_LANG (a gateway, a CLI in a
+# clean environment) speaks what the locale says, and git's words are English; neither may
+# depend on the developer's (LC_ALL=zh_CN.UTF-8 made such a test read Chinese). A test of
+# the locale sets its own.
+SUITE_LOCALE = "C.UTF-8"
+LOCALE_OVERRIDES = ("LC_ALL", "LC_MESSAGES", "LANGUAGE")
 # What configures the suite itself (tests/, docker/*.sh), not the product: kept.
 KEPT = frozenset(
     {
@@ -248,6 +254,9 @@ class Hermetic:
         os.environ.setdefault(REAL_HOME_ENV, str(self.real[0]) if self.real else "")
         for name in [n for n in os.environ if n.startswith(LEAKY_PREFIXES) and n not in KEPT]:
             del os.environ[name]
+        for name in LOCALE_OVERRIDES:
+            os.environ.pop(name, None)
+        os.environ["LANG"] = SUITE_LOCALE
         self.canary = None if worker or not self.real else Canary(self.real[0])
         self.home = fresh_home("fbx-suite-home-", gitconfig=GITCONFIG)
         os.environ.update(home_env(self.home))

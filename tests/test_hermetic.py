@@ -155,13 +155,15 @@ def developer() -> Iterator[Home]:
         shutil.rmtree(home.root, ignore_errors=True)
 
 
-def nested(home: Home, *args: str, background: bool = True) -> subprocess.CompletedProcess[str]:
+def nested(
+    home: Home, *args: str, background: bool = True, locale: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     """pytest ARGS in a subprocess from the checkout, as the developer runs it: HOME their
-    home, no XDG folder or suite variable of this run's, and (`background`) SIGINT ignored,
-    as `make check &` starts it."""
+    home, their `locale` variables, no XDG folder or suite variable of this run's, and
+    (`background`) SIGINT ignored, as `make check &` starts it."""
     drop = {REAL_HOME_ENV, *XDG}
     env = {k: v for k, v in os.environ.items() if k not in drop and not k.startswith("PYTEST_")}
-    env |= {"HOME": str(home.root), "DEVELOPER": str(home.root)}
+    env |= {"HOME": str(home.root), "DEVELOPER": str(home.root), **(locale or {})}
 
     def as_a_background_job() -> None:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -233,3 +235,35 @@ def test_the_tripwires_fail_a_test_that_reads_the_home_and_a_run_that_lists_it(
     assert "the suite touched the developer's real home:" in out, out[-4000:]
     assert ".fbx-suite-canary-" in out and "was read or listed" in out, out[-4000:]
     assert not list(developer.root.glob(".fbx-suite-canary-*"))  # ours, and the killed run's
+
+
+# What a test that starts a process without FLOWER_LANG sees (the gateways of
+# tests/flowerbox/conftest.py, a CLI in a clean environment): the suite's locale.
+LOCALE_PROBE = """
+import os, subprocess, sys
+
+SPOKEN = "from flower.core.lang import current; print(current())"
+
+
+def test_a_process_without_flower_lang_speaks_the_suites_locale():
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FLOWER_")}
+    said = subprocess.run([sys.executable, "-c", SPOKEN], env=env, capture_output=True, text=True)
+    assert said.stdout.strip() == "en", said.stdout + said.stderr
+    assert os.environ["LANG"] == "C.UTF-8"
+    assert not {"LC_ALL", "LC_MESSAGES", "LANGUAGE"} & set(os.environ)
+"""
+
+
+@pytest.mark.parametrize("setting", ["LC_ALL", "LC_MESSAGES", "LANG"])
+def test_the_developers_locale_never_reaches_the_suite(
+    developer: Home, tmp_path: Path, setting: str
+) -> None:
+    """A developer whose locale is Chinese (or whose git speaks German) runs the suite as
+    anyone else does; without the suite's own locale the probe hears zh and fails."""
+    probe = write_probe(tmp_path / "locale", "test_locale.py", LOCALE_PROBE)
+    locale = {setting: "zh_CN.UTF-8", "LANGUAGE": "de"}
+    done = nested(developer, probe, "-p", "tests.conftest", locale=locale)
+    assert done.returncode == 0 and "1 passed" in done.stdout, done.stdout[-3000:]
+    outside = nested(developer, probe, locale=locale)  # without the suite's conftest
+    assert outside.returncode == 1, outside.stdout[-3000:]
+    assert "assert 'zh' == 'en'" in outside.stdout, outside.stdout[-3000:]
