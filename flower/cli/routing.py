@@ -18,6 +18,7 @@ from typer import _click  # typer >= 0.26 vendors click; its group speaks these 
 from typer.core import TyperGroup
 
 from flower.cli import helplang
+from flower.cli.coercion import settle_defaults
 from flower.core import lang
 
 HELP_OPTIONS = ["-h", "--help"]
@@ -39,7 +40,9 @@ class AskRouter(TyperGroup):
         self, info_name: str | None, args: list[str], parent: Any = None, **extra: Any
     ) -> Any:
         """The context; first, under --lang zh, the whole tree's help in Chinese
-        (flower.cli.helplang), before `--help` or a usage error can draw it."""
+        (flower.cli.helplang), before `--help` or a usage error can draw it. Parameters
+        left at their defaults skip pydantic (flower.cli.coercion)."""
+        settle_defaults()
         lead, _ = hoisted(list(args))
         if parent is None and helplang.language_of(lead) == "zh":
             settings = {**self.context_settings, **extra}
