@@ -12,10 +12,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
-from tests.flowerbox.test_host_imports import imported, script
-
 EVERY_HELP = r"""
 import json, sys
 {first}
@@ -83,11 +79,3 @@ def test_a_crash_and_a_markdown_text_are_still_riches_own(tmp_path: Path) -> Non
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip() == "ok"
-
-
-@pytest.mark.parametrize("line", ["flowerbox --help", "flower --help", "flowerbox ps --help"])
-def test_a_help_page_loads_neither_markdown_nor_pygments(line: str, tmp_path: Path) -> None:
-    modules = imported(script(line), tmp_path)
-    assert "rich.columns" in modules  # typer.rich_utils drew the page (it imports this)
-    heavy = {m.split(".")[0] for m in modules} & {"markdown_it", "pygments", "attr"}
-    assert not heavy, sorted(heavy)
