@@ -134,15 +134,16 @@ def test_a_command_imports_its_own_module_not_the_others(
 
 
 LIGHT = {
-    "flowerbox --help": {"pydantic", "markdown_it", "pygments", "attr", "msgspec"},
+    "flowerbox --help": {"pydantic", "markdown_it", "pygments", "attr", "msgspec", "asyncio"},
     "flowerbox ps --help": {"pydantic", "markdown_it", "pygments", "attr", "msgspec"},
     "flowerbox ps": {"pydantic", "markdown_it", "pygments", "attr", "msgspec", "typer.rich_utils"},
-    "flower --help": {"pydantic", "markdown_it", "pygments", "attr"},
+    "flower --help": {"pydantic", "markdown_it", "pygments", "attr", "asyncio"},
     "flower status": {"pydantic", "markdown_it", "pygments", "attr", "typer.rich_utils"},
 }
 """What each command does not load (issue 31, bench.cli): typer's pydantic adapters for
 parameters left at their defaults (flower.cli.coercion), rich's Markdown and Traceback for
-a help page (flower.cli.richhelp), msgspec, which decodes a run's recorded spec."""
+a help page (flower.cli.richhelp), msgspec, which decodes a run's recorded spec, and
+asyncio, which only a run's loop needs."""
 NOT_FOR_LISTING = {"flowerbox.box.spec", "flowerbox.hostgit", "hashlib", "tomllib"}
 """What a run's start needs and listing runs, or the help, does not."""
 
