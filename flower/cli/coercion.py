@@ -31,7 +31,7 @@ class Settled(RuntimeParam):
 def settled(param: _TyperParameter, value: Any) -> bool:
     """`value` is one typer's adapter would hand back unchanged: None, or the parameter's
     own declared default (the same object, not one equal to it)."""
-    return value is None or (value is param.default and not callable(value))
+    return value is None or value is param.default
 
 
 def process_value(self: _TyperParameter, ctx: _click.Context, value: Any) -> Any:
