@@ -14,7 +14,6 @@ otherwise.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
 import os
@@ -173,6 +172,9 @@ def go(
             budget_usd=budget,
             resilience=resilience(retries, offline_wait),
         )
+        # lazy: only a run needs its event loop; `flower --help` lists this command (issue 31)
+        import asyncio
+
         try:
             ran, stopped = asyncio.run(
                 drive(flow, runtime, console, unattended=timeout == 0, events=events)
@@ -285,6 +287,8 @@ async def drive(
         terminal.observe(event)
         render(event)
         log(event)
+
+    import asyncio  # lazy: as in go (loaded by then: this runs in its loop)
 
     heartbeat = asyncio.ensure_future(render.heartbeat())
     try:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 from pathlib import Path
 from typing import Annotated
@@ -93,6 +92,8 @@ def once(
         traced = traces_checked()  # a UsageError before anything is spent
         log = EventLog(events or RunDir(runtime.run_dir).events(runtime.run_id))
         on_event = tee(Render(console, verbose=verbose, spent=runtime.spent), log)
+        import asyncio  # lazy: as in flower.cli.go
+
         try:
             result = asyncio.run(runtime.run(spec, prompt, on_event=on_event))
         finally:

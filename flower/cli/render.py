@@ -16,7 +16,6 @@ an else branch.
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
@@ -107,6 +106,8 @@ class Render:
     async def heartbeat(self, every: float = HEARTBEAT_S) -> None:
         """Keep the status line in view until cancelled: live below the output on a
         terminal (its last state stays), else printed whenever nothing was for `every` s."""
+        import asyncio  # lazy: a run's loop has loaded it; `flower --help` needs none
+
         if self.console.is_terminal:
             await self._live_line()
             return
@@ -116,6 +117,8 @@ class Render:
                 self._line("", self.status_line(), "dim")
 
     async def _live_line(self) -> None:
+        import asyncio  # lazy: as in heartbeat
+
         from rich.live import Live  # lazy: only a terminal gets the live line
 
         # Drawn afresh at every refresh: each second, and after each event.

@@ -17,7 +17,8 @@ import typer
 from typer import _click  # typer >= 0.26 vendors click; its group speaks these types
 from typer.core import TyperGroup
 
-from flower.cli import helplang
+from flower.cli import helplang, richhelp
+from flower.cli.coercion import settle_defaults
 from flower.core import lang
 
 HELP_OPTIONS = ["-h", "--help"]
@@ -39,12 +40,17 @@ class AskRouter(TyperGroup):
         self, info_name: str | None, args: list[str], parent: Any = None, **extra: Any
     ) -> Any:
         """The context; first, under --lang zh, the whole tree's help in Chinese
-        (flower.cli.helplang), before `--help` or a usage error can draw it."""
+        (flower.cli.helplang), before `--help` or a usage error can draw it. Parameters
+        left at their defaults skip pydantic (flower.cli.coercion); a help page is drawn
+        without rich's Markdown and Traceback loaded (flower.cli.richhelp)."""
+        settle_defaults()
         lead, _ = hoisted(list(args))
+        helping = not args or bool({*args} & {*HELP_OPTIONS}) or args[0].lower() in HELP_WORDS
+        if helping:
+            richhelp.load()
         if parent is None and helplang.language_of(lead) == "zh":
             settings = {**self.context_settings, **extra}
             context = self.context_class(self, info_name=info_name, **settings)
-            helping = not args or bool({*args} & {*HELP_OPTIONS}) or args[0].lower() in HELP_WORDS
             helplang.translate(self, context, every=helping)  # else: as commands are handed out
             if helping:
                 helplang.panel_words()  # typer's words on the help page (not loaded otherwise)

@@ -4,7 +4,6 @@ on the run's branch (the checkout untouched)."""
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import importlib.util
 from pathlib import Path
@@ -63,6 +62,8 @@ def run(
             resilience=resilience(retries, offline_wait),
         )
         timeout = answer_wait(timeout, say=lambda line: console.print(line, style="yellow"))
+        import asyncio  # lazy: as in flower.cli.go
+
         try:
             ran, stopped = asyncio.run(
                 drive(flow, runtime, console, unattended=timeout == 0, events=events)

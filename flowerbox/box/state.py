@@ -31,7 +31,6 @@ read through flowerbox.box.untrusted; nothing here is ever read from there.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
 import shutil
@@ -39,10 +38,13 @@ import stat
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from flower import text
 from flowerbox.errors import RunError, StateError
-from flowerbox.hostgit import HostGit, empty_hooks
+
+if TYPE_CHECKING:
+    from flowerbox.hostgit import HostGit
 
 RUN_ID = re.compile(r"\d{8}-\d{6}-[0-9a-f]{6}")
 
@@ -74,6 +76,8 @@ def home() -> Path:
 
 def host_git() -> HostGit:
     """git for the host (flowerbox.hostgit), its hooks path an empty folder in the state."""
+    from flowerbox.hostgit import HostGit, empty_hooks  # lazy: `ps` needs no git (issue 31)
+
     return HostGit(hooks=empty_hooks(home()))
 
 
@@ -172,6 +176,8 @@ def sweep_secrets(*, older_than_s: float = SECRETS_TTL_S) -> list[str]:
 
 def tell_once(key: str, tell: Callable[[], object]) -> None:
     """Call `tell` the first time `key` is seen for this user, never again."""
+    import hashlib  # lazy: OpenSSL's load, for the few commands that tell something once
+
     folder = _private(home() / "told")
     marker = folder / hashlib.sha256(key.encode()).hexdigest()[:32]
     if not marker.exists():

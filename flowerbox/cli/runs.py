@@ -38,7 +38,6 @@ from flower import FlowerError, printable, word
 from flower import text as said
 from flower.cli import PngOut, SvgOut, contract, positive_usd, table_console
 from flowerbox.box.options import BoxOptions
-from flowerbox.box.spec import answer_command
 from flowerbox.cli import kube
 from flowerbox.cli.options import (
     Broker,
@@ -132,6 +131,10 @@ def ps(
             cells.append(str(row["workspace"]))
         table.add_row(*(escape(cell) for cell in cells))
     console.print(table)
+    # lazy: the box's spec (its TOML reader, its dataclasses) is for a run's start; an
+    # empty `ps`, and `--help`, never need it (issue 31)
+    from flowerbox.box.spec import answer_command
+
     for row in rows:
         _questions(console, row["run_id"], row["pending_asks"], answer_command(row["run_id"]))
 
@@ -192,6 +195,7 @@ def logs(
         return
     # lazy: flower's event rendering (and asyncio with it) is for the commands that follow
     from flower.cli import Render
+    from flowerbox.box.spec import answer_command
 
     console = Console(highlight=False, soft_wrap=True)
     render = Render(console, answer_hint=answer_command(found.run_id))
@@ -295,6 +299,7 @@ def attach(run: RunArg = None, workspace: Workspace = None) -> None:
         threading.Thread(target=read_answers, args=(found, done), daemon=True).start()
     hint = "type your answer and press Enter" if sys.stdin.isatty() else None
     from flower.cli import Render  # lazy: as in logs
+    from flowerbox.box.spec import answer_command  # lazy: as in ps
 
     render = Render(
         Console(highlight=False, soft_wrap=True), answer_hint=hint or answer_command(found.run_id)

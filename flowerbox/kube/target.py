@@ -15,10 +15,13 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from flower import text
-from flowerbox.box.spec import BoxSpec, Limits
 from flowerbox.errors import ConfigError
+
+if TYPE_CHECKING:
+    from flowerbox.box.spec import BoxSpec, Limits
 
 VOLUME = Path("/flowerbox")  # where the run's PVC is mounted in every container
 WORKSPACE = VOLUME / "workspace"
@@ -75,6 +78,10 @@ def kube_spec(
 ) -> BoxSpec:
     """The BoxSpec of a run on a cluster: the same fields the Docker path fills, with the
     PVC's paths for the host's. The net is the allowlist: only the broker is reachable."""
+    # lazy: the spec's module is for a run's start; the options that build a KubeTarget
+    # are every command's (`flowerbox --help`, `ps`: issue 31)
+    from flowerbox.box.spec import BoxSpec, Limits
+
     if not DNS_NAME.match(run_id) or len(run_id) > 40:
         raise ConfigError(text("kube.bad_run_id", run=repr(run_id)))
     return BoxSpec(

@@ -22,12 +22,13 @@ from typing import IO, TYPE_CHECKING
 
 from flower import text
 from flowerbox import wire
-from flowerbox.box.spec import BoxSpec
 from flowerbox.errors import BoxError, RunError
 from flowerbox.runs import records
 
 if TYPE_CHECKING:
     from docker import DockerClient
+
+    from flowerbox.box.spec import BoxSpec
 
 # What each box gets afresh; every other field of a resumed run's spec is carried over
 # (from flowerbox's host-only record: nothing the box wrote shapes the next box).
@@ -171,8 +172,6 @@ def remaining_budget(run: records.Run, override: float | None) -> float | None:
 def carried(fresh: BoxSpec, old: BoxSpec) -> BoxSpec:
     """`fresh` (just prepared) with every setting of `old` except what each box gets anew."""
     keep = {
-        f.name: getattr(old, f.name)
-        for f in dataclasses.fields(BoxSpec)
-        if f.name not in FRESH_FIELDS
+        f.name: getattr(old, f.name) for f in dataclasses.fields(old) if f.name not in FRESH_FIELDS
     }
     return dataclasses.replace(fresh, **keep)

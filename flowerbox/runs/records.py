@@ -40,9 +40,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, TypeVar, cast
-
-import msgspec
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from flower import (
     RunDir,
@@ -54,9 +52,11 @@ from flower import (
     update_json,
 )
 from flowerbox.box import startclock, state
-from flowerbox.box.spec import BoxSpec, agent_kwargs, gateway_kwargs
 from flowerbox.box.untrusted import read_json as read_untrusted_json
 from flowerbox.errors import RunError
+
+if TYPE_CHECKING:
+    from flowerbox.box.spec import BoxSpec
 
 META = "meta.json"
 MAX_RESUMES = 100  # how far back a run's resumed_from is followed
@@ -161,6 +161,8 @@ def record_start(
     """Create the run's folder and meta, kept by this process: `running` for an attached run
     (this process keeps it to the end), `starting` for a detached one until its supervisor
     holds it (mark_running)."""
+    from flowerbox.box.spec import agent_kwargs, gateway_kwargs  # lazy: as in spec_from_json
+
     meta = {
         "run_id": spec.run_id,
         "command": command,
@@ -357,6 +359,8 @@ def box_area(spec: BoxSpec) -> Path:
 
 def to_json(value: Any) -> Any:
     """A dataclass (a BoxSpec, a Shadow) as JSON-ready data: Paths as strings."""
+    import msgspec  # lazy: `ps` and `--help` read and list runs without it (issue 31)
+
     return msgspec.to_builtins(value, enc_hook=_encode)
 
 
@@ -367,6 +371,8 @@ def from_json(cls: type[T], data: Any) -> T:
     Raises:
         RunError: `data` is not a `cls` (a record from another flowerbox, or damaged).
     """
+    import msgspec  # lazy: as in to_json
+
     try:
         return msgspec.convert(data, cls, dec_hook=_decode)
     except msgspec.ValidationError as exc:
@@ -382,6 +388,10 @@ def spec_to_json(spec: BoxSpec) -> dict[str, Any]:
 
 
 def spec_from_json(data: dict[str, Any]) -> BoxSpec:
+    # lazy: the spec's module (its TOML reader, its dataclasses) is for a run's own box;
+    # `ps` and `--help` list runs without it (issue 31)
+    from flowerbox.box.spec import BoxSpec
+
     return from_json(BoxSpec, data)
 
 

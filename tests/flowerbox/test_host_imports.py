@@ -133,6 +133,31 @@ def test_a_command_imports_its_own_module_not_the_others(
     assert not modules & others, sorted(modules & others)
 
 
+LIGHT = {
+    "flowerbox --help": {"pydantic", "markdown_it", "pygments", "attr", "msgspec", "asyncio"},
+    "flowerbox ps --help": {"pydantic", "markdown_it", "pygments", "attr", "msgspec"},
+    "flowerbox ps": {"pydantic", "markdown_it", "pygments", "attr", "msgspec", "typer.rich_utils"},
+    "flower --help": {"pydantic", "markdown_it", "pygments", "attr", "asyncio"},
+    "flower status": {"pydantic", "markdown_it", "pygments", "attr", "typer.rich_utils"},
+}
+"""What each command does not load (issue 31, bench.cli): typer's pydantic adapters for
+parameters left at their defaults (flower.cli.coercion), rich's Markdown and Traceback for
+a help page (flower.cli.richhelp), msgspec, which decodes a run's recorded spec, and
+asyncio, which only a run's loop needs."""
+NOT_FOR_LISTING = {"flowerbox.box.spec", "flowerbox.hostgit", "hashlib", "tomllib"}
+"""What a run's start needs and listing runs, or the help, does not."""
+
+
+@pytest.mark.parametrize("line", sorted(LIGHT))
+def test_a_help_page_or_a_listing_loads_nothing_heavy(line: str, tmp_path: Path) -> None:
+    modules = imported(script(line), tmp_path)
+    assert "rich.console" in modules  # the reading works
+    heavy = {m for m in modules if m in LIGHT[line] or m.split(".")[0] in LIGHT[line]}
+    if line.startswith("flowerbox"):
+        heavy |= modules & NOT_FOR_LISTING
+    assert not heavy, sorted(heavy)
+
+
 def flowerbox_modules(module: str, cwd: Path) -> set[str]:
     """The flowerbox modules a fresh Python holds once it imported `module`."""
     code = (
