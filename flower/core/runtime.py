@@ -80,6 +80,7 @@ from flower.core.workspace import in_git_repository, shown, undecodable
 from flower.core.worktrees import Worktrees
 from flower.errors import RunDirError, WorkspaceError
 from flower.stores import EphemeralPolicy, PrunePolicy, PruningSessionStore, TrimPolicy
+from flower.stores.firstturn import fork_point
 from flower.stores.transcript import is_api_error
 
 EventSink = Callable[[Event], None]
@@ -331,8 +332,11 @@ class Runtime:
                 )
                 retired = str(attempt.session_id)
                 result.retired.append(retired)
-                resume, fork, resume_at = None, False, None
+                resume_at = await self._fork_point(retired)
+                resume, fork = (retired, True) if resume_at else (None, False)
                 prompt = handoff.prompt_block() + self._desk_news(context)
+                if resume_at:  # its first exchange stays above: say what it is
+                    prompt = f"{lang.text('handoff.forked')}\n\n{prompt}"
                 fresh = prompt, resume, fork, resume_at
                 self._ctx, self._warned = 0, False
                 number -= 1
@@ -378,9 +382,9 @@ class Runtime:
         new generation whose `retired` predecessor's were (a handoff cut them): `spec` with
         the hook that shows their work to the next worker, and the note that tells the
         session itself (flower.core.cutwork); `spec` and "" when there is none."""
-        if fork:
+        cut_by_handoff = resume is None or resume == retired  # a new generation starts
+        if fork and not cut_by_handoff:
             return spec, ""
-        cut_by_handoff = resume is None
         source = retired if cut_by_handoff else resume
         if source is None:
             return spec, ""
@@ -391,6 +395,14 @@ class Runtime:
         return replace(spec, hooks=merge_hooks(spec.hooks, hooks)), note(
             cuts, handoff=cut_by_handoff
         )
+
+    async def _fork_point(self, retired: str) -> str | None:
+        """Where a new generation forks the session it takes over from: after that
+        session's first exchange, so that its first request starts with the prefix the old
+        one's requests sent (a prompt cache holds it) and the handoff follows; None: a
+        brand-new session (flower.stores.firstturn)."""
+        found = await asyncio.to_thread(self.store.transcript, retired)
+        return None if found is None else fork_point(found.main)
 
     def _desk_news(self, shown: str) -> str:
         """The workbench's entries a new generation's system prompt (`shown`, the step's
