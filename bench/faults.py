@@ -143,14 +143,8 @@ def cast(workspace: Path, *, faults: bool, stalled: list[int] | None = None) -> 
             "run_in_background": False,
         }
         delegated = results.get(f"delegate_{round_}")
-        looked = results.get(f"look_{round_}")
         calls = [
             tool("Bash", {"command": "ls -la"}, id=f"look_{round_}"),
-            *(  # a look the handoff refused is taken again (the handoff says: check first)
-                [tool("Bash", {"command": "ls -la"}, id=f"relook_{round_}")]
-                if looked and looked.is_error
-                else []
-            ),
             tool("Agent", task, id=f"delegate_{round_}"),
             *(
                 [tool("Agent", task, id=f"again_{round_}")]

@@ -65,6 +65,7 @@ from flower.core.events import Event, normalize
 from flower.core.git import git
 from flower.core.guard import merge_hooks, wants_isolation
 from flower.core.handoff import Handoff, is_overflow
+from flower.core.handoffstop import HandoffStop
 from flower.core.leftovers import sweep
 from flower.core.manifest import ENDED, RUNNING, ManifestWriter, WriterLock
 from flower.core.mounting import session_spec
@@ -497,6 +498,9 @@ class Runtime:
             baseline = (usage.cost_usd or 0.0) if usage else 0.0
         attempt = Attempt(baseline=baseline, since=time.time())
         self._inflight = attempt
+        stop = HandoffStop() if watch_context and self.handoff.enabled else None
+        if stop is not None:  # a handoff lets the response's calls finish (handoffstop)
+            spec = replace(spec, hooks=merge_hooks(spec.hooks, stop.hooks()))
         options = build_options(
             self._session_spec(spec),
             cwd=self.workspace,
@@ -517,8 +521,12 @@ class Runtime:
                     async for message in client.receive_messages():
                         self._take(message, attempt, on_event)
                         if watch_context and not handoff_due:
-                            handoff_due = await self._watch_context(client, attempt, on_event)
-                        if attempt.done:
+                            handoff_due = await self._watch_context(
+                                client, attempt, on_event, stop, message
+                            )
+                        elif stop is not None and stop.overrun(message):
+                            await client.interrupt()  # no hook ended the turn: stop it now
+                        if attempt.done or (stop is not None and stop.halted and attempt.results):
                             break
                 except asyncio.CancelledError:
                     await self._settle_on_stop(client, attempt, on_event)
@@ -533,7 +541,7 @@ class Runtime:
         finally:
             with self._lock:
                 self._live = None
-        if handoff_due and attempt.aborted:
+        if handoff_due and (attempt.aborted or (stop is not None and stop.halted)):
             attempt.end = AttemptEnd.HANDOFF_DUE
         return attempt
 
@@ -560,9 +568,15 @@ class Runtime:
                         return
 
     async def _watch_context(
-        self, client: ClaudeSDKClient, attempt: Attempt, on_event: EventSink | None
+        self,
+        client: ClaudeSDKClient,
+        attempt: Attempt,
+        on_event: EventSink | None,
+        stop: HandoffStop | None,
+        message: Any,
     ) -> bool:
-        """Emit "near" once per generation at warn_at; stop the turn at `at`."""
+        """Emit "near" once per generation at warn_at; at `at`, have the turn end once the
+        calls of `message`'s response are done (`stop`), or stop it at once (no `stop`)."""
         policy = self.handoff
         if not policy.enabled:
             return False
@@ -576,7 +590,10 @@ class Runtime:
                 on_event(Event("handoff", text, payload={"phase": "near", **about}))
         if self._ctx < policy.at:
             return False
-        await client.interrupt()
+        if stop is None:
+            await client.interrupt()
+        else:
+            stop.arm(getattr(message, "message_id", None))
         return True
 
     def interrupt(self, text: str = "") -> None:

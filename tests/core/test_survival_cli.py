@@ -260,6 +260,16 @@ async def test_a_new_generation_keeps_the_old_ones_tools_and_system_prompt(
     assert new.body["tools"] == old.body["tools"]
     assert new.system_blocks[1:] == old.system_blocks[1:]  # [0]: the CLI's billing line
     assert "交接-改文件.md" not in "".join(new.system_blocks)
+    # the handoff let the first response's call finish, so the new generation starts with
+    # that exchange and its real result (an interrupt would have refused the call)
+    results = [
+        block
+        for message in new.messages
+        if isinstance(message["content"], list)
+        for block in message["content"]
+        if block.get("type") == "tool_result"
+    ]
+    assert [(r["content"], r["is_error"]) for r in results] == [("1", False)]
     said = new.prompt
     assert "交接-改文件.md" in said and "早先的决定.md" not in said  # only what is new
 
