@@ -10,8 +10,9 @@ the handoff comes after it. This module finds that point in a stored transcript.
 Only a first exchange that is whole, plain and small is carried: every tool call of the
 first response answered in the store and none of them with an error (a refused call is
 dropped by the store's load layers on a later resume, which would change the prefix again;
-an interrupted one may be healed), no API error or nudge in it, at most FIRST_EXCHANGE_CHARS
-of content. Otherwise there is no fork point, and the new generation
+an interrupted one may be healed), no API error or nudge in it, at most
+FIRST_EXCHANGE_CHARS of content, and still on the chain the CLI resumes (a compacted
+session's is not). Otherwise there is no fork point, and the new generation
 starts as a brand-new session as before.
 """
 
@@ -60,7 +61,21 @@ def fork_point(main: Sequence[Entry]) -> str | None:
         size += len(json.dumps(entry.get("message", {}).get("content"), ensure_ascii=False))
         point = entry.get("uuid")
     whole = asked <= answered and size <= FIRST_EXCHANGE_CHARS
-    return point if whole and isinstance(point, str) else None
+    return point if whole and isinstance(point, str) and _on_chain(main, point) else None
+
+
+def _on_chain(main: Sequence[Entry], uuid: str) -> bool:
+    """Whether `uuid` is on the parentUuid chain the CLI walks back from the session's leaf
+    (a compaction starts a new chain: the first exchange before it is not on it)."""
+    by_uuid = {e["uuid"]: e for e in main if isinstance(e.get("uuid"), str)}
+    leaf = next((e for e in reversed(main) if isinstance(e.get("uuid"), str)), None)
+    seen: set[str] = set()
+    while leaf is not None and leaf["uuid"] not in seen:
+        if leaf["uuid"] == uuid:
+            return True
+        seen.add(leaf["uuid"])
+        leaf = by_uuid.get(leaf.get("parentUuid"))
+    return False
 
 
 def _message_id(entry: Entry) -> object:
