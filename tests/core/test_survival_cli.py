@@ -324,6 +324,38 @@ async def test_a_new_generation_forks_after_the_old_ones_first_exchange(
     assert result.session_id not in result.retired
 
 
+async def test_a_due_handoff_whose_call_a_guard_refuses_stops_at_the_next_response(
+    flower_env: FakeAPI, make_runtime: Any, workspace: Path
+) -> None:
+    """A refused call fires no PostToolUse hook, so nothing ends the turn after it: the
+    next response of the main thread is interrupted (flower.core.handoffstop), and the
+    handoff goes on; the refused exchange is not carried (a brand-new session). (A next
+    response that only answers ends its turn before the interrupt lands: the step is done.)"""
+    from flower.core.handoff import HANDOFF_PROMPT
+
+    marker = HANDOFF_PROMPT.split("{", 1)[0][:30]
+    flower_env.script = rules(
+        (When(kind="main", last_user_contains=marker), Always(handoff_reply())),
+        (When(kind="main", contains="改第 8、9、10 个文件"), Always(text("continued"))),
+        (
+            When(kind="main"),
+            sequence(
+                tool("Bash", {"command": "echo 1"}, usage=Usage(input_tokens=190_000)),
+                tool("Bash", {"command": "echo 2"}),
+            ),
+        ),
+    )
+    runtime = make_runtime(handoff=HandoffPolicy(window=200_000))
+    spec = AgentSpec("lead", "", allowed_tools=["Bash"], delegate_only=True)
+    result = await runtime.run(spec, "改十个文件", step_name="改文件")
+    assert result.ok and result.text == "continued" and len(result.retired) == 1
+    main = flower_env.main_requests()
+    writer = next(i for i, r in enumerate(main) if r.prompt.startswith(marker))
+    assert writer == 2  # the first request, the one after the refusal (interrupted), then it
+    new = next(r for r in main if r.contains("改第 8、9、10 个文件"))
+    assert "echo 1" not in json.dumps(new.messages)
+
+
 async def test_prompt_too_long_on_the_first_turn_is_an_immediate_degraded_handoff(
     flower_env: FakeAPI, make_runtime: Any, workspace: Path
 ) -> None:
