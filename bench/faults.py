@@ -434,7 +434,7 @@ _HEAD = ("tool", "prompt")  # the top-level tools and system, not a "system" mes
 def _handed_off(requests: list[Request]) -> tuple[Request, Request] | None:
     """The handoff writer's request and the new generation's first (None: no handoff)."""
     writer = next(
-        (r for r in requests if any(r.last_user_text.startswith(m) for m in HANDOFF_MARKERS)),
+        (r for r in requests if any(r.prompt.startswith(m) for m in HANDOFF_MARKERS)),
         None,
     )
     if writer is None:
@@ -515,7 +515,7 @@ def main(*, smoke: bool = False) -> int:
         read, head = cache
         print(
             f"handoff cache read: {read:,} bytes of the new generation's first request come "
-            f"from the cache ({read / head:.1%} of its {head:,} bytes of tools + system)"
+            f"from the cache (its tools + system: {head:,} bytes)"
         )
     met = by_bytes <= BYTES_TARGET and by_cache <= CACHED_TARGET
     return 0 if (met or smoke) and not faulted.after_kill else 1

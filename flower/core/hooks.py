@@ -10,6 +10,8 @@ wraps a decision function into the async callback and `HookMatcher` the SDK want
     Placed(path)       WorktreeCreate  worktreePath: the worktree made (flower.core.worktrees)
     Brief(text)        SubagentStart   additionalContext: what the subagent is shown first
                                        (flower.core.cutwork)
+    Halt(reason)       PostToolUse     continue false: the turn ends after this call, no
+                                       further API request (flower.core.handoffstop)
     None               {}              no opinion
 
 `as_handler(handler)` does the same for a hook that is no tool's: the handler gets the hook
@@ -31,6 +33,7 @@ __all__ = [
     "Decision",
     "Brief",
     "Deny",
+    "Halt",
     "Guard",
     "Handler",
     "Placed",
@@ -77,7 +80,14 @@ class Brief:
     text: str
 
 
-Decision = Deny | Rewrite | Replace | Placed | Brief
+@dataclass(frozen=True)
+class Halt:
+    """PostToolUse: the turn ends once this call's result is in, before another request."""
+
+    reason: str
+
+
+Decision = Deny | Rewrite | Replace | Placed | Brief | Halt
 Guard = Callable[[str, dict[str, Any], Mapping[str, Any]], Decision | None]
 """A decision with its settings bound: ``(tool_name, tool_input, hook_input) -> ...``."""
 Handler = Callable[[Mapping[str, Any]], Decision | None]
@@ -115,6 +125,8 @@ def hook_output(decision: Decision | None) -> HookJSONOutput:
             return {
                 "hookSpecificOutput": {"hookEventName": "SubagentStart", "additionalContext": said}
             }
+        case Halt(reason):
+            return {"continue_": False, "stopReason": reason}
     return {}
 
 

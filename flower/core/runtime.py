@@ -65,6 +65,7 @@ from flower.core.events import Event, normalize
 from flower.core.git import git
 from flower.core.guard import merge_hooks, wants_isolation
 from flower.core.handoff import Handoff, is_overflow
+from flower.core.handoffstop import HandoffStop
 from flower.core.leftovers import sweep
 from flower.core.manifest import ENDED, RUNNING, ManifestWriter, WriterLock
 from flower.core.mounting import session_spec
@@ -80,6 +81,7 @@ from flower.core.workspace import in_git_repository, shown, undecodable
 from flower.core.worktrees import Worktrees
 from flower.errors import RunDirError, WorkspaceError
 from flower.stores import EphemeralPolicy, PrunePolicy, PruningSessionStore, TrimPolicy
+from flower.stores.firstturn import fork_point
 from flower.stores.transcript import is_api_error
 
 EventSink = Callable[[Event], None]
@@ -331,8 +333,11 @@ class Runtime:
                 )
                 retired = str(attempt.session_id)
                 result.retired.append(retired)
-                resume, fork, resume_at = None, False, None
+                resume_at = await self._fork_point(retired)
+                resume, fork = (retired, True) if resume_at else (None, False)
                 prompt = handoff.prompt_block() + self._desk_news(context)
+                if resume_at:  # its first exchange stays above: say what it is
+                    prompt = f"{lang.text('handoff.forked')}\n\n{prompt}"
                 fresh = prompt, resume, fork, resume_at
                 self._ctx, self._warned = 0, False
                 number -= 1
@@ -378,9 +383,9 @@ class Runtime:
         new generation whose `retired` predecessor's were (a handoff cut them): `spec` with
         the hook that shows their work to the next worker, and the note that tells the
         session itself (flower.core.cutwork); `spec` and "" when there is none."""
-        if fork:
+        cut_by_handoff = resume is None or resume == retired  # a new generation starts
+        if fork and not cut_by_handoff:
             return spec, ""
-        cut_by_handoff = resume is None
         source = retired if cut_by_handoff else resume
         if source is None:
             return spec, ""
@@ -391,6 +396,14 @@ class Runtime:
         return replace(spec, hooks=merge_hooks(spec.hooks, hooks)), note(
             cuts, handoff=cut_by_handoff
         )
+
+    async def _fork_point(self, retired: str) -> str | None:
+        """Where a new generation forks the session it takes over from: after that
+        session's first exchange, so that its first request starts with the prefix the old
+        one's requests sent (a prompt cache holds it) and the handoff follows; None: a
+        brand-new session (flower.stores.firstturn)."""
+        found = await asyncio.to_thread(self.store.transcript, retired)
+        return None if found is None else fork_point(found.main)
 
     def _desk_news(self, shown: str) -> str:
         """The workbench's entries a new generation's system prompt (`shown`, the step's
@@ -485,6 +498,9 @@ class Runtime:
             baseline = (usage.cost_usd or 0.0) if usage else 0.0
         attempt = Attempt(baseline=baseline, since=time.time())
         self._inflight = attempt
+        stop = HandoffStop() if watch_context and self.handoff.enabled else None
+        if stop is not None:  # a handoff lets the response's calls finish (handoffstop)
+            spec = replace(spec, hooks=merge_hooks(spec.hooks, stop.hooks()))
         options = build_options(
             self._session_spec(spec),
             cwd=self.workspace,
@@ -505,8 +521,12 @@ class Runtime:
                     async for message in client.receive_messages():
                         self._take(message, attempt, on_event)
                         if watch_context and not handoff_due:
-                            handoff_due = await self._watch_context(client, attempt, on_event)
-                        if attempt.done:
+                            handoff_due = await self._watch_context(
+                                client, attempt, on_event, stop, message
+                            )
+                        elif stop is not None and stop.overrun(message):
+                            await client.interrupt()  # no hook ended the turn: stop it now
+                        if attempt.done or (stop is not None and stop.halted and attempt.results):
                             break
                 except asyncio.CancelledError:
                     await self._settle_on_stop(client, attempt, on_event)
@@ -521,7 +541,7 @@ class Runtime:
         finally:
             with self._lock:
                 self._live = None
-        if handoff_due and attempt.aborted:
+        if handoff_due and (attempt.aborted or (stop is not None and stop.halted)):
             attempt.end = AttemptEnd.HANDOFF_DUE
         return attempt
 
@@ -548,9 +568,15 @@ class Runtime:
                         return
 
     async def _watch_context(
-        self, client: ClaudeSDKClient, attempt: Attempt, on_event: EventSink | None
+        self,
+        client: ClaudeSDKClient,
+        attempt: Attempt,
+        on_event: EventSink | None,
+        stop: HandoffStop | None,
+        message: Any,
     ) -> bool:
-        """Emit "near" once per generation at warn_at; stop the turn at `at`."""
+        """Emit "near" once per generation at warn_at; at `at`, have the turn end once the
+        calls of `message`'s response are done (`stop`), or stop it at once (no `stop`)."""
         policy = self.handoff
         if not policy.enabled:
             return False
@@ -564,7 +590,10 @@ class Runtime:
                 on_event(Event("handoff", text, payload={"phase": "near", **about}))
         if self._ctx < policy.at:
             return False
-        await client.interrupt()
+        if stop is None:
+            await client.interrupt()
+        else:
+            stop.arm(getattr(message, "message_id", None))
         return True
 
     def interrupt(self, text: str = "") -> None:

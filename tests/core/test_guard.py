@@ -32,7 +32,7 @@ from flower.core.guard import (
     whitelist_guard,
     workbench_hooks,
 )
-from flower.core.hooks import Deny, Replace, Rewrite, as_matcher, hook_output
+from flower.core.hooks import Deny, Halt, Replace, Rewrite, as_matcher, hook_output
 from flower.core.workbench import Workbench
 from flower.stores import ephemeral
 from tests.stores.test_ephemeral import EPHEMERAL, NOT_EPHEMERAL
@@ -439,6 +439,8 @@ def test_hook_output_speaks_the_sdk_format() -> None:
     assert hook_output(Replace({"stdout": "x"})) == {
         "hookSpecificOutput": {"hookEventName": "PostToolUse", "updatedToolOutput": {"stdout": "x"}}
     }
+    # the SDK renames continue_ to the CLI's "continue" (sdk-facts §3)
+    assert hook_output(Halt("handoff")) == {"continue_": False, "stopReason": "handoff"}
 
 
 @pytest.mark.anyio

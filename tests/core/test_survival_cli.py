@@ -227,7 +227,8 @@ async def test_a_filling_context_hands_off_to_a_new_session(
     assert "改第 8、9、10 个文件" in document.read_text()
     first_of_new = [r for r in flower_env.main_requests() if r.contains("改第 8、9、10 个文件")][0]
     assert first_of_new.last_user_text.count("改第 8、9、10 个文件") >= 1
-    assert len(first_of_new.messages) <= 3  # a brand-new session, not the old history
+    # a new session: the old one's first exchange, not the rest of its history
+    assert len(first_of_new.messages) <= 4 and "echo 1" not in json.dumps(first_of_new.messages)
     # The handoff turn itself was not shown to the UI.
     assert not [e for e in seen if e.kind == "text" and "已定结论" in e.text]
 
@@ -259,8 +260,100 @@ async def test_a_new_generation_keeps_the_old_ones_tools_and_system_prompt(
     assert new.body["tools"] == old.body["tools"]
     assert new.system_blocks[1:] == old.system_blocks[1:]  # [0]: the CLI's billing line
     assert "交接-改文件.md" not in "".join(new.system_blocks)
+    # the handoff let the first response's call finish, so the new generation starts with
+    # that exchange and its real result (an interrupt would have refused the call)
+    results = [
+        block
+        for message in new.messages
+        if isinstance(message["content"], list)
+        for block in message["content"]
+        if block.get("type") == "tool_result"
+    ]
+    assert [(r["content"], r["is_error"]) for r in results] == [("1", False)]
     said = new.prompt
     assert "交接-改文件.md" in said and "早先的决定.md" not in said  # only what is new
+
+
+@pytest.mark.parametrize("language", ["en", "zh"])
+async def test_a_new_generation_forks_after_the_old_ones_first_exchange(
+    language: str,
+    flower_env: FakeAPI,
+    make_runtime: Any,
+    workspace: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Issue 30, item 4: the new generation starts with the old session's first prompt, its
+    environment message and its first exchange, byte for byte what the old session's
+    requests sent (a prompt cache holds it), and the handoff after them; the rest of the old
+    conversation is not there. Later requests of the new session keep that prefix."""
+    from flower.core.texts.en import EN
+    from flower.core.texts.zh import ZH
+
+    monkeypatch.setenv("FLOWER_LANG", language)
+    table = {"en": EN, "zh": ZH}[language]
+    marker = table["handoff.write"].split("{", 1)[0][:30]
+    climbing = [
+        tool("Bash", {"command": f"echo {i}"}, usage=Usage(input_tokens=tokens))
+        for i, tokens in enumerate((100_000, 140_000, 160_000, 170_000))
+    ]
+    flower_env.script = rules(
+        (When(kind="main", last_user_contains=marker), Always(handoff_reply())),
+        (
+            When(kind="main", contains="改第 8、9、10 个文件"),
+            sequence(tool("Bash", {"command": "echo new"}), text("continued")),
+        ),
+        (When(kind="main"), Sequence(climbing)),
+    )
+    runtime = make_runtime(workbench=Workbench(workspace), handoff=HandoffPolicy(window=200_000))
+    result = await runtime.run(BASH, "改十个文件", step_name="改文件")
+    assert result.ok and result.text == "continued" and len(result.retired) == 1
+    main = flower_env.main_requests()
+    old, second = main[0], main[1]  # the old session's first request, and its next
+    new = [r for r in main if r.contains("改第 8、9、10 个文件")]
+    first = new[0].messages
+    assert first[: len(old.messages) - 1] == old.messages[:-1]  # its first prompt
+    assert first[1:3] == second.messages[1:3]  # the environment, the first response
+    result_of = [
+        {k: v for k, v in m["content"][0].items() if k != "cache_control"}
+        for m in (first[3], second.messages[3])
+    ]
+    assert result_of[0] == result_of[1] and result_of[0]["content"] == "0"  # and its result
+    assert "echo 0" in json.dumps(first[2]) and "echo 1" not in json.dumps(first)
+    assert first[-1]["content"][-1]["text"].startswith(table["handoff.forked"])
+    assert new[1].messages[: len(first) - 1] == first[:-1]  # the next request keeps it
+    assert result.session_id not in result.retired
+
+
+async def test_a_due_handoff_whose_call_a_guard_refuses_stops_at_the_next_response(
+    flower_env: FakeAPI, make_runtime: Any, workspace: Path
+) -> None:
+    """A refused call fires no PostToolUse hook, so nothing ends the turn after it: the
+    next response of the main thread is interrupted (flower.core.handoffstop), and the
+    handoff goes on; the refused exchange is not carried (a brand-new session). (A next
+    response that only answers ends its turn before the interrupt lands: the step is done.)"""
+    from flower.core.handoff import HANDOFF_PROMPT
+
+    marker = HANDOFF_PROMPT.split("{", 1)[0][:30]
+    flower_env.script = rules(
+        (When(kind="main", last_user_contains=marker), Always(handoff_reply())),
+        (When(kind="main", contains="改第 8、9、10 个文件"), Always(text("continued"))),
+        (
+            When(kind="main"),
+            sequence(
+                tool("Bash", {"command": "echo 1"}, usage=Usage(input_tokens=190_000)),
+                tool("Bash", {"command": "echo 2"}),
+            ),
+        ),
+    )
+    runtime = make_runtime(handoff=HandoffPolicy(window=200_000))
+    spec = AgentSpec("lead", "", allowed_tools=["Bash"], delegate_only=True)
+    result = await runtime.run(spec, "改十个文件", step_name="改文件")
+    assert result.ok and result.text == "continued" and len(result.retired) == 1
+    main = flower_env.main_requests()
+    writer = next(i for i, r in enumerate(main) if r.prompt.startswith(marker))
+    assert writer == 2  # the first request, the one after the refusal (interrupted), then it
+    new = next(r for r in main if r.contains("改第 8、9、10 个文件"))
+    assert "echo 1" not in json.dumps(new.messages)
 
 
 async def test_prompt_too_long_on_the_first_turn_is_an_immediate_degraded_handoff(

@@ -206,6 +206,10 @@ instructions.""",
     # -- handoff (flower.core.handoff, flower.core.takeover) -----------------------------
     "handoff.step": 'step "{step}"',
     "handoff.this_step": "this step",
+    "handoff.forked": (
+        "The messages before this one are this step's task as it was first given and the "
+        "first exchange of the session before you; the rest of that session is not here."
+    ),
     "handoff.resume": (
         "This is the handoff the previous session of {whose} left: its context was full, and "
         "you, a brand-new session, carry on. You cannot see the earlier conversation; what "

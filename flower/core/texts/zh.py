@@ -159,6 +159,10 @@ ZH: dict[str, str] = {
     # -- handoff (flower.core.handoff, flower.core.takeover) -----------------------------
     "handoff.step": "步骤「{step}」",
     "handoff.this_step": "这个步骤",
+    "handoff.forked": (
+        "这条消息之前的，是这个步骤最初交下来的任务，和上一代会话的第一轮往来；"
+        "那个会话其余的部分不在这里。"
+    ),
     "handoff.resume": (
         "这是{whose}上一代会话留下的交接：它的上下文满了，由你这个全新的会话接着做。"
         "你看不到之前的对话，下面就是它交给你的全部内容。\n\n"
