@@ -401,7 +401,6 @@ def test_a_run_killed_while_its_question_waits_asks_it_again_once_resumed(
     shown = [r.result_for("toolu_demo_question") for r in real_api.requests]
     results = [r.text for r in shown if r is not None]
     assert results and set(results) == {"python3"}  # never shown as cut or unanswered
-    assert (ws / "hello.py").is_file()
     assert left_behind(docker_client, meta) == []
 
 
@@ -442,7 +441,6 @@ def test_an_answer_given_before_the_keeper_died_is_used_once_resumed(
     assert clarifier, "the clarifier's session went on"
     answer = clarifier[0].result_for("toolu_demo_question")
     assert answer is not None and answer.text == "python3"
-    assert (ws / "hello.py").is_file()
     [*_, last] = metas(host_user, ws).values()
     assert (last["status"], last["exit_code"]) == ("done", 0)
     assert "?? q1" not in as_user(host_user, [FLOWERBOX, "logs"], cwd=ws, env=env).stdout
