@@ -147,7 +147,10 @@ def run_one(root: Path, *, kill_at: list[float], hold: random.Random | None) -> 
             phases.append(timeline.at(killed))
             first_s = first_s or time.monotonic() - began
             time.sleep(SETTLE_S)
-            orphans += len(_in_group(keeper)) + len(_running(docker, meta["run_id"]))
+            left = [*map(str, _in_group(keeper)), *_running(docker, meta["run_id"])]
+            if left:  # which: a host process of the keeper's group, or a container
+                print(f"  orphans {SETTLE_S:.0f} s after the kill: {', '.join(left)}", flush=True)
+            orphans += len(left)
             meta = job.newest(time.monotonic() + 120)
             boxed = float(meta.get("keeper_lost") or killed)
             gap += sum(1 for r in api.requests if killed < r.received_at <= boxed)
