@@ -12,7 +12,10 @@ what is missing; a worker started from its task alone does everything.
 K runs (default 30; seeded, the seed printed), each SIGKILLed as a process group at 1-3
 moments drawn uniformly over the fault-free run's duration (measured first, in the same
 process), with some of the fake model's replies held 0.5-1 s so kills land mid-request and
-mid-tool. After each kill, a documented continuation, in turn: `flower resume`, `flower go`,
+mid-tool; a run that ends before its first kill is shown, not counted, and made again, the
+moments drawn from then on over its duration (`every_run_killed`), so every counted run is
+killed. Each kill names the phase it landed in (PHASES, from the fake model's requests).
+After each kill, a documented continuation, in turn: `flower resume`, `flower go`,
 the same ask again (a kill before flower wrote anything, not even its ask, in its first
 half second, leaves nothing to continue: the ask is started again, shown as "go->ask").
 Per run: achieved; each effect exactly once; no process of the killed run alive 2 s after
