@@ -12,7 +12,10 @@ what is missing; a worker started from its task alone does everything.
 K runs (default 30; seeded, the seed printed), each SIGKILLed as a process group at 1-3
 moments drawn uniformly over the fault-free run's duration (measured first, in the same
 process), with some of the fake model's replies held 0.5-1 s so kills land mid-request and
-mid-tool. After each kill, a documented continuation, in turn: `flower resume`, `flower go`,
+mid-tool; a run that ends before its first kill is shown, not counted, and made again, the
+moments drawn from then on over its duration (`every_run_killed`), so every counted run is
+killed. Each kill names the phase it landed in (PHASES, from the fake model's requests).
+After each kill, a documented continuation, in turn: `flower resume`, `flower go`,
 the same ask again (a kill before flower wrote anything, not even its ask, in its first
 half second, leaves nothing to continue: the ask is started again, shown as "go->ask").
 Per run: achieved; each effect exactly once; no process of the killed run alive 2 s after
@@ -42,6 +45,8 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -66,6 +71,10 @@ LEDGER = "ledger.txt"
 EFFECTS = {1: ("r1-a", "r1-b", "r1-c"), 2: ("r2-a", "r2-b")}
 SLEEPY = frozenset({"r1-b", "r2-a"})  # effects that sleep first: kills land mid-tool
 CONTINUATIONS = ("resume", "go", "ask")
+PHASES = ("start", "clarify", "question", "goal", "round1", "judge1", "round2", "judge2")
+"""What a run was doing when a kill landed, in the order of a run: its process (or box)
+starting, the clarifier's turn, its question waiting for an answer, the goal setter, round 1's
+coordinator and worker, round 1's judge, round 2's, round 2's judge (and the run's end)."""
 FEEDBACK = tuple(table["goal.feedback"][:30] for table in (ZH, EN))
 HANDED_ON = tuple(table["cut.worker"].split("(", 1)[0] for table in (EN, ZH))
 
@@ -88,19 +97,45 @@ ledger.txt 里两轮的效果各一行
 - 每个效果恰好一行"""
 
 
-def cast(workspace: Path, *, rng: random.Random | None = None) -> Script:
-    """The whole cast; with `rng`, a share of the replies is held 0.5-1 s."""
+@dataclass
+class Timeline:
+    """When each phase of a run began (wall clock), as the fake model saw it: what phase a
+    kill at a given moment landed in."""
+
+    events: list[tuple[float, str]] = field(default_factory=list)
+
+    def mark(self, phase: str, at: float | None = None) -> None:
+        self.events.append((time.time() if at is None else at, phase))
+
+    def at(self, moment: float) -> str:
+        """The phase under way at `moment` (time.time())."""
+        began = [(when, phase) for when, phase in self.events if when <= moment]
+        return max(began, key=lambda event: event[0])[1] if began else "start"
+
+
+def cast(
+    workspace: Path, *, rng: random.Random | None = None, timeline: Timeline | None = None
+) -> Script:
+    """The whole cast; with `rng`, a share of the replies is held 0.5-1 s; with `timeline`,
+    each request marks the phase it belongs to there."""
     ledger = workspace / LEDGER
     question = tool("mcp__human__ask", {"question": "要记几轮?"}, id="toolu_q_rounds")
+    marks = timeline if timeline is not None else Timeline()
 
     def clarifier(request: Request) -> Reply:
+        marks.mark("clarify")
         if request.result_for("toolu_q_rounds") is None:
             return question
         return text(BRIEF)
 
+    def goal(request: Request) -> Reply:
+        marks.mark("goal")
+        return text(GOAL)
+
     def judge(request: Request) -> Reply:
         lines = ledger.read_text().split() if ledger.is_file() else []
         missing = [e for effects in EFFECTS.values() for e in effects if e not in lines]
+        marks.mark("judge2" if not missing else "judge1")
         if not missing:
             return text("## 结论\n达成\n\n## 理由\n每个效果都在")
         return text(f"## 结论\n未达成\n\n## 理由\n缺 {' '.join(missing)}\n\n## 未通过项\n- 缺效果")
@@ -123,9 +158,10 @@ def cast(workspace: Path, *, rng: random.Random | None = None) -> Script:
                     f in block.get("text", "") for f in FEEDBACK
                 ):
                     needed = True
+        round_ = min(1 + sum(request.conversation_text.count(f) for f in FEEDBACK), 2)
+        marks.mark(f"round{round_}")
         if not needed:
             return text("这一轮做完了。")
-        round_ = min(1 + sum(request.conversation_text.count(f) for f in FEEDBACK), 2)
         task = {
             "description": f"第 {round_} 轮",
             "prompt": f"ROUND={round_}:把这一轮的效果记进 ledger.txt。",
@@ -137,6 +173,7 @@ def cast(workspace: Path, *, rng: random.Random | None = None) -> Script:
     def worker(request: Request) -> Reply:
         agent = request.agent_id
         round_ = 2 if "ROUND=2" in request.conversation_text else 1
+        marks.mark(f"round{round_}")
         results = {r.tool_use_id: r for r in request.tool_results()}
         todo = list(EFFECTS[round_])
         if any(request.contains(marker) for marker in HANDED_ON):  # check the disk first
@@ -159,18 +196,20 @@ def cast(workspace: Path, *, rng: random.Random | None = None) -> Script:
                 When(
                     kind="main", system_contains=ROLE_MARKERS["judge"][i], contains=GOAL_MARKERS[i]
                 ),
-                lambda request: text(GOAL),
+                goal,
             ),
             (When(kind="main", system_contains=ROLE_MARKERS["judge"][i]), judge),
             (When(kind="main", system_contains=ROLE_MARKERS["coordinator"][i]), coordinator),
         ]
     script = rules(*roles)
-    if rng is None:
-        return script
 
     def holding(request: Request) -> Reply:
         reply = script(request)
-        return replace(reply, delay=rng.uniform(*HOLD_S)) if rng.random() < HOLD_SHARE else reply
+        if rng is not None and rng.random() < HOLD_SHARE:
+            reply = replace(reply, delay=rng.uniform(*HOLD_S))
+        if reply.blocks == question.blocks:  # once it is out, the question waits for an answer
+            marks.mark("question", at=time.time() + reply.delay)
+        return reply
 
     return holding
 
@@ -195,6 +234,8 @@ class Outcome:
     seconds: float = 0.0
     ledger: list[str] = field(default_factory=list)  # the effects, in the order done
     gap: int = 0  # bench.chaosbox: requests between a keeper's death and its box's kill
+    phases: list[str] = field(default_factory=list)  # the phase (PHASES) each kill landed in
+    first_s: float = 0.0  # how long its first process (or box) ran, kill or not
 
 
 def command(kind: str, ws: Path) -> list[str]:
@@ -214,17 +255,25 @@ def run_one(
     orphans = late = 0
     goals: set[bytes] = set()
     goal_path = ws / ".flower" / "notes" / "目标.md"
-    with FakeAPI(cast(ws, rng=hold)) as api:
+    timeline = Timeline()
+    phases: list[str] = []
+    first_s = 0.0
+    with FakeAPI(cast(ws, rng=hold, timeline=timeline)) as api:
         env = job_env(api, root / "home")
         kind = "ask"
         for moment, then in zip(kill_at, kinds, strict=True):
+            timeline.mark("start")
+            began = time.monotonic()
             proc = _start(command(kind, ws), root, env)
             try:
                 proc.wait(timeout=moment)
+                first_s = first_s or time.monotonic() - began
                 break  # it ended before its kill: nothing to continue
             except subprocess.TimeoutExpired:
+                phases.append(timeline.at(time.time()))
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait(timeout=60)
+                first_s = first_s or time.monotonic() - began
             sent = len(api.requests)
             time.sleep(SETTLE_S)
             late += len(api.requests) - sent
@@ -235,6 +284,8 @@ def run_one(
             # continue, and a user starts the ask again
             kind = then if (root / "runs").is_dir() else "ask"
             kills.append(kind if kind == then else f"{then}->ask")
+        timeline.mark("start")
+        began = time.monotonic()
         final = subprocess.run(
             command(kind, ws),
             env=env,
@@ -243,6 +294,7 @@ def run_one(
             text=True,
             timeout=RUN_TIMEOUT_S,
         )
+        first_s = first_s or time.monotonic() - began
         requests = list(api.requests)
     _record(root / "requests.jsonl", requests)
     if goal_path.is_file():
@@ -263,6 +315,8 @@ def run_one(
         why="" if achieved else _why(final),
         seconds=time.monotonic() - started,
         ledger=lines,
+        phases=phases,
+        first_s=first_s,
     )
 
 
@@ -370,21 +424,69 @@ def main(
             print(f"the fault-free run did not come out right: {clean}")
             return 1
         print(f"fault-free run: {clean_s:.1f} s, achieved, every effect once")
-        outcomes: list[Outcome] = []
-        for index in range(runs):
-            moments, kinds = plan(rng, sum(len(o.kills) for o in outcomes), clean_s)
+        turn = 0  # kills so far: the continuations rotate over all of them
+
+        def attempt(index: int, over_s: float, again: int) -> tuple[list[float], Outcome]:
+            nonlocal turn
+            moments, kinds = plan(rng, turn, over_s)
             hold = random.Random(rng.randrange(2**31))
-            outcome = run_one(Path(tmp) / f"run{index}", kill_at=moments, kinds=kinds, hold=hold)
+            folder = Path(tmp) / f"run{index}{'-again' * again}"
+            outcome = run_one(folder, kill_at=moments, kinds=kinds, hold=hold)
             outcome.overhead = outcome.cost / clean.cost - 1
-            outcomes.append(outcome)
-            print(line(index, moments, outcome), flush=True)
-    return summary(outcomes, runs=runs, smoke=smoke)
+            turn += len(outcome.kills)
+            return moments, outcome
+
+        done = every_run_killed(runs, clean_s, attempt)
+    return summary(done, runs=runs, smoke=smoke)
+
+
+Attempt = Callable[[int, float, int], tuple[list[float], Outcome]]
+"""Makes run `index` with its kill moments drawn over the seconds given (its `again`-th try):
+the moments and what the run came to."""
+
+
+@dataclass
+class Runs:
+    """The runs that count, each killed at least once, and those that ended first."""
+
+    killed: list[Outcome] = field(default_factory=list)
+    unkilled: list[Outcome] = field(default_factory=list)
+
+
+def every_run_killed(runs: int, clean_s: float, attempt: Attempt) -> Runs:
+    """`runs` runs, each killed at least once, with moments drawn over `clean_s` seconds at
+    first. A run that ended before its first kill (the machine got quicker than when the
+    fault-free run was timed: another engineer's load went away) tested nothing: it is shown,
+    not counted, it is made again, and from then on the moments are drawn over its duration,
+    the shortest fault-free duration seen (it ran without a fault, only slower for the held
+    replies). So every counted run is killed and the moments still cover the whole run."""
+    done = Runs()
+    tries = 0
+    while len(done.killed) < runs:
+        index = len(done.killed)
+        moments, outcome = attempt(index, clean_s, tries)
+        print(line(index, moments, outcome), flush=True)
+        if outcome.kills:
+            done.killed.append(outcome)
+            tries = 0
+            continue
+        done.unkilled.append(outcome)
+        if len(done.unkilled) > runs:
+            raise SystemExit(f"{len(done.unkilled)} runs ended before their first kill: stopped")
+        clean_s = min(clean_s, outcome.first_s)
+        tries += 1
+        print(
+            f"  run {index} ended after {outcome.first_s:.1f} s, before its first kill: not "
+            f"counted, made again with kill moments drawn over {clean_s:.1f} s",
+            flush=True,
+        )
+    return done
 
 
 def line(index: int, moments: list[float], o: Outcome) -> str:
     """One run's line."""
-    at = ",".join(f"{m:.1f}s" for m in moments[: len(o.kills)]) or "-"
-    then = ",".join(o.kills) or "(ended before its kill)"
+    at = ",".join(f"{m:.1f}s ({p})" for m, p in zip(moments, o.phases, strict=False)) or "-"
+    then = ",".join(o.kills) or f"(ended after {o.first_s:.1f} s, before its kill)"
     verdict = "achieved" if o.achieved else f"NOT achieved ({o.why})"
     return (
         f"run {index:2d}: killed at {at} then {then}; {verdict}; dup {o.duplicated} "
@@ -394,12 +496,31 @@ def line(index: int, moments: list[float], o: Outcome) -> str:
     )
 
 
-def summary(outcomes: list[Outcome], *, runs: int, smoke: bool) -> int:
+def summary(done: Runs, *, runs: int, smoke: bool) -> int:
     """The summary line and a line per target; the exit code (0 at --smoke: not judged)."""
+    outcomes = done.killed
     achieved = sum(o.achieved for o in outcomes)
+    hit = Counter(phase for o in outcomes for phase in o.phases)
+    missed = [phase for phase in PHASES if not hit[phase]]
+    kills = sum(len(o.kills) for o in outcomes)
+    unkilled = done.unkilled
+    gaps = sum(o.gap for o in outcomes)
+    gap = f"; {gaps} between a keeper's death and its box's kill, not counted" if gaps else ""
     overheads = [o.overhead for o in outcomes if o.achieved] or [float("nan")]
     median, p90 = statistics.median(overheads), percentile(overheads, 0.9)
     checks: list[tuple[str, bool]] = [
+        (
+            f"killed runs {sum(bool(o.kills) for o in outcomes)}/{runs} ({kills} kills; "
+            f"{len(unkilled)} more ended before their first kill and were made again, "
+            f"{sum(o.achieved for o in unkilled)} of them achieved)",
+            all(o.kills for o in outcomes) and all(o.achieved for o in unkilled),
+        ),
+        (
+            "phases hit: "
+            + ", ".join(f"{phase} {hit[phase]}" for phase in PHASES)
+            + (f" (none in {', '.join(missed)})" if missed else " (every one)"),
+            True,  # shown, not judged: 1-3 uniform moments may miss a short phase
+        ),
         (f"achieved {achieved}/{runs} (target {runs}/{runs})", achieved == runs),
         (
             f"duplicated effects {sum(o.duplicated for o in outcomes)} (target 0)",
@@ -414,7 +535,7 @@ def summary(outcomes: list[Outcome], *, runs: int, smoke: bool) -> int:
             not any(o.orphans for o in outcomes),
         ),
         (
-            f"late requests {sum(o.late for o in outcomes)} (target 0)",
+            f"late requests {sum(o.late for o in outcomes)} (target 0){gap}",
             not any(o.late for o in outcomes),
         ),
         (

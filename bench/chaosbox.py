@@ -2,18 +2,20 @@
 random moments, continued with `flowerbox resume` each time.
 
 The job is bench.chaos's (the same cast, ledger and ask), run as `flowerbox "ask" --detach
---timeout 3` on the image FLOWERBOX_IMAGE names (default flowerbox:dev): the clarifier's
-question waits 3 s for an answer nobody gives, so a kill can land while it waits. Each run is
+--timeout 6` on the image FLOWERBOX_IMAGE names (default flowerbox:dev): the clarifier's
+question waits 6 s for an answer nobody gives, so a kill can land while it waits. Each run is
 killed 1-3 times, at moments drawn uniformly over the fault-free detached run's duration
-(measured first), by a SIGKILL of the keeper's process group (the supervisor: what the OOM
-killer would take); the box's own processes are not signalled. A keeper's death is the
-guard's to handle (flowerbox.runs.guard: the box killed, the run recorded `killed`); 2 s
-later the run is checked, then `flowerbox resume` continues it. Per run, as bench.chaos:
-achieved (the last run `done`, exit 0), each effect exactly once, orphans (2 s after the kill:
-a process of the keeper's process group, or a running container of the run), late requests
-(reaching the fake API after the guard recorded the box killed; those between the keeper's
-death and that moment are shown as `gap`), the frozen goal unchanged, and the cost over the
-fault-free run. Targets as bench.chaos's.
+(measured first; a run that ends before its first kill is not counted, is made again, and
+the moments are drawn over its duration from then on: bench.chaos.every_run_killed), by a
+SIGKILL of the keeper's process group (the supervisor: what the OOM killer would take); the
+box's own processes are not signalled. Each kill's line names the phase it landed in. A
+keeper's death is the guard's to handle (flowerbox.runs.guard: the box killed, the run
+recorded `killed`); 2 s later the run is checked, then `flowerbox resume` continues it.
+Per run, as bench.chaos: achieved (the last run `done`, exit 0), each effect exactly once,
+orphans (2 s after the kill: a process of the keeper's process group, or a running
+container of the run), late requests (reaching the fake API after the guard recorded the
+box killed; those between the keeper's death and that moment are shown as `gap`), the
+frozen goal unchanged, and the cost over the fault-free run. Targets as bench.chaos's.
 
 Needs the engine and the image; without them it says it skipped. `--smoke`: one run, killed
 once in its first 12 s, and no fault-free run (so no overhead figure): it must stay near a
@@ -44,8 +46,10 @@ from bench.chaos import (
     RUN_TIMEOUT_S,
     SETTLE_S,
     Outcome,
+    Runs,
+    Timeline,
     cast,
-    line,
+    every_run_killed,
     main_args,
     summary,
 )
@@ -56,7 +60,7 @@ from flowerbox import wire
 LANGUAGES = ("en",)  # what `python -m bench --smoke` runs it in (bench.chaos covers zh)
 IMAGE = os.environ.get("FLOWERBOX_IMAGE", "flowerbox:dev")
 FLOWERBOX = [sys.executable, "-m", "flowerbox"]
-QUESTION_WAIT_S = "3"
+QUESTION_WAIT_S = "6"
 SMOKE_KILL_S = 6.0  # --smoke: killed once, at a moment drawn over twice this (no fault-free run)
 LIVE = ("starting", "running")
 
@@ -112,14 +116,18 @@ def run_one(root: Path, *, kill_at: list[float], hold: random.Random | None) -> 
     orphans = late = gap = 0
     goals: set[bytes] = set()
     goal_path = ws / ".flower" / "notes" / "目标.md"
+    timeline = Timeline()
+    phases: list[str] = []
+    first_s = 0.0
     docker = DockerClient.from_env(timeout=60)
-    with FakeAPI(cast(ws, rng=hold)) as api:
+    with FakeAPI(cast(ws, rng=hold, timeline=timeline)) as api:
         env = {
             **job_env(api, root / "home"),
             "FLOWERBOX_IMAGE": IMAGE,
             "XDG_STATE_HOME": str(root / "home" / ".local" / "state"),
         }
         job = Detached(ws, env, root / "home" / ".local" / "state" / "flowerbox")
+        timeline.mark("start")
         began = time.monotonic()
         done = job.flowerbox(ASK, "--detach", "--no-isolate", "--timeout", QUESTION_WAIT_S)
         if done.returncode != 0:
@@ -127,15 +135,22 @@ def run_one(root: Path, *, kill_at: list[float], hold: random.Random | None) -> 
         for moment in kill_at:
             meta = _until(job, began + moment)
             if meta["status"] not in LIVE:
+                first_s = first_s or time.monotonic() - began
                 break  # it ended before its kill: nothing to continue
             keeper = int(meta["keeper_pid"])
             killed = time.time()
             try:
                 os.killpg(keeper, signal.SIGKILL)
             except ProcessLookupError:
+                first_s = first_s or time.monotonic() - began
                 break  # it ended just now
+            phases.append(timeline.at(killed))
+            first_s = first_s or time.monotonic() - began
             time.sleep(SETTLE_S)
-            orphans += len(_in_group(keeper)) + len(_running(docker, meta["run_id"]))
+            left = [*map(str, _in_group(keeper)), *_running(docker, meta["run_id"])]
+            if left:  # which: a host process of the keeper's group, or a container
+                print(f"  orphans {SETTLE_S:.0f} s after the kill: {', '.join(left)}", flush=True)
+            orphans += len(left)
             meta = job.newest(time.monotonic() + 120)
             boxed = float(meta.get("keeper_lost") or killed)
             gap += sum(1 for r in api.requests if killed < r.received_at <= boxed)
@@ -143,11 +158,13 @@ def run_one(root: Path, *, kill_at: list[float], hold: random.Random | None) -> 
             if goal_path.is_file():
                 goals.add(goal_path.read_bytes())
             kills.append("resume")
+            timeline.mark("start")
             began = time.monotonic()
             done = job.flowerbox("resume", meta["run_id"])
             if done.returncode != 0:
                 raise SystemExit(f"flowerbox resume failed: {done.stderr[-2000:]}")
         final = job.newest(time.monotonic() + RUN_TIMEOUT_S)
+        first_s = first_s or time.monotonic() - began
         requests = list(api.requests)
     docker.close()
     if goal_path.is_file():
@@ -168,6 +185,8 @@ def run_one(root: Path, *, kill_at: list[float], hold: random.Random | None) -> 
         seconds=time.monotonic() - started,
         ledger=lines,
         gap=gap,
+        phases=phases,
+        first_s=first_s,
     )
 
 
@@ -257,27 +276,25 @@ def main(
         base.mkdir(parents=True, exist_ok=True)
         clean_cost, clean_s = float("nan"), SMOKE_KILL_S * 2
         if not smoke:  # the smoke has no time for it: one kill at SMOKE_KILL_S, no overhead
-            began = time.monotonic()
             clean = run_one(base / "clean", kill_at=[], hold=None)
-            clean_s = time.monotonic() - began
+            clean_s = clean.first_s  # from `flowerbox --detach` to the run's end, as a moment
             if not clean.achieved or clean.duplicated or clean.lost:
                 print(f"the fault-free run did not come out right: {clean}")
                 return 1
             clean_cost = clean.cost
             print(f"fault-free detached run: {clean_s:.1f} s, achieved, every effect once")
-        outcomes: list[Outcome] = []
-        for index in range(runs):
+
+        def attempt(index: int, over_s: float, again: int) -> tuple[list[float], Outcome]:
             count = 1 if smoke else rng.randint(1, 3)
-            moments = [rng.uniform(0, clean_s) for _ in range(count)]
+            moments = [rng.uniform(0, over_s) for _ in range(count)]
             hold = random.Random(rng.randrange(2**31))
-            outcome = run_one(base / f"run{index}", kill_at=moments, hold=hold)
+            folder = base / f"run{index}{'-again' * again}"
+            outcome = run_one(folder, kill_at=moments, hold=hold)
             outcome.overhead = outcome.cost / clean_cost - 1
-            outcomes.append(outcome)
-            print(line(index, moments, outcome), flush=True)
-        print(
-            f"requests between a keeper's death and its box's kill: {sum(o.gap for o in outcomes)}"
-        )
-    return summary(outcomes, runs=runs, smoke=smoke)
+            return moments, outcome
+
+        done: Runs = every_run_killed(runs, clean_s, attempt)
+    return summary(done, runs=runs, smoke=smoke)
 
 
 if __name__ == "__main__":

@@ -32,7 +32,7 @@ children are relinked to its parent. The input list is never mutated.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Collection, MutableMapping, Sequence
+from collections.abc import Collection, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -51,6 +51,7 @@ from flower.stores.trim import EphemeralPolicy, TrimmingSessionStore, TrimPolicy
 __all__ = [
     "PrunePolicy",
     "PruningSessionStore",
+    "answer_entry",
     "heal_orphans",
     "is_healing",
     "prune",
@@ -61,6 +62,8 @@ Report = MutableMapping[str, int]
 
 #: Namespace of the uuids of healing entries (uuid5 of the anchor's uuid).
 _HEAL_NAMESPACE = uuid.UUID("5b0f6f2e-2d55-4f55-9f0e-3c1c6a1b7d10")
+#: Namespace of the uuids of late answers (answer_entry), apart from the healings'.
+_ANSWER_NAMESPACE = uuid.UUID("0d7c2b8e-5a41-4c8e-9a77-2f3e9b6c1e42")
 #: Fields a healing entry copies from the entry it answers, so it reads like the CLI's own.
 _SESSION_FIELDS = (
     "isSidechain",
@@ -232,13 +235,29 @@ def _healing(anchor: Entry, tool_use_ids: list[str], text: str) -> Entry:
         {"type": "tool_result", "tool_use_id": tid, "content": text, "is_error": True}
         for tid in tool_use_ids
     ]
+    return _result(anchor, results, _HEAL_NAMESPACE, f"Error: {text}")
+
+
+def answer_entry(anchor: Entry, answers: Mapping[str, str]) -> Entry:
+    """Real results (tool_use id -> text) for calls of `anchor` (the last entry of their API
+    response) that came after the calls' process was gone (flower.core.askagain: a question
+    asked again), to be stored below `anchor`: from then on the calls are answered, not
+    healed."""
+    content = [
+        {"type": "tool_result", "tool_use_id": tid, "content": said}
+        for tid, said in answers.items()
+    ]
+    return _result(anchor, content, _ANSWER_NAMESPACE, "\n\n".join(answers.values()))
+
+
+def _result(anchor: Entry, content: list[dict[str, Any]], space: uuid.UUID, said: str) -> Entry:
     return {
         "type": "user",
         "parentUuid": anchor["uuid"],
-        "uuid": str(uuid.uuid5(_HEAL_NAMESPACE, anchor["uuid"])),
+        "uuid": str(uuid.uuid5(space, anchor["uuid"])),
         **{f: anchor[f] for f in _SESSION_FIELDS if f in anchor},
-        "message": {"role": "user", "content": results},
-        "toolUseResult": f"Error: {text}",
+        "message": {"role": "user", "content": content},
+        "toolUseResult": said,
         "sourceToolAssistantUUID": anchor["uuid"],
     }
 

@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from flower.core.agent import AgentSpec
+from flower.core.askagain import ask_again
 from flower.core.brief import Brief
 from flower.core.events import Event
 from flower.core.goal import Goal, Verdict
@@ -282,6 +283,8 @@ class Workflow:
         start = 0
         if woken is not None:
             state.woke.append(step.name)
+            if self.channel is not None:  # a question the kill cut is asked again first
+                await ask_again(self.channel, runtime.store, woken)
             prompt = _text(step.resume_prompt, ctx) if step.resume_prompt else first_prompt
             resume, fork = woken, False
             where = progress.step(step.name)  # the round the killed process was in

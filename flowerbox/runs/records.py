@@ -129,11 +129,15 @@ class Run:
     def pending_asks(self) -> list[dict[str, Any]]:
         """The questions this run waits on (asks.json, box-written: read without following
         links, bounded, each a dict with a string id, every string cleaned of terminal
-        controls); none once it has ended."""
+        controls); none once it has ended. A question asked before this run's box started
+        is not one: a killed box left it there, and its continuation has not asked it again
+        yet (flower.core.askagain), so an answer to it would be refused."""
         if not self.running:
             return []
         relative = RunDir(self.run_dir).asks.relative_to(self.workspace)
-        return pending_of(read_untrusted_json(self.workspace, relative, [], limit=MAX_ASKS_BYTES))
+        asks = pending_of(read_untrusted_json(self.workspace, relative, [], limit=MAX_ASKS_BYTES))
+        started = moment(self, "started")
+        return [ask for ask in asks if started is None or not _asked_before(ask, started)]
 
 
 def pending_of(asks: Any) -> list[dict[str, Any]]:
@@ -416,6 +420,11 @@ def moment(run: Run, key: str) -> float | None:
         return datetime.fromisoformat(str(run.meta.get(key))).timestamp()
     except ValueError:
         return None
+
+
+def _asked_before(ask: dict[str, Any], moment: float) -> bool:
+    asked = ask.get("asked_at")
+    return isinstance(asked, int | float) and not isinstance(asked, bool) and asked < moment
 
 
 def age(run: Run, now: float | None = None) -> int | None:

@@ -118,3 +118,61 @@ def test_a_run_killed_before_its_workbench_existed_goes_on_unisolated_outside_gi
     assert done.returncode == 0, done.stderr
     assert parse_document(done.stdout)["status"] == "achieved"
     assert (workspace / "hello.py").is_file()
+
+
+def test_a_question_a_kill_cut_is_asked_again_and_its_answer_reaches_the_model(
+    fake_api: FakeAPI, cli_env: dict[str, str], workspace: Path
+) -> None:
+    """The kill came while the clarifier's question waited: `flower resume` asks it again
+    (asks.json, a question asked after the resume began) rather than resuming the session
+    with the call cut, and the answer given then is the call's result the model sees."""
+    fake_api.script = starter_cast()
+    runs = workspace.parent / "runs"
+    proc = started(["--timeout", "60"], cli_env, workspace)
+    try:
+        assert fake_api.wait_for(lambda _: _pending(runs), 120)
+        time.sleep(1.0)  # the question waits (its session stored), nobody answers
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+    began = time.time()
+    resumed = subprocess.Popen(
+        [*FLOWER, "resume", "--timeout", "120", "--json", "-w", str(workspace)],
+        env=cli_env,
+        cwd=workspace.parent,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and not _asked_since(runs, began):
+            assert resumed.poll() is None, "the resumed run ended without asking again"
+            time.sleep(0.2)
+        [ask] = json.loads((runs / "asks.json").read_text())
+        assert (ask["id"], ask["options"]) == ("q1", ["python3", "pypy"])
+        answered = flower(
+            "answer", "q1", "python3", "--run-dir", str(runs), env=cli_env, cwd=workspace.parent
+        )
+        assert answered.returncode == 0, answered.stderr
+        out, err = resumed.communicate(timeout=300)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(resumed.pid, signal.SIGKILL)
+    assert resumed.returncode == 0, err
+    assert parse_document(out)["status"] == "achieved"
+    shown = [r.result_for("toolu_demo_question") for r in fake_api.requests]
+    results = [r.text for r in shown if r is not None]
+    assert results and set(results) == {"python3"}  # never shown as cut or unanswered
+
+
+def _asked_since(runs: Path, moment: float) -> bool:
+    try:
+        asks = json.loads((runs / "asks.json").read_text())
+    except (OSError, ValueError):
+        return False
+    return any(ask.get("asked_at", 0) >= moment for ask in asks)

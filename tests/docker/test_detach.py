@@ -16,6 +16,7 @@ import signal
 import subprocess
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -347,3 +348,99 @@ def test_once_detached_is_followed_by_logs_to_its_end(
     assert f"[Write] {note}" in followed.stdout and "wrote note.md" in followed.stdout
     assert f"{run_id}: 完成,退出码 0" in followed.stderr  # -f returned because the run ended
     assert note.read_text() == "# note\n" and meta_of(ws, run_id)["command"][:1] == ["once"]
+
+
+def waiting_row(user: tuple[str, int, int], ws: Path, env: dict[str, str]) -> dict[str, Any]:
+    """The newest run's row in `flowerbox ps --json` once it waits for an answer (or as it
+    is after 180 s)."""
+    deadline, rows = time.monotonic() + 180, []
+    while time.monotonic() < deadline:
+        ps = as_user(user, [FLOWERBOX, "ps", "--json"], cwd=ws, env=env)
+        assert ps.returncode == 0, ps.stderr
+        rows = parse_document(ps.stdout)["runs"]
+        if rows and rows[-1]["pending_asks"]:
+            break
+        time.sleep(0.5)
+    row: dict[str, Any] = rows[-1] if rows else {}
+    return row
+
+
+def keeper_killed(ws: Path, run_id: str) -> None:
+    """SIGKILL the run's keeper (its whole process group); its guard records the run killed."""
+    os.killpg(meta_of(ws, run_id)["keeper_pid"], signal.SIGKILL)
+    meta = wait_until_ended(ws, run_id, timeout=60)
+    assert (meta["status"], meta["exit_code"]) == ("killed", 137)
+
+
+def test_a_run_killed_while_its_question_waits_asks_it_again_once_resumed(
+    real_api: FakeAPI,
+    host_user: tuple[str, int, int],
+    user_workspace: Path,
+    flowerbox_image: str,
+    docker_client: DockerClient,
+) -> None:
+    """Issue 30: the keeper dies while the clarifier's question waits for a human (a reboot
+    overnight). `flowerbox resume` asks it again (not lost, not taken as unanswered), the
+    answer given then reaches the model as the question's answer, and the run ends done."""
+    ws = user_workspace
+    real_api.script = starter_cast()  # the clarifier asks QUESTION first
+    run_id, env = detach(host_user, ws, real_api, DEMO_ASK, "--timeout", "600")
+    row = waiting_row(host_user, ws, env)
+    assert (row["run_id"], row["pending_asks"]) == (run_id, [QUESTION])
+    keeper_killed(ws, run_id)
+
+    resumed = as_user(host_user, [FLOWERBOX, "resume", run_id], cwd=ws, env=env)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    new_id = resumed.stdout.strip()
+    row = waiting_row(host_user, ws, env)
+    assert (row["run_id"], row["status"], row["pending_asks"]) == (new_id, "running", [QUESTION])
+    answered = as_user(host_user, [FLOWERBOX, "answer", "q1", "python3"], cwd=ws, env=env)
+    assert answered.returncode == 0, answered.stderr
+    meta = wait_until_ended(ws, new_id)
+    assert (meta["status"], meta["exit_code"]) == ("done", 0)
+    shown = [r.result_for("toolu_demo_question") for r in real_api.requests]
+    results = [r.text for r in shown if r is not None]
+    assert results and set(results) == {"python3"}  # never shown as cut or unanswered
+    assert left_behind(docker_client, meta) == []
+
+
+def test_an_answer_given_before_the_keeper_died_is_used_once_resumed(
+    real_api: FakeAPI,
+    host_user: tuple[str, int, int],
+    user_workspace: Path,
+    flowerbox_image: str,
+    docker_client: DockerClient,
+) -> None:
+    """Answered, then killed while the clarifier thinks about the answer: the resumed run
+    goes on with that answer, and does not ask again."""
+    ws = user_workspace
+    cast = starter_cast()
+    held: list[int] = []
+
+    def holding(request: Request) -> Reply:
+        reply = cast(request)
+        if request.result_for("toolu_demo_question") is not None and not held:
+            held.append(request.index)  # the clarifier's turn after the answer: held
+            return replace(reply, delay=60.0)
+        return reply
+
+    real_api.script = holding
+    run_id, env = detach(host_user, ws, real_api, DEMO_ASK, "--timeout", "600")
+    assert waiting_row(host_user, ws, env)["pending_asks"] == [QUESTION]
+    answered = as_user(host_user, [FLOWERBOX, "answer", "q1", "python3"], cwd=ws, env=env)
+    assert answered.returncode == 0, answered.stderr
+    assert real_api.wait_for(lambda _: bool(held), 120)
+    time.sleep(1.0)
+    keeper_killed(ws, run_id)
+
+    real_api.script = cast
+    resumed = as_user(host_user, [FLOWERBOX, "resume", run_id, "--attach"], cwd=ws, env=env)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    later = real_api.requests[held[0] + 1 :]
+    clarifier = [r for r in later if "你是澄清者" in r.system_text]
+    assert clarifier, "the clarifier's session went on"
+    answer = clarifier[0].result_for("toolu_demo_question")
+    assert answer is not None and answer.text == "python3"
+    [*_, last] = metas(host_user, ws).values()
+    assert (last["status"], last["exit_code"]) == ("done", 0)
+    assert "?? q1" not in as_user(host_user, [FLOWERBOX, "logs"], cwd=ws, env=env).stdout

@@ -229,6 +229,29 @@ def test_ps_shows_a_box_written_question_sanitized_and_its_answer_command_quoted
     assert not any(char in table.stdout for char in "\x1b\x07\u202e")
 
 
+def test_a_question_a_killed_box_left_is_not_the_resumed_runs_until_asked_again(
+    xdg_state: Path, tmp_path: Path
+) -> None:
+    """Issue 30: a box killed while its question waited left asks.json behind; the run that
+    resumes it showed that question as its own, and `answer` took it, to be refused in the
+    box (its flower has not asked it yet). Only questions asked since the box started count."""
+    ws = tmp_path / "ws"
+    spec = started(ws, "20260101-000000-eeeeee", command=["go", "x"])
+    began = records.moment(records.find(ws, None), "started")
+    assert began is not None
+    spec.run_dir.mkdir(parents=True, exist_ok=True)
+    stale = {"id": "q1", "question": "Which?", "options": [], "asked_at": began - 30.0}
+    (spec.run_dir / "asks.json").write_text(json.dumps([stale]))
+    [row] = parse_document(runner.invoke(app, ["ps", "--json", "-w", str(ws)]).stdout)["runs"]
+    assert row["pending_asks"] == []
+    refused = runner.invoke(app, ["answer", "q1", "x", "-w", str(ws)])
+    assert refused.exit_code == 2 and "(pending: none)" in refused.stderr
+    asked = {**stale, "asked_at": began + 1.0}  # asked again by the resumed box
+    (spec.run_dir / "asks.json").write_text(json.dumps([asked]))
+    [row] = parse_document(runner.invoke(app, ["ps", "--json", "-w", str(ws)]).stdout)["runs"]
+    assert row["pending_asks"] == [{"id": "q1", "question": "Which?", "options": []}]
+
+
 def test_what_cannot_be_done_to_an_ended_run_exits_2_saying_what_can(
     xdg_state: Path, tmp_path: Path
 ) -> None:

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from flower.stores import PrunePolicy, PruningSessionStore
-from flower.stores.prune import heal_orphans, prune, relink
+from flower.stores.prune import answer_entry, heal_orphans, is_healing, prune, relink
 from tests.stores.stores_chat import Chat
 
 TEXT = "[interrupted]"
@@ -180,6 +180,19 @@ def test_answered_calls_need_no_healing() -> None:
     chat = Chat()
     chat.bash("ls", "a")
     assert heal_orphans(chat.entries, text=TEXT) == chat.entries
+
+
+def test_a_call_answered_after_its_process_died_is_answered_not_healed() -> None:
+    """flower.core.askagain: a question a kill cut, asked again, gets its real result below
+    the response; the call is then answered, on every later load too."""
+    chat = Chat()
+    chat.prompt("go")
+    [call] = chat.orphan("mcp__human__ask")
+    answered = [*chat.entries, answer_entry(call, {call["message"]["content"][0]["id"]: "py"})]
+    [result] = answered[-1]["message"]["content"]
+    assert (result["content"], result.get("is_error")) == ("py", None)
+    assert answered[-1]["parentUuid"] == call["uuid"] and not is_healing(answered[-1])
+    assert heal_orphans(answered, text=TEXT) == answered
 
 
 # -- the store ------------------------------------------------------------------------
