@@ -22,6 +22,7 @@ from typing import IO, TYPE_CHECKING
 
 from flower import text
 from flowerbox import wire
+from flowerbox.box.engineapi import EngineAPI
 from flowerbox.box.spec import BoxSpec
 from flowerbox.errors import BoxError, RunError
 from flowerbox.runs import records
@@ -84,6 +85,7 @@ def start_detached(
     # what else this module gives, a resumed run's budget and command, needs no engine
     from flowerbox.box.engine import Box
 
+    EngineAPI.from_env()  # the keeper's way to the engine: refused now, not once it runs
     records.record_start(spec, command=command, detached=True, resumed_from=resumed_from)
     box = Box(spec, client=client, on_started=lambda facts: records.box_started(spec, facts))
     try:
