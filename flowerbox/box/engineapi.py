@@ -11,7 +11,8 @@ box (the container options the SDK translates) stays with the SDK (flowerbox.box
 
 The engine is where the docker SDK would look: DOCKER_HOST (`unix://PATH`, or `tcp://H:P`,
 with TLS when DOCKER_TLS_VERIFY or DOCKER_CERT_PATH is set: ca.pem, cert.pem and key.pem in
-DOCKER_CERT_PATH, else ~/.docker), else /var/run/docker.sock.
+DOCKER_CERT_PATH, else ~/.docker), else /var/run/docker.sock. These are what the docker SDK
+speaks here too: its ssh:// needs paramiko, which flowerbox does not install.
 """
 
 from __future__ import annotations
@@ -69,7 +70,7 @@ class EngineAPI:
     def __init__(self, host: str) -> None:
         parts = urlsplit(host)
         if parts.scheme not in ("unix", "tcp"):
-            problem = f"DOCKER_HOST={host}: a run's keeper speaks unix:// or tcp:// only"
+            problem = f"DOCKER_HOST={host}: flowerbox speaks to an engine at unix:// or tcp://"
             raise EngineError(text("box.no_engine", problem=problem))
         self._unix = parts.path if parts.scheme == "unix" else ""
         self._netloc = parts.netloc

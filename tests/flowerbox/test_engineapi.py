@@ -14,7 +14,7 @@ def test_an_engine_the_keeper_cannot_speak_to_is_refused_saying_which_it_can() -
     with pytest.raises(EngineError) as refused:
         EngineAPI("ssh://someone@somewhere")
     assert "DOCKER_HOST=ssh://someone@somewhere" in str(refused.value)
-    assert "unix:// or tcp://" in str(refused.value)
+    assert "at unix:// or tcp://" in str(refused.value)
 
 
 def test_no_engine_at_the_socket_is_a_clear_error_not_a_traceback(
