@@ -11,8 +11,9 @@ moment. Then, over `window` seconds:
 - memory per run: the agent container's memory as the engine counts it (its cgroup's usage
   less inactive page cache, what `docker stats` shows), plus the broker's resident memory
   over N, plus the run's host keeper (the detached supervisor, `flowerbox.runs.supervise`)
-  resident memory; the keepers' and the broker's proportional share (PSS, shared pages
-  split between the processes that map them) is printed beside it;
+  and its guard's (`flowerbox.runs.guard`) resident memory; their and the broker's
+  proportional share (PSS, shared pages split between the processes that map them) is
+  printed beside it;
 - CPU: the whole host's busy share (every user of this machine counts, /proc/stat) and the
   runs' own (the containers' cgroups, the broker, the keepers), in % of one core;
 - the load average.
@@ -148,14 +149,16 @@ class Figures:
     broker_pss_mib: float = 0.0
     keeper_mib: float = 0.0
     keeper_pss_mib: float = 0.0
+    guard_mib: float = 0.0
+    guard_pss_mib: float = 0.0
     host_cpu: float = 0.0  # % of one core, every process of the machine
-    runs_cpu: float = 0.0  # % of one core, the boxes, the broker and the keepers
+    runs_cpu: float = 0.0  # % of one core, the boxes, the broker, the keepers and guards
     load: str = ""
     refusals: list[str] = field(default_factory=list)
 
     @property
     def per_run_mib(self) -> float:
-        return self.box_mib + self.broker_mib + self.keeper_mib
+        return self.box_mib + self.broker_mib + self.keeper_mib + self.guard_mib
 
 
 class Fleet:
@@ -281,9 +284,11 @@ def sample(
     """Memory and CPU while every run waits on the model."""
     containers = boxes(docker, fleet.root)
     keepers = [pid for run in live if (pid := _int(fleet.meta(run).get("keeper_pid")))]
-    host_before, runs_before = _host_cpu(), _runs_cpu(containers, [fleet.broker.pid, *keepers])
+    guards = _guards(fleet.runs_dir)
+    hosts = [fleet.broker.pid, *keepers, *guards]
+    host_before, runs_before = _host_cpu(), _runs_cpu(containers, hosts)
     time.sleep(window)
-    host_after, runs_after = _host_cpu(), _runs_cpu(containers, [fleet.broker.pid, *keepers])
+    host_after, runs_after = _host_cpu(), _runs_cpu(containers, hosts)
     busy = (host_after[0] - host_before[0]) / max(host_after[1] - host_before[1], 1)
     figures.host_cpu = 100 * busy * (os.cpu_count() or 1)
     figures.runs_cpu = 100 * (runs_after - runs_before) / window
@@ -295,6 +300,21 @@ def sample(
     figures.broker_pss_mib = _pss(fleet.broker.pid) / n / mib
     figures.keeper_mib = sum(_status(pid, "VmRSS") for pid in keepers) / n / mib
     figures.keeper_pss_mib = sum(_pss(pid) for pid in keepers) / n / mib
+    figures.guard_mib = sum(_status(pid, "VmRSS") for pid in guards) / n / mib
+    figures.guard_pss_mib = sum(_pss(pid) for pid in guards) / n / mib
+
+
+def _guards(runs_dir: Path) -> list[int]:
+    """The pids of the guards of runs under `runs_dir` (each started with its state folder)."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            argv = (proc / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"flowerbox.runs.guard" in argv and any(str(runs_dir).encode() in a for a in argv):
+            found.append(int(proc.name))
+    return found
 
 
 def finish(fleet: Fleet, live: list[Run], *, deadline: float) -> int:
@@ -435,6 +455,7 @@ def report(figures: Figures, *, judged: bool, at_once: int) -> bool:
         f"           {figures.per_run_mib:6.1f} MiB per run: box {figures.box_mib:.1f}"
         f" + broker {figures.broker_mib:.1f} (PSS {figures.broker_pss_mib:.1f})"
         f" + host keeper {figures.keeper_mib:.1f} (PSS {figures.keeper_pss_mib:.1f})"
+        f" + its guard {figures.guard_mib:.1f} (PSS {figures.guard_pss_mib:.1f})"
     )
     print(
         f"           while waiting: host CPU {figures.host_cpu:.0f} % of one core (every user"

@@ -19,6 +19,7 @@ from flower.cli.contract import JsonRefusals
 from flower.cli.lazy import LazyCommands, Loader
 from flower.cli.options import LangOption
 from flower.cli.routing import HELP_OPTIONS, AskRouter
+from flower.core.lazyinit import defer_mcp
 from flower.core.workspace import BRIEF_NAME, workbench_location
 
 GO = "go"
@@ -123,4 +124,5 @@ def root(
 
 def main() -> None:
     """Console-script entry point."""
+    defer_mcp()  # before any command imports the SDK: mcp's client and servers stay unloaded
     app()

@@ -25,7 +25,9 @@ from docker.errors import APIError, DockerException, ImageNotFound, NotFound
 from flower import text
 from flowerbox import __version__, wire
 from flowerbox.box import startclock
+from flowerbox.box.engineapi import EngineAPI, EngineError
 from flowerbox.box.facts import box_facts
+from flowerbox.box.running import Running
 from flowerbox.box.source import no_checkout
 from flowerbox.box.spec import BoxSpec, agent_kwargs, gateway_kwargs
 from flowerbox.errors import BoxError
@@ -33,9 +35,6 @@ from flowerbox.errors import BoxError
 SOCKET_WAIT_S = 30.0
 SOCKET_POLL_S = 0.01
 GATEWAY_CHECK_S = 0.5
-STOP_GRACE_S = 30
-STDERR_KEPT = 4 * 1024 * 1024  # the end of each container's stderr the host keeps
-STDERR_LINES = 100_000
 
 
 def connect(client: DockerClient | None = None) -> DockerClient:
@@ -171,32 +170,6 @@ class Box:
                 self._on_started(box_facts(self._agent.attrs))
         return self._agent
 
-    @classmethod
-    def existing(cls, spec: BoxSpec, *, client: DockerClient) -> Box:
-        """The Box of a run started earlier (by another process), found by container names;
-        a container already gone stays None."""
-        box = cls(spec, client=client)
-        for attr, kwargs in (("_agent", agent_kwargs(spec)), ("_gateway", gateway_kwargs(spec))):
-            with contextlib.suppress(NotFound):
-                setattr(box, attr, client.containers.get(kwargs["name"]))
-        return box
-
-    def wait(self, write: Callable[[bytes], Any]) -> int | None:
-        """Follow the agent's output (stdout and stderr) into `write` until it exits; its
-        exit code, or None when the container is gone (removed by someone else)."""
-        if self._agent is None:
-            return None
-        with contextlib.suppress(Exception):  # the copy is best effort; the exit code is not
-            for chunk in self._agent.logs(stream=True, follow=True, stdout=True, stderr=True):
-                write(chunk)
-        try:
-            status: dict[str, Any] = self._agent.wait()
-        except NotFound:
-            return None
-        except (APIError, DockerException, OSError) as exc:
-            raise BoxError(text("engine.lost_track", name=self._agent.name, problem=exc)) from exc
-        return int(status.get("StatusCode", 1))
-
     def run_attached(self, attach: Callable[[dict[str, Any]], int]) -> int:
         """Start the gateway, then let `attach` run the agent from its kwargs (the docker CLI
         with a terminal: `flowerbox shell`) and return its code; both containers are removed
@@ -214,61 +187,26 @@ class Box:
             self.remove()
 
     def pids(self) -> list[int]:
-        """The host pids of the agent's processes (the engine's `top`), each checked to be in
-        the container's cgroup: a pid the engine reports from another view (gVisor's
-        sandbox), or one reused since, is left out. [] when the agent is not running."""
-        agent = self._agent
-        if agent is None:
-            return []
-        try:
-            top: dict[str, Any] = agent.top()
-        except (APIError, NotFound):
-            return []
-        column = top["Titles"].index("PID")
-        pids = [int(row[column]) for row in top.get("Processes") or []]
-        return [pid for pid in pids if _in_cgroup_of(pid, agent.id)]
+        """The host pids of the agent's processes (flowerbox.box.running)."""
+        return self._running().pids()
 
     def stop(self) -> None:
         """Ask the agent to stop (SIGTERM: flower records its step and exits)."""
-        if self._agent is not None:
-            with contextlib.suppress(APIError, NotFound):
-                self._agent.stop(timeout=STOP_GRACE_S)
-
-    def kill(self) -> None:
-        """SIGKILL the gateway (nothing of the run reaches the API after that), then the
-        agent: a run whose keeper died (flowerbox.runs.guard)."""
-        for container in (self._gateway, self._agent):
-            if container is not None:
-                with contextlib.suppress(APIError, NotFound):
-                    container.kill()
+        self._running().stop()
 
     def remove(self) -> None:
-        """Remove both containers, their stderr kept first in the run's host-only records
-        (the gateway's request lines, the agent's errors: both vanish with a container)."""
-        for role, container in (("agent", self._agent), ("gateway", self._gateway)):
-            if container is None:
-                continue
-            self._keep_stderr(container, self.spec.stderr_log(role))
-            with contextlib.suppress(APIError, NotFound):
-                container.remove(force=True)
+        """Remove both containers, their stderr kept first in the run's host-only records;
+        found by name, so a container whose start failed half-way goes too."""
+        if self._agent is not None or self._gateway is not None:
+            with contextlib.suppress(EngineError):
+                Running.existing(self.spec).remove()
         self._agent = self._gateway = None
 
-    def _keep_stderr(self, container: Any, path: Path) -> None:
-        """The last STDERR_KEPT bytes of the container's stderr into `path`, when the run's
-        record folder exists (a self-test's box has none); a best effort, never a failure."""
-        if not path.parent.is_dir():
-            return
-        kept = bytearray()
-        with contextlib.suppress(APIError, NotFound, DockerException, OSError):
-            logs = container.logs(
-                stream=True, follow=False, stdout=False, stderr=True, tail=STDERR_LINES
-            )
-            for chunk in logs:
-                kept += chunk
-                if len(kept) > 2 * STDERR_KEPT:
-                    del kept[:-STDERR_KEPT]
-        with contextlib.suppress(OSError):
-            path.write_bytes(bytes(kept[-STDERR_KEPT:]))
+    def _running(self) -> Running:
+        """This box as the engine now has it (flowerbox.box.running: what the keepers use)."""
+        running = Running(self.spec, EngineAPI.from_env())
+        running.agent = None if self._agent is None else self._agent.attrs
+        return running
 
     def _start(self, kwargs: dict[str, Any]) -> Any:
         try:
@@ -363,14 +301,6 @@ def check_runtime(client: DockerClient, runtime: str) -> None:
     if runtime not in runtimes:
         listed = ", ".join(sorted(runtimes)) or text("engine.none_listed")
         raise BoxError(text("engine.no_runtime", runtime=repr(runtime), runtimes=listed))
-
-
-def _in_cgroup_of(pid: int, container_id: str) -> bool:
-    try:
-        with open(f"/proc/{pid}/cgroup", encoding="utf-8", errors="replace") as handle:
-            return container_id in handle.read()
-    except OSError:
-        return False
 
 
 def labelled(client: DockerClient, label: str) -> list[Any]:

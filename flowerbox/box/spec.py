@@ -290,6 +290,16 @@ def _runtime(spec: BoxSpec) -> dict[str, Any]:
     }
 
 
+def agent_name(spec: BoxSpec) -> str:
+    """The agent's container name: how a box started by another process is found."""
+    return f"flowerbox-{spec.run_id}"
+
+
+def gateway_name(spec: BoxSpec) -> str:
+    """The gateway's container name (a broker's run has none running)."""
+    return f"flowerbox-gateway-{spec.run_id}"
+
+
 def agent_kwargs(spec: BoxSpec) -> dict[str, Any]:
     """docker's containers.run() kwargs for the agent's container."""
     volumes = {
@@ -327,7 +337,7 @@ def agent_kwargs(spec: BoxSpec) -> dict[str, Any]:
         # No route of its own: the relay to the gateway is the way out. `--net open` is the
         # explicit escape hatch: a normal network (the API still goes through the gateway).
         "network_mode": "none" if spec.net == "allowlist" else "bridge",
-        "name": f"flowerbox-{spec.run_id}",
+        "name": agent_name(spec),
         "labels": {**spec.labels, ROLE_LABEL: "agent"},
         **_runtime(spec),
     }
@@ -374,7 +384,7 @@ def gateway_kwargs(spec: BoxSpec) -> dict[str, Any]:
         # gateway of the user's) only from the host's network: the one exception to "only the
         # network it needs", documented in docs/gateway.md ("The gateway's own box").
         "network_mode": "host" if spec.upstream_on_loopback else "bridge",
-        "name": f"flowerbox-gateway-{spec.run_id}",
+        "name": gateway_name(spec),
         "labels": {**spec.labels, ROLE_LABEL: "gateway"},
         "detach": True,
         **extra,

@@ -189,11 +189,10 @@ def reap(run: Run) -> Run:
 
 def _stop_agent(run: Run) -> None:
     """docker stop of the run's agent (a no-op when it is gone)."""
-    # lazy: the engine's module brings the docker SDK (0.2-0.3 s), which reading runs (ps,
-    # logs, answer) never needs
-    from flowerbox.box.engine import Box, connect
+    # lazy: the engine's API, which reading runs (ps, logs, answer) never needs
+    from flowerbox.box.running import Running
 
-    Box.existing(run.spec(), client=connect()).stop()
+    Running.existing(run.spec()).stop()
 
 
 def drop(run: Run, data: dict[str, str]) -> PurePosixPath:

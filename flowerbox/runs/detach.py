@@ -84,7 +84,9 @@ def start_detached(
     # lazy: the engine's module (the caller, holding a client, has loaded the docker SDK);
     # what else this module gives, a resumed run's budget and command, needs no engine
     from flowerbox.box.engine import Box
+    from flowerbox.box.engineapi import EngineAPI
 
+    EngineAPI.from_env()  # the keeper's way to the engine: refused now, not once it runs
     records.record_start(spec, command=command, detached=True, resumed_from=resumed_from)
     box = Box(spec, client=client, on_started=lambda facts: records.box_started(spec, facts))
     try:

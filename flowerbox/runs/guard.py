@@ -26,10 +26,10 @@ import signal
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from flowerbox.box.engine import Box, connect
-from flowerbox.box.prepare import Prepared
-from flowerbox.runs import records
+if TYPE_CHECKING:
+    from flowerbox.runs import records
 
 SETTLE_S = 10.0
 
@@ -37,9 +37,15 @@ SETTLE_S = 10.0
 def guard(state_dir: Path, watched: int) -> int:
     """Wait until fd `watched` (the keeper's pipe) closes; then, when the run is still
     recorded live, kill its box and finish the keeper's work. 0, or 2 with no run record."""
-    client = connect()  # before the wait: the kill must not wait on the engine's handshake
     while os.read(watched, 4096):
         pass  # the keeper writes nothing; the pipe closing is the news
+    # lazy: a guard waits for the whole run, one per detached run; waiting it holds nothing
+    # but the interpreter (12 MiB; 35 with the docker SDK it had), and its kill speaks to the engine
+    # with the standard library (flowerbox.box.engineapi: no client to connect beforehand)
+    from flowerbox.box.prepare import Prepared
+    from flowerbox.box.running import Running
+    from flowerbox.runs import records
+
     run = _settled(state_dir)
     if run is None:
         print(f"flowerbox.runs.guard: no run recorded in {state_dir}", file=sys.stderr)
@@ -56,7 +62,7 @@ def guard(state_dir: Path, watched: int) -> int:
         # Not `run.unkept`: the pipe closes while the keeper is still exiting, before it is
         # even a zombie, so it may look alive yet; the pipe closing is the proof it is not.
         records.mark_running(state_dir, keeper_pid=os.getpid(), guard=True)  # not `lost`
-        Box.existing(run.spec(), client=client).kill()
+        Running.existing(run.spec()).kill()
         records.record(run.spec(), keeper_lost=time.time())
         print(f"flowerbox.runs.guard: {run.run_id} lost its keeper; its box was killed")
         # lazy: the keeper's own code, loaded only when the guard has its work to finish
@@ -69,6 +75,9 @@ def guard(state_dir: Path, watched: int) -> int:
 def _settled(state_dir: Path) -> records.Run | None:
     """The run's record once it is past `starting` (the starting CLI marks the keeper
     running just after spawning it), or as it is after SETTLE_S."""
+    # lazy: as in guard(), loaded once the keeper is gone
+    from flowerbox.runs import records
+
     deadline = time.monotonic() + SETTLE_S
     run = records.load(state_dir)
     while run is not None and run.meta.get("status") == records.STARTING:

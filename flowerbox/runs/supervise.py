@@ -19,7 +19,7 @@ import traceback
 from pathlib import Path
 from types import FrameType
 
-from flowerbox.box.engine import Box, connect
+from flowerbox.box.running import Running
 from flowerbox.errors import BoxError
 from flowerbox.runs import records
 from flowerbox.runs.diskwatch import watch_disk
@@ -35,9 +35,9 @@ def supervise(state_dir: Path) -> int:
         return 2
     spec = run.spec()
     code: int | None = None
-    box: Box | None = None
+    box: Running | None = None
     try:
-        box = Box.existing(spec, client=connect())
+        box = Running.existing(spec)
         stopping = box
 
         def stop(signum: int, frame: FrameType | None) -> None:

@@ -158,12 +158,9 @@ def test_a_help_page_or_a_listing_loads_nothing_heavy(line: str, tmp_path: Path)
     assert not heavy, sorted(heavy)
 
 
-def flowerbox_modules(module: str, cwd: Path) -> set[str]:
-    """The flowerbox modules a fresh Python holds once it imported `module`."""
-    code = (
-        f"import sys, {module};"
-        " print(' '.join(sorted(m for m in sys.modules if m.startswith('flowerbox'))))"
-    )
+def all_modules(module: str, cwd: Path) -> set[str]:
+    """The modules a fresh isolated Python holds once it imported `module`."""
+    code = f"import sys, {module}; print(' '.join(sorted(sys.modules)))"
     done = subprocess.run(
         [sys.executable, "-I", "-c", code], cwd=cwd, capture_output=True, text=True, timeout=60
     )
@@ -171,13 +168,37 @@ def flowerbox_modules(module: str, cwd: Path) -> set[str]:
     return set(done.stdout.split())
 
 
+def flowerbox_modules(module: str, cwd: Path) -> set[str]:
+    """The flowerbox modules a fresh Python holds once it imported `module`."""
+    return {m for m in all_modules(module, cwd) if m.startswith("flowerbox")}
+
+
 def test_a_waiting_keeper_holds_no_module_only_the_end_of_its_run_needs(tmp_path: Path) -> None:
     """A detached run's keeper lives as long as its run, one per run (issue 31: a hundred runs
     on one machine, bench.many): the boundary's checks, the broker's servers and the private
-    folders' cleanup are imported when the run has ended, not while it waits."""
-    loaded = flowerbox_modules("flowerbox.runs.supervise", tmp_path)
-    assert "flowerbox.box.engine" in loaded  # what it waits with is there: the reading works
+    folders' cleanup are imported when the run has ended, not while it waits; it waits on the
+    engine's API with the standard library, not the docker SDK (11 of its 35 MiB)."""
+    loaded = all_modules("flowerbox.runs.supervise", tmp_path)
+    assert "flowerbox.box.running" in loaded  # what it waits with is there: the reading works
     late = {"flowerbox.runs.boundary", "flowerbox.broker.server", "flowerbox.box.prepare"}
+    assert not loaded & late, sorted(loaded & late)
+    sdk = {"docker", "requests", "urllib3", "flowerbox.box.engine"}
+    assert not loaded & sdk, sorted(loaded & sdk)
+
+
+def test_a_waiting_guard_holds_only_the_interpreter(tmp_path: Path) -> None:
+    """A detached run's guard (flowerbox.runs.guard) waits as long as its run, one per run:
+    the run's records, the engine's API and the cleanup load once its keeper is gone."""
+    loaded = all_modules("flowerbox.runs.guard", tmp_path)
+    late = {
+        "flowerbox.runs.records",
+        "flowerbox.box.running",
+        "flowerbox.box.prepare",
+        "flowerbox.box.spec",
+        "docker",
+        "msgspec",
+    }
+    assert "flowerbox.runs.guard" in loaded
     assert not loaded & late, sorted(loaded & late)
 
 
