@@ -13,6 +13,7 @@ for the whole run, one per detached run.
 from __future__ import annotations
 
 import contextlib
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -98,14 +99,6 @@ class Running:
                 path = f"/containers/{self.agent['Id']}/stop"
                 self.api.json("POST", path, timeout=STOP_GRACE_S + 30, t=STOP_GRACE_S)
 
-    def kill(self) -> None:
-        """SIGKILL the gateway (nothing of the run reaches the API after that), then the
-        agent: a run whose keeper died (flowerbox.runs.guard)."""
-        for container in (self.gateway, self.agent):
-            if container is not None:
-                with contextlib.suppress(EngineError):
-                    self.api.json("POST", f"/containers/{container['Id']}/kill")
-
     def remove(self) -> None:
         """Remove both containers, their stderr kept first in the run's host-only records
         (the gateway's request lines, the agent's errors: both vanish with a container)."""
@@ -145,3 +138,24 @@ def _in_cgroup_of(pid: int, container_id: str) -> bool:
             return container_id in handle.read()
     except OSError:
         return False
+
+
+def kill_now(spec: BoxSpec, api: EngineAPI | None = None) -> None:
+    """SIGKILL both containers of a run whose keeper died (flowerbox.runs.guard), by name and
+    both at once: under load the engine takes a second or more to answer each call (chaosbox
+    saw an agent still running 2 s after its keeper died), and the box runs unwatched until
+    both are dead. The gateway's kill ends what reaches the API; the agent's needs nothing
+    of it. A container already gone is no error."""
+    engine = api or EngineAPI.from_env()
+
+    def kill(name: str) -> None:
+        with contextlib.suppress(EngineError):
+            engine.json("POST", f"/containers/{name}/kill")
+
+    kills = [
+        threading.Thread(target=kill, args=(n,)) for n in (gateway_name(spec), agent_name(spec))
+    ]
+    for thread in kills:
+        thread.start()
+    for thread in kills:
+        thread.join()

@@ -7,10 +7,11 @@ workspace. So `flowerbox "ask" --detach` starts this process too, in a session o
 stdin the read end of a pipe whose only write end the supervisor holds. The pipe closes when
 the supervisor exits, however it exits (a SIGKILL, the OOM killer). The guard then looks at
 the run's record: an end recorded means the supervisor finished its work; a run still live
-means its keeper died, and the guard kills the box at once (the gateway first, so no request
-leaves after that; then the agent), records when, and does the rest of the keeper's work
-(control.reap's: remove both containers, after_run, the private folders). The run then reads
-as `killed` (137), and `flowerbox resume` continues it as after any kill (docs/detached.md).
+means its keeper died, and the guard kills the box at once (both containers together, by
+name: the gateway's kill ends what reaches the API), records when, and does the rest of the
+keeper's work (control.reap's: remove both containers, after_run, the private folders). The
+run then reads as `killed` (137), and `flowerbox resume` continues it as after any kill
+(docs/detached.md).
 
 Killed rather than stopped (SIGTERM, flower's graceful path, ~5 s): the box would run
 unwatched meanwhile, and flower continues a SIGKILLed run from its store anyway
@@ -43,7 +44,7 @@ def guard(state_dir: Path, watched: int) -> int:
     # but the interpreter (12 MiB; 35 with the docker SDK it had), and its kill speaks to the engine
     # with the standard library (flowerbox.box.engineapi: no client to connect beforehand)
     from flowerbox.box.prepare import Prepared
-    from flowerbox.box.running import Running
+    from flowerbox.box.running import kill_now
     from flowerbox.runs import records
 
     run = _settled(state_dir)
@@ -61,8 +62,8 @@ def guard(state_dir: Path, watched: int) -> int:
             return 0  # the starting CLI still keeps it (and removes the box if it fails)
         # Not `run.unkept`: the pipe closes while the keeper is still exiting, before it is
         # even a zombie, so it may look alive yet; the pipe closing is the proof it is not.
+        kill_now(run.spec())  # first: every moment the box runs unwatched counts
         records.mark_running(state_dir, keeper_pid=os.getpid(), guard=True)  # not `lost`
-        Running.existing(run.spec()).kill()
         records.record(run.spec(), keeper_lost=time.time())
         print(f"flowerbox.runs.guard: {run.run_id} lost its keeper; its box was killed")
         # lazy: the keeper's own code, loaded only when the guard has its work to finish
