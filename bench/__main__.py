@@ -25,6 +25,8 @@ import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
+from bench import _args
+
 SMOKE_TIMEOUT_S = 600  # one module in one language
 SMOKE_AT_ONCE = 2
 # The longest first, so the two lanes end together (seconds measured at smoke size here).
@@ -132,4 +134,4 @@ def smoke() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(smoke() if "--smoke" in sys.argv[1:] else main())
+    sys.exit(smoke() if _args.parse("bench", __doc__).smoke else main())

@@ -44,7 +44,7 @@ from pathlib import Path
 from docker import DockerClient  # noqa: TID251 - the benchmark weighs the images itself
 from docker.errors import DockerException, ImageNotFound  # noqa: TID251
 
-from bench import _tax
+from bench import _args, _tax
 from flower.testing import Always, FakeAPI, text
 from flowerbox import wire
 from flowerbox.runs import records
@@ -317,4 +317,4 @@ def main(*, smoke: bool = False) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(smoke="--smoke" in sys.argv[1:]))
+    sys.exit(main(smoke=_args.parse("bench.box", __doc__).smoke))

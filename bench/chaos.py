@@ -51,6 +51,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from bench import _args
 from bench.faults import cache_aware, job_env, workspace_in
 from flower.core.texts.en import EN
 from flower.core.texts.zh import ZH
@@ -554,26 +555,23 @@ def summary(done: Runs, *, runs: int, smoke: bool) -> int:
     return 0 if smoke or all(met for _, met in checks) else 1
 
 
-def main_args(*, smoke_runs: int) -> dict[str, Any]:
+def main_args(module: str, doc: str | None, *, smoke_runs: int) -> dict[str, Any]:
     """main's arguments from the command line: --runs K, --seed S, --smoke, --keep DIR."""
-    args = sys.argv[1:]
-
-    def given(name: str) -> str | None:
-        return args[args.index(name) + 1] if name in args else None
-
-    smoke = "--smoke" in args
-    runs, seed, keep = given("--runs"), given("--seed"), given("--keep")
-    return {
-        "runs": int(runs) if runs else smoke_runs if smoke else RUNS,
-        "seed": int(seed) if seed else None,
-        "smoke": smoke,
-        "keep": Path(keep) if keep else None,
-    }
+    args = _args.parse(
+        module,
+        doc,
+        ("--runs", {"type": int, "help": f"runs (default {RUNS}; --smoke: {smoke_runs})"}),
+        ("--seed", {"type": int, "help": "the seed of the kill moments (printed when drawn)"}),
+        ("--keep", {"type": Path, "help": "keep every run's folder under this one"}),
+        ("--flowerbox", {"action": "store_true", "help": "the detached flowerbox variant"}),
+    )
+    runs = args.runs if args.runs is not None else smoke_runs if args.smoke else RUNS
+    return {"runs": runs, "seed": args.seed, "smoke": args.smoke, "keep": args.keep}
 
 
 if __name__ == "__main__":
     if "--flowerbox" in sys.argv[1:]:
         from bench import chaosbox  # the variant on the engine: its own module, its own smoke
 
-        sys.exit(chaosbox.main(**main_args(smoke_runs=1)))
-    sys.exit(main(**main_args(smoke_runs=SMOKE_RUNS)))
+        sys.exit(chaosbox.main(**main_args("bench.chaos", chaosbox.__doc__, smoke_runs=1)))
+    sys.exit(main(**main_args("bench.chaos", __doc__, smoke_runs=SMOKE_RUNS)))

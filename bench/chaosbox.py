@@ -298,4 +298,4 @@ def main(
 
 
 if __name__ == "__main__":
-    sys.exit(main(**main_args(smoke_runs=1)))
+    sys.exit(main(**main_args("bench.chaosbox", __doc__, smoke_runs=1)))

@@ -24,6 +24,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench import _args
+
 ROUNDS = 11
 SMOKE_ROUNDS = 1
 BASELINE = "flower --version"
@@ -114,4 +116,4 @@ def main(*, smoke: bool = False) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(smoke="--smoke" in sys.argv[1:]))
+    sys.exit(main(smoke=_args.parse("bench.cli", __doc__).smoke))

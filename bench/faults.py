@@ -38,6 +38,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from bench import _args
 from flower.core.texts.en import EN
 from flower.core.texts.zh import ZH
 from flower.testing import (
@@ -522,4 +523,4 @@ def main(*, smoke: bool = False) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(smoke="--smoke" in sys.argv[1:]))
+    sys.exit(main(smoke=_args.parse("bench.faults", __doc__).smoke))

@@ -21,6 +21,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench import _args
 from flower.testing import Always, FakeAPI, Usage, text
 from flowerbox import wire
 
@@ -103,4 +104,4 @@ def main(*, smoke: bool = False) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(smoke="--smoke" in sys.argv[1:]))
+    sys.exit(main(smoke=_args.parse("bench.gateway", __doc__).smoke))

@@ -17,6 +17,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench import _args
 from flower.core.agent import AgentSpec
 from flower.core.runtime import Runtime
 from flower.core.workbench import Workbench
@@ -80,4 +81,4 @@ def main(*, smoke: bool = False) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(smoke="--smoke" in sys.argv[1:]))
+    sys.exit(main(smoke=_args.parse("bench.guards", __doc__).smoke))

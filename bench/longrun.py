@@ -19,6 +19,7 @@ from pathlib import Path
 
 from claude_agent_sdk import ClaudeAgentOptions, ResultMessage, query
 
+from bench import _args
 from flower.core.agent import AgentSpec
 from flower.core.runtime import Runtime
 from flower.testing import FakeAPI, Reply, Sequence, text, tool
@@ -118,4 +119,4 @@ def main(*, smoke: bool = False) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(smoke="--smoke" in sys.argv[1:]))
+    sys.exit(main(smoke=_args.parse("bench.longrun", __doc__).smoke))

@@ -48,7 +48,7 @@ from typing import Any
 from docker import DockerClient  # noqa: TID251 - the benchmark weighs the containers itself
 from docker.errors import DockerException  # noqa: TID251
 
-from bench import _manycli
+from bench import _args, _manycli
 from flower.testing import Always, FakeAPI, Usage, text
 from flowerbox import wire
 from flowerbox.broker import client
@@ -282,19 +282,17 @@ def _memory(stats: dict[str, Any]) -> int:
     return int(memory.get("usage", 0)) - int(cache)
 
 
-def main(*, smoke: bool = False, cli: bool | None = None, argv: list[str] | None = None) -> int:
-    """The broker's figures and the real-CLI runs (`cli=True`: those alone, `False`: not)."""
-    args = argv or []
+def main(
+    *, smoke: bool = False, cli: bool | None = None, size: _manycli.CliSize | None = None
+) -> int:
+    """The broker's figures and the real-CLI runs (`cli=True`: those alone, `False`: not) at
+    `size` (the smoke's or the full one by default)."""
     image = os.environ.get("FLOWERBOX_IMAGE", "flowerbox:dev")
     ok = True
     if cli is not True:
         ok &= broker_figures(smoke)
     if cli is not False:
-        size = _manycli.CLI_SMOKE if smoke else _manycli.CliSize()
-        at_once = _option(args, "--at-once")
-        hold = _float(_option(args, "--hold"))
-        size = _manycli.sized(_option(args, "--sizes"), hold, at_once and int(at_once), size)
-        ok &= _manycli.main(size, image)
+        ok &= _manycli.main(size or (_manycli.CLI_SMOKE if smoke else _manycli.CliSize()), image)
     return 0 if ok or smoke else 1
 
 
@@ -335,15 +333,15 @@ def broker_figures(smoke: bool) -> bool:
     return ok
 
 
-def _option(args: list[str], name: str) -> str | None:
-    """The value after `name` in `args`."""
-    return args[args.index(name) + 1] if name in args[:-1] else None
-
-
-def _float(value: str | None) -> float | None:
-    return None if value is None else float(value)
-
-
 if __name__ == "__main__":
-    argv = sys.argv[1:]
-    sys.exit(main(smoke="--smoke" in argv, cli=True if "--cli" in argv else None, argv=argv))
+    args = _args.parse(
+        "bench.many",
+        __doc__,
+        ("--cli", {"action": "store_true", "help": "the real-CLI runs alone"}),
+        ("--sizes", {"help": "the real-CLI runs' sizes, e.g. 25,50,100"}),
+        ("--hold", {"type": float, "help": "seconds the model holds each reply"}),
+        ("--at-once", {"type": int, "help": "runs starting at once"}),
+    )
+    base = _manycli.CLI_SMOKE if args.smoke else _manycli.CliSize()
+    size = _manycli.sized(args.sizes, args.hold, args.at_once, base)
+    sys.exit(main(smoke=args.smoke, cli=True if args.cli else None, size=size))

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from claude_agent_sdk import ClaudeAgentOptions, query
 
+from bench import _args
 from flower.core.agent import AgentSpec
 from flower.core.runtime import Runtime
 from flower.testing import FakeAPI, Sequence, text, tool
@@ -90,4 +91,4 @@ def main(*, smoke: bool = False) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(smoke="--smoke" in sys.argv[1:]))
+    sys.exit(main(smoke=_args.parse("bench.runtime", __doc__).smoke))

@@ -32,6 +32,7 @@ from typing import Any
 import anyio.to_thread
 from claude_agent_sdk import InMemorySessionStore, SessionKey, SessionStore
 
+from bench import _args
 from flower.stores import PruningSessionStore, SqliteSessionStore
 
 SIZES = (1_000, 10_000, 100_000)
@@ -317,4 +318,4 @@ def main(*, smoke: bool = False) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(smoke="--smoke" in sys.argv[1:]))
+    sys.exit(main(smoke=_args.parse("bench.stores", __doc__).smoke))
