@@ -279,7 +279,7 @@ class Runtime:
             result.attempts = number
             budget = self._budget_left()
             if budget is not None and budget <= 0:
-                result.error = f"the run's budget of ${self.budget_usd:.2f} is spent"
+                result.error = lang.text("runtime.budget_spent", budget=f"{self.budget_usd:.2f}")
                 break
             given, said_first = await self._hand_on(spec, resume, fork=fork, retired=retired)
             attempt = await self._attempt(

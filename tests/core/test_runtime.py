@@ -277,7 +277,7 @@ async def test_a_run_budget_caps_every_step_after_it_is_spent(
     finally:
         runtime.close()
     assert first.cost_usd > 0.001  # the CLI checks its budget after a request: it overshoots
-    assert not second.ok and second.error == "the run's budget of $0.00 is spent"
+    assert not second.ok and second.error == "运行的预算 $0.00 已用完"  # the run's language
     assert len(flower_env.requests) == 1  # the second step never reached the API
 
 

@@ -274,7 +274,9 @@ def test_a_budget_stops_flower_and_says_why(
         env=box_env(real_api, host_user),
     )
     assert done.returncode == 1
-    assert "Reached maximum budget ($4)" in done.stdout  # flower's own stop, at the step
+    # flower's own stop, in the run's language: the call filled the context too, so the
+    # handoff's hook ended the CLI's turn before the CLI's own budget stop could say it
+    assert "确认需求: 运行的预算 $4.00 已用完" in done.stdout
     assert len(real_api.requests) == 1  # the first call spent it: nothing more reached the API
 
 

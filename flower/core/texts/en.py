@@ -1640,4 +1640,6 @@ written, each on its own line; write nothing else, and no code block.
     ),
     "egress.cannot_resolve": "cannot resolve {host}: {problem}",
     "egress.cannot_reach": "cannot reach {where}: {error}",
+    # -- the step's own budget stop
+    "runtime.budget_spent": "the run's budget of ${budget} is spent",
 }

@@ -1456,4 +1456,6 @@ ZH: dict[str, str] = {
     ),
     "egress.cannot_resolve": "无法解析 {host}：{problem}",
     "egress.cannot_reach": "无法连接 {where}：{error}",
+    # -- the step's own budget stop
+    "runtime.budget_spent": "运行的预算 ${budget} 已用完",
 }
