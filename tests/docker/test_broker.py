@@ -6,6 +6,7 @@ rules at the request level: tests/flowerbox/test_broker.py."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -102,10 +103,12 @@ def broker(
 
 def descendants(pid: int) -> list[int]:
     """The processes below `pid` (ours: started by this test), deepest last."""
-    found = []
-    for task in Path(f"/proc/{pid}/task").iterdir():
-        for child in (task / "children").read_text().split():
-            found += [int(child), *descendants(int(child))]
+    found: list[int] = []
+    with contextlib.suppress(FileNotFoundError, ProcessLookupError):  # a thread or process
+        for task in Path(f"/proc/{pid}/task").iterdir():  # may end while it is read
+            with contextlib.suppress(FileNotFoundError, ProcessLookupError):
+                for child in (task / "children").read_text().split():
+                    found += [int(child), *descendants(int(child))]
     return found
 
 
