@@ -66,6 +66,22 @@ def start_flower(*args: str, env: dict[str, str], cwd: Path) -> subprocess.Popen
     )
 
 
+READS = {"0", "7", "23", "270", "271"}  # x86_64 read, poll, select, pselect6, ppoll
+
+
+def waiting_for_input(pid: int, timeout: float = 10.0) -> None:
+    """Wait until `pid` is blocked in a read of its input. A prompt is on the screen before
+    its read starts, and a Ctrl+C that lands in between is taken by Python only at its next
+    check, which a read already blocked never reaches (the test then waited 60 s)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with contextlib.suppress(OSError):
+            if Path(f"/proc/{pid}/syscall").read_text().split(" ", 1)[0] in READS:
+                return
+        time.sleep(0.01)
+    raise TimeoutError(f"process {pid} never waited for input")
+
+
 @contextlib.contextmanager
 def on_a_terminal(
     *args: str,

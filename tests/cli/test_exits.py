@@ -15,7 +15,7 @@ from flower.cli.exits import Exit, exit_codes
 from flower.errors import FlowerError, RunDirError
 from flower.testing import PLACEHOLDER_KEY, FakeAPI
 from flower.testing.demo import DEMO_ASK, starter_cast
-from tests.cli.conftest import FLOWER, on_a_terminal
+from tests.cli.conftest import FLOWER, on_a_terminal, waiting_for_input
 
 
 @pytest.mark.english  # its English (issue 36)
@@ -84,6 +84,7 @@ def test_ctrl_c_at_the_first_prompt_exits_130_in_the_runs_language(
     args = ("--lang", lang, DEMO_ASK, "-w", str(workspace))
     with on_a_terminal(*args, env=cli_env, cwd=workspace.parent) as (run, screen):
         screen.expect(prompt)
+        waiting_for_input(run.pid)  # as a person's Ctrl+C comes: while the prompt waits
         run.send_signal(signal.SIGINT)
         assert run.wait(timeout=60) == Exit.INTERRUPTED == 130
         screen.pause(0.5)
