@@ -144,15 +144,7 @@ def test_a_detached_run_waits_for_a_question_answered_from_the_host(
     real_api.script = starter_cast()  # the clarifier asks QUESTION first
     args = (DEMO_ASK, "--timeout", "600", "--runtime", box_runtime)
     run_id, env = detach(host_user, ws, real_api, *args)
-    deadline, rows = time.monotonic() + 180, []
-    while time.monotonic() < deadline:
-        ps = as_user(host_user, [FLOWERBOX, "ps", "--json"], cwd=ws, env=env)
-        assert ps.returncode == 0, ps.stderr
-        rows = parse_document(ps.stdout)["runs"]
-        if rows and rows[-1]["pending_asks"]:
-            break
-        time.sleep(0.5)
-    [row] = rows
+    [row] = waiting_rows(host_user, ws, env)
     assert (row["run_id"], row["status"], row["pending_asks"]) == (run_id, "running", [QUESTION])
     gateway = docker_client.containers.get(f"flowerbox-gateway-{run_id}")
     assert gateway.status == "running"  # the run waits, its gateway with it
@@ -350,9 +342,9 @@ def test_once_detached_is_followed_by_logs_to_its_end(
     assert note.read_text() == "# note\n" and meta_of(ws, run_id)["command"][:1] == ["once"]
 
 
-def waiting_row(user: tuple[str, int, int], ws: Path, env: dict[str, str]) -> dict[str, Any]:
-    """The newest run's row in `flowerbox ps --json` once it waits for an answer (or as it
-    is after 180 s)."""
+def waiting_rows(user: tuple[str, int, int], ws: Path, env: dict[str, str]) -> list[dict[str, Any]]:
+    """The rows of `flowerbox ps --json` once the newest run waits for an answer (or as they
+    are after 180 s)."""
     deadline, rows = time.monotonic() + 180, []
     while time.monotonic() < deadline:
         ps = as_user(user, [FLOWERBOX, "ps", "--json"], cwd=ws, env=env)
@@ -361,8 +353,7 @@ def waiting_row(user: tuple[str, int, int], ws: Path, env: dict[str, str]) -> di
         if rows and rows[-1]["pending_asks"]:
             break
         time.sleep(0.5)
-    row: dict[str, Any] = rows[-1] if rows else {}
-    return row
+    return rows
 
 
 def keeper_killed(ws: Path, run_id: str) -> None:
@@ -385,14 +376,14 @@ def test_a_run_killed_while_its_question_waits_asks_it_again_once_resumed(
     ws = user_workspace
     real_api.script = starter_cast()  # the clarifier asks QUESTION first
     run_id, env = detach(host_user, ws, real_api, DEMO_ASK, "--timeout", "600")
-    row = waiting_row(host_user, ws, env)
+    row = waiting_rows(host_user, ws, env)[-1]
     assert (row["run_id"], row["pending_asks"]) == (run_id, [QUESTION])
     keeper_killed(ws, run_id)
 
     resumed = as_user(host_user, [FLOWERBOX, "resume", run_id], cwd=ws, env=env)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     new_id = resumed.stdout.strip()
-    row = waiting_row(host_user, ws, env)
+    row = waiting_rows(host_user, ws, env)[-1]
     assert (row["run_id"], row["status"], row["pending_asks"]) == (new_id, "running", [QUESTION])
     answered = as_user(host_user, [FLOWERBOX, "answer", "q1", "python3"], cwd=ws, env=env)
     assert answered.returncode == 0, answered.stderr
@@ -426,7 +417,7 @@ def test_an_answer_given_before_the_keeper_died_is_used_once_resumed(
 
     real_api.script = holding
     run_id, env = detach(host_user, ws, real_api, DEMO_ASK, "--timeout", "600")
-    assert waiting_row(host_user, ws, env)["pending_asks"] == [QUESTION]
+    assert waiting_rows(host_user, ws, env)[-1]["pending_asks"] == [QUESTION]
     answered = as_user(host_user, [FLOWERBOX, "answer", "q1", "python3"], cwd=ws, env=env)
     assert answered.returncode == 0, answered.stderr
     assert real_api.wait_for(lambda _: bool(held), 120)
