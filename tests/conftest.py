@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 import signal
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -43,6 +44,17 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         for prefix, group in GROUPS.items():
             if where.startswith(prefix):
                 item.add_marker(pytest.mark.xdist_group(group))
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> Iterator[None]:
+    """The failed tests' ids last, one line each: in CI (no truncation) the short summary's
+    FAILED line carries the whole assertion, and a long diff pushed the test's name out of
+    the part of the log a reader gets to see."""
+    yield  # pytest's own summary first, the short one included
+    failed = [report.nodeid for report in terminalreporter.stats.get("failed", [])]
+    for nodeid in failed:
+        terminalreporter.write_line(f"failed: {nodeid}")
 
 
 def hearing_ctrl_c() -> None:
