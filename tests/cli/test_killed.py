@@ -27,6 +27,7 @@ def kill_in_round_two(fake_api: FakeAPI, env: dict[str, str], workspace: Path) -
     cast = starter_cast()
     workers: list[str] = []
     pidfile = workspace.parent / "sleeper.pid"
+    runs = workspace.parent / "runs"
     slow = SLOW.format(pidfile=pidfile)
 
     def worker(request: Request) -> Reply:
@@ -57,7 +58,9 @@ def kill_in_round_two(fake_api: FakeAPI, env: dict[str, str], workspace: Path) -
         start_new_session=True,
     )
     try:
-        assert fake_api.wait_for(lambda reqs: len(workers) >= 2 and pidfile.is_file(), 180)
+        assert fake_api.wait_for(
+            lambda reqs: len(workers) >= 2 and pidfile.is_file() and round_two_written(runs), 180
+        )
         os.kill(proc.pid, signal.SIGKILL)  # flower first, nothing gets to say goodbye
         proc.wait(timeout=30)
     finally:
@@ -68,6 +71,17 @@ def kill_in_round_two(fake_api: FakeAPI, env: dict[str, str], workspace: Path) -
                 os.kill(int(sleeper), signal.SIGKILL)  # the worker's tool, in its own group
     assert proc.returncode == -signal.SIGKILL
     assert len(judged) == 1
+
+
+def round_two_written(runs: Path) -> bool:
+    """Whether the manifest's running row holds both calls of round 2 so far (the
+    coordinator's delegation, the worker's first): flower writes a running row in the
+    background, and a kill before that write leaves the row behind what was spent (a busy
+    CI once killed it at cost 0, and a budget of "half the killed attempt" was then none)."""
+    with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
+        running = [r for r in rows_of(runs) if r.get("state") == "running"]
+        return bool(running) and running[-1]["usage"]["api_calls"] >= 2
+    return False
 
 
 def rows_of(runs: Path) -> list[dict[str, Any]]:
