@@ -125,6 +125,11 @@ class FakeAPI:
     def env(self, home: str | Path | None = None, *, retries: int | None = 0) -> dict[str, str]:
         """Environment for the CLI: this server as the API, a placeholder key, no other traffic.
 
+        home: the CLI's HOME, and its temp folder (CLAUDE_CODE_TMPDIR, `home`/.tmp) instead of
+        the machine's shared /tmp/claude-<uid>. A CLI with a fresh HOME has no `.last-cleanup`
+        stamp, so each session sweeps its temp folder about 5 s in; over the shared folder (a
+        busy machine's holds thousands of leftovers: 18,000 here) that cost ~0.35 s of CPU a
+        session, and it touched what other sessions of the same user keep there.
         retries: CLAUDE_CODE_MAX_RETRIES for the CLI (0 keeps fault tests fast; None leaves
         the CLI's default of 10).
         """
@@ -135,6 +140,7 @@ class FakeAPI:
         }
         if home is not None:
             env["HOME"] = str(home)
+            env["CLAUDE_CODE_TMPDIR"] = str(Path(home) / ".tmp")
         if retries is not None:
             env["CLAUDE_CODE_MAX_RETRIES"] = str(retries)
         return env
