@@ -584,6 +584,10 @@ ZH: dict[str, str] = {
     "engine.start_failed": "启动 {name} 失败：{problem}",
     "engine.no_broker": "broker 没有提供 {socket}：`flowerbox broker` 还在运行吗？",
     "engine.gateway_died": "网关在开始监听之前就退出了：\n{logs}",
+    "engine.no_lease": (
+        "网关已启动，但它的租约套接字 {socket} 没有应答（{problem}）；"
+        "镜像是否比这个 flowerbox 旧？`flowerbox build` 会重新构建它"
+    ),
     "engine.gateway_silent": "网关没有在 {seconds} 秒内打开 {socket}",
     "engine.no_runtimes": "无法向 Docker 引擎询问它的运行时：{problem}",
     "engine.no_runtime": (
@@ -969,6 +973,10 @@ ZH: dict[str, str] = {
         "网关只转发 {allowed}（docs/gateway.md）"
     ),
     "gateway.endpoints_and": " 和 ",
+    "gateway.keeper_gone": (
+        "主机上守护这个运行的进程已经不在了，它的容器正在被停止：不再转发任何请求"
+    ),
+    "gateway.lease_unbound": "无法在租约套接字 {path} 上监听：{problem}",
     "gateway.unreachable": "连不上 {upstream}：{reason}",
     "gateway.internal_error": (
         "处理这个请求时出现内部错误（这是 flowerbox 的缺陷：回溯信息在网关日志中，"
