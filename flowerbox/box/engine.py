@@ -251,6 +251,7 @@ class Box:
         """Once the gateway's socket is there it has read the credentials file, so the file
         goes at once (a killed CLI leaves nothing to find: flowerbox.box.state)."""
         if self.spec.broker:
+            self._hold_broker_lease()
             return
         try:
             self._wait_for_socket()
@@ -262,6 +263,14 @@ class Box:
         except OSError as exc:
             said = text("engine.no_lease", socket=self.spec.lease_socket, problem=exc)
             raise BoxError(said) from exc
+
+    def _hold_broker_lease(self) -> None:
+        """A broker's run: its lease is the broker's, taken over its control socket."""
+        # lazy: the broker's client, for a broker's runs alone
+        from flowerbox.box import state
+        from flowerbox.broker.client import hold_lease
+
+        self.lease = hold_lease(state.broker_folder(), self.spec.run_id)
 
     def _wait_for_socket(self) -> None:
         """Until the socket is there: a stat every SOCKET_POLL_S (it costs nothing, and the

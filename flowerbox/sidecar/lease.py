@@ -43,12 +43,22 @@ HOLD_WAIT_S = 5.0  # the gateway binds the lease before its api.sock: it is ther
 class Lease:
     """The gateway's side: one listening socket until a holder comes, then its connection."""
 
-    def __init__(self, listener: socket.socket, path: Path) -> None:
-        self._listener: socket.socket | None = listener
+    def __init__(
+        self,
+        listener: socket.socket | None,
+        path: Path | None,
+        holder: socket.socket | None = None,
+    ) -> None:
+        self._listener = listener
         self._path = path
-        self._holder: socket.socket | None = None
+        self._holder = holder
         self._lost = False
         self._lock = threading.Lock()
+
+    @classmethod
+    def taken(cls, holder: socket.socket) -> Lease:
+        """A lease its holder took on a connection of its own (a broker's control socket)."""
+        return cls(None, None, holder)
 
     @classmethod
     def listen(cls, path: Path) -> Lease:
@@ -88,11 +98,14 @@ class Lease:
             return self._lost
 
     def close(self) -> None:
+        """Stop listening, or let the holder's connection go (a thread reading it wakes)."""
         with self._lock:
-            for sock in (self._listener, self._holder):
-                if sock is not None:
-                    sock.close()
+            if self._holder is not None:
+                with contextlib.suppress(OSError):
+                    self._holder.shutdown(socket.SHUT_RDWR)
+                self._holder.close()
             if self._listener is not None:
+                self._listener.close()
                 _remove(self._path)
             self._listener = self._holder = None
 
@@ -143,9 +156,10 @@ def _ended(sock: socket.socket) -> bool:
         return True  # reset: ended too
 
 
-def _remove(path: Path) -> None:
-    with contextlib.suppress(OSError):
-        path.unlink()
+def _remove(path: Path | None) -> None:
+    if path is not None:
+        with contextlib.suppress(OSError):
+            path.unlink()
 
 
 @contextlib.contextmanager

@@ -16,8 +16,11 @@ from pathlib import Path
 import pytest
 
 from flower.testing import Always, FakeAPI, text
+from flowerbox.broker import client
+from flowerbox.errors import BrokerError
 from flowerbox.sidecar.lease import Lease, hold
 from tests.flowerbox.conftest import GatewayProcess, wait_for
+from tests.flowerbox.test_broker import BrokerProcess, start_broker  # noqa: F401
 
 ASK = {
     "model": "claude-sonnet-4-5",
@@ -158,3 +161,54 @@ def test_a_lease_that_cannot_be_bound_stops_the_gateway_with_a_sentence(
     assert gateway.process.wait(timeout=30) == 2
     wait_for(lambda: "lease" in gateway.log())
     assert "Traceback" not in gateway.log()
+
+
+# The broker's analogue: a keeper takes its run's lease over the broker's control socket.
+BROKER_HOLDER = (
+    "import sys, time\n"
+    "from pathlib import Path\n"
+    "from flowerbox.broker.client import hold_lease\n"
+    "held = hold_lease(Path(sys.argv[1]), sys.argv[2])\n"
+    "print('held', flush=True)\n"
+    "time.sleep(600)\n"
+)
+
+
+def test_a_broker_forwards_nothing_of_a_run_once_its_keeper_is_killed(
+    start_broker: Callable[..., BrokerProcess],  # noqa: F811
+    upstream: FakeAPI,
+) -> None:
+    """Served before the lease is taken and while its holder lives; after the holder's
+    SIGKILL a 503, nothing reaches the API; the run next to it is served as before; the
+    lease is taken once, and only for a run the broker serves."""
+    broker = start_broker()
+    run, other = broker.register(), broker.register()
+    assert run.request()[0] == 200  # nobody took the lease yet: served
+    keeper = subprocess.Popen(
+        [sys.executable, "-c", BROKER_HOLDER, str(broker.folder), run.run_id],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert keeper.stdout is not None and keeper.stdout.readline() == "held\n"
+        with pytest.raises(BrokerError, match="held already"):
+            client.hold_lease(broker.folder, run.run_id)
+        with pytest.raises(BrokerError, match="has ended"):
+            client.hold_lease(broker.folder, "20261202-000000-ffffff")
+        assert run.request()[0] == 200
+        killed(keeper)
+    finally:
+        keeper.kill()
+        keeper.wait(timeout=10)
+        if keeper.stdout is not None:
+            keeper.stdout.close()
+    before = len(upstream.requests)
+    status, body = run.request()
+    assert status == 503 and body["error"]["type"] == "api_error", body
+    assert before == len(upstream.requests) == 2
+    assert other.request()[0] == 200
+    assert [r["status"] for r in broker.rows(run)] == [200, 200, 503]
+    assert {r["note"] for r in broker.rows(run) if r["status"] == 503} == {
+        "refused: the run's keeper is gone"
+    }
+    assert client.revoke(broker.folder, run.run_id)  # its end, as the guard tells it

@@ -1082,6 +1082,7 @@ written, each on its own line; write nothing else, and no code block.
     "broker.why_not_listed": (
         "run {run} is served again once the broker has listed the cluster's Secrets"
     ),
+    "broker.lease_held": "the lease of run {run} is held already",
     "broker.why_ended": "run {run} has ended; its token is revoked",
     "broker.why_two_credentials": "{problem}; send the run's token once",
     "broker.why_no_token": "no token; send the run's token as x-api-key",

@@ -953,6 +953,7 @@ ZH: dict[str, str] = {
     "broker.why_no_job": "运行 {run} 没有正在运行的 Job；在有 Job 运行之前，它的令牌被拒绝",
     "broker.why_unknown_token": "不是这个 broker 所服务的运行的令牌",
     "broker.why_not_listed": "broker 列出集群的 Secret 之后，运行 {run} 会重新得到服务",
+    "broker.lease_held": "运行 {run} 的租约已经有人持有",
     "broker.why_ended": "运行 {run} 已经结束；它的令牌已被吊销",
     "broker.why_two_credentials": "{problem}；运行的令牌只发送一次",
     "broker.why_no_token": "没有令牌；请把运行的令牌作为 x-api-key 发送",
