@@ -4,17 +4,21 @@ random moments, continued with `flowerbox resume` each time.
 The job is bench.chaos's (the same cast, ledger and ask), run as `flowerbox "ask" --detach
 --timeout 6` on the image FLOWERBOX_IMAGE names (default flowerbox:dev): the clarifier's
 question waits 6 s for an answer nobody gives, so a kill can land while it waits. Each run is
-killed 1-3 times, at moments drawn uniformly over the fault-free detached run's duration
-(measured first; a run that ends before its first kill is not counted, is made again, and
-the moments are drawn over its duration from then on: bench.chaos.every_run_killed), by a
+killed 1-3 times, each moment drawn phase first: one of the phases the fault-free detached
+run went through (measured first, its phases' stretches printed) at random, then a moment
+uniformly within that phase's stretch (bench.chaos.phase_first: the last judge's second or
+so is hit as often as a round's ten; drawn uniformly over the whole run, 0 of 49 kills
+landed there). A run that ends before its first kill is not counted, is made again, and its
+moments are drawn uniformly over its duration from then on (bench.chaos.every_run_killed). By a
 SIGKILL of the keeper's process group (the supervisor: what the OOM killer would take); the
 box's own processes are not signalled. Each kill's line names the phase it landed in. A
 keeper's death is the guard's to handle (flowerbox.runs.guard: the box killed, the run
 recorded `killed`); 2 s later the run is checked, then `flowerbox resume` continues it.
 Per run, as bench.chaos: achieved (the last run `done`, exit 0), each effect exactly once,
 orphans (2 s after the kill: a process of the keeper's process group, or a running
-container of the run), late requests (reaching the fake API after the guard recorded the
-box killed; those between the keeper's death and that moment are shown as `gap`), the
+container of the run), late requests (reaching the fake API after the keeper's kill;
+those before the guard recorded the box killed are shown apart too: the keeper's lease on
+the gateway must refuse them, flowerbox.sidecar.lease), the
 frozen goal unchanged, and the cost over the fault-free run. Targets as bench.chaos's.
 
 Needs the engine and the image; without them it says it skipped. `--smoke`: one run, killed
@@ -51,6 +55,7 @@ from bench.chaos import (
     cast,
     every_run_killed,
     main_args,
+    phase_first,
     summary,
 )
 from bench.faults import cache_aware, job_env, workspace_in
@@ -128,7 +133,7 @@ def run_one(root: Path, *, kill_at: list[float], hold: random.Random | None) -> 
         }
         job = Detached(ws, env, root / "home" / ".local" / "state" / "flowerbox")
         timeline.mark("start")
-        began = time.monotonic()
+        began, began_at = time.monotonic(), time.time()
         done = job.flowerbox(ASK, "--detach", "--no-isolate", "--timeout", QUESTION_WAIT_S)
         if done.returncode != 0:
             raise SystemExit(f"flowerbox --detach failed: {done.stderr[-2000:]}")
@@ -154,7 +159,7 @@ def run_one(root: Path, *, kill_at: list[float], hold: random.Random | None) -> 
             meta = job.newest(time.monotonic() + 120)
             boxed = float(meta.get("keeper_lost") or killed)
             gap += sum(1 for r in api.requests if killed < r.received_at <= boxed)
-            late += sum(1 for r in api.requests if r.received_at > boxed)
+            late += sum(1 for r in api.requests if r.received_at > killed)
             if goal_path.is_file():
                 goals.add(goal_path.read_bytes())
             kills.append("resume")
@@ -187,6 +192,7 @@ def run_one(root: Path, *, kill_at: list[float], hold: random.Random | None) -> 
         gap=gap,
         phases=phases,
         first_s=first_s,
+        windows=timeline.windows(began_at, first_s) if not kill_at else [],
     )
 
 
@@ -275,18 +281,24 @@ def main(
         base = keep.resolve() if keep is not None else Path(tmp)
         base.mkdir(parents=True, exist_ok=True)
         clean_cost, clean_s = float("nan"), SMOKE_KILL_S * 2
+        windows: list[tuple[str, float, float]] = []
         if not smoke:  # the smoke has no time for it: one kill at SMOKE_KILL_S, no overhead
             clean = run_one(base / "clean", kill_at=[], hold=None)
             clean_s = clean.first_s  # from `flowerbox --detach` to the run's end, as a moment
             if not clean.achieved or clean.duplicated or clean.lost:
                 print(f"the fault-free run did not come out right: {clean}")
                 return 1
-            clean_cost = clean.cost
+            clean_cost, windows = clean.cost, clean.windows
+            shown = ", ".join(f"{phase} {start:.1f}-{end:.1f}" for phase, start, end in windows)
+            print(f"fault-free phases (s): {shown}")
             print(f"fault-free detached run: {clean_s:.1f} s, achieved, every effect once")
 
         def attempt(index: int, over_s: float, again: int) -> tuple[list[float], Outcome]:
             count = 1 if smoke else rng.randint(1, 3)
-            moments = [rng.uniform(0, over_s) for _ in range(count)]
+            if windows and not again:  # each moment in a phase drawn first, on the clean run
+                moments = [phase_first(rng, windows) for _ in range(count)]
+            else:  # the smoke, or a run made again: over the shortest duration seen
+                moments = [rng.uniform(0, over_s) for _ in range(count)]
             hold = random.Random(rng.randrange(2**31))
             folder = base / f"run{index}{'-again' * again}"
             outcome = run_one(folder, kill_at=moments, hold=hold)
