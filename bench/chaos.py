@@ -114,24 +114,28 @@ class Timeline:
         return max(began, key=lambda event: event[0])[1] if began else "start"
 
     def windows(self, began: float, ended_s: float) -> list[tuple[str, float, float]]:
-        """Each phase's stretch of a run that began at `began` (time.time()) and lasted
-        `ended_s` seconds: (phase, from, to), seconds into the run, from each phase's first
-        mark to the next phase's; a phase the run never reached is left out."""
-        first: dict[str, float] = {}
-        for when, phase in sorted(self.events):
-            if when >= began:
-                first.setdefault(phase, when - began)
-        starts = sorted((at, phase) for phase, at in first.items() if at < ended_s)
-        ends = [at for at, _ in starts[1:]] + [ended_s]
-        return [(phase, at, end) for (at, phase), end in zip(starts, ends, strict=True)]
+        """The stretches of a run that began at `began` (time.time()) and lasted `ended_s`
+        seconds: (phase, from, to), seconds into the run, each mark to the next one (a phase
+        may come back: the clarifier after its question)."""
+        marks = sorted((max(0.0, when - began), phase) for when, phase in self.events)
+        marks = [(at, phase) for at, phase in marks if at < ended_s]
+        ends = [at for at, _ in marks[1:]] + [ended_s]
+        return [(phase, at, end) for (at, phase), end in zip(marks, ends, strict=True)]
 
 
 def phase_first(rng: random.Random, windows: list[tuple[str, float, float]]) -> float:
-    """A kill moment drawn phase first: a phase of `windows` (Timeline.windows) at random,
-    then a moment uniformly within it; a short phase (the last judge's, ~1 s of ~35) is hit
-    as often as a long one, which moments drawn uniformly over the run seldom do."""
-    _, start, end = rng.choice(windows)
-    return rng.uniform(start, end)
+    """A kill moment drawn phase first: one of the phases of `windows` (Timeline.windows)
+    at random, then a moment uniformly over its stretches; a short phase (the last judge's,
+    ~1 s of a run) is hit as often as a long one, which moments drawn uniformly over the run
+    seldom do."""
+    phase = rng.choice(sorted({phase for phase, _, _ in windows}))
+    mine = [(start, end) for name, start, end in windows if name == phase]
+    left = rng.uniform(0, sum(end - start for start, end in mine))
+    for start, end in mine:
+        if left <= end - start:
+            return start + left
+        left -= end - start
+    return mine[-1][1]
 
 
 def cast(

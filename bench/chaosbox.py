@@ -132,8 +132,8 @@ def run_one(root: Path, *, kill_at: list[float], hold: random.Random | None) -> 
             "XDG_STATE_HOME": str(root / "home" / ".local" / "state"),
         }
         job = Detached(ws, env, root / "home" / ".local" / "state" / "flowerbox")
-        timeline.mark("start")
         began, began_at = time.monotonic(), time.time()
+        timeline.mark("start", began_at)
         done = job.flowerbox(ASK, "--detach", "--no-isolate", "--timeout", QUESTION_WAIT_S)
         if done.returncode != 0:
             raise SystemExit(f"flowerbox --detach failed: {done.stderr[-2000:]}")
