@@ -108,6 +108,12 @@ class Timeline:
     def mark(self, phase: str, at: float | None = None) -> None:
         self.events.append((time.time() if at is None else at, phase))
 
+    def reached(self, phase: str, since: float) -> float | None:
+        """When `phase` was first marked at or after `since` (time.time()), or None."""
+        return min(
+            (when for when, name in self.events if name == phase and when >= since), default=None
+        )
+
     def at(self, moment: float) -> str:
         """The phase under way at `moment` (time.time())."""
         began = [(when, phase) for when, phase in self.events if when <= moment]
@@ -123,19 +129,13 @@ class Timeline:
         return [(phase, at, end) for (at, phase), end in zip(marks, ends, strict=True)]
 
 
-def phase_first(rng: random.Random, windows: list[tuple[str, float, float]]) -> float:
-    """A kill moment drawn phase first: one of the phases of `windows` (Timeline.windows)
-    at random, then a moment uniformly over its stretches; a short phase (the last judge's,
-    ~1 s of a run) is hit as often as a long one, which moments drawn uniformly over the run
-    seldom do."""
+def phase_first(rng: random.Random, windows: list[tuple[str, float, float]]) -> tuple[str, float]:
+    """A kill drawn phase first: one of the phases of `windows` (Timeline.windows, of the
+    fault-free run) at random, and how long into it (uniformly over its length there). A
+    short phase (the last judge's, ~1 s of a run) is hit as often as a long one, which
+    moments drawn uniformly over the run seldom do, the less so as load stretches a run."""
     phase = rng.choice(sorted({phase for phase, _, _ in windows}))
-    mine = [(start, end) for name, start, end in windows if name == phase]
-    left = rng.uniform(0, sum(end - start for start, end in mine))
-    for start, end in mine:
-        if left <= end - start:
-            return start + left
-        left -= end - start
-    return mine[-1][1]
+    return phase, rng.uniform(0, sum(end - start for name, start, end in windows if name == phase))
 
 
 def cast(
@@ -262,6 +262,7 @@ class Outcome:
     phases: list[str] = field(default_factory=list)  # the phase (PHASES) each kill landed in
     first_s: float = 0.0  # how long its first process (or box) ran, kill or not
     windows: list[tuple[str, float, float]] = field(default_factory=list)  # Timeline.windows
+    at_s: list[float] = field(default_factory=list)  # each kill, seconds into its box run
 
 
 def command(kind: str, ws: Path) -> list[str]:

@@ -4,12 +4,14 @@ random moments, continued with `flowerbox resume` each time.
 The job is bench.chaos's (the same cast, ledger and ask), run as `flowerbox "ask" --detach
 --timeout 6` on the image FLOWERBOX_IMAGE names (default flowerbox:dev): the clarifier's
 question waits 6 s for an answer nobody gives, so a kill can land while it waits. Each run is
-killed 1-3 times, each moment drawn phase first: one of the phases the fault-free detached
-run went through (measured first, its phases' stretches printed) at random, then a moment
-uniformly within that phase's stretch (bench.chaos.phase_first: the last judge's second or
-so is hit as often as a round's ten; drawn uniformly over the whole run, 0 of 49 kills
-landed there). A run that ends before its first kill is not counted, is made again, and its
-moments are drawn uniformly over its duration from then on (bench.chaos.every_run_killed). By a
+killed 1-3 times, each kill drawn phase first: one of the phases the fault-free detached
+run went through (measured first, its phases' stretches printed) at random, and a delay
+uniformly within that phase's length there; the kill comes that long after the box run
+reaches the phase (bench.chaos.phase_first: the last judge's second or so is hit as often as
+a round's ten, however load stretches the run; moments drawn uniformly over the whole run
+put 0 of 49 kills there). A kill whose phase a resumed box never reaches again is not made.
+A run that ends before its first kill is not counted, is made again, and its moments are
+drawn uniformly over its duration from then on (bench.chaos.every_run_killed). By a
 SIGKILL of the keeper's process group (the supervisor: what the OOM killer would take); the
 box's own processes are not signalled. Each kill's line names the phase it landed in. A
 keeper's death is the guard's to handle (flowerbox.runs.guard: the box killed, the run
@@ -109,9 +111,10 @@ class Detached:
             time.sleep(0.1)
 
 
-def run_one(root: Path, *, kill_at: list[float], hold: random.Random | None) -> Outcome:
-    """The job in `root`, detached: its keeper killed at each moment of `kill_at` (seconds
-    into each box run), each kill followed by `flowerbox resume`, then waited to its end."""
+def run_one(root: Path, *, kill_at: list[tuple[str, float]], hold: random.Random | None) -> Outcome:
+    """The job in `root`, detached: its keeper killed at each (phase, seconds into it) of
+    `kill_at` ("start": seconds into the box run), each kill followed by `flowerbox
+    resume`, then waited to its end."""
     # lazy: the docker SDK is this benchmark's alone (bench.chaos runs without an engine)
     from docker import DockerClient  # noqa: TID251 - the bench asks the engine what runs
 
@@ -123,6 +126,7 @@ def run_one(root: Path, *, kill_at: list[float], hold: random.Random | None) -> 
     goal_path = ws / ".flower" / "notes" / "目标.md"
     timeline = Timeline()
     phases: list[str] = []
+    at_s: list[float] = []
     first_s = 0.0
     docker = DockerClient.from_env(timeout=60)
     with FakeAPI(cast(ws, rng=hold, timeline=timeline)) as api:
@@ -137,8 +141,8 @@ def run_one(root: Path, *, kill_at: list[float], hold: random.Random | None) -> 
         done = job.flowerbox(ASK, "--detach", "--no-isolate", "--timeout", QUESTION_WAIT_S)
         if done.returncode != 0:
             raise SystemExit(f"flowerbox --detach failed: {done.stderr[-2000:]}")
-        for moment in kill_at:
-            meta = _until(job, began + moment)
+        for phase, offset in kill_at:
+            meta = _until(job, timeline, phase, began_at, offset)
             if meta["status"] not in LIVE:
                 first_s = first_s or time.monotonic() - began
                 break  # it ended before its kill: nothing to continue
@@ -150,6 +154,7 @@ def run_one(root: Path, *, kill_at: list[float], hold: random.Random | None) -> 
                 first_s = first_s or time.monotonic() - began
                 break  # it ended just now
             phases.append(timeline.at(killed))
+            at_s.append(time.monotonic() - began)
             first_s = first_s or time.monotonic() - began
             time.sleep(SETTLE_S)
             left = [*map(str, _in_group(keeper)), *_running(docker, meta["run_id"])]
@@ -163,8 +168,8 @@ def run_one(root: Path, *, kill_at: list[float], hold: random.Random | None) -> 
             if goal_path.is_file():
                 goals.add(goal_path.read_bytes())
             kills.append("resume")
-            timeline.mark("start")
-            began = time.monotonic()
+            began, began_at = time.monotonic(), time.time()
+            timeline.mark("start", began_at)
             done = job.flowerbox("resume", meta["run_id"])
             if done.returncode != 0:
                 raise SystemExit(f"flowerbox resume failed: {done.stderr[-2000:]}")
@@ -193,14 +198,19 @@ def run_one(root: Path, *, kill_at: list[float], hold: random.Random | None) -> 
         phases=phases,
         first_s=first_s,
         windows=timeline.windows(began_at, first_s) if not kill_at else [],
+        at_s=at_s,
     )
 
 
-def _until(job: Detached, moment: float) -> dict[str, Any]:
-    """The newest run's record at `moment` (monotonic), or as soon as it ended."""
+def _until(
+    job: Detached, timeline: Timeline, phase: str, since: float, offset: float
+) -> dict[str, Any]:
+    """The newest run's record `offset` seconds after the box run that began at `since`
+    (time.time()) reached `phase`, or as soon as it ended."""
     while True:
         meta = job.metas()[-1]
-        if meta["status"] not in LIVE or time.monotonic() >= moment:
+        reached = timeline.reached(phase, since)
+        if meta["status"] not in LIVE or reached is not None and time.time() >= reached + offset:
             return meta
         time.sleep(0.05)
 
@@ -295,15 +305,15 @@ def main(
 
         def attempt(index: int, over_s: float, again: int) -> tuple[list[float], Outcome]:
             count = 1 if smoke else rng.randint(1, 3)
-            if windows and not again:  # each moment in a phase drawn first, on the clean run
-                moments = [phase_first(rng, windows) for _ in range(count)]
+            if windows and not again:  # each kill in a phase drawn first
+                kill_at = [phase_first(rng, windows) for _ in range(count)]
             else:  # the smoke, or a run made again: over the shortest duration seen
-                moments = [rng.uniform(0, over_s) for _ in range(count)]
+                kill_at = [("start", rng.uniform(0, over_s)) for _ in range(count)]
             hold = random.Random(rng.randrange(2**31))
             folder = base / f"run{index}{'-again' * again}"
-            outcome = run_one(folder, kill_at=moments, hold=hold)
+            outcome = run_one(folder, kill_at=kill_at, hold=hold)
             outcome.overhead = outcome.cost / clean_cost - 1
-            return moments, outcome
+            return outcome.at_s, outcome
 
         done: Runs = every_run_killed(runs, clean_s, attempt)
     return summary(done, runs=runs, smoke=smoke)
