@@ -108,10 +108,34 @@ class Timeline:
     def mark(self, phase: str, at: float | None = None) -> None:
         self.events.append((time.time() if at is None else at, phase))
 
+    def reached(self, phase: str, since: float) -> float | None:
+        """When `phase` was first marked at or after `since` (time.time()), or None."""
+        return min(
+            (when for when, name in self.events if name == phase and when >= since), default=None
+        )
+
     def at(self, moment: float) -> str:
         """The phase under way at `moment` (time.time())."""
         began = [(when, phase) for when, phase in self.events if when <= moment]
         return max(began, key=lambda event: event[0])[1] if began else "start"
+
+    def windows(self, began: float, ended_s: float) -> list[tuple[str, float, float]]:
+        """The stretches of a run that began at `began` (time.time()) and lasted `ended_s`
+        seconds: (phase, from, to), seconds into the run, each mark to the next one (a phase
+        may come back: the clarifier after its question)."""
+        marks = sorted((max(0.0, when - began), phase) for when, phase in self.events)
+        marks = [(at, phase) for at, phase in marks if at < ended_s]
+        ends = [at for at, _ in marks[1:]] + [ended_s]
+        return [(phase, at, end) for (at, phase), end in zip(marks, ends, strict=True)]
+
+
+def phase_first(rng: random.Random, windows: list[tuple[str, float, float]]) -> tuple[str, float]:
+    """A kill drawn phase first: one of the phases of `windows` (Timeline.windows, of the
+    fault-free run) at random, and how long into it (uniformly over its length there). A
+    short phase (the last judge's, ~1 s of a run) is hit as often as a long one, which
+    moments drawn uniformly over the run seldom do, the less so as load stretches a run."""
+    phase = rng.choice(sorted({phase for phase, _, _ in windows}))
+    return phase, rng.uniform(0, sum(end - start for name, start, end in windows if name == phase))
 
 
 def cast(
@@ -237,6 +261,8 @@ class Outcome:
     gap: int = 0  # bench.chaosbox: requests between a keeper's death and its box's kill
     phases: list[str] = field(default_factory=list)  # the phase (PHASES) each kill landed in
     first_s: float = 0.0  # how long its first process (or box) ran, kill or not
+    windows: list[tuple[str, float, float]] = field(default_factory=list)  # Timeline.windows
+    at_s: list[float] = field(default_factory=list)  # each kill, seconds into its box run
 
 
 def command(kind: str, ws: Path) -> list[str]:
@@ -491,7 +517,8 @@ def line(index: int, moments: list[float], o: Outcome) -> str:
     verdict = "achieved" if o.achieved else f"NOT achieved ({o.why})"
     return (
         f"run {index:2d}: killed at {at} then {then}; {verdict}; dup {o.duplicated} "
-        f"lost {o.lost} orphans {o.orphans} late {o.late}{f' (gap {o.gap})' if o.gap else ''} "
+        f"lost {o.lost} orphans {o.orphans} late {o.late}"
+        f"{f' ({o.gap} before the box was killed)' if o.gap else ''} "
         f"goal {'REWRITTEN' if o.goal_rewritten else 'kept'}; cost {o.overhead:+.0%} "
         f"({o.seconds:.0f} s)"
     )
@@ -506,7 +533,7 @@ def summary(done: Runs, *, runs: int, smoke: bool) -> int:
     kills = sum(len(o.kills) for o in outcomes)
     unkilled = done.unkilled
     gaps = sum(o.gap for o in outcomes)
-    gap = f"; {gaps} between a keeper's death and its box's kill, not counted" if gaps else ""
+    gap = f"; {gaps} of them between a keeper's death and its box's kill" if gaps else ""
     overheads = [o.overhead for o in outcomes if o.achieved] or [float("nan")]
     median, p90 = statistics.median(overheads), percentile(overheads, 0.9)
     checks: list[tuple[str, bool]] = [

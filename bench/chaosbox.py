@@ -4,17 +4,23 @@ random moments, continued with `flowerbox resume` each time.
 The job is bench.chaos's (the same cast, ledger and ask), run as `flowerbox "ask" --detach
 --timeout 6` on the image FLOWERBOX_IMAGE names (default flowerbox:dev): the clarifier's
 question waits 6 s for an answer nobody gives, so a kill can land while it waits. Each run is
-killed 1-3 times, at moments drawn uniformly over the fault-free detached run's duration
-(measured first; a run that ends before its first kill is not counted, is made again, and
-the moments are drawn over its duration from then on: bench.chaos.every_run_killed), by a
+killed 1-3 times, each kill drawn phase first: one of the phases the fault-free detached
+run went through (measured first, its phases' stretches printed) at random, and a delay
+uniformly within that phase's length there; the kill comes that long after the box run
+reaches the phase (bench.chaos.phase_first: the last judge's second or so is hit as often as
+a round's ten, however load stretches the run; moments drawn uniformly over the whole run
+put 0 of 49 kills there). A kill whose phase a resumed box never reaches again is not made.
+A run that ends before its first kill is not counted, is made again, and its moments are
+drawn uniformly over its duration from then on (bench.chaos.every_run_killed). By a
 SIGKILL of the keeper's process group (the supervisor: what the OOM killer would take); the
 box's own processes are not signalled. Each kill's line names the phase it landed in. A
 keeper's death is the guard's to handle (flowerbox.runs.guard: the box killed, the run
 recorded `killed`); 2 s later the run is checked, then `flowerbox resume` continues it.
 Per run, as bench.chaos: achieved (the last run `done`, exit 0), each effect exactly once,
 orphans (2 s after the kill: a process of the keeper's process group, or a running
-container of the run), late requests (reaching the fake API after the guard recorded the
-box killed; those between the keeper's death and that moment are shown as `gap`), the
+container of the run), late requests (reaching the fake API after the keeper's kill;
+those before the guard recorded the box killed are shown apart too: the keeper's lease on
+the gateway must refuse them, flowerbox.sidecar.lease), the
 frozen goal unchanged, and the cost over the fault-free run. Targets as bench.chaos's.
 
 Needs the engine and the image; without them it says it skipped. `--smoke`: one run, killed
@@ -51,6 +57,7 @@ from bench.chaos import (
     cast,
     every_run_killed,
     main_args,
+    phase_first,
     summary,
 )
 from bench.faults import cache_aware, job_env, workspace_in
@@ -104,9 +111,10 @@ class Detached:
             time.sleep(0.1)
 
 
-def run_one(root: Path, *, kill_at: list[float], hold: random.Random | None) -> Outcome:
-    """The job in `root`, detached: its keeper killed at each moment of `kill_at` (seconds
-    into each box run), each kill followed by `flowerbox resume`, then waited to its end."""
+def run_one(root: Path, *, kill_at: list[tuple[str, float]], hold: random.Random | None) -> Outcome:
+    """The job in `root`, detached: its keeper killed at each (phase, seconds into it) of
+    `kill_at` ("start": seconds into the box run), each kill followed by `flowerbox
+    resume`, then waited to its end."""
     # lazy: the docker SDK is this benchmark's alone (bench.chaos runs without an engine)
     from docker import DockerClient  # noqa: TID251 - the bench asks the engine what runs
 
@@ -118,6 +126,7 @@ def run_one(root: Path, *, kill_at: list[float], hold: random.Random | None) -> 
     goal_path = ws / ".flower" / "notes" / "目标.md"
     timeline = Timeline()
     phases: list[str] = []
+    at_s: list[float] = []
     first_s = 0.0
     docker = DockerClient.from_env(timeout=60)
     with FakeAPI(cast(ws, rng=hold, timeline=timeline)) as api:
@@ -127,13 +136,13 @@ def run_one(root: Path, *, kill_at: list[float], hold: random.Random | None) -> 
             "XDG_STATE_HOME": str(root / "home" / ".local" / "state"),
         }
         job = Detached(ws, env, root / "home" / ".local" / "state" / "flowerbox")
-        timeline.mark("start")
-        began = time.monotonic()
+        began, began_at = time.monotonic(), time.time()
+        timeline.mark("start", began_at)
         done = job.flowerbox(ASK, "--detach", "--no-isolate", "--timeout", QUESTION_WAIT_S)
         if done.returncode != 0:
             raise SystemExit(f"flowerbox --detach failed: {done.stderr[-2000:]}")
-        for moment in kill_at:
-            meta = _until(job, began + moment)
+        for phase, offset in kill_at:
+            meta = _until(job, timeline, phase, began_at, offset)
             if meta["status"] not in LIVE:
                 first_s = first_s or time.monotonic() - began
                 break  # it ended before its kill: nothing to continue
@@ -145,6 +154,7 @@ def run_one(root: Path, *, kill_at: list[float], hold: random.Random | None) -> 
                 first_s = first_s or time.monotonic() - began
                 break  # it ended just now
             phases.append(timeline.at(killed))
+            at_s.append(time.monotonic() - began)
             first_s = first_s or time.monotonic() - began
             time.sleep(SETTLE_S)
             left = [*map(str, _in_group(keeper)), *_running(docker, meta["run_id"])]
@@ -154,12 +164,12 @@ def run_one(root: Path, *, kill_at: list[float], hold: random.Random | None) -> 
             meta = job.newest(time.monotonic() + 120)
             boxed = float(meta.get("keeper_lost") or killed)
             gap += sum(1 for r in api.requests if killed < r.received_at <= boxed)
-            late += sum(1 for r in api.requests if r.received_at > boxed)
+            late += sum(1 for r in api.requests if r.received_at > killed)
             if goal_path.is_file():
                 goals.add(goal_path.read_bytes())
             kills.append("resume")
-            timeline.mark("start")
-            began = time.monotonic()
+            began, began_at = time.monotonic(), time.time()
+            timeline.mark("start", began_at)
             done = job.flowerbox("resume", meta["run_id"])
             if done.returncode != 0:
                 raise SystemExit(f"flowerbox resume failed: {done.stderr[-2000:]}")
@@ -187,14 +197,20 @@ def run_one(root: Path, *, kill_at: list[float], hold: random.Random | None) -> 
         gap=gap,
         phases=phases,
         first_s=first_s,
+        windows=timeline.windows(began_at, first_s) if not kill_at else [],
+        at_s=at_s,
     )
 
 
-def _until(job: Detached, moment: float) -> dict[str, Any]:
-    """The newest run's record at `moment` (monotonic), or as soon as it ended."""
+def _until(
+    job: Detached, timeline: Timeline, phase: str, since: float, offset: float
+) -> dict[str, Any]:
+    """The newest run's record `offset` seconds after the box run that began at `since`
+    (time.time()) reached `phase`, or as soon as it ended."""
     while True:
         meta = job.metas()[-1]
-        if meta["status"] not in LIVE or time.monotonic() >= moment:
+        reached = timeline.reached(phase, since)
+        if meta["status"] not in LIVE or reached is not None and time.time() >= reached + offset:
             return meta
         time.sleep(0.05)
 
@@ -275,23 +291,29 @@ def main(
         base = keep.resolve() if keep is not None else Path(tmp)
         base.mkdir(parents=True, exist_ok=True)
         clean_cost, clean_s = float("nan"), SMOKE_KILL_S * 2
+        windows: list[tuple[str, float, float]] = []
         if not smoke:  # the smoke has no time for it: one kill at SMOKE_KILL_S, no overhead
             clean = run_one(base / "clean", kill_at=[], hold=None)
             clean_s = clean.first_s  # from `flowerbox --detach` to the run's end, as a moment
             if not clean.achieved or clean.duplicated or clean.lost:
                 print(f"the fault-free run did not come out right: {clean}")
                 return 1
-            clean_cost = clean.cost
+            clean_cost, windows = clean.cost, clean.windows
+            shown = ", ".join(f"{phase} {start:.1f}-{end:.1f}" for phase, start, end in windows)
+            print(f"fault-free phases (s): {shown}")
             print(f"fault-free detached run: {clean_s:.1f} s, achieved, every effect once")
 
         def attempt(index: int, over_s: float, again: int) -> tuple[list[float], Outcome]:
             count = 1 if smoke else rng.randint(1, 3)
-            moments = [rng.uniform(0, over_s) for _ in range(count)]
+            if windows and not again:  # each kill in a phase drawn first
+                kill_at = [phase_first(rng, windows) for _ in range(count)]
+            else:  # the smoke, or a run made again: over the shortest duration seen
+                kill_at = [("start", rng.uniform(0, over_s)) for _ in range(count)]
             hold = random.Random(rng.randrange(2**31))
             folder = base / f"run{index}{'-again' * again}"
-            outcome = run_one(folder, kill_at=moments, hold=hold)
+            outcome = run_one(folder, kill_at=kill_at, hold=hold)
             outcome.overhead = outcome.cost / clean_cost - 1
-            return moments, outcome
+            return outcome.at_s, outcome
 
         done: Runs = every_run_killed(runs, clean_s, attempt)
     return summary(done, runs=runs, smoke=smoke)

@@ -46,6 +46,7 @@ OBJECTS_IN_BOX = "/run/flowerbox-git/objects"  # the user's git objects, read-on
 USAGE_FILE = "usage.json"  # the gateway's ledger, in the run's host-only gateway folder
 EGRESS_LOG = "egress.jsonl"  # one JSON line per egress decision, next to it
 REQUESTS_LOG = "requests.jsonl"  # one JSON line per API request the gateway answered, too
+LEASE_SOCKET = "lease.sock"  # next to them: whoever keeps the box holds it (sidecar.lease)
 
 # --- a run on Kubernetes: labels, and its token Secret (the client writes, the broker reads) --
 KUBE_RUN_LABEL = "flowerbox.dev/run-id"  # a label key may have one '/': the dotted names can't

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import socket
 import threading
 import time
 import uuid
@@ -31,6 +32,7 @@ from flowerbox.box.running import Running
 from flowerbox.box.source import no_checkout
 from flowerbox.box.spec import BoxSpec, agent_kwargs, gateway_kwargs
 from flowerbox.errors import BoxError
+from flowerbox.sidecar.lease import hold
 
 SOCKET_WAIT_S = 30.0
 SOCKET_POLL_S = 0.01
@@ -123,6 +125,9 @@ class Box:
         self._on_started = on_started
         self._gateway: Any = None
         self._agent: Any = None
+        # The gateway's lease (flowerbox.sidecar.lease), held while this process keeps the box;
+        # a detached run's keeper inherits it (flowerbox.runs.detach).
+        self.lease: socket.socket | None = None
 
     def run(self, write: Callable[[bytes], Any], write_err: Callable[[bytes], Any]) -> int:
         """Start both containers, stream the agent's stdout to `write` and its stderr to
@@ -201,6 +206,14 @@ class Box:
             with contextlib.suppress(EngineError):
                 Running.existing(self.spec).remove()
         self._agent = self._gateway = None
+        self.release_lease()
+
+    def release_lease(self) -> None:
+        """Let go of the gateway's lease (it forwards nothing more unless another process
+        holds it too: a detached run's keeper)."""
+        if self.lease is not None:
+            self.lease.close()
+            self.lease = None
 
     def _running(self) -> Running:
         """This box as the engine now has it (flowerbox.box.running: what the keepers use)."""
@@ -238,12 +251,26 @@ class Box:
         """Once the gateway's socket is there it has read the credentials file, so the file
         goes at once (a killed CLI leaves nothing to find: flowerbox.box.state)."""
         if self.spec.broker:
+            self._hold_broker_lease()
             return
         try:
             self._wait_for_socket()
             startclock.mark("gateway listening")
         finally:
             shutil.rmtree(self.spec.secrets_dir, ignore_errors=True)
+        try:  # bound before api.sock: there now
+            self.lease = hold(self.spec.lease_socket)
+        except OSError as exc:
+            said = text("engine.no_lease", socket=self.spec.lease_socket, problem=exc)
+            raise BoxError(said) from exc
+
+    def _hold_broker_lease(self) -> None:
+        """A broker's run: its lease is the broker's, taken over its control socket."""
+        # lazy: the broker's client, for a broker's runs alone
+        from flowerbox.box import state
+        from flowerbox.broker.client import hold_lease
+
+        self.lease = hold_lease(state.broker_folder(), self.spec.run_id)
 
     def _wait_for_socket(self) -> None:
         """Until the socket is there: a stat every SOCKET_POLL_S (it costs nothing, and the

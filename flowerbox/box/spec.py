@@ -119,6 +119,11 @@ class BoxSpec:
         return self.state_dir / "gateway"
 
     @property
+    def lease_socket(self) -> Path:
+        """The gateway's lease (flowerbox.sidecar.lease): whoever keeps the box holds it."""
+        return self.gateway_dir / wire.LEASE_SOCKET
+
+    @property
     def usage_file(self) -> Path:
         """The gateway's usage ledger: requests, tokens and cost of this run."""
         return self.gateway_dir / wire.USAGE_FILE
@@ -357,6 +362,8 @@ def gateway_kwargs(spec: BoxSpec) -> dict[str, Any]:
         str(spec.usage_file),
         "--requests",
         str(spec.requests_log),
+        "--lease",
+        str(spec.lease_socket),
     ]
     if spec.budget_usd is not None:
         command += ["--budget", str(spec.budget_usd)]

@@ -17,7 +17,7 @@ from flower import text
 from flowerbox.broker.control import CONTROL_LIMIT, CONTROL_SOCKET, Registration
 from flowerbox.errors import BrokerError
 
-__all__ = ["call", "register", "revoke", "running"]
+__all__ = ["call", "hold_lease", "register", "revoke", "running"]
 
 TIMEOUT = 30.0
 
@@ -59,6 +59,38 @@ def call(folder: Path, asked: dict[str, Any]) -> dict[str, Any]:
     if "error" in data:
         raise BrokerError(text("broker.refused", op=asked.get("op"), error=data["error"]))
     return data
+
+
+def hold_lease(folder: Path, run_id: str) -> socket.socket:
+    """The run's lease at the broker (flowerbox.sidecar.lease): a connection to keep open for
+    as long as the run may forward; once it ends (its holder gone), the broker forwards
+    nothing more of the run's.
+
+    Raises:
+        BrokerError: no broker answers, or it refused (a run it does not serve, or one held).
+    """
+    path = folder / CONTROL_SOCKET
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        sock.settimeout(TIMEOUT)
+        sock.connect(str(path))
+        sock.sendall(json.dumps({"op": "lease", "run_id": run_id}).encode() + b"\n")
+        line = b""
+        while not line.endswith(b"\n") and len(line) < CONTROL_LIMIT:
+            got = sock.recv(1)  # byte by byte: nothing after the answer is read away
+            if not got:
+                break
+            line += got
+        data = json.loads(line)
+    except (OSError, ValueError) as exc:
+        sock.close()
+        raise BrokerError(text("broker.no_answer", path=path, problem=exc)) from exc
+    if not isinstance(data, dict) or data.get("held") is not True:
+        sock.close()
+        error = data.get("error") if isinstance(data, dict) else data
+        raise BrokerError(text("broker.refused", op="lease", error=error))
+    sock.settimeout(None)
+    return sock
 
 
 def register(folder: Path, asked: Registration) -> str:

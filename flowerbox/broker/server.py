@@ -28,6 +28,7 @@ import hmac
 import json
 import re
 import secrets
+import socket
 import socketserver
 import sys
 import threading
@@ -45,6 +46,7 @@ from flowerbox.errors import BrokerError, FlowerboxError
 from flowerbox.sidecar.egress import Policy
 from flowerbox.sidecar.gateway import Credentials, Gateway, Refusal, Tenant, client_keys
 from flowerbox.sidecar.http import Incoming
+from flowerbox.sidecar.lease import Lease
 from flowerbox.sidecar.meter import Meter, Reservation, Whose
 from flowerbox.sidecar.pricing import Billing, PriceTable
 from flowerbox.sidecar.proxy import EgressProxy, JsonLines, PrivateUnixServer
@@ -69,6 +71,10 @@ class ServedRun:
     policy: Policy | None = None  # its egress allowlist; None: no proxy (`--net open`)
     servers: list[PrivateUnixServer] = field(default_factory=list)
     revoked: threading.Event = field(default_factory=threading.Event)
+    # Held by whoever keeps the run's box, over the control socket (flowerbox.sidecar.lease):
+    # lost, nothing more of the run's is forwarded. None: nobody took it (a broker started
+    # again serves its runs without: as before leases).
+    lease: Lease | None = None
 
     @property
     def fetch(self) -> FetchRule:
@@ -172,7 +178,7 @@ class RunGateway(Gateway):
         elif not self.run.owns(client_keys(incoming)):
             message = "flowerbox broker: " + text("broker.not_its_token", run=run_id)
             refusal = Refusal(401, "authentication_error", message, "refused: not this run's token")
-        return Tenant(charge, charge.record, refusal, self.run.fetch)
+        return Tenant(charge, charge.record, refusal, self.run.fetch, self.run.lease)
 
     def credential_kind(self, sent: set[str]) -> str:
         return "run token" if self.run.owns(sent) else "other"
@@ -235,7 +241,24 @@ class Registry:
             return False
         run.revoked.set()
         _close(run)
+        if run.lease is not None:
+            run.lease.close()
         return True
+
+    def lease(self, run_id: str, holder: socket.socket) -> ServedRun:
+        """The served run whose lease `holder` (a control connection) takes: the first alone.
+
+        Raises:
+            BrokerError: no such run served, or its lease is held already.
+        """
+        with self._lock:
+            run = self.runs.get(run_id)
+            if run is None:
+                raise BrokerError(text("broker.why_ended", run=run_id))
+            if run.lease is not None:
+                raise BrokerError(text("broker.lease_held", run=run_id))
+            run.lease = Lease.taken(holder)
+        return run
 
     def status(self) -> dict[str, Any]:
         """What `flowerbox broker --status` shows: the runs served and the team's spending."""
@@ -437,12 +460,29 @@ class _ControlHandler(socketserver.StreamRequestHandler):
 
     def handle(self) -> None:
         line = self.rfile.readline(CONTROL_LIMIT)
+        held: ServedRun | None = None
         try:
-            answer = self._answer(json.loads(line))
+            asked = json.loads(line)
+            if isinstance(asked, dict) and asked.get("op") == "lease":
+                held = self.server.broker.lease(str(asked["run_id"]), self.connection)
+                answer: dict[str, Any] = {"held": True}
+            else:
+                answer = self._answer(asked)
         except (ValueError, TypeError, KeyError, FlowerboxError) as exc:
             answer = {"error": str(exc)}
         with contextlib.suppress(OSError):
             self.wfile.write(json.dumps(answer).encode() + b"\n")
+        if held is not None:
+            self._hold(held)
+
+    def _hold(self, run: ServedRun) -> None:
+        """Keep the connection (this thread's) until its holder ends it: the lease is lost
+        from then on, the run's requests refused (checked at each forward, not here)."""
+        with contextlib.suppress(OSError):
+            while self.connection.recv(4096):
+                pass
+        if run.lease is not None and run.lease.lost():
+            print(f"flowerbox broker: {run.entry.run_id} lost its keeper", file=sys.stderr)
 
     def _answer(self, asked: dict[str, Any]) -> dict[str, Any]:
         broker = self.server.broker

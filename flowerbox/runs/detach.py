@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import socket
 import subprocess
 import sys
 from typing import IO, TYPE_CHECKING
@@ -91,25 +92,29 @@ def start_detached(
     box = Box(spec, client=client, on_started=lambda facts: records.box_started(spec, facts))
     try:
         box.start()
-        keeper = _spawn_supervisor(spec)
+        keeper = _spawn_supervisor(spec, lease=box.lease)
     except BaseException:
         box.remove()
         records.record_end(spec, 2)
         raise
+    box.release_lease()  # the keeper holds it now: the gateway's forwards end with the keeper
     records.mark_running(spec.state_dir, keeper_pid=keeper)
     return spec.run_id
 
 
-def _spawn_supervisor(spec: BoxSpec) -> int:
+def _spawn_supervisor(spec: BoxSpec, *, lease: socket.socket | None = None) -> int:
     """The keeper and its guard (flowerbox.runs.guard), each in a session of its own: the
     guard's stdin is a pipe whose one write end the keeper inherits (and never uses), so the
-    guard hears the keeper's end however it comes. The keeper's pid."""
+    guard hears the keeper's end however it comes. The keeper inherits the gateway's `lease`
+    too (flowerbox.sidecar.lease; never used either): the moment the keeper dies, however, the
+    gateway forwards nothing more, before the guard has even heard. The keeper's pid."""
     log = spec.state_dir / records.SUPERVISOR_LOG
     read_end, write_end = os.pipe()
+    held = (write_end,) if lease is None else (write_end, lease.fileno())
     try:
         with log.open("ab") as out:
             _spawn(wire.GUARD_MODULE, spec, out=out, stdin=read_end, keep=())
-            return _spawn(wire.SUPERVISOR_MODULE, spec, out=out, stdin=None, keep=(write_end,))
+            return _spawn(wire.SUPERVISOR_MODULE, spec, out=out, stdin=None, keep=held)
     except OSError as exc:
         raise BoxError(text("runs.no_supervisor", problem=exc, log=log)) from exc
     finally:

@@ -31,6 +31,9 @@ Answers of its own, all with the Messages API's error shape (docs/gateway.md has
 - 400 `invalid_request_error` (413, 431) for a request that cannot be read; the connection
   closes.
 - 502 `api_error` naming the upstream when it cannot be reached (refused, reset, TLS failure).
+- 503 `api_error` for every request once the run's keeper is gone (`--lease`: the socket its
+  keeper holds a connection to, flowerbox.sidecar.lease), never forwarded: the box is being
+  killed, and nothing it asks after its keeper's death reaches the API.
 
 Each request is charged to, and recorded for, its `Tenant` (`Gateway.tenant`): here the one
 run's meter and requests file; in the broker (flowerbox.broker) the run whose token and
@@ -81,6 +84,7 @@ from flowerbox.sidecar.admission import peer_of
 from flowerbox.sidecar.egress import Policy
 from flowerbox.sidecar.hangup import HangUpWatch
 from flowerbox.sidecar.http import Incoming, RequestReader, linger_close
+from flowerbox.sidecar.lease import Lease
 from flowerbox.sidecar.meter import Meter, Reservation, UsageReader, past_reservation
 from flowerbox.sidecar.pricing import Billing, PriceTable, load_prices
 from flowerbox.sidecar.proxy import HOP_BY_HOP, EgressProxy, JsonLines, PrivateUnixServer
@@ -150,6 +154,7 @@ DEFAULT_BASE_URL = "https://api.anthropic.com"
 HEALTH_TIMEOUT = 3.0
 # The CLI's own request timeout (X-Stainless-Timeout) is 600 s; a stream idle longer is dead.
 UPSTREAM_TIMEOUT = 600.0
+KEEPER_GONE_NOTE = "refused: the run's keeper is gone"
 HUNG_UP_NOTE = "the client hung up before the answer: dropped upstream, nothing billed"
 CHUNK = 64 * 1024
 OVERBILLED_NOTE = "billed past its worst case: every request now reserved unbounded"
@@ -359,6 +364,7 @@ class Tenant:
     record: Callable[..., None]
     refusal: Refusal | None = None
     fetch: FetchRule = FetchRule()
+    lease: Lease | None = None  # held by whoever keeps the run: lost, nothing is forwarded
 
 
 class Gateway(PrivateUnixServer):
@@ -379,9 +385,12 @@ class Gateway(PrivateUnixServer):
         requests: JsonLines | None = None,
         admission_wait: float = ADMISSION_WAIT,
         fetch: FetchRule | None = None,
+        lease: Lease | None = None,
     ) -> None:
-        """`fetch`: what the API may reach for the run (default: nothing, reach.py)."""
+        """`fetch`: what the API may reach for the run (default: nothing, reach.py);
+        `lease`: the run's keeper's (flowerbox.sidecar.lease), None: no keeper to outlive."""
         self.credentials = credentials
+        self.lease = lease
         self.fetch = fetch or FetchRule()
         self.upstream = Upstream(credentials.base_url)
         self.meter = meter
@@ -396,10 +405,13 @@ class Gateway(PrivateUnixServer):
     def server_close(self) -> None:
         super().server_close()
         self.upstream.close()
+        if self.lease is not None:
+            self.lease.close()
 
     def tenant(self, incoming: Incoming) -> Tenant:
-        """The one run this gateway serves: its meter, its requests file, its fetch rule."""
-        return Tenant(self.meter, self.requests.record, fetch=self.fetch)
+        """The one run this gateway serves: its meter, its requests file, its fetch rule,
+        its keeper's lease."""
+        return Tenant(self.meter, self.requests.record, fetch=self.fetch, lease=self.lease)
 
     def credential_kind(self, sent: set[str]) -> str:
         """What the client sent as its key (`sent`: the non-empty values): the box's
@@ -584,7 +596,13 @@ class _Exchange:
 
     def _forward(self, model: str | None, reservation: Reservation | None) -> None:
         """Send the request upstream and relay its answer, the upstream connection shut the
-        moment the client hangs up (the answer is then dropped there, not billed on)."""
+        moment the client hangs up (the answer is then dropped there, not billed on). Not
+        once the run's keeper is gone: its box is being killed, and nothing it asks from now
+        on reaches the API (a 503 the CLI retries a few times at most, never billed)."""
+        if self.tenant.lease is not None and self.tenant.lease.lost():
+            message = f"flowerbox gateway: {text('gateway.keeper_gone')}"
+            self._refuse(Refusal(503, "api_error", message, KEEPER_GONE_NOTE), model)
+            return
         with HangUpWatch(self.reader.sock) as watch:
             self._exchange(model, reservation, watch)
 
@@ -787,6 +805,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--requests", type=Path, help="JSON lines, one per request")
     parser.add_argument("--budget", type=float, help="USD; model requests are refused after it")
     parser.add_argument("--prices", type=Path, help="JSON prices laid over the shipped table")
+    parser.add_argument(
+        "--lease", type=Path, help="socket whose holder keeps the run (flowerbox.sidecar.lease)"
+    )
     egress = parser.add_argument_group("egress proxy (docs/egress.md)")
     egress.add_argument("--proxy-socket", type=Path, help="serve the egress proxy here too")
     egress.add_argument("--egress-log", type=Path, help="JSON lines, one per proxy decision")
@@ -815,6 +836,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"flowerbox-gateway: {exc}", file=sys.stderr)
         return 2
     meter = Meter(args.usage, prices, budget=args.budget)
+    try:  # bound before the API socket: whoever waits for api.sock can take the lease at once
+        lease = Lease.listen(args.lease) if args.lease else None
+    except OSError as exc:
+        said = text("gateway.lease_unbound", path=args.lease, problem=exc)
+        print(f"flowerbox-gateway: {said}", file=sys.stderr)
+        return 2
     servers: list[PrivateUnixServer] = []
     if args.proxy_socket and egress_log is not None:
         # Bound before the API socket: whoever waits for api.sock finds the proxy up too.
@@ -822,7 +849,12 @@ def main(argv: list[str] | None = None) -> int:
     # Under --net open (no proxy) there is no allowlist: URL sources need --allow-api-fetch.
     fetch = FetchRule(args.allow_api_fetch == "yes", policy if args.proxy_socket else None)
     gateway = Gateway(
-        args.socket, credentials=credentials, meter=meter, requests=requests, fetch=fetch
+        args.socket,
+        credentials=credentials,
+        meter=meter,
+        requests=requests,
+        fetch=fetch,
+        lease=lease,
     )
     servers.append(gateway)
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.chaos import run_one
+from bench.chaos import PHASES, Timeline, phase_first, run_one
 
 
 @pytest.mark.parametrize("continuation", ["resume", "go", "ask"])
@@ -32,3 +32,22 @@ def test_a_run_killed_at_a_random_moment_finishes_with_every_effect_once(
     assert killed.achieved, seen
     assert (killed.duplicated, killed.lost) == (0, 0), seen
     assert (killed.orphans, killed.late, killed.goal_rewritten) == (0, 0, False), seen
+
+
+def test_kills_drawn_phase_first_land_in_every_phase_the_short_last_one_too() -> None:
+    """bench.chaosbox's draw: a phase at random, then a delay within its length; the last
+    judge's second of a 30 s run is drawn as often as a round's ten (uniform moments over
+    the run put 0 of 49 kills there)."""
+    timeline = Timeline()
+    for at, phase in [(0, "start"), (2, "clarify"), (2.1, "question"), (8, "clarify"),
+                      (9, "goal"), (10, "round1"), (20, "judge1"), (21, "round2"),
+                      (29, "judge2")]:  # fmt: skip
+        timeline.mark(phase, 1000.0 + at)
+    windows = timeline.windows(1000.0, 30.0)
+    assert ("clarify", 8.0, 9.0) in windows and windows[-1] == ("judge2", 29.0, 30.0)
+    rng = random.Random(7)
+    drawn = [phase_first(rng, windows) for _ in range(800)]
+    hits = {phase: sum(1 for p, _ in drawn if p == phase) for phase in PHASES}
+    assert all(70 <= n <= 130 for n in hits.values()), hits  # 100 each, give or take
+    assert all(0 <= delay <= 1.0 for phase, delay in drawn if phase == "judge2")
+    assert timeline.reached("clarify", 1005.0) == 1008.0 and timeline.reached("x", 0) is None

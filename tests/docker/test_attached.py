@@ -8,17 +8,20 @@ import os
 import signal
 import subprocess
 import sys
+import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 from docker import DockerClient  # noqa: TID251 - the test looks for containers left behind
 
 from flower.core.texts.zh import ZH
-from flower.testing import FakeAPI
+from flower.testing import FakeAPI, Reply, Request, text, tool
 from flower.testing.demo import DEMO_ASK, starter_cast
 from tests.cli.conftest import on_a_terminal
 from tests.docker.e2e import REAL
 from tests.docker.test_commands import leftovers
+from tests.flowerbox.conftest import wait_for
 
 pytestmark = pytest.mark.docker
 
@@ -56,3 +59,64 @@ def test_a_line_typed_into_an_attached_run_answers_its_question(
     assert "type your answer" not in screen.text
     assert any("pypy" in r.conversation_text for r in real_api.main_requests())  # the answer
     assert not leftovers(docker_client, ws)
+
+
+def test_an_attached_run_whose_flowerbox_was_killed_forwards_nothing_more(
+    real_api: FakeAPI, flowerbox_image: str, docker_client: DockerClient, tmp_path: Path
+) -> None:
+    """The attached `flowerbox` holds its gateway's lease as a detached run's keeper does:
+    SIGKILLed while the model holds its request (nobody kills the box: the run is `lost`
+    until `flowerbox stop`), the held answer comes, the CLI asks again, and nothing of it
+    reaches the API (issue 30)."""
+    ws = tmp_path / "project"
+    ws.mkdir()
+    subprocess.run(["git", "init", "-q"], cwd=ws, check=True, capture_output=True)
+    held: list[int] = []
+
+    def script(request: Request) -> Reply:
+        if request.tool_results():
+            return text("echoed")
+        held.append(request.index)
+        return replace(tool("Bash", {"command": "echo lease"}), delay=8.0)
+
+    real_api.script = script
+    home = tmp_path / "home"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "FLOWER"))}
+    env |= {
+        "ANTHROPIC_API_KEY": REAL,
+        "ANTHROPIC_BASE_URL": real_api.url,
+        "FLOWERBOX_IMAGE": flowerbox_image,
+        "HOME": str(home),
+        "XDG_CONFIG_HOME": str(home / ".config"),
+        "XDG_STATE_HOME": str(home / ".local" / "state"),
+    }
+    flowerbox = subprocess.Popen(
+        [sys.executable, "-m", "flowerbox", "once", "echo lease", "-w", str(ws)],
+        cwd=ws,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    try:
+        assert real_api.wait_for(lambda _: bool(held), 300)
+        os.killpg(flowerbox.pid, signal.SIGKILL)
+        flowerbox.wait(timeout=30)
+        killed = time.time()
+
+        def late() -> list[int]:
+            return [r.index for r in real_api.requests if r.received_at > killed]
+
+        def refused() -> bool:
+            found = home.glob(".local/state/flowerbox/runs/*/gateway/requests.jsonl")
+            return any("keeper is gone" in path.read_text() for path in found)
+
+        wait_for(lambda: refused() or bool(late()), 60)  # asked after the held answer
+        time.sleep(3.0)  # and retried
+        assert late() == []
+        assert refused()
+    finally:
+        label = f"dev.flower.box.workspace={ws}"
+        for container in docker_client.containers.list(all=True, filters={"label": label}):
+            container.remove(force=True)

@@ -15,19 +15,21 @@ import socket
 import sqlite3
 import subprocess
 import tempfile
+import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 from docker import DockerClient
 
-from flower.testing import Always, FakeAPI, Usage, sequence, text, tool
+from flower.testing import Always, FakeAPI, Reply, Request, Usage, sequence, text, tool
 from flower.testing.demo import DEMO_ASK, starter_cast
 from flowerbox.broker import client
 from tests.docker.e2e import FLOWERBOX, as_user, box_env, user_argv
+from tests.docker.test_detach import guard_of
 from tests.flowerbox.conftest import wait_for
 
 pytestmark = pytest.mark.docker
@@ -467,3 +469,59 @@ def test_what_a_box_plants_in_its_socket_folder_never_leads_a_restarted_broker_o
     assert "Traceback" not in log.read_text()  # the links run's end closed a folder cleanly
     assert targets.exists() and (targets / "dir" / "inside").read_text() == "keep\n"
     subprocess.run(["rm", "-rf", str(targets)], check=False)
+
+
+def test_a_brokered_run_forwards_nothing_after_its_keeper_died_though_its_guard_waits(
+    broker: RunningBroker,
+    real_api: FakeAPI,
+    host_user: tuple[str, int, int],
+    user_workspace: Path,
+    docker_client: DockerClient,
+) -> None:
+    """A detached run through the broker, its keeper SIGKILLed while the model holds its
+    request and its guard paused: the CLI asks again once the held answer comes, and none of
+    it reaches the API; the broker's ledger has the refusals (the keeper's lease, taken over
+    the control socket: flowerbox.sidecar.lease). The guard, continued, revokes the run."""
+    ws = user_workspace
+    held: list[int] = []
+
+    def script(request: Request) -> Reply:
+        if request.tool_results():
+            return text("wrote")
+        held.append(request.index)
+        write = tool("Write", {"file_path": str(ws / "note.md"), "content": "# note\n"})
+        return replace(write, delay=8.0)
+
+    real_api.script = script
+    try:
+        started = as_user(
+            host_user, [FLOWERBOX, "once", "write a note", "--detach"], cwd=ws, env=broker.env
+        )
+        assert started.returncode == 0, started.stderr[-3000:]
+        run_id = started.stdout.strip()
+        assert real_api.wait_for(lambda _: bool(held), 120)
+        meta = json.loads((broker.state / "flowerbox" / "runs" / run_id / "meta.json").read_text())
+        guard = guard_of(run_id)
+        os.kill(guard, signal.SIGSTOP)
+        try:
+            os.killpg(meta["keeper_pid"], signal.SIGKILL)
+            killed = time.time()
+
+            def late() -> list[int]:
+                return [r.index for r in real_api.requests if r.received_at > killed]
+
+            def refused() -> bool:
+                return (503,) in broker.query("SELECT status FROM requests")
+
+            wait_for(lambda: refused() or bool(late()), 60)  # asked after the held answer
+            time.sleep(3.0)  # and retried
+            assert late() == []
+            assert refused()
+        finally:
+            os.kill(guard, signal.SIGCONT)
+        wait_for(lambda: broker.query("SELECT revoked_at FROM runs")[0][0] is not None, 60)
+        assert late() == []
+    finally:
+        label = f"dev.flower.box.workspace={ws}"
+        for container in docker_client.containers.list(all=True, filters={"label": label}):
+            container.remove(force=True)

@@ -283,6 +283,60 @@ def test_a_run_whose_supervisor_was_killed_is_killed_by_its_guard_and_resumes(
     assert later and later[0].headers.get("x-claude-code-session-id") in sessions
 
 
+def test_nothing_of_a_run_reaches_the_api_after_its_keeper_died_though_its_guard_waits(
+    real_api: FakeAPI,
+    host_user: tuple[str, int, int],
+    user_workspace: Path,
+    flowerbox_image: str,
+    docker_client: DockerClient,
+) -> None:
+    """The keeper is SIGKILLed while the model holds the worker's request, and its guard is
+    paused (SIGSTOP: the slowest guard there is), so the box runs on: the held answer comes,
+    the CLI asks again, and none of it reaches the API: the gateway lost its keeper's lease
+    at the kill and refuses (issue 30: such requests came through in the gap before the
+    guard's kill). Continued, the guard kills the box and the run reads `killed`."""
+    ws = user_workspace
+    held: list[int] = []
+
+    def worker(request: Request) -> Reply:
+        if request.tool_results():
+            return text("echoed")
+        if not held:
+            held.append(request.index)
+            return replace(tool("Bash", {"command": "echo lease"}), delay=8.0)
+        return tool("Bash", {"command": "echo lease"})
+
+    real_api.script = rules((When(kind="subagent"), worker), (When(), starter_cast()))
+    run_id, _ = detach(host_user, ws, real_api, DEMO_ASK, "--timeout", "0")
+    assert real_api.wait_for(lambda _: bool(held), 300)
+    guard = guard_of(run_id)
+    os.kill(guard, signal.SIGSTOP)
+    try:
+        os.killpg(meta_of(ws, run_id)["keeper_pid"], signal.SIGKILL)
+        killed = time.time()
+        requests_log = Path(meta_of(ws, run_id)["spec"]["state_dir"]) / "gateway/requests.jsonl"
+
+        def refused() -> bool:
+            lines = requests_log.read_text().splitlines() if requests_log.exists() else []
+            return any("keeper is gone" in line for line in lines)
+
+        def late() -> list[int]:
+            return [r.index for r in real_api.requests if r.received_at > killed]
+
+        wait_for(lambda: refused() or bool(late()), 60)  # the CLI asked after the held answer
+        time.sleep(3.0)  # and retried
+        assert late() == []
+        assert refused()
+        running = docker_client.containers.list(filters={"label": f"dev.flower.box.run={run_id}"})
+        assert len(running) == 2  # the guard never acted: the lease alone refused
+    finally:
+        os.kill(guard, signal.SIGCONT)
+    meta = wait_until_ended(ws, run_id, timeout=60)
+    assert (meta["status"], meta["exit_code"]) == ("killed", 137)
+    assert late() == []
+    assert left_behind(docker_client, meta) == []
+
+
 def test_a_run_whose_keeper_and_guard_were_killed_is_lost_until_stop_cleans_it_up(
     real_api: FakeAPI,
     host_user: tuple[str, int, int],

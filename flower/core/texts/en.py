@@ -692,6 +692,10 @@ written, each on its own line; write nothing else, and no code block.
         "the broker does not serve {socket}: is `flowerbox broker` still running?"
     ),
     "engine.gateway_died": "the gateway died before it listened:\n{logs}",
+    "engine.no_lease": (
+        "the gateway started but its lease socket {socket} did not answer ({problem});"
+        " is the image older than this flowerbox? `flowerbox build` makes it again"
+    ),
     "engine.gateway_silent": "the gateway did not open {socket} in {seconds}s",
     "engine.no_runtimes": "cannot ask the Docker engine for its runtimes: {problem}",
     "engine.no_runtime": (
@@ -1078,6 +1082,7 @@ written, each on its own line; write nothing else, and no code block.
     "broker.why_not_listed": (
         "run {run} is served again once the broker has listed the cluster's Secrets"
     ),
+    "broker.lease_held": "the lease of run {run} is held already",
     "broker.why_ended": "run {run} has ended; its token is revoked",
     "broker.why_two_credentials": "{problem}; send the run's token once",
     "broker.why_no_token": "no token; send the run's token as x-api-key",
@@ -1101,6 +1106,11 @@ written, each on its own line; write nothing else, and no code block.
         " CLI uses; it forwards only {allowed} (docs/gateway.md)"
     ),
     "gateway.endpoints_and": " and ",
+    "gateway.keeper_gone": (
+        "the run's keeper on the host is gone, so its box is being stopped:"
+        " nothing more is forwarded"
+    ),
+    "gateway.lease_unbound": "cannot listen on the lease socket {path}: {problem}",
     "gateway.unreachable": "cannot reach {upstream}: {reason}",
     "gateway.internal_error": (
         "internal error while handling this request (a flowerbox bug: its"

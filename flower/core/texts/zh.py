@@ -584,6 +584,10 @@ ZH: dict[str, str] = {
     "engine.start_failed": "启动 {name} 失败：{problem}",
     "engine.no_broker": "broker 没有提供 {socket}：`flowerbox broker` 还在运行吗？",
     "engine.gateway_died": "网关在开始监听之前就退出了：\n{logs}",
+    "engine.no_lease": (
+        "网关已启动，但它的租约套接字 {socket} 没有应答（{problem}）；"
+        "镜像是否比这个 flowerbox 旧？`flowerbox build` 会重新构建它"
+    ),
     "engine.gateway_silent": "网关没有在 {seconds} 秒内打开 {socket}",
     "engine.no_runtimes": "无法向 Docker 引擎询问它的运行时：{problem}",
     "engine.no_runtime": (
@@ -949,6 +953,7 @@ ZH: dict[str, str] = {
     "broker.why_no_job": "运行 {run} 没有正在运行的 Job；在有 Job 运行之前，它的令牌被拒绝",
     "broker.why_unknown_token": "不是这个 broker 所服务的运行的令牌",
     "broker.why_not_listed": "broker 列出集群的 Secret 之后，运行 {run} 会重新得到服务",
+    "broker.lease_held": "运行 {run} 的租约已经有人持有",
     "broker.why_ended": "运行 {run} 已经结束；它的令牌已被吊销",
     "broker.why_two_credentials": "{problem}；运行的令牌只发送一次",
     "broker.why_no_token": "没有令牌；请把运行的令牌作为 x-api-key 发送",
@@ -969,6 +974,10 @@ ZH: dict[str, str] = {
         "网关只转发 {allowed}（docs/gateway.md）"
     ),
     "gateway.endpoints_and": " 和 ",
+    "gateway.keeper_gone": (
+        "主机上守护这个运行的进程已经不在了，它的容器正在被停止：不再转发任何请求"
+    ),
+    "gateway.lease_unbound": "无法在租约套接字 {path} 上监听：{problem}",
     "gateway.unreachable": "连不上 {upstream}：{reason}",
     "gateway.internal_error": (
         "处理这个请求时出现内部错误（这是 flowerbox 的缺陷：回溯信息在网关日志中，"
