@@ -68,8 +68,8 @@ def recorded(workspace: Path, home: Path, agent: str, call_id: str) -> bool:
     key = project_key_for_directory(workspace)
     configs = [home / ".claude", *Path(tempfile.gettempdir()).glob(f"{RESUME_PREFIX}*")]
     for config in configs:
-        for path in (config / "projects" / key).glob(f"*/subagents/agent-{agent}.jsonl"):
-            with contextlib.suppress(OSError):
+        with contextlib.suppress(OSError):  # another user's temp folder (0700), or gone
+            for path in (config / "projects" / key).glob(f"*/subagents/agent-{agent}.jsonl"):
                 if call_id in path.read_text(encoding="utf-8", errors="replace"):
                     return True
     return False
