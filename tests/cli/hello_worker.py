@@ -9,9 +9,13 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+from claude_agent_sdk import project_key_for_directory
+
+from flower.core.reaper import RESUME_PREFIX
 from flower.core.texts.en import EN
 from flower.core.texts.zh import ZH
 from flower.testing import Reply, Request, text, tool, working_directory
@@ -53,6 +57,22 @@ def hello_worker(
         return next((c for c in calls if c.tool_ids[0] not in done), text("done"))
 
     return worker
+
+
+def recorded(workspace: Path, home: Path, agent: str, call_id: str) -> bool:
+    """The CLI has written the call `call_id` of worker `agent` to the worker's transcript
+    file (in its config folder under `home`, or in a resumed session's temp folder), where a
+    kill finds it. The CLI writes its transcript in batches, up to 100 ms after the entry:
+    a call whose process already runs (the slow call's pid file is there) may not be on
+    record yet, and a kill then leaves no trace of it anywhere."""
+    key = project_key_for_directory(workspace)
+    configs = [home / ".claude", *Path(tempfile.gettempdir()).glob(f"{RESUME_PREFIX}*")]
+    for config in configs:
+        with contextlib.suppress(OSError):  # another user's temp folder (0700), or gone
+            for path in (config / "projects" / key).glob(f"*/subagents/agent-{agent}.jsonl"):
+                if call_id in path.read_text(encoding="utf-8", errors="replace"):
+                    return True
+    return False
 
 
 @contextlib.contextmanager

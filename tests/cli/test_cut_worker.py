@@ -1,13 +1,13 @@
 """A worker cut short by a SIGKILL of flower is handed on, not redone (issue 30, item 3).
 
 Round 1 is judged "not yet"; round 2's worker writes hello.py, runs it, and is killed with
-flower while its third call (a slow Bash) runs (and, in one case, the wake after it is killed
-too, once it has told the coordinator but before the next worker starts: a continuation cut
-there must not lose the hand-on). The same ask again wakes the run: the
-coordinator is told what the killed worker did, and the worker it starts next is shown the
-same list (the killed one's calls and results from the store, the one in flight marked
-"may have run"), checks the disk and reports, instead of writing and running everything
-again. Asserted on what the fake API was sent, in either language.
+flower while its third call (a slow Bash) runs, once the CLI has the call on record (and, in
+one case, the wake after it is killed too, once it has told the coordinator but before the
+next worker starts: a continuation cut there must not lose the hand-on). The same ask again
+wakes the run: the coordinator is told what the killed worker did, and the worker it starts
+next is shown the same list (the killed one's calls and results from the store, the one in
+flight, and only it, marked "may have run"), checks the disk and reports, instead of writing
+and running everything again. Asserted on what the fake API was sent, in either language.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from flower.core.texts.zh import ZH
 from flower.testing import FakeAPI, Reply, Request, When, rules, text, tool
 from flower.testing.demo import DEMO_ASK, ROLE_MARKERS, starter_cast, verdict_reply
 from tests.cli.conftest import FLOWER, flower
-from tests.cli.hello_worker import MAY_HAVE_RUN, hello_worker, sleeper_killed
+from tests.cli.hello_worker import MAY_HAVE_RUN, hello_worker, recorded, sleeper_killed
 from tests.json_contract import parse_document
 
 HANDED_ON = tuple(table["cut.worker"].split("(", 1)[0] for table in (EN, ZH))
@@ -38,6 +38,14 @@ TOLD = tuple(table["cut.coordinator"].split("{", 1)[0] for table in (EN, ZH))
 
 def shown_progress(request: Request) -> bool:
     return any(request.contains(marker) for marker in HANDED_ON)
+
+
+def handed_on_lines(request: Request) -> list[str]:
+    """The lines of the texts of `request` that hand a cut worker on (its numbered calls)."""
+    texts = [request.system_text, *request.user_texts]
+    return [
+        line for said in texts if any(m in said for m in HANDED_ON) for line in said.splitlines()
+    ]
 
 
 @pytest.mark.parametrize(("lang", "kill_woken"), [("en", False), ("zh", False), ("zh", True)])
@@ -116,7 +124,16 @@ def test_a_killed_worker_is_handed_on_and_its_work_not_redone(
     )
     try:
         with sleeper_killed(pidfile):
-            assert fake_api.wait_for(lambda reqs: len(workers) >= 2 and pidfile.is_file(), 180)
+            # the pid file is there once the slow call runs, its record up to 100 ms later
+            home = Path(cli_env["HOME"])
+            assert fake_api.wait_for(
+                lambda reqs: (
+                    len(workers) >= 2
+                    and pidfile.is_file()
+                    and recorded(workspace, home, workers[1], f"slow_{workers[1]}")
+                ),
+                180,
+            )
             os.kill(proc.pid, signal.SIGKILL)
             proc.wait(timeout=30)
     finally:
@@ -154,7 +171,11 @@ def test_a_killed_worker_is_handed_on_and_its_work_not_redone(
     first = fresh[0]
     assert first.contains(HANDED_ON[("en", "zh").index(lang)])  # in the run's language
     assert first.contains("hello.py") and first.contains("python3 hello.py")
-    assert any(first.contains(said) for said in MAY_HAVE_RUN)  # the slow call, in flight
+    lines = handed_on_lines(first)
+    ran = [line for line in lines if '"python3 hello.py"' in line]
+    assert ran and not any(said in ran[0] for said in MAY_HAVE_RUN)  # done, with its result
+    in_doubt = [line for line in lines if any(said in line for said in MAY_HAVE_RUN)]
+    assert len(in_doubt) == 1 and "echo $$ > " in in_doubt[0]  # the slow call, in flight
     # ... and redoes none of it: no Write, no run of hello.py, no slow call again
     handed = [r for r in fresh if r.agent_id == first.agent_id]
     assert [u["name"] for u in handed[-1].tool_uses()] == ["Read"]
