@@ -3,6 +3,9 @@
     python -m flowerbox.inside.relay --listen 127.0.0.1:8080=/run/flowerbox/api.sock \\
         [--listen 127.0.0.1:3128=/run/flowerbox/proxy.sock ...]
 
+In a box it runs in the entry's own process (`start`, flowerbox.inside.entry); run on its own
+(tests, benchmarks) it is this command.
+
 The container has no network; the gateway's unix sockets are mounted into it. Each mapping is
 a TCP listener on 127.0.0.1 whose every connection is joined byte for byte to a new
 connection to the socket, both ways, half-closes passed on (an EOF from one side becomes a
@@ -29,7 +32,7 @@ import time
 from pathlib import Path
 from typing import NamedTuple
 
-__all__ = ["Mapping", "main", "parse_mapping", "serve"]
+__all__ = ["Mapping", "main", "parse_mapping", "serve", "start"]
 
 CHUNK = 64 * 1024
 ACCEPT_RETRY_S = 0.1
@@ -105,6 +108,16 @@ def _accept(listener: socket.socket, socket_path: Path, stop: threading.Event) -
         threading.Thread(target=_join, args=(socket_path, client), daemon=True).start()
 
 
+def start(listeners: list[tuple[socket.socket, Path]], stop: threading.Event) -> None:
+    """Relay each listener's connections to its socket, in threads of this process, until
+    `stop` is set (the box's entry runs the relay so: flowerbox.inside.entry)."""
+    for listener, socket_path in listeners:
+        accepting = threading.Thread(
+            target=_accept, args=(listener, socket_path, stop), daemon=True
+        )
+        accepting.start()
+
+
 def serve(mappings: list[Mapping], stop: threading.Event) -> None:
     """Run the listeners until `stop` is set; prints the ready lines once all are up.
     Connections still open then end with the process (their threads are daemons)."""
@@ -116,11 +129,7 @@ def serve(mappings: list[Mapping], stop: threading.Event) -> None:
             else:
                 listener = socket.socket(fileno=mapping.fd)
             listeners.append((listener, mapping))
-        for listener, mapping in listeners:
-            accepting = threading.Thread(
-                target=_accept, args=(listener, mapping.socket, stop), daemon=True
-            )
-            accepting.start()
+        start([(listener, mapping.socket) for listener, mapping in listeners], stop)
         for listener, mapping in listeners:
             port = listener.getsockname()[1]
             print(f"relay {mapping.host}:{port} -> {mapping.socket}", flush=True)
