@@ -105,7 +105,11 @@ def _accept(listener: socket.socket, socket_path: Path, stop: threading.Event) -
                 return
             time.sleep(ACCEPT_RETRY_S)  # out of file descriptors, say: the next may pass
             continue
-        threading.Thread(target=_join, args=(socket_path, client), daemon=True).start()
+        try:
+            threading.Thread(target=_join, args=(socket_path, client), daemon=True).start()
+        except RuntimeError:  # no thread to be had (the box's pids limit): this one only
+            client.close()
+            time.sleep(ACCEPT_RETRY_S)
 
 
 def start(listeners: list[tuple[socket.socket, Path]], stop: threading.Event) -> None:
