@@ -8,14 +8,19 @@ first model request). The scripted model holds each reply `hold` seconds, and ev
 until all N runs have asked (`Gate`), so all N boxes wait on the model at the same
 moment. Then, over `window` seconds:
 
-- memory per run: the agent container's memory as the engine counts it (its cgroup's usage
-  less inactive page cache, what `docker stats` shows), plus the broker's resident memory
-  over N, plus the run's host keeper (the detached supervisor, `flowerbox.runs.supervise`)
-  and its guard's (`flowerbox.runs.guard`) resident memory; their and the broker's
-  proportional share (PSS, shared pages split between the processes that map them) is
-  printed beside it;
+- memory per run, every page counted once, as the machine pays it: the agent container's
+  memory as the engine counts it (its cgroup's usage less inactive page cache, what `docker
+  stats` shows: each page is charged to one cgroup), plus the broker's proportional share
+  (PSS: a page mapped by k processes counts 1/k in each) over N, plus the PSS of the run's
+  host keeper (the detached supervisor, `flowerbox.runs.supervise`), its guard
+  (`flowerbox.runs.guard`) and the engine's shim of its container (containerd-shim, one
+  per container, outside its cgroup). Their resident memory (RSS, which counts the interpreter's and
+  the libraries' shared pages again in every process) is printed beside it, and, as a check,
+  how much the whole machine's used memory (MemTotal less MemAvailable) grew per run from
+  before the first start to the wait (every user of the machine counts);
 - CPU: the whole host's busy share (every user of this machine counts, /proc/stat) and the
-  runs' own (the containers' cgroups, the broker, the keepers), in % of one core;
+  runs' own (the containers' cgroups, the broker, the keepers, guards and shims), in % of
+  one core;
 - the load average.
 
 Then the hold is lifted and each run must end `done` (exit 0) with done.txt written:
@@ -61,6 +66,14 @@ AT_ONCE = 3  # runs booting at once: 25 at once, on 2 shared cores, starved the 
 TARGET_RUNS = 100
 TARGET_MIB = 150.0
 TICKS = os.sysconf("SC_CLK_TCK")
+# A box's processes, told apart by a word of their command line (the first that matches)
+INSIDE = (
+    ("reaper", b"reaper.py"),  # before the CLI: it may name the CLI's path
+    ("relay", b"flowerbox.inside.relay"),
+    ("entry", b"flowerbox.inside.entry"),
+    ("flower", b"/bin/flower\0"),  # not /usr/local/bin/flowerbox-init
+    ("CLI", b"_bundled/claude"),
+)
 
 
 @dataclass(frozen=True)
@@ -151,6 +164,10 @@ class Figures:
     keeper_pss_mib: float = 0.0
     guard_mib: float = 0.0
     guard_pss_mib: float = 0.0
+    shim_mib: float = 0.0
+    shim_pss_mib: float = 0.0
+    machine_mib: float = 0.0  # the machine's used memory's growth over N (a check: shared)
+    inside: dict[str, float] = field(default_factory=dict)  # a box's processes, anonymous MiB
     host_cpu: float = 0.0  # % of one core, every process of the machine
     runs_cpu: float = 0.0  # % of one core, the boxes, the broker, the keepers and guards
     load: str = ""
@@ -158,7 +175,14 @@ class Figures:
 
     @property
     def per_run_mib(self) -> float:
-        return self.box_mib + self.broker_mib + self.keeper_mib + self.guard_mib
+        """What a run costs the machine: every page counted once (the box's cgroup, PSS)."""
+        host = self.broker_pss_mib + self.keeper_pss_mib + self.guard_pss_mib + self.shim_pss_mib
+        return self.box_mib + host
+
+    @property
+    def per_run_rss_mib(self) -> float:
+        """The same with the host processes' RSS: their shared pages counted in each."""
+        return self.box_mib + self.broker_mib + self.keeper_mib + self.guard_mib + self.shim_mib
 
 
 class Fleet:
@@ -247,6 +271,7 @@ def measure(size: CliSize, runs: int, image: str, docker: DockerClient) -> Figur
     started = time.monotonic()
     fleet: Fleet | None = None
     batch = [Run(root / f"w{n:03d}") for n in range(runs)]
+    used_before = _used()
     try:
         with FakeAPI(job(size.hold), api_key=KEY, hold=gate) as api:
             fleet = Fleet(root, api, image)
@@ -270,6 +295,7 @@ def measure(size: CliSize, runs: int, image: str, docker: DockerClient) -> Figur
                 figures.started_s = max(gate.seen.values()) - started
             time.sleep(size.settle)  # the CLIs settled in their wait
             sample(figures, fleet, live, docker, size.window)
+            figures.machine_mib = (_used() - used_before) / max(len(live), 1) / 2**20
             gate.open()
             figures.achieved = finish(fleet, live, deadline=4 * size.hold + 180 + 2 * runs)
     finally:
@@ -285,7 +311,8 @@ def sample(
     containers = boxes(docker, fleet.root)
     keepers = [pid for run in live if (pid := _int(fleet.meta(run).get("keeper_pid")))]
     guards = _guards(fleet.runs_dir)
-    hosts = [fleet.broker.pid, *keepers, *guards]
+    shims = _shims(containers)
+    hosts = [fleet.broker.pid, *keepers, *guards, *shims]
     host_before, runs_before = _host_cpu(), _runs_cpu(containers, hosts)
     time.sleep(window)
     host_after, runs_after = _host_cpu(), _runs_cpu(containers, hosts)
@@ -296,23 +323,41 @@ def sample(
     n = max(len(live), 1)
     mib = 2**20
     figures.box_mib = sum(_container_memory(docker, c) for c in containers) / n / mib
+    figures.inside = _inside(containers)
     figures.broker_mib = _status(fleet.broker.pid, "VmRSS") / n / mib
     figures.broker_pss_mib = _pss(fleet.broker.pid) / n / mib
     figures.keeper_mib = sum(_status(pid, "VmRSS") for pid in keepers) / n / mib
     figures.keeper_pss_mib = sum(_pss(pid) for pid in keepers) / n / mib
     figures.guard_mib = sum(_status(pid, "VmRSS") for pid in guards) / n / mib
     figures.guard_pss_mib = sum(_pss(pid) for pid in guards) / n / mib
+    figures.shim_mib = sum(_status(pid, "VmRSS") for pid in shims) / n / mib
+    figures.shim_pss_mib = sum(_pss(pid) for pid in shims) / n / mib
 
 
 def _guards(runs_dir: Path) -> list[int]:
     """The pids of the guards of runs under `runs_dir` (each started with its state folder)."""
+    return _processes(
+        lambda argv: (
+            b"flowerbox.runs.guard" in argv and any(str(runs_dir).encode() in a for a in argv)
+        )
+    )
+
+
+def _shims(containers: list[str]) -> list[int]:
+    """The pids of the engine's shims of `containers` (`containerd-shim-runc-v2 ... -id ID`)."""
+    ids = {c.encode() for c in containers}
+    return _processes(lambda argv: b"-id" in argv and bool(ids.intersection(argv)))
+
+
+def _processes(match: Callable[[list[bytes]], bool]) -> list[int]:
+    """The pids of the host's processes whose argv `match`es."""
     found = []
     for proc in Path("/proc").iterdir():
         try:
             argv = (proc / "cmdline").read_bytes().split(b"\0")
         except OSError:
             continue
-        if b"flowerbox.runs.guard" in argv and any(str(runs_dir).encode() in a for a in argv):
+        if argv and match(argv):
             found.append(int(proc.name))
     return found
 
@@ -359,6 +404,34 @@ def cleanup(fleet: Fleet | None, batch: list[Run], root: Path, docker: DockerCli
     if fleet is not None:
         fleet.stop()
     shutil.rmtree(root, ignore_errors=True)
+
+
+def _inside(containers: list[str]) -> dict[str, float]:
+    """The mean anonymous memory (MiB) of each kind of process in the boxes (INSIDE, else
+    "other"): nearly all of what a waiting box's cgroup is charged. Empty when the cgroups
+    are not readable here (v1's and v2's docker paths)."""
+    total: dict[str, int] = {}
+    boxes = 0
+    for container in containers:
+        for procs in (
+            Path("/sys/fs/cgroup/memory/docker") / container / "cgroup.procs",
+            Path("/sys/fs/cgroup/system.slice") / f"docker-{container}.scope" / "cgroup.procs",
+        ):
+            if procs.is_file():
+                boxes += 1
+                for pid in procs.read_text().split():
+                    kind = _kind(int(pid))
+                    total[kind] = total.get(kind, 0) + _rollup(int(pid), "Anonymous")
+                break
+    return {kind: size / max(boxes, 1) / 2**20 for kind, size in total.items()}
+
+
+def _kind(pid: int) -> str:
+    try:
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return "other"
+    return next((kind for kind, word in INSIDE if word in argv), "other")
 
 
 def _container_memory(docker: DockerClient, container: str) -> int:
@@ -424,10 +497,20 @@ def _meminfo(key: str) -> int:
     return 0
 
 
+def _used() -> int:
+    """The machine's used memory: what is not available to a new program."""
+    return _meminfo("MemTotal") - _meminfo("MemAvailable")
+
+
 def _pss(pid: int) -> int:
+    return _rollup(pid, "Pss")
+
+
+def _rollup(pid: int, key: str) -> int:
+    """A figure of /proc/PID/smaps_rollup, in bytes (0: the process is gone)."""
     try:
         for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
-            if line.startswith("Pss:"):
+            if line.startswith(key + ":"):
                 return int(line.split()[1]) * 1024
     except OSError:
         pass
@@ -453,9 +536,20 @@ def report(figures: Figures, *, judged: bool, at_once: int) -> bool:
     )
     print(
         f"           {figures.per_run_mib:6.1f} MiB per run: box {figures.box_mib:.1f}"
-        f" + broker {figures.broker_mib:.1f} (PSS {figures.broker_pss_mib:.1f})"
-        f" + host keeper {figures.keeper_mib:.1f} (PSS {figures.keeper_pss_mib:.1f})"
-        f" + its guard {figures.guard_mib:.1f} (PSS {figures.guard_pss_mib:.1f})"
+        f" + broker {figures.broker_pss_mib:.1f} + host keeper {figures.keeper_pss_mib:.1f}"
+        f" + its guard {figures.guard_pss_mib:.1f} + its container's shim"
+        f" {figures.shim_pss_mib:.1f} (PSS; with the host processes' RSS"
+        f" {figures.per_run_rss_mib:.1f}: broker {figures.broker_mib:.1f},"
+        f" keeper {figures.keeper_mib:.1f}, guard {figures.guard_mib:.1f},"
+        f" shim {figures.shim_mib:.1f})"
+    )
+    if figures.inside:
+        kinds = sorted(figures.inside.items(), key=lambda item: -item[1])
+        parts = ", ".join(f"{kind} {mib:.1f}" for kind, mib in kinds)
+        print(f"           inside a box (anonymous MiB, mean): {parts}")
+    print(
+        f"           the machine's used memory grew {figures.machine_mib:.1f} MiB per run"
+        " (a check: every user of the machine counts)"
     )
     print(
         f"           while waiting: host CPU {figures.host_cpu:.0f} % of one core (every user"

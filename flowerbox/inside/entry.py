@@ -3,8 +3,10 @@ once the gateway's socket is there, and exit with its code.
 `python -m inside.entry --relay 127.0.0.1:8080=/run/flowerbox/api.sock -- flower ...`
 
 The container has no network; the relay turns the gateway's unix socket into the loopback
-port ANTHROPIC_BASE_URL names. SIGTERM and SIGINT are passed on to the command (flower stops
-at a message boundary and records its step), and the relay goes when the command is done.
+port ANTHROPIC_BASE_URL names. It runs in this process's threads (flowerbox.inside.relay's
+`start`): a process of its own held 7 MiB more in every box (issue 31, a hundred runs on one
+machine). SIGTERM and SIGINT are passed on to the command (flower stops at a message
+boundary and records its step), and the relay goes when the command is done.
 """
 
 from __future__ import annotations
@@ -15,11 +17,12 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from types import FrameType
 
-from flowerbox import wire
+from flowerbox.inside import relay
 
 READY_TIMEOUT_S = 20.0
 LOOPBACK = ("127.0.0.1", "localhost")
@@ -46,11 +49,10 @@ def main(argv: list[str] | None = None) -> int:
             return 2
     # The relay starts while the gateway may still be coming up (the host starts both
     # containers at once): it connects per connection, so only the command waits for the
-    # gateway. Its ports are bound here first and handed down: a connection the command
-    # makes while the relay is still starting waits in the backlog, so the command starts
-    # without waiting for the relay's own start.
+    # gateway.
+    stop = threading.Event()
     try:
-        relay = _spawn_relay(args.relay) if args.relay else None
+        _start_relay(args.relay, stop)
     except OSError as exc:
         print(f"flowerbox: the relay cannot listen: {exc}", file=sys.stderr)
         return 2
@@ -70,41 +72,28 @@ def main(argv: list[str] | None = None) -> int:
 
         for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
             signal.signal(sig, forward)
-        if relay is not None and not _listening(relay, len(args.relay)):
-            print("flowerbox: the relay did not start", file=sys.stderr)
-            child.terminate()
-            child.wait()
-            return 2
         code = child.wait()
         # Killed by a signal: the shell's 128+N, as docker reports it (a negative return
         # code would leave the container as 256-N: 241 for SIGTERM).
         return 128 - code if code < 0 else code
     finally:
-        if relay is not None:
-            relay.terminate()
-            relay.wait(timeout=10)
+        stop.set()  # the process ends next, and the relay's threads with it
 
 
-def _spawn_relay(mappings: list[str]) -> subprocess.Popen[str]:
-    """The relay, on loopback listeners bound here (`HOST:PORT=SOCKET` each). The relay holds
-    the only copies once it runs: if it dies, its ports close and a connection is refused,
-    never left waiting in a backlog nobody reads."""
-    listeners = [_bind(mapping.split("=", 1)[0]) for mapping in mappings]
+def _start_relay(mappings: list[str], stop: threading.Event) -> None:
+    """The relay, in this process's threads, on loopback listeners bound here
+    (`HOST:PORT=SOCKET` each); all bound before any relays, so a port taken is refused
+    before the command starts."""
+    listeners: list[tuple[socket.socket, Path]] = []
     try:
-        relay_args = [
-            arg
-            for sock, mapping in zip(listeners, mappings, strict=True)
-            for arg in ("--listen-fd", f"{sock.fileno()}={mapping.split('=', 1)[1]}")
-        ]
-        return subprocess.Popen(
-            [sys.executable, "-m", wire.RELAY_MODULE, *relay_args],
-            pass_fds=[sock.fileno() for sock in listeners],
-            stdout=subprocess.PIPE,
-            text=True,
-        )
-    finally:
-        for sock in listeners:
-            sock.close()
+        for mapping in mappings:
+            address, _, socket_path = mapping.partition("=")
+            listeners.append((_bind(address), Path(socket_path)))
+    except OSError:
+        for listener, _ in listeners:
+            listener.close()
+        raise
+    relay.start(listeners, stop)
 
 
 def _bind(address: str) -> socket.socket:
@@ -113,13 +102,6 @@ def _bind(address: str) -> socket.socket:
     if host not in LOOPBACK or not port.isdigit():
         raise OSError(f"{address!r} is not a loopback HOST:PORT")
     return socket.create_server((host, int(port)), backlog=LISTEN_BACKLOG)
-
-
-def _listening(relay: subprocess.Popen[str], mappings: int) -> bool:
-    """Whether the relay listens on every mapping (one "relay ... -> ..." line each); False
-    if it died first."""
-    assert relay.stdout is not None
-    return all(relay.stdout.readline() for _ in range(mappings))
 
 
 def _wait_for(path: Path) -> bool:

@@ -3,6 +3,9 @@
     python -m flowerbox.inside.relay --listen 127.0.0.1:8080=/run/flowerbox/api.sock \\
         [--listen 127.0.0.1:3128=/run/flowerbox/proxy.sock ...]
 
+In a box it runs in the entry's own process (`start`, flowerbox.inside.entry); run on its own
+(tests, benchmarks) it is this command.
+
 The container has no network; the gateway's unix sockets are mounted into it. Each mapping is
 a TCP listener on 127.0.0.1 whose every connection is joined byte for byte to a new
 connection to the socket, both ways, half-closes passed on (an EOF from one side becomes a
@@ -11,27 +14,32 @@ write EOF on the other), until both directions have ended. It knows nothing of H
 When every listener is up it prints one line per mapping, "relay 127.0.0.1:PORT -> PATH"
 (port 0 picks a free port and the line shows the real one). A socket that cannot be reached
 closes that one TCP connection and nothing else. SIGTERM or SIGINT: exit 0.
+
+Threads (one per listener, two per connection: the box makes a handful), not asyncio: the
+relay runs in every box for the whole run, and asyncio's modules alone held 7 of its 11 MiB
+(issue 31: a hundred runs on one machine).
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
 import contextlib
 import signal
 import socket
 import sys
-from dataclasses import dataclass
+import threading
+import time
 from pathlib import Path
-from typing import Any
+from typing import NamedTuple
 
-__all__ = ["Mapping", "main", "parse_mapping", "serve"]
+__all__ = ["Mapping", "main", "parse_mapping", "serve", "start"]
 
 CHUNK = 64 * 1024
+ACCEPT_RETRY_S = 0.1
+STOP_POLL_S = 1.0
 
 
-@dataclass(frozen=True)
-class Mapping:
+class Mapping(NamedTuple):  # not a dataclass: those import inspect, ast and dis (1.5 MiB)
     """One `HOST:PORT=SOCKET` argument (only loopback hosts are accepted), or one
     `FD=SOCKET`: a listening socket the caller bound and handed down as `fd`."""
 
@@ -60,85 +68,83 @@ def parse_inherited(text: str) -> Mapping:
     return Mapping("127.0.0.1", 0, Path(path), int(fd))
 
 
-async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-    """Copy until EOF, then half-close the far side; an error closes it outright."""
+def _pipe(source: socket.socket, target: socket.socket) -> None:
+    """Copy until EOF, then half-close the far side; an error shuts both down outright (the
+    other direction's read then ends too)."""
     try:
-        while data := await reader.read(CHUNK):
-            writer.write(data)
-            await writer.drain()
-        if writer.can_write_eof():
-            writer.write_eof()
+        while data := source.recv(CHUNK):
+            target.sendall(data)
+        target.shutdown(socket.SHUT_WR)
     except OSError:
-        writer.close()
-
-
-async def _join(
-    socket_path: Path, client_r: asyncio.StreamReader, client_w: asyncio.StreamWriter
-) -> None:
-    try:
-        server_r, server_w = await asyncio.open_unix_connection(str(socket_path))
-    except OSError as exc:
-        print(f"relay: {socket_path}: {exc.strerror or exc}", file=sys.stderr, flush=True)
-        client_w.close()
-        return
-    try:
-        await asyncio.gather(_pipe(client_r, server_w), _pipe(server_r, client_w))
-    finally:
-        for writer in (server_w, client_w):
-            writer.close()
+        for end in (source, target):
             with contextlib.suppress(OSError):
-                await writer.wait_closed()
+                end.shutdown(socket.SHUT_RDWR)
 
 
-async def serve(mappings: list[Mapping], stop: asyncio.Event) -> None:
-    """Run the listeners until `stop` is set; prints the ready lines once all are up."""
-    servers = []
-    # The event loop keeps only weak references to tasks: without this set a connection's
-    # task can be collected mid-flight (seen under load as "Task was destroyed but it is
-    # pending"), which cut that connection.
-    connections: set[asyncio.Task[Any]] = set()
+def _join(socket_path: Path, client: socket.socket) -> None:
+    """One TCP connection joined to a new connection to `socket_path`, both ways, until both
+    directions have ended."""
+    with client, socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as server:
+        try:
+            server.connect(str(socket_path))
+        except OSError as exc:
+            print(f"relay: {socket_path}: {exc.strerror or exc}", file=sys.stderr, flush=True)
+            return
+        back = threading.Thread(target=_pipe, args=(server, client), daemon=True)
+        back.start()
+        _pipe(client, server)
+        back.join()
+
+
+def _accept(listener: socket.socket, socket_path: Path, stop: threading.Event) -> None:
+    while not stop.is_set():
+        try:
+            client, _ = listener.accept()
+        except OSError:
+            if stop.is_set():
+                return
+            time.sleep(ACCEPT_RETRY_S)  # out of file descriptors, say: the next may pass
+            continue
+        try:
+            threading.Thread(target=_join, args=(socket_path, client), daemon=True).start()
+        except RuntimeError:  # no thread to be had (the box's pids limit): this one only
+            client.close()
+            time.sleep(ACCEPT_RETRY_S)
+
+
+def start(listeners: list[tuple[socket.socket, Path]], stop: threading.Event) -> None:
+    """Relay each listener's connections to its socket, in threads of this process, until
+    `stop` is set (the box's entry runs the relay so: flowerbox.inside.entry)."""
+    for listener, socket_path in listeners:
+        accepting = threading.Thread(
+            target=_accept, args=(listener, socket_path, stop), daemon=True
+        )
+        accepting.start()
+
+
+def serve(mappings: list[Mapping], stop: threading.Event) -> None:
+    """Run the listeners until `stop` is set; prints the ready lines once all are up.
+    Connections still open then end with the process (their threads are daemons)."""
+    listeners: list[tuple[socket.socket, Mapping]] = []
     try:
         for mapping in mappings:
-            path = mapping.socket
-
-            async def handle(
-                r: asyncio.StreamReader, w: asyncio.StreamWriter, path: Path = path
-            ) -> None:
-                task = asyncio.current_task()
-                assert task is not None
-                connections.add(task)
-                try:
-                    await _join(path, r, w)
-                except asyncio.CancelledError:
-                    pass  # only the shutdown below cancels; end quietly (3.11's streams log it)
-                finally:
-                    connections.discard(task)
-
             if mapping.fd is None:
-                server = await asyncio.start_server(handle, mapping.host, mapping.port)
+                listener = socket.create_server((mapping.host, mapping.port))
             else:
-                server = await asyncio.start_server(handle, sock=socket.socket(fileno=mapping.fd))
-            servers.append((server, mapping))
-        for server, mapping in servers:
-            port = server.sockets[0].getsockname()[1]
+                listener = socket.socket(fileno=mapping.fd)
+            listeners.append((listener, mapping))
+        start([(listener, mapping.socket) for listener, mapping in listeners], stop)
+        for listener, mapping in listeners:
+            port = listener.getsockname()[1]
             print(f"relay {mapping.host}:{port} -> {mapping.socket}", flush=True)
-        await stop.wait()
+        while not stop.wait(STOP_POLL_S):
+            pass
     finally:
-        for server, _ in servers:
-            server.close()
-        for task in list(connections):
-            task.cancel()
-        await asyncio.gather(*connections, return_exceptions=True)
-        for server, _ in servers:
-            await server.wait_closed()
-
-
-async def _main(mappings: list[Mapping]) -> None:
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(signum, stop.set)
-    await serve(mappings, stop)
+        stop.set()
+        for listener, _ in listeners:
+            with contextlib.suppress(OSError):
+                listener.shutdown(socket.SHUT_RDWR)  # wakes its accept()
+            listener.close()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -155,8 +161,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if not args.listen and not args.listen_fd:
         parser.error("give at least one --listen or --listen-fd")
+    stop = threading.Event()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda signum, frame: stop.set())
     try:
-        asyncio.run(_main(args.listen + args.listen_fd))
+        serve(args.listen + args.listen_fd, stop)
     except OSError as exc:  # a port already taken: say which, exit non-zero
         print(f"relay: cannot listen: {exc}", file=sys.stderr)
         return 1

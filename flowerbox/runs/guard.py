@@ -5,7 +5,9 @@ watches the run's disk budget, copies its output or records its end, and a box l
 keeps calling the API while the user's `flowerbox resume` starts a second box on the same
 workspace. So `flowerbox "ask" --detach` starts this process too, in a session of its own, its
 stdin the read end of a pipe whose only write end the supervisor holds. The pipe closes when
-the supervisor exits, however it exits (a SIGKILL, the OOM killer). The guard then looks at
+the supervisor exits, however it exits (a SIGKILL, the OOM killer). Until then a shell waits
+for it (flowerbox.runs.detach.WAIT_FOR_EOF: 1 MiB, where an idle Python holds 9) and then
+becomes this Python, in the same process. The guard then looks at
 the run's record: an end recorded means the supervisor finished its work; a run still live
 means its keeper died, and the guard kills the box at once (both containers together, by
 name: the gateway's kill ends what reaches the API), records when, and does the rest of the
@@ -40,9 +42,9 @@ def guard(state_dir: Path, watched: int) -> int:
     recorded live, kill its box and finish the keeper's work. 0, or 2 with no run record."""
     while os.read(watched, 4096):
         pass  # the keeper writes nothing; the pipe closing is the news
-    # lazy: a guard waits for the whole run, one per detached run; waiting it holds nothing
-    # but the interpreter (12 MiB; 35 with the docker SDK it had), and its kill speaks to the engine
-    # with the standard library (flowerbox.box.engineapi: no client to connect beforehand)
+    # lazy: a guard waits for the whole run, one per detached run (in a shell, started
+    # detached: then this read ends at once); its kill speaks to the engine with the standard
+    # library (flowerbox.box.engineapi: no client to connect beforehand)
     from flowerbox.box.prepare import Prepared
     from flowerbox.box.running import kill_now
     from flowerbox.runs import records

@@ -255,13 +255,17 @@ def test_a_run_whose_supervisor_was_killed_is_killed_by_its_guard_and_resumes(
     flowerbox_image: str,
     docker_client: DockerClient,
 ) -> None:
-    """The OOM killer takes a detached run's keeper mid-step: within 2 s its guard has killed
-    the box (no container of the run runs, nothing of it reaches the API after the kill it
-    recorded), finished the keeper's work (the run `killed`, nothing left behind), and
-    `flowerbox resume` continues the same session to its end."""
+    """The OOM killer takes a detached run's keeper mid-step (its guard waiting in a shell):
+    within 2 s its guard has killed the box (no container of the run runs, nothing of it
+    reaches the API after the kill it recorded), finished the keeper's work (the run
+    `killed`, nothing left behind), and `flowerbox resume` continues the same session to its
+    end."""
     ws = user_workspace
     run_id, env = slow_run(real_api, host_user, ws)
     worker_busy(real_api)
+    # the guard waits in a shell (1 MiB, not an idle Python's 9: issue 31, a hundred runs)
+    guard = guard_of(run_id)
+    assert "python" not in Path(f"/proc/{guard}/exe").resolve().name
     keeper = meta_of(ws, run_id)["keeper_pid"]
     os.killpg(keeper, signal.SIGKILL)  # the keeper's whole process group
     killed = time.time()

@@ -1,5 +1,7 @@
 """The relay as a real process: loopback TCP joined to unix sockets, half-closes passed on,
-a dead socket costing one connection, SIGTERM a clean exit."""
+a dead socket costing one connection, SIGTERM a clean exit; and run in a process's threads
+(`start`, as the box's entry runs it): a connection with no thread to be had costs only
+itself."""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from flowerbox.inside import relay
 from flowerbox.inside.relay import Mapping, parse_mapping
 from tests.flowerbox.conftest import RelayProcess
 
@@ -101,3 +104,31 @@ def test_several_mappings_and_sigterm(
         assert open_conn.recv(100) == b"STILL HERE"
         relay.process.send_signal(signal.SIGTERM)  # with a connection in flight
         assert relay.process.wait(timeout=10) == 0
+
+
+def test_a_connection_with_no_thread_to_be_had_is_closed_and_the_next_is_served(
+    echo_socket: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """At the box's pids limit a connection's thread cannot start: that connection is closed
+    and the listener goes on (in a box the relay runs in the entry's threads)."""
+    start = threading.Thread.start
+    refused: list[str] = []
+
+    def once_refused(thread: threading.Thread) -> None:
+        if thread.name.endswith("(_join)") and not refused:
+            refused.append(thread.name)
+            raise RuntimeError("can't start new thread")
+        start(thread)
+
+    monkeypatch.setattr(threading.Thread, "start", once_refused)
+    stop = threading.Event()
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        relay.start([(listener, echo_socket)], stop)
+        port = listener.getsockname()[1]
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=5) as first:
+                assert first.recv(1) == b""  # closed, not left hanging
+            assert refused
+            assert talk(port, b"next") == b"NEXTbye"
+        finally:
+            stop.set()
