@@ -19,6 +19,7 @@ from typer.core import TyperGroup
 
 from flower.cli import helplang, richhelp
 from flower.cli.coercion import settle_defaults
+from flower.cli.lazyparams import defer_params
 from flower.core import lang
 
 HELP_OPTIONS = ["-h", "--help"]
@@ -41,9 +42,11 @@ class AskRouter(TyperGroup):
     ) -> Any:
         """The context; first, under --lang zh, the whole tree's help in Chinese
         (flower.cli.helplang), before `--help` or a usage error can draw it. Parameters
-        left at their defaults skip pydantic (flower.cli.coercion); a help page is drawn
+        left at their defaults skip pydantic (flower.cli.coercion), and a command loaded from
+        here on makes its parameters when first used (flower.cli.lazyparams); a help page is drawn
         without rich's Markdown and Traceback loaded (flower.cli.richhelp)."""
         settle_defaults()
+        defer_params()
         lead, _ = hoisted(list(args))
         helping = not args or bool({*args} & {*HELP_OPTIONS}) or args[0].lower() in HELP_WORDS
         if helping:
