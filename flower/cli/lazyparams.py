@@ -25,6 +25,7 @@ from typer.core import TyperCommand
 
 _BUILD = typer.main.get_command_from_info
 _PENDING = "_flower_pending_params"  # on a command: (its function, pretty_exceptions_short)
+_ON_MADE = "_flower_on_made"  # on a command: what to do with its parameters once made
 
 
 class DeferredParams:
@@ -64,6 +65,18 @@ class DeferredParams:
             context_param_name=context_param_name,
             pretty_exceptions_short=pretty_exceptions_short,
         )
+        if (then := self.__dict__.pop(_ON_MADE, None)) is not None:
+            then(params)
+
+
+def when_made(command: _click.Command, then: Callable[[list[_click.Parameter]], None]) -> None:
+    """`then(params)` on `command`'s parameters: now if they are made, else once they are
+    (the last `then` given wins): `--lang zh` translates a help page's commands without
+    making their parameters."""
+    if _PENDING in command.__dict__:
+        command.__dict__[_ON_MADE] = then
+    else:
+        then(command.params)
 
 
 @functools.cache

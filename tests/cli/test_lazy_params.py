@@ -19,7 +19,9 @@ from typer.core import TyperGroup
 import flower.cli.app as flower_cli
 import flowerbox.cli.app as flowerbox_cli
 from flower.cli import lazyparams
+from flower.core.texts.help_zh import HELP_ZH
 
+PS_HELP = "List the runs (newest last) and the questions they wait on."
 APPS = {"flower": flower_cli.app, "flowerbox": flowerbox_cli.app}
 COMMAND_FIELDS = ("name", "help", "short_help", "epilog", "hidden", "no_args_is_help")
 PARAM_FIELDS = (
@@ -73,19 +75,32 @@ def test_every_deferred_command_is_the_command_typer_builds(
         assert described(command) == described(eager[path]), path
 
 
-def test_a_group_help_page_makes_no_command_parameters(monkeypatch: pytest.MonkeyPatch) -> None:
-    group = built(flowerbox_cli.app, monkeypatch, deferred=True)
+def help_page(group: Any, args: list[str]) -> str:
+    """What `flowerbox ARGS` prints (a help page: exit 0)."""
     out = io.StringIO()
     with contextlib.redirect_stdout(out), pytest.raises(SystemExit) as done:
-        group.main(["--lang", "en", "--help"], prog_name="flowerbox")
+        group.main(args, prog_name="flowerbox")
     assert done.value.code == 0
-    assert "List the runs" in out.getvalue()  # ps's line: its module was loaded, its help read
+    return out.getvalue()
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_a_group_help_page_makes_no_command_parameters(
+    lang: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Nor does `--lang zh` make them to translate them: a command's are translated when
+    they are made (its own help page, here in the same process as a person's next line)."""
+    group = built(flowerbox_cli.app, monkeypatch, deferred=True)
+    ps_line = {"en": "List the runs", "zh": HELP_ZH[PS_HELP][:6]}[lang]
+    assert ps_line in help_page(group, ["--lang", lang, "--help"])  # its module loaded
     pending = [n for n in group.commands if lazyparams._PENDING in vars(group.commands[n])]
     assert "ps" in pending and "go" in pending and len(pending) >= 20
     ps = group.commands["ps"]
-    assert "--json" in {opt for param in ps.params for opt in param.opts}
+    json_help = next(param.help for param in ps.params if "--json" in param.opts)
     assert lazyparams._PENDING not in vars(ps)
     assert ps.callback is not None and ps.callback.__wrapped__.__name__ == "ps"
+    assert (json_help in HELP_ZH) == (lang == "en")
+    assert (json_help in HELP_ZH.values()) == (lang == "zh")
 
 
 def test_a_deferred_command_runs_its_function_with_its_parameters() -> None:
