@@ -17,6 +17,8 @@ def main() -> None:
         print(f"flowerbox {__version__}")
         return
     # lazy: the typer app and its commands cost what `--version` alone does not need
+    from flower.cli.lazyparams import defer_params
     from flowerbox.cli.app import app
 
+    defer_params()  # before typer builds the root's own commands (setup, version) too
     app()
