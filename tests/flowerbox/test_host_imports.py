@@ -77,9 +77,11 @@ def test_python_m_flowerbox_imports_neither(tmp_path: Path) -> None:
 def test_the_report_is_drawn_on_the_host_without_the_sdk(tmp_path: Path) -> None:
     """`flowerbox report` and `flower report` read the run's timeline with the model's context
     window (flower.default_window, flower.core.window), which once lived beside the SDK's
-    options and loaded it."""
+    options and loaded it. The modules the report's own functions import when they draw
+    (flower.cli.report loads them late) are imported as they are."""
     code = (
         "import flowerbox.runs.control, flower.cli.report;"
+        " import flower.core.timeline, flower.core.window, flower.cli.picture, flower.cli.browser;"
         " from flower import default_window, read_timeline; default_window()"
     )
     modules = imported(["-c", code], tmp_path)
