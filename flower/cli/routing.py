@@ -17,7 +17,7 @@ import typer
 from typer import _click  # typer >= 0.26 vendors click; its group speaks these types
 from typer.core import TyperGroup
 
-from flower.cli import helplang, richhelp
+from flower.cli import collector, helplang, richhelp
 from flower.cli.coercion import settle_defaults
 from flower.cli.lazyparams import defer_params
 from flower.core import lang
@@ -70,6 +70,13 @@ class AskRouter(TyperGroup):
                 raise
             helplang.panel_words()  # the error's panel
             raise helplang.usage_error(exc) from exc
+
+    def resolve_command(self, ctx: _click.Context, args: list[str]) -> Any:
+        """The command of the line, loaded; from here it runs with the garbage collector
+        on (flower.cli.collector: off while the command line started)."""
+        found = super().resolve_command(ctx, args)
+        collector.resume()
+        return found
 
     def get_command(self, ctx: _click.Context, cmd_name: str) -> Any:
         """A command, its help in Chinese when this tree's is (one loaded late too)."""
