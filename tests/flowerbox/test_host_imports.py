@@ -135,17 +135,27 @@ def test_a_command_imports_its_own_module_not_the_others(
     assert not modules & others, sorted(modules & others)
 
 
+DRAWING = {"flower.cli.picture", "flower.cli.browser", "flower.core.timeline"}
+"""What `report` draws with: loaded when it draws, not to list the command."""
 LIGHT = {
-    "flowerbox --help": {"pydantic", "markdown_it", "pygments", "attr", "msgspec", "asyncio"},
+    "flowerbox --help": {
+        "pydantic",
+        "markdown_it",
+        "pygments",
+        "attr",
+        "msgspec",
+        "asyncio",
+        *DRAWING,
+    },
     "flowerbox ps --help": {"pydantic", "markdown_it", "pygments", "attr", "msgspec"},
     "flowerbox ps": {"pydantic", "markdown_it", "pygments", "attr", "msgspec", "typer.rich_utils"},
-    "flower --help": {"pydantic", "markdown_it", "pygments", "attr", "asyncio"},
+    "flower --help": {"pydantic", "markdown_it", "pygments", "attr", "asyncio", *DRAWING},
     "flower status": {"pydantic", "markdown_it", "pygments", "attr", "typer.rich_utils"},
 }
 """What each command does not load (issue 31, bench.cli): typer's pydantic adapters for
 parameters left at their defaults (flower.cli.coercion), rich's Markdown and Traceback for
 a help page (flower.cli.richhelp), msgspec, which decodes a run's recorded spec, and
-asyncio, which only a run's loop needs."""
+asyncio, which only a run's loop needs; a help page not `report`'s drawing (DRAWING)."""
 NOT_FOR_LISTING = {"flowerbox.box.spec", "flowerbox.hostgit", "hashlib", "tomllib"}
 """What a run's start needs and listing runs, or the help, does not."""
 
