@@ -8,7 +8,8 @@ which draws a Timeline as the report's page, SVG and PNG (with its options `SvgO
 the root group whose first word may be the ask (and `GLOBAL_OPTIONS`, the root's options it
 lets stand anywhere); `LangOption`, the root's --lang (it sets
 $FLOWER_LANG for everything the command starts); `positive_usd`, the check of a budget
-option; `LazyCommands` (with its `Loader`), a group's commands built on first use; and
+option; `LazyCommands` (with its `Loader`), a group's commands built on first use, and
+`defer_params`, which has typer make each command's parameters when first read; and
 `check_args` / `options_help`, flower's command line checked and described for a
 program that runs flower elsewhere.
 
@@ -27,6 +28,7 @@ from flower.exports import lazy_exports
 
 _HOMES = {
     "flower.cli.lazy": ("LazyCommands", "Loader"),
+    "flower.cli.lazyparams": ("defer_params",),
     "flower.cli.options": ("LangOption", "PngOut", "SvgOut", "positive_usd"),
     "flower.cli.passthrough": ("check_args", "options_help"),
     "flower.cli.render": ("Render",),
@@ -46,6 +48,7 @@ __all__ = [
     "SvgOut",
     "check_args",
     "contract",
+    "defer_params",
     "options_help",
     "positive_usd",
     "setup",
@@ -60,6 +63,7 @@ __getattr__, __dir__ = lazy_exports(__name__, _HOMES, __all__)
 if TYPE_CHECKING:  # what type checkers and IDEs see
     from flower.cli import contract
     from flower.cli.lazy import LazyCommands, Loader
+    from flower.cli.lazyparams import defer_params
     from flower.cli.options import LangOption, PngOut, SvgOut, positive_usd
     from flower.cli.passthrough import check_args, options_help
     from flower.cli.render import Render

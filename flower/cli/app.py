@@ -15,6 +15,7 @@ import typer.main
 from typer import _click  # typer >= 0.26 vendors click; its group speaks these types
 
 from flower import __version__
+from flower.cli import collector
 from flower.cli.contract import JsonRefusals
 from flower.cli.lazy import LazyCommands, Loader
 from flower.cli.options import LangOption
@@ -124,5 +125,6 @@ def root(
 
 def main() -> None:
     """Console-script entry point."""
+    collector.pause()  # until the command is found (flower.cli.collector)
     defer_mcp()  # before any command imports the SDK: mcp's client and servers stay unloaded
     app()

@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from flower.cli import lazyparams
 from flower.cli.lazy import LazyCommands
 from flower.core.lang import LangError, resolve
 from flower.core.texts.help_zh import HELP_ZH
@@ -90,8 +91,9 @@ def language_of(lead: list[str]) -> str:
 def translate(command: Any, ctx: Any = None, *, every: bool = True) -> None:
     """Put `command`'s help texts (and its subcommands', for a group: `every` one, loading
     those a lazy group has not loaded, as a help page lists them all; else those loaded) in
-    Chinese, where the table has them. `ctx` makes the help option now, so its text can be
-    set too. What it replaces is kept (ENGLISH) for `english` to put back."""
+    Chinese, where the table has them; its parameters' and help option's (made from `ctx`)
+    once they are made (flower.cli.lazyparams: a group's help page makes none). What it
+    replaces is kept (ENGLISH) for `english` to put back."""
     if getattr(command, DONE, False):
         return
     setattr(command, DONE, True)
@@ -100,16 +102,24 @@ def translate(command: Any, ctx: Any = None, *, every: bool = True) -> None:
         kept.append((command, "help", command.help))
         command.help = HELP_ZH[command.help]
         command.short_help = None  # the list of commands shows the first line of the help
+    setattr(command, ENGLISH, kept)
+    lazyparams.when_made(command, lambda params: _translate_params(command, ctx, params, kept))
+    for sub in _subcommands(command, every=every):
+        translate(sub, ctx, every=every)
+
+
+def _translate_params(command: Any, ctx: Any, params: list[Any], kept: list[Any]) -> None:
+    """The help of `command`'s parameters and help option in Chinese, what it replaces
+    kept, if `command` is still translated (made after an English line, they stay so)."""
+    if getattr(command, ENGLISH, None) is not kept:
+        return
     if ctx is not None and (option := command.get_help_option(ctx)) is not None:
         kept.append((option, "help", option.help))
         option.help = HELP_OPTION_ZH if option.help == HELP_OPTION else option.help
-    for param in command.params:
+    for param in params:
         if getattr(param, "help", None) in HELP_ZH:
             kept.append((param, "help", param.help))
             param.help = HELP_ZH[param.help]
-    setattr(command, ENGLISH, kept)
-    for sub in _subcommands(command, every=every):
-        translate(sub, ctx, every=every)
 
 
 def english(command: Any) -> None:

@@ -15,20 +15,19 @@ import os
 import shlex
 import tempfile
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
 
-from flower.cli.browser import screenshot
 from flower.cli.exits import exit_codes
 from flower.cli.options import PngOut, SvgOut, existing_run_dir
-from flower.cli.picture import framed, page, size, svg
 from flower.core import lang
 from flower.core.rundir import RunDir
-from flower.core.timeline import Timeline, read_timeline
-from flower.core.window import default_window
 from flower.errors import UsageError
+
+if TYPE_CHECKING:
+    from flower.core.timeline import Timeline
 
 REPORT_NAME = "report.html"
 
@@ -51,6 +50,10 @@ def report(
     png_out: PngOut = None,
 ) -> None:
     """Draw the run: steps, rounds, attempts, faults, handoffs, waits, cost and context."""
+    # lazy: the timeline's reader is worth loading to draw one, not to list this command
+    from flower.core.timeline import read_timeline
+    from flower.core.window import default_window
+
     console = Console(stderr=True, highlight=False, soft_wrap=True)
     with exit_codes():
         existing_run_dir(run_dir)
@@ -76,6 +79,10 @@ def write_report(
     Raises:
         UsageError: a path cannot be written, or --png has no browser to draw with.
     """
+    # lazy: the drawing code (and the browser's) is loaded by what draws, not by --help
+    from flower.cli.browser import screenshot
+    from flower.cli.picture import framed, page, size, svg
+
     written = []
     for path, text in ((html, page(timeline)), (svg_path, svg(timeline))):
         if path is not None:

@@ -1,5 +1,5 @@
-"""typer's help renderer without rich's Markdown and Traceback modules, until one is used
-(issue 31).
+"""typer's help renderer without rich's Markdown and Traceback modules, and without rich's
+table of emoji names, until one is used (issue 31).
 
 `typer.rich_utils` draws every help page and usage error, and imports `rich.markdown`
 (markdown-it) and `rich.traceback` (pygments, rich.pretty, attrs) on its first line: about
@@ -10,6 +10,11 @@ attribute (`Traceback.from_exception`) imports rich's module and hands over to t
 class, so a crash's traceback and a Markdown help are drawn exactly as before. The stand-in
 modules are gone from sys.modules once rich_utils is loaded: anything else that imports
 `rich.markdown` gets rich's own.
+
+Every text on a help page goes through rich's emoji replacement, which imports its table
+of ~4,000 emoji names (`rich._emoji_codes`, ~1.5 ms) to look up any `:name:` in it; none of
+our help texts has one. `load` puts a table in its place that imports rich's on its first
+lookup and answers from it: a `:name:` is drawn as before.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from __future__ import annotations
 import importlib
 import sys
 import types
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 DEFERRED = {"rich.markdown": "Markdown", "rich.traceback": "Traceback"}
@@ -45,10 +51,36 @@ def stand_in(module: str, name: str) -> type:
     return Deferred(name, (), {"__module__": module, "__new__": make})
 
 
+EMOJI_CODES = "rich._emoji_codes"
+
+
+class Emoji(Mapping[str, str]):
+    """rich's table of emoji names, imported on the first lookup (then in sys.modules)."""
+
+    def _real(self) -> Mapping[str, str]:
+        if getattr(sys.modules.get(EMOJI_CODES), "EMOJI", None) is self:
+            del sys.modules[EMOJI_CODES]
+        table: Mapping[str, str] = importlib.import_module(EMOJI_CODES).EMOJI
+        return table
+
+    def __getitem__(self, name: str) -> str:
+        return self._real()[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._real())
+
+    def __len__(self) -> int:
+        return len(self._real())
+
+
 def load() -> types.ModuleType:
-    """typer.rich_utils, imported without rich's Markdown and Traceback (idempotent)."""
+    """typer.rich_utils, imported without rich's Markdown, Traceback and emoji names
+    (idempotent)."""
     if "typer.rich_utils" in sys.modules:
         return sys.modules["typer.rich_utils"]
+    if EMOJI_CODES not in sys.modules:  # stays: rich imports it at each replacement
+        sys.modules[EMOJI_CODES] = types.ModuleType(EMOJI_CODES)
+        sys.modules[EMOJI_CODES].EMOJI = Emoji()  # type: ignore[attr-defined]
     placed = {}
     for module, name in DEFERRED.items():
         if module not in sys.modules:

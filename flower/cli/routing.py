@@ -17,8 +17,9 @@ import typer
 from typer import _click  # typer >= 0.26 vendors click; its group speaks these types
 from typer.core import TyperGroup
 
-from flower.cli import helplang, richhelp
+from flower.cli import collector, helplang, richhelp
 from flower.cli.coercion import settle_defaults
+from flower.cli.lazyparams import defer_params
 from flower.core import lang
 
 HELP_OPTIONS = ["-h", "--help"]
@@ -41,9 +42,11 @@ class AskRouter(TyperGroup):
     ) -> Any:
         """The context; first, under --lang zh, the whole tree's help in Chinese
         (flower.cli.helplang), before `--help` or a usage error can draw it. Parameters
-        left at their defaults skip pydantic (flower.cli.coercion); a help page is drawn
+        left at their defaults skip pydantic (flower.cli.coercion), and a command loaded from
+        here on makes its parameters when first used (flower.cli.lazyparams); a help page is drawn
         without rich's Markdown and Traceback loaded (flower.cli.richhelp)."""
         settle_defaults()
+        defer_params()
         lead, _ = hoisted(list(args))
         helping = not args or bool({*args} & {*HELP_OPTIONS}) or args[0].lower() in HELP_WORDS
         if helping:
@@ -67,6 +70,13 @@ class AskRouter(TyperGroup):
                 raise
             helplang.panel_words()  # the error's panel
             raise helplang.usage_error(exc) from exc
+
+    def resolve_command(self, ctx: _click.Context, args: list[str]) -> Any:
+        """The command of the line, loaded; from here it runs with the garbage collector
+        on (flower.cli.collector: off while the command line started)."""
+        found = super().resolve_command(ctx, args)
+        collector.resume()
+        return found
 
     def get_command(self, ctx: _click.Context, cmd_name: str) -> Any:
         """A command, its help in Chinese when this tree's is (one loaded late too)."""

@@ -6,6 +6,7 @@ command line goes to the typer app (flowerbox.cli.app), which prints the same li
 `--version` among other options.
 """
 
+import gc
 import sys
 
 from flowerbox import __version__
@@ -16,7 +17,11 @@ def main() -> None:
     if sys.argv[1:] == ["--version"]:
         print(f"flowerbox {__version__}")
         return
+    gc.disable()  # while the command line starts: on again once its command is found
+    # (flower.cli.collector, which cannot be imported before flower.cli's own imports)
     # lazy: the typer app and its commands cost what `--version` alone does not need
+    from flower.cli import defer_params
     from flowerbox.cli.app import app
 
+    defer_params()  # before typer builds the root's own commands (setup, version) too
     app()

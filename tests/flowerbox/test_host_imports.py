@@ -77,9 +77,11 @@ def test_python_m_flowerbox_imports_neither(tmp_path: Path) -> None:
 def test_the_report_is_drawn_on_the_host_without_the_sdk(tmp_path: Path) -> None:
     """`flowerbox report` and `flower report` read the run's timeline with the model's context
     window (flower.default_window, flower.core.window), which once lived beside the SDK's
-    options and loaded it."""
+    options and loaded it. The modules the report's own functions import when they draw
+    (flower.cli.report loads them late) are imported as they are."""
     code = (
         "import flowerbox.runs.control, flower.cli.report;"
+        " import flower.core.timeline, flower.core.window, flower.cli.picture, flower.cli.browser;"
         " from flower import default_window, read_timeline; default_window()"
     )
     modules = imported(["-c", code], tmp_path)
@@ -133,17 +135,27 @@ def test_a_command_imports_its_own_module_not_the_others(
     assert not modules & others, sorted(modules & others)
 
 
+DRAWING = {"flower.cli.picture", "flower.cli.browser", "flower.core.timeline"}
+"""What `report` draws with: loaded when it draws, not to list the command."""
 LIGHT = {
-    "flowerbox --help": {"pydantic", "markdown_it", "pygments", "attr", "msgspec", "asyncio"},
+    "flowerbox --help": {
+        "pydantic",
+        "markdown_it",
+        "pygments",
+        "attr",
+        "msgspec",
+        "asyncio",
+        *DRAWING,
+    },
     "flowerbox ps --help": {"pydantic", "markdown_it", "pygments", "attr", "msgspec"},
     "flowerbox ps": {"pydantic", "markdown_it", "pygments", "attr", "msgspec", "typer.rich_utils"},
-    "flower --help": {"pydantic", "markdown_it", "pygments", "attr", "asyncio"},
+    "flower --help": {"pydantic", "markdown_it", "pygments", "attr", "asyncio", *DRAWING},
     "flower status": {"pydantic", "markdown_it", "pygments", "attr", "typer.rich_utils"},
 }
 """What each command does not load (issue 31, bench.cli): typer's pydantic adapters for
 parameters left at their defaults (flower.cli.coercion), rich's Markdown and Traceback for
 a help page (flower.cli.richhelp), msgspec, which decodes a run's recorded spec, and
-asyncio, which only a run's loop needs."""
+asyncio, which only a run's loop needs; a help page not `report`'s drawing (DRAWING)."""
 NOT_FOR_LISTING = {"flowerbox.box.spec", "flowerbox.hostgit", "hashlib", "tomllib"}
 """What a run's start needs and listing runs, or the help, does not."""
 
