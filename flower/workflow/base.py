@@ -52,7 +52,7 @@ from flower.core.lineage import Lineage
 from flower.core.manifest import spent
 from flower.core.progress import Progress
 from flower.core.runtime import EventSink, Runtime, StepResult
-from flower.core.told import times_told
+from flower.core.told import times_answered
 from flower.core.workbench import Workbench
 from flower.errors import FlowerError
 
@@ -285,7 +285,7 @@ class Workflow:
         prompt, resume, fork = first_prompt, first_resume, step.fork and first_resume is not None
         woken = await self._woken_session(runtime, step, lineage)
         start = 0
-        told: tuple[str, int] | None = None  # an attempt's own prompt (feedback), seen before
+        told: tuple[str, int] | None = None  # an attempt's own prompt (feedback), answered before
         if woken is not None:
             state.woke.append(step.name)
             if self.channel is not None:  # a question the kill cut is asked again first
@@ -342,7 +342,7 @@ class Workflow:
                 prompt, resume, fork = feedback, result.session_id, False
                 told = (
                     feedback,
-                    await asyncio.to_thread(times_told, runtime.store, resume, feedback),
+                    await asyncio.to_thread(times_answered, runtime.store, resume, feedback),
                 )
             else:
                 prompt, resume = first_prompt, first_resume
@@ -364,10 +364,11 @@ class Workflow:
 
 
 async def _unheard(runtime: Runtime, session_id: str, told: tuple[str, int]) -> bool:
-    """Whether the prompt `told` (with how many of the session's prompts held it before it
-    was sent) never reached `session_id`: the process was killed before the CLI wrote it."""
+    """Whether the prompt `told` (with how many of the session's prompts held it, answered,
+    before it was sent) was never answered in `session_id`: the process was killed before
+    the CLI wrote it, or before the model replied to it."""
     said, seen = told
-    return await asyncio.to_thread(times_told, runtime.store, session_id, said) <= seen
+    return await asyncio.to_thread(times_answered, runtime.store, session_id, said) <= seen
 
 
 def _text(value: str | Callable[[Ctx], str] | None, ctx: Ctx) -> str:

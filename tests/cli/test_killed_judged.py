@@ -3,8 +3,9 @@
 Killed while round 1's judge rules, twice: the wake has round 1 judged again, and round 2
 still works (with `--rounds 2`, a used-up round would end "not achieved").
 
-Killed after round 1's judge said "not achieved" and before its feedback reached the
-coordinator, twice, then the same ask run again. The feedback was only in the killed
+Killed after round 1's judge said "not achieved" and before the coordinator answered its
+feedback (its CLI still starting; or the feedback written, the model's reply held), twice,
+then the same ask run again. The feedback was only in the killed
 process's memory: a wake that told the coordinator to "carry on" heard "the round is done"
 (its session ended there), the judge said "not achieved" again, and each kill used up a
 round of `--rounds` (bench.chaosbox, seed 46, run 8: "round 3/3", round 2's effects never
@@ -24,7 +25,7 @@ from typing import Any
 import pytest
 
 from bench.chaos import ASK, EFFECTS, FEEDBACK, LEDGER, cast
-from flower.testing import FakeAPI, Reply, Request
+from flower.testing import FakeAPI, Reply, Request, Script
 from flower.testing.demo import ROLE_MARKERS
 from tests.cli.conftest import flower, start_flower
 from tests.json_contract import parse_document
@@ -43,10 +44,13 @@ def progress_of(runs: Path) -> dict[str, Any]:
     return mine if isinstance(mine, dict) else {}
 
 
-def kill_as_round_two_starts(env: dict[str, str], workspace: Path, *, process: int) -> None:
+def kill_in_round_two(
+    env: dict[str, str], workspace: Path, *, process: int, held: list[float] | None
+) -> None:
     """Start the ask; SIGKILL its process group as soon as the `process`-th process of the
     run has recorded round 2 of the work step (the judge's feedback is its prompt), before
-    the coordinator's CLI has started."""
+    the coordinator's CLI has started; or, given `held`, once the `process`-th reply to the
+    feedback is held (the CLI has written the feedback, the model has not answered)."""
     runs = workspace.parent / "runs"
     proc = start_flower(
         ASK, "--timeout", "0", "--rounds", ROUNDS, "-w", str(workspace),
@@ -57,7 +61,9 @@ def kill_as_round_two_starts(env: dict[str, str], workspace: Path, *, process: i
         while time.monotonic() < deadline and proc.poll() is None:
             mine = progress_of(runs)
             work = mine.get("steps", {}).get("干活", {})
-            if len(mine.get("runs", [])) == process and work.get("attempt") == 1:
+            if held is not None and len(held) >= process:
+                break
+            if held is None and len(mine.get("runs", [])) == process and work.get("attempt") == 1:
                 break
             time.sleep(0.005)
         else:
@@ -69,39 +75,56 @@ def kill_as_round_two_starts(env: dict[str, str], workspace: Path, *, process: i
     assert proc.returncode == -signal.SIGKILL
 
 
-def shown_feedback(fake_api: FakeAPI, since: int) -> bool:
-    """Whether a coordinator request after request `since` ended on the judge's feedback."""
-    for request in fake_api.requests[since:]:
-        if request.agent_id is not None or not request.messages:
-            continue
-        last = request.messages[-1]
-        said = json.dumps(last.get("content"), ensure_ascii=False)
-        if last.get("role") == "user" and any(f in said for f in FEEDBACK):
-            return True
-    return False
+def ends_on_feedback(request: Request) -> bool:
+    """Whether `request` is the coordinator's and its last message holds the judge's
+    feedback."""
+    if request.agent_id is not None or not request.messages:
+        return False
+    last = request.messages[-1]
+    said = json.dumps(last.get("content"), ensure_ascii=False)
+    return last.get("role") == "user" and any(f in said for f in FEEDBACK)
+
+
+def answer_held(workspace: Path, held: list[float]) -> Script:
+    """The chaos cast, with the coordinator's replies to round 2's feedback held HELD_S
+    seconds (each noted in `held`)."""
+    script = cast(workspace)
+
+    def holding(request: Request) -> Reply:
+        reply = script(request)
+        if ends_on_feedback(request) and "r2-a" not in _ledger(workspace):
+            held.append(time.monotonic())
+            return replace(reply, delay=HELD_S)
+        return reply
+
+    return holding
 
 
 def continued_after_two_kills(
-    fake_api: FakeAPI, cli_env: dict[str, str], workspace: Path
+    fake_api: FakeAPI, cli_env: dict[str, str], workspace: Path, *, answering: bool
 ) -> subprocess.CompletedProcess[str]:
+    held: list[float] | None = [] if answering else None
+    fake_api.script = answer_held(workspace, held) if held is not None else cast(workspace)
+    kill_in_round_two(cli_env, workspace, process=1, held=held)
+    kill_in_round_two(cli_env, workspace, process=2, held=held)
     fake_api.script = cast(workspace)
-    kill_as_round_two_starts(cli_env, workspace, process=1)
-    kill_as_round_two_starts(cli_env, workspace, process=2)
     seen = len(fake_api.requests)
     again = flower(
         ASK, "--timeout", "0", "--rounds", ROUNDS, "--json", "-w", str(workspace),
         env=cli_env, cwd=workspace.parent,
     )  # fmt: skip
-    assert shown_feedback(fake_api, seen), "the woken coordinator never heard the judge"
+    woken = fake_api.requests[seen:]
+    assert any(ends_on_feedback(r) for r in woken), "the woken coordinator never heard the judge"
     return again
 
 
 @pytest.mark.parametrize("lang", ["zh", pytest.param("en", marks=pytest.mark.english)])
-def test_kills_before_the_feedback_reached_the_coordinator_cost_no_round(
-    lang: str, fake_api: FakeAPI, cli_env: dict[str, str], workspace: Path
+@pytest.mark.parametrize("answering", [False, True], ids=["cli-starting", "model-answering"])
+def test_kills_before_the_coordinator_answered_the_feedback_cost_no_round(
+    lang: str, answering: bool, fake_api: FakeAPI, cli_env: dict[str, str], workspace: Path
 ) -> None:
     assert cli_env["FLOWER_LANG"] == lang
-    again = continued_after_two_kills(fake_api, cli_env, workspace)
+    again = continued_after_two_kills(fake_api, cli_env, workspace, answering=answering)
     assert again.returncode == 0, again.stderr
     summary = parse_document(again.stdout)
     assert summary["status"] == "achieved"
@@ -111,7 +134,7 @@ def test_kills_before_the_feedback_reached_the_coordinator_cost_no_round(
     assert sorted(effects) == sorted(e for round_ in EFFECTS.values() for e in round_)
 
 
-def judging_held(workspace: Path, judged: list[float]) -> Any:
+def judging_held(workspace: Path, judged: list[float]) -> Script:
     """The chaos cast, with round 1's rulings held HELD_S seconds (each noted in `judged`)."""
     script = cast(workspace)
 
