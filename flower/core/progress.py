@@ -4,12 +4,16 @@ Per workspace realpath (as lineage.json keys them): `runs`, the ids of the flowe
 that worked on the run since it started fresh (a woken run adds itself; its budget counts
 what the others' manifest rows cost, a killed attempt's included), and `steps`, each step
 under way with the index of its current attempt and the round its judge last ruled on, so a
-wake continues the round (round 2 stays round 2, and `--rounds` counts across the kill), and
+wake continues the round (round 2 stays round 2, and `--rounds` counts across the kill) — with
+the prompt that attempt began with when it was not the step's own (a judge's feedback) and
+how many of the session's prompts held it then (`seen`), so a wake says it again if it never
+reached the session (flower.core.told) —, and
 `branch`, the git branch the run's isolated workers deliver to and the commit it started from
 (flower.core.worktrees), so every process of the run stacks its work on the same branch::
 
     {"workspaces": {"/home/me/proj": {"runs": ["20260101-120000-ab12cd", ...],
-                                      "steps": {"干活": {"attempt": 1, "round": 1}},
+                                      "steps": {"干活": {"attempt": 1, "round": 1,
+                                                         "told": "...", "seen": 0}},
                                       "branch": {"name": "flower/20260101-120000-ab12cd",
                                                  "base": "<sha>"}}}}
 
@@ -69,11 +73,27 @@ class Progress:
         entry = self._mine(read_json(self.path, _EMPTY)).get("steps", {}).get(name)
         if not isinstance(entry, dict):
             return {}
-        return {k: v for k, v in entry.items() if isinstance(v, int) and v >= 0}
+        return {k: v for k, v in entry.items() if k != "seen" and isinstance(v, int) and v >= 0}
 
-    def record(self, name: str, *, attempt: int, round: int) -> None:
-        """Step `name` is at attempt index `attempt`, its judge has ruled `round` times."""
-        self._update(name, {"attempt": attempt, "round": round})
+    def told(self, name: str) -> tuple[str, int] | None:
+        """The prompt step `name`'s current attempt began with, if it was not the step's
+        own (a judge's feedback), and how many of its session's prompts held it before."""
+        entry = self._mine(read_json(self.path, _EMPTY)).get("steps", {}).get(name)
+        said = entry.get("told") if isinstance(entry, dict) else None
+        seen = entry.get("seen", 0) if isinstance(entry, dict) else 0
+        if not isinstance(said, str) or not isinstance(seen, int) or seen < 0:
+            return None
+        return said, seen
+
+    def record(
+        self, name: str, *, attempt: int, round: int, told: tuple[str, int] | None = None
+    ) -> None:
+        """Step `name` is at attempt index `attempt`, its judge has ruled `round` times;
+        `told`: the attempt's own prompt and how many of the session's prompts held it."""
+        entry: dict[str, int | str] = {"attempt": attempt, "round": round}
+        if told is not None:
+            entry.update(told=told[0], seen=told[1])
+        self._update(name, entry)
 
     def forget(self, name: str) -> None:
         """Step `name` ended: a later wake starts its rounds afresh."""
@@ -99,7 +119,7 @@ class Progress:
         update_json(self.path, claim, default=_EMPTY)
         return self.branch()
 
-    def _update(self, name: str, entry: dict[str, int] | None) -> None:
+    def _update(self, name: str, entry: dict[str, int | str] | None) -> None:
         def change(data: Any) -> Any:
             steps = self._workspaces(data).setdefault(self.workspace, {}).setdefault("steps", {})
             if entry is None:

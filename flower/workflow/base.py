@@ -25,12 +25,15 @@ changes nothing); they start with "_" so they never collide with a step name:
 A run survives its process (flower.core.progress, `<run_dir>/progress.json`): a step under
 way records its attempt index and `RunState.round`, and a woken step carries on from them
 (its next label and judge are the ones the killed process would have used, and its retries
-count across the kill); a woken run's Runtime is told what the run's earlier processes spent
-(`Runtime.spent_before`, from their manifest rows), so a budget spans the wake.
+count across the kill); a round that began with a judge's feedback keeps it there too, and a
+wake says it again if the kill came before it reached the session (flower.core.told); a
+woken run's Runtime is told what the run's earlier processes spent (`Runtime.spent_before`,
+from their manifest rows), so a budget spans the wake.
 """
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 from collections.abc import Callable
 from contextvars import ContextVar
@@ -49,6 +52,7 @@ from flower.core.lineage import Lineage
 from flower.core.manifest import spent
 from flower.core.progress import Progress
 from flower.core.runtime import EventSink, Runtime, StepResult
+from flower.core.told import times_answered
 from flower.core.workbench import Workbench
 from flower.errors import FlowerError
 
@@ -281,6 +285,7 @@ class Workflow:
         prompt, resume, fork = first_prompt, first_resume, step.fork and first_resume is not None
         woken = await self._woken_session(runtime, step, lineage)
         start = 0
+        told: tuple[str, int] | None = None  # an attempt's own prompt (feedback), answered before
         if woken is not None:
             state.woke.append(step.name)
             if self.channel is not None:  # a question the kill cut is asked again first
@@ -290,6 +295,9 @@ class Workflow:
             where = progress.step(step.name)  # the round the killed process was in
             start = min(where.get("attempt", 0), step.retries)
             state.round = where.get("round", state.round)
+            told = progress.told(step.name)
+            if told is not None and await _unheard(runtime, woken, told):
+                prompt = f"{prompt}\n\n{told[0]}"  # the kill cut it off: said again
         result = StepResult(step=step.name)
         passed = False
         for attempt in range(start, step.retries + 1):
@@ -304,7 +312,7 @@ class Workflow:
                     payload.update(round=attempt + 1, rounds=step.retries + 1)
                 on_event(Event("step", step.name, payload=payload))
             label = attempt_label(step.name, attempt, judged_again=step.on_reject is not None)
-            progress.record(step.name, attempt=attempt, round=state.round)
+            progress.record(step.name, attempt=attempt, round=state.round, told=told)
 
             def remember(session_id: str, name: str = step.name) -> None:
                 state.sessions[name] = session_id
@@ -332,9 +340,14 @@ class Workflow:
             feedback = step.on_reject(result, ctx) if step.on_reject else ""
             if feedback and result.session_id:
                 prompt, resume, fork = feedback, result.session_id, False
+                told = (
+                    feedback,
+                    await asyncio.to_thread(times_answered, runtime.store, resume, feedback),
+                )
             else:
                 prompt, resume = first_prompt, first_resume
                 fork = step.fork and first_resume is not None
+                told = None
         progress.forget(step.name)  # ended: a later wake starts its rounds afresh
         return result, passed
 
@@ -348,6 +361,14 @@ class Workflow:
             return None
         await runtime.catch_up(session_id)
         return session_id if runtime.store.summary(session_id) is not None else None
+
+
+async def _unheard(runtime: Runtime, session_id: str, told: tuple[str, int]) -> bool:
+    """Whether the prompt `told` (with how many of the session's prompts held it, answered,
+    before it was sent) was never answered in `session_id`: the process was killed before
+    the CLI wrote it, or before the model replied to it."""
+    said, seen = told
+    return await asyncio.to_thread(times_answered, runtime.store, session_id, said) <= seen
 
 
 def _text(value: str | Callable[[Ctx], str] | None, ctx: Ctx) -> str:
