@@ -152,6 +152,7 @@ DEFAULT_MAX_TOKENS = 128_000  # reserved for a request without a usable max_toke
 ADMISSION_WAIT = 300.0
 DEFAULT_BASE_URL = "https://api.anthropic.com"
 HEALTH_TIMEOUT = 3.0
+STOP_SIGNALS = frozenset({signal.SIGTERM, signal.SIGINT})  # each closes and removes the socket
 # The CLI's own request timeout (X-Stainless-Timeout) is 600 s; a stream idle longer is dead.
 UPSTREAM_TIMEOUT = 600.0
 KEEPER_GONE_NOTE = "refused: the run's keeper is gone"
@@ -794,6 +795,18 @@ def _endpoint_message(method: str, target: str) -> str:
     return f"flowerbox gateway: {said}"
 
 
+@contextlib.contextmanager
+def stop_signals_held() -> Iterator[None]:
+    """SIGTERM and SIGINT wait, blocked, and come once the block ends. A stop signal that
+    came once the socket existed but before its handler was set killed the process without
+    removing the socket (exit -15: a busy machine's test saw it)."""
+    signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m flowerbox.sidecar.gateway",
@@ -836,34 +849,35 @@ def main(argv: list[str] | None = None) -> int:
         print(f"flowerbox-gateway: {exc}", file=sys.stderr)
         return 2
     meter = Meter(args.usage, prices, budget=args.budget)
-    try:  # bound before the API socket: whoever waits for api.sock can take the lease at once
-        lease = Lease.listen(args.lease) if args.lease else None
-    except OSError as exc:
-        said = text("gateway.lease_unbound", path=args.lease, problem=exc)
-        print(f"flowerbox-gateway: {said}", file=sys.stderr)
-        return 2
-    servers: list[PrivateUnixServer] = []
-    if args.proxy_socket and egress_log is not None:
-        # Bound before the API socket: whoever waits for api.sock finds the proxy up too.
-        servers.append(EgressProxy(args.proxy_socket, policy=policy, log=egress_log))
-    # Under --net open (no proxy) there is no allowlist: URL sources need --allow-api-fetch.
-    fetch = FetchRule(args.allow_api_fetch == "yes", policy if args.proxy_socket else None)
-    gateway = Gateway(
-        args.socket,
-        credentials=credentials,
-        meter=meter,
-        requests=requests,
-        fetch=fetch,
-        lease=lease,
-    )
-    servers.append(gateway)
+    with stop_signals_held():  # from before the first bind until their handler is set
+        try:  # bound before the API socket: whoever waits for api.sock can take the lease at once
+            lease = Lease.listen(args.lease) if args.lease else None
+        except OSError as exc:
+            said = text("gateway.lease_unbound", path=args.lease, problem=exc)
+            print(f"flowerbox-gateway: {said}", file=sys.stderr)
+            return 2
+        servers: list[PrivateUnixServer] = []
+        if args.proxy_socket and egress_log is not None:
+            # Bound before the API socket: whoever waits for api.sock finds the proxy up too.
+            servers.append(EgressProxy(args.proxy_socket, policy=policy, log=egress_log))
+        # Under --net open (no proxy) there is no allowlist: URL sources need --allow-api-fetch.
+        fetch = FetchRule(args.allow_api_fetch == "yes", policy if args.proxy_socket else None)
+        gateway = Gateway(
+            args.socket,
+            credentials=credentials,
+            meter=meter,
+            requests=requests,
+            fetch=fetch,
+            lease=lease,
+        )
+        servers.append(gateway)
 
-    def stop(signum: int, frame: object) -> None:
-        # shutdown() waits for serve_forever to return, so it cannot run on this thread.
-        threading.Thread(target=gateway.shutdown, daemon=True).start()
+        def stop(signum: int, frame: object) -> None:
+            # shutdown() waits for serve_forever to return, so it cannot run on this thread.
+            threading.Thread(target=gateway.shutdown, daemon=True).start()
 
-    signal.signal(signal.SIGTERM, stop)
-    signal.signal(signal.SIGINT, stop)
+        for signum in STOP_SIGNALS:
+            signal.signal(signum, stop)
     gateway.line(f"listening on {args.socket} -> {gateway.upstream.name}")
     if args.proxy_socket:
         allowed = ", ".join(policy.entries) or "nothing (no network)"

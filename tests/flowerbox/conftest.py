@@ -126,9 +126,16 @@ def wait_for(predicate: Callable[[], bool], timeout: float = 10.0) -> None:
 
 
 def spawn_gateway(
-    sock: Path, creds: Path, usage: Path, log: Path, args: Sequence[str] = ()
+    sock: Path,
+    creds: Path,
+    usage: Path,
+    log: Path,
+    args: Sequence[str] = (),
+    *,
+    preexec: Callable[[], object] | None = None,
 ) -> subprocess.Popen[bytes]:
-    """`python -m flowerbox.sidecar.gateway` with a clean environment, its stderr into `log`."""
+    """`python -m flowerbox.sidecar.gateway` with a clean environment, its stderr into `log`
+    (`preexec`: run in the child before the exec)."""
     with log.open("wb") as err:
         return subprocess.Popen(
             [sys.executable, "-m", "flowerbox.sidecar.gateway", "--socket", str(sock)]
@@ -137,6 +144,7 @@ def spawn_gateway(
             stdout=subprocess.DEVNULL,
             stderr=err,
             env=_clean_env(),
+            preexec_fn=preexec,
         )
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import http.client
 import json
 import os
+import signal
 import ssl
 import stat
 import threading
@@ -22,7 +23,7 @@ from flower.testing import FakeAPI, Usage, drop, sequence, text, tool
 from flowerbox.errors import PriceError
 from flowerbox.sidecar.pricing import PriceTable, load_prices
 from tests.driver import drive
-from tests.flowerbox.conftest import PLACEHOLDER, REAL_KEY, GatewayProcess
+from tests.flowerbox.conftest import PLACEHOLDER, REAL_KEY, GatewayProcess, spawn_gateway
 
 Start = Callable[..., GatewayProcess]
 TLSUpstream = tuple[ssl.SSLContext, Path]
@@ -477,6 +478,34 @@ def test_the_socket_is_private_and_sigterm_removes_it(
     assert stat.S_IMODE(os.stat(gateway.socket).st_mode) == 0o600
     assert gateway.stop() == 0
     assert not gateway.socket.exists()
+
+
+def test_a_sigterm_that_comes_while_it_starts_is_taken_once_it_can_be(
+    upstream: FakeAPI, sockdir: Path, tmp_path: Path
+) -> None:
+    """A SIGTERM sent the moment the socket exists, before the handler was set, killed the
+    gateway with its socket left behind (exit -15 in a busy `make check`). Here the signal
+    is pending from the start (sent while blocked, as the gateway now holds it until its
+    handler is set): the gateway still starts, then stops as a SIGTERM asks."""
+    creds = tmp_path / "creds.env"
+    creds.touch(mode=0o600)
+    creds.write_text(f"ANTHROPIC_API_KEY={REAL_KEY}\nANTHROPIC_BASE_URL={upstream.url}\n")
+    sock, log = sockdir / "api.sock", tmp_path / "g.log"
+    process = spawn_gateway(
+        sock,
+        creds,
+        tmp_path / "usage.json",
+        log,
+        preexec=lambda: signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM}),
+    )
+    try:
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=30) == 0, log.read_text()
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait(timeout=10)
+    assert "listening on" in log.read_text() and not sock.exists()
 
 
 # --- end to end: the real CLI through relay and gateway --------------------------------------
